@@ -1,0 +1,77 @@
+# k3 - build, test, run. See README.md.
+CC      ?= gcc
+OPT     ?= -O2
+ARCH    := -mavx2 -mfma -mf16c
+CFLAGS  ?= $(OPT) -g
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp -Iengine -I.
+LDLIBS  := -fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread
+APPLIBS := -lncursesw -lreadline -lsqlite3
+PY      := /usr/bin/python3
+
+BUILD   := build
+ENGINE_SRC := $(wildcard engine/*.c)
+APP_SRC    := $(wildcard app/*.c ui/*.c history/*.c)
+TEST_SRC   := $(wildcard tests/test_*.c)
+TOOL_SRC   := $(wildcard tools/*.c)
+K3BIN      ?= k3
+
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+APP_OBJ    := $(APP_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_BIN   := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+
+.PHONY: all deps test bench fuzz run clean asan
+all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libk3engine.a: $(ENGINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(K3BIN): $(APP_OBJ) $(BUILD)/libk3engine.a
+	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libk3engine.a $(APPLIBS) $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libk3engine.a tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)
+
+$(BUILD)/tools/%: tools/%.c $(BUILD)/libk3engine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)
+
+deps:
+	@sh tools/deps.sh
+
+# The whole test suite; ends with "N passed, N failed".
+test: all
+	@sh tests/run.sh
+
+# Address/UB sanitizer build of the unit tests and the binary, in build-asan/.
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	    LDFLAGS="-fsanitize=address,undefined" k3-asan
+
+k3-asan: $(APP_OBJ) $(BUILD)/libk3engine.a $(TEST_BIN)
+	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libk3engine.a $(APPLIBS) $(LDLIBS)
+
+bench: all
+	@sh tools/bench.sh
+
+fuzz: all
+	@sh tests/fuzz.sh 60
+
+models/demo/config.json: | k3
+	./k3 gen models/demo --preset demo
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory models/demo/config.json
+	./k3 chat models/demo
+
+clean:
+	rm -rf build build-asan k3 k3-asan
+
+-include $(ENGINE_OBJ:.o=.d) $(APP_OBJ:.o=.d)

@@ -1,0 +1,126 @@
+/* cli.c - helpers shared by the subcommands: errors, number and id parsing,
+ * whole-file reads. Each prints its own one-line message so callers only
+ * need to return the right exit code. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+
+void cli_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("k3: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    return 0;
+}
+
+int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        cli_error("%s: expected an integer in [%lld, %lld], got '%s'", opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= lo && v <= hi)) {
+        cli_error("%s: expected a number in [%g, %g], got '%s'", opt, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int *cli_parse_ids(const char *opt, const char *s, int *n_out)
+{
+    size_t cap = 16, n = 0;
+    int *ids = malloc(cap * sizeof *ids);
+    if (!ids) return NULL;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == ',' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT_MAX ||
+            (*end && *end != ' ' && *end != ',' && *end != '\t' && *end != '\n' && *end != '\r')) {
+            cli_error("%s: expected token ids separated by spaces or commas, bad item near '%.20s'", opt, p);
+            free(ids);
+            return NULL;
+        }
+        if (n == cap) {
+            cap *= 2;
+            int *grown = realloc(ids, cap * sizeof *ids);
+            if (!grown) { free(ids); return NULL; }
+            ids = grown;
+        }
+        ids[n++] = (int)v;
+        p = end;
+    }
+    if (n == 0) {
+        cli_error("%s: no token ids given", opt);
+        free(ids);
+        return NULL;
+    }
+    *n_out = (int)n;
+    return ids;
+}
+
+char *cli_read_file(const char *path, size_t *len_out)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_error("%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) { fclose(f); cli_error("%s: out of memory", path); return NULL; }
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        cap *= 2;
+        char *grown = realloc(buf, cap);
+        if (!grown) free(buf);
+        buf = grown;
+    }
+    if (ferror(f)) {
+        cli_error("%s: read error", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len_out) *len_out = n;
+    return buf;
+}
+
+const char *cli_default_model(void)
+{
+    const char *m = getenv("K3_MODEL");
+    return (m && *m) ? m : "models/demo";
+}

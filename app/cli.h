@@ -1,0 +1,40 @@
+/* cli.h - the subcommands of `k3` and the small helpers they share.
+ *
+ * Each subcommand is `int cmd_NAME(int argc, char **argv)` where argv[0] is
+ * the subcommand name; it returns the process exit code: 0 ok, 1 error,
+ * 2 usage, 130 interrupted (DESIGN §11). */
+#ifndef K3_CLI_H
+#define K3_CLI_H
+
+#include <stdint.h>
+
+int cmd_run(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+
+/* Print "k3: " + message + newline to stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Exit codes. */
+enum { K3_EXIT_OK = 0, K3_EXIT_ERROR = 1, K3_EXIT_USAGE = 2, K3_EXIT_INTERRUPTED = 130 };
+
+/* True if argv[i] equals "--help" or "-h". */
+int cli_wants_help(int argc, char **argv);
+
+/* Parse a decimal integer / float option value; on failure print a usage
+ * error naming the option and return -1. */
+int cli_parse_int(const char *opt, const char *s, long long lo, long long hi, long long *out);
+int cli_parse_float(const char *opt, const char *s, double lo, double hi, double *out);
+
+/* Parse a whitespace- or comma-separated list of token ids into a malloc'd
+ * array. Returns NULL (and prints a usage error naming opt) on bad input. */
+int *cli_parse_ids(const char *opt, const char *s, int *n_out);
+
+/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
+char *cli_read_file(const char *path, size_t *len_out);
+
+/* Default model directory: $K3_MODEL, else "models/demo". */
+const char *cli_default_model(void);
+
+#endif

@@ -1,0 +1,55 @@
+/* main.c - `k3` entry point: find the subcommand and hand over argv.
+ *
+ * Kept tiny on purpose: every subcommand lives in its own cmd_*.c file and
+ * owns its options, its --help text and its exit codes. */
+#include <stdio.h>
+#include <string.h>
+#include "cli.h"
+
+typedef struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"run",      cmd_run,      "generate text from a prompt (stats on stderr)"},
+    {"eval",     cmd_eval,     "teacher-forced logits for a list of token ids"},
+    {"tokenize", cmd_tokenize, "encode text or a chat, or decode ids"},
+    {"gen",      cmd_gen,      "write a synthetic checkpoint in Hugging Face layout"},
+};
+
+static void print_help(FILE *f)
+{
+    fprintf(f, "k3 - chat with Kimi-class Mixture-of-Experts models on a CPU\n\n"
+               "usage: k3 COMMAND [options]   (k3 COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(f, "  help      this text\n\nMODEL is a Hugging Face checkpoint directory; "
+               "default $K3_MODEL, else models/demo.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help(stderr);
+        return K3_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        if (argc > 2) {
+            for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+                if (!strcmp(argv[2], subcommands[i].name)) {
+                    char *hargv[] = {argv[2], "--help", NULL};
+                    return subcommands[i].fn(2, hargv);
+                }
+        }
+        print_help(stdout);
+        return K3_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(name, subcommands[i].name))
+            return subcommands[i].fn(argc - 1, argv + 1);
+    cli_error("unknown command '%s' (try: k3 help)", name);
+    return K3_EXIT_USAGE;
+}

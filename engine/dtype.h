@@ -1,0 +1,32 @@
+/* dtype.h - element types that can appear in a checkpoint, and their sizes.
+ *
+ * One enum shared by the safetensors reader, the loader and the kernels, so a
+ * tensor's type travels from the file header to the dot product unchanged. */
+#ifndef K3_DTYPE_H
+#define K3_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    K3_DT_F32 = 0,
+    K3_DT_F16,
+    K3_DT_BF16,
+    K3_DT_F8_E4M3,
+    K3_DT_U8,
+    K3_DT_I8,
+    K3_DT_I32,
+    K3_DT_I64,
+    K3_DT_F64,
+    K3_DT_COUNT
+} k3_dtype;
+
+/* Bytes per element (all recognised types are whole bytes). */
+size_t k3_dtype_size(k3_dtype dt);
+
+/* The safetensors spelling ("F32", "BF16", ...), and its inverse.
+ * k3_dtype_parse returns -1 for a name we do not recognise. */
+const char *k3_dtype_name(k3_dtype dt);
+int k3_dtype_parse(const char *name, k3_dtype *out);
+
+#endif

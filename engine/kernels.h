@@ -1,0 +1,61 @@
+/* kernels.h - the numeric inner loops: weight decode and dot products.
+ *
+ * Weights stay in their stored format (bf16, f16, f32, fp8 e4m3 with 128x128
+ * block scales); they are decoded inside the dot product, never copied out as
+ * fp32. Every kernel has a plain scalar reference beside its AVX2 path; the
+ * scalar path is selected with k3_kernels_force_scalar(1) (tests use it to
+ * compare the two). Activations and accumulation are fp32. */
+#ifndef K3_KERNELS_H
+#define K3_KERNELS_H
+
+#include <stdint.h>
+#include "dtype.h"
+
+/* A row-major weight matrix [rows x cols] as stored on disk or in memory.
+ * For K3_DT_F8_E4M3, block_scale points at fp32 [ceil(rows/128)][ceil(cols/128)]
+ * multipliers (DeepSeek-V3 "weight_scale_inv" convention: W = fp8 * scale),
+ * or is NULL for an unscaled fp8 matrix. */
+typedef struct k3_weight {
+    k3_dtype dtype;
+    int64_t rows, cols;
+    const void *data;
+    const float *block_scale;
+} k3_weight;
+
+/* Scalar decoders of single values (bit-exact, used by loaders and tests). */
+float k3_bf16_to_f32(uint16_t h);
+uint16_t k3_f32_to_bf16(float f);   /* round to nearest even; NaN stays NaN */
+float k3_f16_to_f32(uint16_t h);
+uint16_t k3_f32_to_f16(float f);    /* round to nearest even */
+float k3_e4m3_to_f32(uint8_t b);
+
+/* Convert n elements of dtype dt to fp32 (for small tensors at load, and for
+ * embedding rows). Supports F32, F16, BF16, F8_E4M3 (unscaled), F64, I32, I64,
+ * U8, I8. */
+void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n);
+
+/* Force the scalar reference kernels (1) or allow SIMD (0, default). */
+void k3_kernels_force_scalar(int on);
+int  k3_kernels_scalar_forced(void);
+
+/* y[r] = sum_c W[r][c] * x[c] for r in [row_begin, row_end). Single-threaded. */
+void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
+                    int64_t row_begin, int64_t row_end);
+
+/* y = W x, all rows; splits rows across OpenMP threads when the matrix is
+ * large enough to pay for it. y has W->rows floats, x has W->cols floats. */
+void k3_matvec(float *y, const k3_weight *W, const float *x);
+
+/* Y[t][r] = W[r] . X[t] for t < n_tokens: one pass over W for several
+ * activation vectors (prompt processing). X is [n_tokens][cols],
+ * Y is [n_tokens][rows]. Results equal k3_matvec on each row of X exactly
+ * (same summation order). */
+void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens);
+
+/* Plain fp32 dot product (SIMD when allowed). */
+float k3_dot_f32(const float *a, const float *b, int64_t n);
+
+/* y += a * x */
+void k3_axpy_f32(float *y, float a, const float *x, int64_t n);
+
+#endif

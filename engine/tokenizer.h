@@ -1,0 +1,69 @@
+/* tokenizer.h - Kimi tiktoken-style byte-level BPE tokenizer.
+ *
+ * Loads `tiktoken.model` (one "base64(bytes) rank" per line; rank = id) and
+ * the special tokens from `tokenizer_config.json` (`added_tokens_decoder`),
+ * pre-tokenises with the Kimi regex (kimi_linear_spec.md §7.2) and merges by
+ * lowest rank. Special tokens occupy ids n_base .. n_base+257; unnamed slots
+ * are "<|reserved_token_N|>" with N = id - n_base. */
+#ifndef K3_TOKENIZER_H
+#define K3_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct k3_tokenizer k3_tokenizer;
+
+/* Load from a model directory (reads DIR/tiktoken.model and
+ * DIR/tokenizer_config.json). On failure returns NULL and writes one line
+ * naming the file and the problem into err (errlen bytes). */
+k3_tokenizer *k3_tokenizer_load(const char *dir, char *err, size_t errlen);
+void k3_tokenizer_free(k3_tokenizer *t);
+
+int k3_tokenizer_n_base(const k3_tokenizer *t);     /* number of BPE ranks */
+int k3_tokenizer_n_vocab(const k3_tokenizer *t);    /* n_base + 258 */
+
+/* Id of a special token by its text ("<|im_end|>"), or -1. */
+int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text);
+
+/* Encode UTF-8 text. allow_special: 1 = special-token strings in the text map
+ * to their ids (the tiktoken allowed_special="all" behaviour); 0 = they are
+ * encoded as plain text. Returns a malloc'd id array, count in *n_out, or NULL
+ * with err set (e.g. invalid UTF-8: "invalid UTF-8 at byte 17"). */
+int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
+                         int allow_special, int *n_out, char *err, size_t errlen);
+
+/* Bytes of one token (not NUL-terminated); NULL for an id out of range. */
+const uint8_t *k3_tokenizer_token_bytes(const k3_tokenizer *t, int id, size_t *len);
+
+/* Streaming decoder: feed ids one by one, get back only complete UTF-8
+ * characters; an incomplete tail is held until the next token (or flushed as
+ * U+FFFD replacement by k3_detok_flush when it can never complete). */
+typedef struct k3_detok {
+    const k3_tokenizer *tok;
+    uint8_t pending[8];
+    int n_pending;
+} k3_detok;
+void k3_detok_init(k3_detok *d, const k3_tokenizer *t);
+/* Appends decoded text for `id` into out (capacity outcap); returns bytes written. */
+size_t k3_detok_push(k3_detok *d, int id, char *out, size_t outcap);
+size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap);
+
+/* Decode a whole id list to a malloc'd NUL-terminated UTF-8 string (invalid
+ * sequences replaced with U+FFFD, as Python's errors="replace"). */
+char *k3_tokenizer_decode(const k3_tokenizer *t, const int *ids, int n);
+
+/* Chat rendering. role is "system", "user", "assistant" or "tool". */
+typedef struct k3_chat_msg {
+    const char *role;
+    const char *content;
+} k3_chat_msg;
+
+/* Render messages with the Kimi K2 framing (kimi_linear_spec.md §7.4), no
+ * injected system prompt, no BOS, and (if add_generation_prompt) the
+ * assistant header. Framing tokens are emitted as special ids; message
+ * content is encoded with allow_special = 0 (a user cannot inject framing).
+ * Returns malloc'd ids or NULL with err set. */
+int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
+                         int add_generation_prompt, int *n_out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,17 @@
+/* tokenizer_gen.h - write a small Kimi-style tokenizer for synthetic models.
+ *
+ * `k3 gen` needs tokenizer files in the real layout: a tiktoken.model with the
+ * 256 single bytes plus BPE merges learned from a built-in multilingual text
+ * (pre-tokenised with the same Kimi regex), and a tokenizer_config.json whose
+ * added_tokens_decoder names the special tokens at the same offsets from
+ * n_base as the real model (BOS +0, [EOS] +1, <|im_end|> +2, ...). */
+#ifndef K3_TOKENIZER_GEN_H
+#define K3_TOKENIZER_GEN_H
+
+#include <stddef.h>
+
+/* Learn n_base - 256 merges and write DIR/tiktoken.model and
+ * DIR/tokenizer_config.json. Returns 0, or -1 with err set. n_base >= 256. */
+int k3_tokenizer_generate(const char *dir, int n_base, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,33 @@
+#!/bin/sh
+# run.sh - the whole test suite: unit-test binaries, then the shell-driven
+# suites (tests/t_*.sh). Every test prints "PASS name" or "FAIL name: why";
+# this script counts them and ends with the line "N passed, N failed".
+cd "$(dirname "$0")/.." || exit 1
+OUT=tests/out
+mkdir -p $OUT
+LOG=$OUT/run.log
+: > $LOG
+for t in build/tests/test_*; do
+    [ -x "$t" ] || continue
+    echo "== $t" | tee -a $LOG
+    "$t" > $OUT/current.txt 2>>$OUT/stderr.log
+    rc=$?
+    tee -a $LOG < $OUT/current.txt
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL ' $OUT/current.txt; then
+        echo "FAIL $t: exited with status $rc" | tee -a $LOG
+    fi
+done
+for s in tests/t_*.sh; do
+    [ -f "$s" ] || continue
+    echo "== $s" | tee -a $LOG
+    sh "$s" > $OUT/current.txt 2>>$OUT/stderr.log
+    rc=$?
+    tee -a $LOG < $OUT/current.txt
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL ' $OUT/current.txt; then
+        echo "FAIL $s: exited with status $rc" | tee -a $LOG
+    fi
+done
+passed=$(grep -c '^PASS ' $LOG)
+failed=$(grep -c '^FAIL ' $LOG)
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
