@@ -32,8 +32,12 @@ int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text);
 int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
                          int allow_special, int *n_out, char *err, size_t errlen);
 
-/* Bytes of one token (not NUL-terminated); NULL for an id out of range. */
+/* Bytes of one token (not NUL-terminated); NULL for an id out of range.
+ * A special token's bytes are its name. */
 const uint8_t *k3_tokenizer_token_bytes(const k3_tokenizer *t, int id, size_t *len);
+
+/* Longest token in bytes (base or special); sizes k3_detok_push buffers. */
+size_t k3_tokenizer_max_token_bytes(const k3_tokenizer *t);
 
 /* Streaming decoder: feed ids one by one, get back only complete UTF-8
  * characters; an incomplete tail is held until the next token (or flushed as
@@ -44,12 +48,16 @@ typedef struct k3_detok {
     int n_pending;
 } k3_detok;
 void k3_detok_init(k3_detok *d, const k3_tokenizer *t);
-/* Appends decoded text for `id` into out (capacity outcap); returns bytes written. */
+/* Appends decoded text for `id` into out (capacity outcap); returns bytes
+ * written. Never writes past outcap; an outcap of at least
+ * 3 * (k3_tokenizer_max_token_bytes + 4) always holds a token's text (each
+ * invalid byte becomes a 3-byte U+FFFD). An unknown id decodes as U+FFFD. */
 size_t k3_detok_push(k3_detok *d, int id, char *out, size_t outcap);
 size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap);
 
 /* Decode a whole id list to a malloc'd NUL-terminated UTF-8 string (invalid
- * sequences replaced with U+FFFD, as Python's errors="replace"). */
+ * sequences replaced with U+FFFD, as Python's errors="replace"; an unknown id
+ * also becomes U+FFFD). NULL only when out of memory. */
 char *k3_tokenizer_decode(const k3_tokenizer *t, const int *ids, int n);
 
 /* Chat rendering. role is "system", "user", "assistant" or "tool". */

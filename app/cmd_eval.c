@@ -1,0 +1,80 @@
+/* cmd_eval.c - `k3 eval`: teacher-forced logits for a list of token ids.
+ *
+ * No BOS and no template are added: the ids go in as given, and the output
+ * file holds float32 little-endian [n_tokens x vocab], row t being the
+ * prediction after token t. Needs no tokenizer files. This is the command
+ * external references compare against. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "k3.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3 eval [MODEL] --ids \"1 2 3\" --logits OUT.f32 [--threads N]\n\n"
+               "Runs the ids through the model (teacher forced; no BOS or template added) and writes\n"
+               "float32 little-endian logits [n_tokens x vocab] to OUT.f32: row t is the prediction\n"
+               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n");
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
+    long long threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--ids") && i + 1 < argc) ids_text = argv[++i];
+        else if (!strcmp(a, "--logits") && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(a, "--threads") && i + 1 < argc) {
+            if (cli_parse_int(a, argv[++i], 1, 1024, &threads)) return K3_EXIT_USAGE;
+        } else if (a[0] == '-') { cli_error("eval: unknown option '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        else if (!model_dir) model_dir = a;
+        else { cli_error("eval: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
+    }
+    if (!ids_text || !out_path) { usage(stderr); return K3_EXIT_USAGE; }
+    if (!model_dir) model_dir = cli_default_model();
+    int n = 0;
+    int *ids = cli_parse_ids("--ids", ids_text, &n);
+    if (!ids) return K3_EXIT_USAGE;
+
+    k3_error err;
+    k3_options opt = {.n_threads = (int)threads};
+    k3_model *m = k3_model_open(model_dir, &opt, &err);
+    if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    int rc = K3_EXIT_ERROR;
+    float *logits = malloc((size_t)n * info.vocab_size * sizeof(float));
+    k3_session *s = k3_session_new(m, n, &err);
+    if (!logits || !s) {
+        cli_error("%s", s ? "out of memory for the logits" : err.msg);
+    } else if (k3_session_eval(s, ids, n, logits, &err)) {
+        cli_error("%s", err.msg);
+    } else {
+        char tmp[4096];
+        snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
+        FILE *f = fopen(tmp, "wb");
+        size_t count = (size_t)n * info.vocab_size;
+        if (!f) {
+            cli_error("%s: %s", tmp, strerror(errno));
+        } else if ((fwrite(logits, sizeof(float), count, f) != count) | (fclose(f) != 0)) {
+            cli_error("%s: write failed", out_path);
+            unlink(tmp);
+        } else if (rename(tmp, out_path) != 0) {
+            cli_error("%s: %s", out_path, strerror(errno));
+            unlink(tmp);
+        } else {
+            fprintf(stderr, "k3: wrote %s: %d x %d float32\n", out_path, n, info.vocab_size);
+            rc = K3_EXIT_OK;
+        }
+    }
+    k3_session_free(s);
+    k3_model_close(m);
+    free(logits);
+    free(ids);
+    return rc;
+}

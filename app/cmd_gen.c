@@ -1,0 +1,360 @@
+/* cmd_gen.c - `k3 gen`: write a synthetic Kimi Linear checkpoint in the exact
+ * Hugging Face layout (config.json, one or more safetensors shards with
+ * model.safetensors.index.json, tiktoken.model, tokenizer_config.json,
+ * generation_config.json).
+ *
+ * Values are pseudo-random but deterministic per (seed, tensor name), so the
+ * same model written as 1 or 5 shards, or re-run, holds identical weights.
+ * Scales follow the usual initialisations (1/sqrt(fan_in) matrices, norms
+ * near 1, A_log = log U(1,16), dt_bias = inverse softplus of a dt in
+ * [1e-3, 1e-1]) so activations stay healthy through all layers. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cli.h"
+#include "kernels.h"
+#include "safetensors_write.h"
+#include "tokenizer_gen.h"
+
+typedef struct gen_preset {
+    const char *name;
+    int hidden, layers, kda_heads, kda_head_dim, gate_rank;
+    int mla_heads, kv_lora, nope, rope, v_dim;
+    int dense_inter, moe_inter, experts, top_k, shared;
+    int n_base;                  /* BPE ranks; vocab = n_base + 256 */
+    const char *full_attn;       /* 1-based MLA layers */
+} gen_preset;
+
+static const gen_preset presets[] = {
+    {"tiny", 64, 4, 2, 16, 16, 2, 32, 16, 8, 16, 128, 32, 8, 2, 1, 512, "2,4"},
+    {"small", 256, 8, 4, 32, 32, 4, 64, 32, 16, 32, 512, 128, 16, 4, 1, 1024, "4,8"},
+    {"demo", 768, 12, 6, 128, 128, 6, 256, 64, 32, 64, 2048, 384, 24, 4, 1, 2048, "4,8,12"},
+};
+
+typedef enum { INIT_MATRIX, INIT_EMBED, INIT_NORM, INIT_ALOG, INIT_DTBIAS, INIT_CONV, INIT_BIAS } init_kind;
+
+typedef struct gen_tensor {
+    st_out_tensor t;
+    init_kind init;
+    int fan_in;
+} gen_tensor;
+
+typedef struct gen_state {
+    gen_tensor *list;
+    int n, cap;
+    uint64_t seed;
+    int gen_dtype_f32;           /* 1 = big matrices F32, else BF16 */
+} gen_state;
+
+/* splitmix64: a well-mixed stream from (seed, name hash). */
+static uint64_t splitmix(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(uint64_t *x) { return (double)(splitmix(x) >> 11) / 9007199254740992.0; }
+
+static void add_tensor(gen_state *g, const char *name, k3_dtype dt, int ndim, int64_t d0, int64_t d1,
+                       int64_t d2, int64_t d3, init_kind init, int fan_in)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? g->cap * 2 : 256;
+        g->list = realloc(g->list, (size_t)g->cap * sizeof *g->list);
+        if (!g->list) { cli_error("out of memory"); exit(1); }
+    }
+    gen_tensor *t = &g->list[g->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->t.name, sizeof t->t.name, "%s", name);
+    t->t.dtype = dt;
+    t->t.ndim = ndim;
+    int64_t dims[4] = {d0, d1, d2, d3};
+    for (int i = 0; i < ndim; i++) t->t.shape[i] = dims[i];
+    t->init = init;
+    t->fan_in = fan_in;
+}
+
+/* Write one value into dst at index i in the tensor's dtype. */
+static void put_value(void *dst, k3_dtype dt, int64_t i, double v)
+{
+    if (dt == K3_DT_F32) ((float *)dst)[i] = (float)v;
+    else if (dt == K3_DT_BF16) ((uint16_t *)dst)[i] = k3_f32_to_bf16((float)v);
+    else ((uint16_t *)dst)[i] = k3_f32_to_f16((float)v);
+}
+
+static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
+{
+    gen_state *g = user;
+    const gen_tensor *gt = &g->list[i];
+    uint64_t h = 1469598103934665603ull ^ g->seed;
+    for (const char *p = t->name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    uint64_t n = st_out_tensor_bytes(t) / k3_dtype_size(t->dtype);
+    for (uint64_t j = 0; j < n; j++) {
+        double u = uniform01(&h), v;
+        switch (gt->init) {
+        case INIT_MATRIX: v = (2 * u - 1) * sqrt(3.0 / gt->fan_in); break;
+        case INIT_EMBED: v = (2 * u - 1) * sqrt(3.0); break;
+        case INIT_NORM: v = 1.0 + 0.2 * (u - 0.5); break;
+        case INIT_ALOG: v = log(1.0 + 15.0 * u); break;
+        case INIT_DTBIAS: {
+            double dt = exp(log(1e-3) + u * (log(1e-1) - log(1e-3)));
+            v = dt + log(-expm1(-dt));
+            break;
+        }
+        case INIT_CONV: v = (2 * u - 1) * 0.6; break;
+        default: v = (2 * u - 1) * 0.3; break;   /* router correction bias */
+        }
+        put_value(dst, t->dtype, (int64_t)j, v);
+    }
+}
+
+/* The full tensor list of a preset, in forward order (as a real export). */
+static void build_tensors(gen_state *g, const gen_preset *p, const uint8_t *is_mla)
+{
+    const k3_dtype W = g->gen_dtype_f32 ? K3_DT_F32 : K3_DT_BF16;   /* big matrices */
+    const k3_dtype N = W;                                            /* norms follow the model dtype */
+    const int D = p->hidden, V = p->n_base + 256, P = p->kda_heads * p->kda_head_dim;
+    char n[256];
+    add_tensor(g, "model.embed_tokens.weight", W, 2, V, D, 0, 0, INIT_EMBED, D);
+    for (int l = 0; l < p->layers; l++) {
+#define NM(fmt, ...) (snprintf(n, sizeof n, "model.layers.%d." fmt, l, ##__VA_ARGS__), n)
+        add_tensor(g, NM("input_layernorm.weight"), N, 1, D, 0, 0, 0, INIT_NORM, 1);
+        if (!is_mla[l]) {
+            add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.k_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.v_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            /* the runtimes keep conv taps, A_log and dt_bias in fp32 (spec §2.6) */
+            add_tensor(g, NM("self_attn.q_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.k_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.v_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.f_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.f_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
+            add_tensor(g, NM("self_attn.dt_bias"), K3_DT_F32, 1, P, 0, 0, 0, INIT_DTBIAS, 1);
+            add_tensor(g, NM("self_attn.A_log"), K3_DT_F32, 4, 1, 1, p->kda_heads, 1, INIT_ALOG, 1);
+            add_tensor(g, NM("self_attn.b_proj.weight"), W, 2, p->kda_heads, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.g_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.g_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
+            add_tensor(g, NM("self_attn.o_norm.weight"), N, 1, p->kda_head_dim, 0, 0, 0, INIT_NORM, 1);
+            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, P, 0, 0, INIT_MATRIX, P);
+        } else {
+            int qd = p->nope + p->rope;
+            add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, p->mla_heads * qd, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.kv_a_proj_with_mqa.weight"), W, 2, p->kv_lora + p->rope, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.kv_a_layernorm.weight"), N, 1, p->kv_lora, 0, 0, 0, INIT_NORM, 1);
+            add_tensor(g, NM("self_attn.kv_b_proj.weight"), W, 2, p->mla_heads * (p->nope + p->v_dim), p->kv_lora, 0, 0, INIT_MATRIX, p->kv_lora);
+            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, p->mla_heads * p->v_dim, 0, 0, INIT_MATRIX, p->mla_heads * p->v_dim);
+        }
+        add_tensor(g, NM("post_attention_layernorm.weight"), N, 1, D, 0, 0, 0, INIT_NORM, 1);
+        if (l == 0) {
+            add_tensor(g, NM("mlp.gate_proj.weight"), W, 2, p->dense_inter, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("mlp.up_proj.weight"), W, 2, p->dense_inter, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("mlp.down_proj.weight"), W, 2, D, p->dense_inter, 0, 0, INIT_MATRIX, p->dense_inter);
+        } else {
+            add_tensor(g, NM("block_sparse_moe.gate.weight"), W, 2, p->experts, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("block_sparse_moe.gate.e_score_correction_bias"), K3_DT_F32, 1, p->experts, 0, 0, 0, INIT_BIAS, 1);
+            for (int e = 0; e < p->experts; e++) {
+                add_tensor(g, NM("block_sparse_moe.experts.%d.w1.weight", e), W, 2, p->moe_inter, D, 0, 0, INIT_MATRIX, D);
+                add_tensor(g, NM("block_sparse_moe.experts.%d.w2.weight", e), W, 2, D, p->moe_inter, 0, 0, INIT_MATRIX, p->moe_inter);
+                add_tensor(g, NM("block_sparse_moe.experts.%d.w3.weight", e), W, 2, p->moe_inter, D, 0, 0, INIT_MATRIX, D);
+            }
+            int si = p->moe_inter * p->shared;
+            add_tensor(g, NM("block_sparse_moe.shared_experts.gate_proj.weight"), W, 2, si, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("block_sparse_moe.shared_experts.up_proj.weight"), W, 2, si, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("block_sparse_moe.shared_experts.down_proj.weight"), W, 2, D, si, 0, 0, INIT_MATRIX, si);
+        }
+#undef NM
+    }
+    add_tensor(g, "model.norm.weight", N, 1, D, 0, 0, 0, INIT_NORM, 1);
+    add_tensor(g, "lm_head.weight", W, 2, V, D, 0, 0, INIT_MATRIX, D);
+}
+
+/* Write a JSON value to DIR/NAME, pretty-printed like the HF files. */
+static int write_json(const char *dir, const char *name, json_t *v)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int rc = json_dump_file(v, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(v);
+    if (rc) cli_error("%s: cannot write", path);
+    return rc;
+}
+
+static json_t *int_list(const char *csv, int n_layers, int want_in_list)
+{
+    json_t *a = json_array();
+    for (int l = 1; l <= n_layers; l++) {
+        int in = 0;
+        for (const char *p = csv; *p;) {
+            in |= atoi(p) == l;
+            while (*p && *p != ',') p++;
+            if (*p == ',') p++;
+        }
+        if (in == want_in_list) json_array_append_new(a, json_integer(l));
+    }
+    return a;
+}
+
+static json_t *make_config(const gen_preset *p, int f32)
+{
+    json_t *c = json_object();
+    json_t *arch = json_array();
+    json_array_append_new(arch, json_string("KimiLinearForCausalLM"));
+    json_object_set_new(c, "architectures", arch);
+    json_object_set_new(c, "model_type", json_string("kimi_linear"));
+    json_object_set_new(c, "dtype", json_string(f32 ? "float32" : "bfloat16"));
+    json_object_set_new(c, "vocab_size", json_integer(p->n_base + 256));
+    json_object_set_new(c, "hidden_size", json_integer(p->hidden));
+    json_object_set_new(c, "num_hidden_layers", json_integer(p->layers));
+    json_object_set_new(c, "num_attention_heads", json_integer(p->mla_heads));
+    json_object_set_new(c, "num_key_value_heads", json_integer(p->mla_heads));
+    json_object_set_new(c, "head_dim", json_integer(p->hidden / p->mla_heads));
+    json_object_set_new(c, "q_lora_rank", json_null());
+    json_object_set_new(c, "kv_lora_rank", json_integer(p->kv_lora));
+    json_object_set_new(c, "qk_nope_head_dim", json_integer(p->nope));
+    json_object_set_new(c, "qk_rope_head_dim", json_integer(p->rope));
+    json_object_set_new(c, "v_head_dim", json_integer(p->v_dim));
+    json_object_set_new(c, "mla_use_nope", json_true());
+    json_object_set_new(c, "rope_theta", json_real(10000.0));
+    json_object_set_new(c, "rope_scaling", json_null());
+    json_t *lac = json_object();
+    json_object_set_new(lac, "full_attn_layers", int_list(p->full_attn, p->layers, 1));
+    json_object_set_new(lac, "kda_layers", int_list(p->full_attn, p->layers, 0));
+    json_object_set_new(lac, "head_dim", json_integer(p->kda_head_dim));
+    json_object_set_new(lac, "num_heads", json_integer(p->kda_heads));
+    json_object_set_new(lac, "short_conv_kernel_size", json_integer(4));
+    json_object_set_new(c, "linear_attn_config", lac);
+    json_object_set_new(c, "hidden_act", json_string("silu"));
+    json_object_set_new(c, "intermediate_size", json_integer(p->dense_inter));
+    json_object_set_new(c, "moe_intermediate_size", json_integer(p->moe_inter));
+    json_object_set_new(c, "num_experts", json_integer(p->experts));
+    json_object_set_new(c, "num_experts_per_token", json_integer(p->top_k));
+    json_object_set_new(c, "num_shared_experts", json_integer(p->shared));
+    json_object_set_new(c, "first_k_dense_replace", json_integer(1));
+    json_object_set_new(c, "moe_layer_freq", json_integer(1));
+    json_object_set_new(c, "moe_router_activation_func", json_string("sigmoid"));
+    json_object_set_new(c, "moe_renormalize", json_true());
+    json_object_set_new(c, "routed_scaling_factor", json_real(2.446));
+    json_object_set_new(c, "use_grouped_topk", json_true());
+    json_object_set_new(c, "num_expert_group", json_integer(1));
+    json_object_set_new(c, "topk_group", json_integer(1));
+    json_object_set_new(c, "num_nextn_predict_layers", json_integer(0));
+    json_object_set_new(c, "rms_norm_eps", json_real(1e-5));
+    json_object_set_new(c, "tie_word_embeddings", json_false());
+    json_object_set_new(c, "bos_token_id", json_integer(p->n_base));
+    json_object_set_new(c, "eos_token_id", json_integer(p->n_base + 2));
+    json_object_set_new(c, "pad_token_id", json_integer(p->n_base + 255));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "use_cache", json_true());
+    return c;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3 gen OUT_DIR --preset tiny|small|demo [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
+               "Writes a synthetic Kimi Linear checkpoint in Hugging Face layout: config.json,\n"
+               "K safetensors shards (+ model.safetensors.index.json when K > 1), tiktoken.model,\n"
+               "tokenizer_config.json and generation_config.json. Weights are deterministic per\n"
+               "seed and tensor name (independent of --shards).\n"
+               "  tiny  ~0.4 MB   hidden 64, 4 layers, 8 experts top-2\n"
+               "  small ~8 MB     hidden 256, 8 layers, 16 experts top-4\n"
+               "  demo  ~500 MB   hidden 768, 12 layers, 24 experts top-4\n");
+}
+
+int cmd_gen(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    const char *out = NULL, *preset_name = NULL, *dtype = "bf16";
+    long long seed = 1, shards = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--preset") && i + 1 < argc) preset_name = argv[++i];
+        else if (!strcmp(a, "--seed") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE; }
+        else if (!strcmp(a, "--shards") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 1, 64, &shards)) return K3_EXIT_USAGE; }
+        else if (!strcmp(a, "--dtype") && i + 1 < argc) dtype = argv[++i];
+        else if (a[0] == '-') { cli_error("gen: unknown option '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        else if (!out) out = a;
+        else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
+    }
+    if (!out || !preset_name) { usage(stderr); return K3_EXIT_USAGE; }
+    const gen_preset *p = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, preset_name)) p = &presets[i];
+    if (!p) { cli_error("gen: unknown preset '%s' (tiny, small, demo)", preset_name); return K3_EXIT_USAGE; }
+    if (strcmp(dtype, "bf16") && strcmp(dtype, "f32")) {
+        cli_error("gen: --dtype must be bf16 or f32, got '%s'", dtype);
+        return K3_EXIT_USAGE;
+    }
+    if (mkdir(out, 0755) != 0 && errno != EEXIST) { cli_error("%s: %s", out, strerror(errno)); return K3_EXIT_ERROR; }
+
+    uint8_t is_mla[512] = {0};
+    json_t *full = int_list(p->full_attn, p->layers, 1);
+    size_t idx;
+    json_t *v;
+    json_array_foreach(full, idx, v) is_mla[json_integer_value(v) - 1] = 1;
+    json_decref(full);
+
+    gen_state g = {0};
+    g.seed = (uint64_t)seed;
+    g.gen_dtype_f32 = !strcmp(dtype, "f32");
+    build_tensors(&g, p, is_mla);
+
+    /* Split into K shards of about equal size, keeping forward order. */
+    uint64_t total = 0;
+    for (int i = 0; i < g.n; i++) total += st_out_tensor_bytes(&g.list[i].t);
+    json_t *weight_map = json_object();
+    k3_error err;
+    int first = 0, rc = 0;
+    uint64_t written = 0;
+    for (int s = 0; s < shards && rc == 0; s++) {
+        uint64_t target = total * (uint64_t)(s + 1) / (uint64_t)shards;
+        int last = first;
+        while (last < g.n && (s == shards - 1 || written < target || last == first))
+            written += st_out_tensor_bytes(&g.list[last++].t);
+        char fname[128], path[4096];
+        if (shards == 1) snprintf(fname, sizeof fname, "model.safetensors");
+        else snprintf(fname, sizeof fname, "model-%05d-of-%05lld.safetensors", s + 1, shards);
+        snprintf(path, sizeof path, "%s/%s", out, fname);
+        st_out_tensor *ts = malloc((size_t)(last - first + 1) * sizeof *ts);
+        if (!ts) { cli_error("out of memory"); return K3_EXIT_ERROR; }
+        gen_state sub = g;
+        sub.list = g.list + first;
+        for (int i = first; i < last; i++) {
+            ts[i - first] = g.list[i].t;
+            json_object_set_new(weight_map, g.list[i].t.name, json_string(fname));
+        }
+        rc = st_write_shard(path, ts, last - first, fill_tensor, &sub, &err);
+        free(ts);
+        if (rc) cli_error("%s", err.msg);
+        first = last;
+    }
+    if (rc == 0 && shards > 1) {
+        json_t *index = json_object(), *meta = json_object();
+        json_object_set_new(meta, "total_size", json_integer((json_int_t)total));
+        json_object_set_new(index, "metadata", meta);
+        json_object_set_new(index, "weight_map", json_incref(weight_map));
+        rc = write_json(out, "model.safetensors.index.json", index);
+    }
+    json_decref(weight_map);
+    free(g.list);
+    if (rc) return K3_EXIT_ERROR;
+    if (write_json(out, "config.json", make_config(p, g.gen_dtype_f32))) return K3_EXIT_ERROR;
+    json_t *gc = json_object();
+    json_object_set_new(gc, "bos_token_id", json_integer(p->n_base));
+    json_object_set_new(gc, "eos_token_id", json_integer(p->n_base + 2));
+    json_object_set_new(gc, "max_length", json_integer(1048576));
+    if (write_json(out, "generation_config.json", gc)) return K3_EXIT_ERROR;
+    char msg[512];
+    if (k3_tokenizer_generate(out, p->n_base, msg, sizeof msg)) {
+        cli_error("%s", msg);
+        return K3_EXIT_ERROR;
+    }
+    fprintf(stderr, "k3: wrote %s: preset %s, %.1f MB of weights in %lld shard%s\n", out, p->name,
+            total / 1e6, shards, shards > 1 ? "s" : "");
+    return K3_EXIT_OK;
+}

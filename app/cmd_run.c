@@ -1,0 +1,172 @@
+/* cmd_run.c - `k3 run`: generate text from a prompt.
+ *
+ * The answer streams to stdout as it is produced (whole UTF-8 characters
+ * only); timings go to stderr: prompt tokens, prompt tok/s, time to first
+ * token, decode tok/s. Ctrl-C stops generation at a token boundary and still
+ * prints the stats (exit code 130). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "cli.h"
+#include "k3.h"
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n"
+               "  -p, --prompt TEXT    prompt text (UTF-8); --prompt-file FILE reads it from a file\n"
+               "  -n, --max-tokens N   tokens to generate (default 128)\n"
+               "  --chat               wrap the prompt as one user turn in the model's chat format\n"
+               "  --system TEXT        system message (with --chat)\n"
+               "  --temp T             temperature, 0 = greedy (default 0)\n"
+               "  --top-k K            keep the K most likely tokens (default 0 = off)\n"
+               "  --top-p P            nucleus sampling mass (default 1 = off)\n"
+               "  --min-p P            drop tokens below P x p(best) (default 0 = off)\n"
+               "  --seed S             random seed (default 1)\n"
+               "  --ctx N              context limit in tokens (default 4096)\n"
+               "  --threads N          compute threads (default: all cores)\n"
+               "Text goes to stdout, statistics to stderr. Stops at <|im_end|>, [EOS] or [EOT].\n");
+}
+
+int cmd_run(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
+    long long max_new = 128, top_k = 0, seed = 1, ctx = 4096, threads = 0;
+    double temp = 0, top_p = 1, min_p = 0;
+    int chat = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && more) prompt = argv[++i];
+        else if (!strcmp(a, "--prompt-file") && more) prompt_file = argv[++i];
+        else if (!strcmp(a, "--system") && more) system = argv[++i];
+        else if (!strcmp(a, "--chat")) chat = 1;
+        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
+            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &max_new)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--top-k") && more) {
+            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &top_k)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--seed") && more) {
+            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--ctx") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &ctx)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--threads") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 1024, &threads)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--temp") && more) {
+            if (cli_parse_float(a, argv[++i], 0, 100, &temp)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--top-p") && more) {
+            if (cli_parse_float(a, argv[++i], 0, 1, &top_p)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--min-p") && more) {
+            if (cli_parse_float(a, argv[++i], 0, 1, &min_p)) return K3_EXIT_USAGE;
+        } else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        else if (!model_dir) model_dir = a;
+        else { cli_error("run: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
+    }
+    if (!prompt == !prompt_file) {
+        cli_error("run: give exactly one of -p TEXT or --prompt-file FILE");
+        return K3_EXIT_USAGE;
+    }
+    if (!model_dir) model_dir = cli_default_model();
+    char *file_text = NULL;
+    size_t prompt_len;
+    if (prompt_file) {
+        if (!(file_text = cli_read_file(prompt_file, &prompt_len))) return K3_EXIT_ERROR;
+        prompt = file_text;
+    } else {
+        prompt_len = strlen(prompt);
+    }
+
+    k3_error err;
+    k3_options opt = {.n_threads = (int)threads, .need_tokenizer = 1};
+    k3_model *m = k3_model_open(model_dir, &opt, &err);
+    if (!m) { cli_error("%s", err.msg); free(file_text); return K3_EXIT_ERROR; }
+    const k3_tokenizer *tok = k3_model_tokenizer(m);
+    int n_prompt = 0, *ids;
+    if (chat) {
+        k3_chat_msg msgs[2];
+        int n_msgs = 0;
+        if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system};
+        msgs[n_msgs++] = (k3_chat_msg){"user", prompt};
+        ids = k3_model_render_chat(m, msgs, n_msgs, &n_prompt, &err);
+        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
+    } else {
+        char msg[512];
+        ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, msg, sizeof msg);
+        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", msg);
+    }
+    free(file_text);
+    if (!ids) { k3_model_close(m); return K3_EXIT_ERROR; }
+    if (n_prompt == 0) { cli_error("run: the prompt is empty"); free(ids); k3_model_close(m); return K3_EXIT_USAGE; }
+    if (n_prompt + max_new > ctx) {
+        cli_error("run: the prompt (%d tokens) plus -n %lld exceeds the context limit of %lld tokens (--ctx)",
+                  n_prompt, max_new, ctx);
+        free(ids);
+        k3_model_close(m);
+        return K3_EXIT_ERROR;
+    }
+    k3_session *s = k3_session_new(m, (int)ctx, &err);
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    k3_sampler sp = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p,
+                     .min_p = (float)min_p, .seed = (uint64_t)seed};
+    if (!s || k3_sampler_init(&sp, info.vocab_size)) {
+        cli_error("%s", s ? "out of memory" : err.msg);
+        free(ids);
+        k3_session_free(s);
+        k3_model_close(m);
+        return K3_EXIT_ERROR;
+    }
+    int stops[8], n_stops = k3_model_stop_ids(m, stops, 8);
+    signal(SIGINT, on_sigint);
+
+    int rc = K3_EXIT_OK, n_gen = 0;
+    double t0 = now_s();
+    if (k3_session_eval(s, ids, n_prompt, NULL, &err)) {
+        cli_error("%s", err.msg);
+        rc = K3_EXIT_ERROR;
+    }
+    double t_prompt = now_s(), t_first = 0;
+    k3_detok dt;
+    k3_detok_init(&dt, tok);
+    char text[256];
+    while (rc == K3_EXIT_OK && n_gen < max_new && !interrupted) {
+        int next = k3_sample(&sp, k3_session_logits(s));
+        int stop = 0;
+        for (int i = 0; i < n_stops; i++) stop |= next == stops[i];
+        if (stop) break;
+        size_t len = k3_detok_push(&dt, next, text, sizeof text);
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        n_gen++;
+        if (n_gen == 1) t_first = now_s();
+        if (n_gen == max_new) break;
+        if (k3_session_eval(s, &next, 1, NULL, &err)) { cli_error("%s", err.msg); rc = K3_EXIT_ERROR; }
+    }
+    size_t len = k3_detok_flush(&dt, text, sizeof text);
+    fwrite(text, 1, len, stdout);
+    fputc('\n', stdout);
+    double t_end = now_s();
+    double prompt_s = t_prompt - t0;
+    fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
+            n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9),
+            (n_gen ? t_first - t0 : t_end - t0) * 1e3, n_gen,
+            n_gen > 1 ? (n_gen - 1) / (t_end - t_first) : 0.0, interrupted ? " (interrupted)" : "");
+    if (interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
+    k3_sampler_free(&sp);
+    free(ids);
+    k3_session_free(s);
+    k3_model_close(m);
+    return rc;
+}

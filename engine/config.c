@@ -1,0 +1,214 @@
+/* config.c - read and validate config.json (see config.h). */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "config.h"
+
+/* Fetch an integer field; required fields fail when absent. Bounds keep
+ * later size arithmetic from overflowing on hostile input. */
+static int get_int(json_t *o, const char *what, const char *key, int required, int dflt,
+                   int lo, int hi, int *out, k3_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            return k3_err(err, "%s: missing required field \"%s\"", what, key);
+        *out = dflt;
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return k3_err(err, "%s: field \"%s\" must be an integer", what, key);
+    json_int_t i = json_integer_value(v);
+    if (i < lo || i > hi)
+        return k3_err(err, "%s: field \"%s\" = %lld is out of range [%d, %d]", what, key,
+                      (long long)i, lo, hi);
+    *out = (int)i;
+    return 0;
+}
+
+static int get_num(json_t *o, const char *what, const char *key, double lo, double hi,
+                   float *out, k3_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return k3_err(err, "%s: missing required field \"%s\"", what, key);
+    if (!json_is_number(v)) return k3_err(err, "%s: field \"%s\" must be a number", what, key);
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi))
+        return k3_err(err, "%s: field \"%s\" = %g is out of range [%g, %g]", what, key, d, lo, hi);
+    *out = (float)d;
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *what, const char *key, int dflt, int *out, k3_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) { *out = dflt; return 0; }
+    if (!json_is_boolean(v)) return k3_err(err, "%s: field \"%s\" must be true or false", what, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* A string field that, when present, must equal one of the values we implement. */
+static int check_string(json_t *o, const char *what, const char *key, const char *want, k3_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v) || strcmp(json_string_value(v), want))
+        return k3_err(err, "%s: field \"%s\" must be \"%s\" (this engine implements only that)",
+                      what, key, want);
+    return 0;
+}
+
+/* A 1-based layer list: marks kind for each listed layer. */
+static int read_layer_list(json_t *lac, const char *what, const char *key, int n_layers,
+                           uint8_t *seen, uint8_t *kinds, k3_attn_kind kind, k3_error *err)
+{
+    json_t *arr = json_object_get(lac, key);
+    if (!json_is_array(arr))
+        return k3_err(err, "%s: missing required field \"linear_attn_config.%s\" (a list of "
+                      "1-based layer numbers)", what, key);
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > n_layers)
+            return k3_err(err, "%s: linear_attn_config.%s[%zu] must be a layer number in 1..%d",
+                          what, key, i, n_layers);
+        int layer = (int)json_integer_value(v) - 1;
+        if (seen[layer])
+            return k3_err(err, "%s: layer %d appears twice in linear_attn_config", what, layer + 1);
+        seen[layer] = 1;
+        kinds[layer] = (uint8_t)kind;
+    }
+    return 0;
+}
+
+static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *err)
+{
+    memset(c, 0, sizeof *c);
+    json_t *mt = json_object_get(root, "model_type");
+    if (!json_is_string(mt))
+        return k3_err(err, "%s: missing required field \"model_type\"", what);
+    if (strcmp(json_string_value(mt), "kimi_linear"))
+        return k3_err(err, "%s: model_type \"%s\" is not supported (expected \"kimi_linear\")",
+                      what, json_string_value(mt));
+    snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
+
+    const int BIG = 1 << 24;
+    if (get_int(root, what, "vocab_size", 1, 0, 1, BIG, &c->vocab_size, err) ||
+        get_int(root, what, "hidden_size", 1, 0, 1, 1 << 16, &c->hidden, err) ||
+        get_int(root, what, "num_hidden_layers", 1, 0, 1, K3_MAX_LAYERS, &c->n_layers, err) ||
+        get_num(root, what, "rms_norm_eps", 0, 1, &c->rms_eps, err) ||
+        get_bool(root, what, "tie_word_embeddings", 0, &c->tie_embeddings, err) ||
+        get_int(root, what, "num_attention_heads", 1, 0, 1, 4096, &c->mla_heads, err) ||
+        get_int(root, what, "q_lora_rank", 0, 0, 1, 1 << 16, &c->q_lora_rank, err) ||
+        get_int(root, what, "kv_lora_rank", 1, 0, 1, 1 << 16, &c->kv_lora_rank, err) ||
+        get_int(root, what, "qk_nope_head_dim", 1, 0, 1, 1 << 12, &c->qk_nope_dim, err) ||
+        get_int(root, what, "qk_rope_head_dim", 1, 0, 0, 1 << 12, &c->qk_rope_dim, err) ||
+        get_int(root, what, "v_head_dim", 1, 0, 1, 1 << 12, &c->v_head_dim, err) ||
+        get_int(root, what, "intermediate_size", 1, 0, 1, BIG, &c->dense_inter, err) ||
+        get_int(root, what, "moe_intermediate_size", 1, 0, 1, BIG, &c->moe_inter, err) ||
+        get_int(root, what, "num_experts", 1, 0, 1, 1 << 16, &c->n_experts, err) ||
+        get_int(root, what, json_object_get(root, "num_experts_per_token") || !json_object_get(root, "num_experts_per_tok")
+                ? "num_experts_per_token" : "num_experts_per_tok", 1, 0, 1, 1 << 16, &c->top_k, err) ||
+        get_int(root, what, "num_shared_experts", 1, 0, 0, 1 << 10, &c->n_shared_experts, err) ||
+        get_int(root, what, "first_k_dense_replace", 1, 0, 0, K3_MAX_LAYERS, &c->first_k_dense, err) ||
+        get_int(root, what, "moe_layer_freq", 0, 1, 1, K3_MAX_LAYERS, &c->moe_layer_freq, err) ||
+        get_num(root, what, "routed_scaling_factor", 0, 1e6, &c->routed_scaling, err) ||
+        get_bool(root, what, "moe_renormalize", 1, &c->moe_renormalize, err) ||
+        get_int(root, what, "bos_token_id", 0, -1, 0, BIG, &c->bos_id, err) ||
+        get_int(root, what, "eos_token_id", 0, -1, 0, BIG, &c->eos_id, err) ||
+        get_int(root, what, "pad_token_id", 0, -1, 0, BIG, &c->pad_id, err))
+        return -1;
+    if (c->q_lora_rank)
+        return k3_err(err, "%s: q_lora_rank %d: q-LoRA MLA is not supported for kimi_linear",
+                      what, c->q_lora_rank);
+    int kv_heads = c->mla_heads;
+    if (get_int(root, what, "num_key_value_heads", 0, c->mla_heads, 1, 4096, &kv_heads, err))
+        return -1;
+    if (kv_heads != c->mla_heads)
+        return k3_err(err, "%s: num_key_value_heads %d differs from num_attention_heads %d "
+                      "(MLA is multi-head after decompression)", what, kv_heads, c->mla_heads);
+    if (c->top_k > c->n_experts)
+        return k3_err(err, "%s: num_experts_per_token %d exceeds num_experts %d", what, c->top_k,
+                      c->n_experts);
+    if (check_string(root, what, "hidden_act", "silu", err) ||
+        check_string(root, what, "moe_router_activation_func", "sigmoid", err))
+        return -1;
+    int use_nope = 1;
+    if (get_bool(root, what, "mla_use_nope", 1, &use_nope, err)) return -1;
+    if (!use_nope)
+        return k3_err(err, "%s: mla_use_nope false (RoPE MLA) is not supported", what);
+    int n_groups = 1, topk_group = 1;
+    if (get_int(root, what, "num_expert_group", 0, 1, 1, 1 << 16, &n_groups, err) ||
+        get_int(root, what, "topk_group", 0, 1, 1, 1 << 16, &topk_group, err))
+        return -1;
+    if (n_groups != 1 || topk_group != 1)
+        return k3_err(err, "%s: grouped expert selection (num_expert_group %d, topk_group %d) "
+                      "is not supported", what, n_groups, topk_group);
+
+    json_t *lac = json_object_get(root, "linear_attn_config");
+    if (!json_is_object(lac))
+        return k3_err(err, "%s: missing required field \"linear_attn_config\"", what);
+    if (get_int(lac, what, "head_dim", 1, 0, 1, 1024, &c->kda_head_dim, err) ||
+        get_int(lac, what, "num_heads", 1, 0, 1, 4096, &c->kda_heads, err) ||
+        get_int(lac, what, "short_conv_kernel_size", 1, 0, 1, 64, &c->conv_kernel, err))
+        return -1;
+    uint8_t seen[K3_MAX_LAYERS] = {0};
+    if (read_layer_list(lac, what, "kda_layers", c->n_layers, seen, c->attn_kind, K3_ATTN_KDA, err) ||
+        read_layer_list(lac, what, "full_attn_layers", c->n_layers, seen, c->attn_kind, K3_ATTN_MLA, err))
+        return -1;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!seen[l])
+            return k3_err(err, "%s: layer %d is in neither linear_attn_config.kda_layers nor "
+                          "full_attn_layers", what, l + 1);
+    for (int l = 0; l < c->n_layers; l++)
+        c->is_moe[l] = l >= c->first_k_dense && l % c->moe_layer_freq == 0;
+    return 0;
+}
+
+int k3_config_parse(k3_config *c, const char *text, size_t len, const char *what, k3_error *err)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return k3_err(err, "%s: not valid JSON (%s, line %d)", what, jerr.text, jerr.line);
+    int rc;
+    if (!json_is_object(root))
+        rc = k3_err(err, "%s: top level is not a JSON object", what);
+    else
+        rc = parse_object(c, root, what, err);
+    json_decref(root);
+    return rc;
+}
+
+int k3_config_load(k3_config *c, const char *path, k3_error *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return k3_err(err, "%s: cannot open (missing config.json?)", path);
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            if (cap > (64u << 20)) { free(buf); fclose(f); return k3_err(err, "%s: too large", path); }
+            char *g = realloc(buf, cap);
+            if (!g) { free(buf); fclose(f); return k3_err(err, "%s: out of memory", path); }
+            buf = g;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    fclose(f);
+    int rc = k3_config_parse(c, buf, n, path, err);
+    free(buf);
+    return rc;
+}
+
+int k3_config_count_attn(const k3_config *c, k3_attn_kind kind)
+{
+    int n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += c->attn_kind[l] == kind;
+    return n;
+}

@@ -1,0 +1,75 @@
+/* forward.h - the model and session structures shared by the forward-pass
+ * files (forward.c, kda.c, mla.c, moe.c, session.c). Not public: outside the
+ * engine only k3.h is seen. */
+#ifndef K3_FORWARD_H
+#define K3_FORWARD_H
+
+#include "k3.h"
+#include "model.h"
+
+/* Tokens processed together per layer in a prompt chunk: each weight matrix
+ * (and each routed expert) is read once per chunk. */
+#define K3_CHUNK_TOKENS 32
+
+struct k3_model {
+    k3_config cfg;
+    k3_weight_provider *weights;
+    k3_tokenizer *tok;
+    int n_threads;
+    int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
+    uint64_t weight_bytes;
+};
+
+/* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
+typedef struct k3_scratch {
+    float *h;                 /* [T][D] residual stream */
+    float *xn;                /* [T][D] normalised input of a block */
+    float *out;               /* [T][D] block output */
+    /* KDA */
+    float *proj[3];           /* [T][P] raw q, k, v projections */
+    float *qkv[3];            /* [T][P] after conv + SiLU (+ L2 norm for q, k) */
+    float *gate_low;          /* [T][max rank] */
+    float *forget;            /* [T][P] */
+    float *out_gate;          /* [T][P] */
+    float *beta;              /* [T][H] */
+    float *attn;              /* [T][max(P, H*v)] pre-o_proj */
+    /* MLA */
+    float *q;                 /* [T][H*(nope+rope)] */
+    float *kv;                /* [T][kv_lora+rope] */
+    float *q_latent;          /* [T][H][kv_lora] */
+    float *ctx;               /* [T][H][kv_lora] */
+    float *scores;            /* [threads][max_tokens] */
+    float *row;               /* [threads][max cols] decoded weight row */
+    /* FFN */
+    float *router;            /* [T][E] */
+    int *topk;                /* [T][k] */
+    float *topw;              /* [T][k] */
+    float *gathered;          /* [T][D] inputs of one expert */
+    float *inter_gate;        /* [T][max inter] */
+    float *inter_up;          /* [T][max inter] */
+    float *expert_out;        /* [T][D] */
+    int *token_list;          /* [T] tokens routed to one expert */
+    float *token_weight;      /* [T] */
+} k3_scratch;
+
+struct k3_session {
+    k3_model *m;
+    int n_tokens, max_tokens;
+    int *tokens;              /* [max_tokens] history */
+    float *kda_conv;          /* [n_kda][3][W-1][P] raw projections, oldest first */
+    float *kda_state;         /* [n_kda][H][Dk][Dv] */
+    float *mla_cache;         /* [n_mla][max_tokens][kv_lora+rope]: normalised latent, k_pe */
+    float *logits;            /* [vocab] after the last token */
+    int has_logits;
+    k3_scratch sc;
+};
+
+/* Per-layer blocks. x: [T][D] normalised input; y: [T][D] output. */
+void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
+void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
+int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
+
+/* One chunk of T <= K3_CHUNK_TOKENS tokens through all layers. */
+int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);
+
+#endif

@@ -1,0 +1,71 @@
+/* k3.h - the engine's public interface: the only header the command line,
+ * the UI and the history store include.
+ *
+ * A model owns the weights (through a weight provider) and the kernels'
+ * threads; a session owns everything that belongs to one conversation: the
+ * KDA recurrent and conv states, the MLA latent cache, the tokens so far and
+ * the logits after the last token. Sessions are independent: several can
+ * share one model (one at a time per thread). */
+#ifndef K3_H
+#define K3_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+#include "tokenizer.h"
+#include "sampler.h"
+
+typedef struct k3_model k3_model;
+typedef struct k3_session k3_session;
+
+typedef struct k3_options {
+    int n_threads;           /* 0 = all cores */
+    int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
+} k3_options;
+
+/* Public facts about a loaded model. */
+typedef struct k3_model_info {
+    char model_type[32];
+    int vocab_size;
+    int hidden;
+    int n_layers;
+    int n_kda_layers, n_mla_layers;
+    int n_experts, top_k;
+    int bos_id;              /* -1 if unknown */
+    uint64_t weight_bytes;   /* bytes of all tensors */
+} k3_model_info;
+
+/* Open a model directory (Hugging Face layout). Tokenizer files are loaded
+ * when present; with opt->need_tokenizer a missing one is an error. */
+k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err);
+void k3_model_close(k3_model *m);
+void k3_model_get_info(const k3_model *m, k3_model_info *out);
+/* NULL when the model directory has no tokenizer. */
+const k3_tokenizer *k3_model_tokenizer(const k3_model *m);
+/* Ids at which generation stops (<|im_end|>, [EOS], [EOT] that exist). */
+int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids);
+/* Render a chat in the model's own chat format (with the generation prompt). */
+int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs,
+                          int *n_out, k3_error *err);
+
+/* A new empty conversation state. max_tokens bounds the context (0 = 4096). */
+k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err);
+void k3_session_free(k3_session *s);
+/* Start over (zero states, empty cache). */
+void k3_session_reset(k3_session *s);
+int k3_session_n_tokens(const k3_session *s);
+int k3_session_max_tokens(const k3_session *s);
+
+/* Run n tokens through the model, appending them to the session.
+ * If all_logits is non-NULL it receives [n][vocab] logits (the prediction
+ * after each token); the logits after the last token are always kept in the
+ * session (k3_session_logits). Prompts are processed in chunks; the result
+ * equals feeding the tokens one by one. Returns 0, or -1 with err set (the
+ * session is then unchanged if the failure was detected before compute,
+ * e.g. an id out of range or the context full). */
+int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
+
+/* Logits after the last evaluated token ([vocab]); NULL before any token. */
+const float *k3_session_logits(const k3_session *s);
+
+#endif

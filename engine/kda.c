@@ -1,0 +1,102 @@
+/* kda.c - Kimi Delta Attention for a chunk of tokens (kimi_linear_spec.md §4).
+ *
+ * Projections run over the whole chunk (each weight read once); the short
+ * convolution and the delta-rule recurrence then walk the tokens in order,
+ * so a chunk gives exactly the same numbers as feeding tokens one by one.
+ * State S[h] is Dk x Dv (key-major, as FLA), fp32. */
+#include <string.h>
+#include "forward.h"
+#include "ops.h"
+
+/* Causal depthwise conv over the raw projections + SiLU, updating the
+ * history (the last W-1 raw projections, oldest first). */
+static void short_conv(float *hist, const float *taps, const float *raw, float *out, int T, int P,
+                       int W)
+{
+    for (int t = 0; t < T; t++) {
+        const float *x = raw + (size_t)t * P;
+        float *y = out + (size_t)t * P;
+        for (int c = 0; c < P; c++) {
+            const float *w = taps + (size_t)c * W;
+            float acc = 0.0f;
+            for (int j = 0; j < W - 1; j++) acc += w[j] * hist[(size_t)j * P + c];
+            acc += w[W - 1] * x[c];
+            y[c] = k3_silu(acc);
+        }
+        if (W > 1) {
+            memmove(hist, hist + P, (size_t)(W - 2) * P * sizeof(float));
+            memcpy(hist + (size_t)(W - 2) * P, x, (size_t)P * sizeof(float));
+        }
+    }
+}
+
+/* One head, one token of the recurrence: decay, predict, update, read. */
+static void delta_rule_step(float *S, const float *q, const float *k, const float *v,
+                            const float *alpha, float beta, float *o, float *u, int Dk, int Dv)
+{
+    for (int j = 0; j < Dv; j++) u[j] = 0.0f;
+    for (int i = 0; i < Dk; i++) {              /* decay rows, then predict with the decayed state */
+        float *row = S + (size_t)i * Dv;
+        for (int j = 0; j < Dv; j++) row[j] *= alpha[i];
+        k3_axpy_f32(u, k[i], row, Dv);
+    }
+    for (int j = 0; j < Dv; j++) u[j] = beta * (v[j] - u[j]);
+    for (int j = 0; j < Dv; j++) o[j] = 0.0f;
+    for (int i = 0; i < Dk; i++) {              /* rank-1 write, then read with the new state */
+        float *row = S + (size_t)i * Dv;
+        k3_axpy_f32(row, k[i], u, Dv);
+        k3_axpy_f32(o, q[i], row, Dv);
+    }
+}
+
+void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    const k3_kda_weights *w = &lw->kda;
+    k3_scratch *sc = &s->sc;
+    const int H = c->kda_heads, Dk = c->kda_head_dim, Dv = c->kda_head_dim;
+    const int P = H * Dk, W = c->conv_kernel;
+    const int slot = s->m->layer_slot[layer];
+    float *conv = s->kda_conv + (size_t)slot * 3 * (W - 1) * P;
+    float *S_all = s->kda_state + (size_t)slot * H * Dk * Dv;
+
+    const k3_weight *proj_w[3] = {&w->q, &w->k, &w->v};
+    for (int i = 0; i < 3; i++) {
+        k3_matmul(sc->proj[i], proj_w[i], sc->xn, T);
+        short_conv(conv + (size_t)i * (W - 1) * P, w->conv[i], sc->proj[i], sc->qkv[i], T, P, W);
+    }
+    k3_matmul(sc->gate_low, &w->f_a, sc->xn, T);
+    k3_matmul(sc->forget, &w->f_b, sc->gate_low, T);
+    k3_matmul(sc->gate_low, &w->g_a, sc->xn, T);
+    k3_matmul(sc->out_gate, &w->g_b, sc->gate_low, T);
+    k3_matmul(sc->beta, &w->b, sc->xn, T);
+
+    const float q_scale = 1.0f / sqrtf((float)Dk);
+    #pragma omp parallel for schedule(static)
+    for (int h = 0; h < H; h++) {
+        float alpha[1024], u[1024];               /* head dims are bounded at load (<= 1024) */
+        float *S = S_all + (size_t)h * Dk * Dv;
+        const float A = expf(w->A_log[h]);
+        for (int t = 0; t < T; t++) {
+            float *q = sc->qkv[0] + (size_t)t * P + (size_t)h * Dk;
+            float *k = sc->qkv[1] + (size_t)t * P + (size_t)h * Dk;
+            const float *v = sc->qkv[2] + (size_t)t * P + (size_t)h * Dv;
+            k3_l2norm(q, Dk, 1e-6f);
+            for (int i = 0; i < Dk; i++) q[i] *= q_scale;
+            k3_l2norm(k, Dk, 1e-6f);
+            const float *f = sc->forget + (size_t)t * P + (size_t)h * Dk;
+            const float *dt = w->dt_bias + (size_t)h * Dk;
+            for (int i = 0; i < Dk; i++) alpha[i] = expf(-A * k3_softplus(f[i] + dt[i]));
+            const float beta = k3_sigmoid(sc->beta[(size_t)t * H + h]);
+            float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
+            delta_rule_step(S, q, k, v, alpha, beta, o, u, Dk, Dv);
+            /* gated RMSNorm: per head, eps on the mean of squares, sigmoid gate */
+            const float *g = sc->out_gate + (size_t)t * P + (size_t)h * Dv;
+            double ss = 0.0;
+            for (int j = 0; j < Dv; j++) ss += (double)o[j] * o[j];
+            const float r = (float)(1.0 / sqrt(ss / Dv + c->rms_eps));
+            for (int j = 0; j < Dv; j++) o[j] = o[j] * r * w->o_norm[j] * k3_sigmoid(g[j]);
+        }
+    }
+    k3_matmul(sc->out, &w->o, sc->attn, T);
+}

@@ -1,0 +1,68 @@
+/* mla.c - NoPE Multi-head Latent Attention with the absorbed latent cache
+ * (kimi_linear_spec.md §5.4).
+ *
+ * Per token the cache keeps 576 floats per MLA layer (for Kimi Linear): the
+ * RMS-normalised latent c (kv_lora) and the shared key slice k_pe (rope).
+ * Queries are moved into the latent space with W_UK (the k_nope rows of
+ * kv_b_proj), attention runs against the cached latents, and W_UV (the v
+ * rows) maps the attended latent back out. No positions are used (NoPE). */
+#include <omp.h>
+#include <string.h>
+#include "forward.h"
+#include "ops.h"
+
+void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    const k3_mla_weights *w = &lw->mla;
+    k3_scratch *sc = &s->sc;
+    const int H = c->mla_heads, nope = c->qk_nope_dim, rope = c->qk_rope_dim, vd = c->v_head_dim;
+    const int L = c->kv_lora_rank, qdim = nope + rope, entry = L + rope;
+    const int pos0 = s->n_tokens;
+    float *cache = s->mla_cache + (size_t)s->m->layer_slot[layer] * s->max_tokens * entry;
+
+    k3_matmul(sc->q, &w->q, sc->xn, T);
+    k3_matmul(sc->kv, &w->kv_a, sc->xn, T);
+    for (int t = 0; t < T; t++) {         /* append normalised latent + raw k_pe to the cache */
+        float *dst = cache + (size_t)(pos0 + t) * entry;
+        const float *src = sc->kv + (size_t)t * entry;
+        k3_rmsnorm(dst, src, w->kv_a_norm, L, 1e-6f);
+        memcpy(dst + L, src + L, (size_t)rope * sizeof(float));
+    }
+    const float scale = 1.0f / sqrtf((float)qdim);
+    #pragma omp parallel for schedule(static)
+    for (int h = 0; h < H; h++) {
+        int tid = omp_get_thread_num();
+        float *row = sc->row + (size_t)tid * (L > vd ? L : vd);
+        float *scores = sc->scores + (size_t)tid * s->max_tokens;
+        /* q_latent[t][h] = sum_d W_UK[h][d] * q_nope[t][h][d], rows decoded once for all t */
+        for (int t = 0; t < T; t++) memset(sc->q_latent + ((size_t)t * H + h) * L, 0, (size_t)L * sizeof(float));
+        for (int d = 0; d < nope; d++) {
+            k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + d, row);
+            for (int t = 0; t < T; t++)
+                k3_axpy_f32(sc->q_latent + ((size_t)t * H + h) * L,
+                            sc->q[(size_t)t * H * qdim + (size_t)h * qdim + d], row, L);
+        }
+        for (int t = 0; t < T; t++) {
+            const float *ql = sc->q_latent + ((size_t)t * H + h) * L;
+            const float *qpe = sc->q + (size_t)t * H * qdim + (size_t)h * qdim + nope;
+            const int n_keys = pos0 + t + 1;        /* causal: itself and everything before */
+            for (int j = 0; j < n_keys; j++) {
+                const float *e = cache + (size_t)j * entry;
+                scores[j] = (k3_dot_f32(ql, e, L) + k3_dot_f32(qpe, e + L, rope)) * scale;
+            }
+            k3_softmax(scores, n_keys);
+            float *ctx = sc->ctx + ((size_t)t * H + h) * L;
+            memset(ctx, 0, (size_t)L * sizeof(float));
+            for (int j = 0; j < n_keys; j++) k3_axpy_f32(ctx, scores[j], cache + (size_t)j * entry, L);
+        }
+        /* attn[t][h][d] = W_UV[h][d] . ctx[t][h] */
+        for (int d = 0; d < vd; d++) {
+            k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + nope + d, row);
+            for (int t = 0; t < T; t++)
+                sc->attn[(size_t)t * H * vd + (size_t)h * vd + d] =
+                    k3_dot_f32(row, sc->ctx + ((size_t)t * H + h) * L, L);
+        }
+    }
+    k3_matmul(sc->out, &w->o, sc->attn, T);
+}

@@ -1,0 +1,77 @@
+/* model.h - a loaded model: config, per-layer weights, and the weight
+ * provider through which the forward pass sees them.
+ *
+ * The forward pass never touches files or mappings directly: it asks the
+ * provider for a layer (acquire/release) and for the routed experts it
+ * needs. Today's provider keeps the whole checkpoint resident (mmap of the
+ * shards, small tensors converted to fp32 at load); the streaming runtime
+ * replaces it without changing the math. */
+#ifndef K3_MODEL_H
+#define K3_MODEL_H
+
+#include <stdint.h>
+#include "config.h"
+#include "error.h"
+#include "kernels.h"
+#include "safetensors.h"
+
+/* gate/up/down of one SwiGLU MLP (dense layer, shared expert, routed expert) */
+typedef struct k3_mlp_weights {
+    k3_weight gate;   /* [inter, hidden] */
+    k3_weight up;     /* [inter, hidden] */
+    k3_weight down;   /* [hidden, inter] */
+} k3_mlp_weights;
+
+typedef struct k3_kda_weights {
+    k3_weight q, k, v;            /* [P, hidden], P = heads * head_dim */
+    float *conv[3];               /* q, k, v taps: [P][W] fp32, tap W-1 = current token */
+    k3_weight f_a, f_b;           /* forget gate low rank: [r, hidden], [P, r] */
+    k3_weight g_a, g_b;           /* output gate low rank */
+    k3_weight b;                  /* beta logits [heads, hidden] */
+    float *A_log;                 /* [heads] */
+    float *dt_bias;               /* [P] */
+    float *o_norm;                /* [head_dim] */
+    k3_weight o;                  /* [hidden, P] */
+} k3_kda_weights;
+
+typedef struct k3_mla_weights {
+    k3_weight q;                  /* [heads * (nope + rope), hidden] */
+    k3_weight kv_a;               /* [kv_lora + rope, hidden] */
+    float *kv_a_norm;             /* [kv_lora] */
+    k3_weight kv_b;               /* [heads * (nope + v), kv_lora] */
+    k3_weight o;                  /* [hidden, heads * v] */
+} k3_mla_weights;
+
+typedef struct k3_layer_weights {
+    float *attn_norm;             /* input_layernorm [hidden] */
+    float *ffn_norm;              /* post_attention_layernorm [hidden] */
+    k3_kda_weights kda;           /* valid when the layer is KDA */
+    k3_mla_weights mla;           /* valid when the layer is MLA */
+    k3_mlp_weights dense;         /* valid when the FFN is dense */
+    k3_weight router;             /* MoE: [n_experts, hidden] */
+    float *router_bias;           /* MoE: e_score_correction_bias [n_experts] */
+    int has_shared;
+    k3_mlp_weights shared;        /* MoE: shared experts fused, inter = moe_inter * n_shared */
+} k3_layer_weights;
+
+typedef struct k3_weight_provider k3_weight_provider;
+struct k3_weight_provider {
+    /* The layer's non-expert tensors, valid until release_layer. */
+    const k3_layer_weights *(*acquire_layer)(k3_weight_provider *p, int layer, k3_error *err);
+    void (*release_layer)(k3_weight_provider *p, int layer);
+    /* Routed expert e of a MoE layer, valid until release_expert. */
+    int (*acquire_expert)(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
+                          k3_error *err);
+    void (*release_expert)(k3_weight_provider *p, int layer, int expert);
+    /* Row `token` of the embedding table, as fp32. */
+    int (*embed_row)(k3_weight_provider *p, int token, float *out, k3_error *err);
+    /* Final norm weight [hidden] and lm_head [vocab, hidden]. */
+    const float *(*final_norm)(k3_weight_provider *p);
+    const k3_weight *(*lm_head)(k3_weight_provider *p);
+    void (*close)(k3_weight_provider *p);
+};
+
+/* The provider that keeps a Hugging Face checkpoint resident (mmap'd). */
+k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *c, k3_error *err);
+
+#endif

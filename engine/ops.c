@@ -1,0 +1,40 @@
+/* ops.c - normalisations, softmax and row decode (see ops.h). Summation is
+ * sequential in double where it feeds a normalisation, so results do not
+ * depend on vector width and stay close to the float64 reference. */
+#include "ops.h"
+
+void k3_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) y[i] = w[i] * (x[i] * r);
+}
+
+void k3_l2norm(float *x, int n, float eps)
+{
+    double ss = 0.0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss + eps));
+    for (int i = 0; i < n; i++) x[i] *= r;
+}
+
+void k3_softmax(float *x, int n)
+{
+    float mx = x[0];
+    for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) { x[i] = expf(x[i] - mx); sum += x[i]; }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+void k3_weight_row_f32(const k3_weight *w, int64_t r, float *out)
+{
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->cols * k3_dtype_size(w->dtype);
+    k3_convert_to_f32(out, row, w->dtype, w->cols);
+    if (w->dtype == K3_DT_F8_E4M3 && w->block_scale) {
+        const float *s = w->block_scale + (size_t)(r / 128) * ((w->cols + 127) / 128);
+        for (int64_t c = 0; c < w->cols; c++) out[c] *= s[c / 128];
+    }
+}

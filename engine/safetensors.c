@@ -1,0 +1,382 @@
+/* safetensors.c - bounds-checked safetensors header parsing and the tensor
+ * index across shards (see safetensors.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "safetensors.h"
+
+int64_t st_tensor_numel(const st_tensor *t)
+{
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= t->shape[i];
+    return n;
+}
+
+/* Offsets must not overlap: sort a copy of this shard's tensors by start. */
+static int compare_by_offset(const void *a, const void *b)
+{
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    if (x->file_offset != y->file_offset) return x->file_offset < y->file_offset ? -1 : 1;
+    return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+/* Read a JSON integer that must be a non-negative int64. */
+static int json_nonneg(json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v)) return -1;
+    json_int_t i = json_integer_value(v);
+    if (i < 0) return -1;
+    *out = (uint64_t)i;
+    return 0;
+}
+
+/* Parse one header entry (name -> {dtype, shape, data_offsets}) into t. */
+static int parse_entry(const char *what, const char *name, json_t *entry, uint64_t data_start,
+                       uint64_t data_bytes, st_tensor *t, k3_error *err)
+{
+    if (!json_is_object(entry))
+        return k3_err(err, "%s: header entry '%s' is not an object", what, name);
+    json_t *dt = json_object_get(entry, "dtype");
+    json_t *shape = json_object_get(entry, "shape");
+    json_t *offs = json_object_get(entry, "data_offsets");
+    if (!json_is_string(dt) || !json_is_array(shape) || !json_is_array(offs))
+        return k3_err(err, "%s: tensor '%s' lacks dtype, shape or data_offsets", what, name);
+    if (k3_dtype_parse(json_string_value(dt), &t->dtype) != 0)
+        return k3_err(err, "%s: tensor '%s' has unsupported dtype '%s'", what, name,
+                      json_string_value(dt));
+    size_t ndim = json_array_size(shape);
+    if (ndim > ST_MAX_DIMS)
+        return k3_err(err, "%s: tensor '%s' has %zu dimensions (max %d)", what, name, ndim, ST_MAX_DIMS);
+    t->ndim = (int)ndim;
+    uint64_t numel = 1;
+    for (size_t i = 0; i < ndim; i++) {
+        uint64_t d;
+        if (json_nonneg(json_array_get(shape, i), &d) != 0 || d > (1ull << 40))
+            return k3_err(err, "%s: tensor '%s' has an invalid shape", what, name);
+        t->shape[i] = (int64_t)d;
+        if (d && numel > UINT64_MAX / d / 8)
+            return k3_err(err, "%s: tensor '%s' shape is too large", what, name);
+        numel *= d;
+    }
+    uint64_t begin, end;
+    if (json_array_size(offs) != 2 || json_nonneg(json_array_get(offs, 0), &begin) != 0 ||
+        json_nonneg(json_array_get(offs, 1), &end) != 0 || begin > end)
+        return k3_err(err, "%s: tensor '%s' has invalid data_offsets", what, name);
+    if (end > data_bytes)
+        return k3_err(err, "%s: tensor '%s' data_offsets [%llu, %llu] run past the end of the "
+                      "data (%llu bytes; file truncated?)", what, name, (unsigned long long)begin,
+                      (unsigned long long)end, (unsigned long long)data_bytes);
+    uint64_t want = numel * k3_dtype_size(t->dtype);
+    if (end - begin != want)
+        return k3_err(err, "%s: tensor '%s' has %llu data bytes but dtype %s x shape needs %llu",
+                      what, name, (unsigned long long)(end - begin),
+                      k3_dtype_name(t->dtype), (unsigned long long)want);
+    t->file_offset = data_start + begin;
+    t->nbytes = want;
+    return 0;
+}
+
+int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int shard,
+                    const char *what, st_tensor **tensors, int *n, k3_error *err)
+{
+    if (file_bytes < 8 || len < 8)
+        return k3_err(err, "%s: file too short for a safetensors header (%llu bytes)", what,
+                      (unsigned long long)file_bytes);
+    uint64_t header_bytes = 0;
+    for (int i = 7; i >= 0; i--) header_bytes = (header_bytes << 8) | buf[i];
+    if (header_bytes > file_bytes - 8)
+        return k3_err(err, "%s: header length %llu runs past the end of the file (%llu bytes)",
+                      what, (unsigned long long)header_bytes, (unsigned long long)file_bytes);
+    if (header_bytes > ST_MAX_HEADER_BYTES)
+        return k3_err(err, "%s: header length %llu is implausibly large", what,
+                      (unsigned long long)header_bytes);
+    if (header_bytes > len - 8)
+        return k3_err(err, "%s: header not fully read", what);
+    json_error_t jerr;
+    json_t *root = json_loadb((const char *)buf + 8, header_bytes, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return k3_err(err, "%s: header is not valid JSON (%s at byte %d)", what, jerr.text,
+                      jerr.position);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return k3_err(err, "%s: header is not a JSON object", what);
+    }
+    uint64_t data_start = 8 + header_bytes, data_bytes = file_bytes - data_start;
+    size_t count = json_object_size(root);
+    st_tensor *grown = realloc(*tensors, (size_t)(*n + (int)count + 1) * sizeof **tensors);
+    if (!grown) {
+        json_decref(root);
+        return k3_err(err, "%s: out of memory", what);
+    }
+    *tensors = grown;
+    int first = *n, rc = 0;
+    const char *name;
+    json_t *entry;
+    json_object_foreach(root, name, entry) {
+        if (!strcmp(name, "__metadata__")) continue;
+        st_tensor *t = &(*tensors)[*n];
+        memset(t, 0, sizeof *t);
+        if (parse_entry(what, name, entry, data_start, data_bytes, t, err) != 0) { rc = -1; break; }
+        t->name = strdup(name);
+        t->shard = shard;
+        if (!t->name) { rc = k3_err(err, "%s: out of memory", what); break; }
+        (*n)++;
+    }
+    json_decref(root);
+    /* overlap check among this shard's tensors */
+    int m = *n - first;
+    if (rc == 0 && m > 1) {
+        st_tensor **order = malloc((size_t)m * sizeof *order);
+        if (!order) return k3_err(err, "%s: out of memory", what);
+        for (int i = 0; i < m; i++) order[i] = &(*tensors)[first + i];
+        qsort(order, (size_t)m, sizeof *order, compare_by_offset);
+        for (int i = 1; i < m && rc == 0; i++) {
+            const st_tensor *a = order[i - 1], *b = order[i];
+            if (a->nbytes && b->nbytes && a->file_offset + a->nbytes > b->file_offset)
+                rc = k3_err(err, "%s: tensors '%s' and '%s' overlap in the data area", what,
+                            a->name, b->name);
+        }
+        free(order);
+    }
+    return rc;
+}
+
+/* FNV-1a: the name hash for the lookup table. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+const st_tensor *st_find(const st_index *ix, const char *name)
+{
+    if (!ix->n_hash_slots) return NULL;
+    uint64_t mask = (uint64_t)ix->n_hash_slots - 1;
+    for (uint64_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+        int k = ix->hash_slots[i];
+        if (k < 0) return NULL;
+        if (!strcmp(ix->tensors[k].name, name)) return &ix->tensors[k];
+    }
+}
+
+/* Build the open-addressing table; refuses a name defined in two shards. */
+static int build_lookup(st_index *ix, k3_error *err)
+{
+    int slots = 16;
+    while (slots < ix->n_tensors * 2) slots *= 2;
+    ix->hash_slots = malloc((size_t)slots * sizeof *ix->hash_slots);
+    if (!ix->hash_slots) return k3_err(err, "out of memory");
+    ix->n_hash_slots = slots;
+    memset(ix->hash_slots, 0xff, (size_t)slots * sizeof *ix->hash_slots);
+    uint64_t mask = (uint64_t)slots - 1;
+    for (int k = 0; k < ix->n_tensors; k++) {
+        uint64_t i = name_hash(ix->tensors[k].name) & mask;
+        for (; ix->hash_slots[i] >= 0; i = (i + 1) & mask)
+            if (!strcmp(ix->tensors[ix->hash_slots[i]].name, ix->tensors[k].name))
+                return k3_err(err, "%s: tensor '%s' is also defined in %s",
+                              ix->shards[ix->tensors[k].shard].path, ix->tensors[k].name,
+                              ix->shards[ix->tensors[ix->hash_slots[i]].shard].path);
+        ix->hash_slots[i] = k;
+    }
+    return 0;
+}
+
+static int compare_strings(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Shard file names: from the index's weight_map if there is one, else every
+ * *.safetensors in the directory, sorted. Returns a malloc'd array of
+ * malloc'd names. */
+static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, k3_error *err)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    *weight_map_out = NULL;
+    char **names = NULL;
+    int n = 0;
+    if (access(path, F_OK) == 0) {
+        json_error_t jerr;
+        json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+        if (!root) {
+            k3_err(err, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
+            return NULL;
+        }
+        json_t *map = json_object_get(root, "weight_map");
+        if (!json_is_object(map) || json_object_size(map) == 0) {
+            json_decref(root);
+            k3_err(err, "%s: missing or empty \"weight_map\" object", path);
+            return NULL;
+        }
+        const char *key;
+        json_t *val;
+        json_object_foreach(map, key, val) {
+            const char *file = json_string_value(val);
+            if (!file || !*file || strchr(file, '/') || strstr(file, "..")) {
+                json_decref(root);
+                for (int i = 0; i < n; i++) free(names[i]);
+                free(names);
+                k3_err(err, "%s: weight_map entry for '%s' is not a plain file name", path, key);
+                return NULL;
+            }
+            int seen = 0;
+            for (int i = 0; i < n && !seen; i++) seen = !strcmp(names[i], file);
+            if (!seen) {
+                char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
+                if (!g) break;
+                names = g;
+                names[n++] = strdup(file);
+            }
+        }
+        *weight_map_out = json_incref(map);
+        json_decref(root);
+    } else {
+        DIR *d = opendir(dir);
+        if (!d) {
+            k3_err(err, "%s: cannot open directory: %s", dir, strerror(errno));
+            return NULL;
+        }
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            size_t l = strlen(e->d_name);
+            if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
+                char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
+                if (!g) break;
+                names = g;
+                names[n++] = strdup(e->d_name);
+            }
+        }
+        closedir(d);
+        if (n == 0) {
+            k3_err(err, "%s: no *.safetensors files found", dir);
+            free(names);
+            return NULL;
+        }
+    }
+    qsort(names, (size_t)n, sizeof *names, compare_strings);
+    *n_out = n;
+    return names;
+}
+
+/* Open one shard: stat, read its header, optionally mmap it. */
+static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
+{
+    st_shard *sh = &ix->shards[s];
+    sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
+    if (sh->fd < 0) return k3_err(err, "%s: %s", sh->path, strerror(errno));
+    struct stat st;
+    if (fstat(sh->fd, &st) != 0 || !S_ISREG(st.st_mode))
+        return k3_err(err, "%s: not a regular file", sh->path);
+    sh->file_bytes = (uint64_t)st.st_size;
+    uint8_t len_bytes[8];
+    if (sh->file_bytes < 8 || pread(sh->fd, len_bytes, 8, 0) != 8)
+        return k3_err(err, "%s: file too short for a safetensors header (%llu bytes)", sh->path,
+                      (unsigned long long)sh->file_bytes);
+    uint64_t header_bytes = 0;
+    for (int i = 7; i >= 0; i--) header_bytes = (header_bytes << 8) | len_bytes[i];
+    if (header_bytes > sh->file_bytes - 8)
+        return k3_err(err, "%s: header length %llu runs past the end of the file (%llu bytes)",
+                      sh->path, (unsigned long long)header_bytes,
+                      (unsigned long long)sh->file_bytes);
+    if (header_bytes > ST_MAX_HEADER_BYTES)
+        return k3_err(err, "%s: header length %llu is implausibly large", sh->path,
+                      (unsigned long long)header_bytes);
+    size_t len = (size_t)header_bytes + 8;
+    uint8_t *buf = malloc(len);
+    if (!buf) return k3_err(err, "%s: out of memory", sh->path);
+    size_t got = 0;
+    while (got < len) {
+        ssize_t r = pread(sh->fd, buf + got, len - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            return k3_err(err, "%s: read error in header", sh->path);
+        }
+        got += (size_t)r;
+    }
+    int rc = st_parse_header(buf, len, sh->file_bytes, s, sh->path, &ix->tensors, &ix->n_tensors, err);
+    free(buf);
+    if (rc) return rc;
+    if (map_files && sh->file_bytes > 0) {
+        void *m = mmap(NULL, sh->file_bytes, PROT_READ, MAP_PRIVATE, sh->fd, 0);
+        if (m == MAP_FAILED) return k3_err(err, "%s: mmap failed: %s", sh->path, strerror(errno));
+        sh->map = m;
+    }
+    return 0;
+}
+
+int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
+{
+    memset(ix, 0, sizeof *ix);
+    json_t *weight_map = NULL;
+    int n_names = 0;
+    char **names = list_shards(dir, &n_names, &weight_map, err);
+    if (!names) return -1;
+    int rc = 0;
+    ix->shards = calloc((size_t)n_names, sizeof *ix->shards);
+    if (!ix->shards) rc = k3_err(err, "out of memory");
+    for (int i = 0; i < n_names && rc == 0; i++) {
+        size_t l = strlen(dir) + strlen(names[i]) + 2;
+        ix->shards[i].path = malloc(l);
+        ix->shards[i].fd = -1;
+        ix->n_shards = i + 1;
+        if (!ix->shards[i].path) { rc = k3_err(err, "out of memory"); break; }
+        snprintf(ix->shards[i].path, l, "%s/%s", dir, names[i]);
+        rc = open_shard(ix, i, map_files, err);
+    }
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(names);
+    if (rc == 0) rc = build_lookup(ix, err);
+    /* Every tensor the index names must be in the shard it names. */
+    if (rc == 0 && weight_map) {
+        const char *key;
+        json_t *val;
+        json_object_foreach(weight_map, key, val) {
+            const st_tensor *t = st_find(ix, key);
+            const char *want = json_string_value(val);
+            if (!t) {
+                rc = k3_err(err, "%s/model.safetensors.index.json: tensor '%s' is listed in %s "
+                            "but not found there", dir, key, want);
+                break;
+            }
+            const char *have = strrchr(ix->shards[t->shard].path, '/') + 1;
+            if (strcmp(have, want)) {
+                rc = k3_err(err, "%s/model.safetensors.index.json: tensor '%s' is listed in %s "
+                            "but found in %s", dir, key, want, have);
+                break;
+            }
+        }
+    }
+    json_decref(weight_map);
+    if (rc) st_index_close(ix);
+    return rc;
+}
+
+void st_index_close(st_index *ix)
+{
+    for (int i = 0; i < ix->n_shards; i++) {
+        if (ix->shards[i].map) munmap((void *)ix->shards[i].map, ix->shards[i].file_bytes);
+        if (ix->shards[i].fd >= 0) close(ix->shards[i].fd);
+        free(ix->shards[i].path);
+    }
+    for (int i = 0; i < ix->n_tensors; i++) free(ix->tensors[i].name);
+    free(ix->shards);
+    free(ix->tensors);
+    free(ix->hash_slots);
+    memset(ix, 0, sizeof *ix);
+}
+
+const void *st_tensor_data(const st_index *ix, const st_tensor *t)
+{
+    const st_shard *sh = &ix->shards[t->shard];
+    return sh->map ? sh->map + t->file_offset : NULL;
+}

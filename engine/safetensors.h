@@ -1,0 +1,69 @@
+/* safetensors.h - read the tensor index of a Hugging Face checkpoint.
+ *
+ * A checkpoint is one or many *.safetensors shards, optionally listed by
+ * model.safetensors.index.json. Each shard is an 8-byte little-endian header
+ * length, a JSON header {name: {dtype, shape, data_offsets}}, then the data.
+ * Everything read from the file is bounds-checked before use: header length
+ * against the file size, offsets against the data area, byte counts against
+ * dtype x shape, and no two tensors may overlap. Shards are mmap'd read-only;
+ * a tensor's bytes are a pointer into the mapping. */
+#ifndef K3_SAFETENSORS_H
+#define K3_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+#include "error.h"
+
+#define ST_MAX_DIMS 8
+#define ST_MAX_HEADER_BYTES (256u << 20)
+
+typedef struct st_tensor {
+    char *name;
+    k3_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t file_offset;   /* absolute offset of the first byte in its shard */
+    uint64_t nbytes;
+    int shard;              /* index into st_index.shards */
+} st_tensor;
+
+typedef struct st_shard {
+    char *path;
+    int fd;
+    uint64_t file_bytes;
+    const uint8_t *map;     /* whole file, read-only; NULL if not mapped */
+} st_shard;
+
+typedef struct st_index {
+    st_shard *shards;
+    int n_shards;
+    st_tensor *tensors;
+    int n_tensors;
+    int *hash_slots;        /* open addressing: tensor index or -1 */
+    int n_hash_slots;
+} st_index;
+
+/* Parse one shard's header from its first bytes. `buf` holds the first
+ * `len` bytes of a file of `file_bytes` bytes (len may be less than the file;
+ * the header must fit in buf). Appends the tensors (shard number `shard`) to
+ * *tensors / *n (realloc'd). `what` names the file in messages.
+ * Used by st_index_open and directly by the fuzzer. */
+int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int shard,
+                    const char *what, st_tensor **tensors, int *n, k3_error *err);
+
+/* Open every shard of the checkpoint in directory dir (index file if present,
+ * else all *.safetensors in name order) and build the name lookup.
+ * map_files: 1 = mmap the shards (resident weights), 0 = headers only. */
+int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err);
+void st_index_close(st_index *ix);
+
+const st_tensor *st_find(const st_index *ix, const char *name);
+
+/* Pointer to the tensor's bytes in its mapped shard. */
+const void *st_tensor_data(const st_index *ix, const st_tensor *t);
+
+/* Number of elements (product of the shape). */
+int64_t st_tensor_numel(const st_tensor *t);
+
+#endif

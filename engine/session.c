@@ -1,0 +1,238 @@
+/* session.c - opening a model and running conversations on it (k3.h).
+ *
+ * A session owns all per-conversation state: KDA conv history and recurrent
+ * matrices, the MLA latent cache sized for max_tokens, the token history and
+ * the logits after the last token, plus scratch for one prompt chunk. */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "forward.h"
+
+k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
+{
+    char path[4096];
+    k3_model *m = calloc(1, sizeof *m);
+    if (!m) { k3_err(err, "out of memory"); return NULL; }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(dir, F_OK) != 0) {
+        k3_err(err, "%s: no such model directory", dir);
+        free(m);
+        return NULL;
+    }
+    if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
+    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
+    omp_set_num_threads(m->n_threads);
+    m->layer_slot = calloc((size_t)m->cfg.n_layers, sizeof *m->layer_slot);
+    if (!m->layer_slot) { k3_err(err, "out of memory"); free(m); return NULL; }
+    int n_kda = 0, n_mla = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        m->layer_slot[l] = m->cfg.attn_kind[l] == K3_ATTN_KDA ? n_kda++ : n_mla++;
+    m->weights = k3_resident_provider_open(dir, &m->cfg, err);
+    if (!m->weights) { free(m->layer_slot); free(m); return NULL; }
+    /* Tokenizer: optional unless asked for (eval works on ids alone). */
+    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
+    if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
+        char msg[512];
+        m->tok = k3_tokenizer_load(dir, msg, sizeof msg);
+        if (!m->tok) {
+            k3_err(err, "%s", msg);
+            k3_model_close(m);
+            return NULL;
+        }
+        if (k3_tokenizer_n_vocab(m->tok) < m->cfg.vocab_size - 2 ||
+            k3_tokenizer_n_base(m->tok) > m->cfg.vocab_size) {
+            k3_err(err, "%s: tokenizer has %d base tokens, which does not fit vocab_size %d in config.json",
+                   path, k3_tokenizer_n_base(m->tok), m->cfg.vocab_size);
+            k3_model_close(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+void k3_model_close(k3_model *m)
+{
+    if (!m) return;
+    if (m->weights) m->weights->close(m->weights);
+    if (m->tok) k3_tokenizer_free(m->tok);
+    free(m->layer_slot);
+    free(m);
+}
+
+void k3_model_get_info(const k3_model *m, k3_model_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->model_type, sizeof out->model_type, "%s", m->cfg.model_type);
+    out->vocab_size = m->cfg.vocab_size;
+    out->hidden = m->cfg.hidden;
+    out->n_layers = m->cfg.n_layers;
+    out->n_kda_layers = k3_config_count_attn(&m->cfg, K3_ATTN_KDA);
+    out->n_mla_layers = k3_config_count_attn(&m->cfg, K3_ATTN_MLA);
+    out->n_experts = m->cfg.n_experts;
+    out->top_k = m->cfg.top_k;
+    out->bos_id = m->cfg.bos_id;
+    out->weight_bytes = m->weight_bytes;
+}
+
+const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
+
+int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids)
+{
+    int n = 0;
+    static const char *const names[] = {"<|im_end|>", "[EOS]", "[EOT]"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && n < max_ids; i++) {
+        int id = m->tok ? k3_tokenizer_special_id(m->tok, names[i]) : -1;
+        if (id >= 0 && id < m->cfg.vocab_size) ids[n++] = id;
+    }
+    if (m->cfg.eos_id >= 0 && n < max_ids) {
+        int dup = 0;
+        for (int i = 0; i < n; i++) dup |= ids[i] == m->cfg.eos_id;
+        if (!dup) ids[n++] = m->cfg.eos_id;
+    }
+    return n;
+}
+
+int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs, int *n_out,
+                          k3_error *err)
+{
+    if (!m->tok) {
+        k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
+        return NULL;
+    }
+    char msg[512];
+    int *ids = k3_chat_render_kimi(m->tok, msgs, n_msgs, 1, n_out, msg, sizeof msg);
+    if (!ids) k3_err(err, "%s", msg);
+    return ids;
+}
+
+/* Allocate the chunk scratch; sizes follow the config. */
+static int scratch_alloc(k3_session *s)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const size_t T = K3_CHUNK_TOKENS, D = (size_t)c->hidden;
+    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
+    const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
+    const size_t L = (size_t)c->kv_lora_rank;
+    const size_t threads = (size_t)omp_get_max_threads() + 1;
+    size_t max_inter = (size_t)c->dense_inter;
+    if ((size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1) > max_inter)
+        max_inter = (size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
+    size_t max_rank = 1;   /* KDA low-rank widths: read from the weights */
+    for (int l = 0; l < c->n_layers; l++) {
+        if (c->attn_kind[l] != K3_ATTN_KDA) continue;
+        k3_error e;
+        const k3_layer_weights *lw = s->m->weights->acquire_layer(s->m->weights, l, &e);
+        if (!lw) return -1;
+        if ((size_t)lw->kda.f_a.rows > max_rank) max_rank = (size_t)lw->kda.f_a.rows;
+        if ((size_t)lw->kda.g_a.rows > max_rank) max_rank = (size_t)lw->kda.g_a.rows;
+        s->m->weights->release_layer(s->m->weights, l);
+    }
+    size_t attn = P > HV ? P : HV;
+    size_t row = L > (size_t)c->v_head_dim ? L : (size_t)c->v_head_dim;
+    float **bufs[] = {&sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
+                      &sc->qkv[0], &sc->qkv[1], &sc->qkv[2], &sc->gate_low, &sc->forget,
+                      &sc->out_gate, &sc->beta, &sc->attn, &sc->q, &sc->kv, &sc->q_latent,
+                      &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw, &sc->gathered,
+                      &sc->inter_gate, &sc->inter_up, &sc->expert_out, &sc->token_weight};
+    size_t sizes[] = {T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
+                      T * max_rank, T * P, T * P, T * c->kda_heads, T * attn,
+                      T * c->mla_heads * (c->qk_nope_dim + c->qk_rope_dim),
+                      T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
+                      threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
+                      T * D, T * max_inter, T * max_inter, T * D, T * c->top_k};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
+        if (!*bufs[i]) return -1;
+    }
+    sc->topk = calloc(T * c->top_k, sizeof(int));
+    sc->token_list = calloc(T * c->top_k, sizeof(int));
+    return sc->topk && sc->token_list ? 0 : -1;
+}
+
+static void scratch_free(k3_scratch *sc)
+{
+    float *bufs[] = {sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
+                     sc->qkv[1], sc->qkv[2], sc->gate_low, sc->forget, sc->out_gate, sc->beta,
+                     sc->attn, sc->q, sc->kv, sc->q_latent, sc->ctx, sc->scores, sc->row,
+                     sc->router, sc->topw, sc->gathered, sc->inter_gate, sc->inter_up,
+                     sc->expert_out, sc->token_weight};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    free(sc->topk);
+    free(sc->token_list);
+}
+
+k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
+{
+    const k3_config *c = &m->cfg;
+    k3_session *s = calloc(1, sizeof *s);
+    if (!s) { k3_err(err, "out of memory"); return NULL; }
+    s->m = m;
+    s->max_tokens = max_tokens > 0 ? max_tokens : 4096;
+    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
+    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
+    const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
+    s->tokens = calloc((size_t)s->max_tokens, sizeof *s->tokens);
+    s->kda_conv = calloc(n_kda * 3 * (size_t)(c->conv_kernel - 1) * P + 1, sizeof(float));
+    s->kda_state = calloc(n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim + 1, sizeof(float));
+    s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * (c->kv_lora_rank + c->qk_rope_dim) + 1, sizeof(float));
+    s->logits = calloc((size_t)c->vocab_size, sizeof(float));
+    if (!s->tokens || !s->kda_conv || !s->kda_state || !s->mla_cache || !s->logits ||
+        scratch_alloc(s)) {
+        k3_session_free(s);
+        k3_err(err, "out of memory for a session of %d tokens", max_tokens);
+        return NULL;
+    }
+    return s;
+}
+
+void k3_session_free(k3_session *s)
+{
+    if (!s) return;
+    scratch_free(&s->sc);
+    free(s->tokens);
+    free(s->kda_conv);
+    free(s->kda_state);
+    free(s->mla_cache);
+    free(s->logits);
+    free(s);
+}
+
+void k3_session_reset(k3_session *s)
+{
+    const k3_config *c = &s->m->cfg;
+    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
+    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
+    memset(s->kda_conv, 0, n_kda * 3 * (size_t)(c->conv_kernel - 1) * P * sizeof(float));
+    memset(s->kda_state, 0, n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float));
+    s->n_tokens = 0;
+    s->has_logits = 0;
+}
+
+int k3_session_n_tokens(const k3_session *s) { return s->n_tokens; }
+int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
+
+const float *k3_session_logits(const k3_session *s) { return s->has_logits ? s->logits : NULL; }
+
+int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+{
+    const int vocab = s->m->cfg.vocab_size;
+    if (n <= 0) return 0;
+    if (s->n_tokens + n > s->max_tokens)
+        return k3_err(err, "context full: %d tokens already, %d more would exceed the limit of %d",
+                      s->n_tokens, n, s->max_tokens);
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= vocab)
+            return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    for (int done = 0; done < n;) {
+        int T = n - done < K3_CHUNK_TOKENS ? n - done : K3_CHUNK_TOKENS;
+        if (k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err))
+            return -1;
+        memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
+        s->n_tokens += T;
+        done += T;
+    }
+    return 0;
+}

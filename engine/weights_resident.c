@@ -1,0 +1,318 @@
+/* weights_resident.c - the weight provider that keeps a Hugging Face
+ * checkpoint resident: shards are mmap'd, big matrices are used in place in
+ * their stored format, small tensors (norms, biases, conv taps, A_log) are
+ * converted to fp32 once. Every tensor the config implies is looked up and
+ * its dtype and shape checked at open, so a bad checkpoint fails before the
+ * first token with a message naming the tensor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model.h"
+
+typedef struct resident_provider {
+    k3_weight_provider base;
+    const k3_config *cfg;
+    st_index index;
+    char dir[1024];
+    k3_layer_weights *layers;
+    k3_mlp_weights *experts;      /* [n_layers][n_experts], zeroed for dense layers */
+    k3_weight embed;              /* [vocab, hidden] */
+    k3_weight head;               /* [vocab, hidden] */
+    float *final_norm;
+    void **owned;                 /* fp32 copies to free */
+    int n_owned, cap_owned;
+} resident_provider;
+
+/* Remember a malloc'd buffer so close() frees it. */
+static void *own(resident_provider *rp, void *p)
+{
+    if (!p) return NULL;
+    if (rp->n_owned == rp->cap_owned) {
+        rp->cap_owned = rp->cap_owned ? rp->cap_owned * 2 : 64;
+        void **g = realloc(rp->owned, (size_t)rp->cap_owned * sizeof *g);
+        if (!g) { free(p); return NULL; }
+        rp->owned = g;
+    }
+    rp->owned[rp->n_owned++] = p;
+    return p;
+}
+
+/* "[a, b, c]" for messages */
+static void shape_text(const st_tensor *t, char *buf, size_t len)
+{
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < t->ndim && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+static const st_tensor *find_tensor(resident_provider *rp, const char *name, k3_error *err)
+{
+    const st_tensor *t = st_find(&rp->index, name);
+    if (!t) k3_err(err, "%s: tensor '%s' not found in any shard", rp->dir, name);
+    return t;
+}
+
+/* A 2-D weight matrix [rows, cols] used in place. fp8 matrices take their
+ * "<name>_scale_inv" companion (128x128 blocks) when present. */
+static int load_matrix(resident_provider *rp, const char *name, int64_t rows, int64_t cols,
+                       k3_weight *w, k3_error *err)
+{
+    const st_tensor *t = find_tensor(rp, name, err);
+    if (!t) return -1;
+    const char *file = rp->index.shards[t->shard].path;
+    if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
+        char s[96];
+        shape_text(t, s, sizeof s);
+        return k3_err(err, "%s: tensor '%s' has shape %s, expected [%lld, %lld]", file, name, s,
+                      (long long)rows, (long long)cols);
+    }
+    if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_BF16 && t->dtype != K3_DT_F16 &&
+        t->dtype != K3_DT_F8_E4M3)
+        return k3_err(err, "%s: tensor '%s' has dtype %s; a weight matrix must be F32, BF16, F16 "
+                      "or F8_E4M3", file, name, k3_dtype_name(t->dtype));
+    w->dtype = t->dtype;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = st_tensor_data(&rp->index, t);
+    w->block_scale = NULL;
+    if (t->dtype == K3_DT_F8_E4M3) {
+        char sname[512];
+        snprintf(sname, sizeof sname, "%s_scale_inv", name);
+        const st_tensor *s = st_find(&rp->index, sname);
+        if (s) {
+            int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
+            if (st_tensor_numel(s) != br * bc || s->ndim != 2)
+                return k3_err(err, "%s: tensor '%s' must have shape [%lld, %lld]",
+                              rp->index.shards[s->shard].path, sname, (long long)br, (long long)bc);
+            float *scale = own(rp, malloc((size_t)(br * bc) * sizeof(float)));
+            if (!scale) return k3_err(err, "out of memory");
+            k3_convert_to_f32(scale, st_tensor_data(&rp->index, s), s->dtype, br * bc);
+            w->block_scale = scale;
+        }
+    }
+    return 0;
+}
+
+/* A small tensor of exactly n elements (any shape with that many), as fp32. */
+static float *load_small(resident_provider *rp, const char *name, int64_t n, k3_error *err)
+{
+    const st_tensor *t = find_tensor(rp, name, err);
+    if (!t) return NULL;
+    if (st_tensor_numel(t) != n) {
+        char s[96];
+        shape_text(t, s, sizeof s);
+        k3_err(err, "%s: tensor '%s' has shape %s (%lld elements), expected %lld elements",
+               rp->index.shards[t->shard].path, name, s, (long long)st_tensor_numel(t), (long long)n);
+        return NULL;
+    }
+    if (t->dtype == K3_DT_U8 || t->dtype == K3_DT_I8 || t->dtype == K3_DT_I32 || t->dtype == K3_DT_I64) {
+        k3_err(err, "%s: tensor '%s' has integer dtype %s, expected a float type",
+               rp->index.shards[t->shard].path, name, k3_dtype_name(t->dtype));
+        return NULL;
+    }
+    float *out = own(rp, malloc((size_t)(n ? n : 1) * sizeof(float)));
+    if (!out) { k3_err(err, "out of memory"); return NULL; }
+    k3_convert_to_f32(out, st_tensor_data(&rp->index, t), t->dtype, n);
+    return out;
+}
+
+/* Conv taps: [C, 1, W] (nn.Conv1d) or [C, W]. */
+static float *load_conv(resident_provider *rp, const char *name, int64_t channels, int64_t width,
+                        k3_error *err)
+{
+    const st_tensor *t = find_tensor(rp, name, err);
+    if (!t) return NULL;
+    int ok = (t->ndim == 3 && t->shape[0] == channels && t->shape[1] == 1 && t->shape[2] == width) ||
+             (t->ndim == 2 && t->shape[0] == channels && t->shape[1] == width);
+    if (!ok) {
+        char s[96];
+        shape_text(t, s, sizeof s);
+        k3_err(err, "%s: tensor '%s' has shape %s, expected [%lld, 1, %lld]",
+               rp->index.shards[t->shard].path, name, s, (long long)channels, (long long)width);
+        return NULL;
+    }
+    return load_small(rp, name, channels * width, err);
+}
+
+static int load_mlp(resident_provider *rp, const char *prefix, const char *gate, const char *up,
+                    const char *down, int64_t inter, int64_t hidden, k3_mlp_weights *m, k3_error *err)
+{
+    char name[512];
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, gate);
+    if (load_matrix(rp, name, inter, hidden, &m->gate, err)) return -1;
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, up);
+    if (load_matrix(rp, name, inter, hidden, &m->up, err)) return -1;
+    snprintf(name, sizeof name, "%s.%s.weight", prefix, down);
+    return load_matrix(rp, name, hidden, inter, &m->down, err);
+}
+
+static int load_layer(resident_provider *rp, int l, k3_error *err)
+{
+    const k3_config *c = rp->cfg;
+    k3_layer_weights *lw = &rp->layers[l];
+    int64_t D = c->hidden;
+    char p[256], name[512];
+    snprintf(p, sizeof p, "model.layers.%d", l);
+#define NAME(fmt) (snprintf(name, sizeof name, "%s." fmt, p), name)
+    if (!(lw->attn_norm = load_small(rp, NAME("input_layernorm.weight"), D, err))) return -1;
+    if (!(lw->ffn_norm = load_small(rp, NAME("post_attention_layernorm.weight"), D, err))) return -1;
+    if (c->attn_kind[l] == K3_ATTN_KDA) {
+        k3_kda_weights *k = &lw->kda;
+        int64_t H = c->kda_heads, P = (int64_t)c->kda_heads * c->kda_head_dim, W = c->conv_kernel;
+        const st_tensor *fa = find_tensor(rp, NAME("self_attn.f_a_proj.weight"), err);
+        if (!fa) return -1;
+        int64_t rank = fa->ndim == 2 ? fa->shape[0] : -1;
+        const st_tensor *ga = find_tensor(rp, NAME("self_attn.g_a_proj.weight"), err);
+        if (!ga) return -1;
+        int64_t grank = ga->ndim == 2 ? ga->shape[0] : -1;
+        if (rank < 1 || grank < 1)
+            return k3_err(err, "%s: KDA gate projections of layer %d must be 2-D", rp->dir, l);
+        if (load_matrix(rp, NAME("self_attn.q_proj.weight"), P, D, &k->q, err) ||
+            load_matrix(rp, NAME("self_attn.k_proj.weight"), P, D, &k->k, err) ||
+            load_matrix(rp, NAME("self_attn.v_proj.weight"), P, D, &k->v, err) ||
+            load_matrix(rp, NAME("self_attn.f_a_proj.weight"), rank, D, &k->f_a, err) ||
+            load_matrix(rp, NAME("self_attn.f_b_proj.weight"), P, rank, &k->f_b, err) ||
+            load_matrix(rp, NAME("self_attn.g_a_proj.weight"), grank, D, &k->g_a, err) ||
+            load_matrix(rp, NAME("self_attn.g_b_proj.weight"), P, grank, &k->g_b, err) ||
+            load_matrix(rp, NAME("self_attn.b_proj.weight"), H, D, &k->b, err) ||
+            load_matrix(rp, NAME("self_attn.o_proj.weight"), D, P, &k->o, err))
+            return -1;
+        if (!(k->conv[0] = load_conv(rp, NAME("self_attn.q_conv1d.weight"), P, W, err)) ||
+            !(k->conv[1] = load_conv(rp, NAME("self_attn.k_conv1d.weight"), P, W, err)) ||
+            !(k->conv[2] = load_conv(rp, NAME("self_attn.v_conv1d.weight"), P, W, err)) ||
+            !(k->A_log = load_small(rp, NAME("self_attn.A_log"), H, err)) ||
+            !(k->dt_bias = load_small(rp, NAME("self_attn.dt_bias"), P, err)) ||
+            !(k->o_norm = load_small(rp, NAME("self_attn.o_norm.weight"), c->kda_head_dim, err)))
+            return -1;
+    } else {
+        k3_mla_weights *m = &lw->mla;
+        int64_t H = c->mla_heads;
+        if (load_matrix(rp, NAME("self_attn.q_proj.weight"), H * (c->qk_nope_dim + c->qk_rope_dim), D,
+                        &m->q, err) ||
+            load_matrix(rp, NAME("self_attn.kv_a_proj_with_mqa.weight"),
+                        c->kv_lora_rank + c->qk_rope_dim, D, &m->kv_a, err) ||
+            load_matrix(rp, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_dim + c->v_head_dim),
+                        c->kv_lora_rank, &m->kv_b, err) ||
+            load_matrix(rp, NAME("self_attn.o_proj.weight"), D, H * c->v_head_dim, &m->o, err))
+            return -1;
+        if (!(m->kv_a_norm = load_small(rp, NAME("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, err)))
+            return -1;
+    }
+    if (!c->is_moe[l]) {
+        snprintf(name, sizeof name, "%s.mlp", p);
+        char prefix[512];
+        snprintf(prefix, sizeof prefix, "%s", name);
+        return load_mlp(rp, prefix, "gate_proj", "up_proj", "down_proj", c->dense_inter, D, &lw->dense, err);
+    }
+    if (load_matrix(rp, NAME("block_sparse_moe.gate.weight"), c->n_experts, D, &lw->router, err))
+        return -1;
+    if (!(lw->router_bias = load_small(rp, NAME("block_sparse_moe.gate.e_score_correction_bias"),
+                                       c->n_experts, err)))
+        return -1;
+    char prefix[512];
+    if (c->n_shared_experts > 0) {
+        lw->has_shared = 1;
+        snprintf(prefix, sizeof prefix, "%s.block_sparse_moe.shared_experts", p);
+        if (load_mlp(rp, prefix, "gate_proj", "up_proj", "down_proj",
+                     (int64_t)c->moe_inter * c->n_shared_experts, D, &lw->shared, err))
+            return -1;
+    }
+    for (int e = 0; e < c->n_experts; e++) {
+        snprintf(prefix, sizeof prefix, "%s.block_sparse_moe.experts.%d", p, e);
+        if (load_mlp(rp, prefix, "w1", "w3", "w2", c->moe_inter, D,
+                     &rp->experts[(size_t)l * c->n_experts + e], err))
+            return -1;
+    }
+#undef NAME
+    return 0;
+}
+
+static const k3_layer_weights *resident_acquire_layer(k3_weight_provider *p, int layer, k3_error *err)
+{
+    (void)err;
+    return &((resident_provider *)p)->layers[layer];
+}
+
+static void resident_release_layer(k3_weight_provider *p, int layer) { (void)p; (void)layer; }
+
+static int resident_acquire_expert(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
+                                   k3_error *err)
+{
+    resident_provider *rp = (resident_provider *)p;
+    (void)err;
+    *out = rp->experts[(size_t)layer * rp->cfg->n_experts + expert];
+    return 0;
+}
+
+static void resident_release_expert(k3_weight_provider *p, int layer, int expert)
+{
+    (void)p; (void)layer; (void)expert;
+}
+
+static int resident_embed_row(k3_weight_provider *p, int token, float *out, k3_error *err)
+{
+    resident_provider *rp = (resident_provider *)p;
+    if (token < 0 || token >= rp->cfg->vocab_size)
+        return k3_err(err, "token id %d is outside the vocabulary (0..%d)", token, rp->cfg->vocab_size - 1);
+    const uint8_t *row = (const uint8_t *)rp->embed.data +
+                         (size_t)token * rp->cfg->hidden * k3_dtype_size(rp->embed.dtype);
+    k3_convert_to_f32(out, row, rp->embed.dtype, rp->cfg->hidden);
+    if (rp->embed.block_scale) {   /* fp8 embedding with block scales */
+        const float *s = rp->embed.block_scale + (size_t)(token / 128) * ((rp->cfg->hidden + 127) / 128);
+        for (int i = 0; i < rp->cfg->hidden; i++) out[i] *= s[i / 128];
+    }
+    return 0;
+}
+
+static const float *resident_final_norm(k3_weight_provider *p)
+{
+    return ((resident_provider *)p)->final_norm;
+}
+
+static const k3_weight *resident_lm_head(k3_weight_provider *p)
+{
+    return &((resident_provider *)p)->head;
+}
+
+static void resident_close(k3_weight_provider *p)
+{
+    resident_provider *rp = (resident_provider *)p;
+    if (!rp) return;
+    for (int i = 0; i < rp->n_owned; i++) free(rp->owned[i]);
+    free(rp->owned);
+    free(rp->layers);
+    free(rp->experts);
+    st_index_close(&rp->index);
+    free(rp);
+}
+
+k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *c, k3_error *err)
+{
+    resident_provider *rp = calloc(1, sizeof *rp);
+    if (!rp) { k3_err(err, "out of memory"); return NULL; }
+    rp->base = (k3_weight_provider){resident_acquire_layer, resident_release_layer,
+                                    resident_acquire_expert, resident_release_expert,
+                                    resident_embed_row, resident_final_norm, resident_lm_head,
+                                    resident_close};
+    rp->cfg = c;
+    snprintf(rp->dir, sizeof rp->dir, "%s", dir);
+    if (st_index_open(&rp->index, dir, 1, err)) { free(rp); return NULL; }
+    rp->layers = calloc((size_t)c->n_layers, sizeof *rp->layers);
+    rp->experts = calloc((size_t)c->n_layers * c->n_experts, sizeof *rp->experts);
+    if (!rp->layers || !rp->experts) { k3_err(err, "out of memory"); goto fail; }
+    if (load_matrix(rp, "model.embed_tokens.weight", c->vocab_size, c->hidden, &rp->embed, err))
+        goto fail;
+    if (!(rp->final_norm = load_small(rp, "model.norm.weight", c->hidden, err))) goto fail;
+    if (c->tie_embeddings) {
+        rp->head = rp->embed;
+    } else if (load_matrix(rp, "lm_head.weight", c->vocab_size, c->hidden, &rp->head, err)) {
+        goto fail;
+    }
+    for (int l = 0; l < c->n_layers; l++)
+        if (load_layer(rp, l, err)) goto fail;
+    return &rp->base;
+fail:
+    resident_close(&rp->base);
+    return NULL;
+}

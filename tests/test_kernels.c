@@ -1,0 +1,614 @@
+/* test_kernels.c - dtype table, scalar decoders, and every SIMD kernel
+ * against its scalar reference; bit-exactness of k3_matmul vs k3_matvec and
+ * of multithreaded vs single-threaded k3_matvec. */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+#include "test.h"
+#include "engine/kernels.h"
+
+/* Deterministic xorshift so failures reproduce. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rng_u32(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Uniform in [-1, 1). */
+static float rng_float(void)
+{
+    return (float)((double)rng_u32() / 2147483648.0 - 1.0);
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Same value or both NaN: the decoder contract is about numbers, and NaN
+ * payloads may legitimately differ between paths. */
+static int same_float(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b);
+    return bits_of(a) == bits_of(b);
+}
+
+/* Every enum value has a size and a name that parses back to it. */
+static void test_dtype_table(void)
+{
+    TEST_BEGIN("dtype_table");
+    static const struct { k3_dtype dt; const char *name; size_t size; } expect[] = {
+        {K3_DT_F32, "F32", 4}, {K3_DT_F16, "F16", 2}, {K3_DT_BF16, "BF16", 2},
+        {K3_DT_F8_E4M3, "F8_E4M3", 1}, {K3_DT_U8, "U8", 1}, {K3_DT_I8, "I8", 1},
+        {K3_DT_I32, "I32", 4}, {K3_DT_I64, "I64", 8}, {K3_DT_F64, "F64", 8},
+    };
+    CHECK(sizeof expect / sizeof expect[0] == K3_DT_COUNT, "table covers the enum");
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        k3_dtype parsed = K3_DT_COUNT;
+        CHECK(k3_dtype_size(expect[i].dt) == expect[i].size, "size of %s", expect[i].name);
+        CHECK(!strcmp(k3_dtype_name(expect[i].dt), expect[i].name), "name of %s", expect[i].name);
+        CHECK(k3_dtype_parse(expect[i].name, &parsed) == 0 && parsed == expect[i].dt,
+              "parse %s", expect[i].name);
+    }
+    k3_dtype unused;
+    CHECK(k3_dtype_parse("F8_E5M2", &unused) == -1, "unknown name rejected");
+    CHECK(k3_dtype_parse("bf16", &unused) == -1, "names are case-sensitive");
+    CHECK(k3_dtype_parse("", &unused) == -1, "empty name rejected");
+    TEST_END();
+}
+
+/* Hand-computed bf16 values and round-to-nearest-even ties. */
+static void test_bf16(void)
+{
+    TEST_BEGIN("bf16_decode_encode");
+    CHECK(k3_bf16_to_f32(0x3F80) == 1.0f, "0x3F80 = 1");
+    CHECK(k3_bf16_to_f32(0xC000) == -2.0f, "0xC000 = -2");
+    CHECK(isinf(k3_bf16_to_f32(0x7F80)) && k3_bf16_to_f32(0x7F80) > 0, "0x7F80 = inf");
+    CHECK(isnan(k3_bf16_to_f32(0x7FC0)), "0x7FC0 = NaN");
+    CHECK(k3_bf16_to_f32(0x0001) == 0x1p-133f, "0x0001 = smallest subnormal");
+    CHECK(k3_f32_to_bf16(1.0f) == 0x3F80, "1 -> 0x3F80");
+    /* 1 + 2^-8 is exactly halfway between 0x3F80 and 0x3F81: even wins. */
+    CHECK(k3_f32_to_bf16(float_of(0x3F808000)) == 0x3F80, "tie rounds down to even");
+    CHECK(k3_f32_to_bf16(float_of(0x3F818000)) == 0x3F82, "tie rounds up to even");
+    CHECK(k3_f32_to_bf16(float_of(0x3F808001)) == 0x3F81, "above half rounds up");
+    CHECK(k3_f32_to_bf16(float_of(0x3F807FFF)) == 0x3F80, "below half rounds down");
+    CHECK(k3_f32_to_bf16(float_of(0xBF818000)) == 0xBF82, "negative tie");
+    CHECK(k3_f32_to_bf16(float_of(0x7F7FFFFF)) == 0x7F80, "max float rounds to inf");
+    CHECK(k3_f32_to_bf16(INFINITY) == 0x7F80, "inf stays inf");
+    uint16_t nan_bits = k3_f32_to_bf16(float_of(0x7F800001));   /* payload only in low bits */
+    CHECK(isnan(k3_bf16_to_f32(nan_bits)), "signalling NaN with low payload stays NaN (0x%04x)", nan_bits);
+    CHECK(isnan(k3_bf16_to_f32(k3_f32_to_bf16(float_of(0xFFFFFFFF)))), "all-ones NaN stays NaN");
+    for (uint32_t h = 0; h < 0x10000; h++) {   /* every bf16 survives a round trip */
+        float f = k3_bf16_to_f32((uint16_t)h);
+        if (!isnan(f))
+            CHECK(k3_f32_to_bf16(f) == h, "round trip 0x%04x", h);
+    }
+    TEST_END();
+}
+
+/* Hand-computed f16 values; then both directions against the F16C hardware
+ * conversion, exhaustively (decode) and on edge plus random floats (encode). */
+static void test_f16(void)
+{
+    TEST_BEGIN("f16_decode_encode");
+    CHECK(k3_f16_to_f32(0x3C00) == 1.0f, "0x3C00 = 1");
+    CHECK(k3_f16_to_f32(0xC000) == -2.0f, "0xC000 = -2");
+    CHECK(k3_f16_to_f32(0x0001) == 0x1p-24f, "0x0001 = 2^-24");
+    CHECK(k3_f16_to_f32(0x03FF) == 1023 * 0x1p-24f, "0x03FF = largest subnormal");
+    CHECK(k3_f16_to_f32(0x0400) == 0x1p-14f, "0x0400 = 2^-14");
+    CHECK(k3_f16_to_f32(0x7BFF) == 65504.0f, "0x7BFF = 65504");
+    CHECK(isinf(k3_f16_to_f32(0x7C00)) && k3_f16_to_f32(0x7C00) > 0, "0x7C00 = inf");
+    CHECK(isinf(k3_f16_to_f32(0xFC00)) && k3_f16_to_f32(0xFC00) < 0, "0xFC00 = -inf");
+    CHECK(isnan(k3_f16_to_f32(0x7E00)) && isnan(k3_f16_to_f32(0x7C01)), "NaNs");
+    CHECK(bits_of(k3_f16_to_f32(0x8000)) == 0x80000000u, "0x8000 = -0");
+    CHECK(k3_f32_to_f16(65520.0f) == 0x7C00, "65520 (tie past max) -> inf");
+    CHECK(k3_f32_to_f16(65519.0f) == 0x7BFF, "65519 -> 65504");
+    CHECK(k3_f32_to_f16(0x1p-25f) == 0x0000, "2^-25 tie -> 0");
+    CHECK(k3_f32_to_f16(float_of(0x33000001)) == 0x0001, "just above 2^-25 -> 2^-24");
+    CHECK(k3_f32_to_f16(1.5f * 0x1p-24f) == 0x0002, "1.5 ulp subnormal tie -> even 2");
+    CHECK(k3_f32_to_f16(2.5f * 0x1p-24f) == 0x0002, "2.5 ulp subnormal tie -> even 2");
+    CHECK(k3_f32_to_f16(-0.0f) == 0x8000, "-0 keeps sign");
+    CHECK(isnan(k3_f16_to_f32(k3_f32_to_f16(float_of(0x7F800001)))), "NaN stays NaN");
+
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float hw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)));
+        float sw = k3_f16_to_f32((uint16_t)h);
+        CHECK(same_float(sw, hw), "decode 0x%04x: %a vs F16C %a", h, sw, hw);
+        if (!isnan(sw))
+            CHECK(k3_f32_to_f16(sw) == h, "round trip 0x%04x", h);
+    }
+    for (int i = 0; i < 400000; i++) {
+        float f;
+        if (i < 200000) {            /* every exponent of interest, random mantissa */
+            uint32_t exp_field = 90 + rng_u32() % 60;
+            f = float_of((rng_u32() & 0x807FFFFFu) | (exp_field << 23));
+        } else if (i < 300000) {     /* exact ties: low 13 (or more) bits = 1000..0 */
+            uint32_t exp_field = 100 + rng_u32() % 45;
+            uint32_t u = (rng_u32() & 0x807FE000u) | (exp_field << 23) | 0x1000u;
+            f = float_of(u);
+        } else {
+            f = float_of(rng_u32());
+        }
+        uint16_t hw = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0);
+        uint16_t sw = k3_f32_to_f16(f);
+        if (isnan(f))
+            CHECK(isnan(k3_f16_to_f32(sw)), "encode NaN %08x", bits_of(f));
+        else
+            CHECK(sw == hw, "encode %a (%08x): 0x%04x vs F16C 0x%04x", f, bits_of(f), sw, hw);
+    }
+    TEST_END();
+}
+
+/* The e4m3 spec values, and the full table against the formula. */
+static void test_e4m3(void)
+{
+    TEST_BEGIN("e4m3_decode");
+    CHECK(k3_e4m3_to_f32(0x38) == 1.0f, "0x38 = 1");
+    CHECK(k3_e4m3_to_f32(0x7E) == 448.0f, "0x7E = 448");
+    CHECK(k3_e4m3_to_f32(0xFE) == -448.0f, "0xFE = -448");
+    CHECK(k3_e4m3_to_f32(0x01) == 0x1p-9f, "0x01 = 2^-9");
+    CHECK(k3_e4m3_to_f32(0x07) == 7 * 0x1p-9f, "0x07 = 7/8 * 2^-6");
+    CHECK(k3_e4m3_to_f32(0x08) == 0x1p-6f, "0x08 = 2^-6");
+    CHECK(k3_e4m3_to_f32(0x40) == 2.0f, "0x40 = 2");
+    CHECK(k3_e4m3_to_f32(0x30) == 0.5f, "0x30 = 0.5");
+    CHECK(k3_e4m3_to_f32(0x3C) == 1.5f, "0x3C = 1.5");
+    CHECK(k3_e4m3_to_f32(0x78) == 256.0f, "0x78 = 256 (e=15 is finite)");
+    CHECK(isnan(k3_e4m3_to_f32(0x7F)) && isnan(k3_e4m3_to_f32(0xFF)), "0x7F/0xFF NaN");
+    CHECK(k3_e4m3_to_f32(0x80) == 0.0f && signbit(k3_e4m3_to_f32(0x80)), "0x80 = -0");
+    CHECK(k3_e4m3_to_f32(0x00) == 0.0f && !signbit(k3_e4m3_to_f32(0x00)), "0x00 = +0");
+    for (int b = 0; b < 256; b++) {
+        int s = b >> 7, e = (b >> 3) & 15, m = b & 7;
+        double expect = e == 0 ? m / 8.0 * ldexp(1, -6) : (1 + m / 8.0) * ldexp(1, e - 7);
+        if (s)
+            expect = -expect;
+        if (e == 15 && m == 7)
+            CHECK(isnan(k3_e4m3_to_f32((uint8_t)b)), "NaN 0x%02x", b);
+        else
+            CHECK(k3_e4m3_to_f32((uint8_t)b) == (float)expect, "0x%02x", b);
+    }
+    TEST_END();
+}
+
+/* Bulk conversion of every supported dtype, from a deliberately unaligned
+ * source. */
+static void test_convert(void)
+{
+    TEST_BEGIN("convert_to_f32");
+    unsigned char buf[64 + 1];
+    unsigned char *src = buf + 1;
+    float out[4];
+
+    float f32_in[3] = {1.5f, -2.0f, 0x1p-20f};
+    memcpy(src, f32_in, sizeof f32_in);
+    k3_convert_to_f32(out, src, K3_DT_F32, 3);
+    CHECK(out[0] == 1.5f && out[1] == -2.0f && out[2] == 0x1p-20f, "F32");
+
+    uint16_t bf16_in[3] = {0x3F80, 0xC000, 0x3FC0};
+    memcpy(src, bf16_in, sizeof bf16_in);
+    k3_convert_to_f32(out, src, K3_DT_BF16, 3);
+    CHECK(out[0] == 1.0f && out[1] == -2.0f && out[2] == 1.5f, "BF16");
+
+    uint16_t f16_in[3] = {0x3C00, 0xC000, 0x0001};
+    memcpy(src, f16_in, sizeof f16_in);
+    k3_convert_to_f32(out, src, K3_DT_F16, 3);
+    CHECK(out[0] == 1.0f && out[1] == -2.0f && out[2] == 0x1p-24f, "F16");
+
+    uint8_t e4m3_in[3] = {0x38, 0x7E, 0xC0};
+    memcpy(src, e4m3_in, sizeof e4m3_in);
+    k3_convert_to_f32(out, src, K3_DT_F8_E4M3, 3);
+    CHECK(out[0] == 1.0f && out[1] == 448.0f && out[2] == -2.0f, "F8_E4M3");
+
+    double f64_in[2] = {0.25, -1e10};
+    memcpy(src, f64_in, sizeof f64_in);
+    k3_convert_to_f32(out, src, K3_DT_F64, 2);
+    CHECK(out[0] == 0.25f && out[1] == -1e10f, "F64");
+
+    int32_t i32_in[2] = {-7, 123456};
+    memcpy(src, i32_in, sizeof i32_in);
+    k3_convert_to_f32(out, src, K3_DT_I32, 2);
+    CHECK(out[0] == -7.0f && out[1] == 123456.0f, "I32");
+
+    int64_t i64_in[2] = {-3, 1ll << 40};
+    memcpy(src, i64_in, sizeof i64_in);
+    k3_convert_to_f32(out, src, K3_DT_I64, 2);
+    CHECK(out[0] == -3.0f && out[1] == 0x1p40f, "I64");
+
+    uint8_t u8_in[2] = {0, 255};
+    memcpy(src, u8_in, sizeof u8_in);
+    k3_convert_to_f32(out, src, K3_DT_U8, 2);
+    CHECK(out[0] == 0.0f && out[1] == 255.0f, "U8");
+    k3_convert_to_f32(out, src, K3_DT_I8, 2);
+    CHECK(out[0] == 0.0f && out[1] == -1.0f, "I8");
+    TEST_END();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Matrices for the kernel tests                                             */
+/* ------------------------------------------------------------------------ */
+
+static const k3_dtype kernel_dtypes[] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3};
+#define N_KERNEL_DTYPES ((int)(sizeof kernel_dtypes / sizeof kernel_dtypes[0]))
+
+/* A random matrix of the given dtype whose data starts `misalign` bytes past
+ * a malloc'd address (rows in mmap'd files need not be aligned). Values are
+ * spread over several binades. fp8 never gets the NaN code; with_scale adds
+ * 128x128 block scales. */
+typedef struct {
+    k3_weight w;
+    unsigned char *alloc;
+    float *scales;
+} test_matrix;
+
+static test_matrix matrix_random(k3_dtype dt, int64_t rows, int64_t cols, int misalign, int with_scale)
+{
+    test_matrix m;
+    size_t esize = k3_dtype_size(dt);
+    m.alloc = malloc((size_t)(rows * cols) * esize + 16);
+    unsigned char *data = m.alloc + misalign;
+    for (int64_t i = 0; i < rows * cols; i++) {
+        float v = rng_float() * ldexpf(1.0f, (int)(rng_u32() % 6) - 3);
+        switch (dt) {
+        case K3_DT_F32: memcpy(data + 4 * i, &v, 4); break;
+        case K3_DT_BF16: { uint16_t h = k3_f32_to_bf16(v); memcpy(data + 2 * i, &h, 2); break; }
+        case K3_DT_F16:  { uint16_t h = k3_f32_to_f16(v); memcpy(data + 2 * i, &h, 2); break; }
+        default: {
+            uint8_t b;
+            do b = (uint8_t)rng_u32(); while ((b & 0x7F) == 0x7F);
+            data[i] = b;
+        }
+        }
+    }
+    m.scales = NULL;
+    if (with_scale) {
+        int64_t n_scales = ((rows + 127) / 128) * ((cols + 127) / 128);
+        m.scales = malloc((size_t)n_scales * sizeof(float));
+        for (int64_t i = 0; i < n_scales; i++)
+            m.scales[i] = (0.5f + (float)(rng_u32() % 1000) / 1000.0f) * 0x1p-8f;
+    }
+    m.w.dtype = dt;
+    m.w.rows = rows;
+    m.w.cols = cols;
+    m.w.data = data;
+    m.w.block_scale = m.scales;
+    return m;
+}
+
+static void matrix_free(test_matrix *m)
+{
+    free(m->alloc);
+    free(m->scales);
+}
+
+static float *vector_random(int64_t n)
+{
+    float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        v[i] = rng_float();
+    return v;
+}
+
+/* Decoded weight, independently of the library's kernels. */
+static float matrix_weight(const test_matrix *m, int64_t r, int64_t c)
+{
+    float v;
+    size_t esize = k3_dtype_size(m->w.dtype);
+    k3_convert_to_f32(&v, (const unsigned char *)m->w.data + (size_t)(r * m->w.cols + c) * esize,
+                      m->w.dtype, 1);
+    if (m->scales)
+        v *= m->scales[(r / 128) * ((m->w.cols + 127) / 128) + c / 128];
+    return v;
+}
+
+/* Both paths compute sum_i w_i x_i with fp32 rounding in a different order
+ * (and FMA vs mul+add). Each result is within gamma_n * sum|w_i x_i| of the
+ * exact sum, gamma_n = n u / (1 - n u), u = 2^-24 (Higham, Accuracy and
+ * Stability, 3.1), so |simd - scalar| <= 2 gamma_n sum|w_i x_i|. We allow
+ * 2 (n + 2) 2^-24 sum|w_i x_i|, computed in double. */
+static double dot_tolerance(const test_matrix *m, int64_t r, const float *x)
+{
+    double abs_sum = 0;
+    int64_t n = m->w.cols;
+    for (int64_t c = 0; c < n; c++)
+        abs_sum += fabs((double)matrix_weight(m, r, c) * x[c]);
+    return 2.0 * (double)(n + 2) * 0x1p-24 * abs_sum;
+}
+
+/* SIMD matvec vs scalar reference across awkward shapes, all dtypes. */
+static void test_matvec_vs_scalar(void)
+{
+    static const int64_t cols_list[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 100, 129, 1000};
+    char name[64];
+    for (int d = 0; d < N_KERNEL_DTYPES; d++) {
+        for (int scaled = 0; scaled <= (kernel_dtypes[d] == K3_DT_F8_E4M3); scaled++) {
+            snprintf(name, sizeof name, "matvec_simd_vs_scalar_%s%s", k3_dtype_name(kernel_dtypes[d]),
+                     scaled ? "_scaled" : "");
+            TEST_BEGIN(name);
+            for (size_t ci = 0; ci < sizeof cols_list / sizeof cols_list[0]; ci++) {
+                for (int64_t rows = 1; rows <= 70; rows++) {
+                    int64_t cols = cols_list[ci];
+                    test_matrix m = matrix_random(kernel_dtypes[d], rows, cols, (int)(rows % 3), scaled);
+                    int x_misalign = (int)(rows & 1);   /* activations need not be aligned either */
+                    float *x = vector_random(cols + 1) + x_misalign;
+                    float *y_simd = malloc((size_t)rows * sizeof(float));
+                    float *y_ref = malloc((size_t)rows * sizeof(float));
+                    k3_kernels_force_scalar(0);
+                    k3_matvec(y_simd, &m.w, x);
+                    k3_kernels_force_scalar(1);
+                    k3_matvec(y_ref, &m.w, x);
+                    k3_kernels_force_scalar(0);
+                    for (int64_t r = 0; r < rows; r++) {
+                        double tol = dot_tolerance(&m, r, x);
+                        CHECK(fabs((double)y_simd[r] - y_ref[r]) <= tol,
+                              "rows %lld cols %lld row %lld: simd %.9g scalar %.9g tol %.3g",
+                              (long long)rows, (long long)cols, (long long)r, y_simd[r], y_ref[r], tol);
+                    }
+                    free(x - x_misalign);
+                    free(y_simd);
+                    free(y_ref);
+                    matrix_free(&m);
+                }
+            }
+            TEST_END();
+        }
+    }
+}
+
+/* Every weight reaches the dot product with exactly its decoded value, on
+ * both paths: x = one-hot column c makes y[r] = W[r][c] exactly. With fp8
+ * block scales and a 300 x 260 matrix (3 x 3 blocks, partial last blocks)
+ * this also pins each scale to its 128 x 128 block. */
+static void test_matvec_exact_decode(void)
+{
+    for (int d = 0; d < N_KERNEL_DTYPES + 1; d++) {
+        k3_dtype dt = d < N_KERNEL_DTYPES ? kernel_dtypes[d] : K3_DT_F8_E4M3;
+        int scaled = d == N_KERNEL_DTYPES;
+        char name[64];
+        snprintf(name, sizeof name, "matvec_exact_decode_%s%s", k3_dtype_name(dt), scaled ? "_block_scales" : "");
+        TEST_BEGIN(name);
+        int64_t rows = 300, cols = 260;
+        test_matrix m = matrix_random(dt, rows, cols, 1, scaled);
+        if (scaled)   /* distinct powers of two per block: a wrong block is obvious */
+            for (int i = 0; i < 9; i++)
+                m.scales[i] = ldexpf(1.0f, i - 4);
+        float *x = calloc((size_t)cols, sizeof(float));
+        float *y = malloc((size_t)rows * sizeof(float));
+        for (int scalar = 0; scalar <= 1; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            for (int64_t c = 0; c < cols; c++) {
+                x[c] = 1.0f;
+                k3_matvec(y, &m.w, x);
+                x[c] = 0.0f;
+                for (int64_t r = 0; r < rows; r++) {
+                    float expect = matrix_weight(&m, r, c);
+                    if (scaled) {   /* independent of the library's indexing */
+                        float raw = k3_e4m3_to_f32(((const uint8_t *)m.w.data)[r * cols + c]);
+                        expect = raw * ldexpf(1.0f, (int)((r / 128) * 3 + c / 128) - 4);
+                    }
+                    CHECK(y[r] == expect, "%s r %lld c %lld: %a vs %a", scalar ? "scalar" : "simd",
+                          (long long)r, (long long)c, y[r], expect);
+                }
+            }
+        }
+        k3_kernels_force_scalar(0);
+        free(x);
+        free(y);
+        matrix_free(&m);
+        TEST_END();
+    }
+}
+
+/* All 254 finite fp8 codes through the SIMD decoder (16 per row), plus the
+ * NaN codes poisoning only their own row. */
+static void test_e4m3_simd_table(void)
+{
+    TEST_BEGIN("e4m3_simd_all_codes");
+    uint8_t codes[16 * 16];
+    for (int i = 0; i < 256; i++)
+        codes[i] = (uint8_t)i;
+    codes[0x7F] = 0x00;
+    codes[0xFF] = 0x00;
+    k3_weight w = {K3_DT_F8_E4M3, 16, 16, codes, NULL};
+    float x[16] = {0}, y[16];
+    for (int c = 0; c < 16; c++) {
+        x[c] = 1.0f;
+        k3_matvec(y, &w, x);
+        x[c] = 0.0f;
+        for (int r = 0; r < 16; r++)
+            CHECK(y[r] == k3_e4m3_to_f32(codes[r * 16 + c]), "code 0x%02x: %a",   /* -0 + 0 = +0 */
+                  codes[r * 16 + c], y[r]);
+    }
+    codes[3 * 16 + 5] = 0x7F;
+    codes[9 * 16 + 15] = 0xFF;
+    for (int c = 0; c < 16; c++)
+        x[c] = 1.0f;
+    k3_matvec(y, &w, x);
+    for (int r = 0; r < 16; r++)
+        CHECK(isnan(y[r]) == (r == 3 || r == 9), "NaN row %d", r);
+    TEST_END();
+}
+
+/* k3_matmul gives the very bits of k3_matvec per token, SIMD and scalar,
+ * with token counts that exercise the 2x2/2x1/1x2/1x1 blocks, odd row block
+ * tails, unpadded cols and matrices big enough to go parallel. */
+static void test_matmul_bitexact(void)
+{
+    static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {17, 33}, {70, 100}, {33, 16}, {300, 129},
+                                        {130, 300}, {1000, 64}, {37, 1000}};
+    static const int token_counts[] = {1, 2, 3, 5, 8, 17};
+    for (int d = 0; d < N_KERNEL_DTYPES; d++) {
+        char name[64];
+        snprintf(name, sizeof name, "matmul_bitexact_vs_matvec_%s", k3_dtype_name(kernel_dtypes[d]));
+        TEST_BEGIN(name);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            int64_t rows = shapes[s][0], cols = shapes[s][1];
+            test_matrix m = matrix_random(kernel_dtypes[d], rows, cols, (int)(s & 1),
+                                          kernel_dtypes[d] == K3_DT_F8_E4M3 && (s & 1));
+            for (size_t ti = 0; ti < sizeof token_counts / sizeof token_counts[0]; ti++) {
+                int n_tokens = token_counts[ti];
+                float *X = vector_random(n_tokens * cols + 1) + (s & 1);   /* odd: unaligned X */
+                float *Y = malloc((size_t)(n_tokens * rows) * sizeof(float));
+                float *y = malloc((size_t)rows * sizeof(float));
+                for (int scalar = 0; scalar <= 1; scalar++) {
+                    k3_kernels_force_scalar(scalar);
+                    k3_matmul(Y, &m.w, X, n_tokens);
+                    for (int t = 0; t < n_tokens; t++) {
+                        k3_matvec(y, &m.w, X + t * cols);
+                        CHECK(!memcmp(y, Y + t * rows, (size_t)rows * sizeof(float)),
+                              "%s shape %lldx%lld T=%d token %d differs", scalar ? "scalar" : "simd",
+                              (long long)rows, (long long)cols, n_tokens, t);
+                    }
+                }
+                k3_kernels_force_scalar(0);
+                free(X - (s & 1));
+                free(Y);
+                free(y);
+            }
+            matrix_free(&m);
+        }
+        TEST_END();
+    }
+}
+
+/* The result of a row never depends on the thread count or on the row range
+ * k3_matvec_rows was given (4-row blocks start wherever the range starts). */
+static void test_matvec_threads_bitexact(void)
+{
+    TEST_BEGIN("matvec_threads_and_ranges_bitexact");
+    int max_threads = omp_get_max_threads();
+    for (int d = 0; d < N_KERNEL_DTYPES; d++) {
+        int64_t rows = 1001, cols = 333;
+        test_matrix m = matrix_random(kernel_dtypes[d], rows, cols, 1, kernel_dtypes[d] == K3_DT_F8_E4M3);
+        float *x = vector_random(cols);
+        float *y1 = malloc((size_t)rows * sizeof(float));
+        float *yn = malloc((size_t)rows * sizeof(float));
+        omp_set_num_threads(1);
+        k3_matvec(y1, &m.w, x);
+        for (int threads = 2; threads <= 5; threads++) {
+            omp_set_num_threads(threads);
+            memset(yn, 0, (size_t)rows * sizeof(float));
+            k3_matvec(yn, &m.w, x);
+            CHECK(!memcmp(y1, yn, (size_t)rows * sizeof(float)), "%s: %d threads differ from 1",
+                  k3_dtype_name(kernel_dtypes[d]), threads);
+        }
+        omp_set_num_threads(max_threads);
+        for (int trial = 0; trial < 20; trial++) {
+            int64_t begin = rng_u32() % rows, end = begin + rng_u32() % (rows - begin + 1);
+            memset(yn, 0, (size_t)rows * sizeof(float));
+            k3_matvec_rows(yn, &m.w, x, begin, end);
+            CHECK(!memcmp(y1 + begin, yn + begin, (size_t)(end - begin) * sizeof(float)),
+                  "%s: rows [%lld, %lld) differ", k3_dtype_name(kernel_dtypes[d]),
+                  (long long)begin, (long long)end);
+        }
+        free(x);
+        free(y1);
+        free(yn);
+        matrix_free(&m);
+    }
+    TEST_END();
+}
+
+/* k3_dot_f32: within tolerance of the scalar loop, and bit-equal to a
+ * one-row F32 matvec (same canonical order). k3_axpy_f32: SIMD is one fma
+ * per element; scalar is mul then add. */
+static void test_dot_axpy(void)
+{
+    TEST_BEGIN("dot_f32_and_axpy");
+    for (int64_t n = 0; n <= 300; n += (n < 40 ? 1 : 37)) {
+        float *a = vector_random(n + 1) + 1, *b = vector_random(n);
+        k3_weight w = {K3_DT_F32, 1, n, a, NULL};
+        float simd = k3_dot_f32(a, b, n), row = 0;
+        if (n > 0)
+            k3_matvec(&row, &w, b);
+        k3_kernels_force_scalar(1);
+        float scalar = k3_dot_f32(a, b, n);
+        k3_kernels_force_scalar(0);
+        double abs_sum = 0;
+        for (int64_t i = 0; i < n; i++)
+            abs_sum += fabs((double)a[i] * b[i]);
+        CHECK(fabs((double)simd - scalar) <= 2.0 * (n + 2) * 0x1p-24 * abs_sum, "dot n=%lld", (long long)n);
+        CHECK(n == 0 ? simd == 0 : bits_of(simd) == bits_of(row), "dot == matvec row, n=%lld", (long long)n);
+
+        float *y_simd = vector_random(n), *y_scalar = malloc((size_t)(n + 1) * sizeof(float));
+        memcpy(y_scalar, y_simd, (size_t)n * sizeof(float));
+        float *y_orig = malloc((size_t)(n + 1) * sizeof(float));
+        memcpy(y_orig, y_simd, (size_t)n * sizeof(float));
+        k3_axpy_f32(y_simd, 0.375f, a, n);
+        k3_kernels_force_scalar(1);
+        k3_axpy_f32(y_scalar, 0.375f, a, n);
+        k3_kernels_force_scalar(0);
+        for (int64_t i = 0; i < n; i++) {
+            CHECK(y_simd[i] == fmaf(0.375f, a[i], y_orig[i]), "axpy simd n=%lld i=%lld", (long long)n, (long long)i);
+            CHECK(y_scalar[i] == y_orig[i] + 0.375f * a[i], "axpy scalar n=%lld i=%lld", (long long)n, (long long)i);
+        }
+        free(a - 1);
+        free(b);
+        free(y_simd);
+        free(y_scalar);
+        free(y_orig);
+    }
+    TEST_END();
+}
+
+/* A NaN or inf weight poisons its own row only; the 4-row kernels must not
+ * leak it into the neighbours sharing the x loads. */
+static void test_nonfinite_rows(void)
+{
+    TEST_BEGIN("nonfinite_weights_stay_in_their_row");
+    int64_t rows = 8, cols = 40;
+    uint16_t *data = calloc((size_t)(rows * cols), 2);
+    for (int64_t i = 0; i < rows * cols; i++)
+        data[i] = 0x3F80;
+    data[1 * cols + 5] = 0x7FC0;    /* NaN */
+    data[6 * cols + 39] = 0x7F80;   /* +inf in the tail chunk */
+    k3_weight w = {K3_DT_BF16, rows, cols, data, NULL};
+    float x[40], y[8];
+    for (int i = 0; i < 40; i++)
+        x[i] = 1.0f;
+    for (int scalar = 0; scalar <= 1; scalar++) {
+        k3_kernels_force_scalar(scalar);
+        k3_matvec(y, &w, x);
+        for (int r = 0; r < rows; r++) {
+            if (r == 1)
+                CHECK(isnan(y[r]), "row 1 NaN");
+            else if (r == 6)
+                CHECK(isinf(y[r]) && y[r] > 0, "row 6 inf");
+            else
+                CHECK(y[r] == 40.0f, "row %d = 40, got %g", r, y[r]);
+        }
+    }
+    k3_kernels_force_scalar(0);
+    free(data);
+    TEST_END();
+}
+
+int main(void)
+{
+    test_dtype_table();
+    test_bf16();
+    test_f16();
+    test_e4m3();
+    test_convert();
+    test_matvec_vs_scalar();
+    test_matvec_exact_decode();
+    test_e4m3_simd_table();
+    test_matmul_bitexact();
+    test_matvec_threads_bitexact();
+    test_dot_axpy();
+    test_nonfinite_rows();
+    TEST_EXIT();
+}
