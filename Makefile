@@ -17,7 +17,8 @@ K3BIN      ?= k3
 
 ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 APP_OBJ    := $(APP_SRC:%.c=$(BUILD)/%.o)
-TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) \
+              $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
 TOOL_BIN   := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all deps test bench fuzz run clean asan

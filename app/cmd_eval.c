@@ -31,11 +31,14 @@ int cmd_eval(int argc, char **argv)
         else if (!strcmp(a, "--logits") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(a, "--threads") && i + 1 < argc) {
             if (cli_parse_int(a, argv[++i], 1, 1024, &threads)) return K3_EXIT_USAGE;
-        } else if (a[0] == '-') { cli_error("eval: unknown option '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        } else if (a[0] == '-') { cli_error("eval: unknown option '%s' (see k3 eval --help)", a); return K3_EXIT_USAGE; }
         else if (!model_dir) model_dir = a;
         else { cli_error("eval: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (!ids_text || !out_path) { usage(stderr); return K3_EXIT_USAGE; }
+    if (!ids_text || !out_path) {
+        cli_error("eval: --ids and --logits are required (see k3 eval --help)");
+        return K3_EXIT_USAGE;
+    }
     if (!model_dir) model_dir = cli_default_model();
     int n = 0;
     int *ids = cli_parse_ids("--ids", ids_text, &n);

@@ -277,11 +277,14 @@ int cmd_gen(int argc, char **argv)
         else if (!strcmp(a, "--seed") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE; }
         else if (!strcmp(a, "--shards") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 1, 64, &shards)) return K3_EXIT_USAGE; }
         else if (!strcmp(a, "--dtype") && i + 1 < argc) dtype = argv[++i];
-        else if (a[0] == '-') { cli_error("gen: unknown option '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        else if (a[0] == '-') { cli_error("gen: unknown option '%s' (see k3 gen --help)", a); return K3_EXIT_USAGE; }
         else if (!out) out = a;
         else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (!out || !preset_name) { usage(stderr); return K3_EXIT_USAGE; }
+    if (!out || !preset_name) {
+        cli_error("gen: OUT_DIR and --preset are required (see k3 gen --help)");
+        return K3_EXIT_USAGE;
+    }
     const gen_preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, preset_name)) p = &presets[i];

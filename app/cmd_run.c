@@ -70,7 +70,7 @@ int cmd_run(int argc, char **argv)
             if (cli_parse_float(a, argv[++i], 0, 1, &top_p)) return K3_EXIT_USAGE;
         } else if (!strcmp(a, "--min-p") && more) {
             if (cli_parse_float(a, argv[++i], 0, 1, &min_p)) return K3_EXIT_USAGE;
-        } else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s'", a); usage(stderr); return K3_EXIT_USAGE; }
+        } else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s' (see k3 run --help)", a); return K3_EXIT_USAGE; }
         else if (!model_dir) model_dir = a;
         else { cli_error("run: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }

@@ -8,6 +8,7 @@
 #ifndef K3_CONFIG_H
 #define K3_CONFIG_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "error.h"
 

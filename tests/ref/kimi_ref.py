@@ -136,29 +136,7 @@ class Checkpoint:
         self.dir = model_dir
         with open(os.path.join(model_dir, "config.json")) as f:
             self.config = Config(json.load(f))
-        idx_path = os.path.join(model_dir, "model.safetensors.index.json")
-        if os.path.exists(idx_path):
-            with open(idx_path) as f:
-                wm = json.load(f)["weight_map"]
-            files = sorted(set(wm.values()))
-        else:
-            wm = None
-            files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(model_dir, "*.safetensors")))
-        if not files:
-            raise ValueError("%s: no *.safetensors files" % model_dir)
-        self.where = {}
-        for fn in files:
-            sf = st.SafetensorsFile(os.path.join(model_dir, fn))
-            for name in sf.keys():
-                if name in self.where:
-                    raise ValueError("tensor %s appears in %s and %s" % (name, self.where[name].path, fn))
-                self.where[name] = sf
-        if wm is not None:
-            for name, fn in wm.items():
-                if name not in self.where:
-                    raise ValueError("index lists %s in %s but no shard holds it" % (name, fn))
-                if os.path.basename(self.where[name].path) != fn:
-                    raise ValueError("index puts %s in %s, found in %s" % (name, fn, self.where[name].path))
+        self.where = scan_shards(model_dir)
         qc = self.config.raw.get("quantization_config") or {}
         self.block = tuple(qc.get("weight_block_size", [128, 128]))
         self.cache = {}
@@ -180,6 +158,35 @@ class Checkpoint:
             a = dequant_block(a, self.where[sname].get(sname), self.block)
         self.cache[name] = a
         return a
+
+
+def scan_shards(model_dir):
+    """{tensor name: SafetensorsFile} over the shards listed in model.safetensors.index.json (checked
+    against the shard headers), or over every *.safetensors file when there is no index."""
+    idx_path = os.path.join(model_dir, "model.safetensors.index.json")
+    if os.path.exists(idx_path):
+        with open(idx_path) as f:
+            wm = json.load(f)["weight_map"]
+        files = sorted(set(wm.values()))
+    else:
+        wm = None
+        files = sorted(os.path.basename(p) for p in glob.glob(os.path.join(model_dir, "*.safetensors")))
+    if not files:
+        raise ValueError("%s: no *.safetensors files" % model_dir)
+    where = {}
+    for fn in files:
+        sf = st.SafetensorsFile(os.path.join(model_dir, fn))
+        for name in sf.keys():
+            if name in where:
+                raise ValueError("tensor %s appears in %s and %s" % (name, where[name].path, fn))
+            where[name] = sf
+    if wm is not None:
+        for name, fn in wm.items():
+            if name not in where:
+                raise ValueError("index lists %s in %s but no shard holds it" % (name, fn))
+            if os.path.basename(where[name].path) != fn:
+                raise ValueError("index puts %s in %s, found in %s" % (name, fn, where[name].path))
+    return where
 
 
 def dequant_block(w, s, block=(128, 128)):

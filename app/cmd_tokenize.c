@@ -1,0 +1,245 @@
+/* cmd_tokenize.c - `k3 tokenize`: encode text or a chat to ids, or decode
+ * ids to text, with the model's own tokenizer. Lets a user (and the tests)
+ * check the tokenizer against the Python reference without running a model. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cli.h"
+#include "tokenizer.h"
+
+static const char tokenize_usage[] =
+    "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n"
+    "\n"
+    "  --text TEXT        print the token ids of TEXT (special-token strings such as\n"
+    "                     <|im_end|> become their ids); no [BOS] is added\n"
+    "  --text-file FILE   same for the contents of FILE\n"
+    "  --chat FILE.json   render a JSON array of {\"role\": ..., \"content\": ...} messages\n"
+    "                     (system, user, assistant, tool) with the model's chat framing\n"
+    "                     and the assistant generation prompt, and print the ids\n"
+    "  --decode IDS       print the text of IDS (separated by spaces or commas);\n"
+    "                     a newline is added only when stdout is a terminal\n"
+    "\n"
+    "MODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
+    "(--chat also reads config.json); default $K3_MODEL, else models/demo.\n"
+    "Ids are printed on one line separated by spaces.\n";
+
+typedef enum { MODE_NONE, MODE_TEXT, MODE_TEXT_FILE, MODE_CHAT, MODE_DECODE } tokenize_mode;
+
+typedef struct {
+    const char *model;
+    tokenize_mode mode;
+    const char *arg;      /* TEXT, FILE, FILE.json or IDS */
+    const char *opt;      /* the option that set the mode */
+} tokenize_args;
+
+/* Options first, so every usage mistake exits 2 before any file is read. */
+static int parse_tokenize_args(int argc, char **argv, tokenize_args *a)
+{
+    static const struct { const char *name; tokenize_mode mode; } modes[] = {
+        {"--text", MODE_TEXT}, {"--text-file", MODE_TEXT_FILE},
+        {"--chat", MODE_CHAT}, {"--decode", MODE_DECODE},
+    };
+    memset(a, 0, sizeof *a);
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] != '-' || !s[1]) {
+            if (a->model) {
+                cli_error("tokenize: unexpected argument '%s' (MODEL already given as '%s')", s, a->model);
+                return -1;
+            }
+            a->model = s;
+            continue;
+        }
+        size_t m = 0;
+        while (m < sizeof modes / sizeof modes[0] && strcmp(s, modes[m].name)) m++;
+        if (m == sizeof modes / sizeof modes[0]) {
+            cli_error("tokenize: unknown option '%s' (try: k3 tokenize --help)", s);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            cli_error("tokenize: %s needs a value", s);
+            return -1;
+        }
+        if (a->mode != MODE_NONE) {
+            cli_error("tokenize: %s and %s cannot be combined", a->opt, s);
+            return -1;
+        }
+        a->mode = modes[m].mode;
+        a->opt = s;
+        a->arg = argv[++i];
+    }
+    if (a->mode == MODE_NONE) {
+        cli_error("tokenize: give one of --text, --text-file, --chat or --decode (try: k3 tokenize --help)");
+        return -1;
+    }
+    if (!a->model) a->model = cli_default_model();
+    return 0;
+}
+
+/* Ids on one line, space-separated: the format tests and scripts diff. */
+static void print_ids(const int *ids, int n)
+{
+    for (int i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+}
+
+/* --text / --text-file: special-token strings allowed, like the reference. */
+static int tokenize_text(const k3_tokenizer *tok, const char *label, const char *text, size_t len)
+{
+    char err[256];
+    int n;
+    int *ids = k3_tokenizer_encode(tok, text, len, 1, &n, err, sizeof err);
+    if (!ids) {
+        cli_error("%s: %s", label, err);
+        return K3_EXIT_ERROR;
+    }
+    print_ids(ids, n);
+    free(ids);
+    return K3_EXIT_OK;
+}
+
+/* The chat framing depends on the model family; only Kimi Linear (K2
+ * framing) exists so far. */
+static int check_chat_model_type(const char *model)
+{
+    size_t plen = strlen(model) + 16;
+    char *path = malloc(plen);
+    if (!path) return -1;
+    snprintf(path, plen, "%s/config.json", model);
+    json_error_t jerr;
+    json_t *cfg = json_load_file(path, 0, &jerr);
+    int rc = -1;
+    if (!cfg) {
+        if (jerr.line < 1) cli_error("%s: %s", path, jerr.text);
+        else cli_error("%s:%d: %s", path, jerr.line, jerr.text);
+    } else {
+        json_t *type = json_is_object(cfg) ? json_object_get(cfg, "model_type") : NULL;
+        if (!json_is_string(type)) cli_error("%s: no \"model_type\" string", path);
+        else if (strcmp(json_string_value(type), "kimi_linear"))
+            cli_error("%s: chat format for model_type '%s' is not supported yet (only kimi_linear)",
+                      path, json_string_value(type));
+        else rc = 0;
+    }
+    json_decref(cfg);
+    free(path);
+    return rc;
+}
+
+/* --chat FILE.json: a JSON array of {"role", "content"} objects. */
+static int tokenize_chat(const k3_tokenizer *tok, const char *file)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(file, 0, &jerr);
+    if (!root) {
+        if (jerr.line < 1) cli_error("%s: %s", file, jerr.text);
+        else cli_error("%s:%d: %s", file, jerr.line, jerr.text);
+        return K3_EXIT_ERROR;
+    }
+    int rc = K3_EXIT_ERROR;
+    size_t n_msgs = json_is_array(root) ? json_array_size(root) : 0;
+    k3_chat_msg *msgs = calloc(n_msgs ? n_msgs : 1, sizeof *msgs);
+    if (!json_is_array(root)) {
+        cli_error("%s: expected a JSON array of {\"role\": ..., \"content\": ...} messages", file);
+        goto done;
+    }
+    if (!msgs) {
+        cli_error("%s: out of memory", file);
+        goto done;
+    }
+    for (size_t i = 0; i < n_msgs; i++) {
+        json_t *m = json_array_get(root, i);
+        json_t *role = json_is_object(m) ? json_object_get(m, "role") : NULL;
+        json_t *content = json_is_object(m) ? json_object_get(m, "content") : NULL;
+        if (!json_is_string(role)) {
+            cli_error("%s: message %zu: needs a \"role\" string", file, i + 1);
+            goto done;
+        }
+        if (content && !json_is_null(content) && !json_is_string(content)) {
+            cli_error("%s: message %zu: \"content\" must be a string", file, i + 1);
+            goto done;
+        }
+        msgs[i].role = json_string_value(role);
+        msgs[i].content = json_is_string(content) ? json_string_value(content) : "";
+    }
+    char err[256];
+    int n;
+    int *ids = k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err);
+    if (!ids) {
+        cli_error("%s: %s", file, err);
+        goto done;
+    }
+    print_ids(ids, n);
+    free(ids);
+    rc = K3_EXIT_OK;
+done:
+    free(msgs);
+    json_decref(root);
+    return rc;
+}
+
+/* --decode IDS: exact text, so `--decode` of `--text-file` ids reproduces
+ * the file byte for byte. */
+static int tokenize_decode(const k3_tokenizer *tok, const int *ids, int n)
+{
+    int n_vocab = k3_tokenizer_n_vocab(tok);
+    for (int i = 0; i < n; i++)
+        if (ids[i] >= n_vocab) {
+            cli_error("--decode: id %d is out of range (the vocabulary has ids 0..%d)", ids[i], n_vocab - 1);
+            return K3_EXIT_USAGE;
+        }
+    char *text = k3_tokenizer_decode(tok, ids, n);
+    if (!text) {
+        cli_error("--decode: out of memory");
+        return K3_EXIT_ERROR;
+    }
+    fwrite(text, 1, strlen(text), stdout);
+    if (isatty(STDOUT_FILENO)) putchar('\n');
+    free(text);
+    return K3_EXIT_OK;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(tokenize_usage, stdout);
+        return K3_EXIT_OK;
+    }
+    tokenize_args a;
+    if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
+    int *decode_ids = NULL, n_decode = 0;
+    if (a.mode == MODE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
+        return K3_EXIT_USAGE;
+    if (a.mode == MODE_CHAT && check_chat_model_type(a.model)) {
+        free(decode_ids);
+        return K3_EXIT_ERROR;
+    }
+    char err[512];
+    k3_tokenizer *tok = k3_tokenizer_load(a.model, err, sizeof err);
+    if (!tok) {
+        cli_error("%s", err);
+        free(decode_ids);
+        return K3_EXIT_ERROR;
+    }
+    int rc = K3_EXIT_ERROR;
+    if (a.mode == MODE_TEXT) {
+        rc = tokenize_text(tok, "--text", a.arg, strlen(a.arg));
+    } else if (a.mode == MODE_TEXT_FILE) {
+        size_t len;
+        char *text = cli_read_file(a.arg, &len);
+        if (text) rc = tokenize_text(tok, a.arg, text, len);
+        free(text);
+    } else if (a.mode == MODE_CHAT) {
+        rc = tokenize_chat(tok, a.arg);
+    } else {
+        rc = tokenize_decode(tok, decode_ids, n_decode);
+    }
+    free(decode_ids);
+    k3_tokenizer_free(tok);
+    if (fflush(stdout) && rc == K3_EXIT_OK) {
+        cli_error("tokenize: cannot write to stdout");
+        rc = K3_EXIT_ERROR;
+    }
+    return rc;
+}

@@ -1,0 +1,172 @@
+#!/usr/bin/python3
+"""tok_ref.py - independent Python reference of the Kimi tokenizer.
+
+Written from kimi_linear_spec.md §7 (not from the C code), using the `regex`
+module, which supports the `&&` class intersection of the original pat_str in
+its V1 mode. Run with /usr/bin/python3 (Debian's python3-regex).
+
+usage:
+  tok_ref.py DIR encode            text on stdin -> ids (special strings allowed)
+  tok_ref.py DIR encode-plain      same, special strings encoded as text
+  tok_ref.py DIR chat FILE.json    K2 chat framing + generation prompt -> ids
+  tok_ref.py DIR decode "IDS"      ids -> text on stdout (no newline added)
+  tok_ref.py DIR pretok            text on stdin -> one repr() per pre-token
+"""
+import base64
+import json
+import os
+import sys
+
+import regex
+
+# §7.2, alternatives joined with "|" in this order.
+PAT_STR = "|".join([
+    r"""[\p{Han}]+""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+    r"""\p{N}{1,3}""",
+    r""" ?[^\s\p{L}\p{N}]+[\r\n]*""",
+    r"""\s*[\r\n]+""",
+    r"""\s+(?!\S)""",
+    r"""\s+""",
+])
+PATTERN = regex.compile(PAT_STR, flags=regex.V1)
+
+NUM_SPECIAL = 256 + 2          # num_reserved_special_tokens + 2 (§7.1)
+MAX_CHUNK_CHARS = 400_000      # tiktoken limit workaround (§7.1)
+MAX_RUN_CHARS = 25_000
+
+
+class Tokenizer:
+    def __init__(self, model_dir):
+        self.ranks = {}
+        with open(os.path.join(model_dir, "tiktoken.model"), "rb") as f:
+            for line in f.read().splitlines():
+                if not line:
+                    continue
+                token, rank = line.split()
+                self.ranks[base64.b64decode(token)] = int(rank)
+        self.n_base = len(self.ranks)
+        self.id_to_bytes = {rank: tok for tok, rank in self.ranks.items()}
+        with open(os.path.join(model_dir, "tokenizer_config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        named = {int(k): v["content"] for k, v in config["added_tokens_decoder"].items()}
+        self.special_to_id = {}
+        for i in range(self.n_base, self.n_base + NUM_SPECIAL):
+            self.special_to_id[named.get(i, f"<|reserved_token_{i}|>")] = i
+        for name, i in self.special_to_id.items():
+            self.id_to_bytes[i] = name.encode("utf-8")
+        # Longest name first, so at one position the longest special wins.
+        names = sorted(self.special_to_id, key=len, reverse=True)
+        self.special_re = regex.compile("|".join(regex.escape(n) for n in names))
+
+    # tiktoken's byte-pair merge: lowest-rank adjacent pair first, leftmost on ties.
+    def bpe(self, piece):
+        if piece in self.ranks:
+            return [self.ranks[piece]]
+        parts = [piece[i:i + 1] for i in range(len(piece))]
+        while len(parts) > 1:
+            best_rank, best_i = None, None
+            for i in range(len(parts) - 1):
+                r = self.ranks.get(parts[i] + parts[i + 1])
+                if r is not None and (best_rank is None or r < best_rank):
+                    best_rank, best_i = r, i
+            if best_rank is None:
+                break
+            parts[best_i:best_i + 2] = [parts[best_i] + parts[best_i + 1]]
+        return [self.ranks[p] for p in parts]
+
+    def encode_ordinary(self, text):
+        ids = []
+        for piece in PATTERN.findall(text):
+            ids.extend(self.bpe(piece.encode("utf-8")))
+        return ids
+
+    # One tiktoken encode() call: specials (if allowed) cut the text first.
+    def encode_chunk(self, text, allow_special):
+        if not allow_special:
+            return self.encode_ordinary(text)
+        ids, start = [], 0
+        while True:
+            m = self.special_re.search(text, start)
+            end = m.start() if m else len(text)
+            ids.extend(self.encode_ordinary(text[start:end]))
+            if not m:
+                return ids
+            ids.append(self.special_to_id[m.group(0)])
+            start = m.end()
+
+    @staticmethod
+    def split_runs(s, limit):
+        """Cut so no piece holds more than `limit` consecutive whitespace or
+        non-whitespace characters (str.isspace), as in §7.1."""
+        run, is_space, start = 0, (s[0].isspace() if s else False), 0
+        for i, ch in enumerate(s):
+            now = ch.isspace()
+            if now != is_space:
+                run, is_space = 1, now
+            else:
+                run += 1
+                if run > limit:
+                    yield s[start:i]
+                    start, run = i, 1
+        yield s[start:]
+
+    def encode(self, text, allow_special=True):
+        ids = []
+        for i in range(0, len(text), MAX_CHUNK_CHARS):
+            for sub in self.split_runs(text[i:i + MAX_CHUNK_CHARS], MAX_RUN_CHARS):
+                ids.extend(self.encode_chunk(sub, allow_special))
+        return ids
+
+    def decode(self, ids):
+        data = b"".join(self.id_to_bytes.get(i, "\ufffd".encode()) for i in ids)
+        return data.decode("utf-8", errors="replace")
+
+    # §7.4 K2 framing; no default system prompt, no [BOS].
+    def chat(self, messages, add_generation_prompt=True):
+        start_of = {"system": "<|im_system|>", "tool": "<|im_system|>",
+                    "user": "<|im_user|>", "assistant": "<|im_assistant|>"}
+        sp = self.special_to_id
+        ids = []
+        for m in messages:
+            role = m["role"]
+            ids.append(sp[start_of[role]])
+            ids.extend(self.encode(role, allow_special=False))
+            ids.append(sp["<|im_middle|>"])
+            ids.extend(self.encode(m.get("content") or "", allow_special=False))
+            ids.append(sp["<|im_end|>"])
+        if add_generation_prompt:
+            ids.append(sp["<|im_assistant|>"])
+            ids.extend(self.encode("assistant", allow_special=False))
+            ids.append(sp["<|im_middle|>"])
+        return ids
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.stderr.write(__doc__)
+        return 2
+    tok = Tokenizer(argv[1])
+    cmd = argv[2]
+    if cmd in ("encode", "encode-plain", "pretok"):
+        text = sys.stdin.buffer.read().decode("utf-8")
+        if cmd == "pretok":
+            for piece in PATTERN.findall(text):
+                print(repr(piece))
+            return 0
+        print(" ".join(str(i) for i in tok.encode(text, allow_special=(cmd == "encode"))))
+    elif cmd == "chat":
+        with open(argv[3], encoding="utf-8") as f:
+            print(" ".join(str(i) for i in tok.chat(json.load(f))))
+    elif cmd == "decode":
+        ids = [int(x) for x in argv[3].replace(",", " ").split()]
+        sys.stdout.buffer.write(tok.decode(ids).encode("utf-8"))
+    else:
+        sys.stderr.write(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
