@@ -8,19 +8,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "cli.h"
+#include "generate.h"
 #include "k3.h"
 
 static volatile sig_atomic_t interrupted;
 
 static void on_sigint(int sig) { (void)sig; interrupted = 1; }
 
-static double now_s(void)
+/* Stream each piece of the answer as soon as it is complete. */
+static void print_text(void *user, const char *text, size_t len)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
 }
 
 static void usage(FILE *f)
@@ -131,38 +132,26 @@ int cmd_run(int argc, char **argv)
     int stops[8], n_stops = k3_model_stop_ids(m, stops, 8);
     signal(SIGINT, on_sigint);
 
-    int rc = K3_EXIT_OK, n_gen = 0;
-    double t0 = now_s();
+    int rc = K3_EXIT_OK;
+    double t0 = generate_now_s();
+    generate_result res = {0};
     if (k3_session_eval(s, ids, n_prompt, NULL, &err)) {
         cli_error("%s", err.msg);
         rc = K3_EXIT_ERROR;
-    }
-    double t_prompt = now_s(), t_first = 0;
-    k3_detok dt;
-    k3_detok_init(&dt, tok);
-    char text[256];
-    while (rc == K3_EXIT_OK && n_gen < max_new && !interrupted) {
-        int next = k3_sample(&sp, k3_session_logits(s));
-        int stop = 0;
-        for (int i = 0; i < n_stops; i++) stop |= next == stops[i];
-        if (stop) break;
-        size_t len = k3_detok_push(&dt, next, text, sizeof text);
-        fwrite(text, 1, len, stdout);
+    } else {
+        double prompt_s = generate_now_s() - t0;
+        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, &res, &err)) {
+            cli_error("%s", err.msg);
+            rc = K3_EXIT_ERROR;
+        }
+        fputc('\n', stdout);
         fflush(stdout);
-        n_gen++;
-        if (n_gen == 1) t_first = now_s();
-        if (n_gen == max_new) break;
-        if (k3_session_eval(s, &next, 1, NULL, &err)) { cli_error("%s", err.msg); rc = K3_EXIT_ERROR; }
+        fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
+                n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
+                res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
+                interrupted ? " (interrupted)" : res.context_full ? " (context full)" : "");
     }
-    size_t len = k3_detok_flush(&dt, text, sizeof text);
-    fwrite(text, 1, len, stdout);
-    fputc('\n', stdout);
-    double t_end = now_s();
-    double prompt_s = t_prompt - t0;
-    fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
-            n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9),
-            (n_gen ? t_first - t0 : t_end - t0) * 1e3, n_gen,
-            n_gen > 1 ? (n_gen - 1) / (t_end - t_first) : 0.0, interrupted ? " (interrupted)" : "");
+    free(res.text);
     if (interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
     k3_sampler_free(&sp);
     free(ids);

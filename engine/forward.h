@@ -18,6 +18,7 @@ struct k3_model {
     int n_threads;
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
     uint64_t weight_bytes;
+    char fingerprint[17];     /* hex of config.json + weights hash */
 };
 
 /* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */

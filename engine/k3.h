@@ -69,3 +69,30 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
 const float *k3_session_logits(const k3_session *s);
 
 #endif
+
+/* ---- conversation state on disk ---------------------------------------- */
+
+/* Format version of session files; bumped whenever the layout changes. */
+#define K3_SESSION_FORMAT_VERSION 1
+
+/* A stable fingerprint of the model's weights and config (hex, NUL-terminated,
+ * 16 chars): hash of config.json and of every shard's size and header. */
+const char *k3_model_fingerprint(const k3_model *m);
+
+/* Write the session (KDA conv + recurrent states, MLA latent cache of the
+ * tokens so far, the token ids, the last logits) to path, with a header
+ * (format version, model fingerprint, engine build, token count) and a
+ * checksum. The caller handles temp files and renames. */
+int k3_session_save(const k3_session *s, const char *path, k3_error *err);
+
+/* Load a file written by k3_session_save into s (whose max_tokens must hold
+ * it). A file from another model, another format version or engine build, a
+ * truncated file or a checksum mismatch is refused with a message; s is then
+ * left reset (empty), never half-loaded. */
+int k3_session_load(k3_session *s, const char *path, k3_error *err);
+
+/* The token ids the session holds (n = k3_session_n_tokens). */
+const int *k3_session_tokens(const k3_session *s);
+
+/* The model a session runs on. */
+k3_model *k3_session_model(const k3_session *s);

@@ -68,6 +68,8 @@ struct k3_weight_provider {
     /* Final norm weight [hidden] and lm_head [vocab, hidden]. */
     const float *(*final_norm)(k3_weight_provider *p);
     const k3_weight *(*lm_head)(k3_weight_provider *p);
+    /* Hash of what identifies the weights (shard names, sizes, headers). */
+    uint64_t (*content_hash)(k3_weight_provider *p);
     void (*close)(k3_weight_provider *p);
 };
 

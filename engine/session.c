@@ -22,6 +22,10 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         return NULL;
     }
     if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
+    uint64_t config_hash = 1469598103934665603ull;
+    FILE *cf = fopen(path, "rb");
+    for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
+    if (cf) fclose(cf);
     m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
     omp_set_num_threads(m->n_threads);
     m->layer_slot = calloc((size_t)m->cfg.n_layers, sizeof *m->layer_slot);
@@ -31,6 +35,8 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         m->layer_slot[l] = m->cfg.attn_kind[l] == K3_ATTN_KDA ? n_kda++ : n_mla++;
     m->weights = k3_resident_provider_open(dir, &m->cfg, err);
     if (!m->weights) { free(m->layer_slot); free(m); return NULL; }
+    snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
+             (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
     /* Tokenizer: optional unless asked for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
     if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
@@ -75,6 +81,8 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     out->bos_id = m->cfg.bos_id;
     out->weight_bytes = m->weight_bytes;
 }
+
+const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
 
@@ -211,6 +219,7 @@ void k3_session_reset(k3_session *s)
     s->has_logits = 0;
 }
 
+k3_model *k3_session_model(const k3_session *s) { return s->m; }
 int k3_session_n_tokens(const k3_session *s) { return s->n_tokens; }
 int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
 

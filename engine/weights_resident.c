@@ -275,6 +275,25 @@ static const k3_weight *resident_lm_head(k3_weight_provider *p)
     return &((resident_provider *)p)->head;
 }
 
+/* Shard names, sizes and header bytes: changes whenever a tensor does
+ * (safetensors headers carry every offset), without reading the data. */
+static uint64_t resident_content_hash(k3_weight_provider *p)
+{
+    resident_provider *rp = (resident_provider *)p;
+    uint64_t h = 1469598103934665603ull;
+    for (int s = 0; s < rp->index.n_shards; s++) {
+        const st_shard *sh = &rp->index.shards[s];
+        const char *base = strrchr(sh->path, '/');
+        base = base ? base + 1 : sh->path;
+        for (const char *c = base; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+        for (int i = 0; i < 8; i++) h = (h ^ (uint8_t)(sh->file_bytes >> (8 * i))) * 1099511628211ull;
+        uint64_t header = 0;
+        for (int i = 7; i >= 0; i--) header = (header << 8) | sh->map[i];
+        for (uint64_t i = 0; i < 8 + header; i++) h = (h ^ sh->map[i]) * 1099511628211ull;
+    }
+    return h;
+}
+
 static void resident_close(k3_weight_provider *p)
 {
     resident_provider *rp = (resident_provider *)p;
@@ -294,7 +313,7 @@ k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *
     rp->base = (k3_weight_provider){resident_acquire_layer, resident_release_layer,
                                     resident_acquire_expert, resident_release_expert,
                                     resident_embed_row, resident_final_norm, resident_lm_head,
-                                    resident_close};
+                                    resident_content_hash, resident_close};
     rp->cfg = c;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
     if (st_index_open(&rp->index, dir, 1, err)) { free(rp); return NULL; }

@@ -1,0 +1,56 @@
+/* line_input.c - see line_input.h. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <readline/history.h>
+#include <readline/readline.h>
+#include "line_input.h"
+
+static char history_file[4096];
+
+/* The input history lives under the XDG state directory (created 0700). */
+static void find_history_file(void)
+{
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    char dir[4000];
+    if (state && *state) snprintf(dir, sizeof dir, "%s/k3", state);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/state/k3", home);
+    else return;
+    char parent[4000];
+    snprintf(parent, sizeof parent, "%s", dir);
+    for (char *p = parent + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(parent, 0700); *p = '/'; }
+    mkdir(dir, 0700);
+    snprintf(history_file, sizeof history_file, "%s/input_history", dir);
+}
+
+void line_input_open(int interactive)
+{
+    if (!interactive) return;
+    find_history_file();
+    if (*history_file) read_history(history_file);
+}
+
+char *line_input_read(int interactive, const char *prompt)
+{
+    if (interactive) {
+        char *l = readline(prompt);
+        if (l && *l) add_history(l);
+        return l;
+    }
+    char *l = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&l, &cap, stdin);
+    if (n < 0) { free(l); return NULL; }
+    while (n > 0 && (l[n - 1] == '\n' || l[n - 1] == '\r')) l[--n] = 0;
+    return l;
+}
+
+void line_input_close(int interactive)
+{
+    if (!interactive || !*history_file) return;
+    write_history(history_file);
+    history_truncate_file(history_file, 1000);
+}

@@ -1,0 +1,15 @@
+/* line_input.h - read one line of user input: GNU readline (editing, history
+ * file, Ctrl-R) on a terminal, plain getline on a pipe. Kept apart so that
+ * readline's headers (which define history_* names) meet nothing else. */
+#ifndef K3_LINE_INPUT_H
+#define K3_LINE_INPUT_H
+
+/* Load the input history file ($XDG_STATE_HOME/k3/input_history or
+ * ~/.local/state/k3/input_history) when interactive. */
+void line_input_open(int interactive);
+/* malloc'd line without its newline, or NULL at end of input. */
+char *line_input_read(int interactive, const char *prompt);
+/* Save the input history file. */
+void line_input_close(int interactive);
+
+#endif
