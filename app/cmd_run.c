@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "generate.h"
+#include "ui/generate.h"
 #include "k3.h"
 
 static volatile sig_atomic_t interrupted;

@@ -1,6 +1,7 @@
 /* cmd_tokenize.c - `k3 tokenize`: encode text or a chat to ids, or decode
  * ids to text, with the model's own tokenizer. Lets a user (and the tests)
  * check the tokenizer against the Python reference without running a model. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,17 @@ static int tokenize_text(const k3_tokenizer *tok, const char *label, const char 
     return K3_EXIT_OK;
 }
 
+/* One line for a JSON file that jansson could not load: the OS reason if
+ * it cannot be opened, else the parse error with its line. */
+static void report_json_error(const char *path, const json_error_t *jerr)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) cli_error("%s: %s", path, strerror(errno));
+    else if (jerr->line < 1) cli_error("%s: %s", path, jerr->text);
+    else cli_error("%s:%d: %s", path, jerr->line, jerr->text);
+    if (f) fclose(f);
+}
+
 /* The chat framing depends on the model family; only Kimi Linear (K2
  * framing) exists so far. */
 static int check_chat_model_type(const char *model)
@@ -112,8 +124,7 @@ static int check_chat_model_type(const char *model)
     json_t *cfg = json_load_file(path, 0, &jerr);
     int rc = -1;
     if (!cfg) {
-        if (jerr.line < 1) cli_error("%s: %s", path, jerr.text);
-        else cli_error("%s:%d: %s", path, jerr.line, jerr.text);
+        report_json_error(path, &jerr);
     } else {
         json_t *type = json_is_object(cfg) ? json_object_get(cfg, "model_type") : NULL;
         if (!json_is_string(type)) cli_error("%s: no \"model_type\" string", path);
@@ -133,8 +144,7 @@ static int tokenize_chat(const k3_tokenizer *tok, const char *file)
     json_error_t jerr;
     json_t *root = json_load_file(file, 0, &jerr);
     if (!root) {
-        if (jerr.line < 1) cli_error("%s: %s", file, jerr.text);
-        else cli_error("%s:%d: %s", file, jerr.line, jerr.text);
+        report_json_error(file, &jerr);
         return K3_EXIT_ERROR;
     }
     int rc = K3_EXIT_ERROR;

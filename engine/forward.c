@@ -6,6 +6,7 @@
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
+#include "stats.h"
 
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
@@ -19,6 +20,7 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
         if (wp->embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
+        stats_set32(&m->stats.layer, (uint32_t)l);
         const k3_layer_weights *lw = wp->acquire_layer(wp, l, err);
         if (!lw) return -1;
         for (int t = 0; t < T; t++)

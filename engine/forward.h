@@ -19,6 +19,7 @@ struct k3_model {
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
     uint64_t weight_bytes;
     char fingerprint[17];     /* hex of config.json + weights hash */
+    k3_stats stats;           /* live counters (stats.h) */
 };
 
 /* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
@@ -69,6 +70,9 @@ struct k3_session {
 void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
+
+/* Monotonic clock in milliseconds. */
+double k3_now_ms(void);
 
 /* One chunk of T <= K3_CHUNK_TOKENS tokens through all layers. */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);

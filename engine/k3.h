@@ -68,7 +68,6 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
 /* Logits after the last evaluated token ([vocab]); NULL before any token. */
 const float *k3_session_logits(const k3_session *s);
 
-#endif
 
 /* ---- conversation state on disk ---------------------------------------- */
 
@@ -96,3 +95,56 @@ const int *k3_session_tokens(const k3_session *s);
 
 /* The model a session runs on. */
 k3_model *k3_session_model(const k3_session *s);
+
+/* ---- live statistics (DESIGN §7) ----------------------------------------
+ * The engine keeps these counters as it runs; any thread may read a
+ * consistent-enough copy at any time without locks (each field is read
+ * atomically; fields may be from slightly different instants). */
+
+#define K3_STATS_MAX_LAYERS 128
+#define K3_STATS_RECORDS 512
+
+typedef enum { K3_PHASE_IDLE = 0, K3_PHASE_PREFILL = 1, K3_PHASE_DECODE = 2 } k3_phase;
+
+/* One evaluation step: a decoded token, or one prompt chunk. */
+typedef struct k3_token_record {
+    uint64_t index;              /* 0, 1, 2, ... over the model's life */
+    uint32_t n_tokens;           /* 1 for a decoded token, else the chunk size */
+    uint32_t phase;              /* k3_phase */
+    uint64_t bytes_trunk, bytes_experts;
+    uint32_t expert_lookups, expert_hits;
+    float ms;
+} k3_token_record;
+
+typedef struct k3_stats {
+    /* disk reads */
+    uint64_t bytes_read_trunk, bytes_read_experts, bytes_read_other;
+    uint64_t read_busy_ns;       /* wall time with at least one read in flight */
+    uint64_t reads_done;
+    uint32_t reads_in_flight;
+    /* expert cache: a hit is an expert already resident when the layer asked
+     * for it; a prefetched expert that arrives in time is not a hit */
+    uint64_t expert_lookups, expert_hits, expert_misses;
+    uint64_t prefetch_used, prefetch_unused;
+    uint32_t n_layers;
+    uint64_t layer_lookups[K3_STATS_MAX_LAYERS], layer_hits[K3_STATS_MAX_LAYERS];
+    /* memory, bytes */
+    uint64_t budget_bytes;       /* 0 = no budget (fully resident) */
+    uint64_t pinned_trunk_bytes, ring_bytes, expert_cache_bytes, state_bytes, other_bytes;
+    uint64_t rss_bytes, peak_rss_bytes;
+    uint32_t pinned_layers, ring_slots, expert_slots;
+    /* progress */
+    uint32_t phase;              /* k3_phase */
+    uint32_t layer;              /* layer being computed */
+    uint32_t chunk_done, chunk_total;   /* prompt tokens done / total of the current eval */
+    uint64_t tokens_prefilled, tokens_decoded;
+    double prefill_ms, decode_ms;       /* summed compute wall time per phase */
+    /* the last K3_STATS_RECORDS evaluation steps, oldest first */
+    uint64_t n_records;          /* total ever recorded */
+    uint32_t n_valid;            /* records[0 .. n_valid) */
+    k3_token_record records[K3_STATS_RECORDS];
+} k3_stats;
+
+void k3_stats_read(const k3_model *m, k3_stats *out);
+
+#endif

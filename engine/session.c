@@ -7,8 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "forward.h"
+#include "stats.h"
+
+double k3_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
 
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
@@ -28,6 +37,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     if (cf) fclose(cf);
     m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
     omp_set_num_threads(m->n_threads);
+    m->stats.n_layers = (uint32_t)m->cfg.n_layers;
     m->layer_slot = calloc((size_t)m->cfg.n_layers, sizeof *m->layer_slot);
     if (!m->layer_slot) { k3_err(err, "out of memory"); free(m); return NULL; }
     int n_kda = 0, n_mla = 0;
@@ -235,13 +245,40 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
-    for (int done = 0; done < n;) {
+    k3_stats *st = &s->m->stats;
+    const k3_phase phase = n > 1 ? K3_PHASE_PREFILL : K3_PHASE_DECODE;
+    stats_set32(&st->phase, phase);
+    stats_set32(&st->chunk_total, (uint32_t)n);
+    stats_set32(&st->chunk_done, 0);
+    int rc = 0;
+    for (int done = 0; done < n && rc == 0;) {
         int T = n - done < K3_CHUNK_TOKENS ? n - done : K3_CHUNK_TOKENS;
-        if (k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err))
-            return -1;
-        memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
-        s->n_tokens += T;
-        done += T;
+        k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
+        uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;
+        uint64_t lookups0 = st->expert_lookups, hits0 = st->expert_hits;
+        double t0 = k3_now_ms();
+        rc = k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err);
+        if (rc == 0) {
+            memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
+            s->n_tokens += T;
+            done += T;
+        }
+        rec.ms = (float)(k3_now_ms() - t0);
+        rec.index = st->n_records;
+        rec.bytes_trunk = st->bytes_read_trunk - trunk0;
+        rec.bytes_experts = st->bytes_read_experts - experts0;
+        rec.expert_lookups = (uint32_t)(st->expert_lookups - lookups0);
+        rec.expert_hits = (uint32_t)(st->expert_hits - hits0);
+        stats_record(st, &rec);
+        stats_set32(&st->chunk_done, (uint32_t)done);
+        if (phase == K3_PHASE_PREFILL) {
+            stats_add(&st->tokens_prefilled, (uint64_t)T);
+            stats_add_ms(&st->prefill_ms, rec.ms);
+        } else {
+            stats_add(&st->tokens_decoded, (uint64_t)T);
+            stats_add_ms(&st->decode_ms, rec.ms);
+        }
     }
-    return 0;
+    stats_set32(&st->phase, K3_PHASE_IDLE);
+    return rc;
 }

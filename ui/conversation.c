@@ -1,0 +1,307 @@
+/* conversation.c - see conversation.h.
+ *
+ * Token bookkeeping: after an answer the session is closed exactly as the
+ * chat template closes an assistant message (the last sampled token, which
+ * generation leaves pending, then <|im_end|>), so the next turn prefills
+ * only the new user message and its framing, and the session always equals
+ * one pass over the whole rendered transcript. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "generate.h"
+#include "conversation.h"
+
+struct conversation {
+    k3_model *model;
+    history *db;
+    char *model_dir;
+    k3_session *session;
+    k3_sampler sampler;
+    int max_new;
+    history_conversation row;
+    int have_row;
+    int turn;
+    int im_end;
+    int stops[8], n_stops;
+    int resumed_from_snapshot;
+};
+
+void turn_result_free(turn_result *r)
+{
+    free(r->text);
+    r->text = NULL;
+}
+
+conversation *conversation_create(k3_model *m, history *db, const char *model_dir,
+                                  const k3_sampler *sampler, int max_new, int ctx, k3_error *err)
+{
+    const k3_tokenizer *tok = k3_model_tokenizer(m);
+    if (!tok) { k3_err(err, "%s: the model has no tokenizer", model_dir); return NULL; }
+    conversation *c = calloc(1, sizeof *c);
+    if (!c) { k3_err(err, "out of memory"); return NULL; }
+    c->model = m;
+    c->db = db;
+    c->model_dir = strdup(model_dir);
+    c->max_new = max_new;
+    c->im_end = k3_tokenizer_special_id(tok, "<|im_end|>");
+    c->n_stops = k3_model_stop_ids(m, c->stops, 8);
+    c->sampler = *sampler;
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    if (c->im_end < 0) {
+        k3_err(err, "%s: tokenizer has no <|im_end|> token", model_dir);
+    } else if (!(c->session = k3_session_new(m, ctx, err))) {
+        /* err set */
+    } else if (k3_sampler_init(&c->sampler, info.vocab_size)) {
+        k3_err(err, "out of memory");
+    } else {
+        return c;
+    }
+    conversation_free(c);
+    return NULL;
+}
+
+void conversation_free(conversation *c)
+{
+    if (!c) return;
+    if (c->have_row) history_conv_free(&c->row);
+    k3_sampler_free(&c->sampler);
+    k3_session_free(c->session);
+    free(c->model_dir);
+    free(c);
+}
+
+/* The sampling parameters as stored with the conversation. */
+static char *sampling_json(const k3_sampler *sp)
+{
+    json_t *o = json_pack("{s:f,s:i,s:f,s:f,s:I}", "temperature", (double)sp->temperature, "top_k",
+                          sp->top_k, "top_p", (double)sp->top_p, "min_p", (double)sp->min_p, "seed",
+                          (json_int_t)sp->seed);
+    char *text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+int conversation_start(conversation *c, const char *system, k3_error *err)
+{
+    history_error herr;
+    char *sj = sampling_json(&c->sampler);
+    history_conversation fields = {.model_path = c->model_dir,
+                                   .model_fingerprint = (char *)k3_model_fingerprint(c->model),
+                                   .system_prompt = (char *)system, .sampling_json = sj};
+    if (c->have_row) history_conv_free(&c->row);
+    c->have_row = 0;
+    int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
+    free(sj);
+    if (id < 0) return k3_err(err, "%s", herr.msg);
+    c->have_row = 1;
+    c->turn = 0;
+    c->resumed_from_snapshot = 0;
+    k3_session_reset(c->session);
+    return 0;
+}
+
+/* Snapshot the session after a completed turn (temp file, fsync, rename, row).
+ * A failure only costs a slower resume, so it is reported, not fatal. */
+static void save_snapshot(conversation *c, int64_t message_id)
+{
+    history_error herr;
+    k3_error err;
+    char *tmp = NULL;
+    if (history_snapshot_begin(c->db, &tmp, &herr)) {
+        fprintf(stderr, "k3: warning: no state snapshot: %s\n", herr.msg);
+        return;
+    }
+    if (k3_session_save(c->session, tmp, &err)) {
+        fprintf(stderr, "k3: warning: no state snapshot: %s\n", err.msg);
+        history_snapshot_discard(c->db, tmp);
+        free(tmp);
+        return;
+    }
+    history_snapshot_key key = {c->row.id, message_id, k3_session_n_tokens(c->session),
+                                k3_model_fingerprint(c->model), K3_SESSION_FORMAT_VERSION};
+    if (history_snapshot_commit(c->db, tmp, &key, &herr) < 0)
+        fprintf(stderr, "k3: warning: no state snapshot: %s\n", herr.msg);
+    free(tmp);
+}
+
+/* Rebuild the session from the stored transcript: every message rendered
+ * and closed, as the turns had left it. */
+static int reprefill(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
+                     void *user, k3_error *err)
+{
+    k3_chat_msg *cm = calloc(n + 1, sizeof *cm);
+    int nm = 0;
+    if (!cm) return k3_err(err, "out of memory");
+    if (c->row.system_prompt && *c->row.system_prompt) cm[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
+    char emsg[512];
+    int n_ids = 0, *ids = NULL;
+    if (nm) {
+        ids = k3_chat_render_kimi(k3_model_tokenizer(c->model), cm, nm, 0, &n_ids, emsg, sizeof emsg);
+        if (!ids) { free(cm); return k3_err(err, "resume: %s", emsg); }
+    }
+    free(cm);
+    if (n_ids > k3_session_max_tokens(c->session)) {
+        free(ids);
+        return k3_err(err, "resume: the stored conversation has %d tokens, more than the context limit %d",
+                      n_ids, k3_session_max_tokens(c->session));
+    }
+    int rc = 0;
+    for (int done = 0; done < n_ids && rc == 0;) {
+        int step = n_ids - done < 256 ? n_ids - done : 256;
+        rc = k3_session_eval(c->session, ids + done, step, NULL, err);
+        done += step;
+        if (progress) progress(user, done, n_ids);
+    }
+    free(ids);
+    return rc;
+}
+
+int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress, void *user,
+                        int *from_snapshot, k3_error *err)
+{
+    history_error herr;
+    if (c->have_row) history_conv_free(&c->row);
+    c->have_row = 0;
+    if (history_conv_find(c->db, ref, &c->row, &herr)) return k3_err(err, "%s", herr.msg);
+    c->have_row = 1;
+    history_message *msgs = NULL;
+    size_t n = 0;
+    if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
+    c->turn = 0;
+    for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
+    history_snapshot snap;
+    int found = history_snapshot_latest(c->db, c->row.id, k3_model_fingerprint(c->model),
+                                        K3_SESSION_FORMAT_VERSION, &snap, &herr);
+    int ok = 0;
+    k3_session_reset(c->session);
+    if (found == 1) {
+        k3_error lerr;
+        if (n == 0 || snap.message_id != msgs[n - 1].id)
+            fprintf(stderr, "k3: the snapshot is older than the last message; re-prefilling\n");
+        else if (history_snapshot_verify(&snap, &herr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", herr.msg);
+        else if (k3_session_load(c->session, snap.path, &lerr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", lerr.msg);
+        else
+            ok = 1;
+        history_snapshot_free(&snap);
+    } else if (n) {
+        fprintf(stderr, "k3: no state snapshot for this model; re-prefilling\n");
+    }
+    int rc = 0;
+    c->resumed_from_snapshot = ok;
+    if (!ok) {
+        k3_session_reset(c->session);
+        rc = reprefill(c, msgs, n, progress, user, err);
+    }
+    if (from_snapshot) *from_snapshot = ok;
+    history_msg_list_free(msgs, n);
+    return rc;
+}
+
+int conversation_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                      conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
+{
+    history_error herr;
+    char emsg[512];
+    memset(r, 0, sizeof *r);
+    /* the new tokens: (system on the first turn) + user message + generation prompt */
+    k3_chat_msg msgs[2];
+    int nm = 0;
+    if (k3_session_n_tokens(c->session) == 0 && c->row.system_prompt && *c->row.system_prompt)
+        msgs[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    msgs[nm++] = (k3_chat_msg){"user", user_text};
+    int n_ids = 0;
+    int *ids = k3_chat_render_kimi(k3_model_tokenizer(c->model), msgs, nm, 1, &n_ids, emsg, sizeof emsg);
+    if (!ids) { k3_err(err, "message not sent: %s", emsg); return 1; }
+    int used = k3_session_n_tokens(c->session), limit = k3_session_max_tokens(c->session);
+    if (used + n_ids + 1 > limit) {
+        k3_err(err, "message not sent: it needs %d tokens but only %d of the context limit %d are left "
+               "(start a new conversation or raise --ctx)", n_ids, limit - used - 1 > 0 ? limit - used - 1 : 0, limit);
+        free(ids);
+        return 1;
+    }
+    history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
+    um.prompt_tokens = n_ids;
+    if (history_msg_add(c->db, c->row.id, &um, &herr) < 0) {
+        free(ids);
+        return k3_err(err, "%s", herr.msg);
+    }
+    r->turn = ++c->turn;
+    r->prefilled_tokens = n_ids;
+    double t0 = generate_now_s();
+    int rc = k3_session_eval(c->session, ids, n_ids, NULL, err);
+    double prefill_s = generate_now_s() - t0;
+    free(ids);
+    generate_result g = {0};
+    g.pending_token = -1;
+    if (rc == 0)
+        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
+                             on_text, user, &g, err);
+    r->generated_tokens = g.n_generated;
+    r->prefill_ms = prefill_s * 1e3;
+    r->ttft_ms = (prefill_s + g.first_token_s) * 1e3;
+    r->decode_ms = g.decode_s * 1e3;
+    r->decode_tok_s = g.n_generated > 1 && g.decode_s > 0 ? (g.n_generated - 1) / g.decode_s : 0;
+    r->interrupted = g.interrupted;
+    r->context_full = g.context_full;
+    r->error = rc != 0;
+    r->text = g.text ? g.text : strdup("");
+    history_status st = rc ? HISTORY_ERROR : g.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;
+    r->status = history_status_name(st);
+    history_message am = history_message_make("assistant", r->text, st);
+    am.prompt_tokens = n_ids;
+    am.generated_tokens = g.n_generated;
+    am.ttft_ms = r->ttft_ms;
+    am.prefill_ms = r->prefill_ms;
+    am.decode_ms = r->decode_ms;
+    k3_stats stats;
+    k3_stats_read(c->model, &stats);
+    uint64_t bytes = stats.bytes_read_trunk + stats.bytes_read_experts + stats.bytes_read_other;
+    double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
+    am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
+    int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    free(am.engine_stats_json);
+    if (am_id < 0) { k3_err(err, "%s", herr.msg); return -1; }
+    if (rc) return -1;
+    /* close the answer in the session: the pending token, then <|im_end|> */
+    int close_ids[2], n_close = 0;
+    if (g.pending_token >= 0) close_ids[n_close++] = g.pending_token;
+    close_ids[n_close++] = c->im_end;
+    if (k3_session_n_tokens(c->session) + n_close > limit) {
+        r->context_full = 1;
+        return 0;
+    }
+    if (k3_session_eval(c->session, close_ids, n_close, NULL, err)) return -1;
+    save_snapshot(c, am_id);
+    return 0;
+}
+
+const char *conversation_uid(const conversation *c) { return c->have_row ? c->row.uid : ""; }
+int64_t conversation_id(const conversation *c) { return c->have_row ? c->row.id : -1; }
+int conversation_turns(const conversation *c) { return c->turn; }
+int conversation_resumed_from_snapshot(const conversation *c) { return c->resumed_from_snapshot; }
+k3_session *conversation_session(conversation *c) { return c->session; }
+k3_sampler *conversation_sampler(conversation *c) { return &c->sampler; }
+
+int conversation_set_system(conversation *c, const char *system, k3_error *err)
+{
+    history_error herr;
+    if (history_conv_set_system(c->db, c->row.id, system, &herr)) return k3_err(err, "%s", herr.msg);
+    free(c->row.system_prompt);
+    c->row.system_prompt = strdup(system ? system : "");
+    return 0;
+}
+
+int conversation_store_sampling(conversation *c, k3_error *err)
+{
+    history_error herr;
+    char *sj = sampling_json(&c->sampler);
+    int rc = history_conv_set_sampling(c->db, c->row.id, sj, &herr);
+    free(sj);
+    return rc ? k3_err(err, "%s", herr.msg) : 0;
+}
