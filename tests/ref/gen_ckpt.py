@@ -14,6 +14,7 @@ are in two different shuffled orders. model.safetensors.index.json is written un
       --kv-lora 32 --nope 16 --rope 8 --v-dim 16 --experts 8 --topk 2 --moe-inter 32
       --dense-inter 128 --shared 1 --vocab 400 --shards 3 --dtype bf16|f32|f16|mixed|fp8
       --seed N --full-attn "2,4" --first-dense 1 --conv 4 --no-index --conv-2d --tie]
+  gen_ckpt.py OUT_DIR --arch k3 [...]    Kimi K3 layout; options and layout in k3_gen.py
 """
 import argparse
 import json
@@ -27,8 +28,14 @@ import safetensors_np as st  # noqa: E402
 
 
 def parse_args(argv):
-    ap = argparse.ArgumentParser(description="write a random Kimi Linear checkpoint (HF layout)")
+    if arch_of(argv) == "k3":                 # Kimi K3: its own options (k3_gen.py)
+        import k3_gen
+        return k3_gen.parse_k3(argv)
+    ap = argparse.ArgumentParser(description="write a random Kimi Linear checkpoint (HF layout); "
+                                             "--arch k3 writes a Kimi K3 checkpoint (options: --arch k3 -h)")
     ap.add_argument("out_dir")
+    ap.add_argument("--arch", default="kl", choices=["kl", "k3"],
+                    help="kl = Kimi Linear (these options); k3 = Kimi K3 (see --arch k3 -h)")
     ap.add_argument("--hidden", type=int, default=96)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--kda-heads", type=int, default=2)
@@ -62,6 +69,13 @@ def parse_args(argv):
     if a.full_attn is None:
         a.full_attn = ",".join(str(i) for i in range(1, a.layers + 1) if i % 4 == 0 or i == a.layers)
     return a
+
+
+def arch_of(argv):
+    """--arch kl (Kimi Linear, the default) or k3 (Kimi K3, written by k3_gen.py)."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--arch", default="kl", choices=["kl", "k3"])
+    return pre.parse_known_args(argv)[0].arch
 
 
 def make_config(a):
@@ -237,6 +251,9 @@ def quant_fp8(w, block=128):
 
 def stored_items(a):
     """(config, {name: (array, safetensors dtype)}) exactly as generate() writes them."""
+    if getattr(a, "arch", "kl") == "k3":
+        import k3_gen
+        return k3_gen.stored_items(a)
     cfg, t = make_model(a)
     if a.dtype == "fp8":
         cfg["quantization_config"] = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic",
@@ -256,6 +273,9 @@ def stored_items(a):
 def decoded_model(a):
     """(config, {name: float64}) as a correct reader must see the written checkpoint (after rounding
     to the stored dtypes and fp8 dequantisation)."""
+    if getattr(a, "arch", "kl") == "k3":
+        import k3_gen
+        return k3_gen.decoded_model(a)
     cfg, items = stored_items(a)
     out = {}
     for name, (arr, dt) in items.items():
@@ -271,6 +291,9 @@ def decoded_model(a):
 
 
 def generate(a, quiet=False):
+    if getattr(a, "arch", "kl") == "k3":
+        import k3_gen
+        return k3_gen.generate(a, quiet)
     cfg, items = stored_items(a)
     os.makedirs(a.out_dir, exist_ok=True)
     for fn in os.listdir(a.out_dir):      # stale shards from an earlier run would confuse loaders
@@ -314,7 +337,12 @@ def generate(a, quiet=False):
 
 
 def main(argv=None):
-    a = parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    a = parse_args(argv)
+    if a.arch == "k3":
+        import k3_gen
+        k3_gen.generate(a)
+        return 0
     if a.topk > a.experts and a.experts > 0:
         raise SystemExit("gen_ckpt: --topk > --experts")
     generate(a)

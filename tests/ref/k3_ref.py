@@ -23,7 +23,6 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import safetensors_np as st  # noqa: E402
 import kimi_ref as kr  # noqa: E402
 from kimi_ref import sigmoid, silu, rmsnorm, l2norm  # noqa: E402
 
@@ -273,6 +272,56 @@ class K3Config:
 # ---------------------------------------------------------------------------------------------
 # checkpoint
 
+def expected_shape(c, name):
+    """[out, in] shape a tensor must have (spec §4, §5, §6, §7.2), or None when not checked here
+    (conv weights, A_log and dt_bias are checked where they are used)."""
+    D, V = c.D, c.vocab
+    m = re.match(r"model\.layers\.(\d+)\.(.*)$", name)
+    if m is None:
+        return {"model.embed_tokens.weight": (V, D), "lm_head.weight": (V, D), "model.norm.weight": (D,),
+                "model.output_attn_res_norm.weight": (D,), "model.output_attn_res_proj.weight": (1, D)}.get(name)
+    L, n = int(m.group(1)), m.group(2)
+    if n in ("input_layernorm.weight", "post_attention_layernorm.weight", "self_attention_res_norm.weight",
+             "mlp_res_norm.weight"):
+        return (D,)
+    if n in ("self_attention_res_proj.weight", "mlp_res_proj.weight"):
+        return (1, D)
+    if n.startswith("self_attn.") and L < c.n_layers:
+        n = n[len("self_attn."):]
+        if c.layer_types[L] == "kda":
+            P, H, K = c.kda_heads * c.kda_dim, c.kda_heads, c.kda_dim
+            return {"q_proj.weight": (P, D), "k_proj.weight": (P, D), "v_proj.weight": (P, D),
+                    "b_proj.weight": (H, D), "g_proj.weight": (P, D), "o_norm.weight": (K,),
+                    "o_proj.weight": (D, P)}.get(n)
+        Hm, dn, dr, dv, r, qr = c.mla_heads, c.nope, c.rope, c.v_dim, c.kv_lora, c.q_lora
+        return {"q_a_proj.weight": (qr, D), "q_a_layernorm.weight": (qr,), "q_b_proj.weight": (Hm * (dn + dr), qr),
+                "q_proj.weight": (Hm * (dn + dr), D), "kv_a_proj_with_mqa.weight": (r + dr, D),
+                "kv_a_layernorm.weight": (r,), "kv_b_proj.weight": (Hm * (dn + dv), r),
+                "o_proj.weight": (D, Hm * dv), "g_proj.weight": (Hm * dv, D)}.get(n)
+    if n.startswith("mlp."):
+        DI = c.inter
+        return {"mlp.gate_proj.weight": (DI, D), "mlp.up_proj.weight": (DI, D), "mlp.down_proj.weight": (D, DI)}.get(n)
+    if n.startswith("block_sparse_moe."):
+        n = n[len("block_sparse_moe."):]
+        E, Lt, I, SI = c.n_experts, c.latent, c.moe_inter, c.moe_inter * c.n_shared
+        me = re.match(r"experts\.(\d+)\.(w[123])\.weight$", n)
+        if me:
+            if int(me.group(1)) >= E:
+                raise ValueError("expert id %s >= num_experts %d" % (me.group(1), E))
+            return (Lt, I) if me.group(2) == "w2" else (I, Lt)
+        return {"gate.weight": (E, D), "gate.e_score_correction_bias": (E,),
+                "routed_expert_down_proj.weight": (Lt, D), "routed_expert_up_proj.weight": (D, Lt),
+                "routed_expert_norm.weight": (Lt,), "shared_experts.gate_proj.weight": (SI, D),
+                "shared_experts.up_proj.weight": (SI, D), "shared_experts.down_proj.weight": (D, SI)}.get(n)
+    return None
+
+
+def check_shape(c, name, a):
+    want = expected_shape(c, name)
+    if want is not None and a.shape != want:
+        raise ValueError("%s%s has shape %r, expected %r" % (PREFIX, name, a.shape, want))
+    return a
+
 class K3Checkpoint:
     """K3 checkpoint directory: names are exposed WITHOUT the language_model. prefix; an MXFP4 module
     X (X.weight_packed + X.weight_scale) is exposed as X.weight, decoded to float64."""
@@ -334,7 +383,7 @@ class K3Checkpoint:
                 raise ValueError("%s%s: unexpected dtype %s" % (PREFIX, name, self.dtype(name)))
         else:
             raise KeyError("checkpoint has no tensor %s%s" % (PREFIX, name))
-        self.cache[name] = a
+        self.cache[name] = check_shape(c, name, a)
         return a
 
 
@@ -351,7 +400,7 @@ class K3DictCheckpoint:
     def get(self, name):
         if name not in self.t:
             raise KeyError("no tensor %s" % name)
-        return self.t[name]
+        return check_shape(self.config, name, self.t[name])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -791,7 +840,7 @@ def selftest(check):
     f = np.zeros((1, H, K))
     dt = np.array([[0.0, 1.0, -1.0, 30.0], [0.5, 0.0, -0.25, -40.0], [2.0, -2.0, 0.0, 1e-3]])
     g = safe_gate(f, dt, A_log[:H], -5.0)[0]
-    want = np.array([[-5 * 0.5, -5 / (1 + math.exp(-1.0)), -5 / (1 + math.exp(1.0)), -5.0],
+    want = np.array([[-5 * 0.5, -5 / (1 + math.exp(-1.0)), -5 / (1 + math.exp(1.0)), -5 / (1 + math.exp(-30.0))],
                      [-5 / (1 + math.exp(-1.0)), -2.5, -5 / (1 + math.exp(0.5)), 0.0],
                      [-5 / (1 + math.exp(-1.0)), -5 / (1 + math.exp(1.0)), -2.5, -5 / (1 + math.exp(-5e-4))]])
     ok = np.allclose(g, want, rtol=0, atol=1e-14) and g.max() <= 0 and g.min() >= -5
@@ -827,7 +876,7 @@ def selftest(check):
     a = k3_gen.parse_k3(["unused", "--hidden", "64", "--layers", "7", "--attn-res-block", "3",
                          "--kda-heads", "2", "--kda-head-dim", "16", "--mla-heads", "3", "--q-lora", "24",
                          "--kv-lora", "24", "--nope", "8", "--rope", "4", "--v-dim", "12", "--experts", "12",
-                         "--topk", "3", "--moe-inter", "32", "--latent", "32", "--dense-inter", "48",
+                         "--topk", "3", "--moe-inter", "64", "--latent", "32", "--dense-inter", "48",
                          "--vocab", "97", "--seed", "11"])
     cfg, want_t = k3_gen.decoded_model(a)
     ck = K3DictCheckpoint(cfg, want_t)
@@ -882,9 +931,9 @@ def selftest(check):
         for tag, extra in [("bf16_idx", []), ("f32_noidx", ["--dtype", "f32", "--no-index", "--shards", "2",
                                                              "--alog-len", "8", "--experts", "8"])]:
             d = os.path.join(tmp, tag)
-            a2 = k3_gen.parse_k3([d] + k3_gen.shape_args(a) + extra)
-            k3_gen.generate(a2, quiet=True)
-            cfg2, want2 = k3_gen.decoded_model(a2)
+            a2 = gen_ckpt.parse_args([d, "--arch", "k3"] + k3_gen.shape_args(a) + extra)
+            gen_ckpt.generate(a2, quiet=True)
+            cfg2, want2 = gen_ckpt.decoded_model(a2)
             ck2 = K3Checkpoint(d)
             bad = [n for n in want2 if not np.array_equal(ck2.get(n), want2[n])]
             names = {n[:-len("_packed")] if n.endswith("weight_packed") else n for n in ck2.where
@@ -907,4 +956,3 @@ def selftest(check):
         except ValueError:
             ok = True
         check("k3_quant_ignore_enforced", ok)
-    del gen_ckpt

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """kimi_ref.py - independent numpy (float64) reference of the Kimi Linear forward pass.
+(Kimi K3, config model_type "kimi_k3": see k3_ref.py; this CLI dispatches on model_type.)
 
 Written from /work/shared/kimi_linear_spec.md (sections 1-6, 9, 10) and DESIGN.md section 4, without
 looking at the C engine. Numerics choices (DESIGN section 4):
@@ -373,6 +374,16 @@ class Model:
         return h @ head.T
 
 
+def load_model(model_dir):
+    """Dispatch on config.json model_type: kimi_linear -> Model, kimi_k3 -> k3_ref.K3Model."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        top = json.load(f)
+    if top.get("model_type") == "kimi_k3":
+        import k3_ref
+        return k3_ref.load(model_dir, top)
+    return Model(Checkpoint(model_dir))
+
+
 def greedy(model, ids, n):
     """Logits for ids (teacher forced), then n greedy tokens (argmax, lowest id on ties)."""
     st_ = model.new_state()
@@ -652,6 +663,8 @@ def selftest():
                                                             if x.startswith("--")))
             check(name, not bad and not extra_t and err == 0.0,
                   "mismatched %r extra %r logits diff %.3g" % (bad[:3], extra_t[:3], err))
+    import k3_ref
+    k3_ref.selftest(check)
     print("%d passed, %d failed" % (sum(results), len(results) - sum(results)))
     return all(results)
 
@@ -669,7 +682,7 @@ def sys_args_of(args):
 # ---------------------------------------------------------------------------------------------
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="numpy float64 reference forward pass of Kimi Linear")
+    ap = argparse.ArgumentParser(description="numpy float64 reference forward pass of Kimi Linear / Kimi K3")
     ap.add_argument("model_dir", nargs="?", help="HF checkpoint directory (config.json + *.safetensors)")
     ap.add_argument("--ids", help='token ids, space or comma separated, e.g. "1 2 3" (no BOS is added)')
     ap.add_argument("--out", help="write float32 LE logits [n_tokens x vocab] here")
@@ -687,7 +700,7 @@ def main(argv=None):
         ap.error("--ids is empty")
     t0 = time.time()
     try:
-        model = Model(Checkpoint(a.model_dir))
+        model = load_model(a.model_dir)
         logits, gen = greedy(model, ids, a.greedy)
     except (ValueError, KeyError, OSError) as e:
         print("kimi_ref: %s" % e, file=sys.stderr)
