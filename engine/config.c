@@ -83,15 +83,80 @@ static int read_layer_list(json_t *lac, const char *what, const char *key, int n
     return 0;
 }
 
+/* A required boolean field. */
+static int get_bool_required(json_t *o, const char *what, const char *key, int *out, k3_error *err)
+{
+    if (!json_object_get(o, key)) return k3_err(err, "%s: missing required field \"%s\"", what, key);
+    return get_bool(o, what, key, 0, out, err);
+}
+
+/* The Kimi K3 additions (kimi_k3_spec.md §2), all required. */
+static int parse_k3_fields(k3_config *c, json_t *tc, json_t *top, const char *what, k3_error *err)
+{
+    json_t *act = json_object_get(tc, "hidden_act");
+    if (!json_is_string(act)) return k3_err(err, "%s: missing required field \"text_config.hidden_act\"", what);
+    if (!strcmp(json_string_value(act), "situ")) {
+        c->use_situ = 1;
+        if (get_num(tc, what, "activation_situ_beta", 1e-6, 1e6, &c->situ_beta, err) ||
+            get_num(tc, what, "activation_situ_linear_beta", 1e-6, 1e6, &c->situ_linear_beta, err))
+            return -1;
+    } else if (strcmp(json_string_value(act), "silu")) {
+        return k3_err(err, "%s: hidden_act \"%s\" is not supported (situ or silu)", what, json_string_value(act));
+    }
+    static const char *const required[] = {"moe_router_activation_func", "moe_renormalize",
+                                           "num_key_value_heads", "tie_word_embeddings"};
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
+        if (!json_object_get(tc, required[i]))
+            return k3_err(err, "%s: missing required field \"text_config.%s\"", what, required[i]);
+    if (!json_object_get(tc, "q_lora_rank"))
+        return k3_err(err, "%s: missing required field \"text_config.q_lora_rank\"", what);
+    if (get_int(tc, what, "attn_res_block_size", 1, 0, 1, K3_MAX_LAYERS, &c->attn_res_block, err) ||
+        get_bool_required(tc, what, "mla_use_output_gate", &c->mla_output_gate, err) ||
+        get_int(tc, what, "routed_expert_hidden_size", 1, 0, 1, 1 << 16, &c->latent_dim, err) ||
+        get_bool_required(tc, what, "latent_moe_use_norm", &c->latent_norm, err))
+        return -1;
+    json_t *lac = json_object_get(tc, "linear_attn_config");
+    if (!json_is_object(lac)) return k3_err(err, "%s: missing required field \"linear_attn_config\"", what);
+    if (get_num(lac, what, "gate_lower_bound", -1e6, 0, &c->kda_gate_lower_bound, err) ||
+        get_bool_required(lac, what, "use_full_rank_gate", &c->kda_full_rank_gate, err))
+        return -1;
+    c->kda_lower_bound_gate = 1;
+    json_t *tm = json_object_get(tc, "topk_method");
+    if (tm && (!json_is_string(tm) || strcmp(json_string_value(tm), "noaux_tc")))
+        return k3_err(err, "%s: topk_method must be \"noaux_tc\"", what);
+    /* quantization_config: in text_config or at the top; null = nothing quantized */
+    json_t *qc = json_object_get(tc, "quantization_config");
+    if (!qc) qc = json_object_get(top, "quantization_config");
+    if (!qc) return k3_err(err, "%s: missing required field \"quantization_config\"", what);
+    if (!json_is_null(qc)) {
+        json_t *fmt = json_object_get(qc, "format");
+        if (!json_is_string(fmt) || strcmp(json_string_value(fmt), "mxfp4-pack-quantized"))
+            return k3_err(err, "%s: quantization_config.format must be \"mxfp4-pack-quantized\"", what);
+        c->experts_mxfp4 = 1;
+    }
+    return 0;
+}
+
 static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *err)
 {
+    json_t *top = root;
     memset(c, 0, sizeof *c);
     json_t *mt = json_object_get(root, "model_type");
     if (!json_is_string(mt))
         return k3_err(err, "%s: missing required field \"model_type\"", what);
-    if (strcmp(json_string_value(mt), "kimi_linear"))
-        return k3_err(err, "%s: model_type \"%s\" is not supported (expected \"kimi_linear\")",
-                      what, json_string_value(mt));
+    if (!strcmp(json_string_value(mt), "kimi_k3")) {
+        root = json_object_get(top, "text_config");
+        if (!json_is_object(root))
+            return k3_err(err, "%s: missing required field \"text_config\"", what);
+        json_t *tmt = json_object_get(root, "model_type");
+        if (!json_is_string(tmt) || strcmp(json_string_value(tmt), "kimi_linear"))
+            return k3_err(err, "%s: text_config.model_type must be \"kimi_linear\"", what);
+        c->is_k3 = 1;
+        snprintf(c->tensor_prefix, sizeof c->tensor_prefix, "language_model.");
+    } else if (strcmp(json_string_value(mt), "kimi_linear")) {
+        return k3_err(err, "%s: model_type \"%s\" is not supported (expected \"kimi_linear\" or "
+                      "\"kimi_k3\")", what, json_string_value(mt));
+    }
     snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
 
     const int BIG = 1 << 24;
@@ -120,9 +185,14 @@ static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *
         get_int(root, what, "eos_token_id", 0, -1, 0, BIG, &c->eos_id, err) ||
         get_int(root, what, "pad_token_id", 0, -1, 0, BIG, &c->pad_id, err))
         return -1;
-    if (c->q_lora_rank)
+    if (c->q_lora_rank && !c->is_k3)
         return k3_err(err, "%s: q_lora_rank %d: q-LoRA MLA is not supported for kimi_linear",
                       what, c->q_lora_rank);
+    /* bos/eos/pad may sit at the top level of a K3 config */
+    if (c->is_k3 && (get_int(top, what, "bos_token_id", 0, c->bos_id, 0, BIG, &c->bos_id, err) ||
+                     get_int(top, what, "eos_token_id", 0, c->eos_id, 0, BIG, &c->eos_id, err) ||
+                     get_int(top, what, "pad_token_id", 0, c->pad_id, 0, BIG, &c->pad_id, err)))
+        return -1;
     int kv_heads = c->mla_heads;
     if (get_int(root, what, "num_key_value_heads", 0, c->mla_heads, 1, 4096, &kv_heads, err))
         return -1;
@@ -132,10 +202,13 @@ static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *
     if (c->top_k > c->n_experts)
         return k3_err(err, "%s: num_experts_per_token %d exceeds num_experts %d", what, c->top_k,
                       c->n_experts);
-    if (check_string(root, what, "hidden_act", "silu", err) ||
+    if (c->is_k3 && parse_k3_fields(c, root, top, what, err)) return -1;
+    if ((!c->is_k3 && check_string(root, what, "hidden_act", "silu", err)) ||
         check_string(root, what, "moe_router_activation_func", "sigmoid", err))
         return -1;
     int use_nope = 1;
+    if (c->is_k3 && !json_object_get(root, "mla_use_nope"))
+        return k3_err(err, "%s: missing required field \"mla_use_nope\"", what);
     if (get_bool(root, what, "mla_use_nope", 1, &use_nope, err)) return -1;
     if (!use_nope)
         return k3_err(err, "%s: mla_use_nope false (RoPE MLA) is not supported", what);

@@ -46,6 +46,22 @@ typedef struct k3_config {
     int moe_renormalize;
 
     int bos_id, eos_id, pad_id;   /* -1 when absent */
+
+    /* Kimi K3 (model_type kimi_k3, decoder in text_config; kimi_k3_spec.md).
+     * For kimi_linear these keep the Kimi Linear behaviour: no prefix,
+     * SiLU-GLU, softplus decay, low-rank KDA gate, no AttnRes, no latent. */
+    int is_k3;
+    char tensor_prefix[32];       /* "language_model." for K3, else "" */
+    int use_situ;                 /* hidden_act "situ" */
+    float situ_beta, situ_linear_beta;
+    int attn_res_block;           /* attn_res_block_size; 0 = plain residual */
+    int kda_lower_bound_gate;     /* decay = lb * sigmoid(exp(A_log) * (f + dt_bias)) */
+    float kda_gate_lower_bound;
+    int kda_full_rank_gate;       /* output gate g_proj instead of g_a/g_b */
+    int mla_output_gate;          /* o * sigmoid(g_proj x) before o_proj */
+    int latent_dim;               /* routed_expert_hidden_size; 0 = experts at hidden width */
+    int latent_norm;              /* latent_moe_use_norm */
+    int experts_mxfp4;            /* quantization_config: mxfp4-pack-quantized */
 } k3_config;
 
 /* Parse `path` (a config.json). Returns 0 or -1 with err naming the file and field. */

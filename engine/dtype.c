@@ -30,6 +30,8 @@ size_t k3_dtype_size(k3_dtype dt)
 /* The safetensors header spelling, for error messages and writers. */
 const char *k3_dtype_name(k3_dtype dt)
 {
+    if (dt == K3_DT_MXFP4)
+        return "MXFP4";
     if ((unsigned)dt >= K3_DT_COUNT)
         return "?";
     return dtype_table[dt].safetensors_name;

@@ -18,7 +18,10 @@ typedef enum {
     K3_DT_I32,
     K3_DT_I64,
     K3_DT_F64,
-    K3_DT_COUNT
+    K3_DT_COUNT,
+    /* Not a safetensors element type: a weight format assembled from a
+     * compressed-tensors pair (U8 weight_packed + U8 E8M0 weight_scale). */
+    K3_DT_MXFP4 = 100
 } k3_dtype;
 
 /* Bytes per element (all recognised types are whole bytes). */

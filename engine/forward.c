@@ -1,12 +1,40 @@
 /* forward.c - one chunk of tokens through the whole model
  * (kimi_linear_spec.md §3.2): embed, then per layer
  *   h += attn(rmsnorm(h)); h += ffn(rmsnorm(h)),
- * then the final norm and lm_head. Weights come from the provider one layer
+ * then the final norm and lm_head. Kimi K3 replaces the plain residual with
+ * Attention Residuals (kimi_k3_spec.md §3): softmax mixes over block
+ * snapshots before attention, before the FFN and at the output. Weights come from the provider one layer
  * at a time, so the same loop serves resident and streamed models. */
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
 #include "stats.h"
+
+/* AttnRes mix (kimi_k3_spec.md §3): out[t] = sum_i softmax_i(s) v_i over the
+ * sources V = snapshots ++ [current], with s_i = sum_d rms_normalised(v_i)[d]
+ * * score[d]: keys RMS-normalised, values raw. */
+static void attn_res_mix(k3_session *s, const float *score, const float *current, float *out, int T, int n_snap)
+{
+    const k3_config *c = &s->m->cfg;
+    const int D = c->hidden, max_snap = (c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
+    float *logits = s->sc.mix_scores;
+    for (int t = 0; t < T; t++) {
+        const float *cur = current + (size_t)t * D;
+        const float *snap = s->sc.snapshots + (size_t)t * max_snap * D;
+        for (int i = 0; i <= n_snap; i++) {
+            const float *v = i < n_snap ? snap + (size_t)i * D : cur;
+            double ss = 0.0, dot = 0.0;
+            for (int d = 0; d < D; d++) ss += (double)v[d] * v[d];
+            const float r = (float)(1.0 / sqrt(ss / D + c->rms_eps));
+            for (int d = 0; d < D; d++) dot += (double)(v[d] * r) * score[d];
+            logits[i] = (float)dot;
+        }
+        k3_softmax(logits, n_snap + 1);
+        float *o = out + (size_t)t * D;
+        memset(o, 0, (size_t)D * sizeof(float));
+        for (int i = 0; i <= n_snap; i++) k3_axpy_f32(o, logits[i], i < n_snap ? snap + (size_t)i * D : cur, D);
+    }
+}
 
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
@@ -15,6 +43,10 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
     k3_scratch *sc = &s->sc;
     const int D = c->hidden;
     k3_weight_provider *wp = m->weights;
+    /* AttnRes (K3): block snapshots of the raw entering stream */
+    const int res_block = c->attn_res_block;
+    const int max_snap = res_block ? (c->n_layers + res_block - 1) / res_block : 0;
+    int n_snap = 0;
 
     for (int t = 0; t < T; t++)
         if (wp->embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
@@ -23,15 +55,38 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
         stats_set32(&m->stats.layer, (uint32_t)l);
         const k3_layer_weights *lw = wp->acquire_layer(wp, l, err);
         if (!lw) return -1;
+        int restart = 0;
+        const float *attn_in = sc->h;
+        if (res_block) {                  /* mix #1 (none before the first snapshot) */
+            if (n_snap > 0) {
+                attn_res_mix(s, lw->attn_res_score, sc->h, sc->xn, T, n_snap);
+                attn_in = sc->xn;
+            }
+            if (l % res_block == 0) {     /* boundary: snapshot the raw stream, restart it */
+                for (int t = 0; t < T; t++)
+                    memcpy(sc->snapshots + ((size_t)t * max_snap + n_snap) * D, sc->h + (size_t)t * D,
+                           (size_t)D * sizeof(float));
+                n_snap++;
+                restart = 1;
+            }
+        }
         for (int t = 0; t < T; t++)
-            k3_rmsnorm(sc->xn + (size_t)t * D, sc->h + (size_t)t * D, lw->attn_norm, D, c->rms_eps);
+            k3_rmsnorm(sc->xn + (size_t)t * D, attn_in + (size_t)t * D, lw->attn_norm, D, c->rms_eps);
         if (c->attn_kind[l] == K3_ATTN_KDA)
             k3_kda_block(s, l, lw, T);
         else
             k3_mla_block(s, l, lw, T);
-        for (size_t i = 0; i < (size_t)T * D; i++) sc->h[i] += sc->out[i];
+        if (restart)
+            memcpy(sc->h, sc->out, (size_t)T * D * sizeof(float));
+        else
+            for (size_t i = 0; i < (size_t)T * D; i++) sc->h[i] += sc->out[i];
+        const float *ffn_in = sc->h;
+        if (res_block) {                  /* mix #2 (always: a snapshot exists) */
+            attn_res_mix(s, lw->mlp_res_score, sc->h, sc->xn, T, n_snap);
+            ffn_in = sc->xn;
+        }
         for (int t = 0; t < T; t++)
-            k3_rmsnorm(sc->xn + (size_t)t * D, sc->h + (size_t)t * D, lw->ffn_norm, D, c->rms_eps);
+            k3_rmsnorm(sc->xn + (size_t)t * D, ffn_in + (size_t)t * D, lw->ffn_norm, D, c->rms_eps);
         int rc = k3_ffn_block(s, l, lw, T, err);
         wp->release_layer(wp, l);
         if (rc) return -1;
@@ -42,8 +97,13 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
     const float *norm = wp->final_norm(wp);
     const k3_weight *head = wp->lm_head(wp);
     int first = all_logits ? 0 : T - 1;
+    const float *final_in = sc->h;
+    if (res_block) {                      /* the model-level mix */
+        attn_res_mix(s, wp->output_res_score(wp), sc->h, sc->out, T, n_snap);
+        final_in = sc->out;
+    }
     for (int t = first; t < T; t++)
-        k3_rmsnorm(sc->xn + (size_t)(t - first) * D, sc->h + (size_t)t * D, norm, D, c->rms_eps);
+        k3_rmsnorm(sc->xn + (size_t)(t - first) * D, final_in + (size_t)t * D, norm, D, c->rms_eps);
     if (all_logits) {
         k3_matmul(all_logits, head, sc->xn, T);
         memcpy(s->logits, all_logits + (size_t)(T - 1) * c->vocab_size, (size_t)c->vocab_size * sizeof(float));

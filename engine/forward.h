@@ -52,6 +52,13 @@ typedef struct k3_scratch {
     float *expert_out;        /* [T][D] */
     int *token_list;          /* [T] tokens routed to one expert */
     float *token_weight;      /* [T] */
+    /* Kimi K3 */
+    float *q_low;             /* [T][q_lora] */
+    float *mla_gate;          /* [T][H*v] */
+    float *latent_in;         /* [T][latent] */
+    float *latent_acc;        /* [T][latent] */
+    float *snapshots;         /* [T][max snapshots][D] AttnRes block snapshots */
+    float *mix_scores;        /* [max snapshots + 1] */
 } k3_scratch;
 
 struct k3_session {

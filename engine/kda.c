@@ -3,6 +3,8 @@
  * Projections run over the whole chunk (each weight read once); the short
  * convolution and the delta-rule recurrence then walk the tokens in order,
  * so a chunk gives exactly the same numbers as feeding tokens one by one.
+ * The two model generations differ only in the decay function (softplus vs
+ * K3's lower-bounded sigmoid) and the output gate (low rank vs full rank).
  * State S[h] is Dk x Dv (key-major, as FLA), fp32. */
 #include <string.h>
 #include "forward.h"
@@ -67,8 +69,12 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     }
     k3_matmul(sc->gate_low, &w->f_a, sc->xn, T);
     k3_matmul(sc->forget, &w->f_b, sc->gate_low, T);
-    k3_matmul(sc->gate_low, &w->g_a, sc->xn, T);
-    k3_matmul(sc->out_gate, &w->g_b, sc->gate_low, T);
+    if (c->kda_full_rank_gate) {
+        k3_matmul(sc->out_gate, &w->g_full, sc->xn, T);
+    } else {
+        k3_matmul(sc->gate_low, &w->g_a, sc->xn, T);
+        k3_matmul(sc->out_gate, &w->g_b, sc->gate_low, T);
+    }
     k3_matmul(sc->beta, &w->b, sc->xn, T);
 
     const float q_scale = 1.0f / sqrtf((float)Dk);
@@ -86,7 +92,10 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
             k3_l2norm(k, Dk, 1e-6f);
             const float *f = sc->forget + (size_t)t * P + (size_t)h * Dk;
             const float *dt = w->dt_bias + (size_t)h * Dk;
-            for (int i = 0; i < Dk; i++) alpha[i] = expf(-A * k3_softplus(f[i] + dt[i]));
+            if (c->kda_lower_bound_gate)          /* K3 "safe gate": decay in (lb, 0) */
+                for (int i = 0; i < Dk; i++) alpha[i] = expf(c->kda_gate_lower_bound * k3_sigmoid(A * (f[i] + dt[i])));
+            else                                  /* Kimi Linear: -exp(A_log) * softplus */
+                for (int i = 0; i < Dk; i++) alpha[i] = expf(-A * k3_softplus(f[i] + dt[i]));
             const float beta = k3_sigmoid(sc->beta[(size_t)t * H + h]);
             float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
             delta_rule_step(S, q, k, v, alpha, beta, o, u, Dk, Dv);

@@ -20,6 +20,9 @@ typedef struct k3_weight {
     int64_t rows, cols;
     const void *data;
     const float *block_scale;
+    /* K3_DT_MXFP4 only: data is packed nibbles [rows][cols/2] (low nibble =
+     * even column), mx_scale the E8M0 exponents [rows][cols/32]. */
+    const uint8_t *mx_scale;
 } k3_weight;
 
 /* Scalar decoders of single values (bit-exact, used by loaders and tests). */

@@ -21,7 +21,15 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     const int pos0 = s->n_tokens;
     float *cache = s->mla_cache + (size_t)s->m->layer_slot[layer] * s->max_tokens * entry;
 
-    k3_matmul(sc->q, &w->q, sc->xn, T);
+    if (w->q_a.rows) {                    /* K3 q-LoRA: q = W_qb rms(W_qa x) */
+        k3_matmul(sc->q_low, &w->q_a, sc->xn, T);
+        for (int t = 0; t < T; t++)
+            k3_rmsnorm(sc->q_low + (size_t)t * c->q_lora_rank, sc->q_low + (size_t)t * c->q_lora_rank,
+                       w->q_a_norm, c->q_lora_rank, 1e-6f);
+        k3_matmul(sc->q, &w->q, sc->q_low, T);
+    } else {
+        k3_matmul(sc->q, &w->q, sc->xn, T);
+    }
     k3_matmul(sc->kv, &w->kv_a, sc->xn, T);
     for (int t = 0; t < T; t++) {         /* append normalised latent + raw k_pe to the cache */
         float *dst = cache + (size_t)(pos0 + t) * entry;
@@ -63,6 +71,10 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
                 sc->attn[(size_t)t * H * vd + (size_t)h * vd + d] =
                     k3_dot_f32(row, sc->ctx + ((size_t)t * H + h) * L, L);
         }
+    }
+    if (w->gate.rows) {                   /* K3 output gate: o * sigmoid(W_g x), no norm */
+        k3_matmul(sc->mla_gate, &w->gate, sc->xn, T);
+        for (size_t i = 0; i < (size_t)T * H * vd; i++) sc->attn[i] *= k3_sigmoid(sc->mla_gate[i]);
     }
     k3_matmul(sc->out, &w->o, sc->attn, T);
 }

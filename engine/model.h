@@ -26,7 +26,8 @@ typedef struct k3_kda_weights {
     k3_weight q, k, v;            /* [P, hidden], P = heads * head_dim */
     float *conv[3];               /* q, k, v taps: [P][W] fp32, tap W-1 = current token */
     k3_weight f_a, f_b;           /* forget gate low rank: [r, hidden], [P, r] */
-    k3_weight g_a, g_b;           /* output gate low rank */
+    k3_weight g_a, g_b;           /* output gate low rank (Kimi Linear) */
+    k3_weight g_full;             /* output gate full rank g_proj [P, hidden] (K3) */
     k3_weight b;                  /* beta logits [heads, hidden] */
     float *A_log;                 /* [heads] */
     float *dt_bias;               /* [P] */
@@ -35,7 +36,10 @@ typedef struct k3_kda_weights {
 } k3_kda_weights;
 
 typedef struct k3_mla_weights {
-    k3_weight q;                  /* [heads * (nope + rope), hidden] */
+    k3_weight q;                  /* [heads * (nope + rope), hidden], or q_b_proj with q-LoRA */
+    k3_weight q_a;                /* q-LoRA down [q_lora, hidden] (K3); rows 0 = none */
+    float *q_a_norm;              /* [q_lora] */
+    k3_weight gate;               /* output gate g_proj [heads * v, hidden] (K3); rows 0 = none */
     k3_weight kv_a;               /* [kv_lora + rope, hidden] */
     float *kv_a_norm;             /* [kv_lora] */
     k3_weight kv_b;               /* [heads * (nope + v), kv_lora] */
@@ -52,6 +56,12 @@ typedef struct k3_layer_weights {
     float *router_bias;           /* MoE: e_score_correction_bias [n_experts] */
     int has_shared;
     k3_mlp_weights shared;        /* MoE: shared experts fused, inter = moe_inter * n_shared */
+    /* Kimi K3 */
+    float *attn_res_score;        /* AttnRes mix before attention: norm (.) proj, [hidden] */
+    float *mlp_res_score;         /* AttnRes mix before the FFN */
+    k3_weight latent_down;        /* routed_expert_down_proj [latent, hidden] */
+    k3_weight latent_up;          /* routed_expert_up_proj [hidden, latent] */
+    float *latent_norm;           /* routed_expert_norm [latent] or NULL */
 } k3_layer_weights;
 
 typedef struct k3_weight_provider k3_weight_provider;
@@ -67,6 +77,8 @@ struct k3_weight_provider {
     int (*embed_row)(k3_weight_provider *p, int token, float *out, k3_error *err);
     /* Final norm weight [hidden] and lm_head [vocab, hidden]. */
     const float *(*final_norm)(k3_weight_provider *p);
+    /* K3: the model-level AttnRes score vector [hidden] (NULL otherwise). */
+    const float *(*output_res_score)(k3_weight_provider *p);
     const k3_weight *(*lm_head)(k3_weight_provider *p);
     /* Hash of what identifies the weights (shard names, sizes, headers). */
     uint64_t (*content_hash)(k3_weight_provider *p);

@@ -11,14 +11,25 @@
 #include "forward.h"
 #include "ops.h"
 
-/* out[t] = down(silu(gate x_t) * up x_t) for t < T; x, out are [T][D]. */
-static void swiglu_mlp(k3_scratch *sc, const k3_mlp_weights *w, const float *x, float *out, int T)
+/* SiTU-GLU (kimi_k3_spec.md §6.3): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
+ * the sigmoid takes the uncapped gate, both caps bound the result by b*bl. */
+static inline float situ(float g, float u, float beta, float linear_beta)
+{
+    return beta * tanhf(g / beta) * k3_sigmoid(g) * (linear_beta * tanhf(u / linear_beta));
+}
+
+/* out[t] = down(act(gate x_t, up x_t)) for t < T, act = SiLU-GLU or SiTU-GLU. */
+static void glu_mlp(const k3_config *c, k3_scratch *sc, const k3_mlp_weights *w, const float *x, float *out, int T)
 {
     const int64_t inter = w->gate.rows;
     k3_matmul(sc->inter_gate, &w->gate, x, T);
     k3_matmul(sc->inter_up, &w->up, x, T);
-    for (int64_t i = 0; i < (int64_t)T * inter; i++)
-        sc->inter_gate[i] = k3_silu(sc->inter_gate[i]) * sc->inter_up[i];
+    if (c->use_situ)
+        for (int64_t i = 0; i < (int64_t)T * inter; i++)
+            sc->inter_gate[i] = situ(sc->inter_gate[i], sc->inter_up[i], c->situ_beta, c->situ_linear_beta);
+    else
+        for (int64_t i = 0; i < (int64_t)T * inter; i++)
+            sc->inter_gate[i] = k3_silu(sc->inter_gate[i]) * sc->inter_up[i];
     k3_matmul(out, &w->down, sc->inter_gate, T);
 }
 
@@ -47,7 +58,8 @@ static void route_token(const k3_config *c, const float *logits, const float *bi
     for (int k = 0; k < chosen; k++) { weights[k] = k3_sigmoid(logits[ids[k]]); sum += weights[k]; }
     for (int k = 0; k < chosen; k++) {
         float wk = weights[k];
-        if (c->moe_renormalize) wk = (float)(wk / (sum + 1e-20));
+        /* K3's gate renormalises only for top_k > 1 (kimi_k3_spec.md §6.1) */
+        if (c->moe_renormalize && (!c->is_k3 || c->top_k > 1)) wk = (float)(wk / (sum + 1e-20));
         weights[k] = wk * c->routed_scaling;
     }
 }
@@ -58,14 +70,23 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
     k3_scratch *sc = &s->sc;
     const int D = c->hidden, K = c->top_k;
     if (!c->is_moe[layer]) {
-        swiglu_mlp(sc, &lw->dense, sc->xn, sc->out, T);
+        glu_mlp(c, sc, &lw->dense, sc->xn, sc->out, T);
         return 0;
     }
     k3_matmul(sc->router, &lw->router, sc->xn, T);
     for (int t = 0; t < T; t++)
         route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, sc->topk + (size_t)t * K,
                     sc->topw + (size_t)t * K);
-    memset(sc->out, 0, (size_t)T * D * sizeof(float));
+    /* Routed experts read the latent (K3) or the hidden state itself. */
+    const int Din = c->latent_dim ? c->latent_dim : D;
+    const float *expert_x = sc->xn;
+    float *acc = sc->out;
+    if (c->latent_dim) {
+        k3_matmul(sc->latent_in, &lw->latent_down, sc->xn, T);
+        expert_x = sc->latent_in;
+        acc = sc->latent_acc;
+    }
+    memset(acc, 0, (size_t)T * Din * sizeof(float));
     /* Visit the experts in ascending id; each token meets its experts in that order. */
     for (int e = 0; e < c->n_experts; e++) {
         int n = 0;
@@ -74,20 +95,26 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
                 if (sc->topk[(size_t)t * K + k] == e) {
                     sc->token_list[n] = t;
                     sc->token_weight[n] = sc->topw[(size_t)t * K + k];
-                    memcpy(sc->gathered + (size_t)n * D, sc->xn + (size_t)t * D, (size_t)D * sizeof(float));
+                    memcpy(sc->gathered + (size_t)n * Din, expert_x + (size_t)t * Din, (size_t)Din * sizeof(float));
                     n++;
                 }
         if (!n) continue;
         k3_mlp_weights ew;
         if (s->m->weights->acquire_expert(s->m->weights, layer, e, &ew, err)) return -1;
-        swiglu_mlp(sc, &ew, sc->gathered, sc->expert_out, n);
+        glu_mlp(c, sc, &ew, sc->gathered, sc->expert_out, n);
         s->m->weights->release_expert(s->m->weights, layer, e);
         for (int i = 0; i < n; i++)
-            k3_axpy_f32(sc->out + (size_t)sc->token_list[i] * D, sc->token_weight[i],
-                        sc->expert_out + (size_t)i * D, D);
+            k3_axpy_f32(acc + (size_t)sc->token_list[i] * Din, sc->token_weight[i],
+                        sc->expert_out + (size_t)i * Din, Din);
     }
-    if (lw->has_shared) {
-        swiglu_mlp(sc, &lw->shared, sc->xn, sc->expert_out, T);
+    if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
+        if (lw->latent_norm)
+            for (int t = 0; t < T; t++)
+                k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
+        k3_matmul(sc->out, &lw->latent_up, acc, T);
+    }
+    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
+        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
         for (int t = 0; t < T; t++)
             k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
     }

@@ -150,17 +150,21 @@ static int scratch_alloc(k3_session *s)
     }
     size_t attn = P > HV ? P : HV;
     size_t row = L > (size_t)c->v_head_dim ? L : (size_t)c->v_head_dim;
-    float **bufs[] = {&sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
+    const size_t D_or_latent = (size_t)c->latent_dim > D ? (size_t)c->latent_dim : D;
+    const size_t max_snap = c->attn_res_block ? (size_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block : 0;
+    float **bufs[] = {&sc->q_low, &sc->mla_gate, &sc->latent_in, &sc->latent_acc, &sc->snapshots,
+                      &sc->mix_scores, &sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
                       &sc->qkv[0], &sc->qkv[1], &sc->qkv[2], &sc->gate_low, &sc->forget,
                       &sc->out_gate, &sc->beta, &sc->attn, &sc->q, &sc->kv, &sc->q_latent,
                       &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw, &sc->gathered,
                       &sc->inter_gate, &sc->inter_up, &sc->expert_out, &sc->token_weight};
-    size_t sizes[] = {T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
+    size_t sizes[] = {T * (size_t)c->q_lora_rank, T * HV, T * (size_t)c->latent_dim, T * (size_t)c->latent_dim,
+                      T * max_snap * D, max_snap + 1, T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
                       T * max_rank, T * P, T * P, T * c->kda_heads, T * attn,
                       T * c->mla_heads * (c->qk_nope_dim + c->qk_rope_dim),
                       T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
                       threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
-                      T * D, T * max_inter, T * max_inter, T * D, T * c->top_k};
+                      T * D_or_latent, T * max_inter, T * max_inter, T * D_or_latent, T * c->top_k};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
         if (!*bufs[i]) return -1;
@@ -172,7 +176,8 @@ static int scratch_alloc(k3_session *s)
 
 static void scratch_free(k3_scratch *sc)
 {
-    float *bufs[] = {sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
+    float *bufs[] = {sc->q_low, sc->mla_gate, sc->latent_in, sc->latent_acc, sc->snapshots,
+                     sc->mix_scores, sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
                      sc->qkv[1], sc->qkv[2], sc->gate_low, sc->forget, sc->out_gate, sc->beta,
                      sc->attn, sc->q, sc->kv, sc->q_latent, sc->ctx, sc->scores, sc->row,
                      sc->router, sc->topw, sc->gathered, sc->inter_gate, sc->inter_up,

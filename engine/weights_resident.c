@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model.h"
+#include "mxfp4.h"
 
 typedef struct resident_provider {
     k3_weight_provider base;
@@ -19,6 +20,7 @@ typedef struct resident_provider {
     k3_weight embed;              /* [vocab, hidden] */
     k3_weight head;               /* [vocab, hidden] */
     float *final_norm;
+    float *output_res_score;      /* K3 */
     void **owned;                 /* fp32 copies to free */
     int n_owned, cap_owned;
 } resident_provider;
@@ -46,11 +48,56 @@ static void shape_text(const st_tensor *t, char *buf, size_t len)
     if (o < len) snprintf(buf + o, len - o, "]");
 }
 
+/* Tensor by its name inside the decoder (K3 checkpoints prefix every text
+ * tensor with "language_model."); NULL if absent. */
+static const st_tensor *lookup(resident_provider *rp, const char *name)
+{
+    char full[1024];
+    snprintf(full, sizeof full, "%.32s%.900s", rp->cfg->tensor_prefix, name);
+    return st_find(&rp->index, full);
+}
+
 static const st_tensor *find_tensor(resident_provider *rp, const char *name, k3_error *err)
 {
-    const st_tensor *t = st_find(&rp->index, name);
-    if (!t) k3_err(err, "%s: tensor '%s' not found in any shard", rp->dir, name);
+    const st_tensor *t = lookup(rp, name);
+    if (!t) k3_err(err, "%s: tensor '%s%s' not found in any shard", rp->dir, rp->cfg->tensor_prefix, name);
     return t;
+}
+
+/* An MXFP4 matrix stored as NAME_packed (U8 [rows, cols/2]) and NAME_scale
+ * (U8 E8M0 [rows, cols/32]), where NAME is "<module>.weight". */
+static int load_mxfp4(resident_provider *rp, const char *name, int64_t rows, int64_t cols, k3_weight *w,
+                      k3_error *err)
+{
+    char pname[600], sname[600];
+    snprintf(pname, sizeof pname, "%s_packed", name);
+    snprintf(sname, sizeof sname, "%s_scale", name);
+    const st_tensor *tp = find_tensor(rp, pname, err), *ts = tp ? find_tensor(rp, sname, err) : NULL;
+    if (!tp || !ts) return -1;
+    if (!rp->cfg->experts_mxfp4)
+        return k3_err(err, "%s: tensor '%s%s' is MXFP4-packed but config.json has no mxfp4 "
+                      "quantization_config", rp->index.shards[tp->shard].path, rp->cfg->tensor_prefix, pname);
+    if (cols % 32)
+        return k3_err(err, "%s: tensor '%s%s': %lld columns is not a multiple of the MXFP4 group (32)",
+                      rp->index.shards[tp->shard].path, rp->cfg->tensor_prefix, pname, (long long)cols);
+    if (tp->dtype != K3_DT_U8 || tp->ndim != 2 || tp->shape[0] != rows || tp->shape[1] != cols / 2)
+        return k3_err(err, "%s: tensor '%s%s' must be U8 [%lld, %lld]", rp->index.shards[tp->shard].path,
+                      rp->cfg->tensor_prefix, pname, (long long)rows, (long long)(cols / 2));
+    if (ts->dtype != K3_DT_U8 || ts->ndim != 2 || ts->shape[0] != rows || ts->shape[1] != cols / 32)
+        return k3_err(err, "%s: tensor '%s%s' must be U8 [%lld, %lld]", rp->index.shards[ts->shard].path,
+                      rp->cfg->tensor_prefix, sname, (long long)rows, (long long)(cols / 32));
+    w->dtype = K3_DT_MXFP4;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = st_tensor_data(&rp->index, tp);
+    w->block_scale = NULL;
+    w->mx_scale = st_tensor_data(&rp->index, ts);
+    int64_t bad_row;
+    if (k3_mxfp4_check(w->mx_scale, rows, cols, &bad_row))
+        return k3_err(err, "%s: tensor '%s%s' row %lld has E8M0 scale byte 255 (NaN in OCP MX); refusing "
+                      "to compute with it", rp->index.shards[ts->shard].path, rp->cfg->tensor_prefix, sname,
+                      (long long)bad_row);
+    return 0;
 }
 
 /* A 2-D weight matrix [rows, cols] used in place. fp8 matrices take their
@@ -58,14 +105,20 @@ static const st_tensor *find_tensor(resident_provider *rp, const char *name, k3_
 static int load_matrix(resident_provider *rp, const char *name, int64_t rows, int64_t cols,
                        k3_weight *w, k3_error *err)
 {
+    memset(w, 0, sizeof *w);
+    if (!lookup(rp, name)) {
+        char packed[600];
+        snprintf(packed, sizeof packed, "%s_packed", name);
+        if (lookup(rp, packed)) return load_mxfp4(rp, name, rows, cols, w, err);
+    }
     const st_tensor *t = find_tensor(rp, name, err);
     if (!t) return -1;
     const char *file = rp->index.shards[t->shard].path;
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         char s[96];
         shape_text(t, s, sizeof s);
-        return k3_err(err, "%s: tensor '%s' has shape %s, expected [%lld, %lld]", file, name, s,
-                      (long long)rows, (long long)cols);
+        return k3_err(err, "%s: tensor '%s%s' has shape %s, expected [%lld, %lld]", file,
+                      rp->cfg->tensor_prefix, name, s, (long long)rows, (long long)cols);
     }
     if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_BF16 && t->dtype != K3_DT_F16 &&
         t->dtype != K3_DT_F8_E4M3)
@@ -79,7 +132,7 @@ static int load_matrix(resident_provider *rp, const char *name, int64_t rows, in
     if (t->dtype == K3_DT_F8_E4M3) {
         char sname[512];
         snprintf(sname, sizeof sname, "%s_scale_inv", name);
-        const st_tensor *s = st_find(&rp->index, sname);
+        const st_tensor *s = lookup(rp, sname);
         if (s) {
             int64_t br = (rows + 127) / 128, bc = (cols + 127) / 128;
             if (st_tensor_numel(s) != br * bc || s->ndim != 2)
@@ -147,6 +200,45 @@ static int load_mlp(resident_provider *rp, const char *prefix, const char *gate,
     return load_matrix(rp, name, hidden, inter, &m->down, err);
 }
 
+/* A_log: Kimi Linear stores [1,1,H,1]; K3 stores 128 floats of which the
+ * first H are the heads (the rest are zero). Any shape with >= H elements. */
+static float *load_a_log(resident_provider *rp, const char *name, int64_t heads, k3_error *err)
+{
+    const st_tensor *t = find_tensor(rp, name, err);
+    if (!t) return NULL;
+    int64_t n = st_tensor_numel(t);
+    if (n < heads || (!rp->cfg->is_k3 && n != heads)) {
+        k3_err(err, "%s: tensor '%s%s' has %lld elements, expected %s%lld (one per KDA head)",
+               rp->index.shards[t->shard].path, rp->cfg->tensor_prefix, name, (long long)n,
+               rp->cfg->is_k3 ? "at least " : "", (long long)heads);
+        return NULL;
+    }
+    return load_small(rp, name, n, err);
+}
+
+/* AttnRes: the norm weight and the 1-row projection multiply elementwise,
+ * so they fold into one score vector at load (kimi_k3_spec.md §3.1). */
+static float *load_res_score(resident_provider *rp, const char *layer_prefix, const char *what, k3_error *err)
+{
+    char name[600];
+    const int64_t D = rp->cfg->hidden;
+    snprintf(name, sizeof name, "%s%s%s_norm.weight", layer_prefix, *layer_prefix ? "." : "", what);
+    float *norm = load_small(rp, name, D, err);
+    if (!norm) return NULL;
+    snprintf(name, sizeof name, "%s%s%s_proj.weight", layer_prefix, *layer_prefix ? "." : "", what);
+    const st_tensor *t = find_tensor(rp, name, err);
+    if (!t) return NULL;
+    if (!(t->ndim == 2 && t->shape[0] == 1 && t->shape[1] == D)) {
+        k3_err(err, "%s: tensor '%s%s' must have shape [1, %lld]", rp->index.shards[t->shard].path,
+               rp->cfg->tensor_prefix, name, (long long)D);
+        return NULL;
+    }
+    float *proj = load_small(rp, name, D, err);
+    if (!proj) return NULL;
+    for (int64_t i = 0; i < D; i++) norm[i] *= proj[i];
+    return norm;
+}
+
 static int load_layer(resident_provider *rp, int l, k3_error *err)
 {
     const k3_config *c = rp->cfg;
@@ -157,39 +249,60 @@ static int load_layer(resident_provider *rp, int l, k3_error *err)
 #define NAME(fmt) (snprintf(name, sizeof name, "%s." fmt, p), name)
     if (!(lw->attn_norm = load_small(rp, NAME("input_layernorm.weight"), D, err))) return -1;
     if (!(lw->ffn_norm = load_small(rp, NAME("post_attention_layernorm.weight"), D, err))) return -1;
+    if (c->attn_res_block &&
+        (!(lw->attn_res_score = load_res_score(rp, p, "self_attention_res", err)) ||
+         !(lw->mlp_res_score = load_res_score(rp, p, "mlp_res", err))))
+        return -1;
     if (c->attn_kind[l] == K3_ATTN_KDA) {
         k3_kda_weights *k = &lw->kda;
         int64_t H = c->kda_heads, P = (int64_t)c->kda_heads * c->kda_head_dim, W = c->conv_kernel;
         const st_tensor *fa = find_tensor(rp, NAME("self_attn.f_a_proj.weight"), err);
         if (!fa) return -1;
         int64_t rank = fa->ndim == 2 ? fa->shape[0] : -1;
-        const st_tensor *ga = find_tensor(rp, NAME("self_attn.g_a_proj.weight"), err);
-        if (!ga) return -1;
-        int64_t grank = ga->ndim == 2 ? ga->shape[0] : -1;
-        if (rank < 1 || grank < 1)
-            return k3_err(err, "%s: KDA gate projections of layer %d must be 2-D", rp->dir, l);
+        if (rank < 1) return k3_err(err, "%s: KDA decay projection of layer %d must be 2-D", rp->dir, l);
         if (load_matrix(rp, NAME("self_attn.q_proj.weight"), P, D, &k->q, err) ||
             load_matrix(rp, NAME("self_attn.k_proj.weight"), P, D, &k->k, err) ||
             load_matrix(rp, NAME("self_attn.v_proj.weight"), P, D, &k->v, err) ||
             load_matrix(rp, NAME("self_attn.f_a_proj.weight"), rank, D, &k->f_a, err) ||
-            load_matrix(rp, NAME("self_attn.f_b_proj.weight"), P, rank, &k->f_b, err) ||
-            load_matrix(rp, NAME("self_attn.g_a_proj.weight"), grank, D, &k->g_a, err) ||
-            load_matrix(rp, NAME("self_attn.g_b_proj.weight"), P, grank, &k->g_b, err) ||
+            load_matrix(rp, NAME("self_attn.f_b_proj.weight"), P, rank, &k->f_b, err))
+            return -1;
+        if (c->kda_full_rank_gate) {
+            if (load_matrix(rp, NAME("self_attn.g_proj.weight"), P, D, &k->g_full, err)) return -1;
+        } else {
+            const st_tensor *ga = find_tensor(rp, NAME("self_attn.g_a_proj.weight"), err);
+            if (!ga) return -1;
+            int64_t grank = ga->ndim == 2 ? ga->shape[0] : -1;
+            if (grank < 1) return k3_err(err, "%s: KDA output gate of layer %d must be 2-D", rp->dir, l);
+            if (load_matrix(rp, NAME("self_attn.g_a_proj.weight"), grank, D, &k->g_a, err) ||
+                load_matrix(rp, NAME("self_attn.g_b_proj.weight"), P, grank, &k->g_b, err))
+                return -1;
+        }
+        if (
             load_matrix(rp, NAME("self_attn.b_proj.weight"), H, D, &k->b, err) ||
             load_matrix(rp, NAME("self_attn.o_proj.weight"), D, P, &k->o, err))
             return -1;
         if (!(k->conv[0] = load_conv(rp, NAME("self_attn.q_conv1d.weight"), P, W, err)) ||
             !(k->conv[1] = load_conv(rp, NAME("self_attn.k_conv1d.weight"), P, W, err)) ||
             !(k->conv[2] = load_conv(rp, NAME("self_attn.v_conv1d.weight"), P, W, err)) ||
-            !(k->A_log = load_small(rp, NAME("self_attn.A_log"), H, err)) ||
+            !(k->A_log = load_a_log(rp, NAME("self_attn.A_log"), H, err)) ||
             !(k->dt_bias = load_small(rp, NAME("self_attn.dt_bias"), P, err)) ||
             !(k->o_norm = load_small(rp, NAME("self_attn.o_norm.weight"), c->kda_head_dim, err)))
             return -1;
     } else {
         k3_mla_weights *m = &lw->mla;
-        int64_t H = c->mla_heads;
-        if (load_matrix(rp, NAME("self_attn.q_proj.weight"), H * (c->qk_nope_dim + c->qk_rope_dim), D,
-                        &m->q, err) ||
+        int64_t H = c->mla_heads, qdim = H * (c->qk_nope_dim + c->qk_rope_dim);
+        if (c->q_lora_rank) {
+            if (load_matrix(rp, NAME("self_attn.q_a_proj.weight"), c->q_lora_rank, D, &m->q_a, err) ||
+                load_matrix(rp, NAME("self_attn.q_b_proj.weight"), qdim, c->q_lora_rank, &m->q, err) ||
+                !(m->q_a_norm = load_small(rp, NAME("self_attn.q_a_layernorm.weight"), c->q_lora_rank, err)))
+                return -1;
+        } else if (load_matrix(rp, NAME("self_attn.q_proj.weight"), qdim, D, &m->q, err)) {
+            return -1;
+        }
+        if (c->mla_output_gate &&
+            load_matrix(rp, NAME("self_attn.g_proj.weight"), H * c->v_head_dim, D, &m->gate, err))
+            return -1;
+        if (
             load_matrix(rp, NAME("self_attn.kv_a_proj_with_mqa.weight"),
                         c->kv_lora_rank + c->qk_rope_dim, D, &m->kv_a, err) ||
             load_matrix(rp, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_dim + c->v_head_dim),
@@ -211,6 +324,18 @@ static int load_layer(resident_provider *rp, int l, k3_error *err)
                                        c->n_experts, err)))
         return -1;
     char prefix[512];
+    int64_t expert_in = D;
+    if (c->latent_dim) {
+        expert_in = c->latent_dim;
+        if (load_matrix(rp, NAME("block_sparse_moe.routed_expert_down_proj.weight"), expert_in, D,
+                        &lw->latent_down, err) ||
+            load_matrix(rp, NAME("block_sparse_moe.routed_expert_up_proj.weight"), D, expert_in,
+                        &lw->latent_up, err))
+            return -1;
+        if (c->latent_norm &&
+            !(lw->latent_norm = load_small(rp, NAME("block_sparse_moe.routed_expert_norm.weight"), expert_in, err)))
+            return -1;
+    }
     if (c->n_shared_experts > 0) {
         lw->has_shared = 1;
         snprintf(prefix, sizeof prefix, "%s.block_sparse_moe.shared_experts", p);
@@ -220,7 +345,7 @@ static int load_layer(resident_provider *rp, int l, k3_error *err)
     }
     for (int e = 0; e < c->n_experts; e++) {
         snprintf(prefix, sizeof prefix, "%s.block_sparse_moe.experts.%d", p, e);
-        if (load_mlp(rp, prefix, "w1", "w3", "w2", c->moe_inter, D,
+        if (load_mlp(rp, prefix, "w1", "w3", "w2", c->moe_inter, expert_in,
                      &rp->experts[(size_t)l * c->n_experts + e], err))
             return -1;
     }
@@ -270,6 +395,11 @@ static const float *resident_final_norm(k3_weight_provider *p)
     return ((resident_provider *)p)->final_norm;
 }
 
+static const float *resident_output_res_score(k3_weight_provider *p)
+{
+    return ((resident_provider *)p)->output_res_score;
+}
+
 static const k3_weight *resident_lm_head(k3_weight_provider *p)
 {
     return &((resident_provider *)p)->head;
@@ -312,7 +442,7 @@ k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *
     if (!rp) { k3_err(err, "out of memory"); return NULL; }
     rp->base = (k3_weight_provider){resident_acquire_layer, resident_release_layer,
                                     resident_acquire_expert, resident_release_expert,
-                                    resident_embed_row, resident_final_norm, resident_lm_head,
+                                    resident_embed_row, resident_final_norm, resident_output_res_score, resident_lm_head,
                                     resident_content_hash, resident_close};
     rp->cfg = c;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
@@ -323,6 +453,8 @@ k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *
     if (load_matrix(rp, "model.embed_tokens.weight", c->vocab_size, c->hidden, &rp->embed, err))
         goto fail;
     if (!(rp->final_norm = load_small(rp, "model.norm.weight", c->hidden, err))) goto fail;
+    if (c->attn_res_block && !(rp->output_res_score = load_res_score(rp, "model", "output_attn_res", err)))
+        goto fail;
     if (c->tie_embeddings) {
         rp->head = rp->embed;
     } else if (load_matrix(rp, "lm_head.weight", c->vocab_size, c->hidden, &rp->head, err)) {
