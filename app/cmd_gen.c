@@ -27,20 +27,33 @@ typedef struct gen_preset {
     int dense_inter, moe_inter, experts, top_k, shared;
     int n_base;                  /* BPE ranks; vocab = n_base + 256 */
     const char *full_attn;       /* 1-based MLA layers */
+    /* Kimi K3 layout (kimi_k3_spec.md) when q_lora > 0 */
+    int q_lora, latent, attn_res_block;
 } gen_preset;
 
 static const gen_preset presets[] = {
-    {"tiny", 64, 4, 2, 16, 16, 2, 32, 16, 8, 16, 128, 32, 8, 2, 1, 512, "2,4"},
-    {"small", 256, 8, 4, 32, 32, 4, 64, 32, 16, 32, 512, 128, 16, 4, 1, 1024, "4,8"},
-    {"demo", 768, 12, 6, 128, 128, 6, 256, 64, 32, 64, 2048, 384, 24, 4, 1, 2048, "4,8,12"},
+    {"tiny", 64, 4, 2, 16, 16, 2, 32, 16, 8, 16, 128, 32, 8, 2, 1, 512, "2,4", 0, 0, 0},
+    {"small", 256, 8, 4, 32, 32, 4, 64, 32, 16, 32, 512, 128, 16, 4, 1, 1024, "4,8", 0, 0, 0},
+    {"demo", 768, 12, 6, 128, 128, 6, 256, 64, 32, 64, 2048, 384, 24, 4, 1, 2048, "4,8,12", 0, 0, 0},
+    /* K3: AttnRes blocks of 2 (boundaries 0,2,4,6), last two layers MLA, MXFP4 experts */
+    {"k3-tiny", 64, 7, 2, 16, 16, 2, 32, 16, 8, 16, 128, 64, 12, 3, 2, 512, "4,6,7", 32, 32, 2},
+    /* K3's proportions at a few GB: 256 experts top-16, 1.2 MiB pages, experts > 90% of bytes */
+    {"k3-sim", 1024, 12, 8, 128, 128, 8, 256, 64, 32, 64, 4096, 1536, 256, 16, 2, 2048, "4,8,11,12", 512, 512, 3},
 };
 
-typedef enum { INIT_MATRIX, INIT_EMBED, INIT_NORM, INIT_ALOG, INIT_DTBIAS, INIT_CONV, INIT_BIAS } init_kind;
+typedef enum {
+    INIT_MATRIX, INIT_EMBED, INIT_NORM, INIT_ALOG, INIT_DTBIAS, INIT_CONV, INIT_BIAS,
+    INIT_RES_PROJ,      /* AttnRes score row: ~1/sqrt(hidden) so mixes stay soft */
+    INIT_MX_PACKED,     /* MXFP4 nibbles, uniform */
+    INIT_MX_SCALE,      /* E8M0 exponents giving ~1/sqrt(fan_in) weights */
+    INIT_ZERO           /* vision tower placeholders */
+} init_kind;
 
 typedef struct gen_tensor {
     st_out_tensor t;
     init_kind init;
     int fan_in;
+    int n_heads;                 /* INIT_ALOG: entries past the heads are 0 (K3 ships 128) */
 } gen_tensor;
 
 typedef struct gen_state {
@@ -61,7 +74,7 @@ static uint64_t splitmix(uint64_t *x)
 
 static double uniform01(uint64_t *x) { return (double)(splitmix(x) >> 11) / 9007199254740992.0; }
 
-static void add_tensor(gen_state *g, const char *name, k3_dtype dt, int ndim, int64_t d0, int64_t d1,
+static gen_tensor *add_tensor(gen_state *g, const char *name, k3_dtype dt, int ndim, int64_t d0, int64_t d1,
                        int64_t d2, int64_t d3, init_kind init, int fan_in)
 {
     if (g->n == g->cap) {
@@ -78,6 +91,7 @@ static void add_tensor(gen_state *g, const char *name, k3_dtype dt, int ndim, in
     for (int i = 0; i < ndim; i++) t->t.shape[i] = dims[i];
     t->init = init;
     t->fan_in = fan_in;
+    return t;
 }
 
 /* Write one value into dst at index i in the tensor's dtype. */
@@ -95,13 +109,29 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
     uint64_t h = 1469598103934665603ull ^ g->seed;
     for (const char *p = t->name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
     uint64_t n = st_out_tensor_bytes(t) / k3_dtype_size(t->dtype);
+    if (gt->init == INIT_MX_PACKED || gt->init == INIT_ZERO) {
+        uint8_t *b = dst;
+        for (uint64_t j = 0; j < n; j += 8) {
+            uint64_t r = gt->init == INIT_ZERO ? 0 : splitmix(&h);
+            for (uint64_t k = 0; k < 8 && j + k < n; k++) b[j + k] = (uint8_t)(r >> (8 * k));
+        }
+        return;
+    }
+    if (gt->init == INIT_MX_SCALE) {
+        /* E2M1 values have RMS ~2.93: pick 2^e near 1/(2.93 sqrt(fan_in)), +-1 per group */
+        int e = (int)lround(log2(1.0 / (2.93 * sqrt((double)gt->fan_in))));
+        uint8_t *b = dst;
+        for (uint64_t j = 0; j < n; j++) b[j] = (uint8_t)(127 + e + (int)(splitmix(&h) % 3) - 1);
+        return;
+    }
     for (uint64_t j = 0; j < n; j++) {
         double u = uniform01(&h), v;
         switch (gt->init) {
         case INIT_MATRIX: v = (2 * u - 1) * sqrt(3.0 / gt->fan_in); break;
         case INIT_EMBED: v = (2 * u - 1) * sqrt(3.0); break;
         case INIT_NORM: v = 1.0 + 0.2 * (u - 0.5); break;
-        case INIT_ALOG: v = log(1.0 + 15.0 * u); break;
+        case INIT_ALOG: v = gt->n_heads && (int)j >= gt->n_heads ? 0.0 : log(1.0 + 15.0 * u); break;
+        case INIT_RES_PROJ: v = (2 * u - 1) * sqrt(3.0 / gt->fan_in); break;
         case INIT_DTBIAS: {
             double dt = exp(log(1e-3) + u * (log(1e-1) - log(1e-3)));
             v = dt + log(-expm1(-dt));
@@ -172,6 +202,98 @@ static void build_tensors(gen_state *g, const gen_preset *p, const uint8_t *is_m
     }
     add_tensor(g, "model.norm.weight", N, 1, D, 0, 0, 0, INIT_NORM, 1);
     add_tensor(g, "lm_head.weight", W, 2, V, D, 0, 0, INIT_MATRIX, D);
+}
+
+
+/* Compare tensor names the way a sorted safetensors writer orders them. */
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const gen_tensor *)a)->t.name, ((const gen_tensor *)b)->t.name);
+}
+
+/* The Kimi K3 tensor set (kimi_k3_spec.md §4-7), prefixed "language_model.";
+ * routed experts MXFP4 (weight_packed + weight_scale), written in the
+ * lexicographic name order of the real release (experts.10 before
+ * experts.2), so an expert's six tensors are contiguous but pages are not in
+ * id order; plus vision tensors a text engine must ignore. */
+static void build_tensors_k3(gen_state *g, const gen_preset *p, const uint8_t *is_mla)
+{
+    const k3_dtype W = g->gen_dtype_f32 ? K3_DT_F32 : K3_DT_BF16;
+    const int D = p->hidden, V = p->n_base + 256, P = p->kda_heads * p->kda_head_dim, Lt = p->latent;
+    char n[256];
+#define LM "language_model."
+    add_tensor(g, LM "model.embed_tokens.weight", W, 2, V, D, 0, 0, INIT_EMBED, D);
+    for (int l = 0; l < p->layers; l++) {
+#define NM(fmt, ...) (snprintf(n, sizeof n, LM "model.layers.%d." fmt, l, ##__VA_ARGS__), n)
+        add_tensor(g, NM("input_layernorm.weight"), W, 1, D, 0, 0, 0, INIT_NORM, 1);
+        add_tensor(g, NM("post_attention_layernorm.weight"), W, 1, D, 0, 0, 0, INIT_NORM, 1);
+        add_tensor(g, NM("self_attention_res_norm.weight"), W, 1, D, 0, 0, 0, INIT_NORM, 1);
+        add_tensor(g, NM("self_attention_res_proj.weight"), W, 2, 1, D, 0, 0, INIT_RES_PROJ, D);
+        add_tensor(g, NM("mlp_res_norm.weight"), W, 1, D, 0, 0, 0, INIT_NORM, 1);
+        add_tensor(g, NM("mlp_res_proj.weight"), W, 2, 1, D, 0, 0, INIT_RES_PROJ, D);
+        if (!is_mla[l]) {
+            add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.k_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.v_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.q_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.k_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.v_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+            add_tensor(g, NM("self_attn.f_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.f_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
+            add_tensor(g, NM("self_attn.b_proj.weight"), W, 2, p->kda_heads, D, 0, 0, INIT_MATRIX, D);
+            int alog = p->kda_heads <= 128 ? 128 : p->kda_heads;      /* shipped as 128 floats */
+            add_tensor(g, NM("self_attn.A_log"), K3_DT_F32, 1, alog, 0, 0, 0, INIT_ALOG, 1)->n_heads = p->kda_heads;
+            add_tensor(g, NM("self_attn.dt_bias"), K3_DT_F32, 1, P, 0, 0, 0, INIT_DTBIAS, 1);
+            add_tensor(g, NM("self_attn.g_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.o_norm.weight"), K3_DT_F32, 1, p->kda_head_dim, 0, 0, 0, INIT_NORM, 1);
+            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, P, 0, 0, INIT_MATRIX, P);
+        } else {
+            int qd = p->nope + p->rope;
+            add_tensor(g, NM("self_attn.q_a_proj.weight"), W, 2, p->q_lora, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.q_a_layernorm.weight"), W, 1, p->q_lora, 0, 0, 0, INIT_NORM, 1);
+            add_tensor(g, NM("self_attn.q_b_proj.weight"), W, 2, p->mla_heads * qd, p->q_lora, 0, 0, INIT_MATRIX, p->q_lora);
+            add_tensor(g, NM("self_attn.kv_a_proj_with_mqa.weight"), W, 2, p->kv_lora + p->rope, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("self_attn.kv_a_layernorm.weight"), W, 1, p->kv_lora, 0, 0, 0, INIT_NORM, 1);
+            add_tensor(g, NM("self_attn.kv_b_proj.weight"), W, 2, p->mla_heads * (p->nope + p->v_dim), p->kv_lora, 0, 0, INIT_MATRIX, p->kv_lora);
+            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, p->mla_heads * p->v_dim, 0, 0, INIT_MATRIX, p->mla_heads * p->v_dim);
+            add_tensor(g, NM("self_attn.g_proj.weight"), W, 2, p->mla_heads * p->v_dim, D, 0, 0, INIT_MATRIX, D);
+        }
+        if (l == 0) {
+            add_tensor(g, NM("mlp.gate_proj.weight"), W, 2, p->dense_inter, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("mlp.up_proj.weight"), W, 2, p->dense_inter, D, 0, 0, INIT_MATRIX, D);
+            add_tensor(g, NM("mlp.down_proj.weight"), W, 2, D, p->dense_inter, 0, 0, INIT_MATRIX, p->dense_inter);
+            continue;
+        }
+        add_tensor(g, NM("block_sparse_moe.gate.weight"), W, 2, p->experts, D, 0, 0, INIT_MATRIX, D);
+        add_tensor(g, NM("block_sparse_moe.gate.e_score_correction_bias"), K3_DT_F32, 1, p->experts, 0, 0, 0, INIT_BIAS, 1);
+        add_tensor(g, NM("block_sparse_moe.routed_expert_down_proj.weight"), W, 2, Lt, D, 0, 0, INIT_MATRIX, D);
+        add_tensor(g, NM("block_sparse_moe.routed_expert_up_proj.weight"), W, 2, D, Lt, 0, 0, INIT_MATRIX, Lt);
+        add_tensor(g, NM("block_sparse_moe.routed_expert_norm.weight"), W, 1, Lt, 0, 0, 0, INIT_NORM, 1);
+        int si = p->moe_inter * p->shared;
+        add_tensor(g, NM("block_sparse_moe.shared_experts.gate_proj.weight"), W, 2, si, D, 0, 0, INIT_MATRIX, D);
+        add_tensor(g, NM("block_sparse_moe.shared_experts.up_proj.weight"), W, 2, si, D, 0, 0, INIT_MATRIX, D);
+        add_tensor(g, NM("block_sparse_moe.shared_experts.down_proj.weight"), W, 2, D, si, 0, 0, INIT_MATRIX, si);
+        int first_expert = g->n;
+        for (int e = 0; e < p->experts; e++) {
+            const int I = p->moe_inter;
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w1.weight_packed", e), K3_DT_U8, 2, I, Lt / 2, 0, 0, INIT_MX_PACKED, Lt);
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w1.weight_scale", e), K3_DT_U8, 2, I, Lt / 32, 0, 0, INIT_MX_SCALE, Lt);
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w2.weight_packed", e), K3_DT_U8, 2, Lt, I / 2, 0, 0, INIT_MX_PACKED, I);
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w2.weight_scale", e), K3_DT_U8, 2, Lt, I / 32, 0, 0, INIT_MX_SCALE, I);
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w3.weight_packed", e), K3_DT_U8, 2, I, Lt / 2, 0, 0, INIT_MX_PACKED, Lt);
+            add_tensor(g, NM("block_sparse_moe.experts.%d.w3.weight_scale", e), K3_DT_U8, 2, I, Lt / 32, 0, 0, INIT_MX_SCALE, Lt);
+        }
+        qsort(g->list + first_expert, (size_t)(g->n - first_expert), sizeof *g->list, by_name);
+#undef NM
+    }
+    add_tensor(g, LM "model.norm.weight", W, 1, D, 0, 0, 0, INIT_NORM, 1);
+    add_tensor(g, LM "model.output_attn_res_norm.weight", W, 1, D, 0, 0, 0, INIT_NORM, 1);
+    add_tensor(g, LM "model.output_attn_res_proj.weight", W, 2, 1, D, 0, 0, INIT_RES_PROJ, D);
+    add_tensor(g, LM "lm_head.weight", W, 2, V, D, 0, 0, INIT_MATRIX, D);
+#undef LM
+    add_tensor(g, "vision_tower.patch_embed.proj.weight", K3_DT_BF16, 2, 32, 48, 0, 0, INIT_ZERO, 1);
+    add_tensor(g, "vision_tower.model.norm.weight", K3_DT_BF16, 1, 32, 0, 0, 0, INIT_ZERO, 1);
+    add_tensor(g, "mm_projector.proj.0.weight", K3_DT_BF16, 2, 64, 32, 0, 0, INIT_ZERO, 1);
 }
 
 /* Write a JSON value to DIR/NAME, pretty-printed like the HF files. */
@@ -254,6 +376,81 @@ static json_t *make_config(const gen_preset *p, int f32)
     return c;
 }
 
+/* The Kimi K3 config: wrapper kimi_k3 with the decoder in text_config
+ * (kimi_k3_spec.md §2), MXFP4 quantization_config as released. */
+static json_t *make_config_k3(const gen_preset *p, int f32)
+{
+    json_t *tc = make_config(p, f32);
+    json_object_set_new(tc, "hidden_act", json_string("situ"));
+    json_object_set_new(tc, "activation_situ_beta", json_real(4.0));
+    json_object_set_new(tc, "activation_situ_linear_beta", json_real(25.0));
+    json_object_set_new(tc, "q_lora_rank", json_integer(p->q_lora));
+    json_object_set_new(tc, "mla_use_output_gate", json_true());
+    json_object_set_new(tc, "routed_expert_hidden_size", json_integer(p->latent));
+    json_object_set_new(tc, "latent_moe_use_norm", json_true());
+    json_object_set_new(tc, "routed_scaling_factor", json_real(1.0));
+    json_object_set_new(tc, "topk_method", json_string("noaux_tc"));
+    json_object_set_new(tc, "attn_res_block_size", json_integer(p->attn_res_block));
+    json_object_set_new(tc, "max_position_embeddings", json_integer(1048576));
+    json_object_del(tc, "rope_theta");
+    json_object_del(tc, "rope_scaling");
+    json_object_del(tc, "head_dim");
+    json_t *lac = json_object_get(tc, "linear_attn_config");
+    json_object_set_new(lac, "gate_lower_bound", json_real(-5.0));
+    json_object_set_new(lac, "use_full_rank_gate", json_true());
+    json_t *qc = json_pack("{s:s,s:s,s:s,s:{s:{s:[s],s:{s:i,s:s,s:i,s:s,s:b,s:s},s:n}},s:[s,s,s,s,s,s]}",
+                           "quant_method", "compressed-tensors", "format", "mxfp4-pack-quantized",
+                           "quantization_status", "compressed", "config_groups", "group_0", "targets", "Linear",
+                           "weights", "num_bits", 4, "type", "float", "group_size", 32, "strategy", "group",
+                           "symmetric", 1, "scale_dtype", "torch.uint8", "input_activations", "ignore",
+                           "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
+                           "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*");
+    json_object_set_new(tc, "quantization_config", qc);
+    json_t *arch = json_array();
+    json_array_append_new(arch, json_string("KimiK3ForConditionalGeneration"));
+    json_t *top = json_object();
+    json_object_set_new(top, "architectures", arch);
+    json_object_set_new(top, "model_type", json_string("kimi_k3"));
+    json_object_set_new(top, "bos_token_id", json_integer(p->n_base));
+    json_object_set_new(top, "eos_token_id", json_integer(p->n_base + 2));
+    json_object_set_new(top, "pad_token_id", json_integer(p->n_base + 255));
+    json_object_set_new(top, "vt_num_hidden_layers", json_integer(1));
+    json_object_set_new(top, "vt_hidden_size", json_integer(32));
+    json_object_set_new(top, "mm_projector_type", json_string("patchmergerv2"));
+    json_object_set_new(top, "text_config", tc);
+    return top;
+}
+
+/* K3 renamed the special tokens at the same ids (kimi_k3_spec.md §8):
+ * rewrite added_tokens_decoder of the generated tokenizer_config.json. */
+static int rename_specials_k3(const char *dir, int n_base)
+{
+    static const struct { int offset; const char *name; } k3_specials[] = {
+        {0, "[BOS]"}, {1, "[EOS]"}, {2, "<|end_of_msg|>"}, {3, "<|open|>"}, {4, "<|close|>"},
+        {5, "<|sep|>"}, {6, "[start_header_id]"}, {7, "[end_header_id]"}, {9, "[EOT]"},
+        {18, "<|media_begin|>"}, {19, "<|media_content|>"}, {20, "<|media_end|>"},
+        {21, "<|media_pad|>"}, {65, "<osagent_mode>"}, {254, "[UNK]"}, {255, "[PAD]"}};
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) { cli_error("%s: %s", path, jerr.text); return -1; }
+    json_t *dec = json_object();
+    for (size_t i = 0; i < sizeof k3_specials / sizeof k3_specials[0]; i++) {
+        char id[32];
+        snprintf(id, sizeof id, "%d", n_base + k3_specials[i].offset);
+        int special = k3_specials[i].offset < 3 || k3_specials[i].offset > 5;
+        json_object_set_new(dec, id, json_pack("{s:s,s:b,s:b,s:b,s:b,s:b}", "content", k3_specials[i].name,
+                                               "lstrip", 0, "normalized", 0, "rstrip", 0, "single_word", 0,
+                                               "special", special));
+    }
+    json_object_set_new(root, "added_tokens_decoder", dec);
+    json_object_set_new(root, "eos_token", json_string("[EOS]"));
+    char dirbuf[4096];
+    snprintf(dirbuf, sizeof dirbuf, "%s", dir);
+    return write_json(dirbuf, "tokenizer_config.json", root);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 gen OUT_DIR --preset tiny|small|demo [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
@@ -262,8 +459,10 @@ static void usage(FILE *f)
                "tokenizer_config.json and generation_config.json. Weights are deterministic per\n"
                "seed and tensor name (independent of --shards).\n"
                "  tiny  ~0.4 MB   hidden 64, 4 layers, 8 experts top-2\n"
-               "  small ~8 MB     hidden 256, 8 layers, 16 experts top-4\n"
-               "  demo  ~500 MB   hidden 768, 12 layers, 24 experts top-4\n");
+               "  small ~28 MB    hidden 256, 8 layers, 16 experts top-4\n"
+               "  demo  ~560 MB   hidden 768, 12 layers, 24 experts top-4\n"
+               "  k3-tiny ~1 MB   Kimi K3 layout: 7 layers, AttnRes blocks of 2, last two MLA, MXFP4 experts\n"
+               "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n");
 }
 
 int cmd_gen(int argc, char **argv)
@@ -288,7 +487,7 @@ int cmd_gen(int argc, char **argv)
     const gen_preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, preset_name)) p = &presets[i];
-    if (!p) { cli_error("gen: unknown preset '%s' (tiny, small, demo)", preset_name); return K3_EXIT_USAGE; }
+    if (!p) { cli_error("gen: unknown preset '%s' (tiny, small, demo, k3-tiny, k3-sim)", preset_name); return K3_EXIT_USAGE; }
     if (strcmp(dtype, "bf16") && strcmp(dtype, "f32")) {
         cli_error("gen: --dtype must be bf16 or f32, got '%s'", dtype);
         return K3_EXIT_USAGE;
@@ -305,7 +504,8 @@ int cmd_gen(int argc, char **argv)
     gen_state g = {0};
     g.seed = (uint64_t)seed;
     g.gen_dtype_f32 = !strcmp(dtype, "f32");
-    build_tensors(&g, p, is_mla);
+    if (p->q_lora) build_tensors_k3(&g, p, is_mla);
+    else build_tensors(&g, p, is_mla);
 
     /* Split into K shards of about equal size, keeping forward order. */
     uint64_t total = 0;
@@ -346,7 +546,8 @@ int cmd_gen(int argc, char **argv)
     json_decref(weight_map);
     free(g.list);
     if (rc) return K3_EXIT_ERROR;
-    if (write_json(out, "config.json", make_config(p, g.gen_dtype_f32))) return K3_EXIT_ERROR;
+    if (write_json(out, "config.json", p->q_lora ? make_config_k3(p, g.gen_dtype_f32) : make_config(p, g.gen_dtype_f32)))
+        return K3_EXIT_ERROR;
     json_t *gc = json_object();
     json_object_set_new(gc, "bos_token_id", json_integer(p->n_base));
     json_object_set_new(gc, "eos_token_id", json_integer(p->n_base + 2));
@@ -357,6 +558,7 @@ int cmd_gen(int argc, char **argv)
         cli_error("%s", msg);
         return K3_EXIT_ERROR;
     }
+    if (p->q_lora && rename_specials_k3(out, p->n_base)) return K3_EXIT_ERROR;
     fprintf(stderr, "k3: wrote %s: preset %s, %.1f MB of weights in %lld shard%s\n", out, p->name,
             total / 1e6, shards, shards > 1 ? "s" : "");
     return K3_EXIT_OK;
