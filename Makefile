@@ -39,6 +39,12 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libk3engine.a tests/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)
 
+# The history store's unit tests also link the history objects and SQLite.
+HISTORY_OBJ := $(filter $(BUILD)/history/%,$(APP_OBJ))
+$(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(BUILD)/libk3engine.a tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(HISTORY_OBJ) $(BUILD)/libk3engine.a -lsqlite3 $(LDLIBS)
+
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libk3engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)

@@ -20,7 +20,7 @@
 typedef struct history_args {
     const char *db;              /* --db FILE or NULL for the default */
     int help;
-    const char *pos[8];          /* positional arguments after the subcommand */
+    const char *pos[64];         /* positional arguments after the subcommand */
     int n_pos;
     const char *format;          /* export --format */
     const char *output;          /* export -o */
@@ -41,7 +41,8 @@ static void usage(FILE *f, const char *sub)
     if (!sub || !strcmp(sub, "search"))
         fprintf(f, "usage: k3 history search TEXT... [--limit N] [--db FILE]\n"
                    "  Full-text search of all messages, best matches first, with snippets. TEXT is\n"
-                   "  plain text: quotes and words like AND, OR, NEAR are matched literally.\n");
+                   "  plain text: quotes and words like AND, OR, NEAR are matched literally;\n"
+                   "  text starting with - goes after --, e.g. k3 history search -- -x\n");
     if (!sub || !strcmp(sub, "export"))
         fprintf(f, "usage: k3 history export ID --format md|json [-o FILE] [--db FILE]\n"
                    "  Write a conversation as Markdown or JSON (JSON can be imported again).\n");
@@ -72,11 +73,11 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
         } else if (!strcmp(s, "--n") && has_value) {
             if (cli_parse_int(s, argv[++i], 1, 100000000, &a->n)) return K3_EXIT_USAGE;
         } else if (!strcmp(s, "--")) {
-            for (i++; i < argc && a->n_pos < 8; i++) a->pos[a->n_pos++] = argv[i];
+            for (i++; i < argc && a->n_pos < 64; i++) a->pos[a->n_pos++] = argv[i];
         } else if (s[0] == '-' && s[1]) {
-            cli_error("history %s: unknown option '%s' (or missing value)", sub, s);
+            cli_error("history %s: unknown option '%s' (or missing value; text starting with '-' goes after --)", sub, s);
             return K3_EXIT_USAGE;
-        } else if (a->n_pos < 8) {
+        } else if (a->n_pos < 64) {
             a->pos[a->n_pos++] = s;
         } else {
             cli_error("history %s: too many arguments", sub);
@@ -133,7 +134,7 @@ static const char *model_short(const char *path)
 
 /* `list`: one line per conversation. A missing default database is just
  * "nothing yet", not an error. */
-static int history_list(const history_args *a)
+static int sub_list(const history_args *a)
 {
     if (a->n_pos) { cli_error("history list: unexpected argument '%s'", a->pos[0]); return K3_EXIT_USAGE; }
     if (!a->db) {
@@ -187,7 +188,7 @@ static void print_msg_stats(const history_message *m)
 }
 
 /* `show ID`: header, system prompt, then every message. */
-static int history_show(const history_args *a)
+static int sub_show(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "show"); return K3_EXIT_USAGE; }
     history *h = open_db(a, 0);
@@ -243,7 +244,7 @@ static void print_snippet(const char *s, int tty)
 }
 
 /* `search TEXT...`: the words are joined with spaces and searched as plain text. */
-static int history_search_cmd(const history_args *a)
+static int sub_search(const history_args *a)
 {
     if (a->n_pos < 1) { usage(stderr, "search"); return K3_EXIT_USAGE; }
     char query[4096] = "";
@@ -258,7 +259,7 @@ static int history_search_cmd(const history_args *a)
     size_t n;
     int substring = 0;
     history_error err;
-    if (history_search(h, query, a->limit ? (int)a->limit : 20, SNIPPET_ON, SNIPPET_OFF, &hits, &n, &substring, &err)) {
+    if (history_msg_search(h, query, a->limit ? (int)a->limit : 20, SNIPPET_ON, SNIPPET_OFF, &hits, &n, &substring, &err)) {
         cli_error("%s", err.msg);
         history_close(h);
         return K3_EXIT_ERROR;
@@ -298,7 +299,7 @@ static int export_to_file(history *h, int64_t id, history_format fmt, const char
 }
 
 /* `export ID --format md|json [-o FILE]`. */
-static int history_export_cmd(const history_args *a)
+static int sub_export(const history_args *a)
 {
     if (a->n_pos != 1 || !a->format) { usage(stderr, "export"); return K3_EXIT_USAGE; }
     history_format fmt;
@@ -325,7 +326,7 @@ static int history_export_cmd(const history_args *a)
 }
 
 /* `import FILE.json`: one conversation from our JSON export. */
-static int history_import_cmd(const history_args *a)
+static int sub_import(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "import"); return K3_EXIT_USAGE; }
     char *text = cli_read_file(a->pos[0], NULL);
@@ -349,7 +350,7 @@ static int history_import_cmd(const history_args *a)
 }
 
 /* `rm ID`: the conversation, its messages and its snapshot files. */
-static int history_rm(const history_args *a)
+static int sub_rm(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "rm"); return K3_EXIT_USAGE; }
     history *h = open_db(a, 0);
@@ -374,7 +375,7 @@ static int history_rm(const history_args *a)
 /* Hidden, for tests/t_history.sh: append --n messages to a new conversation,
  * printing "committed ID" after each commit and taking a small snapshot
  * every 10 messages, so a kill -9 can land anywhere in the write path. */
-static int history_stress(const history_args *a)
+static int sub_stress(const history_args *a)
 {
     history *h = open_db(a, 1);
     if (!h) return K3_EXIT_ERROR;
@@ -477,7 +478,7 @@ static int check_ids(history *h, const char *path)
 
 /* Hidden, for tests: open (which cleans snapshots), run history_check, and
  * optionally verify committed ids. */
-static int history_check_cmd(const history_args *a)
+static int sub_check(const history_args *a)
 {
     history *h = open_db(a, 0);
     if (!h) return K3_EXIT_ERROR;
@@ -501,9 +502,9 @@ int cmd_history(int argc, char **argv)
         return argc < 2 ? K3_EXIT_USAGE : K3_EXIT_OK;
     }
     static const struct { const char *name; int (*fn)(const history_args *); int hidden; } subs[] = {
-        {"list", history_list, 0},          {"show", history_show, 0},   {"search", history_search_cmd, 0},
-        {"export", history_export_cmd, 0},  {"import", history_import_cmd, 0}, {"rm", history_rm, 0},
-        {"stress", history_stress, 1},      {"check", history_check_cmd, 1},
+        {"list", sub_list, 0},          {"show", sub_show, 0},   {"search", sub_search, 0},
+        {"export", sub_export, 0},  {"import", sub_import, 0}, {"rm", sub_rm, 0},
+        {"stress", sub_stress, 1},      {"check", sub_check, 1},
     };
     const char *pre_db = NULL;
     if (!strcmp(argv[1], "--db") && argc >= 4) {   /* `k3 history --db FILE SUB ...` */

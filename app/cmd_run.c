@@ -100,7 +100,7 @@ int cmd_run(int argc, char **argv)
         int n_msgs = 0;
         if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system};
         msgs[n_msgs++] = (k3_chat_msg){"user", prompt};
-        ids = k3_model_render_chat(m, msgs, n_msgs, &n_prompt, &err);
+        ids = k3_model_render_chat(m, msgs, n_msgs, 1, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     } else {
         char msg[512];

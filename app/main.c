@@ -14,6 +14,7 @@ typedef struct {
 
 static const subcommand subcommands[] = {
     {"chat",     cmd_chat,     "multi-turn conversation, stored and resumable"},
+    {"history",  cmd_history,  "list, search, export or delete stored conversations"},
     {"run",      cmd_run,      "generate text from a prompt (stats on stderr)"},
     {"eval",     cmd_eval,     "teacher-forced logits for a list of token ids"},
     {"tokenize", cmd_tokenize, "encode text or a chat, or decode ids"},

@@ -42,11 +42,18 @@ void k3_model_close(k3_model *m);
 void k3_model_get_info(const k3_model *m, k3_model_info *out);
 /* NULL when the model directory has no tokenizer. */
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m);
-/* Ids at which generation stops (<|im_end|>, [EOS], [EOT] that exist). */
+/* Ids at which a chat answer stops: Kimi Linear <|im_end|>, [EOS], [EOT];
+ * Kimi K3 <|end_of_msg|>, <|close|> (the model closing its response), [EOS],
+ * [EOT] (those that exist). */
 int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids);
-/* Render a chat in the model's own chat format (with the generation prompt). */
+/* Render a chat in the model's own format: the K2 framing for kimi_linear,
+ * XTML for kimi_k3; optionally with the generation prompt. */
 int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs,
-                          int *n_out, k3_error *err);
+                          int add_generation_prompt, int *n_out, k3_error *err);
+/* The ids that close an assistant message after its content (Kimi Linear:
+ * <|im_end|>; K3: close(response) close(message) <|end_of_msg|>). Returns
+ * the count, or -1 with err set. */
+int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *err);
 
 /* A new empty conversation state. max_tokens bounds the context (0 = 4096). */
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err);

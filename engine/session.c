@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "chat_xtml.h"
 #include "forward.h"
 #include "stats.h"
 
@@ -99,8 +100,11 @@ const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
 int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids)
 {
     int n = 0;
-    static const char *const names[] = {"<|im_end|>", "[EOS]", "[EOT]"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && n < max_ids; i++) {
+    static const char *const kimi_names[] = {"<|im_end|>", "[EOS]", "[EOT]"};
+    static const char *const k3_names[] = {"<|end_of_msg|>", "<|close|>", "[EOS]", "[EOT]"};
+    const char *const *names = m->cfg.is_k3 ? k3_names : kimi_names;
+    size_t n_names = m->cfg.is_k3 ? 4 : 3;
+    for (size_t i = 0; i < n_names && n < max_ids; i++) {
         int id = m->tok ? k3_tokenizer_special_id(m->tok, names[i]) : -1;
         if (id >= 0 && id < m->cfg.vocab_size) ids[n++] = id;
     }
@@ -112,17 +116,31 @@ int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids)
     return n;
 }
 
-int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs, int *n_out,
-                          k3_error *err)
+int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                          int *n_out, k3_error *err)
 {
     if (!m->tok) {
         k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
         return NULL;
     }
     char msg[512];
-    int *ids = k3_chat_render_kimi(m->tok, msgs, n_msgs, 1, n_out, msg, sizeof msg);
+    int *ids = m->cfg.is_k3 ? k3_chat_render_xtml(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg)
+                            : k3_chat_render_kimi(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg);
     if (!ids) k3_err(err, "%s", msg);
     return ids;
+}
+
+int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *err)
+{
+    if (!m->tok) return k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
+    if (m->cfg.is_k3) {
+        int n = k3_chat_xtml_close_ids(m->tok, ids, max_ids);
+        return n < 0 ? k3_err(err, "tokenizer_config.json lacks the XTML tokens") : n;
+    }
+    int id = k3_tokenizer_special_id(m->tok, "<|im_end|>");
+    if (id < 0 || max_ids < 1) return k3_err(err, "tokenizer_config.json has no <|im_end|> token");
+    ids[0] = id;
+    return 1;
 }
 
 /* Allocate the chunk scratch; sizes follow the config. */

@@ -211,7 +211,7 @@ typedef struct history_hit {
  * operators match literally. Ranked by bm25; when the full-text index finds
  * nothing (e.g. a query of punctuation only) it falls back to a substring
  * match and sets *used_substring (may be NULL). Markers NULL = "[" "]". */
-int history_search(history *h, const char *query, int limit, const char *mark_on,
+int history_msg_search(history *h, const char *query, int limit, const char *mark_on,
                    const char *mark_off, history_hit **out, size_t *n_out, int *used_substring,
                    history_error *err);
 void history_hits_free(history_hit *hits, size_t n);

@@ -1,4 +1,4 @@
-/* internal.h - what the history/*.c files share and nobody else sees: the
+/* internal.h - what the files in history/ share and nobody else sees: the
  * handle, transaction and statement helpers, and the schema migrations
  * (tests include this to build an old-version database by hand). */
 #ifndef K3_HISTORY_INTERNAL_H
@@ -58,6 +58,11 @@ int hist_migrate(sqlite3 *db, int from_version, int to_version, char *errbuf, si
 int hist_snapshot_cleanup(history *h, history_error *err);
 /* Checksum of a whole file as "mix64:<16 hex>"; also returns its size. */
 int hist_file_checksum(const char *path, char out[32], int64_t *bytes, history_error *err);
+
+/* Insert one message inside the caller's transaction (content already
+ * valid UTF-8, stats compact JSON or NULL); seq = last + 1. Returns the id. */
+int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, const char *content,
+                        const char *stats, history_error *err);
 
 /* Read one conversation row by id (counts included). 1 found, 0 not, -1 error. */
 int hist_conv_load(history *h, int64_t id, history_conversation *out, history_error *err);

@@ -22,7 +22,7 @@ struct conversation {
     history_conversation row;
     int have_row;
     int turn;
-    int im_end;
+    int close_ids[32], n_close;  /* what ends an assistant message */
     int stops[8], n_stops;
     int resumed_from_snapshot;
 };
@@ -44,13 +44,13 @@ conversation *conversation_create(k3_model *m, history *db, const char *model_di
     c->db = db;
     c->model_dir = strdup(model_dir);
     c->max_new = max_new;
-    c->im_end = k3_tokenizer_special_id(tok, "<|im_end|>");
+    c->n_close = k3_model_chat_close_ids(m, c->close_ids, 32, err);
     c->n_stops = k3_model_stop_ids(m, c->stops, 8);
     c->sampler = *sampler;
     k3_model_info info;
     k3_model_get_info(m, &info);
-    if (c->im_end < 0) {
-        k3_err(err, "%s: tokenizer has no <|im_end|> token", model_dir);
+    if (c->n_close < 0) {
+        /* err set */
     } else if (!(c->session = k3_session_new(m, ctx, err))) {
         /* err set */
     } else if (k3_sampler_init(&c->sampler, info.vocab_size)) {
@@ -137,11 +137,11 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
     if (c->row.system_prompt && *c->row.system_prompt) cm[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
     for (size_t i = 0; i < n; i++)
         if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
-    char emsg[512];
     int n_ids = 0, *ids = NULL;
     if (nm) {
-        ids = k3_chat_render_kimi(k3_model_tokenizer(c->model), cm, nm, 0, &n_ids, emsg, sizeof emsg);
-        if (!ids) { free(cm); return k3_err(err, "resume: %s", emsg); }
+        k3_error rerr;
+        ids = k3_model_render_chat(c->model, cm, nm, 0, &n_ids, &rerr);
+        if (!ids) { free(cm); return k3_err(err, "resume: %s", rerr.msg); }
     }
     free(cm);
     if (n_ids > k3_session_max_tokens(c->session)) {
@@ -207,7 +207,6 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
 {
     history_error herr;
-    char emsg[512];
     memset(r, 0, sizeof *r);
     /* the new tokens: (system on the first turn) + user message + generation prompt */
     k3_chat_msg msgs[2];
@@ -216,8 +215,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         msgs[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
     msgs[nm++] = (k3_chat_msg){"user", user_text};
     int n_ids = 0;
-    int *ids = k3_chat_render_kimi(k3_model_tokenizer(c->model), msgs, nm, 1, &n_ids, emsg, sizeof emsg);
-    if (!ids) { k3_err(err, "message not sent: %s", emsg); return 1; }
+    k3_error rerr;
+    int *ids = k3_model_render_chat(c->model, msgs, nm, 1, &n_ids, &rerr);
+    if (!ids) { k3_err(err, "message not sent: %s", rerr.msg); return 1; }
     int used = k3_session_n_tokens(c->session), limit = k3_session_max_tokens(c->session);
     if (used + n_ids + 1 > limit) {
         k3_err(err, "message not sent: it needs %d tokens but only %d of the context limit %d are left "
@@ -268,10 +268,12 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     free(am.engine_stats_json);
     if (am_id < 0) { k3_err(err, "%s", herr.msg); return -1; }
     if (rc) return -1;
-    /* close the answer in the session: the pending token, then <|im_end|> */
-    int close_ids[2], n_close = 0;
+    /* close the answer in the session: the pending token, then the format's
+     * closing ids (<|im_end|>, or XTML close tags and <|end_of_msg|>) */
+    int close_ids[34], n_close = 0;
     if (g.pending_token >= 0) close_ids[n_close++] = g.pending_token;
-    close_ids[n_close++] = c->im_end;
+    memcpy(close_ids + n_close, c->close_ids, (size_t)c->n_close * sizeof(int));
+    n_close += c->n_close;
     if (k3_session_n_tokens(c->session) + n_close > limit) {
         r->context_full = 1;
         return 0;

@@ -1,0 +1,148 @@
+/* chat_xtml.c - the Kimi K3 chat format, XTML (kimi_k3_spec.md §8).
+ *
+ *   open(tag, attrs) = <|open|> tag { " key" "=\"" value "\"" }* <|sep|>
+ *   close(tag)       = <|close|> tag <|sep|>
+ *   user/system      = open(message, role=R) CONTENT close(message) <|end_of_msg|>
+ *   assistant        = open(message, role=assistant) open(response) CONTENT
+ *                      close(response) close(message) <|end_of_msg|>
+ *   generation       = open(message, role=assistant) open(response)
+ *
+ * Every piece is encoded on its own (segment boundaries are token
+ * boundaries: " role", "=\"", "user" and "\"" are separate segments), the
+ * structural markers are special ids, and all message text is encoded with
+ * special tokens disallowed, so a user cannot forge framing. No BOS. Thinking
+ * is off: the generation prompt opens "response", not "think". */
+#include <stdlib.h>
+#include <string.h>
+#include "chat_xtml.h"
+
+typedef struct id_buffer {
+    int *ids;
+    int n, cap;
+    int failed;
+    char *err;
+    size_t errlen;
+} id_buffer;
+
+static void push_id(id_buffer *b, int id)
+{
+    if (b->failed) return;
+    if (b->n == b->cap) {
+        int cap = b->cap ? b->cap * 2 : 256;
+        int *g = realloc(b->ids, (size_t)cap * sizeof *g);
+        if (!g) { b->failed = 1; snprintf(b->err, b->errlen, "out of memory"); return; }
+        b->ids = g;
+        b->cap = cap;
+    }
+    b->ids[b->n++] = id;
+}
+
+/* One text segment, specials disallowed. */
+static void push_text(id_buffer *b, const k3_tokenizer *t, const char *text, size_t len)
+{
+    if (b->failed || !len) return;
+    int n = 0;
+    int *ids = k3_tokenizer_encode(t, text, len, 0, &n, b->err, b->errlen);
+    if (!ids) { b->failed = 1; return; }
+    for (int i = 0; i < n; i++) push_id(b, ids[i]);
+    free(ids);
+}
+
+static void push_str(id_buffer *b, const k3_tokenizer *t, const char *s) { push_text(b, t, s, strlen(s)); }
+
+/* Attribute values escape & and ". */
+static void push_value(id_buffer *b, const k3_tokenizer *t, const char *v)
+{
+    size_t n = strlen(v), o = 0;
+    char *esc = malloc(n * 6 + 1);
+    if (!esc) { b->failed = 1; snprintf(b->err, b->errlen, "out of memory"); return; }
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] == '&') { memcpy(esc + o, "&amp;", 5); o += 5; }
+        else if (v[i] == '"') { memcpy(esc + o, "&quot;", 6); o += 6; }
+        else esc[o++] = v[i];
+    }
+    push_text(b, t, esc, o);
+    free(esc);
+}
+
+typedef struct xtml_ids { int open, close, sep, end_of_msg; } xtml_ids;
+
+static void push_open(id_buffer *b, const k3_tokenizer *t, const xtml_ids *x, const char *tag,
+                      const char *key, const char *value)
+{
+    push_id(b, x->open);
+    push_str(b, t, tag);
+    if (key) {
+        char k[64];
+        snprintf(k, sizeof k, " %s", key);
+        push_str(b, t, k);
+        push_str(b, t, "=\"");
+        push_value(b, t, value);
+        push_str(b, t, "\"");
+    }
+    push_id(b, x->sep);
+}
+
+static void push_close(id_buffer *b, const k3_tokenizer *t, const xtml_ids *x, const char *tag)
+{
+    push_id(b, x->close);
+    push_str(b, t, tag);
+    push_id(b, x->sep);
+}
+
+static int find_ids(const k3_tokenizer *t, xtml_ids *x, char *err, size_t errlen)
+{
+    x->open = k3_tokenizer_special_id(t, "<|open|>");
+    x->close = k3_tokenizer_special_id(t, "<|close|>");
+    x->sep = k3_tokenizer_special_id(t, "<|sep|>");
+    x->end_of_msg = k3_tokenizer_special_id(t, "<|end_of_msg|>");
+    if (x->open < 0 || x->close < 0 || x->sep < 0 || x->end_of_msg < 0) {
+        snprintf(err, errlen, "tokenizer_config.json lacks the XTML tokens <|open|> <|close|> <|sep|> <|end_of_msg|>");
+        return -1;
+    }
+    return 0;
+}
+
+int *k3_chat_render_xtml(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
+                         int add_generation_prompt, int *n_out, char *err, size_t errlen)
+{
+    xtml_ids x;
+    if (find_ids(t, &x, err, errlen)) return NULL;
+    id_buffer b = {.err = err, .errlen = errlen};
+    for (int i = 0; i < n_msgs && !b.failed; i++) {
+        const char *role = msgs[i].role, *content = msgs[i].content ? msgs[i].content : "";
+        push_open(&b, t, &x, "message", "role", role);
+        if (!strcmp(role, "assistant")) {
+            push_open(&b, t, &x, "response", NULL, NULL);
+            push_str(&b, t, content);
+            push_close(&b, t, &x, "response");
+        } else {
+            push_str(&b, t, content);
+        }
+        push_close(&b, t, &x, "message");
+        push_id(&b, x.end_of_msg);
+    }
+    if (add_generation_prompt) {
+        push_open(&b, t, &x, "message", "role", "assistant");
+        push_open(&b, t, &x, "response", NULL, NULL);
+    }
+    if (b.failed) { free(b.ids); return NULL; }
+    if (!b.ids) push_id(&b, 0), b.n = 0;
+    *n_out = b.n;
+    return b.ids;
+}
+
+int k3_chat_xtml_close_ids(const k3_tokenizer *t, int *ids, int max_ids)
+{
+    xtml_ids x;
+    char err[256];
+    if (find_ids(t, &x, err, sizeof err)) return -1;
+    id_buffer b = {.err = err, .errlen = sizeof err};
+    push_close(&b, t, &x, "response");
+    push_close(&b, t, &x, "message");
+    push_id(&b, x.end_of_msg);
+    int n = b.failed || b.n > max_ids ? -1 : b.n;
+    if (n > 0) memcpy(ids, b.ids, (size_t)n * sizeof *ids);
+    free(b.ids);
+    return n;
+}
