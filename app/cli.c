@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "k3.h"
+#include "planner.h"
 
 void cli_error(const char *fmt, ...)
 {
@@ -123,4 +125,53 @@ const char *cli_default_model(void)
 {
     const char *m = getenv("K3_MODEL");
     return (m && *m) ? m : "models/demo";
+}
+
+const char cli_model_options_help[] =
+    "  --mem SIZE           hard memory budget for the whole process (e.g. 2G, 512M); weights that do\n"
+    "                       not fit are streamed from disk. Default: fully resident if the model fits\n"
+    "                       in available memory, else a budget derived from it\n"
+    "  --io direct|buffered read with O_DIRECT (default) or through the page cache\n"
+    "  --io-backend pool|uring  pread thread pool (default) or io_uring\n"
+    "  --io-depth N         reads in flight (default 4)\n"
+    "  --cache-policy lru|lfru  expert cache eviction (default lru)\n"
+    "  --trace FILE         record routing as lines \"token layer expert\"\n"
+    "  --threads N          compute threads (default: all cores)\n";
+
+int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt)
+{
+    const char *a = argv[*i];
+    int more = *i + 1 < argc;
+    long long v;
+    if (!strcmp(a, "--mem") && more) {
+        int64_t b = k3_parse_size(argv[++*i]);
+        if (b <= 0) { cli_error("--mem: expected a size such as 8G or 512M, got '%s'", argv[*i]); return -1; }
+        opt->mem_bytes = (uint64_t)b;
+    } else if (!strcmp(a, "--io") && more) {
+        const char *m = argv[++*i];
+        if (!strcmp(m, "direct")) opt->io_buffered = 0;
+        else if (!strcmp(m, "buffered")) opt->io_buffered = 1;
+        else { cli_error("--io: expected direct or buffered, got '%s'", m); return -1; }
+    } else if (!strcmp(a, "--io-backend") && more) {
+        const char *m = argv[++*i];
+        if (!strcmp(m, "pool")) opt->io_uring = 0;
+        else if (!strcmp(m, "uring")) opt->io_uring = 1;
+        else { cli_error("--io-backend: expected pool or uring, got '%s'", m); return -1; }
+    } else if (!strcmp(a, "--io-depth") && more) {
+        if (cli_parse_int(a, argv[++*i], 1, 32, &v)) return -1;
+        opt->io_depth = (int)v;
+    } else if (!strcmp(a, "--cache-policy") && more) {
+        const char *m = argv[++*i];
+        if (!strcmp(m, "lru")) opt->cache_lfru = 0;
+        else if (!strcmp(m, "lfru")) opt->cache_lfru = 1;
+        else { cli_error("--cache-policy: expected lru or lfru, got '%s'", m); return -1; }
+    } else if (!strcmp(a, "--trace") && more) {
+        opt->trace_path = argv[++*i];
+    } else if (!strcmp(a, "--threads") && more) {
+        if (cli_parse_int(a, argv[++*i], 1, 1024, &v)) return -1;
+        opt->n_threads = (int)v;
+    } else {
+        return 0;
+    }
+    return 1;
 }

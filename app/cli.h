@@ -14,6 +14,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
+int cmd_pack(int argc, char **argv);
 
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -35,6 +36,15 @@ int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len_out);
+
+/* Options every model-loading command accepts (--mem, --io, --io-backend,
+ * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,
+ * consume it (and its value), fill opt and return 1; 0 if not one of them;
+ * -1 on a bad value (message printed). */
+struct k3_options;
+int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt);
+/* The --help lines for those options. */
+extern const char cli_model_options_help[];
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

@@ -14,7 +14,8 @@
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, max_new, ctx, threads;
+    int json, plain, max_new, ctx;
+    k3_options model;
     k3_sampler sampler;
 } chat_options;
 
@@ -31,8 +32,8 @@ static void usage(FILE *f)
                "  -n, --max-tokens N   answer length limit (default 512)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
                "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
-               "  --threads N          compute threads\n"
-               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n");
+               "%s"
+               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n", cli_model_options_help);
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
@@ -48,6 +49,9 @@ static int parse_options(int argc, char **argv, chat_options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        if (mo < 0) return -1;
+        if (mo) continue;
         if (!strcmp(a, "--resume") && more) o->resume = argv[++i];
         else if (!strcmp(a, "--system") && more) o->system = argv[++i];
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
@@ -59,9 +63,6 @@ static int parse_options(int argc, char **argv, chat_options *o)
         } else if (!strcmp(a, "--ctx") && more) {
             if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
             o->ctx = (int)v;
-        } else if (!strcmp(a, "--threads") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1024, &v)) return -1;
-            o->threads = (int)v;
         } else if (!strcmp(a, "--top-k") && more) {
             if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
             o->sampler.top_k = (int)v;
@@ -105,8 +106,9 @@ int cmd_chat(int argc, char **argv)
     if (parse_options(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
     history_error herr;
-    k3_options kopt = {.n_threads = o.threads, .need_tokenizer = 1};
-    k3_model *m = k3_model_open(o.model_dir, &kopt, &err);
+    o.model.need_tokenizer = 1;
+    o.model.ctx_tokens = o.ctx;
+    k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
     int rc = K3_EXIT_ERROR;
     conversation *c = NULL;

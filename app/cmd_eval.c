@@ -14,24 +14,26 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 eval [MODEL] --ids \"1 2 3\" --logits OUT.f32 [--threads N]\n\n"
+    fprintf(f, "usage: k3 eval [MODEL] --ids \"1 2 3\" --logits OUT.f32 [options]\n\n"
                "Runs the ids through the model (teacher forced; no BOS or template added) and writes\n"
                "float32 little-endian logits [n_tokens x vocab] to OUT.f32: row t is the prediction\n"
-               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n");
+               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n%s",
+            cli_model_options_help);
 }
 
 int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
-    long long threads = 0;
+    k3_options opt = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        int mo = cli_parse_model_option(argc, argv, &i, &opt);
+        if (mo < 0) return K3_EXIT_USAGE;
+        if (mo) continue;
         if (!strcmp(a, "--ids") && i + 1 < argc) ids_text = argv[++i];
         else if (!strcmp(a, "--logits") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 1024, &threads)) return K3_EXIT_USAGE;
-        } else if (a[0] == '-') { cli_error("eval: unknown option '%s' (see k3 eval --help)", a); return K3_EXIT_USAGE; }
+        else if (a[0] == '-') { cli_error("eval: unknown option '%s' (see k3 eval --help)", a); return K3_EXIT_USAGE; }
         else if (!model_dir) model_dir = a;
         else { cli_error("eval: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
@@ -45,7 +47,7 @@ int cmd_eval(int argc, char **argv)
     if (!ids) return K3_EXIT_USAGE;
 
     k3_error err;
-    k3_options opt = {.n_threads = (int)threads};
+    opt.ctx_tokens = n;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
     k3_model_info info;

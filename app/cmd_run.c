@@ -37,20 +37,25 @@ static void usage(FILE *f)
                "  --min-p P            drop tokens below P x p(best) (default 0 = off)\n"
                "  --seed S             random seed (default 1)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
-               "  --threads N          compute threads (default: all cores)\n"
-               "Text goes to stdout, statistics to stderr. Stops at <|im_end|>, [EOS] or [EOT].\n");
+               "%s"
+               "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n",
+            cli_model_options_help);
 }
 
 int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    long long max_new = 128, top_k = 0, seed = 1, ctx = 4096, threads = 0;
+    long long max_new = 128, top_k = 0, seed = 1, ctx = 4096;
     double temp = 0, top_p = 1, min_p = 0;
     int chat = 0;
+    k3_options opt = {.need_tokenizer = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int mo = cli_parse_model_option(argc, argv, &i, &opt);
+        if (mo < 0) return K3_EXIT_USAGE;
+        if (mo) continue;
         if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && more) prompt = argv[++i];
         else if (!strcmp(a, "--prompt-file") && more) prompt_file = argv[++i];
         else if (!strcmp(a, "--system") && more) system = argv[++i];
@@ -63,8 +68,6 @@ int cmd_run(int argc, char **argv)
             if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE;
         } else if (!strcmp(a, "--ctx") && more) {
             if (cli_parse_int(a, argv[++i], 1, 1 << 24, &ctx)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--threads") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1024, &threads)) return K3_EXIT_USAGE;
         } else if (!strcmp(a, "--temp") && more) {
             if (cli_parse_float(a, argv[++i], 0, 100, &temp)) return K3_EXIT_USAGE;
         } else if (!strcmp(a, "--top-p") && more) {
@@ -90,7 +93,7 @@ int cmd_run(int argc, char **argv)
     }
 
     k3_error err;
-    k3_options opt = {.n_threads = (int)threads, .need_tokenizer = 1};
+    opt.ctx_tokens = (int)ctx;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(file_text); return K3_EXIT_ERROR; }
     const k3_tokenizer *tok = k3_model_tokenizer(m);

@@ -95,7 +95,6 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
 
     /* Logits: for every position when asked, else only the last. */
     const float *norm = wp->final_norm(wp);
-    const k3_weight *head = wp->lm_head(wp);
     int first = all_logits ? 0 : T - 1;
     const float *final_in = sc->h;
     if (res_block) {                      /* the model-level mix */
@@ -104,12 +103,15 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
     }
     for (int t = first; t < T; t++)
         k3_rmsnorm(sc->xn + (size_t)(t - first) * D, final_in + (size_t)t * D, norm, D, c->rms_eps);
+    const k3_weight *head = wp->acquire_head(wp, err);
+    if (!head) return -1;
     if (all_logits) {
         k3_matmul(all_logits, head, sc->xn, T);
         memcpy(s->logits, all_logits + (size_t)(T - 1) * c->vocab_size, (size_t)c->vocab_size * sizeof(float));
     } else {
         k3_matvec(s->logits, head, sc->xn);
     }
+    wp->release_head(wp);
     s->has_logits = 1;
     return 0;
 }

@@ -20,7 +20,12 @@ struct k3_model {
     uint64_t weight_bytes;
     char fingerprint[17];     /* hex of config.json + weights hash */
     k3_stats stats;           /* live counters (stats.h) */
+    int ctx_tokens;           /* context planned in the memory budget */
+    int budgeted;             /* a --mem budget is in force */
 };
+
+/* Bytes one session of ctx tokens holds (for the memory plan). */
+size_t k3_session_bytes(k3_model *m, int ctx);
 
 /* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
 typedef struct k3_scratch {
@@ -50,7 +55,9 @@ typedef struct k3_scratch {
     float *inter_gate;        /* [T][max inter] */
     float *inter_up;          /* [T][max inter] */
     float *expert_out;        /* [T][D] */
-    int *token_list;          /* [T] tokens routed to one expert */
+    int *token_list;          /* [T*K] (token, choice) rows routed to one expert */
+    int *distinct;            /* [n_experts] distinct experts of a chunk */
+    float *expert_results;    /* [T][K][expert width] each choice's expert output */
     float *token_weight;      /* [T] */
     /* Kimi K3 */
     float *q_low;             /* [T][q_lora] */

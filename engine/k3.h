@@ -21,6 +21,15 @@ typedef struct k3_session k3_session;
 typedef struct k3_options {
     int n_threads;           /* 0 = all cores */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
+    uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
+                              * it fits in available memory, else derived from it */
+    int io_buffered;         /* --io buffered (default: O_DIRECT) */
+    int io_uring;            /* --io-backend uring (default: pread pool) */
+    int io_depth;            /* reads in flight (default 4) */
+    int cache_lfru;          /* --cache-policy lfru (default lru) */
+    int ctx_tokens;          /* context limit sessions will use (default 4096) */
+    const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
+    int quiet;               /* do not print the memory plan */
 } k3_options;
 
 /* Public facts about a loaded model. */
@@ -55,7 +64,9 @@ int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs
  * the count, or -1 with err set. */
 int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *err);
 
-/* A new empty conversation state. max_tokens bounds the context (0 = 4096). */
+/* A new empty conversation state. max_tokens bounds the context (0 = the
+ * model's planned ctx_tokens); more than the planned context is refused when
+ * a memory budget is in force. */
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err);
 void k3_session_free(k3_session *s);
 /* Start over (zero states, empty cache). */

@@ -23,6 +23,7 @@
  * rounding. */
 #include <immintrin.h>
 #include <omp.h>
+#include "mxfp4.h"
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
@@ -33,6 +34,14 @@
 /* Matrices with fewer elements than this are done on the calling thread:
  * waking the OpenMP team costs a few microseconds, more than the work. */
 #define MATVEC_PARALLEL_MIN_ELEMS ((int64_t)1 << 15)
+
+/* Software prefetch distance (bytes ahead in each weight row) and hint. */
+#ifndef PF_DIST
+#define PF_DIST 2048
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T0
+#endif
 
 /* fp8 block scales cover 128 x 128 weights. */
 #define FP8_BLOCK 128
@@ -247,6 +256,8 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
 #pragma GCC unroll 4
             for (int r = 0; r < n_rows; r++) {
                 __m256 w_lo, w_hi;
+                if (PF_DIST)
+                    _mm_prefetch((const char *)rows[r].data + c * esize + PF_DIST, PF_HINT);
                 decode16(dtype, rows[r].data + c * esize, scale256[r], &w_lo, &w_hi);
                 acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
                 acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
@@ -275,18 +286,28 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
         out[r] = hsum_canonical(acc0[r], acc1[r]);
 }
 
-/* y[r] for r in [row_begin, row_end): 4-row blocks, then single rows. One
- * instantiation per dtype so each inner loop is specialised. */
+/* y[r] for r in [row_begin, row_end). The range is cut into four equal
+ * quarters and each 4-row step takes the next row of every quarter: each
+ * quarter is then one long contiguous stream (row i+1 follows row i in
+ * memory), which hardware and software prefetch follow across row ends,
+ * instead of four 1-row streams restarting every step. The leftover
+ * (n % 4) rows go one at a time. */
 K3_INLINE void rows_simd(k3_dtype dtype, float *y, const k3_weight *W, const float *x,
                          int64_t row_begin, int64_t row_end)
 {
-    int64_t r = row_begin;
-    for (; r + 4 <= row_end; r += 4) {
-        row_ref rows[4] = {row_of(dtype, W, r), row_of(dtype, W, r + 1), row_of(dtype, W, r + 2),
-                           row_of(dtype, W, r + 3)};
-        dot_rows_simd(dtype, 4, rows, x, W->cols, y + r);
+    int64_t quarter = (row_end - row_begin) / 4;
+    for (int64_t i = 0; i < quarter; i++) {
+        int64_t r0 = row_begin + i;
+        row_ref rows[4] = {row_of(dtype, W, r0), row_of(dtype, W, r0 + quarter),
+                           row_of(dtype, W, r0 + 2 * quarter), row_of(dtype, W, r0 + 3 * quarter)};
+        float out[4];
+        dot_rows_simd(dtype, 4, rows, x, W->cols, out);
+        y[r0] = out[0];
+        y[r0 + quarter] = out[1];
+        y[r0 + 2 * quarter] = out[2];
+        y[r0 + 3 * quarter] = out[3];
     }
-    for (; r < row_end; r++) {
+    for (int64_t r = row_begin + 4 * quarter; r < row_end; r++) {
         row_ref row = row_of(dtype, W, r);
         dot_rows_simd(dtype, 1, &row, x, W->cols, y + r);
     }
@@ -328,6 +349,10 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
+    if (W->dtype == K3_DT_MXFP4) {          /* Kimi K3 experts: engine/mxfp4.c */
+        k3_mxfp4_rows(y, W, x, row_begin, row_end);
+        return;
+    }
     if (!simd_usable(W)) {
         for (int64_t r = row_begin; r < row_end; r++)
             y[r] = dot_row_scalar(W, r, x);
@@ -522,6 +547,12 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         return;
     if (n_tokens == 1) {
         k3_matvec(Y, W, X);
+        return;
+    }
+    if (W->dtype == K3_DT_MXFP4) {          /* each row decoded once for all tokens */
+#pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= MATVEC_PARALLEL_MIN_ELEMS)
+        for (int64_t r = 0; r < rows; r += 16)
+            k3_mxfp4_matmul_rows(Y, W, X, n_tokens, r, r + 16 < rows ? r + 16 : rows);
         return;
     }
     if (!simd_usable(W)) {

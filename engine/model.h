@@ -69,7 +69,14 @@ struct k3_weight_provider {
     /* The layer's non-expert tensors, valid until release_layer. */
     const k3_layer_weights *(*acquire_layer)(k3_weight_provider *p, int layer, k3_error *err);
     void (*release_layer)(k3_weight_provider *p, int layer);
-    /* Routed expert e of a MoE layer, valid until release_expert. */
+    /* Make routed experts of a layer resident, as many as the cache can hold
+     * at once: reorders experts[0..n) so the claimed ones come first
+     * (resident ones before those being read) and returns how many were
+     * claimed (>= 1), or -1 with err set. count_lookup: count these as cache
+     * lookups (the first call of a layer step; waves after it do not). */
+    int (*claim_experts)(k3_weight_provider *p, int layer, int *experts, int n, int count_lookup,
+                         k3_error *err);
+    /* A claimed expert, waiting for its read; valid until release_expert. */
     int (*acquire_expert)(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
                           k3_error *err);
     void (*release_expert)(k3_weight_provider *p, int layer, int expert);
@@ -79,13 +86,30 @@ struct k3_weight_provider {
     const float *(*final_norm)(k3_weight_provider *p);
     /* K3: the model-level AttnRes score vector [hidden] (NULL otherwise). */
     const float *(*output_res_score)(k3_weight_provider *p);
-    const k3_weight *(*lm_head)(k3_weight_provider *p);
+    const k3_weight *(*acquire_head)(k3_weight_provider *p, k3_error *err);
+    void (*release_head)(k3_weight_provider *p);
     /* Hash of what identifies the weights (shard names, sizes, headers). */
     uint64_t (*content_hash)(k3_weight_provider *p);
     void (*close)(k3_weight_provider *p);
 };
 
-/* The provider that keeps a Hugging Face checkpoint resident (mmap'd). */
-k3_weight_provider *k3_resident_provider_open(const char *dir, const k3_config *c, k3_error *err);
+/* How the provider holds the weights (from k3_options and the planner). */
+typedef struct k3_provider_options {
+    uint64_t mem_bytes;           /* hard budget for the whole process; 0 = derive */
+    int io_direct;                /* O_DIRECT reads */
+    int io_backend;               /* k3_io_backend */
+    int io_depth;                 /* reader threads / queue depth */
+    int cache_policy;             /* k3_cache_policy */
+    int ctx_tokens;               /* context the sessions will use (state cost) */
+    uint64_t session_bytes;       /* state + scratch of one session at ctx_tokens */
+    const char *trace_path;       /* record (token, layer, expert); NULL = off */
+    int quiet;                    /* do not print the plan */
+} k3_provider_options;
+
+/* The one weight provider: reads a Hugging Face or packed directory into a
+ * planned memory budget (pinned trunk, a ring of trunk slots, an expert
+ * cache); everything pinned when the model fits. */
+k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
+                                    k3_stats *stats, k3_error *err);
 
 #endif

@@ -86,27 +86,52 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         expert_x = sc->latent_in;
         acc = sc->latent_acc;
     }
-    memset(acc, 0, (size_t)T * Din * sizeof(float));
-    /* Visit the experts in ascending id; each token meets its experts in that order. */
+    /* The distinct experts of the chunk, ascending; each is fetched once
+     * for all its tokens. The provider claims as many as its cache holds at
+     * once (resident ones first, the rest read meanwhile); outputs land in
+     * per-(token, choice) rows, so the order experts are computed in does
+     * not change any sum. */
+    int n_distinct = 0;
     for (int e = 0; e < c->n_experts; e++) {
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int k = 0; k < K; k++)
-                if (sc->topk[(size_t)t * K + k] == e) {
-                    sc->token_list[n] = t;
-                    sc->token_weight[n] = sc->topw[(size_t)t * K + k];
-                    memcpy(sc->gathered + (size_t)n * Din, expert_x + (size_t)t * Din, (size_t)Din * sizeof(float));
-                    n++;
-                }
-        if (!n) continue;
-        k3_mlp_weights ew;
-        if (s->m->weights->acquire_expert(s->m->weights, layer, e, &ew, err)) return -1;
-        glu_mlp(c, sc, &ew, sc->gathered, sc->expert_out, n);
-        s->m->weights->release_expert(s->m->weights, layer, e);
-        for (int i = 0; i < n; i++)
-            k3_axpy_f32(acc + (size_t)sc->token_list[i] * Din, sc->token_weight[i],
-                        sc->expert_out + (size_t)i * Din, Din);
+        int used = 0;
+        for (int i = 0; i < T * K && !used; i++) used = sc->topk[i] == e;
+        if (used) sc->distinct[n_distinct++] = e;
     }
+    int *todo = sc->distinct, remaining = n_distinct, first_wave = 1;
+    k3_weight_provider *wp = s->m->weights;
+    while (remaining > 0) {
+        int claimed = wp->claim_experts(wp, layer, todo, remaining, first_wave, err);
+        if (claimed < 0) return -1;
+        first_wave = 0;
+        for (int j = 0; j < claimed; j++) {
+            const int e = todo[j];
+            int n = 0;
+            for (int t = 0; t < T; t++)
+                for (int k = 0; k < K; k++)
+                    if (sc->topk[(size_t)t * K + k] == e) {
+                        sc->token_list[n] = t * K + k;
+                        memcpy(sc->gathered + (size_t)n * Din, expert_x + (size_t)t * Din, (size_t)Din * sizeof(float));
+                        n++;
+                    }
+            k3_mlp_weights ew;
+            if (wp->acquire_expert(wp, layer, e, &ew, err)) {
+                for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+                return -1;
+            }
+            glu_mlp(c, sc, &ew, sc->gathered, sc->expert_out, n);
+            wp->release_expert(wp, layer, e);
+            for (int i = 0; i < n; i++)
+                memcpy(sc->expert_results + (size_t)sc->token_list[i] * Din, sc->expert_out + (size_t)i * Din,
+                       (size_t)Din * sizeof(float));
+        }
+        todo += claimed;
+        remaining -= claimed;
+    }
+    memset(acc, 0, (size_t)T * Din * sizeof(float));
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
+                        sc->expert_results + ((size_t)t * K + k) * Din, Din);
     if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
         if (lw->latent_norm)
             for (int t = 0; t < T; t++)

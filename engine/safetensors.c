@@ -168,7 +168,7 @@ const st_tensor *st_find(const st_index *ix, const char *name)
 }
 
 /* Build the open-addressing table; refuses a name defined in two shards. */
-static int build_lookup(st_index *ix, k3_error *err)
+int st_index_build_lookup(st_index *ix, k3_error *err)
 {
     int slots = 16;
     while (slots < ix->n_tensors * 2) slots *= 2;
@@ -335,7 +335,7 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
     }
     for (int i = 0; i < n_names; i++) free(names[i]);
     free(names);
-    if (rc == 0) rc = build_lookup(ix, err);
+    if (rc == 0) rc = st_index_build_lookup(ix, err);
     /* Every tensor the index names must be in the shard it names. */
     if (rc == 0 && weight_map) {
         const char *key;

@@ -60,6 +60,10 @@ void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);
 
+/* (Re)build the name lookup of an index whose tensors were filled in by
+ * other means (a packed manifest). Refuses duplicate names. */
+int st_index_build_lookup(st_index *ix, k3_error *err);
+
 /* Pointer to the tensor's bytes in its mapped shard. */
 const void *st_tensor_data(const st_index *ix, const st_tensor *t);
 

@@ -44,11 +44,8 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     int n_kda = 0, n_mla = 0;
     for (int l = 0; l < m->cfg.n_layers; l++)
         m->layer_slot[l] = m->cfg.attn_kind[l] == K3_ATTN_KDA ? n_kda++ : n_mla++;
-    m->weights = k3_resident_provider_open(dir, &m->cfg, err);
-    if (!m->weights) { free(m->layer_slot); free(m); return NULL; }
-    snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
-             (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
-    /* Tokenizer: optional unless asked for (eval works on ids alone). */
+    /* Tokenizer first (its memory counts in the plan); optional unless asked
+     * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
     if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
         char msg[512];
@@ -66,6 +63,23 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
             return NULL;
         }
     }
+    m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : 4096;
+    m->budgeted = opt && opt->mem_bytes;
+    k3_provider_options po = {.mem_bytes = opt ? opt->mem_bytes : 0,
+                              .io_direct = !(opt && opt->io_buffered),
+                              .io_backend = opt && opt->io_uring ? 1 : 0,
+                              .io_depth = opt && opt->io_depth ? opt->io_depth : 4,
+                              .cache_policy = opt && opt->cache_lfru ? 1 : 0,
+                              .ctx_tokens = m->ctx_tokens,
+                              .session_bytes = k3_session_bytes(m, m->ctx_tokens),
+                              .trace_path = opt ? opt->trace_path : NULL,
+                              .quiet = opt ? opt->quiet : 0};
+    #pragma omp parallel
+    { /* start the thread pool now so its stacks count in the plan */ }
+    m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
+    if (!m->weights) { k3_model_close(m); return NULL; }
+    snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
+             (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
     return m;
 }
 
@@ -143,8 +157,9 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
     return 1;
 }
 
-/* Allocate the chunk scratch; sizes follow the config. */
-static int scratch_alloc(k3_session *s)
+/* Allocate the chunk scratch (sizes follow the config); with dry_bytes set,
+ * only add up the bytes it would take (for the memory planner). */
+static int scratch_alloc(k3_session *s, size_t *dry_bytes)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -156,16 +171,7 @@ static int scratch_alloc(k3_session *s)
     size_t max_inter = (size_t)c->dense_inter;
     if ((size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1) > max_inter)
         max_inter = (size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
-    size_t max_rank = 1;   /* KDA low-rank widths: read from the weights */
-    for (int l = 0; l < c->n_layers; l++) {
-        if (c->attn_kind[l] != K3_ATTN_KDA) continue;
-        k3_error e;
-        const k3_layer_weights *lw = s->m->weights->acquire_layer(s->m->weights, l, &e);
-        if (!lw) return -1;
-        if ((size_t)lw->kda.f_a.rows > max_rank) max_rank = (size_t)lw->kda.f_a.rows;
-        if ((size_t)lw->kda.g_a.rows > max_rank) max_rank = (size_t)lw->kda.g_a.rows;
-        s->m->weights->release_layer(s->m->weights, l);
-    }
+    const size_t max_rank = D;   /* KDA low-rank widths; the loader refuses rank > hidden */
     size_t attn = P > HV ? P : HV;
     size_t row = L > (size_t)c->v_head_dim ? L : (size_t)c->v_head_dim;
     const size_t D_or_latent = (size_t)c->latent_dim > D ? (size_t)c->latent_dim : D;
@@ -183,13 +189,22 @@ static int scratch_alloc(k3_session *s)
                       T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
                       threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
                       T * D_or_latent, T * max_inter, T * max_inter, T * D_or_latent, T * c->top_k};
+    if (dry_bytes) {
+        size_t total = 0;
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) total += sizes[i] * sizeof(float);
+        total += T * c->top_k * (2 * sizeof(int) + D_or_latent * sizeof(float)) + (size_t)c->n_experts * sizeof(int);
+        *dry_bytes = total;
+        return 0;
+    }
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
         if (!*bufs[i]) return -1;
     }
     sc->topk = calloc(T * c->top_k, sizeof(int));
     sc->token_list = calloc(T * c->top_k, sizeof(int));
-    return sc->topk && sc->token_list ? 0 : -1;
+    sc->distinct = calloc((size_t)c->n_experts, sizeof(int));
+    sc->expert_results = calloc(T * c->top_k * D_or_latent, sizeof(float));
+    return sc->topk && sc->token_list && sc->distinct && sc->expert_results ? 0 : -1;
 }
 
 static void scratch_free(k3_scratch *sc)
@@ -203,15 +218,40 @@ static void scratch_free(k3_scratch *sc)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     free(sc->topk);
     free(sc->token_list);
+    free(sc->distinct);
+    free(sc->expert_results);
+}
+
+/* Bytes one session of ctx tokens holds: states, MLA cache, scratch. */
+size_t k3_session_bytes(k3_model *m, int ctx)
+{
+    const k3_config *c = &m->cfg;
+    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
+    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
+    const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
+    size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
+    bytes += n_kda * 3 * (size_t)(c->conv_kernel - 1) * P * sizeof(float);
+    bytes += n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float);
+    bytes += n_mla * (size_t)ctx * (c->kv_lora_rank + c->qk_rope_dim) * sizeof(float);
+    k3_session probe = {.m = m, .max_tokens = ctx};
+    size_t scratch = 0;
+    scratch_alloc(&probe, &scratch);
+    return bytes + scratch;
 }
 
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
 {
     const k3_config *c = &m->cfg;
+    if (max_tokens <= 0) max_tokens = m->ctx_tokens;
+    if (m->budgeted && max_tokens > m->ctx_tokens) {
+        k3_err(err, "a context of %d tokens exceeds the %d planned in the memory budget (raise --ctx)",
+               max_tokens, m->ctx_tokens);
+        return NULL;
+    }
     k3_session *s = calloc(1, sizeof *s);
     if (!s) { k3_err(err, "out of memory"); return NULL; }
     s->m = m;
-    s->max_tokens = max_tokens > 0 ? max_tokens : 4096;
+    s->max_tokens = max_tokens;
     const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
     const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
     const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
@@ -221,7 +261,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * (c->kv_lora_rank + c->qk_rope_dim) + 1, sizeof(float));
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->mla_cache || !s->logits ||
-        scratch_alloc(s)) {
+        scratch_alloc(s, NULL)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
         return NULL;

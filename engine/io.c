@@ -1,0 +1,272 @@
+/* io.c - see io.h. One queue (kept sorted by file and offset) feeds either a
+ * pool of pread threads or one io_uring thread; completions wake waiters
+ * through a condition variable. */
+#include <errno.h>
+#include <liburing.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "io.h"
+#include "stats.h"
+
+#define K3_IO_MAX_THREADS 32
+
+struct k3_io {
+    k3_io_backend backend;
+    int depth;
+    k3_stats *stats;
+    pthread_mutex_t lock;
+    pthread_cond_t work;          /* queue not empty or stopping */
+    pthread_cond_t done;          /* some request finished */
+    k3_io_req **queue;            /* sorted by (fd, offset) */
+    int n_queued, cap_queued;
+    int in_flight;
+    uint64_t busy_since_ns;
+    int stopping;
+    int n_threads;
+    pthread_t threads[K3_IO_MAX_THREADS];
+    struct io_uring ring;
+    int ring_ready;
+    int inject_countdown, inject_errno;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+const char *k3_io_backend_name(k3_io_backend b) { return b == K3_IO_URING ? "io_uring" : "pread-pool"; }
+
+/* Called with the lock held: a read starts / ends (busy time, in-flight gauge). */
+static void begin_read_locked(k3_io *io)
+{
+    if (io->in_flight++ == 0) io->busy_since_ns = now_ns();
+    stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
+}
+
+static void end_read_locked(k3_io *io, k3_io_req *r, int failed)
+{
+    if (--io->in_flight == 0) stats_add(&io->stats->read_busy_ns, now_ns() - io->busy_since_ns);
+    stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
+    uint64_t *counter = r->kind == K3_READ_TRUNK ? &io->stats->bytes_read_trunk
+                      : r->kind == K3_READ_EXPERT ? &io->stats->bytes_read_experts
+                                                  : &io->stats->bytes_read_other;
+    stats_add(counter, r->got);
+    stats_add(&io->stats->reads_done, 1);
+    __atomic_store_n(&r->state, failed ? -1 : 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&io->done);
+}
+
+/* Test hook: does this read fail on purpose? (lock held) */
+static int injected_failure_locked(k3_io *io)
+{
+    if (io->inject_countdown > 0 && --io->inject_countdown == 0) return io->inject_errno;
+    return 0;
+}
+
+/* Pop the lowest-offset request (lock held). */
+static k3_io_req *pop_locked(k3_io *io)
+{
+    if (!io->n_queued) return NULL;
+    k3_io_req *r = io->queue[0];
+    memmove(io->queue, io->queue + 1, (size_t)(--io->n_queued) * sizeof *io->queue);
+    return r;
+}
+
+/* The pread loop of one request: retry EINTR and short reads until
+ * need_bytes have arrived or the file ends. */
+static int read_fully(k3_io_req *r)
+{
+    while (r->got < r->bytes) {
+        ssize_t n = pread(r->fd, (char *)r->dst + r->got, r->bytes - r->got, (off_t)(r->offset + r->got));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return errno;
+        if (n == 0) break;                      /* end of file */
+        r->got += (uint64_t)n;
+    }
+    return r->got >= r->need_bytes ? 0 : -1;   /* -1: ended early */
+}
+
+static void *pool_thread(void *arg)
+{
+    k3_io *io = arg;
+    pthread_mutex_lock(&io->lock);
+    for (;;) {
+        while (!io->n_queued && !io->stopping) pthread_cond_wait(&io->work, &io->lock);
+        if (io->stopping && !io->n_queued) break;
+        k3_io_req *r = pop_locked(io);
+        begin_read_locked(io);
+        int inject = injected_failure_locked(io);
+        pthread_mutex_unlock(&io->lock);
+        int rc = inject ? inject : read_fully(r);
+        r->err_no = rc > 0 ? rc : 0;
+        pthread_mutex_lock(&io->lock);
+        end_read_locked(io, r, rc != 0);
+    }
+    pthread_mutex_unlock(&io->lock);
+    return NULL;
+}
+
+/* io_uring: keep up to depth reads in the ring; resubmit the rest of a
+ * short read; poll the queue between completions. */
+static void *uring_thread(void *arg)
+{
+    k3_io *io = arg;
+    for (;;) {
+        pthread_mutex_lock(&io->lock);
+        while (!io->n_queued && !io->in_flight && !io->stopping) pthread_cond_wait(&io->work, &io->lock);
+        if (io->stopping && !io->n_queued && !io->in_flight) { pthread_mutex_unlock(&io->lock); break; }
+        int submitted = 0;
+        while (io->n_queued && io->in_flight < io->depth) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
+            if (!sqe) break;
+            k3_io_req *r = pop_locked(io);
+            begin_read_locked(io);
+            int inject = injected_failure_locked(io);
+            if (inject) {
+                r->err_no = inject;
+                io_uring_prep_nop(sqe);
+                io_uring_sqe_set_data(sqe, (void *)((uintptr_t)r | 1));
+            } else {
+                io_uring_prep_read(sqe, r->fd, (char *)r->dst + r->got, (unsigned)(r->bytes - r->got), r->offset + r->got);
+                io_uring_sqe_set_data(sqe, r);
+            }
+            submitted++;
+        }
+        pthread_mutex_unlock(&io->lock);
+        if (submitted) io_uring_submit(&io->ring);
+        struct io_uring_cqe *cqe;
+        struct __kernel_timespec ts = {0, 1000000};
+        if (io_uring_wait_cqe_timeout(&io->ring, &cqe, &ts) != 0) continue;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(&io->ring, head, cqe) {
+            seen++;
+            uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
+            k3_io_req *r = (k3_io_req *)(tag & ~(uintptr_t)1);
+            int res = cqe->res, failed = 0, resubmit = 0;
+            if (tag & 1) failed = 1;
+            else if (res == -EINTR || res == -EAGAIN) resubmit = 1;
+            else if (res < 0) { r->err_no = -res; failed = 1; }
+            else if (res == 0) failed = r->got < r->need_bytes;
+            else {
+                r->got += (uint64_t)res;
+                if (r->got < r->bytes) resubmit = 1;
+            }
+            pthread_mutex_lock(&io->lock);
+            if (resubmit) {             /* back to the queue head for the remainder */
+                io->in_flight--;
+                if (io->n_queued == io->cap_queued) {
+                    io->cap_queued = io->cap_queued ? io->cap_queued * 2 : 64;
+                    io->queue = realloc(io->queue, (size_t)io->cap_queued * sizeof *io->queue);
+                }
+                memmove(io->queue + 1, io->queue, (size_t)io->n_queued * sizeof *io->queue);
+                io->queue[0] = r;
+                io->n_queued++;
+            } else {
+                end_read_locked(io, r, failed);
+            }
+            pthread_mutex_unlock(&io->lock);
+        }
+        io_uring_cq_advance(&io->ring, seen);
+    }
+    return NULL;
+}
+
+k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err)
+{
+    k3_io *io = calloc(1, sizeof *io);
+    if (!io) { k3_err(err, "out of memory"); return NULL; }
+    io->backend = backend;
+    io->depth = depth < 1 ? 1 : depth > K3_IO_MAX_THREADS ? K3_IO_MAX_THREADS : depth;
+    io->stats = stats;
+    pthread_mutex_init(&io->lock, NULL);
+    pthread_cond_init(&io->work, NULL);
+    pthread_cond_init(&io->done, NULL);
+    if (backend == K3_IO_URING) {
+        int rc = io_uring_queue_init((unsigned)io->depth * 2, &io->ring, 0);
+        if (rc < 0) {
+            k3_err(err, "io_uring unavailable (%s); use --io-backend pool", strerror(-rc));
+            free(io);
+            return NULL;
+        }
+        io->ring_ready = 1;
+        io->n_threads = 1;
+        pthread_create(&io->threads[0], NULL, uring_thread, io);
+    } else {
+        io->n_threads = io->depth;
+        for (int i = 0; i < io->n_threads; i++) pthread_create(&io->threads[i], NULL, pool_thread, io);
+    }
+    return io;
+}
+
+void k3_io_close(k3_io *io)
+{
+    if (!io) return;
+    pthread_mutex_lock(&io->lock);
+    io->stopping = 1;
+    pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->lock);
+    for (int i = 0; i < io->n_threads; i++) pthread_join(io->threads[i], NULL);
+    if (io->ring_ready) io_uring_queue_exit(&io->ring);
+    free(io->queue);
+    pthread_mutex_destroy(&io->lock);
+    pthread_cond_destroy(&io->work);
+    pthread_cond_destroy(&io->done);
+    free(io);
+}
+
+static int before(const k3_io_req *a, const k3_io_req *b)
+{
+    return a->fd != b->fd ? a->fd < b->fd : a->offset < b->offset;
+}
+
+void k3_io_submit(k3_io *io, k3_io_req **reqs, int n)
+{
+    pthread_mutex_lock(&io->lock);
+    if (io->n_queued + n > io->cap_queued) {
+        while (io->n_queued + n > io->cap_queued) io->cap_queued = io->cap_queued ? io->cap_queued * 2 : 64;
+        io->queue = realloc(io->queue, (size_t)io->cap_queued * sizeof *io->queue);
+    }
+    for (int i = 0; i < n; i++) {
+        k3_io_req *r = reqs[i];
+        r->state = 0;
+        r->got = 0;
+        r->err_no = 0;
+        int at = io->n_queued;
+        while (at > 0 && before(r, io->queue[at - 1])) at--;
+        memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
+        io->queue[at] = r;
+        io->n_queued++;
+    }
+    pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->lock);
+}
+
+int k3_io_wait(k3_io *io, k3_io_req *req, k3_error *err)
+{
+    if (__atomic_load_n(&req->state, __ATOMIC_ACQUIRE) == 0) {
+        pthread_mutex_lock(&io->lock);
+        while (__atomic_load_n(&req->state, __ATOMIC_ACQUIRE) == 0) pthread_cond_wait(&io->done, &io->lock);
+        pthread_mutex_unlock(&io->lock);
+    }
+    if (req->state > 0) return 0;
+    if (req->err_no)
+        return k3_err(err, "%s: read of %llu bytes at offset %llu failed: %s", req->path,
+                      (unsigned long long)req->bytes, (unsigned long long)req->offset, strerror(req->err_no));
+    return k3_err(err, "%s: file ended after %llu of %llu bytes at offset %llu (truncated?)", req->path,
+                  (unsigned long long)req->got, (unsigned long long)req->need_bytes,
+                  (unsigned long long)req->offset);
+}
+
+void k3_io_inject_failure(k3_io *io, int nth, int e)
+{
+    pthread_mutex_lock(&io->lock);
+    io->inject_countdown = nth;
+    io->inject_errno = e;
+    pthread_mutex_unlock(&io->lock);
+}

@@ -1,0 +1,54 @@
+/* io.h - the disk reader: many reads in flight, issued in disk-offset order,
+ * completed by a pool of pread threads or by io_uring (--io-backend), with
+ * O_DIRECT by default (--io direct|buffered).
+ *
+ * A request names a file descriptor, an offset and a byte count, and a
+ * destination buffer. With O_DIRECT the caller passes offset, length and
+ * buffer aligned to K3_IO_ALIGN; `need_bytes` says how many bytes must
+ * actually arrive (a window rounded up past the end of the file may come back
+ * short). Short reads and EINTR are retried; any other failure (EIO, EOF
+ * before need_bytes) marks the request failed with a message naming the file,
+ * never silent garbage. Statistics (bytes by kind, reads in flight, busy
+ * time) go into the model's k3_stats. */
+#ifndef K3_IO_H
+#define K3_IO_H
+
+#include <stdint.h>
+#include "error.h"
+#include "k3.h"
+
+#define K3_IO_ALIGN 4096
+
+typedef enum { K3_IO_POOL = 0, K3_IO_URING = 1 } k3_io_backend;
+typedef enum { K3_READ_TRUNK = 0, K3_READ_EXPERT = 1, K3_READ_OTHER = 2 } k3_read_kind;
+
+typedef struct k3_io_req {
+    int fd;
+    const char *path;            /* for messages */
+    uint64_t offset, bytes, need_bytes;
+    void *dst;
+    k3_read_kind kind;
+    /* set by the reader */
+    int state;                   /* 0 queued/in flight, 1 done, -1 failed (atomic) */
+    int err_no;
+    uint64_t got;
+} k3_io_req;
+
+typedef struct k3_io k3_io;
+
+/* depth = reader threads (pool) or queue depth (io_uring). */
+k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err);
+void k3_io_close(k3_io *io);
+
+/* Queue n requests; they are issued in (fd, offset) order. */
+void k3_io_submit(k3_io *io, k3_io_req **reqs, int n);
+
+/* Block until req is done. 0, or -1 with err naming the file and the cause. */
+int k3_io_wait(k3_io *io, k3_io_req *req, k3_error *err);
+
+/* Test hook: make the Nth read from now fail with errno e (0 = off). */
+void k3_io_inject_failure(k3_io *io, int nth, int e);
+
+const char *k3_io_backend_name(k3_io_backend b);
+
+#endif

@@ -1,0 +1,145 @@
+/* planner.c - see planner.h. */
+#include <stdlib.h>
+#include <string.h>
+#include "planner.h"
+
+static int by_size_desc(const void *a, const void *b, void *ctx)
+{
+    const uint64_t *bytes = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    if (bytes[x] != bytes[y]) return bytes[x] > bytes[y] ? -1 : 1;
+    return x - y;
+}
+
+static double gib(uint64_t b) { return b / 1073741824.0; }
+
+int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->budget_bytes = in->budget_bytes;
+    out->fixed_bytes = in->fixed_bytes;
+    out->n_trunk = in->n_trunk;
+    out->expert_slot_bytes = in->expert_bytes;
+    out->n_experts_total = in->n_experts_total;
+    out->pinned = calloc((size_t)(in->n_trunk ? in->n_trunk : 1), 1);
+    if (!out->pinned) return k3_err(err, "out of memory");
+    uint64_t total_trunk = 0, max_trunk = 0;
+    for (int i = 0; i < in->n_trunk; i++) {
+        total_trunk += in->trunk_bytes[i];
+        if (in->trunk_bytes[i] > max_trunk) max_trunk = in->trunk_bytes[i];
+    }
+    const uint64_t all_experts = (uint64_t)in->n_experts_total * in->expert_bytes;
+    const int min_slots = in->n_experts_total ? (in->top_k < in->n_experts_total ? in->top_k : in->n_experts_total) : 0;
+    const uint64_t min_experts = (uint64_t)min_slots * in->expert_bytes;
+    uint64_t min_ring = in->fixed_bytes + 2 * max_trunk + min_experts;
+    uint64_t min_pinned = in->fixed_bytes + total_trunk + min_experts;
+    out->min_budget_bytes = min_ring < min_pinned ? min_ring : min_pinned;
+
+    if (in->budget_bytes == 0 || in->budget_bytes >= in->fixed_bytes + total_trunk + all_experts) {
+        memset(out->pinned, 1, (size_t)in->n_trunk);
+        out->n_pinned = in->n_trunk;
+        out->pinned_bytes = total_trunk;
+        out->n_expert_slots = in->n_experts_total;
+        out->all_resident = 1;
+        return 0;
+    }
+    if (in->budget_bytes < out->min_budget_bytes)
+        return k3_err(err, "memory budget %.2f GiB is below the minimum %.2f GiB for this model "
+                      "(fixed %.2f GiB + trunk ring + %d expert slots); use --mem %lluM or more",
+                      gib(in->budget_bytes), gib(out->min_budget_bytes), gib(in->fixed_bytes), min_slots,
+                      (unsigned long long)((out->min_budget_bytes + (1 << 20) - 1) >> 20));
+    uint64_t avail = in->budget_bytes - in->fixed_bytes - min_experts;
+    if (avail >= total_trunk) {
+        memset(out->pinned, 1, (size_t)in->n_trunk);
+        out->n_pinned = in->n_trunk;
+        out->pinned_bytes = total_trunk;
+    } else {
+        int *order = malloc((size_t)in->n_trunk * sizeof *order);
+        if (!order) return k3_err(err, "out of memory");
+        for (int i = 0; i < in->n_trunk; i++) order[i] = i;
+        qsort_r(order, (size_t)in->n_trunk, sizeof *order, by_size_desc, (void *)in->trunk_bytes);
+        for (int k = 0; k < in->n_trunk; k++) {
+            int u = order[k];
+            /* the ring slot must hold the largest unit left unpinned */
+            uint64_t ring_slot = 0;
+            for (int j = 0; j < in->n_trunk; j++)
+                if (!out->pinned[j] && order[j] != u && in->trunk_bytes[order[j]] > ring_slot && j != k)
+                    ring_slot = in->trunk_bytes[order[j]];
+            if (out->pinned_bytes + in->trunk_bytes[u] + 2 * ring_slot <= avail) {
+                out->pinned[u] = 1;
+                out->pinned_bytes += in->trunk_bytes[u];
+                out->n_pinned++;
+            }
+        }
+        free(order);
+        for (int i = 0; i < in->n_trunk; i++)
+            if (!out->pinned[i] && in->trunk_bytes[i] > out->ring_slot_bytes) out->ring_slot_bytes = in->trunk_bytes[i];
+        out->n_ring = out->n_pinned < in->n_trunk ? 2 : 0;
+    }
+    uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
+    uint64_t slots = in->expert_bytes ? (in->budget_bytes - used) / in->expert_bytes : 0;
+    if (slots > (uint64_t)in->n_experts_total) slots = (uint64_t)in->n_experts_total;
+    out->n_expert_slots = (int)slots;
+    return 0;
+}
+
+void k3_plan_free(k3_plan *p)
+{
+    free(p->pinned);
+    p->pinned = NULL;
+}
+
+void k3_plan_print(const k3_plan *p, FILE *f)
+{
+    fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (process, session state, scratch, margin)\n",
+            p->budget_bytes ? "" : "none, ", gib(p->budget_bytes), gib(p->fixed_bytes));
+    fprintf(f, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p->n_pinned, p->n_trunk, gib(p->pinned_bytes));
+    if (p->n_ring) fprintf(f, ", ring %d x %.1f MiB", p->n_ring, p->ring_slot_bytes / 1048576.0);
+    fprintf(f, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p->n_expert_slots,
+            p->n_experts_total, p->expert_slot_bytes / 1048576.0,
+            gib((uint64_t)p->n_expert_slots * p->expert_slot_bytes), p->all_resident ? "; fully resident" : "");
+}
+
+int k3_plan_json(const k3_plan *p, char *buf, size_t len)
+{
+    return snprintf(buf, len,
+                    "{\"budget_bytes\":%llu,\"fixed_bytes\":%llu,\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
+                    "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
+                    "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s}",
+                    (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
+                    (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
+                    (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
+                    p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
+                    p->all_resident ? "true" : "false");
+}
+
+int64_t k3_parse_size(const char *s)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || v < 0) return -1;
+    double mult = 1;
+    switch (*end) {
+    case 'k': case 'K': mult = 1024.0; end++; break;
+    case 'm': case 'M': mult = 1048576.0; end++; break;
+    case 'g': case 'G': mult = 1073741824.0; end++; break;
+    case 't': case 'T': mult = 1099511627776.0; end++; break;
+    default: break;
+    }
+    if (*end == 'i' || *end == 'I') end++;
+    if (*end == 'b' || *end == 'B') end++;
+    if (*end) return -1;
+    return (int64_t)(v * mult);
+}
+
+uint64_t k3_mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024;
+}

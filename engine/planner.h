@@ -1,0 +1,48 @@
+/* planner.h - split a memory budget between pinned trunk, a ring of trunk
+ * slots and an expert cache (DESIGN §6).
+ *
+ * Order of claims: fixed costs (what the process already holds, session
+ * state for the context limit, scratch, a safety margin), then the trunk:
+ * pinned whole units while they fit (largest first, so the ring slots stay
+ * small), the rest streaming through a ring of 2 slots; whatever remains is
+ * the expert cache, at least top_k slots. A budget below the minimum (fixed
+ * + 2 ring slots of the largest trunk unit + top_k expert slots, or all trunk
+ * pinned + top_k slots if smaller) is refused with the minimum in the
+ * message. With no budget, or one that holds everything, all is pinned. */
+#ifndef K3_PLANNER_H
+#define K3_PLANNER_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "error.h"
+
+typedef struct k3_plan_input {
+    uint64_t budget_bytes;        /* 0 = no limit */
+    uint64_t fixed_bytes;
+    int n_trunk;                  /* trunk units: layers, then the head */
+    const uint64_t *trunk_bytes;
+    uint64_t expert_bytes;        /* one expert cache slot */
+    int n_experts_total;          /* routed experts in all layers */
+    int top_k;
+} k3_plan_input;
+
+typedef struct k3_plan {
+    uint64_t budget_bytes, fixed_bytes, min_budget_bytes;
+    uint64_t pinned_bytes, ring_slot_bytes, expert_slot_bytes;
+    int n_trunk, n_pinned, n_ring, n_expert_slots, n_experts_total;
+    int all_resident;             /* every trunk unit pinned and every expert cached */
+    uint8_t *pinned;              /* [n_trunk] */
+} k3_plan;
+
+int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
+void k3_plan_free(k3_plan *p);
+/* Human-readable plan (several lines) and a compact JSON object. */
+void k3_plan_print(const k3_plan *p, FILE *f);
+int k3_plan_json(const k3_plan *p, char *buf, size_t len);
+
+/* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
+int64_t k3_parse_size(const char *s);
+/* MemAvailable from /proc/meminfo (bytes), 0 if unknown. */
+uint64_t k3_mem_available(void);
+
+#endif
