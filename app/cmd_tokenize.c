@@ -199,17 +199,20 @@ static int tokenize_decode(const k3_tokenizer *tok, const int *ids, int n)
             cli_error("--decode: id %d is out of range (the vocabulary has ids 0..%d)", ids[i], n_vocab - 1);
             return K3_EXIT_USAGE;
         }
-    char *text = k3_tokenizer_decode(tok, ids, n);
+    size_t len;
+    char *text = k3_tokenizer_decode_len(tok, ids, n, &len);
     if (!text) {
         cli_error("--decode: out of memory");
         return K3_EXIT_ERROR;
     }
-    fwrite(text, 1, strlen(text), stdout);
+    fwrite(text, 1, len, stdout);
     if (isatty(STDOUT_FILENO)) putchar('\n');
     free(text);
     return K3_EXIT_OK;
 }
 
+/* Usage is checked before the model is opened; each mode prints its own
+ * one-line error and returns the exit code. */
 int cmd_tokenize(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {

@@ -56,6 +56,7 @@ k3_pretok *k3_pretok_new(char *err, size_t errlen)
     return p;
 }
 
+/* Accepts NULL, like free(). */
 void k3_pretok_free(k3_pretok *p)
 {
     if (!p) return;

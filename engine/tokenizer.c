@@ -153,6 +153,20 @@ static long b64_decode(const char *s, size_t n, uint8_t *out)
     return w;
 }
 
+/* A field of a bad line for an error message: at most 24 bytes, with
+ * non-printable bytes as \xNN so the message stays one readable line. */
+static const char *printable_field(const char *s, size_t n, char *buf, size_t cap)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n && i < 24 && w + 5 < cap; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f) buf[w++] = (char)c;
+        else w += (size_t)snprintf(buf + w, cap - w, "\\x%02x", c);
+    }
+    buf[w] = 0;
+    return buf;
+}
+
 /* One line of tiktoken.model, split into its two fields. */
 typedef struct {
     const char *b64, *rank;
@@ -237,8 +251,9 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         }
         long nbytes = b64_decode(vl.b64, vl.b64_len, t->arena + arena_used);
         if (nbytes <= 0) {
-            snprintf(err, errlen, "%s:%d: bad base64 '%.*s'", path, lineno,
-                     (int)(vl.b64_len > 40 ? 40 : vl.b64_len), vl.b64);
+            char shown[128];
+            snprintf(err, errlen, "%s:%d: bad base64 '%s'", path, lineno,
+                     printable_field(vl.b64, vl.b64_len, shown, sizeof shown));
             goto done;
         }
         long long rank = 0;
@@ -250,8 +265,9 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
             rank = rank * 10 + (vl.rank[k] - '0');
         }
         if (rank < 0 || rank >= (long long)n_lines) {
-            snprintf(err, errlen, "%s:%d: rank '%.*s' is not an integer in 0..%zu (one per token line)",
-                     path, lineno, (int)(vl.rank_len > 20 ? 20 : vl.rank_len), vl.rank, n_lines - 1);
+            char shown[128];
+            snprintf(err, errlen, "%s:%d: rank '%s' is not an integer in 0..%zu (one per token line)",
+                     path, lineno, printable_field(vl.rank, vl.rank_len, shown, sizeof shown), n_lines - 1);
             goto done;
         }
         if (line_of_rank[rank]) {
@@ -394,6 +410,7 @@ k3_tokenizer *k3_tokenizer_load(const char *dir, char *err, size_t errlen)
     return t;
 }
 
+/* Safe on a half-loaded tokenizer (load failures end here). */
 void k3_tokenizer_free(k3_tokenizer *t)
 {
     if (!t) return;
@@ -406,6 +423,7 @@ void k3_tokenizer_free(k3_tokenizer *t)
     free(t);
 }
 
+/* Sizes callers need: base ranks, all ids, longest token (for detok buffers). */
 int k3_tokenizer_n_base(const k3_tokenizer *t) { return t->n_base; }
 int k3_tokenizer_n_vocab(const k3_tokenizer *t) { return t->n_base + K3_N_SPECIAL; }
 size_t k3_tokenizer_max_token_bytes(const k3_tokenizer *t) { return t->max_token_bytes; }
@@ -418,6 +436,8 @@ int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text)
     return -1;
 }
 
+/* Base ids map to their bytes, special ids to their names: tiktoken decodes
+ * a special token as its text. */
 const uint8_t *k3_tokenizer_token_bytes(const k3_tokenizer *t, int id, size_t *len)
 {
     if (id >= 0 && id < t->n_base) {
@@ -442,6 +462,7 @@ typedef struct {
     size_t cap, heap_n;
 } bpe_scratch;
 
+/* Heap order: rank first, then position (leftmost wins ties). */
 static int heap_less(const struct heap_item *a, const struct heap_item *b)
 {
     return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
@@ -461,6 +482,7 @@ static void heap_push(bpe_scratch *b, int32_t rank, int32_t pos, uint32_t stamp)
     }
 }
 
+/* Remove and return the minimum entry (caller checks heap_n > 0). */
 static struct heap_item heap_pop(bpe_scratch *b)
 {
     struct heap_item top = b->heap[0];
@@ -613,6 +635,8 @@ static int encode_chunk(void *ud, const char *s, size_t len)
     return 0;
 }
 
+/* Validate once (so PCRE2 can skip its own per-call check, which would make
+ * long texts quadratic), then chunk, split at specials, regex, BPE. */
 int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
                          int allow_special, int *n_out, char *err, size_t errlen)
 {
@@ -676,7 +700,16 @@ static size_t decode_bytes(const uint8_t *s, size_t len, int final, char *out, s
     return w;
 }
 
+/* NUL-terminated convenience form for callers that only want a C string. */
 char *k3_tokenizer_decode(const k3_tokenizer *t, const int *ids, int n)
+{
+    size_t len;
+    return k3_tokenizer_decode_len(t, ids, n, &len);
+}
+
+/* Concatenate all token bytes first, then replacement-decode once, so a
+ * character split across tokens decodes as in Python. */
+char *k3_tokenizer_decode_len(const k3_tokenizer *t, const int *ids, int n, size_t *len_out)
 {
     size_t total = 0;
     for (int i = 0; i < n; i++) {
@@ -702,10 +735,12 @@ char *k3_tokenizer_decode(const k3_tokenizer *t, const int *ids, int n)
     size_t held;
     size_t o = decode_bytes(bytes, w, 1, out, outcap - 1, 0, &held);
     out[o] = 0;
+    *len_out = o;
     free(bytes);
     return out;
 }
 
+/* A fresh stream: nothing pending. */
 void k3_detok_init(k3_detok *d, const k3_tokenizer *t)
 {
     d->tok = t;
@@ -750,6 +785,8 @@ size_t k3_detok_push(k3_detok *d, int id, char *out, size_t outcap)
     return w;
 }
 
+/* End of stream: a held incomplete character can never complete, so it
+ * becomes one U+FFFD (as Python decodes a truncated tail). */
 size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap)
 {
     size_t held, w = decode_bytes(d->pending, (size_t)d->n_pending, 1, out, outcap, 0, &held);
@@ -799,6 +836,8 @@ static int push_header(const k3_tokenizer *t, id_vec *v, const char *start, cons
     return push_special(t, v, "<|im_middle|>", err, errlen);
 }
 
+/* K2 framing (spec §7.4): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
+ * message, role names as ordinary text, tool turns under <|im_system|>. */
 int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
                          int add_generation_prompt, int *n_out, char *err, size_t errlen)
 {

@@ -59,6 +59,8 @@ size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap);
  * sequences replaced with U+FFFD, as Python's errors="replace"; an unknown id
  * also becomes U+FFFD). NULL only when out of memory. */
 char *k3_tokenizer_decode(const k3_tokenizer *t, const int *ids, int n);
+/* Same, also giving the length in *len (the text may contain U+0000). */
+char *k3_tokenizer_decode_len(const k3_tokenizer *t, const int *ids, int n, size_t *len);
 
 /* Chat rendering. role is "system", "user", "assistant" or "tool". */
 typedef struct k3_chat_msg {

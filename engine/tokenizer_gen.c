@@ -232,6 +232,7 @@ static int vocab_init(gen_vocab *v, int n_base)
     return 0;
 }
 
+/* Frees whatever vocab_init managed to allocate. */
 static void vocab_free(gen_vocab *v)
 {
     free(v->arena);
@@ -288,6 +289,7 @@ static int corpus_add_word(void *ud, const char *piece, size_t len)
     return 0;
 }
 
+/* Frees the corpus tables (any state). */
 static void corpus_free(gen_corpus *c)
 {
     free(c->syms);
@@ -502,6 +504,8 @@ oom:
     return -1;
 }
 
+/* Learn, fill if the text ran out of pairs, then write both files. The same
+ * n_base always gives byte-identical files. */
 int k3_tokenizer_generate(const char *dir, int n_base, char *err, size_t errlen)
 {
     if (n_base < 256 || n_base > (1 << 24)) {

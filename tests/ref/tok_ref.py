@@ -10,9 +10,10 @@ usage:
   tok_ref.py DIR encode-plain      same, special strings encoded as text
   tok_ref.py DIR chat FILE.json    K2 chat framing + generation prompt -> ids
   tok_ref.py DIR decode "IDS"      ids -> text on stdout (no newline added)
-  tok_ref.py DIR pretok            text on stdin -> one repr() per pre-token
+  tok_ref.py DIR pretok            text on stdin -> pre-tokens, one per line, hex UTF-8
 """
 import base64
+import heapq
 import json
 import os
 import sys
@@ -64,6 +65,8 @@ class Tokenizer:
     def bpe(self, piece):
         if piece in self.ranks:
             return [self.ranks[piece]]
+        if len(piece) > 64:
+            return self.bpe_long(piece)
         parts = [piece[i:i + 1] for i in range(len(piece))]
         while len(parts) > 1:
             best_rank, best_i = None, None
@@ -75,6 +78,47 @@ class Tokenizer:
                 break
             parts[best_i:best_i + 2] = [parts[best_i] + parts[best_i + 1]]
         return [self.ranks[p] for p in parts]
+
+    def bpe_long(self, piece):
+        """The same merge order for long pieces (25,000-char runs) without the
+        quadratic rescan: a heap of (rank, start) with stale entries skipped.
+        Parts are kept as start offsets linked by `nxt`."""
+        n = len(piece)
+        nxt = list(range(1, n + 2))
+        prv = list(range(-1, n))
+        alive = [True] * (n + 1)
+        heap = []
+
+        def pair(i):                   # rank of part i joined with the next part
+            j = nxt[i]
+            if j >= n:
+                return None
+            return self.ranks.get(piece[i:nxt[j]])
+
+        for i in range(n - 1):
+            r = pair(i)
+            if r is not None:
+                heap.append((r, i, i + 2))
+        heapq.heapify(heap)
+        while heap:
+            r, i, end = heapq.heappop(heap)
+            if not alive[i] or nxt[i] >= n or nxt[nxt[i]] != end:
+                continue               # part i changed since this entry
+            j = nxt[i]
+            alive[j] = False
+            nxt[i] = nxt[j]
+            if nxt[j] <= n:
+                prv[nxt[j]] = i
+            for k in (i, prv[i]):
+                if k >= 0:
+                    rk = pair(k)
+                    if rk is not None:
+                        heapq.heappush(heap, (rk, k, nxt[nxt[k]]))
+        ids, i = [], 0
+        while i < n:
+            ids.append(self.ranks[piece[i:nxt[i]]])
+            i = nxt[i]
+        return ids
 
     def encode_ordinary(self, text):
         ids = []
@@ -153,7 +197,7 @@ def main(argv):
         text = sys.stdin.buffer.read().decode("utf-8")
         if cmd == "pretok":
             for piece in PATTERN.findall(text):
-                print(repr(piece))
+                print(piece.encode("utf-8").hex())
             return 0
         print(" ".join(str(i) for i in tok.encode(text, allow_special=(cmd == "encode"))))
     elif cmd == "chat":

@@ -1,0 +1,120 @@
+/* manifest.h - read the manifest.json of a packed model directory (`k3 pack`).
+ *
+ * A packed directory (DESIGN §5) holds trunk.bin, experts.bin, embed.bin,
+ * head.bin and manifest.json, which is written last. The manifest gives every
+ * tensor's file, absolute offset and size, the 4 KiB-aligned per-layer trunk
+ * runs, and one fixed-size 4 KiB-aligned page per routed expert.
+ *
+ * k3_manifest_load parses it with a streaming reader (no JSON tree: a
+ * manifest of half a million tensors costs only its compact table) and
+ * checks everything before anything is used: the four files exist with the
+ * recorded sizes, every tensor lies inside its file (and inside its layer
+ * run or expert page), pages and runs are aligned and do not overlap, sizes
+ * match dtype x shape. Any failure is one line naming the file and the
+ * problem. */
+#ifndef K3_MANIFEST_H
+#define K3_MANIFEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "dtype.h"
+#include "error.h"
+
+#define K3_PACK_FORMAT "k3-packed"
+#define K3_PACK_VERSION 1
+#define K3_PACK_ALIGN 4096u          /* runs, pages, file sizes */
+#define K3_PACK_TENSOR_ALIGN 64u     /* every tensor's offset */
+#define K3_MANIFEST_MAX_DIMS 8
+
+typedef enum { K3_PK_TRUNK = 0, K3_PK_EXPERTS, K3_PK_EMBED, K3_PK_HEAD, K3_PK_NFILES } k3_pk_file;
+
+typedef struct k3_manifest_tensor {
+    const char *name;
+    uint64_t offset;                 /* absolute, in its file */
+    uint64_t bytes;
+    int64_t shape[K3_MANIFEST_MAX_DIMS];
+    int32_t layer;                   /* trunk and expert tensors: the layer; else -1 */
+    int32_t expert;                  /* expert tensors: the expert id; else -1 */
+    k3_dtype dtype;
+    uint8_t ndim;
+    uint8_t file;                    /* k3_pk_file */
+} k3_manifest_tensor;
+
+typedef struct k3_manifest_layer {
+    uint64_t trunk_offset;           /* in trunk.bin, 4 KiB aligned */
+    uint64_t trunk_bytes;            /* padded run length, a multiple of 4 KiB */
+    int n_experts;                   /* routed expert pages of this layer; 0 = dense */
+} k3_manifest_layer;
+
+typedef struct k3_manifest {
+    char *dir;
+    uint64_t fingerprint;            /* source.fingerprint */
+    char *config_json;               /* the "config" object, verbatim text */
+    size_t config_len;
+
+    int n_tensors;
+    k3_manifest_tensor *tensors;     /* in manifest order */
+
+    int n_layers;
+    k3_manifest_layer *layers;
+
+    uint64_t page_bytes;             /* every expert page; 0 if no experts */
+    int n_layers_moe;
+    int n_experts;                   /* experts per MoE layer (max over layers) */
+    int n_pages;
+    uint64_t *page_offsets;          /* [n_layers][n_experts]; UINT64_MAX = none */
+
+    const k3_manifest_tensor *embed; /* embed.bin, row r at r * embed_row_bytes */
+    uint64_t embed_row_bytes;
+    int64_t embed_rows;
+    k3_dtype embed_dtype;
+    const k3_manifest_tensor *final_norm;
+    const k3_manifest_tensor *lm_head;   /* the embedding itself when tied */
+    int tied;
+
+    uint64_t file_bytes[K3_PK_NFILES];
+    uint64_t checksum[K3_PK_NFILES];     /* FNV-1a 64 of each whole file */
+
+    /* private */
+    char *names_;
+    int *slots_;
+    int n_slots_;
+} k3_manifest;
+
+/* Parse and check DIR/manifest.json and the files it names. 0, or -1 with
+ * err naming the file and the problem (out is then empty). */
+int k3_manifest_load(const char *dir, k3_manifest *out, k3_error *err);
+void k3_manifest_free(k3_manifest *m);
+
+/* Tensor by its source name (names are unchanged by packing); NULL if absent. */
+const k3_manifest_tensor *k3_manifest_find(const k3_manifest *m, const char *name);
+
+/* Layer's trunk run in trunk.bin. 0, or -1 if layer is out of range. */
+int k3_manifest_layer_extent(const k3_manifest *m, int layer, uint64_t *offset, uint64_t *bytes);
+
+/* Offset of the page of (layer, expert) in experts.bin (page_bytes long),
+ * or -1 if there is none (dense layer, id out of range). */
+int64_t k3_manifest_expert_page(const k3_manifest *m, int layer, int expert);
+
+/* "trunk.bin", "experts.bin", ... and the short names used in the tensor
+ * table ("trunk", ...). */
+const char *k3_pk_file_name(k3_pk_file f);
+const char *k3_pk_file_key(k3_pk_file f);
+
+/* DIR/NAME of a packed file into buf. */
+void k3_manifest_path(const k3_manifest *m, k3_pk_file f, char *buf, size_t len);
+
+/* Re-read the four files and compare their FNV-1a 64 with the manifest
+ * (slow: reads everything). buf/len is scratch space (NULL = 8 MiB malloc'd). */
+int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3_error *err);
+
+/* 1 if dir is a finished packed directory: not named *.partial, with a
+ * manifest.json whose "format" is "k3-packed" and "version" is 1 (cheap:
+ * the full checks are k3_manifest_load's). 0 otherwise. */
+int k3_is_packed_dir(const char *dir);
+
+/* FNV-1a 64, continued from h (start with K3_FNV_INIT). */
+#define K3_FNV_INIT 1469598103934665603ull
+uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n);
+
+#endif
