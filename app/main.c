@@ -19,6 +19,8 @@ static const subcommand subcommands[] = {
     {"eval",     cmd_eval,     "teacher-forced logits for a list of token ids"},
     {"tokenize", cmd_tokenize, "encode text or a chat, or decode ids"},
     {"gen",      cmd_gen,      "write a synthetic checkpoint in Hugging Face layout"},
+    {"pack",     cmd_pack,     "write the packed layout (streaming runtime) of a checkpoint"},
+    {"bench",    cmd_bench,    "prompt and decode speed under a memory budget (figures, JSON)"},
 };
 
 static void print_help(FILE *f)

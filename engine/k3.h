@@ -165,4 +165,11 @@ typedef struct k3_stats {
 
 void k3_stats_read(const k3_model *m, k3_stats *out);
 
+/* The memory plan as a JSON object (budget, pinned units, ring, expert slots). */
+int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
+
+/* Measure the device with the runtime's own read size and queue depth. */
+int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
+                          k3_error *err);
+
 #endif

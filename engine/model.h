@@ -88,6 +88,13 @@ struct k3_weight_provider {
     const float *(*output_res_score)(k3_weight_provider *p);
     const k3_weight *(*acquire_head)(k3_weight_provider *p, k3_error *err);
     void (*release_head)(k3_weight_provider *p);
+    /* Measure the device: O_DIRECT-or-not reads of one expert slot's size at
+     * random aligned offsets of the largest file, at the reader's depth, for
+     * about `seconds`. Writes GB/s and the read size. */
+    int (*probe_device)(k3_weight_provider *p, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
+                        k3_error *err);
+    /* The plan as a JSON object. */
+    int (*plan_json)(k3_weight_provider *p, char *buf, size_t len);
     /* Hash of what identifies the weights (shard names, sizes, headers). */
     uint64_t (*content_hash)(k3_weight_provider *p);
     void (*close)(k3_weight_provider *p);

@@ -109,6 +109,17 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
+int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
+{
+    return m->weights->plan_json(m->weights, buf, len);
+}
+
+int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
+                          k3_error *err)
+{
+    return m->weights->probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
+}
+
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
 
 int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids)

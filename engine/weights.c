@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include "expert_cache.h"
 #include "io.h"
@@ -857,6 +858,59 @@ static uint64_t prov_content_hash(k3_weight_provider *p)
     return h;
 }
 
+static int prov_plan_json(k3_weight_provider *p, char *buf, size_t len)
+{
+    return k3_plan_json(&((weights_provider *)p)->plan, buf, len);
+}
+
+/* Random aligned reads of one expert slot's size over the largest file,
+ * `depth` at a time through the same reader: the device speed for exactly
+ * the reads the runtime makes. */
+static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
+                             k3_error *err)
+{
+    weights_provider *rp = (weights_provider *)p;
+    int file = 0;
+    for (int i = 1; i < rp->index.n_shards; i++)
+        if (rp->index.shards[i].file_bytes > rp->index.shards[file].file_bytes) file = i;
+    uint64_t size = rp->plan.expert_slot_bytes ? rp->plan.expert_slot_bytes : (1u << 20);
+    const uint64_t fbytes = rp->index.shards[file].file_bytes;
+    if (fbytes < size) size = fbytes / K3_IO_ALIGN * K3_IO_ALIGN;
+    if (!size) return k3_err(err, "%s: too small to probe", rp->index.shards[file].path);
+    const int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : 4;
+    uint8_t *buf = aligned_alloc(K3_IO_ALIGN, (size_t)size * d);
+    k3_io_req *reqs = calloc((size_t)d, sizeof *reqs);
+    if (!buf || !reqs) { free(buf); free(reqs); return k3_err(err, "out of memory"); }
+    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
+    const uint64_t windows = (fbytes - size) / K3_IO_ALIGN + 1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double elapsed = 0;
+    int rc = 0;
+    while (elapsed < seconds && rc == 0) {
+        k3_io_req *ptrs[64];
+        for (int i = 0; i < d; i++) {
+            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+            reqs[i] = (k3_io_req){.fd = rp->fd[file], .path = rp->index.shards[file].path,
+                                  .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size, .need_bytes = size,
+                                  .dst = buf + (size_t)i * size, .kind = K3_READ_OTHER};
+            ptrs[i] = &reqs[i];
+        }
+        k3_io_submit(rp->io, ptrs, d);
+        for (int i = 0; i < d && rc == 0; i++) rc = k3_io_wait(rp->io, &reqs[i], err);
+        done_bytes += size * (uint64_t)d;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        elapsed = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    }
+    free(buf);
+    free(reqs);
+    if (rc) return -1;
+    *gbps = done_bytes / elapsed / 1e9;
+    *read_bytes = size;
+    *depth = d;
+    return 0;
+}
+
 static void prov_close(k3_weight_provider *p)
 {
     weights_provider *rp = (weights_provider *)p;
@@ -1045,7 +1099,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     rp->base = (k3_weight_provider){prov_acquire_layer, prov_release_layer, prov_claim_experts,
                                     prov_acquire_expert, prov_release_expert, prov_embed_row, prov_final_norm,
                                     prov_output_res_score, prov_acquire_head, prov_release_head,
-                                    prov_content_hash, prov_close};
+                                    prov_probe_device, prov_plan_json, prov_content_hash, prov_close};
     rp->cfg = c;
     rp->opt = *o;
     rp->stats = stats;

@@ -1,0 +1,230 @@
+/* cmd_bench.c - `k3 bench`: prompt and decode speed under a memory budget,
+ * with the disk measured in the same run.
+ *
+ * Passes (each on a freshly opened model, so none inherits another's cache):
+ *   1. the prompt token by token (bytes read: what chunking saves),
+ *   2. the prompt in chunks, then N greedy decode steps (the figures),
+ *   3. unless --no-probe, the device: the runtime's own read size and depth,
+ *   4. unless --no-resident (or the model does not fit in half of the
+ *      available memory), the same decode fully resident, for floor_ratio.
+ * Peak RSS is taken after pass 2, before the resident pass. Prints a short
+ * report, or one JSON object with --json. Benchmarks are figures, not tests. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "k3.h"
+#include "ui/generate.h"
+
+typedef struct bench_options {
+    const char *model_dir;
+    int tokens, prompt_tokens, json, probe, resident;
+    double resident_s_per_token;     /* given instead of measured (--resident-s-per-token) */
+    k3_options model;
+} bench_options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3 bench [MODEL] [--mem SIZE] [--tokens N] [--prompt-tokens P] [--json] [options]\n\n"
+               "Runs a P-token prompt (default 64) and N decode steps (default 32) and reports\n"
+               "decode_s_per_token, prefill_tokens_per_s, bytes_read_per_token (total, trunk, experts),\n"
+               "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
+               "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
+               "  --no-probe                 skip the device measurement\n"
+               "  --no-resident              skip the fully resident decode pass\n"
+               "  --resident-s-per-token S   use S as the resident decode time\n%s",
+            cli_model_options_help);
+}
+
+/* Deterministic prompt ids spread over the vocabulary (no specials). */
+static int *make_prompt(int n, int vocab)
+{
+    int *ids = malloc((size_t)n * sizeof *ids);
+    uint64_t x = 0x2545F4914F6CDD1Dull;
+    int range = vocab > 512 ? vocab - 258 : vocab;
+    for (int i = 0; i < n && ids; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        ids[i] = (int)(x % (uint64_t)range);
+    }
+    return ids;
+}
+
+static int argmax(const float *l, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++) if (l[i] > l[b]) b = i;
+    return b;
+}
+
+typedef struct decode_figures {
+    double prefill_s, decode_s;
+    uint64_t prefill_bytes, decode_trunk, decode_experts, decode_other;
+    uint64_t decode_lookups, decode_hits, read_busy_ns;
+} decode_figures;
+
+/* Prefill (chunked, or one token at a time), then `tokens` greedy steps. */
+static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, int token_by_token,
+                    decode_figures *f, k3_error *err)
+{
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    k3_session *s = k3_session_new(m, n_prompt + tokens + 1, err);
+    if (!s) return -1;
+    k3_stats a, b;
+    k3_stats_read(m, &a);
+    double t0 = generate_now_s();
+    int rc = 0;
+    if (token_by_token)
+        for (int i = 0; i < n_prompt && rc == 0; i++) rc = k3_session_eval(s, prompt + i, 1, NULL, err);
+    else
+        rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
+    f->prefill_s = generate_now_s() - t0;
+    k3_stats_read(m, &b);
+    f->prefill_bytes = (b.bytes_read_trunk + b.bytes_read_experts + b.bytes_read_other) -
+                       (a.bytes_read_trunk + a.bytes_read_experts + a.bytes_read_other);
+    t0 = generate_now_s();
+    for (int i = 0; i < tokens && rc == 0; i++) {
+        int next = argmax(k3_session_logits(s), info.vocab_size);
+        rc = k3_session_eval(s, &next, 1, NULL, err);
+    }
+    f->decode_s = generate_now_s() - t0;
+    k3_stats_read(m, &a);
+    f->decode_trunk = a.bytes_read_trunk - b.bytes_read_trunk;
+    f->decode_experts = a.bytes_read_experts - b.bytes_read_experts;
+    f->decode_other = a.bytes_read_other - b.bytes_read_other;
+    f->decode_lookups = a.expert_lookups - b.expert_lookups;
+    f->decode_hits = a.expert_hits - b.expert_hits;
+    f->read_busy_ns = a.read_busy_ns - b.read_busy_ns;
+    k3_session_free(s);
+    return rc;
+}
+
+static int parse(int argc, char **argv, bench_options *o)
+{
+    long long v;
+    memset(o, 0, sizeof *o);
+    o->tokens = 32;
+    o->prompt_tokens = 64;
+    o->probe = o->resident = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        if (mo < 0) return -1;
+        if (mo) continue;
+        if (!strcmp(a, "--tokens") && i + 1 < argc) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
+            o->tokens = (int)v;
+        } else if (!strcmp(a, "--prompt-tokens") && i + 1 < argc) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
+            o->prompt_tokens = (int)v;
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--no-probe")) {
+            o->probe = 0;
+        } else if (!strcmp(a, "--no-resident")) {
+            o->resident = 0;
+        } else if (!strcmp(a, "--resident-s-per-token") && i + 1 < argc) {
+            double d;
+            if (cli_parse_float(a, argv[++i], 0, 1e6, &d)) return -1;
+            o->resident_s_per_token = d;
+            o->resident = 0;
+        } else if (a[0] == '-') {
+            cli_error("bench: unknown option or missing value '%s' (see k3 bench --help)", a);
+            return -1;
+        } else if (!o->model_dir) {
+            o->model_dir = a;
+        } else {
+            cli_error("bench: unexpected argument '%s'", a);
+            return -1;
+        }
+    }
+    if (!o->model_dir) o->model_dir = cli_default_model();
+    o->model.ctx_tokens = o->prompt_tokens + o->tokens + 1;
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    bench_options o;
+    if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
+    k3_error err;
+    /* pass 1: token by token */
+    k3_options quiet = o.model;
+    quiet.quiet = 1;
+    k3_model *m = k3_model_open(o.model_dir, &quiet, &err);
+    if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
+    decode_figures tbt = {0}, main_pass = {0}, resident = {0};
+    int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
+    k3_model_close(m);
+    if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    /* pass 2: chunked prompt + decode */
+    k3_options main_opt = o.model;
+    main_opt.quiet = o.json;
+    m = k3_model_open(o.model_dir, &main_opt, &err);
+    if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
+    k3_stats st;
+    k3_stats_read(m, &st);
+    char plan[1024];
+    k3_model_plan_json(m, plan, sizeof plan);
+    double device_gbps = 0;
+    uint64_t probe_bytes = 0;
+    int probe_depth = 0;
+    if (rc == 0 && o.probe && k3_model_probe_device(m, 1.5, &device_gbps, &probe_bytes, &probe_depth, &err)) rc = -1;
+    k3_model_close(m);
+    if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    /* pass 4: fully resident decode, when it fits comfortably */
+    double resident_s = o.resident_s_per_token;
+    if (o.resident) {
+        k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
+        k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
+        k3_stats rs;
+        if (r) k3_stats_read(r, &rs);
+        if (r && rs.budget_bytes == 0 && run_pass(r, prompt, o.prompt_tokens, o.tokens, 0, &resident, &err) == 0)
+            resident_s = resident.decode_s / o.tokens;
+        k3_model_close(r);
+    }
+    free(prompt);
+    const double n = o.tokens;
+    const double s_per_token = main_pass.decode_s / n;
+    const double bytes_per_token = (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) / n;
+    const double read_gbps = main_pass.read_busy_ns ? (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) /
+                                                      (main_pass.read_busy_ns * 1e-9) / 1e9 : 0;
+    const double floor_s = device_gbps > 0 ? bytes_per_token / (device_gbps * 1e9) : 0;
+    const double denom = floor_s > resident_s ? floor_s : resident_s;
+    const double ratio = denom > 0 ? s_per_token / denom : 0;
+    const double hit = main_pass.decode_lookups ? (double)main_pass.decode_hits / main_pass.decode_lookups : 1.0;
+    if (o.json) {
+        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
+               "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
+               "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
+               "\"read_gbps\":%.3f,\"device_gbps\":%.3f,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
+               "\"true_hit_rate\":%.4f,\"prefetch_used\":0,\"prefetch_unused\":0,\"peak_rss_bytes\":%llu,"
+               "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
+               "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f}\n",
+               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
+               main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
+               (unsigned long long)tbt.prefill_bytes, read_gbps, device_gbps, (unsigned long long)probe_bytes,
+               probe_depth, hit, (unsigned long long)st.peak_rss_bytes, (unsigned long long)st.budget_bytes, plan,
+               floor_s, resident_s, ratio);
+    } else {
+        printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
+               o.prompt_tokens / main_pass.prefill_s);
+        printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; device %.2f GB/s\n",
+               bytes_per_token / 1e6, main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6,
+               read_gbps, device_gbps);
+        printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
+               tbt.prefill_bytes / 1e6);
+        printf("cache      true hit rate %.1f%%\n", hit * 100);
+        printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
+               st.budget_bytes / 1048576.0);
+        printf("floor      I/O floor %.4f s/token, resident %.4f s/token, floor ratio %.2f\n", floor_s, resident_s, ratio);
+    }
+    return K3_EXIT_OK;
+}
