@@ -1,0 +1,63 @@
+/* pack.h - convert a Hugging Face checkpoint into the packed layout (`k3 pack`).
+ *
+ * The packed directory (DESIGN §5, manifest.h) is what the streaming runtime
+ * reads from disk: one 4 KiB-aligned run per layer in trunk.bin, one
+ * fixed-size page per routed expert in experts.bin, embedding rows readable
+ * one at a time in embed.bin, the final norm and lm_head in head.bin.
+ *
+ * Packing streams shard by shard through one fixed copy buffer: every output
+ * offset is computed up front from the shard headers, output files are
+ * preallocated, and tensors are copied source-sequentially with pread/pwrite
+ * to their final offsets. Work happens in DST.partial/; the manifest is
+ * written last, after the files are fsync'd and re-read (checksums compared
+ * with what was computed while writing, a sample of tensors compared with the
+ * source); only then is DST.partial renamed to DST. An interrupted run thus
+ * never leaves a directory that loads, and a re-run starts clean. */
+#ifndef K3_PACK_H
+#define K3_PACK_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "error.h"
+
+#define K3_PACK_DEFAULT_BUFFER (64u << 20)
+
+/* Called from the packing thread: phase is "copy" or "verify"; done/total in bytes. */
+typedef void (*k3_pack_progress_fn)(void *user, const char *phase, uint64_t done, uint64_t total);
+
+typedef struct k3_pack_opts {
+    int force;                       /* replace an existing packed DST */
+    size_t buffer_bytes;             /* the copy buffer: the bulk of peak memory */
+    double throttle_mb_s;            /* 0 = unlimited; limits the copy rate */
+    int64_t simulate_free_bytes;     /* TEST ONLY: free space to assume; -1 = ask statvfs */
+    int sample_tensors;              /* tensors compared byte for byte with the source */
+    k3_pack_progress_fn progress;    /* NULL = silent */
+    void *progress_user;
+    volatile sig_atomic_t *cancel;   /* set to nonzero to stop (DST.partial is removed) */
+} k3_pack_opts;
+
+typedef struct k3_pack_result {
+    int n_tensors;                   /* packed */
+    int n_skipped;                   /* vision_tower.* / mm_projector.* */
+    int n_layers, n_layers_moe, n_pages;
+    uint64_t page_bytes;
+    uint64_t tensor_bytes;           /* bytes copied from the source */
+    uint64_t out_bytes;              /* sum of the four .bin files */
+    double copy_s, verify_s, total_s;
+    int sampled;                     /* tensors compared with the source */
+    int removed_stale;               /* a stale DST.partial was removed first */
+    uint64_t fingerprint;
+    size_t peak_bytes_estimate;      /* buffer + tables */
+} k3_pack_result;
+
+void k3_pack_default_opts(k3_pack_opts *o);
+
+/* Pack src (HF checkpoint dir) into dst. 0, or -1 with err set; on failure
+ * or cancel nothing named dst is created or changed (DST.partial is removed). */
+int k3_pack(const char *src, const char *dst, const k3_pack_opts *o, k3_pack_result *res, k3_error *err);
+
+/* Approximate bytes of table memory per source tensor (for --help and the estimate). */
+#define K3_PACK_BYTES_PER_TENSOR 256u
+
+#endif
