@@ -1109,6 +1109,9 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : 4, stats, err);
     if (!rp->io) goto fail;
+    /* test hook (tests/t_stream.sh): K3_TEST_FAIL_READ=N makes the Nth read fail with EIO */
+    const char *fail_nth = getenv("K3_TEST_FAIL_READ");
+    if (fail_nth && atoi(fail_nth) > 0) k3_io_inject_failure(rp->io, atoi(fail_nth), EIO);
     if (o->trace_path && !(rp->trace = fopen(o->trace_path, "w"))) {
         k3_err(err, "%s: cannot create the trace file: %s", o->trace_path, strerror(errno));
         goto fail;

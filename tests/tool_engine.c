@@ -4,6 +4,9 @@
  *                                      and vs all single steps: logits must be
  *                                      bit-identical (same kernels, same order)
  *   tool_engine greedy MODEL "ids" N   greedy continuation: prints N ids
+ *   tool_engine iocheck MODEL "ids" MEM  eval under a --mem budget with O_DIRECT
+ *                                      reads: the engine's bytes-read counters
+ *                                      must match /proc/self/io read_bytes (1%)
  *
  * Prints PASS/FAIL lines for split; greedy prints the ids on stdout. */
 #include <stdio.h>
@@ -87,6 +90,44 @@ static int greedy(k3_model *m, const int *ids, int n, int steps)
     return 0;
 }
 
+/* read_bytes of /proc/self/io: what this process made the storage layer read. */
+static unsigned long long proc_read_bytes(void)
+{
+    FILE *f = fopen("/proc/self/io", "r");
+    char line[128];
+    unsigned long long v = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "read_bytes: %llu", &v) == 1) break;
+    if (f) fclose(f);
+    return v;
+}
+
+static int iocheck(const char *dir, const int *ids, int n, const char *mem)
+{
+    k3_options opt = {.mem_bytes = (uint64_t)strtoull(mem, NULL, 10) << 20, .ctx_tokens = n, .quiet = 1};
+    k3_error err;
+    unsigned long long before_open = proc_read_bytes();
+    k3_model *m = k3_model_open(dir, &opt, &err);
+    if (!m) { printf("FAIL iocheck open: %s\n", err.msg); return 1; }
+    k3_stats a, b;
+    k3_stats_read(m, &a);
+    unsigned long long before = proc_read_bytes();
+    k3_session *s = k3_session_new(m, n, &err);
+    if (!s || k3_session_eval(s, ids, n, NULL, &err)) { printf("FAIL iocheck eval: %s\n", err.msg); return 1; }
+    unsigned long long after = proc_read_bytes();
+    k3_stats_read(m, &b);
+    unsigned long long engine = (b.bytes_read_trunk + b.bytes_read_experts + b.bytes_read_other) -
+                                (a.bytes_read_trunk + a.bytes_read_experts + a.bytes_read_other);
+    unsigned long long kernel = after - before;
+    double diff = engine > kernel ? (double)(engine - kernel) : (double)(kernel - engine);
+    int ok = engine > 0 && diff <= 0.01 * (double)kernel + 65536;
+    printf("%s bytes read: engine counters %llu vs /proc/self/io read_bytes %llu (open: %llu)%s\n",
+           ok ? "PASS" : "FAIL", engine, kernel, before - before_open, ok ? "" : ": differ by more than 1%");
+    k3_session_free(s);
+    k3_model_close(m);
+    return !ok;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
@@ -94,10 +135,15 @@ int main(int argc, char **argv)
         return 2;
     }
     k3_error err;
-    k3_model *m = k3_model_open(argv[2], NULL, &err);
+    k3_options quiet = {.quiet = 1};
+    k3_model *m = k3_model_open(argv[2], &quiet, &err);
     if (!m) { printf("FAIL open %s: %s\n", argv[2], err.msg); return 1; }
     int n, *ids = parse_ids(argv[3], &n), k = atoi(argv[4]), rc;
-    if (!strcmp(argv[1], "split")) rc = split_check(m, ids, n, k);
+    if (!strcmp(argv[1], "iocheck")) {
+        k3_model_close(m);
+        m = NULL;
+        rc = iocheck(argv[2], ids, n, argv[4]);
+    } else if (!strcmp(argv[1], "split")) rc = split_check(m, ids, n, k);
     else rc = greedy(m, ids, n, k);
     free(ids);
     k3_model_close(m);

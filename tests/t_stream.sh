@@ -1,0 +1,90 @@
+#!/bin/sh
+# t_stream.sh - the streaming runtime: logits must not depend on where the
+# weights live. Fully resident vs several --mem budgets (down to the
+# planner's minimum), O_DIRECT vs buffered, pread pool vs io_uring, HF
+# layout vs packed layout: all byte-identical. Plus: a too-small budget is
+# refused with the minimum in the message; an injected read failure (EIO)
+# is one clear error; the engine's byte counters match /proc/self/io; peak
+# RSS stays within the budget + 2%; chunked prefill reads at most half the
+# bytes of token-by-token.
+cd "$(dirname "$0")/.." || exit 1
+OUT=tests/out/stream
+mkdir -p $OUT
+K3=./k3
+M=$OUT/small3
+[ -f $M/config.json ] || $K3 gen $M --preset small --shards 3 --seed 21 >/dev/null 2>&1
+K=$OUT/k3tiny
+[ -f $K/config.json ] || $K3 gen $K --preset k3-tiny --shards 2 --seed 22 >/dev/null 2>&1
+IDS=$(seq -s ' ' 7 7 420)   # 60 tokens: two prompt chunks
+
+same() { # NAME FILE
+    if cmp -s $OUT/ref.f32 "$2"; then echo "PASS $1: logits identical to fully resident"
+    else echo "FAIL $1: logits differ from fully resident"; fi
+}
+
+for model in $M $K; do
+    name=$(basename $model)
+    $K3 eval $model --ids "$IDS" --logits $OUT/ref.f32 2>/dev/null || echo "FAIL $name: resident eval failed"
+    # the minimum, from the planner's own refusal
+    $K3 eval $model --ids "$IDS" --logits $OUT/x.f32 --mem 1M 2>$OUT/min.err
+    if grep -q "below the minimum" $OUT/min.err && [ $(wc -l < $OUT/min.err) -eq 1 ]; then
+        echo "PASS $name: a 1M budget is refused with the minimum: $(cat $OUT/min.err)"
+    else
+        echo "FAIL $name: a 1M budget was not refused clearly: $(cat $OUT/min.err)"
+    fi
+    MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+    [ -n "$MIN" ] || MIN=64
+    for mem in $((MIN)) $((MIN + 2)) $((MIN + 8)) $((MIN * 2)); do
+        rm -f $OUT/b.f32
+        /usr/bin/time -f "%M" -o $OUT/rss $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M 2>$OUT/b.err
+        same "$name --mem ${mem}M" $OUT/b.f32
+        rss_kb=$(tail -1 $OUT/rss)
+        limit_kb=$((mem * 1024 * 102 / 100))
+        if [ "$rss_kb" -le "$limit_kb" ]; then echo "PASS $name --mem ${mem}M: peak RSS ${rss_kb} KiB within the budget + 2%"
+        else echo "FAIL $name --mem ${mem}M: peak RSS ${rss_kb} KiB over ${limit_kb} KiB"; fi
+    done
+    mem=$((MIN + 2))
+    for io in "--io buffered" "--io-backend uring" "--io buffered --io-backend uring" "--cache-policy lfru" "--io-depth 1"; do
+        rm -f $OUT/b.f32
+        $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M $io 2>/dev/null
+        same "$name --mem ${mem}M $io" $OUT/b.f32
+    done
+    # injected read failure: one clear line, exit 1
+    K3_TEST_FAIL_READ=40 $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M 2>$OUT/fail.err
+    code=$?
+    if [ $code -eq 1 ] && grep -q "Input/output error" $OUT/fail.err && [ $(grep -c . $OUT/fail.err) -le 4 ]; then
+        echo "PASS $name: an EIO read is a clear error: $(grep 'Input/output' $OUT/fail.err)"
+    else
+        echo "FAIL $name: injected EIO gave exit $code: $(cat $OUT/fail.err)"
+    fi
+    build/tests/tool_engine iocheck $model "$IDS" $mem | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
+done
+
+# packed layout
+if $K3 pack $M $OUT/small3.packed --force >/dev/null 2>$OUT/pack.err; then
+    $K3 eval $M --ids "$IDS" --logits $OUT/ref.f32 2>/dev/null
+    rm -f $OUT/b.f32
+    $K3 eval $OUT/small3.packed --ids "$IDS" --logits $OUT/b.f32 2>/dev/null
+    same "packed layout, resident" $OUT/b.f32
+    rm -f $OUT/b.f32
+    $K3 eval $OUT/small3.packed --ids "$IDS" --logits $OUT/b.f32 --mem 40M 2>/dev/null
+    same "packed layout --mem 40M" $OUT/b.f32
+else
+    echo "FAIL k3 pack: $(head -c 300 $OUT/pack.err)"
+fi
+
+# chunked prefill reads at most half of token-by-token
+$K3 bench $M --mem 40M --tokens 4 --prompt-tokens 64 --json --no-probe --no-resident > $OUT/bench.json 2>/dev/null
+/usr/bin/python3 - $OUT/bench.json <<'PY'
+import json, sys
+try:
+    b = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"FAIL bench --json: not JSON ({e})"); sys.exit(0)
+need = ["decode_s_per_token", "prefill_tokens_per_s", "bytes_read_per_token", "read_gbps", "device_gbps",
+        "true_hit_rate", "peak_rss_bytes", "budget_bytes", "plan", "io_floor_s_per_token", "floor_ratio"]
+missing = [k for k in need if k not in b]
+print(("FAIL bench --json lacks " + ", ".join(missing)) if missing else "PASS bench --json has every field")
+c, t = b["prefill_bytes_chunked"], b["prefill_bytes_token_by_token"]
+print(("PASS" if c * 2 <= t else "FAIL") + f" chunked prefill read {c} bytes vs {t} token by token")
+PY
