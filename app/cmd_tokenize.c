@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "tokenizer.h"
+#include "k3.h"
 
 static const char tokenize_usage[] =
     "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n"
@@ -112,8 +112,8 @@ static void report_json_error(const char *path, const json_error_t *jerr)
     if (f) fclose(f);
 }
 
-/* The chat framing depends on the model family; only Kimi Linear (K2
- * framing) exists so far. */
+/* The chat framing depends on the model family: 0 = Kimi Linear (K2
+ * framing), 1 = Kimi K3 (XTML), -1 = error (message printed). */
 static int check_chat_model_type(const char *model)
 {
     size_t plen = strlen(model) + 16;
@@ -128,10 +128,11 @@ static int check_chat_model_type(const char *model)
     } else {
         json_t *type = json_is_object(cfg) ? json_object_get(cfg, "model_type") : NULL;
         if (!json_is_string(type)) cli_error("%s: no \"model_type\" string", path);
-        else if (strcmp(json_string_value(type), "kimi_linear"))
-            cli_error("%s: chat format for model_type '%s' is not supported yet (only kimi_linear)",
+        else if (!strcmp(json_string_value(type), "kimi_linear")) rc = 0;
+        else if (!strcmp(json_string_value(type), "kimi_k3")) rc = 1;
+        else
+            cli_error("%s: no chat format for model_type '%s' (kimi_linear or kimi_k3)",
                       path, json_string_value(type));
-        else rc = 0;
     }
     json_decref(cfg);
     free(path);
@@ -139,7 +140,7 @@ static int check_chat_model_type(const char *model)
 }
 
 /* --chat FILE.json: a JSON array of {"role", "content"} objects. */
-static int tokenize_chat(const k3_tokenizer *tok, const char *file)
+static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml)
 {
     json_error_t jerr;
     json_t *root = json_load_file(file, 0, &jerr);
@@ -175,7 +176,8 @@ static int tokenize_chat(const k3_tokenizer *tok, const char *file)
     }
     char err[256];
     int n;
-    int *ids = k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err);
+    int *ids = xtml ? k3_chat_render_xtml(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err)
+                    : k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err);
     if (!ids) {
         cli_error("%s: %s", file, err);
         goto done;
@@ -224,7 +226,8 @@ int cmd_tokenize(int argc, char **argv)
     int *decode_ids = NULL, n_decode = 0;
     if (a.mode == MODE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;
-    if (a.mode == MODE_CHAT && check_chat_model_type(a.model)) {
+    int chat_format = a.mode == MODE_CHAT ? check_chat_model_type(a.model) : 0;
+    if (chat_format < 0) {
         free(decode_ids);
         return K3_EXIT_ERROR;
     }
@@ -244,7 +247,7 @@ int cmd_tokenize(int argc, char **argv)
         if (text) rc = tokenize_text(tok, a.arg, text, len);
         free(text);
     } else if (a.mode == MODE_CHAT) {
-        rc = tokenize_chat(tok, a.arg);
+        rc = tokenize_chat(tok, a.arg, chat_format);
     } else {
         rc = tokenize_decode(tok, decode_ids, n_decode);
     }

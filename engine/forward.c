@@ -10,29 +10,18 @@
 #include "ops.h"
 #include "stats.h"
 
-/* AttnRes mix (kimi_k3_spec.md §3): out[t] = sum_i softmax_i(s) v_i over the
- * sources V = snapshots ++ [current], with s_i = sum_d rms_normalised(v_i)[d]
- * * score[d]: keys RMS-normalised, values raw. */
+/* The AttnRes mix of every token of the chunk over its snapshots and the
+ * current stream (k3_attn_res_mix). */
 static void attn_res_mix(k3_session *s, const float *score, const float *current, float *out, int T, int n_snap)
 {
     const k3_config *c = &s->m->cfg;
     const int D = c->hidden, max_snap = (c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
-    float *logits = s->sc.mix_scores;
+    const float *sources[K3_MAX_LAYERS + 1];
     for (int t = 0; t < T; t++) {
-        const float *cur = current + (size_t)t * D;
         const float *snap = s->sc.snapshots + (size_t)t * max_snap * D;
-        for (int i = 0; i <= n_snap; i++) {
-            const float *v = i < n_snap ? snap + (size_t)i * D : cur;
-            double ss = 0.0, dot = 0.0;
-            for (int d = 0; d < D; d++) ss += (double)v[d] * v[d];
-            const float r = (float)(1.0 / sqrt(ss / D + c->rms_eps));
-            for (int d = 0; d < D; d++) dot += (double)(v[d] * r) * score[d];
-            logits[i] = (float)dot;
-        }
-        k3_softmax(logits, n_snap + 1);
-        float *o = out + (size_t)t * D;
-        memset(o, 0, (size_t)D * sizeof(float));
-        for (int i = 0; i <= n_snap; i++) k3_axpy_f32(o, logits[i], i < n_snap ? snap + (size_t)i * D : cur, D);
+        for (int i = 0; i < n_snap; i++) sources[i] = snap + (size_t)i * D;
+        sources[n_snap] = current + (size_t)t * D;
+        k3_attn_res_mix(out + (size_t)t * D, sources, n_snap + 1, score, D, c->rms_eps, s->sc.mix_scores);
     }
 }
 

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "error.h"
 #include "tokenizer.h"
+#include "chat_xtml.h"
 #include "sampler.h"
 
 typedef struct k3_model k3_model;

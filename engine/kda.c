@@ -93,9 +93,9 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
             const float *f = sc->forget + (size_t)t * P + (size_t)h * Dk;
             const float *dt = w->dt_bias + (size_t)h * Dk;
             if (c->kda_lower_bound_gate)          /* K3 "safe gate": decay in (lb, 0) */
-                for (int i = 0; i < Dk; i++) alpha[i] = expf(c->kda_gate_lower_bound * k3_sigmoid(A * (f[i] + dt[i])));
+                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_safe(c->kda_gate_lower_bound, A, f[i] + dt[i]);
             else                                  /* Kimi Linear: -exp(A_log) * softplus */
-                for (int i = 0; i < Dk; i++) alpha[i] = expf(-A * k3_softplus(f[i] + dt[i]));
+                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_softplus(A, f[i] + dt[i]);
             const float beta = k3_sigmoid(sc->beta[(size_t)t * H + h]);
             float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
             delta_rule_step(S, q, k, v, alpha, beta, o, u, Dk, Dv);

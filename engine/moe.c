@@ -11,13 +11,6 @@
 #include "forward.h"
 #include "ops.h"
 
-/* SiTU-GLU (kimi_k3_spec.md §6.3): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
- * the sigmoid takes the uncapped gate, both caps bound the result by b*bl. */
-static inline float situ(float g, float u, float beta, float linear_beta)
-{
-    return beta * tanhf(g / beta) * k3_sigmoid(g) * (linear_beta * tanhf(u / linear_beta));
-}
-
 /* out[t] = down(act(gate x_t, up x_t)) for t < T, act = SiLU-GLU or SiTU-GLU. */
 static void glu_mlp(const k3_config *c, k3_scratch *sc, const k3_mlp_weights *w, const float *x, float *out, int T)
 {
@@ -26,7 +19,7 @@ static void glu_mlp(const k3_config *c, k3_scratch *sc, const k3_mlp_weights *w,
     k3_matmul(sc->inter_up, &w->up, x, T);
     if (c->use_situ)
         for (int64_t i = 0; i < (int64_t)T * inter; i++)
-            sc->inter_gate[i] = situ(sc->inter_gate[i], sc->inter_up[i], c->situ_beta, c->situ_linear_beta);
+            sc->inter_gate[i] = k3_situ(sc->inter_gate[i], sc->inter_up[i], c->situ_beta, c->situ_linear_beta);
     else
         for (int64_t i = 0; i < (int64_t)T * inter; i++)
             sc->inter_gate[i] = k3_silu(sc->inter_gate[i]) * sc->inter_up[i];

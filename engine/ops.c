@@ -38,3 +38,19 @@ void k3_weight_row_f32(const k3_weight *w, int64_t r, float *out)
         for (int64_t c = 0; c < w->cols; c++) out[c] *= s[c / 128];
     }
 }
+
+void k3_attn_res_mix(float *out, const float *const *sources, int n, const float *score, int D, float eps,
+                     float *logits)
+{
+    for (int i = 0; i < n; i++) {
+        const float *v = sources[i];
+        double ss = 0.0, dot = 0.0;
+        for (int d = 0; d < D; d++) ss += (double)v[d] * v[d];
+        const float r = (float)(1.0 / sqrt(ss / D + eps));
+        for (int d = 0; d < D; d++) dot += (double)(v[d] * r) * score[d];
+        logits[i] = (float)dot;
+    }
+    k3_softmax(logits, n);
+    for (int d = 0; d < D; d++) out[d] = 0.0f;
+    for (int i = 0; i < n; i++) k3_axpy_f32(out, logits[i], sources[i], D);
+}

@@ -21,6 +21,29 @@ static inline float k3_silu(float x) { return x / (1.0f + expf(-x)); }
 /* PyTorch softplus(beta=1, threshold=20). */
 static inline float k3_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
+/* SiTU-GLU (kimi_k3_spec.md §6.3): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
+ * the sigmoid takes the uncapped gate; |result| <= b * bl. */
+static inline float k3_situ(float g, float u, float beta, float linear_beta)
+{
+    return beta * tanhf(g / beta) * k3_sigmoid(g) * (linear_beta * tanhf(u / linear_beta));
+}
+
+/* KDA per-channel decay multiplier alpha = exp(g):
+ * Kimi Linear: g = -exp(A_log) * softplus(z);
+ * Kimi K3 "safe gate": g = lb * sigmoid(exp(A_log) * z), in (lb, 0).
+ * A = exp(A_log[head]), z = f + dt_bias. */
+static inline float k3_kda_decay_softplus(float A, float z) { return expf(-A * k3_softplus(z)); }
+static inline float k3_kda_decay_safe(float lower_bound, float A, float z)
+{
+    return expf(lower_bound * k3_sigmoid(A * z));
+}
+
+/* Attention Residuals mix (kimi_k3_spec.md §3): out = sum_i softmax_i(s) v_i
+ * with s_i = sum_d (v_i[d] / sqrt(mean(v_i^2) + eps)) * score[d]: keys
+ * RMS-normalised, values raw. sources[i] are D-vectors; logits has n floats. */
+void k3_attn_res_mix(float *out, const float *const *sources, int n, const float *score, int D, float eps,
+                     float *logits);
+
 /* Row r of a weight matrix as fp32 (applies fp8 block scales). */
 void k3_weight_row_f32(const k3_weight *w, int64_t r, float *out);
 

@@ -187,6 +187,46 @@ class Tokenizer:
         return ids
 
 
+    # Kimi K3 XTML (kimi_k3_spec.md §8), thinking off; every segment encoded
+    # on its own with specials disallowed; structural markers are special ids.
+    def chat_xtml(self, messages, add_generation_prompt=True):
+        sp = self.special_to_id
+        ids = []
+
+        def text(t):
+            ids.extend(self.encode(t, allow_special=False))
+
+        def open_(tag, attrs=()):
+            ids.append(sp["<|open|>"])
+            text(tag)
+            for k, v in attrs:
+                text(" " + k)
+                text('="')
+                text(v.replace("&", "&amp;").replace('"', "&quot;"))
+                text('"')
+            ids.append(sp["<|sep|>"])
+
+        def close(tag):
+            ids.append(sp["<|close|>"])
+            text(tag)
+            ids.append(sp["<|sep|>"])
+
+        for m in messages:
+            open_("message", [("role", m["role"])])
+            if m["role"] == "assistant":
+                open_("response")
+                text(m.get("content") or "")
+                close("response")
+            else:
+                text(m.get("content") or "")
+            close("message")
+            ids.append(sp["<|end_of_msg|>"])
+        if add_generation_prompt:
+            open_("message", [("role", "assistant")])
+            open_("response")
+        return ids
+
+
 def main(argv):
     if len(argv) < 3:
         sys.stderr.write(__doc__)
@@ -200,9 +240,11 @@ def main(argv):
                 print(piece.encode("utf-8").hex())
             return 0
         print(" ".join(str(i) for i in tok.encode(text, allow_special=(cmd == "encode"))))
-    elif cmd == "chat":
+    elif cmd in ("chat", "chat-xtml"):
         with open(argv[3], encoding="utf-8") as f:
-            print(" ".join(str(i) for i in tok.chat(json.load(f))))
+            msgs = json.load(f)
+        ids = tok.chat(msgs) if cmd == "chat" else tok.chat_xtml(msgs)
+        print(" ".join(str(i) for i in ids))
     elif cmd == "decode":
         ids = [int(x) for x in argv[3].replace(",", " ").split()]
         sys.stdout.buffer.write(tok.decode(ids).encode("utf-8"))

@@ -1,0 +1,192 @@
+/* test_k3_ops.c - the Kimi K3 numeric pieces against plain scalar references
+ * written here from kimi_k3_spec.md, with adversarial inputs: SiTU with both
+ * caps saturated, the AttnRes mix, the lower-bounded KDA decay, and MXFP4
+ * decode / dot products (the spec's test vector, a swapped-nibble negative,
+ * E8M0 edge bytes, SIMD vs scalar, matmul vs matvec). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels.h"
+#include "mxfp4.h"
+#include "ops.h"
+#include "test.h"
+
+static uint64_t rng = 88172645463325252ull;
+static double urand(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (rng >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* §6.3 in double precision. */
+static double situ_ref(double g, double u, double b, double bl)
+{
+    return b * tanh(g / b) * (1.0 / (1.0 + exp(-g))) * (bl * tanh(u / bl));
+}
+
+static void test_situ(void)
+{
+    TEST_BEGIN("situ_against_double_reference_and_caps");
+    const double vals[] = {-1000, -200, -30, -4, -1, -1e-3, 0, 1e-3, 0.5, 1, 3.9, 4, 25, 60, 200, 1000};
+    const int nv = sizeof vals / sizeof vals[0];
+    for (int i = 0; i < nv; i++)
+        for (int j = 0; j < nv; j++) {
+            float got = k3_situ((float)vals[i], (float)vals[j], 4.0f, 25.0f);
+            double want = situ_ref(vals[i], vals[j], 4.0, 25.0);
+            CHECK(fabs(got - want) <= 1e-5 * fmax(1.0, fabs(want)), "situ(%g, %g) = %g, want %g", vals[i], vals[j], got, want);
+            CHECK(fabsf(got) <= 100.0f + 1e-3f, "situ(%g, %g) = %g exceeds the cap 100", vals[i], vals[j], got);
+        }
+    /* both caps saturate: 4 * 1 * sigmoid(1000) * 25 = 100 */
+    CHECK(fabsf(k3_situ(1000, 1000, 4, 25) - 100.0f) < 1e-4f, "situ(1000,1000) = %g", k3_situ(1000, 1000, 4, 25));
+    /* the sigmoid takes the uncapped gate: at g = -1000 the product is ~0 */
+    CHECK(fabsf(k3_situ(-1000, 1000, 4, 25)) < 1e-6f, "situ(-1000,1000) = %g", k3_situ(-1000, 1000, 4, 25));
+    /* the up cap matters: u = 1000 gives 25, not 1000 */
+    float g = 2.0f, got = k3_situ(g, 1000, 4, 25);
+    CHECK(fabsf(got - 4 * tanhf(0.5f) / (1 + expf(-2)) * 25) < 1e-4f, "up cap missing: %g", got);
+    TEST_END();
+}
+
+static void test_safe_gate(void)
+{
+    TEST_BEGIN("kda_safe_gate_decay");
+    for (int i = 0; i < 2000; i++) {
+        double A = exp(urand() * 4 - 1), z = (urand() - 0.5) * 400;
+        double want = exp(-5.0 * (1.0 / (1.0 + exp(-A * z))));
+        float got = k3_kda_decay_safe(-5.0f, (float)A, (float)z);
+        CHECK(fabs(got - want) <= 2e-6 * want + 1e-9, "A=%g z=%g: %g want %g", A, z, got, want);
+        CHECK(got >= expf(-5.0f) * (1 - 1e-6f) && got <= 1.0f, "alpha %g outside (e^-5, 1]", got);
+    }
+    CHECK(fabsf(k3_kda_decay_safe(-5, 1, 1e6f) - expf(-5)) < 1e-7f, "saturated decay");
+    CHECK(k3_kda_decay_safe(-5, 1, -1e6f) == 1.0f, "no decay at -inf");
+    /* the Kimi Linear form stays softplus */
+    CHECK(fabsf(k3_kda_decay_softplus(2.0f, 0.0f) - expf(-2.0f * logf(2.0f))) < 1e-6f, "softplus decay");
+    CHECK(fabsf(k3_kda_decay_softplus(1.0f, 30.0f) - expf(-30.0f)) < 1e-12f, "softplus threshold 20");
+    TEST_END();
+}
+
+static void test_attn_res(void)
+{
+    TEST_BEGIN("attn_res_mix_against_double_reference");
+    enum { D = 96, N = 9 };
+    float src[N][D], score[D], out[D], logits[N];
+    const float *ptr[N];
+    for (int trial = 0; trial < 50; trial++) {
+        int n = 1 + trial % N;
+        for (int i = 0; i < n; i++) {
+            double mag = trial % 3 == 0 ? pow(10, (urand() - 0.5) * 6) : 1;   /* wildly different norms */
+            for (int d = 0; d < D; d++) src[i][d] = (float)((urand() - 0.5) * mag);
+            ptr[i] = src[i];
+        }
+        for (int d = 0; d < D; d++) score[d] = (float)((urand() - 0.5) * 0.5);
+        k3_attn_res_mix(out, ptr, n, score, D, 1e-5f, logits);
+        double s[N], mx = -1e300, sum = 0;
+        for (int i = 0; i < n; i++) {
+            double ss = 0, dot = 0;
+            for (int d = 0; d < D; d++) ss += (double)src[i][d] * src[i][d];
+            double r = 1 / sqrt(ss / D + 1e-5);
+            for (int d = 0; d < D; d++) dot += src[i][d] * r * score[d];
+            s[i] = dot;
+            if (dot > mx) mx = dot;
+        }
+        for (int i = 0; i < n; i++) sum += exp(s[i] - mx);
+        for (int d = 0; d < D; d++) {
+            double want = 0, scale = 0;
+            for (int i = 0; i < n; i++) {
+                want += exp(s[i] - mx) / sum * src[i][d];
+                scale += fabs(src[i][d]);
+            }
+            CHECK(fabs(out[d] - want) <= 1e-5 * scale + 1e-30, "trial %d d %d: %g want %g", trial, d, out[d], want);
+        }
+    }
+    /* hand case: identical keys -> plain average of the raw values */
+    for (int d = 0; d < D; d++) { src[0][d] = 1; src[1][d] = 3; score[d] = 0.25f; }
+    ptr[0] = src[0];
+    ptr[1] = src[1];
+    k3_attn_res_mix(out, ptr, 2, score, D, 0, logits);
+    CHECK(fabsf(out[0] - 2.0f) < 1e-6f && fabsf(logits[0] - 0.5f) < 1e-6f, "equal keys: %g (weights %g)", out[0], logits[0]);
+    TEST_END();
+}
+
+static void test_mxfp4_vector(void)
+{
+    TEST_BEGIN("mxfp4_spec_test_vector_and_swapped_nibbles");
+    uint8_t packed[16] = {0x01, 0x29, 0x93, 0xF4};
+    uint8_t scale[1] = {127};
+    k3_weight w = {K3_DT_MXFP4, 1, 32, packed, NULL, scale};
+    float out[32], outs[32];
+    k3_mxfp4_decode_row(&w, 0, out);
+    k3_mxfp4_decode_row_scalar(&w, 0, outs);
+    const float want[8] = {0.5f, 0.0f, -0.5f, 1.0f, 1.5f, -0.5f, 2.0f, -6.0f};
+    for (int i = 0; i < 8; i++) {
+        CHECK(out[i] == want[i], "simd column %d: %g want %g", i, out[i], want[i]);
+        CHECK(outs[i] == want[i], "scalar column %d: %g want %g", i, outs[i], want[i]);
+    }
+    for (int i = 8; i < 32; i++) CHECK(out[i] == 0.0f, "column %d not zero", i);
+    /* a decoder that took the high nibble first would give these: must differ */
+    const float swapped[4] = {0.0f, 0.5f, 1.0f, -0.5f};
+    int same = 1;
+    for (int i = 0; i < 4; i++) same &= out[i] == swapped[i];
+    CHECK(!same, "decode matches the swapped-nibble order");
+    /* E8M0 edges: 0 -> 2^-127, 254 -> 2^127, scale applies per group of 32 */
+    CHECK(k3_e8m0_to_f32(0) == 0x1p-127f && k3_e8m0_to_f32(254) == 0x1p127f && k3_e8m0_to_f32(127) == 1.0f, "e8m0");
+    uint8_t packed2[32] = {0x77}, scale2[2] = {130, 120};   /* 6.0 at column 0; 2^3 and 2^-7 */
+    packed2[16] = 0x0F;                                      /* column 32: low nibble 15 = -6 */
+    k3_weight w2 = {K3_DT_MXFP4, 1, 64, packed2, NULL, scale2};
+    float o2[64];
+    k3_mxfp4_decode_row(&w2, 0, o2);
+    CHECK(o2[0] == 48.0f && o2[1] == 48.0f && o2[32] == -6.0f / 128 && o2[33] == 0.0f, "group scales: %g %g %g %g",
+          o2[0], o2[1], o2[32], o2[33]);
+    int64_t bad = -1;
+    uint8_t scales[3 * 4] = {127, 127, 127, 127, 127, 127, 255, 127, 1, 2, 3, 4};
+    CHECK(k3_mxfp4_check(scales, 3, 128, &bad) == -1 && bad == 1, "scale 255 found in row 1 (got %lld)", (long long)bad);
+    CHECK(k3_mxfp4_check(scales + 8, 1, 128, &bad) == 0, "no 255");
+    TEST_END();
+}
+
+static void test_mxfp4_dot(void)
+{
+    TEST_BEGIN("mxfp4_simd_vs_scalar_and_matmul_bit_identical");
+    const int64_t shapes[][2] = {{1, 32}, {3, 64}, {17, 96}, {64, 3584 / 4}, {70, 512}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t rows = shapes[k][0], cols = shapes[k][1];
+        uint8_t *packed = malloc((size_t)(rows * cols / 2)), *scale = malloc((size_t)(rows * cols / 32));
+        float *x = malloc((size_t)(cols * 4) * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+        float *ys = malloc((size_t)rows * sizeof(float)), *Y = malloc((size_t)(rows * 4) * sizeof(float));
+        for (int64_t i = 0; i < rows * cols / 2; i++) packed[i] = (uint8_t)(urand() * 256);
+        for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)(110 + urand() * 30);
+        for (int64_t i = 0; i < cols * 4; i++) x[i] = (float)((urand() - 0.5) * 4);
+        k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
+        k3_matvec(y, &w, x);
+        k3_kernels_force_scalar(1);
+        k3_matvec(ys, &w, x);
+        k3_kernels_force_scalar(0);
+        float row[4096];
+        for (int64_t r = 0; r < rows; r++) {
+            /* scalar reference: decode with the scalar decoder, sum in double */
+            k3_mxfp4_decode_row_scalar(&w, r, row);
+            double ref = 0, mag = 0;
+            for (int64_t c = 0; c < cols; c++) { ref += (double)row[c] * x[c]; mag += fabs((double)row[c] * x[c]); }
+            CHECK(fabs(y[r] - ref) <= 1e-6 * mag + 1e-30, "[%lld x %lld] row %lld: %g want %g", (long long)rows,
+                  (long long)cols, (long long)r, y[r], ref);
+            CHECK(fabs(ys[r] - ref) <= 1e-6 * mag + 1e-30, "scalar row %lld: %g want %g", (long long)r, ys[r], ref);
+        }
+        k3_matmul(Y, &w, x, 4);
+        for (int t = 0; t < 4; t++) {
+            k3_matvec(y, &w, x + t * cols);
+            CHECK(!memcmp(y, Y + (size_t)t * rows, (size_t)rows * sizeof(float)), "matmul token %d differs", t);
+        }
+        free(packed); free(scale); free(x); free(y); free(ys); free(Y);
+    }
+    TEST_END();
+}
+
+int main(void)
+{
+    test_situ();
+    test_safe_gate();
+    test_attn_res();
+    test_mxfp4_vector();
+    test_mxfp4_dot();
+    TEST_EXIT();
+}
