@@ -1041,7 +1041,9 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
-    if (!rp->opt.quiet) k3_plan_print(&rp->plan, stderr);
+    /* the plan is printed whenever a budget is in force (or no budget was
+     * given and the model does not fit in available memory) */
+    if (!rp->opt.quiet && budget) k3_plan_print(&rp->plan, stderr);
     k3_stats *st = rp->stats;
     stats_set64(&st->budget_bytes, budget);
     stats_set64(&st->pinned_trunk_bytes, rp->plan.pinned_bytes);
