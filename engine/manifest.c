@@ -93,11 +93,13 @@ static int jr_syntax(jr *r, const char *expected)
                    r->c >= 32 && r->c < 127 ? r->c : '?');
 }
 
+/* Skip JSON whitespace. */
 static void jr_ws(jr *r)
 {
     while (r->c == ' ' || r->c == '\t' || r->c == '\n' || r->c == '\r') jr_next(r);
 }
 
+/* Require one structural character. */
 static int jr_expect(jr *r, int ch, const char *what)
 {
     jr_ws(r);
@@ -231,6 +233,7 @@ static int jr_int(jr *r, const char *what, int64_t lo, int64_t hi, int64_t *out)
     return 0;
 }
 
+/* Offsets and sizes: non-negative int64. */
 static int jr_uint(jr *r, const char *what, uint64_t *out)
 {
     int64_t v;
@@ -249,6 +252,7 @@ static int jr_literal(jr *r, const char *word)
     return 0;
 }
 
+/* true or false (head.tied). */
 static int jr_bool(jr *r, const char *what, int *out)
 {
     jr_ws(r);
@@ -334,6 +338,7 @@ static int jr_open(jr *r, const char *path, k3_error *err)
     return 0;
 }
 
+/* Close the file and drop any capture buffer. */
 static void jr_close(jr *r)
 {
     if (r->f) fclose(r->f);
@@ -770,6 +775,7 @@ static int parse_document(load_state *s)
 
 /* qsort helpers for the overlap checks. */
 static const k3_manifest_tensor *sort_tensors_base;
+/* Order by (file, offset) to find overlapping tensors in one pass. */
 static int cmp_tensor_pos(const void *a, const void *b)
 {
     const k3_manifest_tensor *x = &sort_tensors_base[*(const int *)a], *y = &sort_tensors_base[*(const int *)b];
@@ -778,6 +784,7 @@ static int cmp_tensor_pos(const void *a, const void *b)
     return (x->bytes > y->bytes) - (x->bytes < y->bytes);
 }
 
+/* Order pages by offset to find overlaps and to map tensors to pages. */
 static int cmp_page_offset(const void *a, const void *b)
 {
     const page_rec *x = a, *y = b;
@@ -983,6 +990,7 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
+/* Parse, then check against the files on disk; on any failure out is left empty. */
 int k3_manifest_load(const char *dir, k3_manifest *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -1015,6 +1023,7 @@ int k3_manifest_load(const char *dir, k3_manifest *out, k3_error *err)
     return rc;
 }
 
+/* Everything load allocated; safe on an emptied manifest. */
 void k3_manifest_free(k3_manifest *m)
 {
     if (!m) return;
@@ -1028,6 +1037,7 @@ void k3_manifest_free(k3_manifest *m)
     memset(m, 0, sizeof *m);
 }
 
+/* Open-addressing lookup built at load (names are unique). */
 const k3_manifest_tensor *k3_manifest_find(const k3_manifest *m, const char *name)
 {
     if (!m->n_slots_) return NULL;
@@ -1039,6 +1049,7 @@ const k3_manifest_tensor *k3_manifest_find(const k3_manifest *m, const char *nam
     }
 }
 
+/* The run the reader fetches in one read per layer. */
 int k3_manifest_layer_extent(const k3_manifest *m, int layer, uint64_t *offset, uint64_t *bytes)
 {
     if (layer < 0 || layer >= m->n_layers) return -1;
@@ -1047,6 +1058,7 @@ int k3_manifest_layer_extent(const k3_manifest *m, int layer, uint64_t *offset, 
     return 0;
 }
 
+/* O(1) page lookup: the reader issues one read per expert. */
 int64_t k3_manifest_expert_page(const k3_manifest *m, int layer, int expert)
 {
     if (layer < 0 || layer >= m->n_layers || expert < 0 || expert >= m->n_experts || !m->page_offsets) return -1;
@@ -1054,11 +1066,13 @@ int64_t k3_manifest_expert_page(const k3_manifest *m, int layer, int expert)
     return o == UINT64_MAX ? -1 : (int64_t)o;
 }
 
+/* DIR/trunk.bin etc., so callers never spell the names. */
 void k3_manifest_path(const k3_manifest *m, k3_pk_file f, char *buf, size_t len)
 {
     snprintf(buf, len, "%s/%s", m->dir, k3_pk_file_name(f));
 }
 
+/* Full re-read against the recorded FNV-1a: detects corruption after packing. */
 int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3_error *err)
 {
     void *own = NULL;
@@ -1096,6 +1110,7 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
     return rc;
 }
 
+/* Cheap gate for loaders: reads only up to "format" and "version". */
 int k3_is_packed_dir(const char *dir)
 {
     size_t dl = strlen(dir);

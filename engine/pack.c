@@ -60,6 +60,7 @@ typedef struct pk_plan {
 
 /* ------------------------------------------------------------------ helpers */
 
+/* Monotonic seconds, for rates and the throttle. */
 static double now_s(void)
 {
     struct timespec ts;
@@ -67,6 +68,7 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* Round x up to a multiple of a (offsets, pads). */
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 /* Whole-buffer pread: loops over short reads and EINTR; a short file is an error. */
@@ -110,6 +112,7 @@ static int fsync_dir(const char *path, k3_error *err)
     return 0;
 }
 
+/* nftw callback: delete each entry, children first. */
 static int rm_entry(const char *path, const struct stat *sb, int type, struct FTW *ftw)
 {
     (void)sb; (void)type; (void)ftw;
@@ -161,9 +164,11 @@ typedef struct fast_hash {
     uint64_t total;
 } fast_hash;
 
+/* Lane mixing for the fast hash. */
 static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 static inline uint64_t fh_round(uint64_t acc, uint64_t w) { return rotl64(acc + w * FH_P2, 31) * FH_P1; }
 
+/* Fresh state: one per tensor, on both the write and the read-back side. */
 static void fh_init(fast_hash *h)
 {
     h->v[0] = FH_P1 + FH_P2;
@@ -174,6 +179,7 @@ static void fh_init(fast_hash *h)
     h->total = 0;
 }
 
+/* One 32-byte block through the four lanes (used for a completed tail). */
 static inline void fh_block(fast_hash *h, const uint8_t *p)
 {
     uint64_t w[4];
@@ -184,6 +190,7 @@ static inline void fh_block(fast_hash *h, const uint8_t *p)
     h->v[3] = fh_round(h->v[3], w[3]);
 }
 
+/* Feed bytes; any split of a tensor gives the same result (tail carried over). */
 static void fh_update(fast_hash *h, const void *data, size_t n)
 {
     const uint8_t *p = data;
@@ -212,6 +219,7 @@ static void fh_update(fast_hash *h, const void *data, size_t n)
     h->ntail = n;
 }
 
+/* Fold lanes, length and tail into the 64-bit value compared after re-reading. */
 static uint64_t fh_final(const fast_hash *h)
 {
     uint64_t acc = rotl64(h->v[0], 1) + rotl64(h->v[1], 7) + rotl64(h->v[2], 12) + rotl64(h->v[3], 18);
@@ -351,6 +359,7 @@ static int cmp_layout(const void *pa, const void *pb)
 }
 
 static const pk_item *sort_items;
+/* Copy order = source order, so every shard is read front to back once. */
 static int cmp_copy_order(const void *pa, const void *pb)
 {
     const pk_item *a = &sort_items[*(const int *)pa], *b = &sort_items[*(const int *)pb];
@@ -598,6 +607,7 @@ done:
     return rc;
 }
 
+/* Release the source index and the plan. */
 static void plan_free(pk_plan *p)
 {
     st_index_close(&p->ix);
@@ -621,6 +631,7 @@ typedef struct pk_run {
     double t0;
 } pk_run;
 
+/* Checked between windows so SIGINT stops promptly and cleanly. */
 static int cancelled(const pk_run *r, k3_error *err)
 {
     if (r->o->cancel && *r->o->cancel) return k3_err(err, "interrupted");
@@ -732,6 +743,7 @@ static int copy_tensors(pk_run *r, k3_error *err)
 
 /* ------------------------------------------------------------ verify */
 
+/* Padding must read back as zeros (preallocated, never written). */
 static int all_zero(const uint8_t *b, size_t n)
 {
     size_t i = 0;
@@ -804,6 +816,7 @@ typedef struct fnv_job {
     uint64_t h;
 } fnv_job;
 
+/* Thread body: continue the file FNV over one chunk. */
 static void *fnv_thread(void *arg)
 {
     fnv_job *j = arg;
@@ -1143,6 +1156,7 @@ static int publish(const char *partial, const char *dst, int replace, k3_error *
 
 /* ------------------------------------------------------------ entry */
 
+/* 64 MiB buffer, real statvfs, 16 sampled tensors, silent. */
 void k3_pack_default_opts(k3_pack_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -1151,6 +1165,7 @@ void k3_pack_default_opts(k3_pack_opts *o)
     o->sample_tensors = 16;
 }
 
+/* The whole pack: refuse early, plan, copy, verify, manifest, publish (see the file comment). */
 int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pack_result *res, k3_error *err)
 {
     k3_pack_result dummy;
