@@ -56,13 +56,10 @@ deps:
 test: all
 	@sh tests/run.sh
 
-# Address/UB sanitizer build of the unit tests and the binary, in build-asan/.
-asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -fsanitize=address,undefined -fno-omit-frame-pointer" \
-	    LDFLAGS="-fsanitize=address,undefined" k3-asan
-
-k3-asan: $(APP_OBJ) $(BUILD)/libk3engine.a $(TEST_BIN)
-	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libk3engine.a $(APPLIBS) $(LDLIBS)
+# Address/UB sanitizer build and run of the unit tests and main paths
+# (build-asan/); also part of `make test`.
+asan: all
+	@sh tests/t_sanitize.sh
 
 bench: all
 	@sh tools/bench.sh
@@ -76,7 +73,7 @@ models/demo/config.json: | k3
 run: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory models/demo/config.json
-	./k3 chat models/demo
+	./k3 chat models/demo --mem 300M
 
 clean:
 	rm -rf build build-asan k3 k3-asan
