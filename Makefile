@@ -45,6 +45,12 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(BUILD)/libk3e
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(HISTORY_OBJ) $(BUILD)/libk3engine.a -lsqlite3 $(LDLIBS)
 
+# The chat tool drives the conversation controller: history + ui objects.
+CHAT_OBJ := $(HISTORY_OBJ) $(BUILD)/ui/conversation.o $(BUILD)/ui/generate.o
+$(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(BUILD)/libk3engine.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(CHAT_OBJ) $(BUILD)/libk3engine.a -lsqlite3 $(LDLIBS)
+
 $(BUILD)/tools/%: tools/%.c $(BUILD)/libk3engine.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)

@@ -432,31 +432,16 @@ static int plan_config(pk_plan *p, const char *src, k3_error *err)
     return rc;
 }
 
-/* Source fingerprint, exactly as the resident provider's content hash:
- * FNV-1a over each shard's base name, its size (8 bytes LE) and its first
- * 8 + header bytes. Read through buf. */
+/* Source fingerprint: st_shard_fingerprint over every shard, exactly as the
+ * weight provider computes it for an HF directory. */
 static int plan_fingerprint(pk_plan *p, uint8_t *buf, size_t buf_len, k3_error *err)
 {
+    (void)buf;
+    (void)buf_len;
     uint64_t h = K3_FNV_INIT;
-    for (int s = 0; s < p->ix.n_shards; s++) {
-        const st_shard *sh = &p->ix.shards[s];
-        const char *base = strrchr(sh->path, '/');
-        base = base ? base + 1 : sh->path;
-        h = k3_fnv1a64(h, base, strlen(base));
-        uint8_t size_le[8];
-        for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)(sh->file_bytes >> (8 * i));
-        h = k3_fnv1a64(h, size_le, 8);
-        if (pread_full(sh->fd, buf, 8, 0, sh->path, err)) return -1;
-        uint64_t header = 0;
-        for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
-        uint64_t total = 8 + header, off = 0;
-        while (off < total) {
-            size_t n = total - off < buf_len ? (size_t)(total - off) : buf_len;
-            if (pread_full(sh->fd, buf, n, off, sh->path, err)) return -1;
-            h = k3_fnv1a64(h, buf, n);
-            off += n;
-        }
-    }
+    for (int s = 0; s < p->ix.n_shards; s++)
+        if (st_shard_fingerprint(p->ix.shards[s].fd, p->ix.shards[s].path, p->ix.shards[s].file_bytes, &h, err))
+            return -1;
     p->fingerprint = h;
     return 0;
 }

@@ -60,6 +60,13 @@ void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);
 
+/* Continue the FNV-1a 64 fingerprint h with one shard: its base name, its
+ * size (8 bytes LE), its first 8 + header bytes, and four 4 KiB samples of
+ * its data area (start, 1/3, 2/3, end), so two checkpoints with the same
+ * layout but different weights differ. Shared by the weight provider and
+ * `k3 pack` (a packed copy keeps its source's fingerprint). */
+int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err);
+
 /* (Re)build the name lookup of an index whose tensors were filled in by
  * other means (a packed manifest). Refuses duplicate names. */
 int st_index_build_lookup(st_index *ix, k3_error *err);

@@ -826,35 +826,16 @@ static const float *prov_final_norm(k3_weight_provider *p) { return ((weights_pr
 static const float *prov_output_res_score(k3_weight_provider *p) { return ((weights_provider *)p)->output_res_score; }
 
 /* Identifies the weights, the same way `k3 pack` fingerprints its source
- * (so a packed copy and its HF original share state snapshots): FNV-1a over
- * each shard's base name, its size (8 bytes LE) and its first 8 + header
- * bytes. A packed directory carries that value in its manifest. */
+ * (st_shard_fingerprint), so a packed copy and its HF original share state
+ * snapshots; a packed directory carries the value in its manifest. */
 static uint64_t prov_content_hash(k3_weight_provider *p)
 {
     weights_provider *rp = (weights_provider *)p;
     if (rp->packed) return rp->packed_fingerprint;
     uint64_t h = K3_FNV_INIT;
-    uint8_t buf[65536];
-    for (int s = 0; s < rp->index.n_shards; s++) {
-        const st_shard *sh = &rp->index.shards[s];
-        const char *base = strrchr(sh->path, '/');
-        base = base ? base + 1 : sh->path;
-        h = k3_fnv1a64(h, base, strlen(base));
-        uint8_t size_le[8];
-        for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)(sh->file_bytes >> (8 * i));
-        h = k3_fnv1a64(h, size_le, 8);
-        if (pread(rp->fd_buffered[s], buf, 8, 0) != 8) continue;
-        uint64_t header = 0;
-        for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
-        uint64_t total = 8 + header, off = 0;
-        while (off < total) {
-            size_t n = total - off < sizeof buf ? (size_t)(total - off) : sizeof buf;
-            ssize_t r = pread(rp->fd_buffered[s], buf, n, (off_t)off);
-            if (r <= 0) break;
-            h = k3_fnv1a64(h, buf, (size_t)r);
-            off += (uint64_t)r;
-        }
-    }
+    k3_error ignored;
+    for (int s = 0; s < rp->index.n_shards; s++)
+        st_shard_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes, &h, &ignored);
     return h;
 }
 
