@@ -59,7 +59,7 @@ static int argmax(const float *l, int n)
 typedef struct decode_figures {
     double prefill_s, decode_s;
     uint64_t prefill_bytes, decode_trunk, decode_experts, decode_other;
-    uint64_t decode_lookups, decode_hits, read_busy_ns;
+    uint64_t decode_lookups, decode_hits, read_busy_ns, wait_trunk_ns, wait_experts_ns;
 } decode_figures;
 
 /* Prefill (chunked, or one token at a time), then `tokens` greedy steps. */
@@ -95,6 +95,8 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     f->decode_lookups = a.expert_lookups - b.expert_lookups;
     f->decode_hits = a.expert_hits - b.expert_hits;
     f->read_busy_ns = a.read_busy_ns - b.read_busy_ns;
+    f->wait_trunk_ns = a.wait_trunk_ns - b.wait_trunk_ns;
+    f->wait_experts_ns = a.wait_experts_ns - b.wait_experts_ns;
     k3_session_free(s);
     return rc;
 }
@@ -206,13 +208,17 @@ int cmd_bench(int argc, char **argv)
                "\"read_gbps\":%.3f,\"device_gbps\":%.3f,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
                "\"true_hit_rate\":%.4f,\"prefetch_used\":0,\"prefetch_unused\":0,\"peak_rss_bytes\":%llu,"
                "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
-               "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f}\n",
+               "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f,"
+               "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
+               "\"read_busy\":%.6f}}\n",
                o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_gbps, (unsigned long long)probe_bytes,
                probe_depth, hit, (unsigned long long)st.peak_rss_bytes, (unsigned long long)st.budget_bytes, plan,
-               floor_s, resident_s, ratio);
+               floor_s, resident_s, ratio, main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
+               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
+               main_pass.read_busy_ns * 1e-9 / n);
     } else {
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
@@ -225,6 +231,10 @@ int cmd_bench(int argc, char **argv)
         printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
                st.budget_bytes / 1048576.0);
         printf("floor      I/O floor %.4f s/token, resident %.4f s/token, floor ratio %.2f\n", floor_s, resident_s, ratio);
+        printf("per token  waiting for experts %.4f s, for trunk %.4f s, computing %.4f s; disk busy %.4f s\n",
+               main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
+               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
+               main_pass.read_busy_ns * 1e-9 / n);
     }
     return K3_EXIT_OK;
 }

@@ -140,6 +140,8 @@ typedef struct k3_stats {
     uint64_t bytes_read_trunk, bytes_read_experts, bytes_read_other;
     uint64_t read_busy_ns;       /* wall time with at least one read in flight */
     uint64_t reads_done;
+    uint64_t wait_trunk_ns;      /* compute stalled waiting for trunk reads */
+    uint64_t wait_experts_ns;    /* compute stalled waiting for expert reads */
     uint32_t reads_in_flight;
     /* expert cache: a hit is an expert already resident when the layer asked
      * for it; a prefetched expert that arrives in time is not a hit */

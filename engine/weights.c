@@ -587,12 +587,25 @@ static int start_unit_read(weights_provider *rp, slot *s, int ui, k3_read_kind k
     return 0;
 }
 
-static int wait_slot(weights_provider *rp, slot *s, k3_error *err)
+static uint64_t now_ns(void)
 {
-    for (int k = 0; k < rp->units[s->unit].n_win; k++)
-        if (k3_io_wait(rp->io, &s->reqs[k], err)) return -1;
-    return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* Wait for a slot's reads; the stall is charged to *wait_ns when given. */
+static int wait_slot_timed(weights_provider *rp, slot *s, uint64_t *wait_ns, k3_error *err)
+{
+    uint64_t t0 = wait_ns ? now_ns() : 0;
+    int rc = 0;
+    for (int k = 0; k < rp->units[s->unit].n_win && rc == 0; k++)
+        if (k3_io_wait(rp->io, &s->reqs[k], err)) rc = -1;
+    if (wait_ns) stats_add(wait_ns, now_ns() - t0);
+    return rc;
+}
+
+static int wait_slot(weights_provider *rp, slot *s, k3_error *err) { return wait_slot_timed(rp, s, NULL, err); }
 
 /* MXFP4 scale byte 255 is NaN in OCP MX: refuse to compute with it. */
 static int check_mxfp4(weights_provider *rp, const k3_mlp_weights *m, int layer, int expert, k3_error *err)
@@ -673,7 +686,7 @@ static uint8_t *acquire_trunk(weights_provider *rp, int ui, k3_error *err)
             if (start_unit_read(rp, f, next, K3_READ_TRUNK, err)) return NULL;
         }
     }
-    if (wait_slot(rp, s, err)) {
+    if (wait_slot_timed(rp, s, &rp->stats->wait_trunk_ns, err)) {
         s->unit = -1;
         s->busy = 0;
         return NULL;
@@ -772,7 +785,7 @@ static int prov_acquire_expert(k3_weight_provider *p, int layer, int expert, k3_
     int s = rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + expert];
     if (s < 0) return k3_err(err, "internal: expert %d of layer %d was not claimed", expert, layer);
     slot *sl = &rp->cache_slots[s];
-    if (wait_slot(rp, sl, err)) {
+    if (wait_slot_timed(rp, sl, &rp->stats->wait_experts_ns, err)) {
         k3_expert_cache_unpin(&rp->cache, s);
         k3_expert_cache_drop(&rp->cache, s);
         sl->unit = -1;
