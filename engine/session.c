@@ -3,6 +3,7 @@
  * A session owns all per-conversation state: KDA conv history and recurrent
  * matrices, the MLA latent cache sized for max_tokens, the token history and
  * the logits after the last token, plus scratch for one prompt chunk. */
+#include <malloc.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +91,7 @@ void k3_model_close(k3_model *m)
     if (m->tok) k3_tokenizer_free(m->tok);
     free(m->layer_slot);
     free(m);
+    malloc_trim(0);   /* hand freed heap back, so a model opened next is planned on a true RSS */
 }
 
 void k3_model_get_info(const k3_model *m, k3_model_info *out)

@@ -20,7 +20,7 @@ if [ $# -eq 0 ]; then
     MIN=$($K3 bench "$MODEL" --mem 1M --no-probe 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
     SIZE=$(du -sm "$MODEL" | cut -f1)
     [ -n "$MIN" ] || { echo "cannot find the minimum budget of $MODEL" >&2; exit 1; }
-    set -- ${MIN}M $((MIN + (SIZE - MIN) / 8))M $((MIN + (SIZE - MIN) / 4))M $((MIN + (SIZE - MIN) / 2))M $((SIZE + 200))M
+    set -- $((MIN + 2))M $((MIN + (SIZE - MIN) / 8))M $((MIN + (SIZE - MIN) / 4))M $((MIN + (SIZE - MIN) / 2))M $((SIZE + 200))M
 fi
 
 # the resident decode time, measured once outside any limit
@@ -44,7 +44,7 @@ run_limited() {
         echo 0 > $cg/memory.swappiness 2>/dev/null
         sh -c "echo \$\$ > $cg/cgroup.procs && exec \"\$@\"" sh "$@"
         rc=$?
-        OOM=$(grep -c '^oom_kill [1-9]' $cg/memory.oom_control 2>/dev/null || echo 0)
+        grep -o 'oom_kill [0-9]*' $cg/memory.oom_control 2>/dev/null | grep -o '[0-9]*$' > $OOMF || echo 0 > $OOMF
         rmdir $cg 2>/dev/null
     elif [ -f /sys/fs/cgroup/cgroup.controllers ]; then
         cg=/sys/fs/cgroup/$name
@@ -53,16 +53,18 @@ run_limited() {
         echo 0 > $cg/memory.swap.max 2>/dev/null
         sh -c "echo \$\$ > $cg/cgroup.procs && exec \"\$@\"" sh "$@"
         rc=$?
-        OOM=$(grep -o 'oom_kill [0-9]*' $cg/memory.events 2>/dev/null | grep -o '[0-9]*$' || echo 0)
+        grep -o 'oom_kill [0-9]*' $cg/memory.events 2>/dev/null | grep -o '[0-9]*$' > $OOMF || echo 0 > $OOMF
         rmdir $cg 2>/dev/null
     else
         systemd-run --scope --quiet -p MemoryMax=$bytes -p MemorySwapMax=0 "$@"
         rc=$?
-        OOM=unknown
+        echo unknown > $OOMF
     fi
     return $rc
 }
 
+OOMF=$(mktemp)
+trap 'rm -f $OOMF' EXIT
 echo "| budget | decode s/token | tok/s | prefill tok/s | MB read/token | read GB/s | device GB/s | true hit | peak RSS MiB | floor ratio | OOM |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for b in "$@"; do
@@ -70,6 +72,7 @@ for b in "$@"; do
     out=$(run_limited $bytes $K3 bench "$MODEL" --mem $b --tokens $TOKENS --prompt-tokens $PROMPT --json \
           --no-resident --resident-s-per-token $RES 2>/dev/null)
     rc=$?
+    OOM=$(cat $OOMF 2>/dev/null); [ -n "$OOM" ] || OOM=0
     echo "$out" | $PY -c "
 import json, sys
 try:
