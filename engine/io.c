@@ -31,6 +31,7 @@ struct k3_io {
     struct io_uring ring;
     int ring_ready;
     int inject_countdown, inject_errno;
+    uint64_t max_piece;           /* test hook: cap each read call (forces short reads) */
 };
 
 static uint64_t now_ns(void)
@@ -80,10 +81,12 @@ static k3_io_req *pop_locked(k3_io *io)
 
 /* The pread loop of one request: retry EINTR and short reads until
  * need_bytes have arrived or the file ends. */
-static int read_fully(k3_io_req *r)
+static int read_fully(k3_io_req *r, uint64_t max_piece)
 {
     while (r->got < r->bytes) {
-        ssize_t n = pread(r->fd, (char *)r->dst + r->got, r->bytes - r->got, (off_t)(r->offset + r->got));
+        uint64_t want = r->bytes - r->got;
+        if (max_piece && want > max_piece) want = max_piece;
+        ssize_t n = pread(r->fd, (char *)r->dst + r->got, want, (off_t)(r->offset + r->got));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return errno;
         if (n == 0) break;                      /* end of file */
@@ -103,7 +106,7 @@ static void *pool_thread(void *arg)
         begin_read_locked(io);
         int inject = injected_failure_locked(io);
         pthread_mutex_unlock(&io->lock);
-        int rc = inject ? inject : read_fully(r);
+        int rc = inject ? inject : read_fully(r, io->max_piece);
         r->err_no = rc > 0 ? rc : 0;
         pthread_mutex_lock(&io->lock);
         end_read_locked(io, r, rc != 0);
@@ -133,7 +136,9 @@ static void *uring_thread(void *arg)
                 io_uring_prep_nop(sqe);
                 io_uring_sqe_set_data(sqe, (void *)((uintptr_t)r | 1));
             } else {
-                io_uring_prep_read(sqe, r->fd, (char *)r->dst + r->got, (unsigned)(r->bytes - r->got), r->offset + r->got);
+                uint64_t want = r->bytes - r->got;
+                if (io->max_piece && want > io->max_piece) want = io->max_piece;
+                io_uring_prep_read(sqe, r->fd, (char *)r->dst + r->got, (unsigned)want, r->offset + r->got);
                 io_uring_sqe_set_data(sqe, r);
             }
             submitted++;
@@ -184,6 +189,10 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
     io->backend = backend;
     io->depth = depth < 1 ? 1 : depth > K3_IO_MAX_THREADS ? K3_IO_MAX_THREADS : depth;
     io->stats = stats;
+    /* test hook (tests/t_stream.sh): K3_TEST_SHORT_READS=1 reads in 12 KiB
+     * pieces, so every request goes through the short-read path */
+    const char *short_reads = getenv("K3_TEST_SHORT_READS");
+    if (short_reads && *short_reads == '1') io->max_piece = 3 * K3_IO_ALIGN;
     pthread_mutex_init(&io->lock, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);

@@ -49,6 +49,12 @@ for model in $M $K; do
         $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M $io 2>/dev/null
         same "$name --mem ${mem}M $io" $OUT/b.f32
     done
+    # short reads (every read split into 12 KiB pieces): same logits, both backends
+    for be in pool uring; do
+        rm -f $OUT/b.f32
+        K3_TEST_SHORT_READS=1 $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M --io-backend $be 2>/dev/null
+        same "$name --mem ${mem}M forced short reads ($be)" $OUT/b.f32
+    done
     # injected read failure: one clear line, exit 1
     K3_TEST_FAIL_READ=40 $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M 2>$OUT/fail.err
     code=$?
