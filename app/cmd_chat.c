@@ -11,6 +11,7 @@
 #include "k3.h"
 #include "ui/conversation.h"
 #include "ui/plain.h"
+#include "ui/tui.h"
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
@@ -27,7 +28,8 @@ static void usage(FILE *f)
                "  --resume ID|last     continue a stored conversation (from its state snapshot when valid)\n"
                "  --system TEXT        system message for a new conversation\n"
                "  --db FILE            history database (default $XDG_DATA_HOME/k3/history.db)\n"
-               "  --plain              line mode (the default when stdin or stdout is not a terminal)\n"
+               "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
+               "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
                "  -n, --max-tokens N   answer length limit (default 512)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
@@ -136,7 +138,13 @@ int cmd_chat(int argc, char **argv)
     }
     char hint[4600];
     snprintf(hint, sizeof hint, "k3 chat %s%s%s", o.model_dir, o.db_path ? " --db " : "", o.db_path ? o.db_path : "");
-    rc = plain_chat_run(c, o.json, hint);
+    if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+        tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
+        rc = tui_chat_run(c, m, db, &topt);
+        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, o.json, hint);   /* TERM=dumb or unknown */
+    } else {
+        rc = plain_chat_run(c, o.json, hint);
+    }
 out:
     conversation_free(c);
     if (db) history_close(db);

@@ -16,6 +16,13 @@ static const struct {
     [K3_DT_I32]     = {"I32", 4},
     [K3_DT_I64]     = {"I64", 8},
     [K3_DT_F64]     = {"F64", 8},
+    [K3_DT_F8_E5M2] = {"F8_E5M2", 1},
+    [K3_DT_F8_E8M0] = {"F8_E8M0", 1},
+    [K3_DT_I16]     = {"I16", 2},
+    [K3_DT_U16]     = {"U16", 2},
+    [K3_DT_U32]     = {"U32", 4},
+    [K3_DT_U64]     = {"U64", 8},
+    [K3_DT_BOOL]    = {"BOOL", 1},
 };
 
 /* Element size in bytes; 0 for an out-of-range value so callers computing
@@ -32,6 +39,8 @@ const char *k3_dtype_name(k3_dtype dt)
 {
     if (dt == K3_DT_MXFP4)
         return "MXFP4";
+    if (dt == K3_DT_OPAQUE)
+        return "unknown";
     if ((unsigned)dt >= K3_DT_COUNT)
         return "?";
     return dtype_table[dt].safetensors_name;

@@ -18,7 +18,18 @@ typedef enum {
     K3_DT_I32,
     K3_DT_I64,
     K3_DT_F64,
+    K3_DT_F8_E5M2,
+    K3_DT_F8_E8M0,
+    K3_DT_I16,
+    K3_DT_U16,
+    K3_DT_U32,
+    K3_DT_U64,
+    K3_DT_BOOL,
     K3_DT_COUNT,
+    /* A header dtype this engine does not know (a future or exotic type in a
+     * tensor it never uses, e.g. in a vision tower): kept with its byte
+     * range, refused only if a loader asks for it. */
+    K3_DT_OPAQUE = 99,
     /* Not a safetensors element type: a weight format assembled from a
      * compressed-tensors pair (U8 weight_packed + U8 E8M0 weight_scale). */
     K3_DT_MXFP4 = 100

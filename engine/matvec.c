@@ -4,8 +4,8 @@
  * across k3_matvec, k3_matvec_rows, k3_matmul, k3_dot_f32 and any thread
  * count on the SIMD path):
  *
- *   Each weight is first decoded to the exact fp32 value (bf16/f16/f32 are
- *   exact; fp8 is w = e4m3 * block_scale rounded once to fp32). A row of
+ *   Each weight is first decoded to its exact fp32 value (bf16/f16/f32; fp8
+ *   decodes to e4m3 / 256, also exact, see fp8 below). A row of
  *   `cols` values is cut into 16-column chunks; the last one is zero-padded
  *   (weight and x) to 16. Two 8-lane accumulators A0, A1 start at +0 and, for
  *   each chunk in column order, A0 = fma(w[c..c+8), x[c..c+8), A0) and
@@ -13,21 +13,42 @@
  *   hsum(A0 + A1), where hsum adds lane i to lane i+4, then lane i to i+2,
  *   then lane 0 to lane 1 (hsum_canonical below).
  *
+ *   fp8 adds one level: the chunks are grouped by 128-column scale block
+ *   (chunk k is in block k / 8, the padded tail chunk included). Per block,
+ *   two block accumulators B0, B1 start at +0 and take the chunks as above
+ *   with w = e4m3 / 256; then A0 = fma(B0, s, A0), A1 = fma(B1, s, A1) with
+ *   s = block_scale * 256 (256 alone when there are no scales). Applying
+ *   the scale once per block instead of once per weight saves a multiply
+ *   per 8 weights in the compute-bound fp8 kernel.
+ *
  * Every SIMD kernel - one row or four rows at once straight from bf16/f16/
  * fp8/f32 memory, or 2x2 (rows x tokens) blocks from a decoded fp32 scratch
  * in k3_matmul - performs exactly this sequence of operations per row, so a
  * row's value never depends on which kernel or thread computed it.
  *
  * The scalar reference (k3_kernels_force_scalar(1)) is a plain left-to-right
- * fp32 loop; it differs from the SIMD result only by summation order and FMA
- * rounding. */
+ * fp32 loop over W[r][c] = decoded weight (fp8: e4m3 * scale, rounded once);
+ * it differs from the SIMD result only by summation order and rounding.
+ *
+ * Memory: a matvec over weights far larger than the caches is bound by the
+ * read bandwidth, and reaching it takes enough reads in flight. A thread's
+ * rows are cut in four quarters and the 4-row kernel takes one row from each:
+ * four long sequential streams (row i+1 follows row i in memory), each also
+ * prefetched PREFETCH_AHEAD_BYTES ahead. Measured on the 2-core EPYC VM
+ * (bf16, 256 MiB): consecutive 4-row blocks without prefetch reached ~58% of
+ * the 1-thread read bandwidth, with prefetch ~85%, quarter streams with
+ * prefetch ~100% (2 threads: 76% -> 84% -> 100%). tools/bench_kernels.c
+ * measures this.
+ *
+ * K3_DT_MXFP4 weights are dispatched to engine/mxfp4.c (decode a row, then
+ * k3_dot_f32 - whose order is the canonical one above). */
 #include <immintrin.h>
 #include <omp.h>
-#include "mxfp4.h"
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
 #include "kernels.h"
+#include "mxfp4.h"
 
 #define K3_INLINE static inline __attribute__((always_inline))
 
@@ -35,16 +56,24 @@
  * waking the OpenMP team costs a few microseconds, more than the work. */
 #define MATVEC_PARALLEL_MIN_ELEMS ((int64_t)1 << 15)
 
-/* Software prefetch distance (bytes ahead in each weight row) and hint. */
-#ifndef PF_DIST
-#define PF_DIST 2048
+/* Software prefetch distance in each weight row stream, and its hint. 2 KiB
+ * (x 4 streams x 2 threads in flight) measured best of 0.5/1/2/4 KiB; T0
+ * (into L1) beat T1/T2/NTA on this machine. */
+#ifndef PREFETCH_AHEAD_BYTES
+#define PREFETCH_AHEAD_BYTES 2048
 #endif
-#ifndef PF_HINT
-#define PF_HINT _MM_HINT_T0
+#ifndef PREFETCH_HINT
+#define PREFETCH_HINT _MM_HINT_T0
 #endif
 
 /* fp8 block scales cover 128 x 128 weights. */
 #define FP8_BLOCK 128
+
+/* Columns per k3_matmul segment: MATMUL_ROW_BLOCK decoded rows of this many
+ * floats (32 KiB) plus a token pair's activations stay in the 48 KiB L1.
+ * A multiple of FP8_BLOCK so fp8 scale blocks never straddle segments. */
+#define MATMUL_COL_SEGMENT 512
+_Static_assert(MATMUL_COL_SEGMENT % FP8_BLOCK == 0, "segments must hold whole fp8 blocks");
 
 static int kernels_scalar_forced;
 
@@ -64,8 +93,8 @@ int k3_kernels_scalar_forced(void)
 /* Scalar references                                                         */
 /* ------------------------------------------------------------------------ */
 
-/* Decode weight (r, c) of W to fp32 exactly as the SIMD kernels see it.
- * Unaligned-safe (memcpy) because rows point into mmap'd files. */
+/* The reference value of weight (r, c) (fp8: e4m3 * block scale, rounded
+ * once). Unaligned-safe (memcpy) because rows point into mmap'd files. */
 static float weight_scalar(const k3_weight *W, int64_t r, int64_t c)
 {
     const unsigned char *base = (const unsigned char *)W->data;
@@ -135,24 +164,48 @@ K3_INLINE __m256 bf16x8_to_f32(const void *p)
 
 /* 16 e4m3 bytes -> 16 f16 values equal to e4m3 / 256. The e4m3 bit pattern
  * s.eeee.mmm placed at f16 bits 15 | 13..7 is the same number with exponent
- * bias 15 instead of 7 (subnormals included), i.e. scaled by 2^-8; the caller
- * folds the 2^8 back into the block scale (exact: power of two). The NaN code
- * S.1111.111 becomes f16 0xFFFF (NaN). */
-K3_INLINE __m256i e4m3x16_to_f16_div256(const void *p)
+ * bias 15 instead of 7 (subnormals included), i.e. scaled by 2^-8; the 2^8
+ * goes into the per-block scale (exact: power of two). Sign-extending the
+ * byte and shifting left by 7 puts s at bit 15 and bits 6..0 at 13..7; the
+ * AND clears the copy of s that lands on bit 14. With check_nan, the NaN
+ * codes S.1111.111 (low 7 bits all ones) become f16 0xFFFF, a NaN; without,
+ * they would decode as +-480/256, so callers skip the check only for blocks
+ * that e4m3_block_has_nan() cleared. */
+K3_INLINE __m256i e4m3x16_to_f16_div256(const void *p, int check_nan)
 {
-    __m256i b16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p));
-    __m256i mag = _mm256_and_si256(b16, _mm256_set1_epi16(0x7F));
-    __m256i sign = _mm256_and_si256(b16, _mm256_set1_epi16(0x80));
-    __m256i is_nan = _mm256_cmpeq_epi16(mag, _mm256_set1_epi16(0x7F));
-    __m256i h = _mm256_or_si256(_mm256_slli_epi16(mag, 7), _mm256_slli_epi16(sign, 8));
+    __m256i sx16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(sx16, 7), _mm256_set1_epi16((short)0xBFFF));
+    if (!check_nan)
+        return h;
+    __m256i is_nan = _mm256_cmpeq_epi16(_mm256_or_si256(sx16, _mm256_set1_epi16((short)0xFF80)),
+                                        _mm256_set1_epi16(-1));
     return _mm256_or_si256(h, is_nan);
 }
 
-/* Decode the 16 weights at p (column chunk) to two fp32 vectors.
- * scale256 is only used for fp8: block scale * 256 (see above). With dtype a
- * compile-time constant after inlining, the switch disappears. */
-K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, __m256 scale256,
-                        __m256 *w_lo, __m256 *w_hi)
+/* True if any of the n_bytes (a multiple of 16) fp8 codes at p is a NaN.
+ * b | 0x80 is 0xFF exactly for the NaN codes, so a running unsigned byte
+ * max finds them with two operations per 32 weights - cheaper than the
+ * per-chunk NaN merge, which then only runs for blocks that need it. */
+K3_INLINE int e4m3_block_has_nan(const unsigned char *p, int64_t n_bytes)
+{
+    const __m256i high_bit = _mm256_set1_epi8((char)0x80);
+    __m256i max_code = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= n_bytes; i += 32) {
+        __m256i codes = _mm256_loadu_si256((const __m256i *)(p + i));
+        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
+    }
+    if (i < n_bytes) {   /* 16 left; the upper half of the cast is zeroed */
+        __m256i codes = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + i)));
+        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
+    }
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(max_code, _mm256_set1_epi8(-1))) != 0;
+}
+
+/* Decode the 16 weights at p (column chunk) to two fp32 vectors, exactly
+ * (fp8: e4m3 / 256, NaN codes checked). With dtype a compile-time constant
+ * after inlining, the switch disappears. */
+K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, __m256 *w_lo, __m256 *w_hi)
 {
     switch (dtype) {
     case K3_DT_F32:
@@ -167,10 +220,10 @@ K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, __m256 scale256,
         *w_lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
         *w_hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
         break;
-    case K3_DT_F8_E4M3: {
-        __m256i h = e4m3x16_to_f16_div256(p);
-        *w_lo = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h)), scale256);
-        *w_hi = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h, 1)), scale256);
+    case K3_DT_F8_E4M3: {   /* e4m3 / 256; the scale is applied per block */
+        __m256i h = e4m3x16_to_f16_div256(p, 1);
+        *w_lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+        *w_hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
         break;
     }
     default:
@@ -226,42 +279,29 @@ K3_INLINE void tail_padded_copy(k3_dtype dtype, const unsigned char *row, int64_
 
 /* The canonical-order dot products of N_ROWS (1..4) rows with one x, reading
  * each row once and sharing the x loads: with 4 rows there are 8 independent
- * FMA chains, enough to hide FMA latency, and 4 concurrent memory streams.
- * fp8 iterates per 128-column block so its scale is fetched once per block. */
+ * FMA chains, enough to hide FMA latency, and 4 concurrent memory streams,
+ * each prefetched PREFETCH_AHEAD_BYTES bytes ahead. For F32, BF16 and F16. */
 K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
                              const float *x, int64_t cols, float *out)
 {
     const int64_t esize = simd_elem_bytes(dtype);
     const int64_t full_cols = cols & ~(int64_t)15;
-    __m256 acc0[4], acc1[4], scale256[4];
+    __m256 acc0[4], acc1[4];
 #pragma GCC unroll 4
-    for (int r = 0; r < n_rows; r++) {
-        acc0[r] = _mm256_setzero_ps();
-        acc1[r] = _mm256_setzero_ps();
-        scale256[r] = _mm256_setzero_ps();
-    }
-    const int64_t block_cols = dtype == K3_DT_F8_E4M3 ? FP8_BLOCK : full_cols;
-    for (int64_t block_begin = 0; block_begin < full_cols; block_begin += block_cols) {
-        int64_t block_end = block_begin + block_cols;
-        if (block_end > full_cols)
-            block_end = full_cols;
-        if (dtype == K3_DT_F8_E4M3) {
+    for (int r = 0; r < n_rows; r++)
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < full_cols; c += 16) {
+        __m256 x_lo = _mm256_loadu_ps(x + c);
+        __m256 x_hi = _mm256_loadu_ps(x + c + 8);
 #pragma GCC unroll 4
-            for (int r = 0; r < n_rows; r++)
-                scale256[r] = fp8_scale256(rows[r].scale_row, block_begin / FP8_BLOCK);
-        }
-        for (int64_t c = block_begin; c < block_end; c += 16) {
-            __m256 x_lo = _mm256_loadu_ps(x + c);
-            __m256 x_hi = _mm256_loadu_ps(x + c + 8);
-#pragma GCC unroll 4
-            for (int r = 0; r < n_rows; r++) {
-                __m256 w_lo, w_hi;
-                if (PF_DIST)
-                    _mm_prefetch((const char *)rows[r].data + c * esize + PF_DIST, PF_HINT);
-                decode16(dtype, rows[r].data + c * esize, scale256[r], &w_lo, &w_hi);
-                acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
-                acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
-            }
+        for (int r = 0; r < n_rows; r++) {
+            __m256 w_lo, w_hi;
+            const unsigned char *w_bytes = rows[r].data + c * esize;
+            if (PREFETCH_AHEAD_BYTES)
+                _mm_prefetch((const char *)w_bytes + PREFETCH_AHEAD_BYTES, PREFETCH_HINT);
+            decode16(dtype, w_bytes, &w_lo, &w_hi);
+            acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
         }
     }
     if (full_cols < cols) {
@@ -274,9 +314,7 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
             unsigned char w_pad[64];
             __m256 w_lo, w_hi;
             tail_padded_copy(dtype, rows[r].data, full_cols, cols, w_pad);
-            if (dtype == K3_DT_F8_E4M3)
-                scale256[r] = fp8_scale256(rows[r].scale_row, full_cols / FP8_BLOCK);
-            decode16(dtype, w_pad, scale256[r], &w_lo, &w_hi);
+            decode16(dtype, w_pad, &w_lo, &w_hi);
             acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
             acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
         }
@@ -284,6 +322,93 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
         out[r] = hsum_canonical(acc0[r], acc1[r]);
+}
+
+/* fp8 chunks [c_begin, c_end) of N_ROWS rows into the block accumulators
+ * (canonical order, w = e4m3 / 256). check_nan selects the NaN-merging
+ * decoder; both give identical values for every other code. */
+K3_INLINE void e4m3_chunks(int n_rows, const row_ref *rows, const float *x, int64_t c_begin,
+                           int64_t c_end, int check_nan, __m256 *block0, __m256 *block1)
+{
+    for (int64_t c = c_begin; c < c_end; c += 16) {
+        __m256 x_lo = _mm256_loadu_ps(x + c);
+        __m256 x_hi = _mm256_loadu_ps(x + c + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < n_rows; r++) {
+            if (PREFETCH_AHEAD_BYTES && (c & 63) == 0)   /* one prefetch per cache line */
+                _mm_prefetch((const char *)rows[r].data + c + PREFETCH_AHEAD_BYTES, PREFETCH_HINT);
+            __m256i h = e4m3x16_to_f16_div256(rows[r].data + c, check_nan);
+            __m256 w_lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+            __m256 w_hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+            block0[r] = _mm256_fmadd_ps(w_lo, x_lo, block0[r]);
+            block1[r] = _mm256_fmadd_ps(w_hi, x_hi, block1[r]);
+        }
+    }
+}
+
+/* The fp8 counterpart of dot_rows_simd: per 128-column block, a NaN scan of
+ * the block (cheap), the chunks into block accumulators with the fast
+ * decoder when the block is NaN-free, then one fma per accumulator with the
+ * block scale (see the canonical order at the top). */
+K3_INLINE void dot_rows_e4m3(int n_rows, const row_ref *rows, const float *x, int64_t cols,
+                             float *out)
+{
+    const int64_t full_cols = cols & ~(int64_t)15;
+    const int64_t tail_block = full_cols / FP8_BLOCK;   /* block of the padded tail chunk */
+    __m256 acc0[4], acc1[4], block0[4], block1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+        acc0[r] = acc1[r] = _mm256_setzero_ps();
+    for (int64_t block_begin = 0; block_begin < cols; block_begin += FP8_BLOCK) {
+        int64_t block_end = block_begin + FP8_BLOCK < full_cols ? block_begin + FP8_BLOCK : full_cols;
+#pragma GCC unroll 4
+        for (int r = 0; r < n_rows; r++)
+            block0[r] = block1[r] = _mm256_setzero_ps();
+        if (block_begin < block_end) {
+            int has_nan = 0;
+#pragma GCC unroll 4
+            for (int r = 0; r < n_rows; r++)
+                has_nan |= e4m3_block_has_nan(rows[r].data + block_begin, block_end - block_begin);
+            if (has_nan)
+                e4m3_chunks(n_rows, rows, x, block_begin, block_end, 1, block0, block1);
+            else
+                e4m3_chunks(n_rows, rows, x, block_begin, block_end, 0, block0, block1);
+        }
+        if (full_cols < cols && block_begin / FP8_BLOCK == tail_block) {
+            float x_pad[16] = {0};
+            memcpy(x_pad, x + full_cols, (size_t)(cols - full_cols) * sizeof(float));
+            __m256 x_lo = _mm256_loadu_ps(x_pad);
+            __m256 x_hi = _mm256_loadu_ps(x_pad + 8);
+#pragma GCC unroll 4
+            for (int r = 0; r < n_rows; r++) {
+                unsigned char w_pad[64];
+                __m256 w_lo, w_hi;
+                tail_padded_copy(K3_DT_F8_E4M3, rows[r].data, full_cols, cols, w_pad);
+                decode16(K3_DT_F8_E4M3, w_pad, &w_lo, &w_hi);
+                block0[r] = _mm256_fmadd_ps(w_lo, x_lo, block0[r]);
+                block1[r] = _mm256_fmadd_ps(w_hi, x_hi, block1[r]);
+            }
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < n_rows; r++) {
+            __m256 scale256 = fp8_scale256(rows[r].scale_row, block_begin / FP8_BLOCK);
+            acc0[r] = _mm256_fmadd_ps(block0[r], scale256, acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(block1[r], scale256, acc1[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+        out[r] = hsum_canonical(acc0[r], acc1[r]);
+}
+
+/* Dispatch of the row kernels on a constant dtype. */
+K3_INLINE void dot_rows_any(k3_dtype dtype, int n_rows, const row_ref *rows, const float *x,
+                            int64_t cols, float *out)
+{
+    if (dtype == K3_DT_F8_E4M3)
+        dot_rows_e4m3(n_rows, rows, x, cols, out);
+    else
+        dot_rows_simd(dtype, n_rows, rows, x, cols, out);
 }
 
 /* y[r] for r in [row_begin, row_end). The range is cut into four equal
@@ -301,7 +426,7 @@ K3_INLINE void rows_simd(k3_dtype dtype, float *y, const k3_weight *W, const flo
         row_ref rows[4] = {row_of(dtype, W, r0), row_of(dtype, W, r0 + quarter),
                            row_of(dtype, W, r0 + 2 * quarter), row_of(dtype, W, r0 + 3 * quarter)};
         float out[4];
-        dot_rows_simd(dtype, 4, rows, x, W->cols, out);
+        dot_rows_any(dtype, 4, rows, x, W->cols, out);
         y[r0] = out[0];
         y[r0 + quarter] = out[1];
         y[r0 + 2 * quarter] = out[2];
@@ -309,7 +434,7 @@ K3_INLINE void rows_simd(k3_dtype dtype, float *y, const k3_weight *W, const flo
     }
     for (int64_t r = row_begin + 4 * quarter; r < row_end; r++) {
         row_ref row = row_of(dtype, W, r);
-        dot_rows_simd(dtype, 1, &row, x, W->cols, y + r);
+        dot_rows_any(dtype, 1, &row, x, W->cols, y + r);
     }
 }
 
@@ -398,50 +523,131 @@ void k3_matvec(float *y, const k3_weight *W, const float *x)
 /* Rows decoded per block; the decoded fp32 block is reused by all tokens. */
 #define MATMUL_ROW_BLOCK 16
 
-/* Canonical-order dot products of N_ROWS x N_TOKENS (each 1..2) pairs from
- * fp32 rows/vectors that are zero-padded to cols_padded (a multiple of 16).
- * 2x2 blocking loads 4 vectors per 4 FMAs, which keeps the FMA units busy. */
-K3_INLINE void dot_block_f32(int n_rows, int n_tokens, const float *const *w,
-                             const float *const *x, int64_t cols_padded,
-                             float *y, int64_t y_token_stride)
+/* The two canonical accumulators of one (row, token) pair, parked in memory
+ * between column segments (storing and reloading is exact). */
+typedef struct {
+    __m256 acc0, acc1;
+} acc_pair;
+
+/* The chunk loop of dot_block_f32: columns [c_begin, c_end) of N_ROWS x
+ * N_TOKENS (each 1..2) pairs into accumulators acc0/acc1[r][t]. */
+K3_INLINE void block_chunks(int n_rows, int n_tokens, const float *const *w, const float *const *x,
+                            int64_t c_begin, int64_t c_end, __m256 acc0[2][2], __m256 acc1[2][2])
 {
-    __m256 acc0[2][2], acc1[2][2];
-    for (int r = 0; r < n_rows; r++)
-        for (int t = 0; t < n_tokens; t++)
-            acc0[r][t] = acc1[r][t] = _mm256_setzero_ps();
-    for (int64_t c = 0; c < cols_padded; c += 16) {
+    for (int64_t c = c_begin; c < c_end; c += 16) {
         __m256 x_lo[2], x_hi[2];
+#pragma GCC unroll 2
         for (int t = 0; t < n_tokens; t++) {
             x_lo[t] = _mm256_load_ps(x[t] + c);
             x_hi[t] = _mm256_load_ps(x[t] + c + 8);
         }
+#pragma GCC unroll 2
         for (int r = 0; r < n_rows; r++) {
             __m256 w_lo = _mm256_load_ps(w[r] + c);
             __m256 w_hi = _mm256_load_ps(w[r] + c + 8);
+#pragma GCC unroll 2
             for (int t = 0; t < n_tokens; t++) {
                 acc0[r][t] = _mm256_fmadd_ps(w_lo, x_lo[t], acc0[r][t]);
                 acc1[r][t] = _mm256_fmadd_ps(w_hi, x_hi[t], acc1[r][t]);
             }
         }
     }
-    for (int r = 0; r < n_rows; r++)
-        for (int t = 0; t < n_tokens; t++)
-            y[t * y_token_stride + r] = hsum_canonical(acc0[r][t], acc1[r][t]);
 }
 
-/* Decode one weight row to fp32, zero-padded to cols_padded, with the very
- * same decoder calls the matvec kernels make (so values match bit for bit). */
+/* Canonical-order partial dot products over columns [col_begin, col_end) of
+ * N_ROWS x N_TOKENS (each 1..2) pairs, from fp32 rows/vectors zero-padded to
+ * a multiple of 16. 2x2 blocking loads 4 vectors per 4 FMAs. The pair
+ * (r, t) accumulates into state[r * state_row_stride + t] (zeroed first when
+ * `first`); when y is not NULL the pair is finished into
+ * y[t * y_token_stride + r]. Column segments let the caller keep a slab of
+ * weights and activations in L1 across all row and token pairs.
+ * scale_rows != NULL selects the fp8 order: rows hold e4m3 / 256 and each
+ * 128-column block is summed apart, then folded in with scale_rows[r]'s
+ * block scale (col_begin must then be a multiple of 128). */
+K3_INLINE void dot_block_f32(int n_rows, int n_tokens, const float *const *w,
+                             const float *const *x, int64_t col_begin, int64_t col_end,
+                             const float *const *scale_rows, acc_pair *state,
+                             int64_t state_row_stride, int first, float *y, int64_t y_token_stride)
+{
+    __m256 acc0[2][2], acc1[2][2];
+    if (!scale_rows) {
+#pragma GCC unroll 2
+        for (int r = 0; r < n_rows; r++) {
+#pragma GCC unroll 2
+            for (int t = 0; t < n_tokens; t++) {
+                acc0[r][t] = first ? _mm256_setzero_ps() : state[r * state_row_stride + t].acc0;
+                acc1[r][t] = first ? _mm256_setzero_ps() : state[r * state_row_stride + t].acc1;
+            }
+        }
+        block_chunks(n_rows, n_tokens, w, x, col_begin, col_end, acc0, acc1);
+    } else {
+        /* The outer accumulators live in state (touched once per block), so
+         * the block accumulators get the registers. */
+        if (first) {
+#pragma GCC unroll 2
+            for (int r = 0; r < n_rows; r++)
+#pragma GCC unroll 2
+                for (int t = 0; t < n_tokens; t++)
+                    state[r * state_row_stride + t].acc0 = state[r * state_row_stride + t].acc1 =
+                        _mm256_setzero_ps();
+        }
+        for (int64_t block = col_begin; block < col_end; block += FP8_BLOCK) {
+            int64_t block_end = col_end - block < FP8_BLOCK ? col_end : block + FP8_BLOCK;
+            __m256 block0[2][2], block1[2][2];
+            /* Compiler barrier: keeps the outer accumulators in memory instead
+             * of registers during the chunk loop (else the 2x2 block spills
+             * its weight vectors and loads each twice). */
+            __asm__ volatile("" ::: "memory");
+#pragma GCC unroll 2
+            for (int r = 0; r < n_rows; r++)
+#pragma GCC unroll 2
+                for (int t = 0; t < n_tokens; t++)
+                    block0[r][t] = block1[r][t] = _mm256_setzero_ps();
+            block_chunks(n_rows, n_tokens, w, x, block, block_end, block0, block1);
+#pragma GCC unroll 2
+            for (int r = 0; r < n_rows; r++) {
+                __m256 scale256 = fp8_scale256(scale_rows[r], block / FP8_BLOCK);
+#pragma GCC unroll 2
+                for (int t = 0; t < n_tokens; t++) {
+                    acc_pair *st = &state[r * state_row_stride + t];
+                    st->acc0 = _mm256_fmadd_ps(block0[r][t], scale256, st->acc0);
+                    st->acc1 = _mm256_fmadd_ps(block1[r][t], scale256, st->acc1);
+                }
+            }
+        }
+#pragma GCC unroll 2
+        for (int r = 0; r < n_rows; r++)
+#pragma GCC unroll 2
+            for (int t = 0; t < n_tokens; t++) {
+                acc0[r][t] = state[r * state_row_stride + t].acc0;
+                acc1[r][t] = state[r * state_row_stride + t].acc1;
+            }
+    }
+#pragma GCC unroll 2
+    for (int r = 0; r < n_rows; r++) {
+#pragma GCC unroll 2
+        for (int t = 0; t < n_tokens; t++) {
+            if (y) {
+                y[t * y_token_stride + r] = hsum_canonical(acc0[r][t], acc1[r][t]);
+            } else {
+                state[r * state_row_stride + t].acc0 = acc0[r][t];
+                state[r * state_row_stride + t].acc1 = acc1[r][t];
+            }
+        }
+    }
+}
+
+/* Decode one weight row to fp32 (fp8: e4m3 / 256, scales applied later),
+ * zero-padded to cols_padded, with the same decoders as the matvec kernels
+ * (so values match bit for bit). */
 K3_INLINE void decode_row_padded(k3_dtype dtype, row_ref row, int64_t cols,
                                  int64_t cols_padded, float *dst)
 {
     const int64_t esize = simd_elem_bytes(dtype);
     const int64_t full_cols = cols & ~(int64_t)15;
-    __m256 scale256 = _mm256_setzero_ps();
     for (int64_t c = 0; c < full_cols; c += 16) {
         __m256 w_lo, w_hi;
-        if (dtype == K3_DT_F8_E4M3 && c % FP8_BLOCK == 0)
-            scale256 = fp8_scale256(row.scale_row, c / FP8_BLOCK);
-        decode16(dtype, row.data + c * esize, scale256, &w_lo, &w_hi);
+        decode16(dtype, row.data + c * esize, &w_lo, &w_hi);
         _mm256_store_ps(dst + c, w_lo);
         _mm256_store_ps(dst + c + 8, w_hi);
     }
@@ -449,9 +655,7 @@ K3_INLINE void decode_row_padded(k3_dtype dtype, row_ref row, int64_t cols,
         unsigned char w_pad[64];
         __m256 w_lo, w_hi;
         tail_padded_copy(dtype, row.data, full_cols, cols, w_pad);
-        if (dtype == K3_DT_F8_E4M3)
-            scale256 = fp8_scale256(row.scale_row, full_cols / FP8_BLOCK);
-        decode16(dtype, w_pad, scale256, &w_lo, &w_hi);
+        decode16(dtype, w_pad, &w_lo, &w_hi);
         _mm256_store_ps(dst + full_cols, w_lo);
         _mm256_store_ps(dst + full_cols + 8, w_hi);
     }
@@ -478,59 +682,77 @@ static void decode_row_any(const k3_weight *W, int64_t r, int64_t cols_padded, f
     }
 }
 
-/* The 2x2, 2x1, 1x2, 1x1 variants, so the compiler keeps accumulators in
- * registers with fully unrolled inner loops. */
-static void dot_block_2x2(const float *const *w, const float *const *x, int64_t n, float *y, int64_t s)
-{
-    dot_block_f32(2, 2, w, x, n, y, s);
-}
+/* The 2x2, 2x1, 1x2, 1x1 instantiations (fully unrolled, accumulators in
+ * registers), selected by row and token count. */
+#define DOT_BLOCK_ARGS const float *const *w, const float *const *x, int64_t col_begin, \
+    int64_t col_end, const float *const *scale_rows, acc_pair *state, int64_t stride, int first, \
+    float *y, int64_t y_stride
+#define DOT_BLOCK_PASS w, x, col_begin, col_end, scale_rows, state, stride, first, y, y_stride
 
-static void dot_block_2x1(const float *const *w, const float *const *x, int64_t n, float *y, int64_t s)
-{
-    dot_block_f32(2, 1, w, x, n, y, s);
-}
+static void dot_block_2x2(DOT_BLOCK_ARGS) { dot_block_f32(2, 2, DOT_BLOCK_PASS); }
+static void dot_block_2x1(DOT_BLOCK_ARGS) { dot_block_f32(2, 1, DOT_BLOCK_PASS); }
+static void dot_block_1x2(DOT_BLOCK_ARGS) { dot_block_f32(1, 2, DOT_BLOCK_PASS); }
+static void dot_block_1x1(DOT_BLOCK_ARGS) { dot_block_f32(1, 1, DOT_BLOCK_PASS); }
 
-static void dot_block_1x2(const float *const *w, const float *const *x, int64_t n, float *y, int64_t s)
-{
-    dot_block_f32(1, 2, w, x, n, y, s);
-}
+/* Tokens whose accumulators are parked at once (state = 16 x 64 x 64 B). */
+#define MATMUL_TOKEN_BLOCK 64
 
-static void dot_block_1x1(const float *const *w, const float *const *x, int64_t n, float *y, int64_t s)
+/* Floats between decoded rows in the scratch: one cache line more than the
+ * row, so the rows of a column segment fall in different L1 sets (a stride
+ * of a multiple of 4 KiB would put all 16 in the same 12-way set). */
+static int64_t matmul_scratch_stride(int64_t cols_padded)
 {
-    dot_block_f32(1, 1, w, x, n, y, s);
+    return cols_padded + 16;
 }
 
 /* Rows [row_begin, row_end) for all tokens: decode MATMUL_ROW_BLOCK rows at a
- * time into scratch (cache-resident), then run every token against them. */
+ * time into scratch, then, segment by segment of columns, run every token
+ * pair against every row pair. Each (row, token) still sees its chunks in
+ * column order with the same two accumulators, i.e. the canonical order. */
 static void matmul_rows(float *Y, const k3_weight *W, const float *X_padded, int n_tokens,
-                        int64_t cols_padded, int64_t row_begin, int64_t row_end, float *scratch)
+                        int64_t cols_padded, int64_t row_begin, int64_t row_end, float *scratch,
+                        acc_pair *state)
 {
     int64_t rows = W->rows;
+    int64_t scratch_stride = matmul_scratch_stride(cols_padded);
     for (int64_t block = row_begin; block < row_end; block += MATMUL_ROW_BLOCK) {
         int64_t block_rows = row_end - block < MATMUL_ROW_BLOCK ? row_end - block : MATMUL_ROW_BLOCK;
         for (int64_t i = 0; i < block_rows; i++)
-            decode_row_any(W, block + i, cols_padded, scratch + i * cols_padded);
-        int t = 0;
-        for (; t < n_tokens; t += 2) {
-            int token_pair = n_tokens - t >= 2;
-            const float *x[2] = {X_padded + t * cols_padded,
-                                 X_padded + (t + token_pair) * cols_padded};
-            int64_t i = 0;
-            for (; i + 2 <= block_rows; i += 2) {
-                const float *w[2] = {scratch + i * cols_padded, scratch + (i + 1) * cols_padded};
-                float *y = Y + (int64_t)t * rows + block + i;
-                if (token_pair)
-                    dot_block_2x2(w, x, cols_padded, y, rows);
-                else
-                    dot_block_2x1(w, x, cols_padded, y, rows);
-            }
-            if (i < block_rows) {
-                const float *w[1] = {scratch + i * cols_padded};
-                float *y = Y + (int64_t)t * rows + block + i;
-                if (token_pair)
-                    dot_block_1x2(w, x, cols_padded, y, rows);
-                else
-                    dot_block_1x1(w, x, cols_padded, y, rows);
+            decode_row_any(W, block + i, cols_padded, scratch + i * scratch_stride);
+        for (int token_block = 0; token_block < n_tokens; token_block += MATMUL_TOKEN_BLOCK) {
+            int token_end = n_tokens - token_block < MATMUL_TOKEN_BLOCK
+                            ? n_tokens : token_block + MATMUL_TOKEN_BLOCK;
+            for (int64_t seg = 0; seg < cols_padded; seg += MATMUL_COL_SEGMENT) {
+                int64_t seg_end = cols_padded - seg < MATMUL_COL_SEGMENT
+                                  ? cols_padded : seg + MATMUL_COL_SEGMENT;
+                int first = seg == 0, last = seg_end == cols_padded;
+                for (int t = token_block; t < token_end; t += 2) {
+                    int token_pair = token_end - t >= 2;
+                    const float *x[2] = {X_padded + t * cols_padded,
+                                         X_padded + (t + token_pair) * cols_padded};
+                    for (int64_t i = 0; i < block_rows; i += 2) {
+                        int row_pair = block_rows - i >= 2;
+                        const float *w[2] = {scratch + i * scratch_stride,
+                                             scratch + (i + row_pair) * scratch_stride};
+                        acc_pair *st = state + i * MATMUL_TOKEN_BLOCK + (t - token_block);
+                        float *y = last ? Y + (int64_t)t * rows + block + i : NULL;
+                        const float *scales[2] = {NULL, NULL};
+                        const float *const *sc = NULL;
+                        if (W->dtype == K3_DT_F8_E4M3) {
+                            scales[0] = row_of(K3_DT_F8_E4M3, W, block + i).scale_row;
+                            scales[1] = row_of(K3_DT_F8_E4M3, W, block + i + row_pair).scale_row;
+                            sc = scales;
+                        }
+                        if (row_pair && token_pair)
+                            dot_block_2x2(w, x, seg, seg_end, sc, st, MATMUL_TOKEN_BLOCK, first, y, rows);
+                        else if (row_pair)
+                            dot_block_2x1(w, x, seg, seg_end, sc, st, MATMUL_TOKEN_BLOCK, first, y, rows);
+                        else if (token_pair)
+                            dot_block_1x2(w, x, seg, seg_end, sc, st, MATMUL_TOKEN_BLOCK, first, y, rows);
+                        else
+                            dot_block_1x1(w, x, seg, seg_end, sc, st, MATMUL_TOKEN_BLOCK, first, y, rows);
+                    }
+                }
             }
         }
     }
@@ -575,7 +797,7 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         }
         X_padded = X_copy;
     }
-    size_t scratch_bytes = (size_t)(MATMUL_ROW_BLOCK * cols_padded * sizeof(float));
+    size_t scratch_bytes = (size_t)(MATMUL_ROW_BLOCK * matmul_scratch_stride(cols_padded) * sizeof(float));
     int64_t row_blocks = (rows + MATMUL_ROW_BLOCK - 1) / MATMUL_ROW_BLOCK;
     int parallel = rows * cols >= MATVEC_PARALLEL_MIN_ELEMS && row_blocks >= 2 &&
                    !omp_in_parallel() && omp_get_max_threads() > 1;
@@ -588,10 +810,12 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
             end = rows;
         if (begin < end) {
             float *scratch = aligned_alloc(64, scratch_bytes);
-            if (!scratch)
+            acc_pair *state = aligned_alloc(64, MATMUL_ROW_BLOCK * MATMUL_TOKEN_BLOCK * sizeof(acc_pair));
+            if (!scratch || !state)
                 abort();
-            matmul_rows(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch);
+            matmul_rows(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
             free(scratch);
+            free(state);
         }
     }
     free(X_copy);

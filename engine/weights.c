@@ -205,10 +205,11 @@ static int load_mxfp4(weights_provider *rp, const char *name, int64_t rows, int6
     if (cols % 32)
         return k3_err(err, "%s: tensor '%s%s': %lld columns is not a multiple of the MXFP4 group (32)",
                       rp->index.shards[tp->shard].path, rp->cfg->tensor_prefix, pname, (long long)cols);
-    if (tp->dtype != K3_DT_U8 || tp->ndim != 2 || tp->shape[0] != rows || tp->shape[1] != cols / 2)
+    if ((tp->dtype != K3_DT_U8 && tp->dtype != K3_DT_I8) || tp->ndim != 2 || tp->shape[0] != rows || tp->shape[1] != cols / 2)
         return k3_err(err, "%s: tensor '%s%s' must be U8 [%lld, %lld]", rp->index.shards[tp->shard].path,
                       rp->cfg->tensor_prefix, pname, (long long)rows, (long long)(cols / 2));
-    if (ts->dtype != K3_DT_U8 || ts->ndim != 2 || ts->shape[0] != rows || ts->shape[1] != cols / 32)
+    if ((ts->dtype != K3_DT_U8 && ts->dtype != K3_DT_F8_E8M0) || ts->ndim != 2 || ts->shape[0] != rows ||
+        ts->shape[1] != cols / 32)
         return k3_err(err, "%s: tensor '%s%s' must be U8 [%lld, %lld]", rp->index.shards[ts->shard].path,
                       rp->cfg->tensor_prefix, sname, (long long)rows, (long long)(cols / 32));
     w->dtype = K3_DT_MXFP4;
@@ -278,8 +279,9 @@ static float *load_small(weights_provider *rp, const char *name, int64_t n, k3_e
                rp->index.shards[t->shard].path, name, s, (long long)st_tensor_numel(t), (long long)n);
         return NULL;
     }
-    if (t->dtype == K3_DT_U8 || t->dtype == K3_DT_I8 || t->dtype == K3_DT_I32 || t->dtype == K3_DT_I64) {
-        k3_err(err, "%s: tensor '%s' has integer dtype %s, expected a float type",
+    if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_F16 && t->dtype != K3_DT_BF16 && t->dtype != K3_DT_F64 &&
+        t->dtype != K3_DT_F8_E4M3) {
+        k3_err(err, "%s: tensor '%s' has dtype %s, expected a float type (F32, F16, BF16, F64, F8_E4M3)",
                rp->index.shards[t->shard].path, name, k3_dtype_name(t->dtype));
         return NULL;
     }
