@@ -20,22 +20,29 @@ else
 fi
 
 # ---------------------------------------------------------------------------
-# MODEL DECODE SPEED (tok/s) -- placeholder for the lead to extend.
-# Runs `k3 bench` on each model directory listed in $K3_BENCH_MODELS (default:
-# models/small models/demo) that exists, if the k3 binary has a bench command.
-# Guarded so that `make bench` works on a checkout without models.
+# Model decode speed, fully resident and streamed: `k3 bench` on generated
+# models (made here when absent; models/ is git-ignored). small and demo
+# always; the 3.9 GB K3-shaped k3-sim when K3_BENCH_SIM=1.
 # ---------------------------------------------------------------------------
-models=${K3_BENCH_MODELS:-"models/small models/demo"}
-if [ -x "$K3BIN" ] && "$K3BIN" help 2>/dev/null | grep -q '^ *bench '; then
-    for m in $models; do
-        if [ -f "$m/config.json" ]; then
-            echo
-            echo "== model: $K3BIN bench $m"
-            "$K3BIN" bench "$m" || echo "bench: k3 bench $m exited with status $?"
-        fi
-    done
-else
+[ -x "$K3BIN" ] || { echo "bench: $K3BIN not built (run make)"; exit 0; }
+mkdir -p models
+for p in small demo; do
+    [ -f models/$p/config.json ] || "$K3BIN" gen models/$p --preset $p >/dev/null 2>&1
+done
+if [ "${K3_BENCH_SIM:-0}" = 1 ] && [ ! -f models/k3-sim/config.json ]; then
+    "$K3BIN" gen models/k3-sim --preset k3-sim --shards 4 >/dev/null 2>&1
+fi
+for m in models/small models/demo models/k3-sim; do
+    [ -f "$m/config.json" ] || continue
     echo
-    echo "(model decode benchmark skipped: $K3BIN has no bench command yet)"
+    echo "== $m, fully resident: $K3BIN bench $m --tokens 32 --prompt-tokens 64 --no-probe"
+    "$K3BIN" bench "$m" --tokens 32 --prompt-tokens 64 --no-probe --no-resident 2>/dev/null | head -2
+done
+if [ -f models/demo/config.json ]; then
+    for mem in 300M 150M; do
+        echo
+        echo "== models/demo streamed under --mem $mem"
+        "$K3BIN" bench models/demo --mem $mem --tokens 32 --prompt-tokens 64 2>/dev/null
+    done
 fi
 exit 0
