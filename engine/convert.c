@@ -15,6 +15,7 @@ static inline uint32_t f32_bits(float f)
     return u;
 }
 
+/* ... and back. */
 static inline float f32_from_bits(uint32_t u)
 {
     float f;
@@ -104,8 +105,9 @@ float k3_e4m3_to_f32(uint8_t b)
     return f32_from_bits(sign | ((exp_field - 7 + 127) << 23) | (mant << 20));
 }
 
-/* Bulk conversion for small tensors (norm weights, biases, embedding rows).
- * src may be unaligned (it usually points into an mmap'd file), so every
+/* Bulk conversion for small tensors (norm weights, biases, embedding rows);
+ * every safetensors element type is accepted, unknown values (OPAQUE, MXFP4,
+ * which need their scales) give NaN. src may be unaligned (it usually points into an mmap'd file), so every
  * element is fetched with memcpy, which compiles to a plain load. */
 void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n)
 {
@@ -154,8 +156,45 @@ void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n)
         }
         return;
     case K3_DT_U8:
+    case K3_DT_BOOL:
         for (int64_t i = 0; i < n; i++)
             dst[i] = (float)p[i];
+        return;
+    case K3_DT_F8_E5M2:   /* the top byte of a binary16: exact through f16 */
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = k3_f16_to_f32((uint16_t)(p[i] << 8));
+        return;
+    case K3_DT_F8_E8M0:   /* OCP MX scale: 2^(b - 127), 0xFF is NaN */
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = p[i] == 0xFF ? NAN : ldexpf(1.0f, (int)p[i] - 127);
+        return;
+    case K3_DT_I16:
+        for (int64_t i = 0; i < n; i++) {
+            int16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            dst[i] = (float)v;
+        }
+        return;
+    case K3_DT_U16:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            dst[i] = (float)v;
+        }
+        return;
+    case K3_DT_U32:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            dst[i] = (float)v;
+        }
+        return;
+    case K3_DT_U64:
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            dst[i] = (float)v;
+        }
         return;
     case K3_DT_I8:
         for (int64_t i = 0; i < n; i++)

@@ -11,6 +11,7 @@
 /* Deterministic xorshift so failures reproduce. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 
+/* Next 32 random bits. */
 static uint32_t rng_u32(void)
 {
     rng_state ^= rng_state << 13;
@@ -25,6 +26,7 @@ static float rng_float(void)
     return (float)((double)rng_u32() / 2147483648.0 - 1.0);
 }
 
+/* Float <-> bits, for bit-exact checks and hand-built values. */
 static uint32_t bits_of(float f)
 {
     uint32_t u;
@@ -32,6 +34,7 @@ static uint32_t bits_of(float f)
     return u;
 }
 
+/* The float with these bits. */
 static float float_of(uint32_t u)
 {
     float f;
@@ -236,6 +239,37 @@ static void test_convert(void)
     CHECK(out[0] == 0.0f && out[1] == 255.0f, "U8");
     k3_convert_to_f32(out, src, K3_DT_I8, 2);
     CHECK(out[0] == 0.0f && out[1] == -1.0f, "I8");
+    k3_convert_to_f32(out, src, K3_DT_BOOL, 2);
+    CHECK(out[0] == 0.0f && out[1] == 255.0f, "BOOL (raw byte)");
+
+    uint8_t e5m2_in[4] = {0x3C, 0xC0, 0x7C, 0x01};   /* 1, -2, inf, 2^-16 */
+    memcpy(src, e5m2_in, sizeof e5m2_in);
+    k3_convert_to_f32(out, src, K3_DT_F8_E5M2, 4);
+    CHECK(out[0] == 1.0f && out[1] == -2.0f && isinf(out[2]) && out[3] == 0x1p-16f, "F8_E5M2");
+
+    uint8_t e8m0_in[4] = {127, 130, 0, 255};          /* 1, 8, 2^-127, NaN */
+    memcpy(src, e8m0_in, sizeof e8m0_in);
+    k3_convert_to_f32(out, src, K3_DT_F8_E8M0, 4);
+    CHECK(out[0] == 1.0f && out[1] == 8.0f && out[2] == 0x1p-127f && isnan(out[3]), "F8_E8M0");
+
+    int16_t i16_in[2] = {-300, 32767};
+    memcpy(src, i16_in, sizeof i16_in);
+    k3_convert_to_f32(out, src, K3_DT_I16, 2);
+    CHECK(out[0] == -300.0f && out[1] == 32767.0f, "I16");
+    uint16_t u16_in[2] = {0, 65535};
+    memcpy(src, u16_in, sizeof u16_in);
+    k3_convert_to_f32(out, src, K3_DT_U16, 2);
+    CHECK(out[0] == 0.0f && out[1] == 65535.0f, "U16");
+    uint32_t u32_in[2] = {7, 4000000000u};
+    memcpy(src, u32_in, sizeof u32_in);
+    k3_convert_to_f32(out, src, K3_DT_U32, 2);
+    CHECK(out[0] == 7.0f && out[1] == 4e9f, "U32");
+    uint64_t u64_in[2] = {1, 1ull << 63};
+    memcpy(src, u64_in, sizeof u64_in);
+    k3_convert_to_f32(out, src, K3_DT_U64, 2);
+    CHECK(out[0] == 1.0f && out[1] == 0x1p63f, "U64");
+    k3_convert_to_f32(out, src, K3_DT_MXFP4, 1);
+    CHECK(isnan(out[0]), "MXFP4 needs its scales: NaN, not garbage");
     TEST_END();
 }
 
@@ -256,6 +290,7 @@ typedef struct {
     float *scales;
 } test_matrix;
 
+/* Build one such matrix (see test_matrix). */
 static test_matrix matrix_random(k3_dtype dt, int64_t rows, int64_t cols, int misalign, int with_scale)
 {
     test_matrix m;
@@ -290,12 +325,14 @@ static test_matrix matrix_random(k3_dtype dt, int64_t rows, int64_t cols, int mi
     return m;
 }
 
+/* Release a matrix_random() matrix. */
 static void matrix_free(test_matrix *m)
 {
     free(m->alloc);
     free(m->scales);
 }
 
+/* n activations uniform in [-1, 1) (malloc'd, at least one element). */
 static float *vector_random(int64_t n)
 {
     float *v = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
@@ -608,7 +645,9 @@ static void test_nonfinite_rows(void)
 static void test_e4m3_nan_blocks(void)
 {
     TEST_BEGIN("e4m3_nan_codes_in_blocks_and_tail");
-    int64_t rows = 9, cols = 300;   /* 300 = 2 full blocks + 44 (of which 12 in the tail chunk) */
+    /* 300 cols = 2 full blocks + 44 (12 of them in the tail chunk); 120 x 300
+     * is big enough for k3_matmul's decoded-scratch path. */
+    int64_t rows = 120, cols = 300;
     test_matrix m = matrix_random(K3_DT_F8_E4M3, rows, cols, 0, 1);
     uint8_t *codes = (uint8_t *)m.w.data;
     codes[2 * cols + 130] = 0x7F;
@@ -616,7 +655,7 @@ static void test_e4m3_nan_blocks(void)
     codes[8 * cols + 0] = 0x7F;
     float *X = vector_random(3 * cols);
     float *Y = malloc((size_t)(3 * rows) * sizeof(float));
-    float y[9], y_ref[9];
+    float y[120], y_ref[120];
     for (int scalar = 0; scalar <= 1; scalar++) {
         k3_kernels_force_scalar(scalar);
         k3_matmul(Y, &m.w, X, 3);
@@ -642,6 +681,7 @@ static void test_e4m3_nan_blocks(void)
     TEST_END();
 }
 
+/* Decoders first (the kernels' tests rely on them), then the kernels. */
 int main(void)
 {
     test_dtype_table();
