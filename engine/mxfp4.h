@@ -3,9 +3,10 @@
  *
  * A row of `cols` weights is cols/2 bytes of E2M1 nibbles (low nibble = even
  * column) and cols/32 E8M0 scale bytes: w = E2M1[nib] * 2^(scale - 127).
- * Every decoded value is exact in fp32, so a row's dot product is defined as
- * "decode the row, then a fixed-order fp32 dot": the AVX2 and scalar paths
- * decode identically and k3_matmul gives exactly k3_matvec's numbers.
+ * Every decoded value is exact in fp32. The AVX2 dot works straight from the
+ * nibbles in one fixed order (group_step in mxfp4.c) that the matmul path
+ * repeats on a row decoded once, so k3_matmul gives exactly k3_matvec's
+ * numbers; the scalar path (decode, sequential sum) is the reference.
  * Scale byte 255 (NaN in OCP MX) is refused by the loaders (k3_mxfp4_check). */
 #ifndef K3_MXFP4_H
 #define K3_MXFP4_H

@@ -218,6 +218,21 @@ static bench_matrix matrix_make(k3_dtype dt, int64_t rows, int64_t cols)
 {
     bench_matrix m;
     memset(&m, 0, sizeof m);
+    if (dt == K3_DT_MXFP4) {             /* nibbles [rows][cols/2] + E8M0 scales [rows][cols/32] */
+        size_t packed = (size_t)(rows * cols / 2), n_scales = (size_t)(rows * cols / 32);
+        m.data = alloc_big(packed + n_scales);
+        uint64_t *words = m.data;
+        for (size_t i = 0; i < packed / 8; i++) words[i] = fill_next();
+        uint8_t *sc = (uint8_t *)m.data + packed;
+        for (size_t i = 0; i < n_scales; i++) sc[i] = (uint8_t)(120 + fill_next() % 8);
+        m.weight_bytes = packed + n_scales;
+        m.w.dtype = dt;
+        m.w.rows = rows;
+        m.w.cols = cols;
+        m.w.data = m.data;
+        m.w.mx_scale = sc;
+        return m;
+    }
     size_t bytes = (size_t)(rows * cols) * k3_dtype_size(dt);
     m.data = alloc_big(bytes);
     uint64_t *words = m.data;
@@ -384,7 +399,7 @@ int main(int argc, char **argv)
     bandwidth_setup(&bw, bw_bytes);
     bandwidth_measure(&bw, bw_reps, &sink);
 
-    static const k3_dtype mv_dtypes[] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3};
+    static const k3_dtype mv_dtypes[] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3, K3_DT_MXFP4};
     enum { N_MV = sizeof mv_dtypes / sizeof mv_dtypes[0] };
     matvec_result mv[N_MV];
     float *x = malloc((size_t)(64 * cols) * sizeof(float));
@@ -394,7 +409,8 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < N_MV; i++) {
         k3_dtype dt = mv_dtypes[i];
-        int64_t rows = matrix_bytes / (cols * (int64_t)k3_dtype_size(dt));
+        int64_t rows = dt == K3_DT_MXFP4 ? matrix_bytes / (cols / 2 + cols / 32)
+                                         : matrix_bytes / (cols * (int64_t)k3_dtype_size(dt));
         bench_matrix m = matrix_make(dt, rows, cols);
         memset(&mv[i], 0, sizeof mv[i]);
         mv[i].dtype = dt;
@@ -459,6 +475,10 @@ int main(int argc, char **argv)
         print_json(&bw, mv, N_MV, mm, N_MM, busy, seconds);
     else
         print_table(&bw, bw_reps, mv, N_MV, mv_reps, mm, N_MM, busy, seconds);
+    if (!json_output)   /* issue target: MXFP4 at >= 50% of bf16's weights per second */
+        for (int t = 1; t <= 2; t++)
+            printf("MXFP4 vs BF16 weights/s, %d thread%s: %.2f G/s vs %.2f G/s = %.0f%%\n", t, t > 1 ? "s" : "",
+                   mv[N_MV - 1].gws[t], mv[1].gws[t], 100 * mv[N_MV - 1].gws[t] / mv[1].gws[t]);
     if (sink == 12345.0f)   /* keep the reads observable */
         fprintf(stderr, "%g\n", (double)sink);
     free(x);
