@@ -134,7 +134,7 @@ const char cli_model_options_help[] =
     "  --io direct|buffered read with O_DIRECT (default) or through the page cache\n"
     "  --io-backend pool|uring  pread thread pool (default) or io_uring\n"
     "  --io-depth N         reads in flight (default 4)\n"
-    "  --cache-policy lru|lfru  expert cache eviction (default lru)\n"
+    "  --cache-policy lru|lfru  expert cache eviction (default lfru)\n"
     "  --trace FILE         record routing as lines \"token layer expert\"\n"
     "  --threads N          compute threads (default: all cores)\n";
 
@@ -162,8 +162,8 @@ int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt
         opt->io_depth = (int)v;
     } else if (!strcmp(a, "--cache-policy") && more) {
         const char *m = argv[++*i];
-        if (!strcmp(m, "lru")) opt->cache_lfru = 0;
-        else if (!strcmp(m, "lfru")) opt->cache_lfru = 1;
+        if (!strcmp(m, "lru")) opt->cache_lru = 1;
+        else if (!strcmp(m, "lfru")) opt->cache_lru = 0;
         else { cli_error("--cache-policy: expected lru or lfru, got '%s'", m); return -1; }
     } else if (!strcmp(a, "--trace") && more) {
         opt->trace_path = argv[++*i];

@@ -27,7 +27,7 @@ typedef struct k3_options {
     int io_buffered;         /* --io buffered (default: O_DIRECT) */
     int io_uring;            /* --io-backend uring (default: pread pool) */
     int io_depth;            /* reads in flight (default 4) */
-    int cache_lfru;          /* --cache-policy lfru (default lru) */
+    int cache_lru;           /* --cache-policy lru (default lfru: measured better on traces) */
     int ctx_tokens;          /* context limit sessions will use (default 4096) */
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int quiet;               /* do not print the memory plan */

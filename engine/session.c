@@ -70,7 +70,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .io_direct = !(opt && opt->io_buffered),
                               .io_backend = opt && opt->io_uring ? 1 : 0,
                               .io_depth = opt && opt->io_depth ? opt->io_depth : 4,
-                              .cache_policy = opt && opt->cache_lfru ? 1 : 0,
+                              .cache_policy = opt && opt->cache_lru ? 0 : 1,
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,

@@ -44,7 +44,7 @@ for model in $M $K; do
         else echo "FAIL $name --mem ${mem}M: peak RSS ${rss_kb} KiB over ${limit_kb} KiB"; fi
     done
     mem=$((MIN + 2))
-    for io in "--io buffered" "--io-backend uring" "--io buffered --io-backend uring" "--cache-policy lfru" "--io-depth 1"; do
+    for io in "--io buffered" "--io-backend uring" "--io buffered --io-backend uring" "--cache-policy lru" "--io-depth 1"; do
         rm -f $OUT/b.f32
         $K3 eval $model --ids "$IDS" --logits $OUT/b.f32 --mem ${mem}M $io 2>/dev/null
         same "$name --mem ${mem}M $io" $OUT/b.f32
