@@ -11,7 +11,8 @@ CC=clang
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iengine"
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
-for target in safetensors config; do
+[ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
+for target in safetensors config manifest tokenizer_config; do
     corpus=$OUT/corpus_$target
     mkdir -p $corpus
     case $target in
@@ -36,8 +37,14 @@ open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
     config)
         srcs="engine/config.c engine/error.c"
         cp $SEEDMODEL/config.json $corpus/seed_config ;;
+    manifest)
+        srcs="engine/manifest.c engine/dtype.c engine/error.c"
+        cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest 2>/dev/null ;;
+    tokenizer_config)
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c"
+        cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     esac
-    if ! $CC $FLAGS -o $OUT/fuzz_$target tests/fuzz/fuzz_$target.c $srcs -ljansson 2>$OUT/build_$target.log; then
+    if ! $CC $FLAGS -o $OUT/fuzz_$target tests/fuzz/fuzz_$target.c $srcs -ljansson -lpcre2-8 2>$OUT/build_$target.log; then
         echo "FAIL fuzz $target: build failed: $(head -3 $OUT/build_$target.log)"
         continue
     fi
