@@ -77,6 +77,7 @@ struct k3_session {
     float *mla_cache;         /* [n_mla][max_tokens][kv_lora+rope]: normalised latent, k_pe */
     float *logits;            /* [vocab] after the last token */
     int has_logits;
+    volatile int *interrupt; /* checked between prompt chunks */
     k3_scratch sc;
 };
 

@@ -84,6 +84,13 @@ int k3_session_max_tokens(const k3_session *s);
  * e.g. an id out of range or the context full). */
 int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
 
+/* An interrupt flag (set from a signal handler or another thread) that
+ * k3_session_eval checks between prompt chunks: when set, eval stops at the
+ * chunk boundary and returns K3_EVAL_INTERRUPTED; the session then holds the
+ * chunks completed so far (a clean token boundary). NULL = none. */
+#define K3_EVAL_INTERRUPTED 1
+void k3_session_set_interrupt(k3_session *s, volatile int *flag);
+
 /* Logits after the last evaluated token ([vocab]); NULL before any token. */
 const float *k3_session_logits(const k3_session *s);
 

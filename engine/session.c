@@ -307,6 +307,8 @@ void k3_session_reset(k3_session *s)
 
 k3_model *k3_session_model(const k3_session *s) { return s->m; }
 int k3_session_n_tokens(const k3_session *s) { return s->n_tokens; }
+
+void k3_session_set_interrupt(k3_session *s, volatile int *flag) { s->interrupt = flag; }
 int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
 
 const float *k3_session_logits(const k3_session *s) { return s->has_logits ? s->logits : NULL; }
@@ -328,6 +330,10 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     stats_set32(&st->chunk_done, 0);
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
+        if (done > 0 && s->interrupt && *s->interrupt) {   /* stop at a chunk boundary */
+            rc = K3_EVAL_INTERRUPTED;
+            break;
+        }
         int T = n - done < K3_CHUNK_TOKENS ? n - done : K3_CHUNK_TOKENS;
         k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
         uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;

@@ -26,6 +26,7 @@ M2=$OUT/small_other
 $K3 gen $M2 --preset small --seed 42 >/dev/null 2>&1
 
 build/tests/tool_chat equiv $M $OUT/equiv.db "Hello there" "What is 2+2?" "Thanks, bye"
+build/tests/tool_chat interrupt $M $OUT/interrupt.db
 
 jfield() { $PY -c "import json,sys; print(json.loads(sys.stdin.readlines()[$2])['$1'])"; }
 

@@ -25,6 +25,7 @@ struct conversation {
     int close_ids[32], n_close;  /* what ends an assistant message */
     int stops[8], n_stops;
     int resumed_from_snapshot;
+    int stale;                   /* a prompt was interrupted mid-prefill: rebuild before the next turn */
 };
 
 void turn_result_free(turn_result *r)
@@ -208,6 +209,16 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
 {
     history_error herr;
     memset(r, 0, sizeof *r);
+    if (c->stale) {                       /* the last prompt was cut mid-prefill: rebuild the state */
+        history_message *stored = NULL;
+        size_t n_stored = 0;
+        if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
+        k3_session_reset(c->session);
+        int rc = reprefill(c, stored, n_stored, NULL, NULL, err);
+        history_msg_list_free(stored, n_stored);
+        if (rc) return -1;
+        c->stale = 0;
+    }
     /* the new tokens: (system on the first turn) + user message + generation prompt */
     k3_chat_msg msgs[2];
     int nm = 0;
@@ -234,11 +245,26 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->turn = ++c->turn;
     r->prefilled_tokens = n_ids;
     double t0 = generate_now_s();
+    k3_session_set_interrupt(c->session, (volatile int *)interrupt_flag);
     int rc = k3_session_eval(c->session, ids, n_ids, NULL, err);
+    k3_session_set_interrupt(c->session, NULL);
     double prefill_s = generate_now_s() - t0;
     free(ids);
     generate_result g = {0};
     g.pending_token = -1;
+    if (rc == K3_EVAL_INTERRUPTED) {      /* Ctrl-C during the prompt: no answer, state rebuilt next turn */
+        c->stale = 1;
+        r->interrupted = 1;
+        r->prefill_ms = prefill_s * 1e3;
+        r->text = strdup("");
+        r->status = history_status_name(HISTORY_INTERRUPTED);
+        history_message am = history_message_make("assistant", "", HISTORY_INTERRUPTED);
+        am.prompt_tokens = n_ids;
+        am.generated_tokens = 0;
+        am.prefill_ms = r->prefill_ms;
+        if (history_msg_add(c->db, c->row.id, &am, &herr) < 0) return k3_err(err, "%s", herr.msg);
+        return 0;
+    }
     if (rc == 0)
         rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
                              on_text, user, &g, err);
