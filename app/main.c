@@ -29,8 +29,8 @@ static void print_help(FILE *f)
                "usage: k3 COMMAND [options]   (k3 COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "  help      this text\n\nMODEL is a Hugging Face checkpoint directory; "
-               "default $K3_MODEL, else models/demo.\n");
+    fprintf(f, "  help      this text\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
+               "(k3 pack);\ndefault $K3_MODEL, else models/demo.\n");
 }
 
 int main(int argc, char **argv)
