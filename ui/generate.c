@@ -40,6 +40,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     const k3_tokenizer *tok = k3_model_tokenizer(k3_session_model(s));
     k3_detok dt;
     k3_detok_init(&dt, tok);
+    const int n_base = k3_tokenizer_n_base(tok);
     char piece[256];
     const double t0 = generate_now_s();
     double t_first = t0;
@@ -62,7 +63,9 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             t_first = generate_now_s();
             out->first_token_s = t_first - t0;
         }
-        size_t n = k3_detok_push(&dt, next, piece, sizeof piece);
+        /* special and reserved tokens are not text: not shown (as llama.cpp
+         * without --special), still part of the session */
+        size_t n = next < n_base ? k3_detok_push(&dt, next, piece, sizeof piece) : 0;
         if (n) {
             if (append_text(&out->text, &len, &cap, piece, n)) { rc = k3_err(err, "out of memory"); break; }
             if (on_text) on_text(user, piece, n);

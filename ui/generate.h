@@ -1,6 +1,7 @@
 /* generate.h - the token loop shared by `k3 run` and `k3 chat`: sample,
- * stream whole UTF-8 characters, feed the token back, stop on a stop id, the
- * token limit, a full context or an interrupt flag, and time it all. */
+ * stream whole UTF-8 characters (special and reserved tokens are not shown),
+ * feed the token back, stop on a stop id, the token limit, a full context or
+ * an interrupt flag, and time it all. */
 #ifndef K3_GENERATE_H
 #define K3_GENERATE_H
 
