@@ -88,7 +88,7 @@ if wait_for 'decoding [0-9]' 10; then
     cap > $WORK/decode2.txt
     # the transcript is the left part of the rows between the status line and
     # the rule above the input; minus the welcome notice and the user's line
-    answer=$(sed -n '2,/Enter send/p' $WORK/decode2.txt | sed '$d' | cut -c1-60 \
+    answer=$(sed -n '2,/Ctrl-J new line/p' $WORK/decode2.txt | sed '$d' | cut -c1-60 \
         | grep -av 'Enter sends\|tell me everything' | tr -d ' \n' | wc -c)
     if [ "$answer" -gt 20 ]; then pass "message streams an answer ($answer characters on screen)"
     else fail "message streams an answer" "only $answer characters of answer on screen"; fi
