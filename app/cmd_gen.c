@@ -144,34 +144,55 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
     }
 }
 
+/* The KDA attention tensors of layer l (kimi_linear_spec.md §2.3; K3: A_log
+ * shipped as 128 floats, full-rank output gate g_proj, F32 o_norm). Conv
+ * taps, A_log and dt_bias are F32 as the runtimes keep them (spec §2.6). */
+static void add_kda_tensors(gen_state *g, const gen_preset *p, int l, const char *prefix, k3_dtype W,
+                            k3_dtype o_norm_dtype, int k3)
+{
+    const int D = p->hidden, P = p->kda_heads * p->kda_head_dim, R = p->gate_rank;
+    char n[256];
+#define KN(what) (snprintf(n, sizeof n, "%smodel.layers.%d.self_attn." what, prefix, l), n)
+    add_tensor(g, KN("q_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+    add_tensor(g, KN("k_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+    add_tensor(g, KN("v_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+    add_tensor(g, KN("q_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+    add_tensor(g, KN("k_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+    add_tensor(g, KN("v_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
+    add_tensor(g, KN("f_a_proj.weight"), W, 2, R, D, 0, 0, INIT_MATRIX, D);
+    add_tensor(g, KN("f_b_proj.weight"), W, 2, P, R, 0, 0, INIT_MATRIX, R);
+    add_tensor(g, KN("b_proj.weight"), W, 2, p->kda_heads, D, 0, 0, INIT_MATRIX, D);
+    if (k3) {
+        int alog = p->kda_heads <= 128 ? 128 : p->kda_heads;
+        add_tensor(g, KN("A_log"), K3_DT_F32, 1, alog, 0, 0, 0, INIT_ALOG, 1)->n_heads = p->kda_heads;
+    } else {
+        add_tensor(g, KN("A_log"), K3_DT_F32, 4, 1, 1, p->kda_heads, 1, INIT_ALOG, 1);
+    }
+    add_tensor(g, KN("dt_bias"), K3_DT_F32, 1, P, 0, 0, 0, INIT_DTBIAS, 1);
+    if (k3) {
+        add_tensor(g, KN("g_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
+    } else {
+        add_tensor(g, KN("g_a_proj.weight"), W, 2, R, D, 0, 0, INIT_MATRIX, D);
+        add_tensor(g, KN("g_b_proj.weight"), W, 2, P, R, 0, 0, INIT_MATRIX, R);
+    }
+    add_tensor(g, KN("o_norm.weight"), o_norm_dtype, 1, p->kda_head_dim, 0, 0, 0, INIT_NORM, 1);
+    add_tensor(g, KN("o_proj.weight"), W, 2, D, P, 0, 0, INIT_MATRIX, P);
+#undef KN
+}
+
 /* The full tensor list of a preset, in forward order (as a real export). */
 static void build_tensors(gen_state *g, const gen_preset *p, const uint8_t *is_mla)
 {
     const k3_dtype W = g->gen_dtype_f32 ? K3_DT_F32 : K3_DT_BF16;   /* big matrices */
     const k3_dtype N = W;                                            /* norms follow the model dtype */
-    const int D = p->hidden, V = p->n_base + 256, P = p->kda_heads * p->kda_head_dim;
+    const int D = p->hidden, V = p->n_base + 256;
     char n[256];
     add_tensor(g, "model.embed_tokens.weight", W, 2, V, D, 0, 0, INIT_EMBED, D);
     for (int l = 0; l < p->layers; l++) {
 #define NM(fmt, ...) (snprintf(n, sizeof n, "model.layers.%d." fmt, l, ##__VA_ARGS__), n)
         add_tensor(g, NM("input_layernorm.weight"), N, 1, D, 0, 0, 0, INIT_NORM, 1);
         if (!is_mla[l]) {
-            add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.k_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.v_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            /* the runtimes keep conv taps, A_log and dt_bias in fp32 (spec §2.6) */
-            add_tensor(g, NM("self_attn.q_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.k_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.v_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.f_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.f_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
-            add_tensor(g, NM("self_attn.dt_bias"), K3_DT_F32, 1, P, 0, 0, 0, INIT_DTBIAS, 1);
-            add_tensor(g, NM("self_attn.A_log"), K3_DT_F32, 4, 1, 1, p->kda_heads, 1, INIT_ALOG, 1);
-            add_tensor(g, NM("self_attn.b_proj.weight"), W, 2, p->kda_heads, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.g_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.g_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
-            add_tensor(g, NM("self_attn.o_norm.weight"), N, 1, p->kda_head_dim, 0, 0, 0, INIT_NORM, 1);
-            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, P, 0, 0, INIT_MATRIX, P);
+            add_kda_tensors(g, p, l, "", W, N, 0);
         } else {
             int qd = p->nope + p->rope;
             add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, p->mla_heads * qd, D, 0, 0, INIT_MATRIX, D);
@@ -219,7 +240,7 @@ static int by_name(const void *a, const void *b)
 static void build_tensors_k3(gen_state *g, const gen_preset *p, const uint8_t *is_mla)
 {
     const k3_dtype W = g->gen_dtype_f32 ? K3_DT_F32 : K3_DT_BF16;
-    const int D = p->hidden, V = p->n_base + 256, P = p->kda_heads * p->kda_head_dim, Lt = p->latent;
+    const int D = p->hidden, V = p->n_base + 256, Lt = p->latent;
     char n[256];
 #define LM "language_model."
     add_tensor(g, LM "model.embed_tokens.weight", W, 2, V, D, 0, 0, INIT_EMBED, D);
@@ -232,21 +253,7 @@ static void build_tensors_k3(gen_state *g, const gen_preset *p, const uint8_t *i
         add_tensor(g, NM("mlp_res_norm.weight"), W, 1, D, 0, 0, 0, INIT_NORM, 1);
         add_tensor(g, NM("mlp_res_proj.weight"), W, 2, 1, D, 0, 0, INIT_RES_PROJ, D);
         if (!is_mla[l]) {
-            add_tensor(g, NM("self_attn.q_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.k_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.v_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.q_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.k_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.v_conv1d.weight"), K3_DT_F32, 3, P, 1, 4, 0, INIT_CONV, 1);
-            add_tensor(g, NM("self_attn.f_a_proj.weight"), W, 2, p->gate_rank, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.f_b_proj.weight"), W, 2, P, p->gate_rank, 0, 0, INIT_MATRIX, p->gate_rank);
-            add_tensor(g, NM("self_attn.b_proj.weight"), W, 2, p->kda_heads, D, 0, 0, INIT_MATRIX, D);
-            int alog = p->kda_heads <= 128 ? 128 : p->kda_heads;      /* shipped as 128 floats */
-            add_tensor(g, NM("self_attn.A_log"), K3_DT_F32, 1, alog, 0, 0, 0, INIT_ALOG, 1)->n_heads = p->kda_heads;
-            add_tensor(g, NM("self_attn.dt_bias"), K3_DT_F32, 1, P, 0, 0, 0, INIT_DTBIAS, 1);
-            add_tensor(g, NM("self_attn.g_proj.weight"), W, 2, P, D, 0, 0, INIT_MATRIX, D);
-            add_tensor(g, NM("self_attn.o_norm.weight"), K3_DT_F32, 1, p->kda_head_dim, 0, 0, 0, INIT_NORM, 1);
-            add_tensor(g, NM("self_attn.o_proj.weight"), W, 2, D, P, 0, 0, INIT_MATRIX, P);
+            add_kda_tensors(g, p, l, LM, W, K3_DT_F32, 1);
         } else {
             int qd = p->nope + p->rope;
             add_tensor(g, NM("self_attn.q_a_proj.weight"), W, 2, p->q_lora, D, 0, 0, INIT_MATRIX, D);
