@@ -155,6 +155,7 @@ int cmd_run(int argc, char **argv)
                 interrupted ? " (interrupted)" : res.context_full ? " (context full)" : "");
     }
     free(res.text);
+    free(res.ids);
     if (interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
     k3_sampler_free(&sp);
     free(ids);

@@ -420,9 +420,9 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
 {
     sqlite3_stmt *st = hist_prepare(h,
         "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
-        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms)"
+        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids)"
         " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
-        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)", err);
+        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conv_id);
     sqlite3_bind_text(st, 2, m->role, -1, SQLITE_STATIC);
@@ -435,7 +435,18 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
     bind_opt_real(st, 9, m->decode_ms);
     if (stats) sqlite3_bind_text(st, 10, stats, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 10);
     sqlite3_bind_int64(st, 11, m->created_ms > 0 ? m->created_ms : hist_now_ms());
+    uint8_t *blob = NULL;
+    if (m->token_ids && m->n_token_ids > 0) {      /* int32 little-endian, whatever the host */
+        blob = malloc((size_t)m->n_token_ids * 4);
+        if (!blob) { sqlite3_finalize(st); return hist_err(err, "%s: out of memory", h->path); }
+        for (int64_t i = 0; i < m->n_token_ids; i++)
+            for (int b = 0; b < 4; b++) blob[i * 4 + b] = (uint8_t)((uint32_t)m->token_ids[i] >> (8 * b));
+        sqlite3_bind_blob(st, 12, blob, (int)(m->n_token_ids * 4), SQLITE_STATIC);
+    } else {
+        sqlite3_bind_null(st, 12);
+    }
     int rc = hist_step(st);
+    free(blob);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) {
         if ((sqlite3_extended_errcode(h->db)) == SQLITE_CONSTRAINT_FOREIGNKEY)
@@ -491,6 +502,7 @@ void history_msg_list_free(history_message *list, size_t n)
     for (size_t i = 0; list && i < n; i++) {
         free(list[i].content);
         free(list[i].engine_stats_json);
+        free(list[i].token_ids);
     }
     free(list);
 }
@@ -513,9 +525,22 @@ static int read_msg_row(sqlite3_stmt *st, history_message *m)
     m->decode_ms = sqlite3_column_type(st, 10) == SQLITE_NULL ? -1 : sqlite3_column_double(st, 10);
     m->engine_stats_json = hist_col_text(st, 11, 0);
     m->created_ms = sqlite3_column_int64(st, 12);
+    int blob_bytes = sqlite3_column_bytes(st, 13);
+    const uint8_t *blob = sqlite3_column_blob(st, 13);
+    if (blob && blob_bytes >= 4 && blob_bytes % 4 == 0) {
+        m->n_token_ids = blob_bytes / 4;
+        m->token_ids = malloc((size_t)blob_bytes);
+        if (m->token_ids)
+            for (int64_t i = 0; i < m->n_token_ids; i++)
+                m->token_ids[i] = (int32_t)((uint32_t)blob[i * 4] | (uint32_t)blob[i * 4 + 1] << 8 |
+                                            (uint32_t)blob[i * 4 + 2] << 16 | (uint32_t)blob[i * 4 + 3] << 24);
+        else
+            m->n_token_ids = 0;
+    }
     if (!m->content || (sqlite3_column_type(st, 11) != SQLITE_NULL && !m->engine_stats_json)) {
         free(m->content);
         free(m->engine_stats_json);
+        free(m->token_ids);
         return -1;
     }
     return 0;
@@ -528,7 +553,7 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
     *n_out = 0;
     sqlite3_stmt *st = hist_prepare(h,
         "SELECT id, conversation_id, seq, role, content, status, prompt_tokens, generated_tokens,"
-        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms"
+        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids"
         " FROM messages WHERE conversation_id = ? ORDER BY seq", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);

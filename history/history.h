@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 2
+#define HISTORY_SCHEMA_VERSION 3
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -126,6 +126,10 @@ typedef struct history_message {
     double decode_ms;
     char *engine_stats_json;     /* JSON object text or NULL */
     int64_t created_ms;          /* 0 on add = now */
+    int32_t *token_ids;          /* the exact ids the model consumed for this message
+                                  * (framing included), or NULL; borrowed on add,
+                                  * owned by lists */
+    int64_t n_token_ids;
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */

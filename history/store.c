@@ -250,7 +250,8 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
 
 /* Step i brings user_version i to i + 1. Never edit a released step: add a
  * new one. v1: conversations and messages. v2: the full-text index (rebuilt
- * from existing messages) and state snapshot rows. */
+ * from existing messages) and state snapshot rows. v3: each message's exact
+ * token ids (int32 little-endian), so a resume can re-prefill exactly. */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -305,6 +306,8 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "  created_ms INTEGER NOT NULL);"
     "CREATE INDEX snapshots_by_conversation ON snapshots(conversation_id, id);"
     "CREATE INDEX snapshots_by_message ON snapshots(message_id);",
+
+    "ALTER TABLE messages ADD COLUMN token_ids BLOB;",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the

@@ -132,6 +132,33 @@ static void save_snapshot(conversation *c, int64_t message_id)
 static int reprefill(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
                      void *user, k3_error *err)
 {
+    /* exact: every message kept the ids the model consumed for it, and this
+     * is the model (so the same tokenizer) that produced them */
+    int exact = n > 0 && c->row.model_fingerprint &&
+                !strcmp(c->row.model_fingerprint, k3_model_fingerprint(c->model));
+    int64_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        exact &= msgs[i].token_ids && msgs[i].n_token_ids > 0;
+        total += msgs[i].n_token_ids;
+    }
+    if (exact) {
+        if (total > k3_session_max_tokens(c->session))
+            return k3_err(err, "resume: the stored conversation has %lld tokens, more than the context limit %d",
+                          (long long)total, k3_session_max_tokens(c->session));
+        int *all = malloc((size_t)total * sizeof *all), at = 0;
+        if (!all) return k3_err(err, "out of memory");
+        for (size_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < msgs[i].n_token_ids; j++) all[at++] = msgs[i].token_ids[j];
+        int rc = 0;
+        for (int done = 0; done < at && rc == 0;) {
+            int step = at - done < 256 ? at - done : 256;
+            rc = k3_session_eval(c->session, all + done, step, NULL, err);
+            done += step;
+            if (progress) progress(user, done, at);
+        }
+        free(all);
+        return rc;
+    }
     k3_chat_msg *cm = calloc(n + 1, sizeof *cm);
     int nm = 0;
     if (!cm) return k3_err(err, "out of memory");
@@ -238,6 +265,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     }
     history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
     um.prompt_tokens = n_ids;
+    um.token_ids = (int32_t *)ids;
+    um.n_token_ids = n_ids;
     if (history_msg_add(c->db, c->row.id, &um, &herr) < 0) {
         free(ids);
         return k3_err(err, "%s", herr.msg);
@@ -261,6 +290,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         history_message am = history_message_make("assistant", "", HISTORY_INTERRUPTED);
         am.prompt_tokens = n_ids;
         am.generated_tokens = 0;
+        am.token_ids = (int32_t *)c->close_ids;   /* an empty answer, closed */
+        am.n_token_ids = c->n_close;
         am.prefill_ms = r->prefill_ms;
         if (history_msg_add(c->db, c->row.id, &am, &herr) < 0) return k3_err(err, "%s", herr.msg);
         return 0;
@@ -290,7 +321,23 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     uint64_t bytes = stats.bytes_read_trunk + stats.bytes_read_experts + stats.bytes_read_other;
     double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
     am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
+    /* the exact ids this answer leaves in the session: what was generated
+     * (the last one pending) and, when the turn can be closed, the closing ids */
+    const int closable = rc == 0 && k3_session_n_tokens(c->session) + (g.pending_token >= 0) + c->n_close <=
+                                        k3_session_max_tokens(c->session);
+    int32_t *answer_ids = malloc((size_t)(g.n_generated + c->n_close + 1) * sizeof *answer_ids);
+    int n_answer = 0;
+    if (answer_ids && rc == 0) {
+        int keep = closable || g.pending_token < 0 ? g.n_generated : g.n_generated - 1;
+        for (int i = 0; i < keep; i++) answer_ids[n_answer++] = g.ids[i];
+        if (closable)
+            for (int i = 0; i < c->n_close; i++) answer_ids[n_answer++] = c->close_ids[i];
+    }
+    am.token_ids = n_answer ? answer_ids : NULL;
+    am.n_token_ids = n_answer;
     int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    free(answer_ids);
+    free(g.ids);
     free(am.engine_stats_json);
     if (am_id < 0) { k3_err(err, "%s", herr.msg); return -1; }
     if (rc) return -1;

@@ -58,6 +58,10 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             if (next == stop_ids[i]) out->stopped_on = next;
         if (out->stopped_on >= 0) break;
         out->pending_token = next;
+        int *grown = realloc(out->ids, (size_t)(out->n_generated + 1) * sizeof *grown);
+        if (!grown) { rc = k3_err(err, "out of memory"); break; }
+        out->ids = grown;
+        out->ids[out->n_generated] = next;
         out->n_generated++;
         if (out->n_generated == 1) {
             t_first = generate_now_s();

@@ -17,6 +17,7 @@ typedef struct generate_result {
     double first_token_s;     /* seconds from start to the first token */
     double decode_s;          /* seconds from the first token to the end */
     char *text;               /* malloc'd answer text (UTF-8) */
+    int *ids;                 /* malloc'd: every token produced, in order (the last may be pending) */
 } generate_result;
 
 /* Called with each complete piece of text as it is produced. */
