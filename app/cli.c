@@ -135,6 +135,7 @@ const char cli_model_options_help[] =
     "  --io-backend pool|uring  pread thread pool (default) or io_uring\n"
     "  --io-depth N         reads in flight (default 4)\n"
     "  --cache-policy lru|lfru  expert cache eviction (default lfru)\n"
+    "  --prefetch           read the experts the next layer's router predicts while the disk is idle\n"
     "  --trace FILE         record routing as lines \"token layer expert\"\n"
     "  --threads N          compute threads (default: all cores)\n";
 
@@ -165,6 +166,8 @@ int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt
         if (!strcmp(m, "lru")) opt->cache_lru = 1;
         else if (!strcmp(m, "lfru")) opt->cache_lru = 0;
         else { cli_error("--cache-policy: expected lru or lfru, got '%s'", m); return -1; }
+    } else if (!strcmp(a, "--prefetch")) {
+        opt->prefetch = 1;
     } else if (!strcmp(a, "--trace") && more) {
         opt->trace_path = argv[++*i];
     } else if (!strcmp(a, "--threads") && more) {

@@ -60,6 +60,7 @@ typedef struct decode_figures {
     double prefill_s, decode_s;
     uint64_t prefill_bytes, decode_trunk, decode_experts, decode_other;
     uint64_t decode_lookups, decode_hits, read_busy_ns, wait_trunk_ns, wait_experts_ns;
+    uint64_t prefetch_used, prefetch_unused;
 } decode_figures;
 
 /* Prefill (chunked, or one token at a time), then `tokens` greedy steps. */
@@ -97,6 +98,8 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     f->read_busy_ns = a.read_busy_ns - b.read_busy_ns;
     f->wait_trunk_ns = a.wait_trunk_ns - b.wait_trunk_ns;
     f->wait_experts_ns = a.wait_experts_ns - b.wait_experts_ns;
+    f->prefetch_used = a.prefetch_used - b.prefetch_used;
+    f->prefetch_unused = a.prefetch_unused - b.prefetch_unused;
     k3_session_free(s);
     return rc;
 }
@@ -206,7 +209,7 @@ int cmd_bench(int argc, char **argv)
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
                "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
                "\"read_gbps\":%.3f,\"device_gbps\":%.3f,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
-               "\"true_hit_rate\":%.4f,\"prefetch_used\":0,\"prefetch_unused\":0,\"peak_rss_bytes\":%llu,"
+               "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
                "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
                "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
@@ -215,7 +218,8 @@ int cmd_bench(int argc, char **argv)
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_gbps, (unsigned long long)probe_bytes,
-               probe_depth, hit, (unsigned long long)st.peak_rss_bytes, (unsigned long long)st.budget_bytes, plan,
+               probe_depth, hit, (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused,
+               (unsigned long long)st.peak_rss_bytes, (unsigned long long)st.budget_bytes, plan,
                floor_s, resident_s, ratio, main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
@@ -227,7 +231,8 @@ int cmd_bench(int argc, char **argv)
                read_gbps, device_gbps);
         printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
                tbt.prefill_bytes / 1e6);
-        printf("cache      true hit rate %.1f%%\n", hit * 100);
+        printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", hit * 100,
+               (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused);
         printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
                st.budget_bytes / 1048576.0);
         printf("floor      I/O floor %.4f s/token, resident %.4f s/token, floor ratio %.2f\n", floor_s, resident_s, ratio);

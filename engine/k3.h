@@ -30,6 +30,8 @@ typedef struct k3_options {
     int cache_lru;           /* --cache-policy lru (default lfru: measured better on traces) */
     int ctx_tokens;          /* context limit sessions will use (default 4096) */
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
+    int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
+                              * no gain on this disk, docs/PERFORMANCE.md) */
     int quiet;               /* do not print the memory plan */
 } k3_options;
 

@@ -76,6 +76,14 @@ struct k3_weight_provider {
      * lookups (the first call of a layer step; waves after it do not). */
     int (*claim_experts)(k3_weight_provider *p, int layer, int *experts, int n, int count_lookup,
                          k3_error *err);
+    /* Speculative: start reading experts a layer is predicted to need, only
+     * when the disk is idle, into evictable slots (never a pinned one). A
+     * prefetched expert that the layer then uses counts as prefetch_used,
+     * not as a cache hit; one evicted unused counts as prefetch_unused. */
+    void (*prefetch_experts)(k3_weight_provider *p, int layer, const int *experts, int n);
+    /* The layer's weights if they are resident without any read (pinned),
+     * else NULL: lets the forward pass run a later layer's router early. */
+    const k3_layer_weights *(*peek_layer)(k3_weight_provider *p, int layer);
     /* A claimed expert, waiting for its read; valid until release_expert. */
     int (*acquire_expert)(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
                           k3_error *err);
@@ -110,6 +118,7 @@ typedef struct k3_provider_options {
     int ctx_tokens;               /* context the sessions will use (state cost) */
     uint64_t session_bytes;       /* state + scratch of one session at ctx_tokens */
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
+    int prefetch;                 /* router-lookahead prefetch (off by default) */
     int quiet;                    /* do not print the plan */
 } k3_provider_options;
 

@@ -120,6 +120,21 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         todo += claimed;
         remaining -= claimed;
     }
+    /* Router lookahead (decode): the next layer's router on this layer's FFN
+     * input guesses its experts; they are read while this layer finishes
+     * and the next one's attention runs (only if the disk is idle). */
+    if (T == 1 && layer + 1 < c->n_layers && c->is_moe[layer + 1]) {
+        const k3_layer_weights *next = wp->peek_layer(wp, layer + 1);
+        if (next) {
+            k3_matvec(sc->router, &next->router, sc->xn);
+            int guess[256];
+            float guess_w[256];
+            if (K <= 256) {
+                route_token(c, sc->router, next->router_bias, guess, guess_w);
+                wp->prefetch_experts(wp, layer + 1, guess, K);
+            }
+        }
+    }
     memset(acc, 0, (size_t)T * Din * sizeof(float));
     for (int t = 0; t < T; t++)
         for (int k = 0; k < K; k++)

@@ -74,6 +74,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
+                              .prefetch = opt ? opt->prefetch : 0,
                               .quiet = opt ? opt->quiet : 0};
     #pragma omp parallel
     { /* start the thread pool now so its stacks count in the plan */ }

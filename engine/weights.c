@@ -57,6 +57,7 @@ typedef struct slot {
     int unit;                     /* unit loaded or loading; -1 none */
     int busy;                     /* acquired by the forward pass */
     int checked;                  /* MXFP4 scales checked since the read */
+    int prefetched;               /* read on a prediction, not yet used */
     k3_io_req *reqs;
     int n_reqs;
 } slot;
@@ -751,7 +752,10 @@ static int prov_claim_experts(k3_weight_provider *p, int layer, int *experts, in
             if (layer < K3_STATS_MAX_LAYERS) stats_add(&st->layer_lookups[layer], 1);
         }
         if (s < 0) continue;
-        if (count_lookup) {
+        if (rp->cache_slots[s].prefetched) {  /* arrived on a prediction: not a resident hit */
+            rp->cache_slots[s].prefetched = 0;
+            if (count_lookup) stats_add(&st->prefetch_used, 1);
+        } else if (count_lookup) {
             stats_add(&st->expert_hits, 1);
             if (layer < K3_STATS_MAX_LAYERS) stats_add(&st->layer_hits[layer], 1);
         }
@@ -768,6 +772,7 @@ static int prov_claim_experts(k3_weight_provider *p, int layer, int *experts, in
         if (count_lookup) stats_add(&st->expert_misses, 1);
         k3_expert_cache_pin(&rp->cache, s);
         slot *sl = &rp->cache_slots[s];
+        if (sl->prefetched) { sl->prefetched = 0; stats_add(&st->prefetch_unused, 1); }
         if (sl->unit >= 0 && sl->n_reqs) {    /* a slot never has a read still in flight here */
             k3_error ignored;
             wait_slot(rp, sl, &ignored);
@@ -779,6 +784,37 @@ static int prov_claim_experts(k3_weight_provider *p, int layer, int *experts, in
     }
     if (!claimed) return k3_err(err, "internal: the expert cache has no free slot");
     return claimed;
+}
+
+static void prov_prefetch_experts(k3_weight_provider *p, int layer, const int *experts, int n)
+{
+    weights_provider *rp = (weights_provider *)p;
+    if (!rp->opt.prefetch || rp->plan.all_resident) return;
+    if (__atomic_load_n(&rp->stats->reads_in_flight, __ATOMIC_RELAXED) > 0) return;   /* disk busy */
+    for (int i = 0; i < n; i++) {
+        if (rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + experts[i]] >= 0) continue;
+        int s = k3_expert_cache_insert(&rp->cache, layer, experts[i]);
+        if (s < 0) return;
+        slot *sl = &rp->cache_slots[s];
+        if (sl->unit >= 0 && sl->n_reqs) {
+            k3_error ignored;
+            wait_slot(rp, sl, &ignored);
+        }
+        if (sl->prefetched) stats_add(&rp->stats->prefetch_unused, 1);
+        k3_error err;
+        if (start_unit_read(rp, sl, expert_unit(rp, layer, experts[i]), K3_READ_EXPERT, &err)) {
+            k3_expert_cache_drop(&rp->cache, s);
+            sl->unit = -1;
+            return;
+        }
+        sl->prefetched = 1;
+    }
+}
+
+static const k3_layer_weights *prov_peek_layer(k3_weight_provider *p, int layer)
+{
+    weights_provider *rp = (weights_provider *)p;
+    return rp->plan.pinned[layer] ? &rp->layer_views[layer] : NULL;
 }
 
 static int prov_acquire_expert(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out, k3_error *err)
@@ -1095,7 +1131,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     weights_provider *rp = calloc(1, sizeof *rp);
     if (!rp) { k3_err(err, "out of memory"); return NULL; }
     rp->base = (k3_weight_provider){prov_acquire_layer, prov_release_layer, prov_claim_experts,
-                                    prov_acquire_expert, prov_release_expert, prov_embed_row, prov_final_norm,
+                                    prov_prefetch_experts, prov_peek_layer, prov_acquire_expert, prov_release_expert, prov_embed_row, prov_final_norm,
                                     prov_output_res_score, prov_acquire_head, prov_release_head,
                                     prov_probe_device, prov_plan_json, prov_content_hash, prov_close};
     rp->cfg = c;

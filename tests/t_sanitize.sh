@@ -36,8 +36,8 @@ K3M=tests/out/asan/k3tiny
 [ -f $K3M/config.json ] || ./k3 gen $K3M --preset k3-tiny >/dev/null 2>&1
 IDS=$(seq -s ' ' 3 5 200)
 check "eval tiny" 0 $K eval $M --ids "$IDS" --logits $OUT/x.f32
-check "eval tiny streamed" 0 $K eval $M --ids "$IDS" --logits $OUT/x.f32 --mem 40M
-check "eval k3-tiny streamed" 0 $K eval $K3M --ids "$IDS" --logits $OUT/x.f32 --mem 40M --io-backend uring
+check "eval tiny streamed" 0 $K eval $M --ids "$IDS" --logits $OUT/x.f32 --mem 80M
+check "eval k3-tiny streamed" 0 $K eval $K3M --ids "$IDS" --logits $OUT/x.f32 --mem 80M --io-backend uring
 check "run chat k3-tiny" 0 $K run $K3M -p "hello there" -n 6 --chat
 check "tokenize" 0 $K tokenize $M --text "Hello, 世界 123 🙂"
 printf 'hi\nhow are you?\n' > $OUT/in.txt
@@ -47,4 +47,4 @@ for mode in truncated header_past_end overlap missing_tensor config_bad_json; do
     check "bad checkpoint $mode" 1 $K eval $OUT/bad_$mode --ids "1 2" --logits $OUT/x.f32
 done
 check "too small budget" 1 $K eval $M --ids "1 2" --logits $OUT/x.f32 --mem 2M
-K3_TEST_FAIL_READ=30 check "injected EIO" 1 $K eval $M --ids "$IDS" --logits $OUT/x.f32 --mem 40M
+K3_TEST_FAIL_READ=30 check "injected EIO" 1 $K eval $M --ids "$IDS" --logits $OUT/x.f32 --mem 80M

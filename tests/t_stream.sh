@@ -66,6 +66,18 @@ for model in $M $K; do
     build/tests/tool_engine iocheck $model "$IDS" $mem | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
 done
 
+# router-lookahead prefetch (decode only): same text as fully resident, and it prefetches
+$K3 run $M -p "The weights stream from the disk" -n 24 > $OUT/run_res.txt 2>/dev/null
+MINM=$($K3 eval $M --ids "1" --logits $OUT/x.f32 --mem 1M 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
+$K3 run $M -p "The weights stream from the disk" -n 24 --mem $((MINM + 4))M --prefetch > $OUT/run_pf.txt 2>/dev/null
+if cmp -s $OUT/run_res.txt $OUT/run_pf.txt && [ -s $OUT/run_res.txt ]; then echo "PASS --prefetch decode gives the resident output"
+else echo "FAIL --prefetch decode output differs from resident"; fi
+$K3 bench $M --mem $((MINM + 4))M --tokens 16 --prompt-tokens 8 --json --no-probe --no-resident --prefetch > $OUT/pf.json 2>/dev/null
+/usr/bin/python3 -c "
+import json; d = json.load(open('$OUT/pf.json'))
+u, n = d['prefetch_used'], d['prefetch_unused']
+print(('PASS' if u + n > 0 else 'FAIL') + ' --prefetch reads predicted experts (%d used, %d evicted unused; hit rate %.2f)' % (u, n, d['true_hit_rate']))"
+
 # packed layout
 if $K3 pack $M $OUT/small3.packed --force >/dev/null 2>$OUT/pack.err; then
     $K3 eval $M --ids "$IDS" --logits $OUT/ref.f32 2>/dev/null
