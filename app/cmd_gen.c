@@ -39,6 +39,9 @@ static const gen_preset presets[] = {
     {"k3-tiny", 64, 7, 2, 16, 16, 2, 32, 16, 8, 16, 128, 64, 12, 3, 2, 512, "4,6,7", 32, 32, 2},
     /* K3's proportions at a few GB: 256 experts top-16, 1.2 MiB pages, experts > 90% of bytes */
     {"k3-sim", 1024, 12, 8, 128, 128, 8, 256, 64, 32, 64, 4096, 1536, 256, 16, 2, 2048, "4,8,11,12", 512, 512, 3},
+    /* a ~15 GB K3-shaped model, the size the closest peer is measured on (benchmarks only) */
+    {"k3-16g", 3072, 24, 24, 128, 128, 24, 512, 128, 64, 128, 12288, 1536, 128, 16, 2, 2048,
+     "4,8,12,16,20,23,24", 768, 1536, 6},
 };
 
 typedef enum {
@@ -469,7 +472,8 @@ static void usage(FILE *f)
                "  small ~28 MB    hidden 256, 8 layers, 16 experts top-4\n"
                "  demo  ~560 MB   hidden 768, 12 layers, 24 experts top-4\n"
                "  k3-tiny ~1 MB   Kimi K3 layout: 7 layers, AttnRes blocks of 2, last two MLA, MXFP4 experts\n"
-               "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n");
+               "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n"
+               "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n");
 }
 
 int cmd_gen(int argc, char **argv)
@@ -494,7 +498,7 @@ int cmd_gen(int argc, char **argv)
     const gen_preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, preset_name)) p = &presets[i];
-    if (!p) { cli_error("gen: unknown preset '%s' (tiny, small, demo, k3-tiny, k3-sim)", preset_name); return K3_EXIT_USAGE; }
+    if (!p) { cli_error("gen: unknown preset '%s' (tiny, small, demo, k3-tiny, k3-sim, k3-16g)", preset_name); return K3_EXIT_USAGE; }
     if (strcmp(dtype, "bf16") && strcmp(dtype, "f32")) {
         cli_error("gen: --dtype must be bf16 or f32, got '%s'", dtype);
         return K3_EXIT_USAGE;
