@@ -277,6 +277,26 @@ K3_INLINE void tail_padded_copy(k3_dtype dtype, const unsigned char *row, int64_
     memcpy(buf, row + full_cols * esize, (size_t)((cols - full_cols) * esize));
 }
 
+/* The tail chunk (the last cols % 16 columns, zero padded) of N_ROWS rows,
+ * accumulated into acc0/acc1 exactly as a full chunk would be. */
+K3_INLINE void tail_chunk_fma(k3_dtype dtype, int n_rows, const row_ref *rows, const float *x,
+                              int64_t full_cols, int64_t cols, __m256 *acc0, __m256 *acc1)
+{
+    float x_pad[16] = {0};
+    memcpy(x_pad, x + full_cols, (size_t)(cols - full_cols) * sizeof(float));
+    __m256 x_lo = _mm256_loadu_ps(x_pad);
+    __m256 x_hi = _mm256_loadu_ps(x_pad + 8);
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++) {
+        unsigned char w_pad[64];
+        __m256 w_lo, w_hi;
+        tail_padded_copy(dtype, rows[r].data, full_cols, cols, w_pad);
+        decode16(dtype, w_pad, &w_lo, &w_hi);
+        acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
+        acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
+    }
+}
+
 /* The canonical-order dot products of N_ROWS (1..4) rows with one x, reading
  * each row once and sharing the x loads: with 4 rows there are 8 independent
  * FMA chains, enough to hide FMA latency, and 4 concurrent memory streams,
@@ -304,21 +324,8 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
             acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
         }
     }
-    if (full_cols < cols) {
-        float x_pad[16] = {0};
-        memcpy(x_pad, x + full_cols, (size_t)(cols - full_cols) * sizeof(float));
-        __m256 x_lo = _mm256_loadu_ps(x_pad);
-        __m256 x_hi = _mm256_loadu_ps(x_pad + 8);
-#pragma GCC unroll 4
-        for (int r = 0; r < n_rows; r++) {
-            unsigned char w_pad[64];
-            __m256 w_lo, w_hi;
-            tail_padded_copy(dtype, rows[r].data, full_cols, cols, w_pad);
-            decode16(dtype, w_pad, &w_lo, &w_hi);
-            acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
-        }
-    }
+    if (full_cols < cols)
+        tail_chunk_fma(dtype, n_rows, rows, x, full_cols, cols, acc0, acc1);
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
         out[r] = hsum_canonical(acc0[r], acc1[r]);
@@ -374,21 +381,8 @@ K3_INLINE void dot_rows_e4m3(int n_rows, const row_ref *rows, const float *x, in
             else
                 e4m3_chunks(n_rows, rows, x, block_begin, block_end, 0, block0, block1);
         }
-        if (full_cols < cols && block_begin / FP8_BLOCK == tail_block) {
-            float x_pad[16] = {0};
-            memcpy(x_pad, x + full_cols, (size_t)(cols - full_cols) * sizeof(float));
-            __m256 x_lo = _mm256_loadu_ps(x_pad);
-            __m256 x_hi = _mm256_loadu_ps(x_pad + 8);
-#pragma GCC unroll 4
-            for (int r = 0; r < n_rows; r++) {
-                unsigned char w_pad[64];
-                __m256 w_lo, w_hi;
-                tail_padded_copy(K3_DT_F8_E4M3, rows[r].data, full_cols, cols, w_pad);
-                decode16(K3_DT_F8_E4M3, w_pad, &w_lo, &w_hi);
-                block0[r] = _mm256_fmadd_ps(w_lo, x_lo, block0[r]);
-                block1[r] = _mm256_fmadd_ps(w_hi, x_hi, block1[r]);
-            }
-        }
+        if (full_cols < cols && block_begin / FP8_BLOCK == tail_block)
+            tail_chunk_fma(K3_DT_F8_E4M3, n_rows, rows, x, full_cols, cols, block0, block1);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             __m256 scale256 = fp8_scale256(rows[r].scale_row, block_begin / FP8_BLOCK);
