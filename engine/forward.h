@@ -27,6 +27,14 @@ struct k3_model {
 /* Bytes one session of ctx tokens holds (for the memory plan). */
 size_t k3_session_bytes(k3_model *m, int ctx);
 
+/* Per-thread buffers for one routed expert over a chunk. */
+typedef struct k3_expert_work {
+    float *gathered;          /* [T][expert width] inputs of the tokens that chose it */
+    float *inter_gate, *inter_up;   /* [T][inter] */
+    float *out;               /* [T][expert width] */
+    int *rows;                /* [T] (token, choice) row of each gathered token */
+} k3_expert_work;
+
 /* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
 typedef struct k3_scratch {
     float *h;                 /* [T][D] residual stream */
@@ -51,14 +59,14 @@ typedef struct k3_scratch {
     float *router;            /* [T][E] */
     int *topk;                /* [T][k] */
     float *topw;              /* [T][k] */
-    float *gathered;          /* [T][D] inputs of one expert */
     float *inter_gate;        /* [T][max inter] */
     float *inter_up;          /* [T][max inter] */
     float *expert_out;        /* [T][D] */
-    int *token_list;          /* [T*K] (token, choice) rows routed to one expert */
     int *distinct;            /* [n_experts] distinct experts of a chunk */
     float *expert_results;    /* [T][K][expert width] each choice's expert output */
-    float *token_weight;      /* [T] */
+    k3_expert_work *workers;  /* [n_workers]: experts of a prompt chunk run in parallel */
+    int n_workers;
+    k3_mlp_weights *wave;     /* [n_experts] experts acquired for one wave */
     /* Kimi K3 */
     float *q_low;             /* [T][q_lora] */
     float *mla_gate;          /* [T][H*v] */

@@ -7,23 +7,49 @@
  * (DESIGN §4). For a chunk, each distinct expert is fetched once and run on
  * all the chunk's tokens routed to it; every token still sums its experts in
  * ascending expert id, so a chunk equals token-by-token exactly. */
+#include <omp.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
 
-/* out[t] = down(act(gate x_t, up x_t)) for t < T, act = SiLU-GLU or SiTU-GLU. */
-static void glu_mlp(const k3_config *c, k3_scratch *sc, const k3_mlp_weights *w, const float *x, float *out, int T)
+/* out[t] = down(act(gate x_t, up x_t)) for t < T, act = SiLU-GLU or SiTU-GLU;
+ * gate_buf/up_buf hold T x inter floats. */
+static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, const k3_mlp_weights *w,
+                         const float *x, float *out, int T)
 {
     const int64_t inter = w->gate.rows;
-    k3_matmul(sc->inter_gate, &w->gate, x, T);
-    k3_matmul(sc->inter_up, &w->up, x, T);
+    k3_matmul(gate_buf, &w->gate, x, T);
+    k3_matmul(up_buf, &w->up, x, T);
     if (c->use_situ)
         for (int64_t i = 0; i < (int64_t)T * inter; i++)
-            sc->inter_gate[i] = k3_situ(sc->inter_gate[i], sc->inter_up[i], c->situ_beta, c->situ_linear_beta);
+            gate_buf[i] = k3_situ(gate_buf[i], up_buf[i], c->situ_beta, c->situ_linear_beta);
     else
         for (int64_t i = 0; i < (int64_t)T * inter; i++)
-            sc->inter_gate[i] = k3_silu(sc->inter_gate[i]) * sc->inter_up[i];
-    k3_matmul(out, &w->down, sc->inter_gate, T);
+            gate_buf[i] = k3_silu(gate_buf[i]) * up_buf[i];
+    k3_matmul(out, &w->down, gate_buf, T);
+}
+
+static void glu_mlp(const k3_config *c, k3_scratch *sc, const k3_mlp_weights *w, const float *x, float *out, int T)
+{
+    glu_mlp_into(c, sc->inter_gate, sc->inter_up, w, x, out, T);
+}
+
+/* One routed expert over the chunk's tokens that chose it: gather their
+ * inputs, run the MLP, put each output in its (token, choice) row. */
+static void run_expert(const k3_config *c, k3_expert_work *wk, const k3_mlp_weights *ew, int e, int T, int K,
+                       const int *topk, const float *expert_x, int Din, float *results)
+{
+    int n = 0;
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++)
+            if (topk[(size_t)t * K + k] == e) {
+                wk->rows[n] = t * K + k;
+                memcpy(wk->gathered + (size_t)n * Din, expert_x + (size_t)t * Din, (size_t)Din * sizeof(float));
+                n++;
+            }
+    glu_mlp_into(c, wk->inter_gate, wk->inter_up, ew, wk->gathered, wk->out, n);
+    for (int i = 0; i < n; i++)
+        memcpy(results + (size_t)wk->rows[i] * Din, wk->out + (size_t)i * Din, (size_t)Din * sizeof(float));
 }
 
 /* Choose top_k experts for one token; writes ids (ascending) and weights. */
@@ -96,26 +122,30 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         int claimed = wp->claim_experts(wp, layer, todo, remaining, first_wave, err);
         if (claimed < 0) return -1;
         first_wave = 0;
-        for (int j = 0; j < claimed; j++) {
-            const int e = todo[j];
-            int n = 0;
-            for (int t = 0; t < T; t++)
-                for (int k = 0; k < K; k++)
-                    if (sc->topk[(size_t)t * K + k] == e) {
-                        sc->token_list[n] = t * K + k;
-                        memcpy(sc->gathered + (size_t)n * Din, expert_x + (size_t)t * Din, (size_t)Din * sizeof(float));
-                        n++;
-                    }
-            k3_mlp_weights ew;
-            if (wp->acquire_expert(wp, layer, e, &ew, err)) {
-                for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
-                return -1;
+        if (T > 1 && sc->n_workers > 1 && claimed > 1) {
+            /* prompt chunk: wait for the whole wave, then one expert per
+             * thread (each expert's kernels single-threaded: same bits) */
+            for (int j = 0; j < claimed; j++)
+                if (wp->acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
+                    for (int r = 0; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+                    return -1;
+                }
+            #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
+            for (int j = 0; j < claimed; j++)
+                run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
+                           Din, sc->expert_results);
+            for (int j = 0; j < claimed; j++) wp->release_expert(wp, layer, todo[j]);
+        } else {
+            /* decode: resident experts compute while the missing ones arrive */
+            for (int j = 0; j < claimed; j++) {
+                k3_mlp_weights ew;
+                if (wp->acquire_expert(wp, layer, todo[j], &ew, err)) {
+                    for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+                    return -1;
+                }
+                run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
+                wp->release_expert(wp, layer, todo[j]);
             }
-            glu_mlp(c, sc, &ew, sc->gathered, sc->expert_out, n);
-            wp->release_expert(wp, layer, e);
-            for (int i = 0; i < n; i++)
-                memcpy(sc->expert_results + (size_t)sc->token_list[i] * Din, sc->expert_out + (size_t)i * Din,
-                       (size_t)Din * sizeof(float));
         }
         todo += claimed;
         remaining -= claimed;

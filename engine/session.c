@@ -194,19 +194,25 @@ static int scratch_alloc(k3_session *s, size_t *dry_bytes)
                       &sc->mix_scores, &sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
                       &sc->qkv[0], &sc->qkv[1], &sc->qkv[2], &sc->gate_low, &sc->forget,
                       &sc->out_gate, &sc->beta, &sc->attn, &sc->q, &sc->kv, &sc->q_latent,
-                      &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw, &sc->gathered,
-                      &sc->inter_gate, &sc->inter_up, &sc->expert_out, &sc->token_weight};
+                      &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw,
+                      &sc->inter_gate, &sc->inter_up, &sc->expert_out};
     size_t sizes[] = {T * (size_t)c->q_lora_rank, T * HV, T * (size_t)c->latent_dim, T * (size_t)c->latent_dim,
                       T * max_snap * D, max_snap + 1, T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
                       T * max_rank, T * P, T * P, T * c->kda_heads, T * attn,
                       T * c->mla_heads * (c->qk_nope_dim + c->qk_rope_dim),
                       T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
                       threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
-                      T * D_or_latent, T * max_inter, T * max_inter, T * D_or_latent, T * c->top_k};
+                      T * max_inter, T * max_inter, T * D_or_latent};
+    /* per-thread expert buffers: routed experts of a chunk run in parallel */
+    const int n_workers = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const size_t expert_inter = (size_t)c->moe_inter;
+    const size_t worker_floats = T * D_or_latent * 2 + T * expert_inter * 2;
     if (dry_bytes) {
         size_t total = 0;
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) total += sizes[i] * sizeof(float);
-        total += T * c->top_k * (2 * sizeof(int) + D_or_latent * sizeof(float)) + (size_t)c->n_experts * sizeof(int);
+        total += T * c->top_k * (sizeof(int) + D_or_latent * sizeof(float)) + (size_t)c->n_experts * sizeof(int);
+        total += (size_t)n_workers * (worker_floats * sizeof(float) + T * sizeof(int));
+        total += (size_t)c->n_experts * sizeof(k3_mlp_weights);
         *dry_bytes = total;
         return 0;
     }
@@ -215,10 +221,22 @@ static int scratch_alloc(k3_session *s, size_t *dry_bytes)
         if (!*bufs[i]) return -1;
     }
     sc->topk = calloc(T * c->top_k, sizeof(int));
-    sc->token_list = calloc(T * c->top_k, sizeof(int));
     sc->distinct = calloc((size_t)c->n_experts, sizeof(int));
     sc->expert_results = calloc(T * c->top_k * D_or_latent, sizeof(float));
-    return sc->topk && sc->token_list && sc->distinct && sc->expert_results ? 0 : -1;
+    sc->wave = calloc((size_t)c->n_experts, sizeof *sc->wave);
+    sc->workers = calloc((size_t)n_workers, sizeof *sc->workers);
+    if (!sc->topk || !sc->distinct || !sc->expert_results || !sc->wave || !sc->workers) return -1;
+    sc->n_workers = n_workers;
+    for (int w = 0; w < n_workers; w++) {
+        k3_expert_work *wk = &sc->workers[w];
+        wk->gathered = calloc(T * D_or_latent, sizeof(float));
+        wk->out = calloc(T * D_or_latent, sizeof(float));
+        wk->inter_gate = calloc(T * expert_inter, sizeof(float));
+        wk->inter_up = calloc(T * expert_inter, sizeof(float));
+        wk->rows = calloc(T, sizeof(int));
+        if (!wk->gathered || !wk->out || !wk->inter_gate || !wk->inter_up || !wk->rows) return -1;
+    }
+    return 0;
 }
 
 static void scratch_free(k3_scratch *sc)
@@ -227,11 +245,18 @@ static void scratch_free(k3_scratch *sc)
                      sc->mix_scores, sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
                      sc->qkv[1], sc->qkv[2], sc->gate_low, sc->forget, sc->out_gate, sc->beta,
                      sc->attn, sc->q, sc->kv, sc->q_latent, sc->ctx, sc->scores, sc->row,
-                     sc->router, sc->topw, sc->gathered, sc->inter_gate, sc->inter_up,
-                     sc->expert_out, sc->token_weight};
+                     sc->router, sc->topw, sc->inter_gate, sc->inter_up, sc->expert_out};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    for (int w = 0; sc->workers && w < sc->n_workers; w++) {
+        free(sc->workers[w].gathered);
+        free(sc->workers[w].out);
+        free(sc->workers[w].inter_gate);
+        free(sc->workers[w].inter_up);
+        free(sc->workers[w].rows);
+    }
+    free(sc->workers);
+    free(sc->wave);
     free(sc->topk);
-    free(sc->token_list);
     free(sc->distinct);
     free(sc->expert_results);
 }
