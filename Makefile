@@ -73,8 +73,8 @@ bench: all
 fuzz: all
 	@sh tests/fuzz.sh 60
 
-models/demo/config.json: | k3
-	./k3 gen models/demo --preset demo
+models/demo/config.json: | $(K3BIN)
+	./$(K3BIN) gen models/demo --preset demo
 
 run: deps
 	@$(MAKE) --no-print-directory all

@@ -503,6 +503,15 @@ int cmd_gen(int argc, char **argv)
         cli_error("gen: --dtype must be bf16 or f32, got '%s'", dtype);
         return K3_EXIT_USAGE;
     }
+    /* create OUT_DIR and any missing parents (mkdir -p) */
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", out);
+    for (char *q = parent + 1; *q; q++)
+        if (*q == '/') {
+            *q = 0;
+            if (mkdir(parent, 0755) != 0 && errno != EEXIST) { cli_error("%s: %s", parent, strerror(errno)); return K3_EXIT_ERROR; }
+            *q = '/';
+        }
     if (mkdir(out, 0755) != 0 && errno != EEXIST) { cli_error("%s: %s", out, strerror(errno)); return K3_EXIT_ERROR; }
 
     uint8_t is_mla[512] = {0};
