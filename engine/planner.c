@@ -18,6 +18,8 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     memset(out, 0, sizeof *out);
     out->budget_bytes = in->budget_bytes;
     out->fixed_bytes = in->fixed_bytes;
+    out->state_bytes = in->state_bytes;
+    out->ctx_tokens = in->ctx_tokens;
     out->n_trunk = in->n_trunk;
     out->expert_slot_bytes = in->expert_bytes;
     out->n_experts_total = in->n_experts_total;
@@ -91,8 +93,10 @@ void k3_plan_free(k3_plan *p)
 
 void k3_plan_print(const k3_plan *p, FILE *f)
 {
-    fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (process, session state, scratch, margin)\n",
-            p->budget_bytes ? "" : "none, ", gib(p->budget_bytes), gib(p->fixed_bytes));
+    fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
+            "process, buffers and margin %.1f MiB)\n", p->budget_bytes ? "" : "none, ", gib(p->budget_bytes),
+            gib(p->fixed_bytes), p->ctx_tokens, p->state_bytes / 1048576.0,
+            (p->fixed_bytes - p->state_bytes) / 1048576.0);
     fprintf(f, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p->n_pinned, p->n_trunk, gib(p->pinned_bytes));
     if (p->n_ring) fprintf(f, ", ring %d x %.1f MiB", p->n_ring, p->ring_slot_bytes / 1048576.0);
     fprintf(f, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p->n_expert_slots,
@@ -103,11 +107,12 @@ void k3_plan_print(const k3_plan *p, FILE *f)
 int k3_plan_json(const k3_plan *p, char *buf, size_t len)
 {
     return snprintf(buf, len,
-                    "{\"budget_bytes\":%llu,\"fixed_bytes\":%llu,\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
+                    "{\"budget_bytes\":%llu,\"fixed_bytes\":%llu,\"state_bytes\":%llu,\"ctx_tokens\":%d,"
+                    "\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
                     "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
                     "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s}",
                     (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
-                    (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
+                    (unsigned long long)p->state_bytes, p->ctx_tokens, (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
                     (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
                     p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
                     p->all_resident ? "true" : "false");

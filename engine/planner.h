@@ -19,6 +19,8 @@
 typedef struct k3_plan_input {
     uint64_t budget_bytes;        /* 0 = no limit */
     uint64_t fixed_bytes;
+    uint64_t state_bytes;         /* part of fixed: one session's state + scratch at the context limit */
+    int ctx_tokens;               /* that context limit */
     int n_trunk;                  /* trunk units: layers, then the head */
     const uint64_t *trunk_bytes;
     uint64_t expert_bytes;        /* one expert cache slot */
@@ -27,7 +29,8 @@ typedef struct k3_plan_input {
 } k3_plan_input;
 
 typedef struct k3_plan {
-    uint64_t budget_bytes, fixed_bytes, min_budget_bytes;
+    uint64_t budget_bytes, fixed_bytes, state_bytes, min_budget_bytes;
+    int ctx_tokens;
     uint64_t pinned_bytes, ring_slot_bytes, expert_slot_bytes;
     int n_trunk, n_pinned, n_ring, n_expert_slots, n_experts_total;
     int all_resident;             /* every trunk unit pinned and every expert cached */

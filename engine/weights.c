@@ -1069,7 +1069,8 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
         uint64_t avail = k3_mem_available();
         budget = avail && total > avail * 9 / 10 ? avail * 9 / 10 : 0;
     }
-    k3_plan_input in = {budget, fixed, n_trunk, trunk_bytes, expert_bytes, n_experts_total, c->top_k};
+    k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
+                        expert_bytes, n_experts_total, c->top_k};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
