@@ -84,6 +84,8 @@ struct k3_weight_provider {
     /* The layer's weights if they are resident without any read (pinned),
      * else NULL: lets the forward pass run a later layer's router early. */
     const k3_layer_weights *(*peek_layer)(k3_weight_provider *p, int layer);
+    /* 1 if a claimed expert's bytes are already in memory (acquire will not wait). */
+    int (*expert_ready)(k3_weight_provider *p, int layer, int expert);
     /* A claimed expert, waiting for its read; valid until release_expert. */
     int (*acquire_expert)(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
                           k3_error *err);

@@ -122,30 +122,37 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         int claimed = wp->claim_experts(wp, layer, todo, remaining, first_wave, err);
         if (claimed < 0) return -1;
         first_wave = 0;
-        if (T > 1 && sc->n_workers > 1 && claimed > 1) {
-            /* prompt chunk: wait for the whole wave, then one expert per
-             * thread (each expert's kernels single-threaded: same bits) */
-            for (int j = 0; j < claimed; j++)
+        /* the experts already in memory: one per thread (each expert's
+         * kernels single-threaded give the same bits as multi-threaded);
+         * a prompt chunk waits for its whole wave first */
+        int ready = 0;
+        if (T > 1)
+            ready = claimed;
+        else
+            while (ready < claimed && wp->expert_ready(wp, layer, todo[ready])) ready++;
+        if (sc->n_workers > 1 && ready > 1) {
+            for (int j = 0; j < ready; j++)
                 if (wp->acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
                     for (int r = 0; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
                     return -1;
                 }
             #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
-            for (int j = 0; j < claimed; j++)
+            for (int j = 0; j < ready; j++)
                 run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
                            Din, sc->expert_results);
-            for (int j = 0; j < claimed; j++) wp->release_expert(wp, layer, todo[j]);
+            for (int j = 0; j < ready; j++) wp->release_expert(wp, layer, todo[j]);
         } else {
-            /* decode: resident experts compute while the missing ones arrive */
-            for (int j = 0; j < claimed; j++) {
-                k3_mlp_weights ew;
-                if (wp->acquire_expert(wp, layer, todo[j], &ew, err)) {
-                    for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
-                    return -1;
-                }
-                run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
-                wp->release_expert(wp, layer, todo[j]);
+            ready = 0;
+        }
+        /* the rest as their reads arrive, each with all threads */
+        for (int j = ready; j < claimed; j++) {
+            k3_mlp_weights ew;
+            if (wp->acquire_expert(wp, layer, todo[j], &ew, err)) {
+                for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+                return -1;
             }
+            run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
+            wp->release_expert(wp, layer, todo[j]);
         }
         todo += claimed;
         remaining -= claimed;

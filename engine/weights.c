@@ -811,6 +811,17 @@ static void prov_prefetch_experts(k3_weight_provider *p, int layer, const int *e
     }
 }
 
+static int prov_expert_ready(k3_weight_provider *p, int layer, int expert)
+{
+    weights_provider *rp = (weights_provider *)p;
+    int s = rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + expert];
+    if (s < 0) return 0;
+    const slot *sl = &rp->cache_slots[s];
+    for (int k = 0; k < sl->n_reqs; k++)
+        if (__atomic_load_n(&sl->reqs[k].state, __ATOMIC_ACQUIRE) == 0) return 0;
+    return 1;
+}
+
 static const k3_layer_weights *prov_peek_layer(k3_weight_provider *p, int layer)
 {
     weights_provider *rp = (weights_provider *)p;
@@ -1132,7 +1143,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     weights_provider *rp = calloc(1, sizeof *rp);
     if (!rp) { k3_err(err, "out of memory"); return NULL; }
     rp->base = (k3_weight_provider){prov_acquire_layer, prov_release_layer, prov_claim_experts,
-                                    prov_prefetch_experts, prov_peek_layer, prov_acquire_expert, prov_release_expert, prov_embed_row, prov_final_norm,
+                                    prov_prefetch_experts, prov_peek_layer, prov_expert_ready, prov_acquire_expert, prov_release_expert, prov_embed_row, prov_final_norm,
                                     prov_output_res_score, prov_acquire_head, prov_release_head,
                                     prov_probe_device, prov_plan_json, prov_content_hash, prov_close};
     rp->cfg = c;
