@@ -36,13 +36,12 @@ void k3_sampler_free(k3_sampler *s)
     s->order = NULL;
 }
 
-static const float *sort_probs;
-
 /* Descending probability, ascending id on ties (deterministic). */
-static int by_prob_desc(const void *a, const void *b)
+static int by_prob_desc(const void *a, const void *b, void *probs_v)
 {
+    const float *probs = probs_v;
     int x = *(const int *)a, y = *(const int *)b;
-    if (sort_probs[x] != sort_probs[y]) return sort_probs[x] > sort_probs[y] ? -1 : 1;
+    if (probs[x] != probs[y]) return probs[x] > probs[y] ? -1 : 1;
     return x - y;
 }
 
@@ -65,8 +64,7 @@ int k3_sample(k3_sampler *s, const float *logits)
     /* candidates: sorted by probability; keep the top-k */
     int m = 0;
     for (int i = 0; i < n; i++) s->order[m++] = i;
-    sort_probs = s->probs;
-    qsort(s->order, (size_t)m, sizeof *s->order, by_prob_desc);
+    qsort_r(s->order, (size_t)m, sizeof *s->order, by_prob_desc, s->probs);
     if (s->top_k > 0 && s->top_k < m) m = s->top_k;
     /* min-p: drop tokens below min_p * p(best) */
     if (s->min_p > 0.0f) {

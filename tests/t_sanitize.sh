@@ -7,7 +7,7 @@ OUT=tests/out/asan
 mkdir -p $OUT
 if ! make -s BUILD=build-asan K3BIN=build-asan/k3 OPT="-O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer" \
         build-asan/k3 build-asan/tests/tool_engine build-asan/tests/test_kernels build-asan/tests/test_k3_ops \
-        build-asan/tests/test_tokenizer build-asan/tests/test_history build-asan/tests/test_manifest >$OUT/build.log 2>&1; then
+        build-asan/tests/test_tokenizer build-asan/tests/test_history build-asan/tests/test_manifest build-asan/tests/test_sampler >$OUT/build.log 2>&1; then
     echo "FAIL sanitizer build: $(grep -m1 error $OUT/build.log)"
     exit 0
 fi
@@ -27,7 +27,7 @@ check() { # NAME EXPECTED_CODE command...
         echo "PASS asan $name"
     fi
 }
-for t in test_kernels test_k3_ops test_tokenizer test_history test_manifest; do
+for t in test_kernels test_k3_ops test_tokenizer test_history test_manifest test_sampler; do
     check "$t" 0 build-asan/tests/$t
 done
 M=tests/out/asan/tiny
