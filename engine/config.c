@@ -285,3 +285,16 @@ int k3_config_count_attn(const k3_config *c, k3_attn_kind kind)
     for (int l = 0; l < c->n_layers; l++) n += c->attn_kind[l] == kind;
     return n;
 }
+
+size_t k3_config_kda_conv_floats(const k3_config *c)
+{
+    return (size_t)k3_config_count_attn(c, K3_ATTN_KDA) * 3 * (size_t)(c->conv_kernel - 1) *
+           ((size_t)c->kda_heads * c->kda_head_dim);
+}
+
+size_t k3_config_kda_state_floats(const k3_config *c)
+{
+    return (size_t)k3_config_count_attn(c, K3_ATTN_KDA) * c->kda_heads * c->kda_head_dim * c->kda_head_dim;
+}
+
+size_t k3_config_mla_entry_floats(const k3_config *c) { return (size_t)c->kv_lora_rank + c->qk_rope_dim; }

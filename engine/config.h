@@ -74,4 +74,12 @@ int k3_config_parse(k3_config *c, const char *text, size_t len, const char *what
 /* Count of layers of each kind. */
 int k3_config_count_attn(const k3_config *c, k3_attn_kind kind);
 
+/* Sizes of one sequence's state, in floats, derived from the config (one
+ * definition for the session, its file format and the memory plan):
+ * KDA conv history (last W-1 raw q, k, v projections of every KDA layer),
+ * KDA recurrent matrices, and one MLA cache entry (latent + shared k_pe). */
+size_t k3_config_kda_conv_floats(const k3_config *c);
+size_t k3_config_kda_state_floats(const k3_config *c);
+size_t k3_config_mla_entry_floats(const k3_config *c);
+
 #endif

@@ -94,9 +94,6 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
 
-/* Monotonic clock in milliseconds. */
-double k3_now_ms(void);
-
 /* One chunk of T <= K3_CHUNK_TOKENS tokens through all layers. */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);
 

@@ -34,25 +34,18 @@ struct k3_io {
     uint64_t max_piece;           /* test hook: cap each read call (forces short reads) */
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 const char *k3_io_backend_name(k3_io_backend b) { return b == K3_IO_URING ? "io_uring" : "pread-pool"; }
 
 /* Called with the lock held: a read starts / ends (busy time, in-flight gauge). */
 static void begin_read_locked(k3_io *io)
 {
-    if (io->in_flight++ == 0) io->busy_since_ns = now_ns();
+    if (io->in_flight++ == 0) io->busy_since_ns = k3_now_ns();
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
 }
 
 static void end_read_locked(k3_io *io, k3_io_req *r, int failed)
 {
-    if (--io->in_flight == 0) stats_add(&io->stats->read_busy_ns, now_ns() - io->busy_since_ns);
+    if (--io->in_flight == 0) stats_add(&io->stats->read_busy_ns, k3_now_ns() - io->busy_since_ns);
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
     uint64_t *counter = r->kind == K3_READ_TRUNK ? &io->stats->bytes_read_trunk
                       : r->kind == K3_READ_EXPERT ? &io->stats->bytes_read_experts

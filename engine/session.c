@@ -14,13 +14,6 @@
 #include "forward.h"
 #include "stats.h"
 
-double k3_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
-}
-
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
     char path[4096];
@@ -265,13 +258,10 @@ static void scratch_free(k3_scratch *sc)
 size_t k3_session_bytes(k3_model *m, int ctx)
 {
     const k3_config *c = &m->cfg;
-    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
-    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
     const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
-    bytes += n_kda * 3 * (size_t)(c->conv_kernel - 1) * P * sizeof(float);
-    bytes += n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float);
-    bytes += n_mla * (size_t)ctx * (c->kv_lora_rank + c->qk_rope_dim) * sizeof(float);
+    bytes += (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);
+    bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
     k3_session probe = {.m = m, .max_tokens = ctx};
     size_t scratch = 0;
     scratch_alloc(&probe, &scratch);
@@ -291,13 +281,11 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     if (!s) { k3_err(err, "out of memory"); return NULL; }
     s->m = m;
     s->max_tokens = max_tokens;
-    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
-    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
     const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
     s->tokens = calloc((size_t)s->max_tokens, sizeof *s->tokens);
-    s->kda_conv = calloc(n_kda * 3 * (size_t)(c->conv_kernel - 1) * P + 1, sizeof(float));
-    s->kda_state = calloc(n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim + 1, sizeof(float));
-    s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * (c->kv_lora_rank + c->qk_rope_dim) + 1, sizeof(float));
+    s->kda_conv = calloc(k3_config_kda_conv_floats(c) + 1, sizeof(float));
+    s->kda_state = calloc(k3_config_kda_state_floats(c) + 1, sizeof(float));
+    s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * k3_config_mla_entry_floats(c) + 1, sizeof(float));
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->mla_cache || !s->logits ||
         scratch_alloc(s, NULL)) {
@@ -323,10 +311,8 @@ void k3_session_free(k3_session *s)
 void k3_session_reset(k3_session *s)
 {
     const k3_config *c = &s->m->cfg;
-    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
-    const size_t n_kda = (size_t)k3_config_count_attn(c, K3_ATTN_KDA);
-    memset(s->kda_conv, 0, n_kda * 3 * (size_t)(c->conv_kernel - 1) * P * sizeof(float));
-    memset(s->kda_state, 0, n_kda * (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float));
+    memset(s->kda_conv, 0, k3_config_kda_conv_floats(c) * sizeof(float));
+    memset(s->kda_state, 0, k3_config_kda_state_floats(c) * sizeof(float));
     s->n_tokens = 0;
     s->has_logits = 0;
 }
@@ -364,14 +350,14 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
         k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
         uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;
         uint64_t lookups0 = st->expert_lookups, hits0 = st->expert_hits;
-        double t0 = k3_now_ms();
+        const uint64_t t0 = k3_now_ns();
         rc = k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err);
         if (rc == 0) {
             memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
             s->n_tokens += T;
             done += T;
         }
-        rec.ms = (float)(k3_now_ms() - t0);
+        rec.ms = (float)((k3_now_ns() - t0) * 1e-6);
         rec.index = st->n_records;
         rec.bytes_trunk = st->bytes_read_trunk - trunk0;
         rec.bytes_experts = st->bytes_read_experts - experts0;

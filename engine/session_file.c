@@ -53,15 +53,6 @@ static int get(hashed_file *hf, void *p, size_t n)
     return 0;
 }
 
-static uint64_t kda_floats(const k3_model *m)
-{
-    const k3_config *c = &m->cfg;
-    const uint64_t P = (uint64_t)c->kda_heads * c->kda_head_dim;
-    const uint64_t n_kda = (uint64_t)k3_config_count_attn(c, K3_ATTN_KDA);
-    return n_kda * 3 * (uint64_t)(c->conv_kernel - 1) * P +
-           n_kda * (uint64_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
-}
-
 static void fill_header(const k3_session *s, session_header *h)
 {
     const k3_config *c = &s->m->cfg;
@@ -73,8 +64,8 @@ static void fill_header(const k3_session *s, session_header *h)
     snprintf(h->build, sizeof h->build, "%s", K3_ENGINE_BUILD);
     h->n_tokens = (uint32_t)s->n_tokens;
     h->vocab = (uint32_t)c->vocab_size;
-    h->kda_floats = kda_floats(s->m);
-    h->mla_floats_per_token = (uint64_t)k3_config_count_attn(c, K3_ATTN_MLA) * (c->kv_lora_rank + c->qk_rope_dim);
+    h->kda_floats = k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c);
+    h->mla_floats_per_token = (uint64_t)k3_config_count_attn(c, K3_ATTN_MLA) * k3_config_mla_entry_floats(c);
 }
 
 int k3_session_save(const k3_session *s, const char *path, k3_error *err)
@@ -87,12 +78,9 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
     fill_header(s, &h);
     put(&hf, &h, sizeof h);
     put(&hf, s->tokens, (size_t)s->n_tokens * sizeof(int32_t));
-    const uint64_t P = (uint64_t)c->kda_heads * c->kda_head_dim;
-    const uint64_t n_kda = (uint64_t)k3_config_count_attn(c, K3_ATTN_KDA);
-    const size_t conv_floats = n_kda * 3 * (uint64_t)(c->conv_kernel - 1) * P;
-    put(&hf, s->kda_conv, conv_floats * sizeof(float));
-    put(&hf, s->kda_state, (h.kda_floats - conv_floats) * sizeof(float));
-    const size_t entry = (size_t)c->kv_lora_rank + c->qk_rope_dim;
+    put(&hf, s->kda_conv, k3_config_kda_conv_floats(c) * sizeof(float));
+    put(&hf, s->kda_state, k3_config_kda_state_floats(c) * sizeof(float));
+    const size_t entry = k3_config_mla_entry_floats(c);
     const int n_mla = k3_config_count_attn(c, K3_ATTN_MLA);
     for (int l = 0; l < n_mla; l++)
         put(&hf, s->mla_cache + (size_t)l * s->max_tokens * entry, (size_t)s->n_tokens * entry * sizeof(float));
@@ -138,15 +126,12 @@ int k3_session_load(k3_session *s, const char *path, k3_error *err)
         rc = k3_err(err, "%s: session state sizes do not match this model", path);
     }
     if (rc == 0) {
-        const uint64_t P = (uint64_t)c->kda_heads * c->kda_head_dim;
-        const uint64_t n_kda = (uint64_t)k3_config_count_attn(c, K3_ATTN_KDA);
-        const size_t conv_floats = n_kda * 3 * (uint64_t)(c->conv_kernel - 1) * P;
-        const size_t entry = (size_t)c->kv_lora_rank + c->qk_rope_dim;
+        const size_t entry = k3_config_mla_entry_floats(c);
         const int n_mla = k3_config_count_attn(c, K3_ATTN_MLA);
         uint8_t has_logits = 0;
         int bad = get(&hf, s->tokens, (size_t)h.n_tokens * sizeof(int32_t)) ||
-                  get(&hf, s->kda_conv, conv_floats * sizeof(float)) ||
-                  get(&hf, s->kda_state, (h.kda_floats - conv_floats) * sizeof(float));
+                  get(&hf, s->kda_conv, k3_config_kda_conv_floats(c) * sizeof(float)) ||
+                  get(&hf, s->kda_state, k3_config_kda_state_floats(c) * sizeof(float));
         for (int l = 0; l < n_mla && !bad; l++)
             bad = get(&hf, s->mla_cache + (size_t)l * s->max_tokens * entry, (size_t)h.n_tokens * entry * sizeof(float));
         bad = bad || get(&hf, &has_logits, 1) || get(&hf, s->logits, (size_t)c->vocab_size * sizeof(float));

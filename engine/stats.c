@@ -1,9 +1,17 @@
 /* stats.c - live statistics: the record ring and the lock-free copy. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "forward.h"
 #include "stats.h"
+
+uint64_t k3_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 void stats_record(k3_stats *s, const k3_token_record *r)
 {

@@ -590,21 +590,14 @@ static int start_unit_read(weights_provider *rp, slot *s, int ui, k3_read_kind k
     return 0;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Wait for a slot's reads; the stall is charged to *wait_ns when given. */
 static int wait_slot_timed(weights_provider *rp, slot *s, uint64_t *wait_ns, k3_error *err)
 {
-    uint64_t t0 = wait_ns ? now_ns() : 0;
+    uint64_t t0 = wait_ns ? k3_now_ns() : 0;
     int rc = 0;
     for (int k = 0; k < rp->units[s->unit].n_win && rc == 0; k++)
         if (k3_io_wait(rp->io, &s->reqs[k], err)) rc = -1;
-    if (wait_ns) stats_add(wait_ns, now_ns() - t0);
+    if (wait_ns) stats_add(wait_ns, k3_now_ns() - t0);
     return rc;
 }
 
