@@ -1,59 +1,91 @@
 # k3 - build, test, run. See README.md.
+#
+# The folders are the architecture (docs/ARCHITECTURE.md):
+#   engine/   model, kernels, weights and I/O, tokenizer   -> build/libk3engine.a
+#   offline/  gen and pack (never run by a chat)           -> build/libk3offline.a
+#   chat/ ui/ history/ app/   the front ends               -> ./k3
+#   include/  the door: the only engine headers the front ends may see
+# The front ends compile with -Iinclude and their own folders only, so an
+# engine-internal header does not resolve there; a relative path that reaches
+# into engine/ or offline/ is caught by tools/check_door.sh on the compiler's
+# dependency list, and the object is not built.
 CC      ?= gcc
 OPT     ?= -O2
 ARCH    := -mavx2 -mfma -mf16c
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp -Iengine -I.
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp
+ENGINE_INC := -Iinclude -Iengine
+FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread
 APPLIBS := -lncursesw -lreadline -lsqlite3
 PY      := /usr/bin/python3
 
 BUILD   := build
-ENGINE_SRC := $(wildcard engine/*.c)
-APP_SRC    := $(wildcard app/*.c ui/*.c history/*.c)
-TEST_SRC   := $(wildcard tests/test_*.c)
-TOOL_SRC   := $(wildcard tools/*.c)
-K3BIN      ?= k3
+ENGINE_SRC  := $(wildcard engine/*.c)
+OFFLINE_SRC := $(wildcard offline/*.c)
+FRONT_SRC   := $(wildcard app/*.c chat/*.c ui/*.c history/*.c)
+TEST_SRC    := $(wildcard tests/test_*.c)
+TOOL_SRC    := $(wildcard tools/*.c)
+K3BIN       ?= k3
 
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
-APP_OBJ    := $(APP_SRC:%.c=$(BUILD)/%.o)
-TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) \
-              $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
-TOOL_BIN   := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+ENGINE_OBJ  := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+OFFLINE_OBJ := $(OFFLINE_SRC:%.c=$(BUILD)/%.o)
+FRONT_OBJ   := $(FRONT_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) \
+               $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
+TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
+ENGINE_LIB  := $(BUILD)/libk3engine.a
+OFFLINE_LIB := $(BUILD)/libk3offline.a
 
 .PHONY: all deps test bench fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
-$(BUILD)/%.o: %.c
+$(BUILD)/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
 
-$(BUILD)/libk3engine.a: $(ENGINE_OBJ)
+$(BUILD)/offline/%.o: offline/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(ENGINE_INC) -Ioffline -MMD -MP -c $< -o $@
+
+# Front-end objects: compiled, then their header list checked (the door).
+$(BUILD)/%.o: %.c tools/check_door.sh
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -MMD -MP -c $< -o $@
+	@sh tools/check_door.sh $(@:.o=.d) || { rm -f $@; exit 1; }
+
+$(ENGINE_LIB): $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(K3BIN): $(APP_OBJ) $(BUILD)/libk3engine.a
-	$(CC) $(CFLAGS) -o $@ $(APP_OBJ) $(BUILD)/libk3engine.a $(APPLIBS) $(LDLIBS)
+$(OFFLINE_LIB): $(OFFLINE_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libk3engine.a tests/test.h
+$(K3BIN): $(FRONT_OBJ) $(OFFLINE_LIB) $(ENGINE_LIB)
+	$(CC) $(CFLAGS) -o $@ $(FRONT_OBJ) $(OFFLINE_LIB) $(ENGINE_LIB) $(APPLIBS) $(LDLIBS)
+
+# Unit tests and tools are white-box: they may include engine internals.
+TEST_INC := $(ENGINE_INC) -Ioffline -Itests
+$(BUILD)/tests/%: tests/%.c $(OFFLINE_LIB) $(ENGINE_LIB) tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)
+	$(CC) $(CFLAGS) $(TEST_INC) -o $@ $< $(OFFLINE_LIB) $(ENGINE_LIB) $(LDLIBS)
 
 # The history store's unit tests also link the history objects and SQLite.
-HISTORY_OBJ := $(filter $(BUILD)/history/%,$(APP_OBJ))
-$(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(BUILD)/libk3engine.a tests/test.h
+HISTORY_OBJ := $(filter $(BUILD)/history/%,$(FRONT_OBJ))
+$(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(HISTORY_OBJ) $(BUILD)/libk3engine.a -lsqlite3 $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(HISTORY_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
-# The chat tool drives the conversation controller: history + ui objects.
-CHAT_OBJ := $(HISTORY_OBJ) $(BUILD)/ui/conversation.o $(BUILD)/ui/generate.o
-$(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(BUILD)/libk3engine.a
+# The chat tool drives the conversation controller: history + chat objects.
+CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
+$(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(CHAT_OBJ) $(BUILD)/libk3engine.a -lsqlite3 $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
-$(BUILD)/tools/%: tools/%.c $(BUILD)/libk3engine.a
+$(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(BUILD)/libk3engine.a $(LDLIBS)
+	$(CC) $(CFLAGS) $(TEST_INC) -o $@ $< $(ENGINE_LIB) $(LDLIBS)
 
 deps:
 	@sh tools/deps.sh
@@ -77,11 +109,11 @@ models/demo/config.json: | $(K3BIN)
 	./$(K3BIN) gen models/demo --preset demo
 
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(K3BIN)
 	@$(MAKE) --no-print-directory models/demo/config.json
 	./k3 chat models/demo --mem 300M
 
 clean:
 	rm -rf build build-asan k3 k3-asan
 
--include $(ENGINE_OBJ:.o=.d) $(APP_OBJ:.o=.d)
+-include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)

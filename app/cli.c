@@ -9,7 +9,6 @@
 #include <string.h>
 #include "cli.h"
 #include "k3.h"
-#include "planner.h"
 
 void cli_error(const char *fmt, ...)
 {

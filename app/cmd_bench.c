@@ -14,7 +14,7 @@
 #include <string.h>
 #include "cli.h"
 #include "k3.h"
-#include "ui/generate.h"
+#include "generate.h"
 
 typedef struct bench_options {
     const char *model_dir;
@@ -73,22 +73,22 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     if (!s) return -1;
     k3_stats a, b;
     k3_stats_read(m, &a);
-    double t0 = generate_now_s();
+    double t0 = (k3_now_ns() / 1e9);
     int rc = 0;
     if (token_by_token)
         for (int i = 0; i < n_prompt && rc == 0; i++) rc = k3_session_eval(s, prompt + i, 1, NULL, err);
     else
         rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
-    f->prefill_s = generate_now_s() - t0;
+    f->prefill_s = (k3_now_ns() / 1e9) - t0;
     k3_stats_read(m, &b);
     f->prefill_bytes = (b.bytes_read_trunk + b.bytes_read_experts + b.bytes_read_other) -
                        (a.bytes_read_trunk + a.bytes_read_experts + a.bytes_read_other);
-    t0 = generate_now_s();
+    t0 = (k3_now_ns() / 1e9);
     for (int i = 0; i < tokens && rc == 0; i++) {
         int next = argmax(k3_session_logits(s), info.vocab_size);
         rc = k3_session_eval(s, &next, 1, NULL, err);
     }
-    f->decode_s = generate_now_s() - t0;
+    f->decode_s = (k3_now_ns() / 1e9) - t0;
     k3_stats_read(m, &a);
     f->decode_trunk = a.bytes_read_trunk - b.bytes_read_trunk;
     f->decode_experts = a.bytes_read_experts - b.bytes_read_experts;

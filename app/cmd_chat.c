@@ -1,5 +1,5 @@
 /* cmd_chat.c - `k3 chat`: parse options, open the model and the history
- * database, start or resume a conversation (ui/conversation.c) and hand it
+ * database, start or resume a conversation (chat/conversation.c) and hand it
  * to a front end: the curses UI on a terminal, the line-oriented one when
  * stdin or stdout is not a terminal or with --plain / --json. */
 #include <stdio.h>
@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
-#include "history/history.h"
+#include "history.h"
 #include "k3.h"
-#include "ui/conversation.h"
-#include "ui/plain.h"
-#include "ui/tui.h"
+#include "conversation.h"
+#include "plain.h"
+#include "tui.h"
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;

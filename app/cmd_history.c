@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
-#include "history/history.h"
+#include "history.h"
 
 /* Options shared by all subcommands, pulled out of argv before dispatch. */
 typedef struct history_args {

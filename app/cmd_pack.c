@@ -1,5 +1,5 @@
 /* cmd_pack.c - `k3 pack SRC DST`: write the packed layout the streaming
- * runtime reads (DESIGN §5; engine/pack.h), and `k3 pack --check DIR` to
+ * runtime reads (include/k3_offline.h), and `k3 pack --check DIR` to
  * re-verify a packed directory against its manifest. */
 #include <signal.h>
 #include <stdio.h>
@@ -7,8 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
-#include "manifest.h"
-#include "pack.h"
+#include "k3.h"
+#include "k3_offline.h"
 
 static volatile sig_atomic_t pack_cancel;
 
@@ -55,20 +55,12 @@ typedef struct progress_state {
     int printed;
 } progress_state;
 
-/* Monotonic seconds for the progress rate. */
-static double mono_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Bytes done / total and the rate of the current phase; redrawn in place on
  * a terminal, one line per second otherwise. */
 static void show_progress(void *user, const char *phase, uint64_t done, uint64_t total)
 {
     progress_state *ps = user;
-    double t = mono_s();
+    double t = (k3_now_ns() / 1e9);
     if (ps->phase != phase) {
         if (ps->printed && ps->tty) fputc('\n', stderr);
         ps->phase = phase;
@@ -92,18 +84,13 @@ static void show_progress(void *user, const char *phase, uint64_t done, uint64_t
 static int check_dir(const char *dir)
 {
     k3_error err;
-    k3_manifest m;
-    if (k3_manifest_load(dir, &m, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    int rc = k3_manifest_verify_checksums(&m, NULL, 0, &err);
-    if (rc) cli_error("%s", err.msg);
-    else
-        fprintf(stderr, "k3: %s: ok: %d tensors, %d layers, %d expert pages of %llu bytes, checksums match\n", dir,
-                m.n_tensors, m.n_layers, m.n_pages, (unsigned long long)m.page_bytes);
-    k3_manifest_free(&m);
-    return rc ? K3_EXIT_ERROR : K3_EXIT_OK;
+    k3_pack_check_result r;
+    if (k3_pack_check(dir, &r, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    fprintf(stderr, "k3: %s: ok: %d tensors, %d layers, %d expert pages of %llu bytes, checksums match\n", dir,
+            r.n_tensors, r.n_layers, r.n_pages, (unsigned long long)r.page_bytes);
+    return K3_EXIT_OK;
 }
 
-/* Parse options, install SIGINT/SIGTERM for a clean stop, run the packer, summarise. */
 int cmd_pack(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }

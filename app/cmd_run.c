@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
-#include "ui/generate.h"
+#include "generate.h"
 #include "k3.h"
 
 static volatile sig_atomic_t interrupted;
@@ -136,13 +136,13 @@ int cmd_run(int argc, char **argv)
     signal(SIGINT, on_sigint);
 
     int rc = K3_EXIT_OK;
-    double t0 = generate_now_s();
+    double t0 = (k3_now_ns() / 1e9);
     generate_result res = {0};
     if (k3_session_eval(s, ids, n_prompt, NULL, &err)) {
         cli_error("%s", err.msg);
         rc = K3_EXIT_ERROR;
     } else {
-        double prompt_s = generate_now_s() - t0;
+        double prompt_s = (k3_now_ns() / 1e9) - t0;
         if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;

@@ -14,7 +14,7 @@
  * is off: the generation prompt opens "response", not "think". */
 #include <stdlib.h>
 #include <string.h>
-#include "chat_xtml.h"
+#include "k3_chat_format.h"
 
 typedef struct id_buffer {
     int *ids;

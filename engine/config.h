@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "error.h"
+#include "k3_error.h"
 
 #define K3_MAX_LAYERS 512
 

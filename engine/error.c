@@ -1,7 +1,7 @@
 /* error.c - fill a k3_error (see error.h). */
 #include <stdarg.h>
 #include <stdio.h>
-#include "error.h"
+#include "k3_error.h"
 
 int k3_err(k3_error *err, const char *fmt, ...)
 {

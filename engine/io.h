@@ -14,7 +14,7 @@
 #define K3_IO_H
 
 #include <stdint.h>
-#include "error.h"
+#include "k3_error.h"
 #include "k3.h"
 
 #define K3_IO_ALIGN 4096

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "error.h"
+#include "k3_error.h"
 
 #define K3_PACK_FORMAT "k3-packed"
 #define K3_PACK_VERSION 1

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include "config.h"
-#include "error.h"
+#include "k3_error.h"
 #include "kernels.h"
 #include "safetensors.h"
 

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
-#include "error.h"
+#include "k3.h"
 
 typedef struct k3_plan_input {
     uint64_t budget_bytes;        /* 0 = no limit */
@@ -43,8 +43,6 @@ void k3_plan_free(k3_plan *p);
 void k3_plan_print(const k3_plan *p, FILE *f);
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);
 
-/* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
-int64_t k3_parse_size(const char *s);
 /* MemAvailable from /proc/meminfo (bytes), 0 if unknown. */
 uint64_t k3_mem_available(void);
 

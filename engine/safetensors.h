@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "error.h"
+#include "k3_error.h"
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES (256u << 20)

@@ -2,7 +2,7 @@
  * seeded generator (see sampler.h). */
 #include <math.h>
 #include <stdlib.h>
-#include "sampler.h"
+#include "k3_sampler.h"
 
 /* xorshift64*: small, fast, and the same sequence on every machine. */
 static uint64_t rng_next(uint64_t *state)

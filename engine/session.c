@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "chat_xtml.h"
+#include "k3_chat_format.h"
 #include "forward.h"
 #include "stats.h"
 

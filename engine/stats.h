@@ -20,8 +20,6 @@ static inline void stats_add_ms(double *field, double v)
     __atomic_store_n((uint64_t *)field, bits, __ATOMIC_RELAXED);
 }
 
-/* The engine's monotonic clock, in nanoseconds. */
-uint64_t k3_now_ns(void);
 
 /* Append a record to the ring of recent evaluation steps. */
 void stats_record(k3_stats *s, const k3_token_record *r);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pretokenize.h"
-#include "tokenizer.h"
+#include "k3_tokenizer.h"
 #include "unicode_class.h"
 
 #define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2 */

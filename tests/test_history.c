@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "tests/test.h"
-#include "history/internal.h"
+#include "test.h"
+#include "internal.h"
 
 static char tmp_root[64];
 

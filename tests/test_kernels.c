@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "test.h"
-#include "engine/kernels.h"
+#include "kernels.h"
 
 /* Deterministic xorshift so failures reproduce. */
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;

@@ -3,7 +3,7 @@
  * at temperature 1 the draw frequencies follow the softmax. */
 #include <math.h>
 #include <string.h>
-#include "sampler.h"
+#include "k3_sampler.h"
 #include "test.h"
 
 static int draw_n(k3_sampler *s, const float *logits, int n, int *counts, int vocab)

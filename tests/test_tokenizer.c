@@ -8,7 +8,7 @@
 #include <unistd.h>
 #include "test.h"
 #include "pretokenize.h"
-#include "tokenizer.h"
+#include "k3_tokenizer.h"
 #include "tokenizer_gen.h"
 #include "unicode_class.h"
 

@@ -1,4 +1,4 @@
-/* tool_chat.c - drives the real conversation controller (ui/conversation.c)
+/* tool_chat.c - drives the real conversation controller (chat/conversation.c)
  * for tests/t_chat.sh.
  *
  *   tool_chat equiv MODEL DB "msg1" "msg2" "msg3"
@@ -13,9 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "history/history.h"
+#include "history.h"
 #include "k3.h"
-#include "ui/conversation.h"
+#include "conversation.h"
 
 static int equivalence(const char *dir, const char *db_path, char **msgs)
 {

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
-#include "engine/kernels.h"
+#include "kernels.h"
 
 static int json_output;
 static int quick_mode;

@@ -273,11 +273,11 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     }
     r->turn = ++c->turn;
     r->prefilled_tokens = n_ids;
-    double t0 = generate_now_s();
+    double t0 = (k3_now_ns() / 1e9);
     k3_session_set_interrupt(c->session, (volatile int *)interrupt_flag);
     int rc = k3_session_eval(c->session, ids, n_ids, NULL, err);
     k3_session_set_interrupt(c->session, NULL);
-    double prefill_s = generate_now_s() - t0;
+    double prefill_s = (k3_now_ns() / 1e9) - t0;
     free(ids);
     generate_result g = {0};
     g.pending_token = -1;

@@ -7,7 +7,7 @@
 #define K3_CONVERSATION_H
 
 #include <signal.h>
-#include "history/history.h"
+#include "history.h"
 #include "k3.h"
 
 typedef struct conversation conversation;

@@ -3,7 +3,7 @@
 #define K3_CHAT_XTML_H
 
 #include <stdio.h>
-#include "tokenizer.h"
+#include "k3_tokenizer.h"
 
 /* Render messages (roles system/user/assistant/tool) with the optional
  * generation prompt; malloc'd ids or NULL with err set. */

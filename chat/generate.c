@@ -1,15 +1,7 @@
 /* generate.c - see generate.h. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "generate.h"
-
-double generate_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Append to a growing string. */
 static int append_text(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
@@ -42,7 +34,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     k3_detok_init(&dt, tok);
     const int n_base = k3_tokenizer_n_base(tok);
     char piece[256];
-    const double t0 = generate_now_s();
+    const double t0 = (k3_now_ns() / 1e9);
     double t_first = t0;
     int rc = 0;
     while (out->n_generated < max_new) {
@@ -64,7 +56,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
         out->ids[out->n_generated] = next;
         out->n_generated++;
         if (out->n_generated == 1) {
-            t_first = generate_now_s();
+            t_first = (k3_now_ns() / 1e9);
             out->first_token_s = t_first - t0;
         }
         /* special and reserved tokens are not text: not shown (as llama.cpp
@@ -77,6 +69,6 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     }
     size_t n = k3_detok_flush(&dt, piece, sizeof piece);
     if (n && append_text(&out->text, &len, &cap, piece, n) == 0 && on_text) on_text(user, piece, n);
-    out->decode_s = out->n_generated ? generate_now_s() - t_first : 0;
+    out->decode_s = out->n_generated ? (k3_now_ns() / 1e9) - t_first : 0;
     return rc;
 }

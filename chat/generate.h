@@ -31,7 +31,5 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
                     int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
                     void *user, generate_result *out, k3_error *err);
 
-/* Monotonic clock in seconds. */
-double generate_now_s(void);
 
 #endif

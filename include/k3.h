@@ -11,10 +11,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "error.h"
-#include "tokenizer.h"
-#include "chat_xtml.h"
-#include "sampler.h"
+#include "k3_error.h"
+#include "k3_tokenizer.h"
+#include "k3_chat_format.h"
+#include "k3_sampler.h"
 
 typedef struct k3_model k3_model;
 typedef struct k3_session k3_session;
@@ -183,5 +183,13 @@ int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 /* Measure the device with the runtime's own read size and queue depth. */
 int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                           k3_error *err);
+
+/* ---- small shared utilities ---------------------------------------------- */
+
+/* The engine's monotonic clock, in nanoseconds (the one clock every layer uses). */
+uint64_t k3_now_ns(void);
+
+/* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
+int64_t k3_parse_size(const char *s);
 
 #endif

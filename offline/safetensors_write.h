@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 #include "dtype.h"
-#include "error.h"
+#include "k3_error.h"
 
 typedef struct st_out_tensor {
     char name[256];

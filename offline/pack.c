@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "manifest.h"
-#include "pack.h"
+#include "k3_offline.h"
 #include "safetensors.h"
 
 enum { KIND_SKIP = -1, KIND_TRUNK = K3_PK_TRUNK, KIND_EXPERT = K3_PK_EXPERTS, KIND_EMBED = K3_PK_EMBED,
@@ -1262,4 +1262,20 @@ out:
     plan_free(&plan);
     res->total_s = now_s() - t_start;
     return rc;
+}
+
+/* `k3 pack --check DIR`: the loader's checks plus a full checksum pass. */
+int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err)
+{
+    k3_manifest m;
+    if (k3_manifest_load(dir, &m, err)) return -1;
+    int rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
+    if (rc == 0 && out) {
+        out->n_tensors = m.n_tensors;
+        out->n_layers = m.n_layers;
+        out->n_pages = m.n_pages;
+        out->page_bytes = m.page_bytes;
+    }
+    k3_manifest_free(&m);
+    return rc ? -1 : 0;
 }

@@ -1,4 +1,11 @@
-/* pack.h - convert a Hugging Face checkpoint into the packed layout (`k3 pack`).
+/* k3_offline.h - the offline tools' public interface: writing synthetic
+ * checkpoints (`k3 gen`) and converting a Hugging Face checkpoint into the
+ * packed streaming layout (`k3 pack`). None of this runs during a chat; it
+ * lives in offline/ (its own library) and the command line reaches it only
+ * through this header. */
+#ifndef K3_OFFLINE_H
+#define K3_OFFLINE_H
+/* Packing: convert a Hugging Face checkpoint into the packed layout (`k3 pack`).
  *
  * The packed directory (DESIGN §5, manifest.h) is what the streaming runtime
  * reads from disk: one 4 KiB-aligned run per layer in trunk.bin, one
@@ -13,13 +20,11 @@
  * with what was computed while writing, a sample of tensors compared with the
  * source); only then is DST.partial renamed to DST. An interrupted run thus
  * never leaves a directory that loads, and a re-run starts clean. */
-#ifndef K3_PACK_H
-#define K3_PACK_H
 
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
-#include "error.h"
+#include "k3_error.h"
 
 #define K3_PACK_DEFAULT_BUFFER (64u << 20)
 
@@ -62,5 +67,38 @@ int k3_pack(const char *src, const char *dst, const k3_pack_opts *o, k3_pack_res
  * ~450 B; ~600 B with a model.safetensors.index.json, which the shared
  * safetensors reader holds as a JSON tree while it opens the shards). */
 #define K3_PACK_BYTES_PER_TENSOR 600u
+
+
+/* What `k3 pack --check DIR` reports after a full verification. */
+typedef struct k3_pack_check_result {
+    int n_tensors, n_layers, n_pages;
+    uint64_t page_bytes;
+} k3_pack_check_result;
+
+/* Load DIR's manifest (every bounds check the runtime makes) and re-verify
+ * every file checksum. 0, or -1 with err set. */
+int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err);
+
+/* ---- synthetic checkpoints (`k3 gen`) ------------------------------------ */
+
+typedef struct k3_gen_opts {
+    const char *preset;      /* tiny, small, demo, k3-tiny, k3-sim, k3-16g */
+    uint64_t seed;
+    int f32;                 /* big matrices in F32 instead of BF16 */
+    int shards;              /* 1..64 */
+} k3_gen_opts;
+
+typedef struct k3_gen_result {
+    uint64_t weight_bytes;   /* bytes of all tensors written */
+} k3_gen_result;
+
+/* The preset names, comma-separated, for messages. */
+const char *k3_gen_preset_names(void);
+/* 1 if name is a preset. */
+int k3_gen_preset_exists(const char *name);
+
+/* Write a synthetic checkpoint in the Hugging Face layout into dir (created
+ * with its parents). 0, or -1 with err set. */
+int k3_gen_model(const char *dir, const k3_gen_opts *o, k3_gen_result *res, k3_error *err);
 
 #endif

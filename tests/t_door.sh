@@ -1,0 +1,38 @@
+#!/bin/sh
+# t_door.sh - the architecture's door is enforced by the build: a front-end
+# file (app/ chat/ ui/ history/) that includes an engine-internal header does
+# not compile, whether it names the header plainly ("kernels.h") or reaches
+# for it by a relative path ("../engine/kernels.h"); the same file including
+# only include/ headers compiles. Prints "PASS name" / "FAIL name: why".
+cd "$(dirname "$0")/.." || exit 1
+OUT=tests/out/door
+mkdir -p $OUT
+probe_ok() { echo "PASS $1"; }
+fail() { echo "FAIL $1: $2"; }
+cleanup() { for d in app chat ui history; do rm -f $d/door_probe_$$_*.c build/$d/door_probe_$$_*; done; }
+trap cleanup EXIT INT TERM
+
+# try NAME FOLDER INCLUDE WANT(ok|fail)
+try() {
+    name=$1 dir=$2 inc=$3 want=$4
+    src=$dir/door_probe_$$_$name.c
+    printf '#include "%s"\nint door_probe_%s(void);\nint door_probe_%s(void) { return 0; }\n' "$inc" "$name" "$name" > $src
+    make -s build/$dir/door_probe_$$_$name.o > $OUT/$name.log 2>&1
+    rc=$?
+    rm -f $src build/$dir/door_probe_$$_$name.*
+    if [ "$want" = ok ]; then
+        [ $rc -eq 0 ] && probe_ok "door: $dir may include $inc" || fail "door: $dir may include $inc" "$(head -c 300 $OUT/$name.log)"
+    else
+        if [ $rc -ne 0 ] && grep -q "No such file\|reaches past include/" $OUT/$name.log; then
+            probe_ok "door: $dir cannot include $inc"
+        else
+            fail "door: $dir cannot include $inc" "the build accepted it (rc $rc)"
+        fi
+    fi
+}
+for d in app chat ui history; do
+    try public_$d $d k3.h ok
+    try plain_$d $d kernels.h fail
+    try relative_$d $d ../engine/planner.h fail
+    try offline_$d $d ../offline/safetensors_write.h fail
+done
