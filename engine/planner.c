@@ -148,3 +148,9 @@ uint64_t k3_mem_available(void)
     fclose(f);
     return (uint64_t)kb * 1024;
 }
+
+uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes)
+{
+    const uint64_t margin = 24ull << 20;
+    return process_bytes + session_bytes + embed_buf_bytes + margin;
+}
