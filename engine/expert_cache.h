@@ -42,6 +42,16 @@ void k3_expert_cache_drop(k3_expert_cache *c, int slot);
 void k3_expert_cache_pin(k3_expert_cache *c, int slot);
 void k3_expert_cache_unpin(k3_expert_cache *c, int slot);
 
+/* One lookup of a recorded routing trace ("token layer expert" lines of
+ * --trace); consecutive lookups with the same (token, layer) are one step. */
+typedef struct k3_cache_lookup { long long token; int layer, expert; } k3_cache_lookup;
+
+/* The true hit rate of `policy` with n_slots on a trace, replayed the way
+ * the runtime runs a step: hits pinned first, then misses take slots (an
+ * expert the step needs is never evicted). -1 if out of memory. */
+double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
+                              int n_layers, int n_experts);
+
 /* Parse "lru" / "lfru"; -1 if unknown. */
 int k3_cache_policy_parse(const char *s);
 const char *k3_cache_policy_name(k3_cache_policy p);
