@@ -244,7 +244,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
             if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
             o->prompt_tokens = (int)v;
         } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 16, 1 << 20, &v)) return -1;
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
             o->ctx_tokens = (int)v;
         } else if (!strcmp(a, "--cores") && more) {
             if (cli_parse_int(a, argv[++i], 1, 4096, &v)) return -1;
@@ -329,7 +329,7 @@ int cmd_plan(int argc, char **argv)
 
     const char *routing = info.trace_tokens ? "recorded trace" : "uniform routing";
     if (o.json) {
-        json_t *rv = json_object(), *kr = json_object();
+        json_t *rv = json_array(), *kr = json_object();
         for (int f = 0; f < K3_RATE_N; f++)
             json_object_set_new(kr, k3_rate_format_name(f),
                                 json_pack("{s:f,s:f}", "matvec_gbps", rates.matvec_gbps[f], "matmul32_gbps",
