@@ -37,7 +37,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps test bench fuzz run clean asan
+.PHONY: all deps test bench bench-plan fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(BUILD)/engine/%.o: engine/%.c
@@ -101,6 +101,10 @@ asan: all
 
 bench: all
 	@sh tools/bench.sh
+
+# k3 plan's predictions against k3 bench in the same run (figures).
+bench-plan: all
+	@sh tools/bench_plan.sh
 
 fuzz: all
 	@sh tests/fuzz.sh 60

@@ -92,21 +92,23 @@ int k3_cache_policy_parse(const char *s)
 const char *k3_cache_policy_name(k3_cache_policy p) { return p == K3_CACHE_LFRU ? "lfru" : "lru"; }
 
 double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
-                              int n_layers, int n_experts)
+                              int n_layers, int n_experts, int count_max_step)
 {
     if (n <= 0) return 0;
     if (n_slots <= 0) return 0;
     k3_expert_cache c;
     int *pinned = malloc((size_t)n * sizeof *pinned);
     if (!pinned || k3_expert_cache_init(&c, policy, n_slots, n_layers, n_experts)) { free(pinned); return -1; }
-    long hits = 0;
+    long hits = 0, counted = 0;
     for (int i = 0; i < n;) {
         int j = i;
         while (j < n && v[j].token == v[i].token && v[j].layer == v[i].layer) j++;
+        const int count = count_max_step <= 0 || j - i <= count_max_step;
+        if (count) counted += j - i;
         int np = 0;
         for (int k = i; k < j; k++) {             /* hits first, pinned */
             int s = k3_expert_cache_lookup(&c, v[k].layer, v[k].expert);
-            if (s >= 0) { hits++; k3_expert_cache_pin(&c, s); pinned[np++] = s; }
+            if (s >= 0) { hits += count; k3_expert_cache_pin(&c, s); pinned[np++] = s; }
         }
         for (int k = i; k < j; k++) {             /* then misses */
             if (c.slot_of[(size_t)v[k].layer * n_experts + v[k].expert] >= 0) continue;
@@ -118,5 +120,5 @@ double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_c
     }
     free(pinned);
     k3_expert_cache_free(&c);
-    return (double)hits / n;
+    return counted ? (double)hits / counted : 0;
 }

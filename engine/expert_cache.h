@@ -48,9 +48,11 @@ typedef struct k3_cache_lookup { long long token; int layer, expert; } k3_cache_
 
 /* The true hit rate of `policy` with n_slots on a trace, replayed the way
  * the runtime runs a step: hits pinned first, then misses take slots (an
- * expert the step needs is never evicted). -1 if out of memory. */
+ * expert the step needs is never evicted). With count_max_step > 0 only
+ * steps of at most that many lookups count (top_k: the decode steps, not
+ * the prompt chunks that warm the cache). -1 if out of memory. */
 double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
-                              int n_layers, int n_experts);
+                              int n_layers, int n_experts, int count_max_step);
 
 /* Parse "lru" / "lfru"; -1 if unknown. */
 int k3_cache_policy_parse(const char *s);

@@ -57,6 +57,7 @@ struct k3_planner {
     k3_cache_lookup *trace;
     int n_trace;
     long long trace_tokens;
+    int trace_decode_only;        /* the trace has decode steps: count only those */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
 };
@@ -120,8 +121,8 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         if (dt[f] == K3_DT_F8_E4M3) a.w.block_scale = scale;
         if (dt[f] == K3_DT_MXFP4) a.w.mx_scale = buf + (size_t)rows * cols / 2;
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
-        out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.04) / 1e9;
-        out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.06) / 1e9;
+        out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.1) / 1e9;
+        out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.1) / 1e9;
     }
     free(buf); free(x); free(y); free(scale);
     return 0;
@@ -317,6 +318,12 @@ static int load_trace(k3_planner *p, const char *path, k3_error *err)
     if (bad) return k3_err(err, "%s: line %d is not \"token layer expert\"", path, line + 1);
     if (!p->n_trace) return k3_err(err, "%s: no lookups in the trace", path);
     p->trace_tokens = p->trace[p->n_trace - 1].token - p->trace[0].token + 1;
+    /* decode steps (top_k lookups of one token in one layer) are what a
+     * decode token meets; prompt chunks (more per step) only warm the cache */
+    for (int i = 0, j; i < p->n_trace; i = j) {
+        for (j = i; j < p->n_trace && p->trace[j].token == p->trace[i].token && p->trace[j].layer == p->trace[i].layer;) j++;
+        if (j - i <= p->cfg.top_k) { p->trace_decode_only = 1; break; }
+    }
     return 0;
 }
 
@@ -519,7 +526,8 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     if (plan.all_resident) out->hit_rate = 1;
     else if (pl->n_trace)
         out->hit_rate = k3_expert_cache_replay(pl->trace, pl->n_trace, plan.n_expert_slots,
-                                               pl->cache_lru ? K3_CACHE_LRU : K3_CACHE_LFRU, c->n_layers, c->n_experts);
+                                               pl->cache_lru ? K3_CACHE_LRU : K3_CACHE_LFRU, c->n_layers, c->n_experts,
+                                               pl->trace_decode_only ? c->top_k : 0);
     else out->hit_rate = uniform_hit_rate(pl, plan.n_expert_slots);
 
     /* reads per decode token */

@@ -108,8 +108,9 @@ print(("PASS" if ok else "FAIL") + f" plan kimi-linear: reference config: {total
       f"table of {len(rows)} budgets, s/token {[round(r.get('decode_s_per_token', -1), 3) for r in rows]}")
 EOF
 
-# hit rate from a recorded trace = the runtime's policy replayed (trace_replay)
-$K3 run $OUT/demo -p "the quick brown fox jumps over the lazy dog again and again" -n 24 --mem 300M \
+# hit rate from a recorded trace (a prompt: chunk steps, all counted) = the
+# runtime's policy replayed by trace_replay
+$K3 eval $OUT/demo --ids "$(seq -s ' ' 11 13 1000)" --logits $OUT/x.f32 --mem 300M \
     --trace $OUT/trace.txt >/dev/null 2>&1
 $K3 plan $OUT/demo --mem 300M --disk 2 --trace $OUT/trace.txt --json > $OUT/t.json 2>$OUT/e.txt
 slots=$(python3 -c "import json;print(json.load(open('$OUT/t.json'))['plan']['expert_slots'])" 2>/dev/null)

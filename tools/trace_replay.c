@@ -39,7 +39,7 @@ static lookup *read_trace(const char *path, int *n, int *max_layer, int *max_exp
 /* The runtime's policies, step by step (the runtime's own replay). */
 static double replay_online(const lookup *v, int n, int slots, k3_cache_policy policy, int layers, int experts)
 {
-    return k3_expert_cache_replay(v, n, slots, policy, layers, experts);
+    return k3_expert_cache_replay(v, n, slots, policy, layers, experts, 0);
 }
 
 /* Belady: on a miss with the cache full, evict the resident expert whose
