@@ -70,19 +70,22 @@ const char *k3_rate_format_name(int f)
 
 /* ---- kernel rates ------------------------------------------------------- */
 
-/* Seconds per call of fn, repeated for at least min_s after one warm-up. */
+/* Seconds per call of fn: the fastest of the calls made in min_s after a
+ * warm-up. The fastest, because on a shared machine the other calls include
+ * time the kernel spent descheduled, which is the neighbours' load, not the
+ * kernel's rate. */
 static double time_kernel(void (*fn)(void *), void *arg, double min_s)
 {
     fn(arg);
-    int n = 0;
     const uint64_t t0 = k3_now_ns();
-    double el = 0;
-    do {
+    double best = 1e30;
+    for (uint64_t t = t0; (t - t0) * 1e-9 < min_s;) {
         fn(arg);
-        n++;
-        el = (k3_now_ns() - t0) * 1e-9;
-    } while (el < min_s);
-    return el / n;
+        const uint64_t t1 = k3_now_ns();
+        if ((t1 - t) * 1e-9 < best) best = (t1 - t) * 1e-9;
+        t = t1;
+    }
+    return best;
 }
 
 typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
@@ -121,8 +124,8 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         if (dt[f] == K3_DT_F8_E4M3) a.w.block_scale = scale;
         if (dt[f] == K3_DT_MXFP4) a.w.mx_scale = buf + (size_t)rows * cols / 2;
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
-        out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.1) / 1e9;
-        out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.1) / 1e9;
+        out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.15) / 1e9;
+        out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
     }
     free(buf); free(x); free(y); free(scale);
     return 0;
