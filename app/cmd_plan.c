@@ -26,6 +26,7 @@ typedef struct plan_options {
     k3_options m;                /* --mem --threads --trace --cache-policy */
     double disk_gbps;            /* 0 = probe */
     int prompt_tokens, ctx_tokens, json, reprobe, cores;
+    const char *rates_path;      /* --rates FILE instead of this machine's probe */
     uint64_t fixed_bytes;
 } plan_options;
 
@@ -33,8 +34,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: k3 plan MODEL_OR_CONFIG [--mem SIZE] [--disk auto|GB/s] [--threads N] [--prompt N]\n"
-            "               [--ctx N] [--trace FILE] [--cache-policy lru|lfru] [--cores N] [--fixed SIZE]\n"
-            "               [--reprobe] [--json]\n\n"
+            "               [--ctx N] [--trace FILE] [--cache-policy lru|lfru] [--cores N] [--rates FILE]\n"
+            "               [--fixed SIZE] [--reprobe] [--json]\n\n"
             "Predicts, from config.json alone, what the engine will do with a model on this machine:\n"
             "the memory plan (pinned trunk units, ring, expert cache slots), the bytes read per decode\n"
             "token (trunk / routed experts / head and embedding), the expected expert hit rate, the\n"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
             "                 folder) or a speed in GB/s for random expert-sized reads\n"
             "  --threads N    compute threads (default: all cores)\n"
             "  --cores N      predict for a machine with N such cores (kernel rates x N / threads)\n"
+            "  --rates FILE   kernel rates measured elsewhere (JSON: threads, matvec_gbps and\n"
+            "                 matmul32_gbps per format) instead of this machine's cached probe\n"
             "  --prompt N     prompt length for the prompt time (default 512)\n"
             "  --ctx N        context limit planned for (default 4096, as the engine)\n"
             "  --trace FILE   hit rate from a routing trace recorded with k3 run/bench --trace\n"
@@ -94,6 +97,37 @@ static void cpu_name(char *out, size_t len)
     fclose(f);
 }
 
+/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..}}
+ * with every format positive. 0, or -1. */
+static int rates_from_json(json_t *entry, k3_kernel_rates *r)
+{
+    json_t *mv = json_object_get(entry, "matvec_gbps"), *mm = json_object_get(entry, "matmul32_gbps");
+    if (!json_is_object(mv) || !json_is_object(mm)) return -1;
+    for (int f = 0; f < K3_RATE_N; f++) {
+        r->matvec_gbps[f] = json_number_value(json_object_get(mv, k3_rate_format_name(f)));
+        r->matmul32_gbps[f] = json_number_value(json_object_get(mm, k3_rate_format_name(f)));
+        if (!(r->matvec_gbps[f] > 0 && r->matmul32_gbps[f] > 0 && r->matvec_gbps[f] < 1e6 && r->matmul32_gbps[f] < 1e6))
+            return -1;
+    }
+    return 0;
+}
+
+/* --rates FILE: rates measured elsewhere (same format, plus "threads"). */
+static int rates_from_file(const char *path, k3_kernel_rates *r)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) { cli_error("%s: %s", path, je.text); return -1; }
+    json_t *t = json_object_get(root, "threads");
+    int rc = rates_from_json(root, r);
+    if (rc == 0 && (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 4096)) rc = -1;
+    if (rc) cli_error("%s: expected {\"threads\": N, \"matvec_gbps\": {...}, \"matmul32_gbps\": {...}} with a "
+                      "positive rate for each of f32, bf16, f16, f8_e4m3, mxfp4", path);
+    else r->n_threads = (int)json_integer_value(t);
+    json_decref(root);
+    return rc;
+}
+
 /* Kernel rates from the cache when they were measured on this CPU with this
  * thread count, else measured now and written back. */
 static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_rates *r, int *cached)
@@ -107,16 +141,7 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     char key[320];
     snprintf(key, sizeof key, "%s / %d threads", cpu, threads);
     if (root) entry = json_object_get(root, key);
-    if (json_is_object(entry)) {
-        json_t *mv = json_object_get(entry, "matvec_gbps"), *mm = json_object_get(entry, "matmul32_gbps");
-        int ok = json_is_object(mv) && json_is_object(mm);
-        for (int f = 0; ok && f < K3_RATE_N; f++) {
-            r->matvec_gbps[f] = json_number_value(json_object_get(mv, k3_rate_format_name(f)));
-            r->matmul32_gbps[f] = json_number_value(json_object_get(mm, k3_rate_format_name(f)));
-            ok = r->matvec_gbps[f] > 0 && r->matmul32_gbps[f] > 0;
-        }
-        if (ok) { r->n_threads = threads; *cached = 1; json_decref(root); return 0; }
-    }
+    if (rates_from_json(entry, r) == 0) { r->n_threads = threads; *cached = 1; json_decref(root); return 0; }
     k3_error err;
     if (k3_kernel_rates_measure(threads, r, &err)) {
         cli_error("%s", err.msg);
@@ -253,6 +278,8 @@ static int parse_args(int argc, char **argv, plan_options *o)
             int64_t b = k3_parse_size(argv[++i]);
             if (b <= 0) { cli_error("--fixed: expected a size such as 40M, got '%s'", argv[i]); return -1; }
             o->fixed_bytes = (uint64_t)b;
+        } else if (!strcmp(a, "--rates") && more) {
+            o->rates_path = argv[++i];
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--reprobe")) {
@@ -302,11 +329,15 @@ int cmd_plan(int argc, char **argv)
     }
     k3_kernel_rates rates;
     int cached = 0;
-    if (kernel_rates(cache, info.n_threads, o.reprobe, &rates, &cached)) { k3_planner_close(pl); return K3_EXIT_ERROR; }
+    if (o.rates_path ? rates_from_file(o.rates_path, &rates)
+                     : kernel_rates(cache, info.n_threads, o.reprobe, &rates, &cached)) {
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
     if (o.cores)
         for (int f = 0; f < K3_RATE_N; f++) {
-            rates.matvec_gbps[f] *= (double)o.cores / info.n_threads;
-            rates.matmul32_gbps[f] *= (double)o.cores / info.n_threads;
+            rates.matvec_gbps[f] *= (double)o.cores / rates.n_threads;
+            rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
         }
     const char *disk_how = "given (--disk)";
     double disk = o.disk_gbps;
@@ -368,7 +399,7 @@ int cmd_plan(int argc, char **argv)
            disk, disk_how, o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
     for (int f = 0; f < K3_RATE_N; f++)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
-    printf("%s\n", cached ? " (cached)" : "");
+    printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
     printf("hit rate: %s%s\n", routing,
            info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
     if (o.m.mem_bytes) { print_estimate_text(&est[0]); return K3_EXIT_OK; }
