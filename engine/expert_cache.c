@@ -1,4 +1,5 @@
 /* expert_cache.c - see expert_cache.h. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "expert_cache.h"
@@ -121,4 +122,21 @@ double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_c
     free(pinned);
     k3_expert_cache_free(&c);
     return counted ? (double)hits / counted : 0;
+}
+
+double k3_expert_cache_uniform_hit_rate(int n_moe_layers, int n_experts, int top_k, int n_slots)
+{
+    const int E = n_experts, k = top_k, L = n_moe_layers;
+    if (L <= 0 || E <= 0 || (double)n_slots >= (double)L * E) return 1;
+    const double p = (double)k / E;
+    double hit = 0, older = 1;          /* P(last use more than d-1 tokens ago) */
+    for (int d = 1; d < 10000000 && older > 1e-12; d++) {
+        /* distinct others since: every other layer over d tokens, this
+         * layer's other experts over the d-1 tokens between, the step's own */
+        const double others = (L - 1) * (double)E * (1 - pow(1 - p, d)) + (E - 1) * (1 - pow(1 - p, d - 1)) + (k - 1);
+        if (others >= n_slots) break;
+        hit += p * older;
+        older *= 1 - p;
+    }
+    return hit;
 }

@@ -54,6 +54,14 @@ typedef struct k3_cache_lookup { long long token; int layer, expert; } k3_cache_
 double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
                               int n_layers, int n_experts, int count_max_step);
 
+/* The LRU hit rate under uniform routing (each token picks top_k of
+ * n_experts in each of n_moe_layers, independently), closed form: the
+ * expert a layer asks for was last used d tokens ago (geometric in d) and
+ * is still resident iff fewer than n_slots distinct others were used
+ * since. Checked against k3_expert_cache_replay on uniform traces
+ * (tests/test_plan.c). */
+double k3_expert_cache_uniform_hit_rate(int n_moe_layers, int n_experts, int top_k, int n_slots);
+
 /* Parse "lru" / "lfru"; -1 if unknown. */
 int k3_cache_policy_parse(const char *s);
 const char *k3_cache_policy_name(k3_cache_policy p);

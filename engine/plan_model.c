@@ -473,24 +473,6 @@ static double unit_seconds(const k3_kernel_rates *r, int f, double bytes, double
     return bytes * (s1 + per_token * (t - 1));
 }
 
-/* Uniform routing, LRU: the expert (l, e) used d tokens ago is still
- * resident when fewer than `slots` distinct others were used since. */
-static double uniform_hit_rate(const k3_planner *pl, int slots)
-{
-    const int E = pl->cfg.n_experts, k = pl->cfg.top_k, L = pl->n_moe;
-    if (!L || !E) return 1;
-    if (slots >= L * E) return 1;
-    const double p = (double)k / E;
-    double hit = 0, miss_run = 1;       /* P(d > current) */
-    for (int d = 1; d < 1000000 && miss_run > 1e-9; d++) {
-        double others = (L - 1) * (double)E * (1 - pow(1 - p, d)) + (E - 1) * (1 - pow(1 - p, d - 1)) + (k - 1);
-        if (others >= slots) break;
-        hit += p * miss_run;
-        miss_run *= 1 - p;
-    }
-    return hit;
-}
-
 int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err)
 {
@@ -531,7 +513,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
         out->hit_rate = k3_expert_cache_replay(pl->trace, pl->n_trace, plan.n_expert_slots,
                                                pl->cache_lru ? K3_CACHE_LRU : K3_CACHE_LFRU, c->n_layers, c->n_experts,
                                                pl->trace_decode_only ? c->top_k : 0);
-    else out->hit_rate = uniform_hit_rate(pl, plan.n_expert_slots);
+    else out->hit_rate = k3_expert_cache_uniform_hit_rate(pl->n_moe, c->n_experts, c->top_k, plan.n_expert_slots);
 
     /* reads per decode token */
     const int head = c->n_layers;
