@@ -57,7 +57,8 @@ struct k3_planner {
     k3_cache_lookup *trace;
     int n_trace;
     long long trace_tokens;
-    int trace_decode_only;        /* the trace has decode steps: count only those */
+    int trace_decode_only;
+    int f16;                      /* 16-bit matrices are float16, not bfloat16 */        /* the trace has decode steps: count only those */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
 };
@@ -134,9 +135,11 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
 /* ---- sizes from the config ------------------------------------------------ */
 
 /* Bytes per weight of the trunk's matrices, from "torch_dtype"/"dtype"
- * (top level or text_config); bf16 when absent, as every Kimi release is. */
-static double config_trunk_dtype_bytes(const char *config_path)
+ * (top level or text_config); bf16 when absent, as every Kimi release is.
+ * *f16 = 1 for float16 (its kernel differs from bf16's). */
+static double config_trunk_dtype_bytes(const char *config_path, int *f16)
 {
+    *f16 = 0;
     json_error_t je;
     json_t *root = json_load_file(config_path, 0, &je);
     double b = 2;
@@ -151,6 +154,7 @@ static double config_trunk_dtype_bytes(const char *config_path)
             const char *s = json_string_value(v);
             if (!strcmp(s, "float32")) b = 4;
             else if (!strcmp(s, "float8_e4m3fn")) b = 1;
+            else if (!strcmp(s, "float16")) *f16 = 1;
         }
     }
     json_decref(root);
@@ -199,7 +203,7 @@ static uint64_t round_up(double b) { return (uint64_t)ceil(b / K3_IO_ALIGN) * K3
 static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *err)
 {
     const k3_config *c = &p->cfg;
-    const double wb = config_trunk_dtype_bytes(config_path);
+    const double wb = config_trunk_dtype_bytes(config_path, &p->f16);
     double total = 0;
     for (int l = 0; l < c->n_layers; l++) {
         double small;
@@ -362,6 +366,7 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     k3_model probe = {.cfg = *c};
     p->session_bytes = k3_session_bytes(&probe, p->ctx_tokens);
     int rc;
+    config_trunk_dtype_bytes(config_path, &p->f16);
     if (has_weights(p->dir)) {
         rc = sizes_from_checkpoint(p, err);
     } else {
@@ -527,7 +532,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     out->io_s = (out->bytes_trunk + out->bytes_head + out->bytes_experts) / bps;
 
     /* compute per decode token */
-    const int f16 = 0;
+    const int f16 = pl->f16;
     double trunk_s = 0;
     for (int i = 0; i < pl->n_trunk; i++)
         trunk_s += unit_seconds(r, unit_format((double)pl->trunk_bytes[i], pl->trunk_params[i], f16),

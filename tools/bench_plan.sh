@@ -22,8 +22,8 @@ models="$*"
 done
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s\n" model mem plan= \
-    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk"
+printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "fixed"
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
     # of the experts cached, and most of the model
@@ -42,9 +42,12 @@ for m in $models; do
             --disk $dev --reprobe --trace $OUT/trace.txt --json > $OUT/plan.json 2>$OUT/plan.err || { echo "$m ${mem}M: plan failed: $(cat $OUT/plan.err)"; continue; }
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
             --disk $dev --json > $OUT/uniform.json 2>/dev/null
-        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT <<'EOF'
+        "$K3BIN" plan $m --mem ${mem}M --ctx $((PROMPT + TOKENS + 1)) --disk $dev --json > $OUT/estimate.json 2>/dev/null
+        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json <<'EOF'
 import json, sys
 m, mem, b, p, u, prompt = sys.argv[1], sys.argv[2], *[json.load(open(f)) for f in sys.argv[3:6]], int(sys.argv[6])
+try: fixed_err = (json.load(open(sys.argv[7]))['plan']['fixed_bytes'] - b['plan']['fixed_bytes']) / 1048576
+except Exception: fixed_err = float('nan')
 bp, pp, up = b['plan'], p['plan'], u['plan']
 keys = ['pinned_units', 'ring_slots', 'ring_slot_bytes', 'expert_slots', 'expert_slot_bytes', 'min_budget_bytes']
 same = all(bp[k] == pp[k] for k in keys)
@@ -54,11 +57,12 @@ meas_pr = prompt / b['prefill_tokens_per_s']
 print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:3.0f}/{100*pp['hit_rate']:<3.0f} "
       f"{meas:9.4f} {pp['decode_s_per_token']:9.4f} {err(pp['decode_s_per_token'], meas):+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
-      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f}")
+      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {fixed_err:+7.1f}")
 EOF
     done
 done
 echo "(plan= : pinned units, ring and expert slots equal the engine's; hit m/p: measured / predicted"
 echo " true hit rate %; s/t: decode seconds per token; unif: with uniform routing instead of the"
-echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s as k3 bench probed it in the run)"
+echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s as k3 bench probed it in the run;"
+echo " fixed: MiB k3 plan's own estimate of the fixed claim is off from the engine's RSS-based one)"
 exit 0
