@@ -51,6 +51,17 @@ for p in tiny small k3-tiny demo; do
     check_plan $p $M $((MIN + TOTAL))
 done
 
+# the packed layout (sizes from its manifest)
+[ -f $OUT/p_small/config.json ] || $K3 pack $OUT/small $OUT/p_small >/dev/null 2>&1
+if [ -f $OUT/p_small/config.json ]; then
+    $K3 eval $OUT/p_small --ids "1 2" --logits $OUT/x.f32 --mem 1M 2>$OUT/min.err
+    MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+    check_plan "small (packed)" $OUT/p_small $((MIN + 1))
+    check_plan "small (packed)" $OUT/p_small $((MIN + 12))
+    grep -q '"sizes_from":"packed manifest"' $OUT/plan.json && echo "PASS plan: a packed model is sized from its manifest" \
+        || echo "FAIL plan: a packed model is not sized from its manifest: $(head -c 300 $OUT/plan.json)"
+else echo "FAIL plan: k3 pack small failed"; fi
+
 # a budget below the minimum: the engine's refusal, one line, exit 1
 $K3 plan $OUT/small --mem 1M --disk 2 > $OUT/o.txt 2>$OUT/e.txt
 code=$?
@@ -148,6 +159,8 @@ c['linear_attn_config']['kda_layers'] = list(range(1, 501)); c['linear_attn_conf
 json.dump(c, open('$OUT/bad/huge.json', 'w'))
 "
 printf 'not json' > $OUT/bad/garbage.json
+mkdir -p $OUT/bad/trunc && cp $OUT/tiny/config.json $OUT/bad/trunc/ && head -c 1000 $OUT/tiny/model.safetensors > $OUT/bad/trunc/model.safetensors
+bad "truncated shard" 1 "model.safetensors" $OUT/bad/trunc --disk 2
 bad "not a Kimi model" 1 "model_type" $OUT/bad/llama.json --disk 2
 bad "missing field" 1 "moe_intermediate_size" $OUT/bad/missing.json --disk 2
 bad "absurd field" 1 "out of range" $OUT/bad/absurd.json --disk 2

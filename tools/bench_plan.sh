@@ -31,7 +31,11 @@ for m in $models; do
     MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
     [ -n "$MIN" ] || { echo "$m: no minimum: $(cat $OUT/min.err)"; continue; }
     TOTAL=$(du -k $m/*.safetensors | awk '{s += $1} END {print int(s / 1024) + 1}')
+    # (never more than 60% of the memory available now: the machine is shared)
+    CAP=$(awk '/MemAvailable/ {print int($2 / 1024 * 0.6)}' /proc/meminfo)
     for mem in $((MIN + MIN / 10 + 4)) $((MIN + TOTAL / 4)) $((MIN + TOTAL * 3 / 4)); do
+        [ $mem -le $CAP ] || mem=$CAP
+        [ $mem -gt $MIN ] || continue
         "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident \
             --trace $OUT/trace.txt > $OUT/bench.json 2>$OUT/bench.err || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
         fixed=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['fixed_bytes'])")
