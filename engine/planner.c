@@ -1,4 +1,5 @@
 /* planner.c - see planner.h. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include "planner.h"
@@ -62,11 +63,13 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
         qsort_r(order, (size_t)in->n_trunk, sizeof *order, by_size_desc, (void *)in->trunk_bytes);
         for (int k = 0; k < in->n_trunk; k++) {
             int u = order[k];
-            /* the ring slot must hold the largest unit left unpinned */
+            /* the ring slot must hold the largest unit left unpinned if u is
+             * pinned (pinned[] is indexed by unit, order[] by sorted position) */
             uint64_t ring_slot = 0;
-            for (int j = 0; j < in->n_trunk; j++)
-                if (!out->pinned[j] && order[j] != u && in->trunk_bytes[order[j]] > ring_slot && j != k)
-                    ring_slot = in->trunk_bytes[order[j]];
+            for (int j = 0; j < in->n_trunk; j++) {
+                const int v = order[j];
+                if (v != u && !out->pinned[v] && in->trunk_bytes[v] > ring_slot) ring_slot = in->trunk_bytes[v];
+            }
             if (out->pinned_bytes + in->trunk_bytes[u] + 2 * ring_slot <= avail) {
                 out->pinned[u] = 1;
                 out->pinned_bytes += in->trunk_bytes[u];
@@ -78,10 +81,19 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
             if (!out->pinned[i] && in->trunk_bytes[i] > out->ring_slot_bytes) out->ring_slot_bytes = in->trunk_bytes[i];
         out->n_ring = out->n_pinned < in->n_trunk ? 2 : 0;
     }
-    uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
+    const uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
+    /* invariants (tests/test_planner.c checks them on random inputs): the
+     * trunk leaves room for top_k expert slots, so the subtraction below
+     * cannot wrap; a violation is a planner bug, refused rather than run */
+    assert(used + min_experts <= in->budget_bytes);
+    if (used + min_experts > in->budget_bytes)
+        return k3_err(err, "memory plan error: trunk %.2f GiB leaves no room for %d expert slots in %.2f GiB",
+                      gib(used), min_slots, gib(in->budget_bytes));
     uint64_t slots = in->expert_bytes ? (in->budget_bytes - used) / in->expert_bytes : 0;
     if (slots > (uint64_t)in->n_experts_total) slots = (uint64_t)in->n_experts_total;
     out->n_expert_slots = (int)slots;
+    assert(out->n_expert_slots >= min_slots);
+    assert(used + (uint64_t)out->n_expert_slots * in->expert_bytes <= in->budget_bytes);
     return 0;
 }
 
