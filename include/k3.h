@@ -162,6 +162,7 @@ typedef struct k3_stats {
     uint64_t budget_bytes;       /* 0 = no budget (fully resident) */
     uint64_t pinned_trunk_bytes, ring_bytes, expert_cache_bytes, state_bytes, other_bytes;
     uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t resident_bytes;     /* what holding the whole model resident would take */
     uint32_t pinned_layers, ring_slots, expert_slots;
     /* progress */
     uint32_t phase;              /* k3_phase */
