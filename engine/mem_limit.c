@@ -68,7 +68,7 @@ static void check_cgroup_dir(const char *dir, const char *cg_path, int v2, k3_me
     static const char *const v1_files[] = {"memory.limit_in_bytes"};
     const char *const *files = v2 ? v2_files : v1_files;
     const int n_files = v2 ? 2 : 1;
-    char path[4400];
+    char path[8400];
     uint64_t usage = 0;
     snprintf(path, sizeof path, "%s/%s", dir, v2 ? "memory.current" : "memory.usage_in_bytes");
     if (read_u64_file(path, &usage)) usage = 0;
@@ -85,7 +85,7 @@ static void check_cgroup_dir(const char *dir, const char *cg_path, int v2, k3_me
         best->from_cgroup = 1;
         best->limit_bytes = limit;
         best->in_use_bytes = in_use;
-        snprintf(best->source, sizeof best->source, "cgroup v%d %s of %s", v2 ? 2 : 1, files[i],
+        snprintf(best->source, sizeof best->source, "cgroup v%d %s of %.100s", v2 ? 2 : 1, files[i],
                  *cg_path ? cg_path : "/");
     }
 }
@@ -96,7 +96,7 @@ static void check_cgroup_dir(const char *dir, const char *cg_path, int v2, k3_me
 static void check_cgroup_path(const char *mount, const char *cg_path, int v2, k3_mem_limit *best,
                               uint64_t *best_headroom)
 {
-    char path[4096], dir[4200];
+    char path[4096], dir[8256];
     snprintf(path, sizeof path, "%s", cg_path);
     for (;;) {
         size_t n = strlen(path);
