@@ -45,6 +45,11 @@ fi
 # ---- a read failure mid-evaluation ----
 $TOOL rollback $M "$IDS" $((MIN + 2))
 
+# ---- the device probe between two evaluations ----
+# a cache that holds most experts (borrowed slots are used again), then all
+$TOOL probe $M "$IDS" $((MIN + 17))
+$TOOL probe $M "$IDS" $((MIN + 40)) | sed 's/^\(PASS\|FAIL\) /\1 (fully resident) /'
+
 # ---- statistics read from another thread ----
 $TOOL stats-torn
 $TOOL stats-stream $M "$(echo $IDS | cut -d' ' -f1-16)" $((MIN + 2))

@@ -12,6 +12,9 @@
  *       evaluation of the remaining tokens gives the logits of a fresh
  *       session fed the same tokens, and a snapshot saved after the error
  *       equals one of a session that never failed
+ *   tool_trust probe MODEL "ids" MEM_MIB
+ *       the device probe borrows expert cache slots for its reads: between
+ *       two evaluations it must leave the logits exactly as without it
  *   tool_trust stats-torn
  *       a writer flips counters across a 4 GiB boundary and appends records
  *       as fast as it can while a reader calls k3_stats_read: never a value
@@ -233,6 +236,52 @@ static int rollback_check(const char *dir, const int *ids, int n, const char *me
     return fails;
 }
 
+/* ---- device probe in the middle of a conversation ---- */
+
+static int probe_check(const char *dir, const int *ids, int n, const char *mem)
+{
+    k3_error err;
+    k3_options opt = {.quiet = 1, .mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    float *logits[2];
+    double gbps = 0;
+    uint64_t read_bytes = 0, rss0 = 0, rss1 = 0;
+    int depth = 0, vocab = 0;
+    for (int probe = 0; probe < 2; probe++) {
+        k3_model *m = k3_model_open(dir, &opt, &err);
+        k3_session *s = m ? k3_session_new(m, n, &err) : NULL;
+        if (!s) { printf("FAIL probe open: %s\n", err.msg); return 1; }
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        vocab = info.vocab_size;
+        logits[probe] = malloc((size_t)n * vocab * sizeof(float));
+        if (k3_session_eval(s, ids, n / 2, logits[probe], &err)) { printf("FAIL probe eval: %s\n", err.msg); return 1; }
+        k3_stats st;
+        k3_stats_read(m, &st);
+        rss0 = st.rss_bytes;
+        if (probe && k3_model_probe_device(m, 0.3, &gbps, &read_bytes, &depth, &err)) {
+            printf("FAIL probe: %s\n", err.msg);
+            return 1;
+        }
+        k3_stats_read(m, &st);
+        rss1 = st.rss_bytes;
+        if (k3_session_eval(s, ids + n / 2, n - n / 2, logits[probe] + (size_t)(n / 2) * vocab, &err)) {
+            printf("FAIL probe eval: %s\n", err.msg);
+            return 1;
+        }
+        k3_session_free(s);
+        k3_model_close(m);
+    }
+    /* the experts whose slots the probe borrowed were read back */
+    const int same = !memcmp(logits[0], logits[1], (size_t)n * vocab * sizeof(float));
+    printf("%s device probe mid-conversation (%.2f GB/s, %d x %.2f MiB reads in cache slots): %s "
+           "(RSS %+.1f MiB across the probe)\n", same && gbps > 0 ? "PASS" : "FAIL", gbps, depth,
+           read_bytes / 1048576.0, same ? "logits identical to no probe" : "logits differ after the probe",
+           ((double)rss1 - (double)rss0) / 1048576.0);
+    free(logits[0]);
+    free(logits[1]);
+    return !same || gbps <= 0;
+}
+
 /* ---- statistics ----------------------------------------------------------- */
 
 #define LOW_SIDE 0xFFFFFFF0ull          /* just below 4 GiB */
@@ -396,12 +445,13 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "stats-torn")) return stats_torn_check() ? 1 : 0;
     if (argc < 4) {
-        fprintf(stderr, "usage: tool_trust threads|rollback|stats-stream MODEL \"ids\" [MEM_MIB] | stats-torn\n");
+        fprintf(stderr, "usage: tool_trust threads|rollback|probe|stats-stream MODEL \"ids\" [MEM_MIB] | stats-torn\n");
         return 2;
     }
     int n, *ids = parse_ids(argv[3], &n), rc = 1;
     if (!strcmp(argv[1], "threads")) rc = threads_check(argv[2], ids, n);
     else if (!strcmp(argv[1], "rollback") && argc == 5) rc = rollback_check(argv[2], ids, n, argv[4]);
+    else if (!strcmp(argv[1], "probe") && argc == 5) rc = probe_check(argv[2], ids, n, argv[4]);
     else if (!strcmp(argv[1], "stats-stream") && argc == 5) rc = stats_stream_check(argv[2], ids, n, argv[4]);
     else fprintf(stderr, "tool_trust: unknown check '%s'\n", argv[1]);
     free(ids);
