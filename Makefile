@@ -11,16 +11,58 @@
 # dependency list, and the object is not built.
 CC      ?= gcc
 OPT     ?= -O2
-ARCH    := -mavx2 -mfma -mf16c
+
+# ---- ARCH: the numeric kernels' back end, chosen at compile time ----------
+#   x86-64-v3  AVX2 + FMA + F16C (engine/kernels_x86.h)
+#   aarch64    NEON (engine/kernels_neon.h); native, or CC=aarch64-linux-gnu-gcc
+#   generic    portable C11, no SIMD header (engine/kernels_generic.h)
+# Default: the target of $(CC). All three give bit-identical logits (the
+# canonical summation order of engine/matvec.c); only x86-64-v3 adds x86
+# flags. A build directory holds one ARCH: use BUILD=... to keep several,
+# e.g. make ARCH=generic BUILD=build-generic K3BIN=build-generic/k3.
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
+ARCH ?= x86-64-v3
+else ifneq ($(filter aarch64-%,$(CC_MACHINE)),)
+ARCH ?= aarch64
+else
+ARCH ?= generic
+endif
+ifeq ($(ARCH),x86-64-v3)
+ifeq ($(filter x86_64-%,$(CC_MACHINE)),)
+$(error ARCH=x86-64-v3 needs an x86-64 compiler; $(CC) targets $(CC_MACHINE))
+endif
+ARCH_FLAGS := -mavx2 -mfma -mf16c
+else ifeq ($(ARCH),aarch64)
+ifeq ($(filter aarch64-%,$(CC_MACHINE)),)
+$(error ARCH=aarch64 needs an aarch64 compiler (CC=aarch64-linux-gnu-gcc); $(CC) targets $(CC_MACHINE))
+endif
+ARCH_FLAGS :=
+else ifeq ($(ARCH),generic)
+ARCH_FLAGS := -DK3_KERNELS_GENERIC
+else
+$(error ARCH=$(ARCH): expected x86-64-v3, aarch64 or generic)
+endif
+# io_uring is optional: without liburing's header the pool of pread threads
+# is the only I/O backend (engine/io.c, K3_HAVE_URING).
+K3_HAVE_URING ?= $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(K3_HAVE_URING),1)
+ARCH_FLAGS += -DK3_HAVE_URING
+URING_LIB  := -luring
+endif
+
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
 ENGINE_INC := -Iinclude -Iengine
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
-LDLIBS  := -fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread
+LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
 APPLIBS := -lncursesw -lreadline -lsqlite3
 PY      := /usr/bin/python3
 
-BUILD   := build
+BUILD   ?= build
+# Objects remember the ARCH and compiler they were built for: changing
+# either in the same BUILD rebuilds everything instead of mixing back ends.
+ARCH_STAMP := $(BUILD)/arch-$(ARCH)-$(notdir $(CC)).stamp
 ENGINE_SRC  := $(wildcard engine/*.c)
 OFFLINE_SRC := $(wildcard offline/*.c)
 FRONT_SRC   := $(wildcard app/*.c chat/*.c ui/*.c history/*.c)
@@ -40,16 +82,21 @@ OFFLINE_LIB := $(BUILD)/libk3offline.a
 .PHONY: all deps test bench fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
-$(BUILD)/engine/%.o: engine/%.c
+$(ARCH_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/arch-*.stamp
+	@touch $@
+
+$(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
 
-$(BUILD)/offline/%.o: offline/%.c
+$(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -Ioffline -MMD -MP -c $< -o $@
 
 # Front-end objects: compiled, then their header list checked (the door).
-$(BUILD)/%.o: %.c tools/check_door.sh
+$(BUILD)/%.o: %.c tools/check_door.sh $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -MMD -MP -c $< -o $@
 	@sh tools/check_door.sh $(@:.o=.d) || { rm -f $@; exit 1; }
