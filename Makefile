@@ -18,8 +18,7 @@ OPT     ?= -O2
 #   generic    portable C11, no SIMD header (engine/kernels_generic.h)
 # Default: the target of $(CC). All three give bit-identical logits (the
 # canonical summation order of engine/matvec.c); only x86-64-v3 adds x86
-# flags. A build directory holds one ARCH: use BUILD=... to keep several,
-# e.g. make ARCH=generic BUILD=build-generic K3BIN=build-generic/k3.
+# flags. README.md "Platforms" says how to build and test each.
 CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
 ARCH ?= x86-64-v3
@@ -34,6 +33,10 @@ $(error ARCH=x86-64-v3 needs an x86-64 compiler; $(CC) targets $(CC_MACHINE))
 endif
 ARCH_FLAGS := -mavx2 -mfma -mf16c
 else ifeq ($(ARCH),aarch64)
+ifeq ($(filter aarch64-%,$(CC_MACHINE))$(origin CC),default)
+CC := aarch64-linux-gnu-gcc   # ARCH=aarch64 on another machine: cross-compile
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+endif
 ifeq ($(filter aarch64-%,$(CC_MACHINE)),)
 $(error ARCH=aarch64 needs an aarch64 compiler (CC=aarch64-linux-gnu-gcc); $(CC) targets $(CC_MACHINE))
 endif
@@ -59,7 +62,16 @@ LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
 APPLIBS := -lncursesw -lreadline -lsqlite3
 PY      := /usr/bin/python3
 
+# The host's own ARCH builds into build/ and ./k3; any other into its own
+# folder (build-generic/, build-aarch64/ with build-aarch64/k3), so the
+# builds live side by side.
+HOST_ARCH := $(if $(filter x86_64,$(shell uname -m)),x86-64-v3,$(if $(filter aarch64 arm64,$(shell uname -m)),aarch64,generic))
+ifeq ($(ARCH),$(HOST_ARCH))
 BUILD   ?= build
+else
+BUILD   ?= build-$(ARCH)
+K3BIN   ?= $(BUILD)/k3
+endif
 # Objects remember the ARCH and compiler they were built for: changing
 # either in the same BUILD rebuilds everything instead of mixing back ends.
 ARCH_STAMP := $(BUILD)/arch-$(ARCH)-$(notdir $(CC)).stamp
@@ -79,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps test bench fuzz run clean asan
+.PHONY: all deps deps-cross test test-engine print-arch print-build bench fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -137,9 +149,26 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 deps:
 	@sh tools/deps.sh
 
+# The aarch64 cross toolchain, qemu-user and the arm64 libraries (multiarch)
+# that tests/t_arch.sh needs; separate because only CI and porters need it.
+deps-cross:
+	@sh tools/deps.sh --cross
+
 # The whole test suite; ends with "N passed, N failed".
 test: all
 	@sh tests/run.sh
+
+# This ARCH's engine unit tests, its forward pass against the numpy
+# reference (generic) and its logits byte for byte against the host build's
+# (./k3); an aarch64 build on another machine runs under qemu-aarch64.
+test-engine: all
+	@sh tests/arch_check.sh $(ARCH)
+
+# For scripts: the ARCH and build folder this invocation resolves to.
+print-arch:
+	@echo $(ARCH)
+print-build:
+	@echo $(BUILD)
 
 # Address/UB sanitizer build and run of the unit tests and main paths
 # (build-asan/); also part of `make test`.
@@ -161,6 +190,6 @@ run: deps
 	./k3 chat models/demo --mem 300M
 
 clean:
-	rm -rf build build-asan k3 k3-asan
+	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan
 
 -include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)
