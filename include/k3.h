@@ -215,6 +215,11 @@ int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *r
 /* The engine's monotonic clock, in nanoseconds (the one clock every layer uses). */
 uint64_t k3_now_ns(void);
 
+/* The numeric kernels this binary was built with, chosen at compile time by
+ * the Makefile's ARCH: "x86-64-v3 (AVX2 FMA F16C)", "aarch64 (NEON)" or
+ * "generic (portable C)". All give bit-identical logits. */
+const char *k3_kernels_name(void);
+
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
 
