@@ -216,12 +216,14 @@ static int sub_show(const history_args *a)
         print_clean(stdout, *c.title ? c.title : "(untitled)", 0, 0);
         printf("\nmodel: %s%s%s%s\ncreated %s, updated %s, %zu messages\n", *c.model_path ? c.model_path : "-",
                *c.model_fingerprint ? " (" : "", c.model_fingerprint, *c.model_fingerprint ? ")" : "", created, updated, n);
-        if (strcmp(c.sampling_json, "{}")) printf("sampling: %s\n", c.sampling_json);
+        if (strcmp(c.sampling_json, "{}")) printf("sampling (current setting): %s\n", c.sampling_json);
         if (*c.system_prompt) { printf("system: "); print_clean(stdout, c.system_prompt, 1, 0); putchar('\n'); }
         for (size_t i = 0; i < n; i++) {
             printf("\n[%lld] %s", (long long)msgs[i].seq, msgs[i].role);
-            if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
+            if (msgs[i].in_progress) printf(" (incomplete: the chat stopped while answering)");
+            else if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
             print_msg_stats(&msgs[i]);
+            if (msgs[i].sampling_json) printf("  sampling %s", msgs[i].sampling_json);
             putchar('\n');
             print_clean(stdout, msgs[i].content, 1, 0);
             putchar('\n');

@@ -420,9 +420,10 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
 {
     sqlite3_stmt *st = hist_prepare(h,
         "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
-        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids)"
+        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids,"
+        " sampling_json, in_progress)"
         " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
-        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)", err);
+        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conv_id);
     sqlite3_bind_text(st, 2, m->role, -1, SQLITE_STATIC);
@@ -435,6 +436,8 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
     bind_opt_real(st, 9, m->decode_ms);
     if (stats) sqlite3_bind_text(st, 10, stats, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 10);
     sqlite3_bind_int64(st, 11, m->created_ms > 0 ? m->created_ms : hist_now_ms());
+    if (m->sampling_json) sqlite3_bind_text(st, 13, m->sampling_json, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 13);
+    sqlite3_bind_int(st, 14, m->in_progress != 0);
     uint8_t *blob = NULL;
     if (m->token_ids && m->n_token_ids > 0) {      /* int32 little-endian, whatever the host */
         blob = malloc((size_t)m->n_token_ids * 4);
@@ -550,6 +553,7 @@ void history_msg_list_free(history_message *list, size_t n)
         free(list[i].content);
         free(list[i].engine_stats_json);
         free(list[i].token_ids);
+        free(list[i].sampling_json);
     }
     free(list);
 }
@@ -584,10 +588,13 @@ static int read_msg_row(sqlite3_stmt *st, history_message *m)
         else
             m->n_token_ids = 0;
     }
+    m->sampling_json = hist_col_text(st, 14, 0);
+    m->in_progress = sqlite3_column_int(st, 15);
     if (!m->content || (sqlite3_column_type(st, 11) != SQLITE_NULL && !m->engine_stats_json)) {
         free(m->content);
         free(m->engine_stats_json);
         free(m->token_ids);
+        free(m->sampling_json);
         return -1;
     }
     return 0;
@@ -600,7 +607,7 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
     *n_out = 0;
     sqlite3_stmt *st = hist_prepare(h,
         "SELECT id, conversation_id, seq, role, content, status, prompt_tokens, generated_tokens,"
-        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids"
+        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids, sampling_json, in_progress"
         " FROM messages WHERE conversation_id = ? ORDER BY seq", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);

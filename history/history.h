@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 3
+#define HISTORY_SCHEMA_VERSION 4
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -130,6 +130,8 @@ typedef struct history_message {
                                   * (framing included), or NULL; borrowed on add,
                                   * owned by lists */
     int64_t n_token_ids;
+    char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
+    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */

@@ -589,7 +589,9 @@ static void test_snapshots(void)
     int64_t s2 = put_snapshot(h, conv, m2, 2, 20000, "fp1");
     CHECK(s2 > 0 && history_snapshot_latest(h, conv, "fp1", 3, &s, &err) == 1 && s.id == s2, "second snapshot");
     if (!test_current_failed) history_snapshot_free(&s);
-    CHECK(count_snapshot_files(dir) == 1, "superseded file not removed (%d files)", count_snapshot_files(dir));
+    CHECK(count_snapshot_files(dir) == 2, "the previous turn's snapshot (for /undo) not kept (%d files)", count_snapshot_files(dir));
+    for (int i = 0; i < 4; i++) put_snapshot(h, conv, i % 2 ? m2 : m1, 1 + i % 2, 1000 + i, "fp1");
+    CHECK(count_snapshot_files(dir) == 4, "superseded files beyond the newest 4 not removed (%d files)", count_snapshot_files(dir));
     CHECK(history_snapshot_latest(h, conv, "fp-other", 3, &s, &err) == 0, "wrong fingerprint matched");
     CHECK(history_snapshot_latest(h, conv, "fp1", 4, &s, &err) == 0, "wrong format version matched");
     history_snapshot_key wrong = {conv, 999999, 1, "fp1", 3};
@@ -637,7 +639,7 @@ static void test_snapshots(void)
     CHECK(!file_exists(orphan) && !file_exists(temp), "orphan or temp file survived reopen");
     CHECK(file_exists(notes), "a file that is not ours was deleted");
     CHECK(h && history_snapshot_latest(h, other, "fp1", 3, &s, &err) == 0, "stale row still returned");
-    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 1, "stale row not deleted");
+    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 4, "stale row not deleted (the 4 of conv remain)");
     history_close(h);
     TEST_END();
 }

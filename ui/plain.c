@@ -199,7 +199,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
-                     conversation_uid(c));
+                     *conversation_uid(c) ? conversation_uid(c) : "(new)");
     chat_cmd_ctx x = {.conv = c, .db = db, .model = k3_session_model(conversation_session(c)),
                       .system = opt->system ? strdup(opt->system) : NULL, .say = say, .ui = &ui};
     line_input_open(tty);
@@ -227,6 +227,9 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     line_input_close(tty);
     free(x.system);
     free(x.edit_text);
-    fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     return rc;
 }

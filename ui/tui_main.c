@@ -582,7 +582,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->g.ctx_limit = k3_session_max_tokens(s);
     tui_load_transcript(t);
     tui_transcript_notice(&t->tr, TE_NOTICE, "conversation %s%s %s Enter sends %s F1 help %s Ctrl-D quits",
-                          conversation_uid(c),
+                          *conversation_uid(c) ? conversation_uid(c) : "(new)",
                           conversation_turns(c) ? (conversation_resumed_from_snapshot(c) ? " (resumed from its snapshot)" : " (resumed)") : "",
                           tui_glyph()->bullet, tui_glyph()->bullet, tui_glyph()->bullet);
     draw_frame(t, tui_now_s());
@@ -594,8 +594,11 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     tui_term_close();
     take_stderr(t);
     tui_term_release_stderr();
-    fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
-            opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
+                opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     tui_transcript_free(&t->tr);
     tui_commands_free(t);
     free(t->last_sent);
