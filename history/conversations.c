@@ -92,12 +92,15 @@ int history_conv_find(history *h, const char *ref, history_conversation *out, hi
     if (!ref || !*ref) return hist_err(err, "history: empty conversation id");
     if (!strcmp(ref, "last")) {
         int64_t id = 0;
-        sqlite3_stmt *st = hist_prepare(h, "SELECT id FROM conversations ORDER BY updated_ms DESC, id DESC LIMIT 1", err);
+        /* the last conversation somebody wrote in: an empty one (from an older
+         * k3, or emptied by /undo) is never what "last" means */
+        sqlite3_stmt *st = hist_prepare(h, "SELECT c.id FROM conversations c WHERE EXISTS (SELECT 1 FROM messages m"
+                                           " WHERE m.conversation_id = c.id) ORDER BY c.updated_ms DESC, c.id DESC LIMIT 1", err);
         if (!st) return -1;
         int rc = hist_step(st);
         if (rc == SQLITE_ROW) id = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
-        if (rc == SQLITE_DONE) return hist_err(err, "%s: no conversations yet", h->path);
+        if (rc == SQLITE_DONE) return hist_err(err, "%s: no conversation with a message yet", h->path);
         if (rc != SQLITE_ROW) return hist_db_err(h, err, "finding the last conversation");
         return history_conv_get(h, id, out, err);
     }
