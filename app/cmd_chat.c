@@ -103,6 +103,8 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    static char model_dir_buf[4096];
+    o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
     if (o->resume && o->system) {
         cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
                   "(drop --system, or start a new conversation)");
