@@ -16,7 +16,7 @@ if [ $RC = 2 ] && grep -q "unknown command 'nosuch'" $OUT/h.err && [ ! -s $OUT/h
 else echo "FAIL k3 help nosuch: exit $RC: $(cat $OUT/h.err)"; fi
 $K3 help chat > /dev/null 2>&1 && echo "PASS k3 help chat still exits 0" || echo "FAIL k3 help chat"
 $K3 --version > $OUT/v.out 2>&1; RC=$?
-if [ $RC = 0 ] && grep -q '^k3 [0-9]' $OUT/v.out && grep -q "^source: *$(git describe --always --tags 2>/dev/null | cut -c1-7)" $OUT/v.out &&
+if [ $RC = 0 ] && grep -q '^k3 [0-9]' $OUT/v.out && grep -q '^source: *[0-9a-zA-Z]' $OUT/v.out && ! grep -q '^source: *unknown' $OUT/v.out &&
    grep -q '^built: .*-O' $OUT/v.out && grep -q '^kernels: ' $OUT/v.out; then
     echo "PASS k3 --version: $(tr '\n' ';' < $OUT/v.out | cut -c1-150)"
 else echo "FAIL k3 --version: exit $RC: $(cat $OUT/v.out)"; fi
