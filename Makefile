@@ -107,6 +107,18 @@ $(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -Ioffline -MMD -MP -c $< -o $@
 
+# `k3 --version` says which source and flags made the binary: git describe
+# and the compiler flags, baked into app/version.o (rebuilt when they change).
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+VERSION_DEFS := -DK3_GIT_DESCRIBE='"$(GIT_DESCRIBE)"' -DK3_BUILD_FLAGS='"$(CC) $(CFLAGS)"'
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(VERSION_DEFS)' | cmp -s - $@ || echo '$(VERSION_DEFS)' > $@
+$(BUILD)/app/version.o: $(BUILD)/version.stamp
+$(BUILD)/app/version.o: CFLAGS += $(VERSION_DEFS)
+.PHONY: FORCE
+FORCE:
+
 # Front-end objects: compiled, then their header list checked (the door).
 $(BUILD)/%.o: %.c tools/check_door.sh $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
