@@ -446,10 +446,13 @@ int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds
     if (fd < 0) { if (scratch) unlink(path); return k3_err(err, "%s: %s", path, strerror(errno)); }
     posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);   /* a scratch file just written is in the page cache */
     k3_stats *st = calloc(1, sizeof *st);
-    k3_io *io = st ? k3_io_open(K3_IO_POOL, 4, st, err) : NULL;
-    int rc = io ? k3_io_probe(io, fd, path, file_bytes, size, 4, seconds, gbps, err) : -1;
-    if (!st) k3_err(err, "out of memory");
+    uint8_t *mem = aligned_alloc(K3_IO_ALIGN, (size_t)size * 4);
+    uint8_t *bufs[4] = {mem, mem + size, mem + 2 * size, mem + 3 * size};
+    k3_io *io = st && mem ? k3_io_open(K3_IO_POOL, 4, st, err) : NULL;
+    int rc = io ? k3_io_probe(io, fd, path, file_bytes, size, bufs, 4, seconds, gbps, err) : -1;
+    if (!st || !mem) k3_err(err, "out of memory");
     k3_io_close(io);
+    free(mem);
     free(st);
     close(fd);
     if (scratch) unlink(path);
@@ -492,11 +495,13 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     if (!budget) {                        /* as the engine: resident if it fits in available memory */
         uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes;
         for (int i = 0; i < pl->n_trunk; i++) total += pl->trunk_bytes[i];
-        uint64_t avail = k3_mem_available();
-        budget = avail && total > avail * 9 / 10 ? avail * 9 / 10 : 0;
+        k3_mem_limit lim;
+        k3_mem_limit_read(pl->process_bytes, &lim);
+        const uint64_t avail = lim.avail_bytes;
+        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
     }
     k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
-                        pl->expert_bytes, pl->n_experts_total, c->top_k};
+                        pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine"};
     k3_plan plan;
     if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
     out->budget_bytes = budget;
