@@ -43,6 +43,8 @@ typedef struct history_error {
 
 enum {
     HISTORY_OPEN_EXISTING = 1,   /* fail instead of creating a missing database */
+    HISTORY_OPEN_READONLY = 2,   /* only read (list, show, search, export): works on a read-only
+                                  * file or directory; implies EXISTING; no migration, no snapshots */
 };
 
 /* Open (creating if needed, mode 0600) the database at path, or at the
