@@ -573,6 +573,7 @@ history *history_open(const char *path, unsigned flags, history_error *err)
     history *h = calloc(1, sizeof *h);
     if (!h) { hist_err(err, "%s: out of memory", path); return NULL; }
     h->lock_fd = -1;
+    h->conv_lock_fd = -1;
     h->path = strdup(path);
     if (h->path && asprintf(&h->snap_dir, "%s.snapshots", path) < 0) h->snap_dir = NULL;
     if (!h->path || !h->snap_dir) {
@@ -611,6 +612,7 @@ void history_close(history *h)
     if (!h) return;
     if (h->db) sqlite3_close_v2(h->db);
     if (h->lock_fd >= 0) close(h->lock_fd);
+    history_conv_unlock(h);
     free(h->path);
     free(h->snap_dir);
     free(h);
