@@ -143,7 +143,8 @@ const char *cli_default_model(void)
 const char cli_model_options_help[] =
     "  --mem SIZE           hard memory budget for the whole process (e.g. 2G, 512M); weights that do\n"
     "                       not fit are streamed from disk. Default: fully resident if the model fits\n"
-    "                       in available memory, else a budget derived from it\n"
+    "                       in available memory, else a budget derived from it; inside a memory\n"
+    "                       cgroup (v1 or v2), 90% of what its limit leaves (the plan says which)\n"
     "  --io direct|buffered read with O_DIRECT (default) or through the page cache\n"
     "  --io-backend pool|uring  pread thread pool (default) or io_uring\n"
     "  --io-depth N         reads in flight (default 4)\n"

@@ -5,7 +5,24 @@
  * threads; a session owns everything that belongs to one conversation: the
  * KDA recurrent and conv states, the MLA latent cache, the tokens so far and
  * the logits after the last token. Sessions are independent: several can
- * share one model (one at a time per thread). */
+ * share one model (one at a time per thread).
+ *
+ * Threading contract:
+ *  - k3_model: serves one evaluation at a time. k3_session_eval,
+ *    k3_session_new/free/reset/save/load and k3_model_probe_device of one
+ *    model must not run concurrently (the weight provider's cache and ring
+ *    are not locked); any one thread may do them, not only the thread that
+ *    opened the model: the compute thread count is the model's
+ *    (k3_options.n_threads) whichever thread evaluates. k3_model_close only
+ *    when nothing else uses the model.
+ *  - k3_stats_read: any thread, any time, concurrently with an evaluation
+ *    (lock-free; see the statistics below).
+ *  - k3_session_set_interrupt's flag: set from any thread or a signal handler.
+ *  - The read-only queries (k3_model_get_info, k3_model_tokenizer,
+ *    k3_model_fingerprint, k3_model_stop_ids, k3_model_render_chat,
+ *    k3_model_plan_json) may run on any thread at any time.
+ *  - Inside the engine, I/O threads complete reads and update the counters;
+ *    they never touch a session. */
 #ifndef K3_H
 #define K3_H
 
@@ -20,7 +37,8 @@ typedef struct k3_model k3_model;
 typedef struct k3_session k3_session;
 
 typedef struct k3_options {
-    int n_threads;           /* 0 = all cores */
+    int n_threads;           /* compute threads of every evaluation, whichever thread
+                              * calls k3_session_eval (0 = all cores) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
                               * it fits in available memory, else derived from it */
@@ -81,9 +99,14 @@ int k3_session_max_tokens(const k3_session *s);
  * If all_logits is non-NULL it receives [n][vocab] logits (the prediction
  * after each token); the logits after the last token are always kept in the
  * session (k3_session_logits). Prompts are processed in chunks; the result
- * equals feeding the tokens one by one. Returns 0, or -1 with err set (the
- * session is then unchanged if the failure was detected before compute,
- * e.g. an id out of range or the context full). */
+ * equals feeding the tokens one by one. Returns 0, or -1 with err set.
+ * A failure before compute (an id out of range, the context full) leaves the
+ * session unchanged. A failure during compute (a read error) rolls back the
+ * chunk being computed: the session then holds the tokens of the chunks
+ * completed before it, with exactly the state (KDA states, MLA cache, token
+ * count, logits) of a session fed only those tokens, so evaluating the rest
+ * again, or saving it, is as if the error had not happened. The cost is a
+ * copy of each KDA layer's state per chunk (k3_session_bytes counts it). */
 int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
 
 /* An interrupt flag (set from a signal handler or another thread) that
@@ -125,9 +148,11 @@ const int *k3_session_tokens(const k3_session *s);
 k3_model *k3_session_model(const k3_session *s);
 
 /* ---- live statistics (DESIGN §7) ----------------------------------------
- * The engine keeps these counters as it runs; any thread may read a
- * consistent-enough copy at any time without locks (each field is read
- * atomically; fields may be from slightly different instants). */
+ * The engine keeps these counters as it runs; any thread may read a copy
+ * at any time without locks: each field is read with one atomic load, so no
+ * counter is ever torn (it never goes backwards between two reads), though
+ * fields may be from slightly different instants; the records are each
+ * whole (a record being overwritten while copied is left out). */
 
 #define K3_STATS_MAX_LAYERS 128
 #define K3_STATS_RECORDS 512
@@ -162,6 +187,7 @@ typedef struct k3_stats {
     uint64_t budget_bytes;       /* 0 = no budget (fully resident) */
     uint64_t pinned_trunk_bytes, ring_bytes, expert_cache_bytes, state_bytes, other_bytes;
     uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t resident_bytes;     /* what holding the whole model resident would take */
     uint32_t pinned_layers, ring_slots, expert_slots;
     /* progress */
     uint32_t phase;              /* k3_phase */
@@ -188,6 +214,11 @@ int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *r
 
 /* The engine's monotonic clock, in nanoseconds (the one clock every layer uses). */
 uint64_t k3_now_ns(void);
+
+/* The numeric kernels this binary was built with, chosen at compile time by
+ * the Makefile's ARCH: "x86-64-v3 (AVX2 FMA F16C)", "aarch64 (NEON)" or
+ * "generic (portable C)". All give bit-identical logits. */
+const char *k3_kernels_name(void);
 
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
