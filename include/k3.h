@@ -223,7 +223,4 @@ const char *k3_kernels_name(void);
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
 
-/* The kernel set this engine was compiled with (one line, for --version). */
-const char *k3_build_kernels(void);
-
 #endif
