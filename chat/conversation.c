@@ -116,6 +116,7 @@ int conversation_start(conversation *c, const char *system, k3_error *err)
     (void)err;
     if (c->have_row) history_conv_free(&c->row);
     c->have_row = 0;
+    history_conv_unlock(c->db);
     free(c->pending_system);
     c->pending_system = system && *system ? strdup(system) : NULL;
     c->turn = 0;
@@ -138,6 +139,8 @@ static int ensure_row(conversation *c, k3_error *err)
     free(sj);
     if (id < 0) return k3_err(err, "%s", herr.msg);
     c->have_row = 1;
+    if (history_conv_lock(c->db, &c->row, &herr))           /* nobody else knows its id yet */
+        fprintf(stderr, "k3: warning: %s\n", herr.msg);
     return 0;
 }
 
@@ -322,9 +325,19 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
                         int *from_snapshot, k3_error *err)
 {
     history_error herr;
+    history_conversation row;
+    if (history_conv_find(c->db, ref, &row, &herr)) {
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
+    if (!(c->have_row && row.id == c->row.id) && history_conv_lock(c->db, &row, &herr)) {
+        if (c->have_row) history_conv_lock(c->db, &c->row, NULL);   /* keep writing the current one */
+        history_conv_free(&row);
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
     if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
-    if (history_conv_find(c->db, ref, &c->row, &herr)) return k3_err(err, "%s", herr.msg);
+    c->row = row;
     c->have_row = 1;
     history_message *msgs = NULL;
     size_t n = 0;

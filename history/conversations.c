@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "internal.h"
@@ -277,6 +279,37 @@ int history_conv_set_model(history *h, int64_t id, const char *model_path, const
     free(path);
     free(fp);
     return rc;
+}
+
+/* See history.h. The lock file names the holder so the refusal can say who. */
+int history_conv_lock(history *h, const history_conversation *c, history_error *err)
+{
+    history_conv_unlock(h);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.writer", h->snap_dir, c->uid);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;                  /* no snapshot directory: nothing to coordinate with */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char who[64] = "";
+        ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        who[n > 0 ? n : 0] = 0;
+        who[strcspn(who, "\n")] = 0;
+        close(fd);
+        return hist_err(err, "conversation %s is open for writing in another k3 (%s); close it there first, or "
+                        "start a new conversation (two writers would interleave their turns)",
+                        c->uid, *who ? who : "pid unknown");
+    }
+    char who[64];
+    int len = snprintf(who, sizeof who, "pid %ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, who, (size_t)len, 0) != len) { /* the lock is what matters */ }
+    h->conv_lock_fd = fd;
+    return 0;
+}
+
+void history_conv_unlock(history *h)
+{
+    if (h->conv_lock_fd >= 0) close(h->conv_lock_fd);   /* the lock goes with the descriptor */
+    h->conv_lock_fd = -1;
 }
 
 /* Names of a conversation's snapshot files, read before its rows go away. */

@@ -43,6 +43,8 @@ typedef struct history_error {
 
 enum {
     HISTORY_OPEN_EXISTING = 1,   /* fail instead of creating a missing database */
+    HISTORY_OPEN_READONLY = 2,   /* only read (list, show, search, export): works on a read-only
+                                  * file or directory; implies EXISTING; no migration, no snapshots */
 };
 
 /* Open (creating if needed, mode 0600) the database at path, or at the
@@ -100,6 +102,14 @@ int history_conv_list(history *h, int limit, history_conversation **out, size_t 
 
 /* Delete a conversation with its messages, snapshot rows and files. */
 int history_conv_delete(history *h, int64_t id, history_error *err);
+
+/* One writer per conversation: take an exclusive lock on it for this
+ * handle (releasing the one it held), held until history_conv_unlock, the
+ * next lock or close (or the process's death: it is a file lock on
+ * "<uid>.writer" in the snapshot directory, which records the holder's pid).
+ * Fails with a message naming the other process when one holds it. */
+int history_conv_lock(history *h, const history_conversation *c, history_error *err);
+void history_conv_unlock(history *h);
 
 void history_conv_free(history_conversation *c);            /* the strings only */
 void history_conv_list_free(history_conversation *list, size_t n);

@@ -293,7 +293,5 @@ int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, con
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err);
 void k3_planner_close(k3_planner *p);
 
-/* The kernel set this engine was compiled with (one line, for --version). */
-const char *k3_build_kernels(void);
 
 #endif

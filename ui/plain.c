@@ -150,7 +150,12 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
     case CHAT_ACT_RESUME: {
         int from_snapshot = 0;
-        if (conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err)) {
+        int rr = conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err);
+        if (rr == 1) {                     /* not resumed: the current conversation goes on */
+            fprintf(stderr, "k3: %s\n", err.msg);
+            return 0;
+        }
+        if (rr) {
             fprintf(stderr, "k3: %s\n", err.msg);
             if (conversation_start(c, x->system, &err)) return -1;
             fprintf(stderr, "k3: started a new conversation instead\n");

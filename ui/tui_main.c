@@ -345,6 +345,11 @@ static void finish_resume(tui *t, int rc, int from_snapshot, const k3_error *err
                               from_snapshot ? "from its state snapshot" : "by re-reading its messages");
         return;
     }
+    if (rc == 1) {                        /* not resumed: the current conversation goes on */
+        tui_load_transcript(t);
+        tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+        return;
+    }
     tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
     k3_error e2;
     if (conversation_start(t->conv, t->cx.system, &e2) == 0)
