@@ -92,31 +92,12 @@ int *cli_parse_ids(const char *opt, const char *s, int *n_out)
 
 char *cli_read_file(const char *path, size_t *len_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
+    char *buf;
+    k3_error err;
+    if (k3_read_file(path, CLI_FILE_MAX_BYTES, &buf, len_out, &err)) {
+        cli_error("%s", err.msg);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) { fclose(f); cli_error("%s: out of memory", path); return NULL; }
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (ferror(f)) {
-        cli_error("%s: read error", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    if (len_out) *len_out = n;
     return buf;
 }
 

@@ -35,6 +35,10 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
+/* The largest file a command reads whole (a prompt, a chat, an exported
+ * conversation): far past any real one, and a bounded allocation. */
+#define CLI_FILE_MAX_BYTES ((size_t)1 << 30)
+
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len_out);
 

@@ -12,6 +12,10 @@
 #include <stdint.h>
 #include "k3_error.h"
 
+/* config.json is a few KiB; 64 MiB is far past any real one and still a
+ * harmless allocation, so a wrong path (a weights file) is refused early. */
+#define K3_CONFIG_MAX_BYTES ((size_t)64 << 20)
+
 #define K3_MAX_LAYERS 512
 
 typedef enum { K3_ATTN_KDA = 0, K3_ATTN_MLA = 1 } k3_attn_kind;

@@ -25,21 +25,6 @@ static const char *const file_keys[K3_PK_NFILES] = {"trunk", "experts", "embed",
 const char *k3_pk_file_name(k3_pk_file f) { return (unsigned)f < K3_PK_NFILES ? file_names[f] : "?"; }
 const char *k3_pk_file_key(k3_pk_file f) { return (unsigned)f < K3_PK_NFILES ? file_keys[f] : "?"; }
 
-/* The checksum the manifest records for each file: byte-serial, so simple to
- * reproduce anywhere (tests, other tools). Unrolled to keep the loop tight. */
-uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    const uint64_t P = 1099511628211ull;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        h = (h ^ p[i]) * P; h = (h ^ p[i + 1]) * P; h = (h ^ p[i + 2]) * P; h = (h ^ p[i + 3]) * P;
-        h = (h ^ p[i + 4]) * P; h = (h ^ p[i + 5]) * P; h = (h ^ p[i + 6]) * P; h = (h ^ p[i + 7]) * P;
-    }
-    for (; i < n; i++) h = (h ^ p[i]) * P;
-    return h;
-}
-
 /* ---------------------------------------------------------------- pull parser */
 
 typedef struct jr {

@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "k3_error.h"
+#include "k3.h"
 
 #define K3_PACK_FORMAT "k3-packed"
 #define K3_PACK_VERSION 1
@@ -113,8 +113,5 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
  * the full checks are k3_manifest_load's). 0 otherwise. */
 int k3_is_packed_dir(const char *dir);
 
-/* FNV-1a 64, continued from h (start with K3_FNV_INIT). */
-#define K3_FNV_INIT 1469598103934665603ull
-uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n);
 
 #endif

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "k3_error.h"
+#include "k3.h"
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES (256u << 20)

@@ -26,10 +26,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         return NULL;
     }
     if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
-    uint64_t config_hash = 1469598103934665603ull;
-    FILE *cf = fopen(path, "rb");
-    for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
-    if (cf) fclose(cf);
+    uint64_t config_hash = K3_FNV_INIT;
+    char *config_text = NULL;
+    size_t config_len = 0;
+    if (k3_read_file(path, K3_CONFIG_MAX_BYTES, &config_text, &config_len, NULL) == 0)
+        config_hash = k3_fnv1a64(config_hash, config_text, config_len);
+    free(config_text);
     m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;

@@ -32,11 +32,7 @@ typedef struct hashed_file {
     int failed;
 } hashed_file;
 
-static void hash_bytes(uint64_t *h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) *h = (*h ^ b[i]) * 1099511628211ull;
-}
+static void hash_bytes(uint64_t *h, const void *p, size_t n) { *h = k3_fnv1a64(*h, p, n); }
 
 static void put(hashed_file *hf, const void *p, size_t n)
 {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "k3.h"
 #include "pretokenize.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
@@ -51,15 +52,7 @@ static int vec_push(id_vec *v, int id)
 /* ---------------------------------------------------------------- lookup */
 
 /* FNV-1a: token byte strings are short; this is cheap and spreads well. */
-static uint64_t hash_bytes(const uint8_t *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t hash_bytes(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
 
 /* Rank of a byte string, or -1: the one question BPE keeps asking. */
 static int rank_of(const k3_tokenizer *t, const uint8_t *s, size_t n)
@@ -89,33 +82,19 @@ static int rank_insert(k3_tokenizer *t, int r)
 
 /* ------------------------------------------------------------- file input */
 
+/* The largest tokenizer file we read: a tiktoken.model of a 160k vocabulary
+ * is ~2.5 MB; 256 MiB is far above any real one yet a bounded allocation. */
+#define K3_TOKENIZER_FILE_MAX_BYTES ((size_t)256 << 20)
+
 /* Whole-file read for the two small-to-medium tokenizer files. */
 static char *read_whole_file(const char *path, size_t *len_out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    k3_error e;
+    char *buf;
+    if (k3_read_file(path, K3_TOKENIZER_FILE_MAX_BYTES, &buf, len_out, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) {
-        snprintf(err, errlen, "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len_out = n;
     return buf;
 }
 

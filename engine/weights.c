@@ -141,15 +141,9 @@ static const void *place(weights_provider *rp, const st_tensor *t)
 /* Read a whole (small) tensor's bytes at open, through the buffered fd. */
 static int read_tensor_bytes(weights_provider *rp, const st_tensor *t, void *dst, k3_error *err)
 {
-    uint64_t got = 0;
-    while (got < t->nbytes) {
-        ssize_t n = pread(rp->fd_buffered[t->shard], (char *)dst + got, t->nbytes - got, (off_t)(t->file_offset + got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0)
-            return k3_err(err, "%s: cannot read tensor '%s' (%s)", rp->index.shards[t->shard].path, t->name,
-                          n < 0 ? strerror(errno) : "file ends early");
-        got += (uint64_t)n;
-    }
+    k3_error e;
+    if (k3_pread_full(rp->fd_buffered[t->shard], dst, t->nbytes, t->file_offset, rp->index.shards[t->shard].path, &e))
+        return k3_err(err, "cannot read tensor '%s': %s", t->name, e.msg);
     return 0;
 }
 
@@ -919,8 +913,7 @@ static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps
     if (!buf || !reqs) { free(buf); free(reqs); return k3_err(err, "out of memory"); }
     uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
     const uint64_t windows = (fbytes - size) / K3_IO_ALIGN + 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const uint64_t t0_ns = k3_now_ns();
     double elapsed = 0;
     int rc = 0;
     while (elapsed < seconds && rc == 0) {
@@ -935,8 +928,7 @@ static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps
         k3_io_submit(rp->io, ptrs, d);
         for (int i = 0; i < d && rc == 0; i++) rc = k3_io_wait(rp->io, &reqs[i], err);
         done_bytes += size * (uint64_t)d;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        elapsed = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        elapsed = (double)(k3_now_ns() - t0_ns) * 1e-9;
     }
     free(buf);
     free(reqs);

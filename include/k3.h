@@ -192,4 +192,21 @@ uint64_t k3_now_ns(void);
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
 
+/* A whole regular file into a new NUL-terminated buffer (*out, free()); *len
+ * gets its size when len is not NULL. A file larger than max_bytes, or not a
+ * regular file (a FIFO, a directory), is refused before anything is
+ * allocated. Returns 0, or -1 with err naming the file. */
+int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3_error *err);
+
+/* Exactly n bytes at offset off of fd (EINTR and short reads retried); a file
+ * that ends early is an error naming path. */
+int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err);
+
+/* FNV-1a 64, continued from h (start with K3_FNV_INIT): names, fingerprints,
+ * file checksums. k3_fnv1a64_str hashes a string from K3_FNV_INIT. */
+#define K3_FNV_INIT 1469598103934665603ull
+#define K3_FNV_PRIME 1099511628211ull
+uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n);
+uint64_t k3_fnv1a64_str(const char *s);
+
 #endif

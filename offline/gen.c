@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "k3.h"
 #include <sys/stat.h>
 #include "k3_offline.h"
 #include "kernels.h"
@@ -114,8 +115,7 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
 {
     gen_state *g = user;
     const gen_tensor *gt = &g->list[i];
-    uint64_t h = 1469598103934665603ull ^ g->seed;
-    for (const char *p = t->name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    uint64_t h = k3_fnv1a64(K3_FNV_INIT ^ g->seed, t->name, strlen(t->name));
     uint64_t n = st_out_tensor_bytes(t) / k3_dtype_size(t->dtype);
     if (gt->init == INIT_MX_PACKED || gt->init == INIT_ZERO) {
         uint8_t *b = dst;

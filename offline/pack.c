@@ -23,6 +23,7 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include "config.h"
 #include "manifest.h"
 #include "k3_offline.h"
 #include "safetensors.h"
@@ -61,31 +62,10 @@ typedef struct pk_plan {
 /* ------------------------------------------------------------------ helpers */
 
 /* Monotonic seconds, for rates and the throttle. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)k3_now_ns() * 1e-9; }
 
 /* Round x up to a multiple of a (offsets, pads). */
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-/* Whole-buffer pread: loops over short reads and EINTR; a short file is an error. */
-static int pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, k3_error *err)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return k3_err(err, "%s: read error at byte %llu: %s", what, (unsigned long long)(off + got),
-                                 strerror(errno));
-        if (r == 0) return k3_err(err, "%s: unexpected end of file at byte %llu (file changed while packing?)",
-                                  what, (unsigned long long)(off + got));
-        got += (size_t)r;
-    }
-    return 0;
-}
 
 /* Whole-buffer pwrite: loops over short writes and EINTR; ENOSPC says so plainly. */
 static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, k3_error *err)
@@ -382,25 +362,10 @@ static int plan_config(pk_plan *p, const char *src, k3_error *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", src);
-    FILE *f = fopen(path, "rb");
-    if (!f) return k3_err(err, "%s: not a model directory (no config.json)", src);
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (64u << 20)) { free(text); fclose(f); return k3_err(err, "%s: larger than 64 MiB", path); }
-            char *g = realloc(text, cap + 1);
-            if (!g) { free(text); fclose(f); return k3_err(err, "%s: out of memory", path); }
-            text = g;
-        }
-        size_t n = fread(text + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(text); return k3_err(err, "%s: read error", path); }
+    if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
+    char *text;
+    size_t len;
+    if (k3_read_file(path, K3_CONFIG_MAX_BYTES, &text, &len, err)) return -1;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -683,7 +648,7 @@ static int copy_tensors(pk_run *r, k3_error *err)
             fh_init(&h);
             for (uint64_t off = 0; off < t0->nbytes && rc == 0; off += r->buf_len) {
                 size_t n = t0->nbytes - off < r->buf_len ? (size_t)(t0->nbytes - off) : r->buf_len;
-                if ((rc = pread_full(sh->fd, r->buf, n, t0->file_offset + off, sh->path, err))) break;
+                if ((rc = k3_pread_full(sh->fd, r->buf, n, t0->file_offset + off, sh->path, err))) break;
                 fh_update(&h, r->buf, n);
                 if ((rc = pwrite_full(r->fds[it->file], r->buf, n, it->dst + off, r->paths[it->file], err))) break;
                 done += n;
@@ -704,7 +669,7 @@ static int copy_tensors(pk_run *r, k3_error *err)
                 break;
             if (t->file_offset + t->nbytes > end) end = t->file_offset + t->nbytes;
         }
-        if ((rc = pread_full(sh->fd, r->buf, (size_t)(end - start), start, sh->path, err))) break;
+        if ((rc = k3_pread_full(sh->fd, r->buf, (size_t)(end - start), start, sh->path, err))) break;
         for (int q = k; q < j && rc == 0; q++) {
             pk_item *it = &p->items[order[q]];
             const st_tensor *t = &ix->tensors[it->src];
@@ -837,7 +802,7 @@ static int verify_outputs(pk_run *r, double *verify_s, k3_error *err)
         fast_hash h;
         int open_item = -1, cur = 0;
         size_t n = size < half ? (size_t)size : half;
-        if (n && pread_full(fd, bufs[0], n, 0, r->paths[f], err)) return -1;
+        if (n && k3_pread_full(fd, bufs[0], n, 0, r->paths[f], err)) return -1;
         for (uint64_t off = 0; off < size;) {
             job.data = bufs[cur];
             job.n = n;
@@ -847,7 +812,7 @@ static int verify_outputs(pk_run *r, double *verify_s, k3_error *err)
             int rc = scan_chunk(r, f, bufs[cur], off, n, &i, &open_item, &h, err);
             uint64_t next_off = off + n;
             size_t next_n = size - next_off < half ? (size_t)(size - next_off) : half;
-            if (rc == 0 && next_n) rc = pread_full(fd, bufs[cur ^ 1], next_n, next_off, r->paths[f], err);
+            if (rc == 0 && next_n) rc = k3_pread_full(fd, bufs[cur ^ 1], next_n, next_off, r->paths[f], err);
             if (threaded) pthread_join(th, NULL);
             if (rc) return -1;
             done += n;
@@ -879,8 +844,8 @@ static int compare_slice(pk_run *r, const pk_item *it, uint64_t off, size_t n, k
     size_t half = r->buf_len / 2;
     for (uint64_t o = 0; o < n; o += half) {
         size_t k = n - o < half ? (size_t)(n - o) : half;
-        if (pread_full(sh->fd, r->buf, k, t->file_offset + off + o, sh->path, err) ||
-            pread_full(r->fds[it->file], r->buf + half, k, it->dst + off + o, r->paths[it->file], err))
+        if (k3_pread_full(sh->fd, r->buf, k, t->file_offset + off + o, sh->path, err) ||
+            k3_pread_full(r->fds[it->file], r->buf + half, k, it->dst + off + o, r->paths[it->file], err))
             return -1;
         if (memcmp(r->buf, r->buf + half, k))
             return k3_err(err, "%s: tensor '%s' differs from the source %s near byte %llu", r->paths[it->file],
