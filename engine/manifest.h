@@ -5,9 +5,8 @@
  * tensor's file, absolute offset and size, the 4 KiB-aligned per-layer trunk
  * runs, and one fixed-size 4 KiB-aligned page per routed expert.
  *
- * k3_manifest_load parses it with a streaming reader (no JSON tree: a
- * manifest of half a million tensors costs only its compact table) and
- * checks everything before anything is used: the four files exist with the
+ * k3_manifest_load parses it with jansson (the tree is freed once the
+ * compact tables are filled) and checks everything before anything is used: the four files exist with the
  * recorded sizes, every tensor lies inside its file (and inside its layer
  * run or expert page), pages and runs are aligned and do not overlap, sizes
  * match dtype x shape. Any failure is one line naming the file and the
@@ -62,7 +61,8 @@ typedef struct k3_manifest {
     int n_layers_moe;
     int n_experts;                   /* experts per MoE layer (max over layers) */
     int n_pages;
-    uint64_t *page_offsets;          /* [n_layers][n_experts]; UINT64_MAX = none */
+    int *moe_row;                    /* per layer: its row of page_offsets, -1 = dense */
+    uint64_t *page_offsets;          /* [n_layers_moe][n_experts]: one entry per page */
 
     const k3_manifest_tensor *embed; /* embed.bin, row r at r * embed_row_bytes */
     uint64_t embed_row_bytes;

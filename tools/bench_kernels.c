@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "k3.h"
 #include "kernels.h"
 
 static int json_output;
