@@ -101,6 +101,22 @@ char *cli_read_file(const char *path, size_t *len_out)
     return buf;
 }
 
+void cli_print_plan(const k3_model *m)
+{
+    k3_plan_info p;
+    k3_model_plan(m, &p);
+    if (!p.budget_bytes) return;
+    const double gib = 1073741824.0, mib = 1048576.0;
+    fprintf(stderr, "k3: plan: budget %.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
+            "process, buffers and margin %.1f MiB)\n", p.budget_bytes / gib, p.fixed_bytes / gib, p.ctx_tokens,
+            p.state_bytes / mib, (p.fixed_bytes - p.state_bytes) / mib);
+    fprintf(stderr, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p.n_pinned, p.n_trunk, p.pinned_bytes / gib);
+    if (p.n_ring) fprintf(stderr, ", ring %d x %.1f MiB", p.n_ring, p.ring_slot_bytes / mib);
+    fprintf(stderr, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p.n_expert_slots,
+            p.n_experts_total, p.expert_slot_bytes / mib, (double)p.n_expert_slots * p.expert_slot_bytes / gib,
+            p.all_resident ? "; fully resident" : "");
+}
+
 const char *cli_default_model(void)
 {
     const char *m = getenv("K3_MODEL");

@@ -7,6 +7,7 @@
 #define K3_CLI_H
 
 #include <stdint.h>
+#include "k3.h"
 
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -34,6 +35,11 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
 /* Parse a whitespace- or comma-separated list of token ids into a malloc'd
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
+
+/* The memory plan's three "k3: plan:" lines on stderr, when a budget is in
+ * force (given with --mem, or derived because the model does not fit in
+ * available memory); nothing when the model is simply resident. */
+void cli_print_plan(const k3_model *m);
 
 /* The largest file a command reads whole (a prompt, a chat, an exported
  * conversation): far past any real one, and a bounded allocation. */

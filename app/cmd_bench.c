@@ -155,9 +155,7 @@ int cmd_bench(int argc, char **argv)
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
     /* pass 1: token by token */
-    k3_options quiet = o.model;
-    quiet.quiet = 1;
-    k3_model *m = k3_model_open(o.model_dir, &quiet, &err);
+    k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
     k3_model_info info;
     k3_model_get_info(m, &info);
@@ -168,9 +166,9 @@ int cmd_bench(int argc, char **argv)
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 2: chunked prompt + decode */
     k3_options main_opt = o.model;
-    main_opt.quiet = o.json;
     m = k3_model_open(o.model_dir, &main_opt, &err);
     if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (!o.json) cli_print_plan(m);
     rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
     k3_stats st;
     k3_stats_read(m, &st);
@@ -185,7 +183,7 @@ int cmd_bench(int argc, char **argv)
     /* pass 4: fully resident decode, when it fits comfortably */
     double resident_s = o.resident_s_per_token;
     if (o.resident) {
-        k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
+        k3_options res_opt = {.n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
         k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
         k3_stats rs;
         if (r) k3_stats_read(r, &rs);

@@ -44,7 +44,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     double d;
     memset(o, 0, sizeof *o);
     o->max_new = 512;
-    o->ctx = 4096;
+    o->ctx = K3_CTX_TOKENS_DEFAULT;
     o->sampler.temperature = 0;
     o->sampler.top_p = 1;
     o->sampler.seed = 1;
@@ -112,6 +112,7 @@ int cmd_chat(int argc, char **argv)
     o.model.ctx_tokens = o.ctx;
     k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     int rc = K3_EXIT_ERROR;
     conversation *c = NULL;
     history *db = history_open(o.db_path, 0, &herr);

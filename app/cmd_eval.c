@@ -50,6 +50,7 @@ int cmd_eval(int argc, char **argv)
     opt.ctx_tokens = n;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     k3_model_info info;
     k3_model_get_info(m, &info);
     int rc = K3_EXIT_ERROR;

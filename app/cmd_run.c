@@ -46,7 +46,7 @@ int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    long long max_new = 128, top_k = 0, seed = 1, ctx = 4096;
+    long long max_new = 128, top_k = 0, seed = 1, ctx = K3_CTX_TOKENS_DEFAULT;
     double temp = 0, top_p = 1, min_p = 0;
     int chat = 0;
     k3_options opt = {.need_tokenizer = 1};
@@ -96,6 +96,7 @@ int cmd_run(int argc, char **argv)
     opt.ctx_tokens = (int)ctx;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(file_text); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     const k3_tokenizer *tok = k3_model_tokenizer(m);
     int n_prompt = 0, *ids;
     if (chat) {

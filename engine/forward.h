@@ -6,6 +6,7 @@
 
 #include "k3.h"
 #include "model.h"
+#include "weights.h"
 
 /* Tokens processed together per layer in a prompt chunk: each weight matrix
  * (and each routed expert) is read once per chunk. */
@@ -13,7 +14,7 @@
 
 struct k3_model {
     k3_config cfg;
-    k3_weight_provider *weights;
+    k3_weights *weights;
     k3_tokenizer *tok;
     int n_threads;
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */

@@ -182,10 +182,9 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
     io->backend = backend;
     io->depth = depth < 1 ? 1 : depth > K3_IO_MAX_THREADS ? K3_IO_MAX_THREADS : depth;
     io->stats = stats;
-    /* test hook (tests/t_stream.sh): K3_TEST_SHORT_READS=1 reads in 12 KiB
-     * pieces, so every request goes through the short-read path */
-    const char *short_reads = getenv("K3_TEST_SHORT_READS");
-    if (short_reads && *short_reads == '1') io->max_piece = 3 * K3_IO_ALIGN;
+    /* test hook (test_hooks.c): reads in 12 KiB pieces, so every request
+     * goes through the short-read path */
+    if (k3_test_hook("K3_TEST_SHORT_READS") == 1) io->max_piece = 3 * K3_IO_ALIGN;
     pthread_mutex_init(&io->lock, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);

@@ -117,9 +117,9 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         if (used) sc->distinct[n_distinct++] = e;
     }
     int *todo = sc->distinct, remaining = n_distinct, first_wave = 1;
-    k3_weight_provider *wp = s->m->weights;
+    k3_weights *wp = s->m->weights;
     while (remaining > 0) {
-        int claimed = wp->claim_experts(wp, layer, todo, remaining, first_wave, err);
+        int claimed = k3_weights_claim_experts(wp, layer, todo, remaining, first_wave, err);
         if (claimed < 0) return -1;
         first_wave = 0;
         /* the experts already in memory: one per thread (each expert's
@@ -129,30 +129,30 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         if (T > 1)
             ready = claimed;
         else
-            while (ready < claimed && wp->expert_ready(wp, layer, todo[ready])) ready++;
+            while (ready < claimed && k3_weights_expert_ready(wp, layer, todo[ready])) ready++;
         if (sc->n_workers > 1 && ready > 1) {
             for (int j = 0; j < ready; j++)
-                if (wp->acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
-                    for (int r = 0; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+                if (k3_weights_acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
+                    for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
                     return -1;
                 }
             #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
             for (int j = 0; j < ready; j++)
                 run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
                            Din, sc->expert_results);
-            for (int j = 0; j < ready; j++) wp->release_expert(wp, layer, todo[j]);
+            for (int j = 0; j < ready; j++) k3_weights_release_expert(wp, layer, todo[j]);
         } else {
             ready = 0;
         }
         /* the rest as their reads arrive, each with all threads */
         for (int j = ready; j < claimed; j++) {
             k3_mlp_weights ew;
-            if (wp->acquire_expert(wp, layer, todo[j], &ew, err)) {
-                for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
+            if (k3_weights_acquire_expert(wp, layer, todo[j], &ew, err)) {
+                for (int r = j; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
                 return -1;
             }
             run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
-            wp->release_expert(wp, layer, todo[j]);
+            k3_weights_release_expert(wp, layer, todo[j]);
         }
         todo += claimed;
         remaining -= claimed;
@@ -161,14 +161,14 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
      * input guesses its experts; they are read while this layer finishes
      * and the next one's attention runs (only if the disk is idle). */
     if (T == 1 && layer + 1 < c->n_layers && c->is_moe[layer + 1]) {
-        const k3_layer_weights *next = wp->peek_layer(wp, layer + 1);
+        const k3_layer_weights *next = k3_weights_peek_layer(wp, layer + 1);
         if (next) {
             k3_matvec(sc->router, &next->router, sc->xn);
             int guess[256];
             float guess_w[256];
             if (K <= 256) {
                 route_token(c, sc->router, next->router_bias, guess, guess_w);
-                wp->prefetch_experts(wp, layer + 1, guess, K);
+                k3_weights_prefetch_experts(wp, layer + 1, guess, K);
             }
         }
     }

@@ -91,19 +91,6 @@ void k3_plan_free(k3_plan *p)
     p->pinned = NULL;
 }
 
-void k3_plan_print(const k3_plan *p, FILE *f)
-{
-    fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
-            "process, buffers and margin %.1f MiB)\n", p->budget_bytes ? "" : "none, ", gib(p->budget_bytes),
-            gib(p->fixed_bytes), p->ctx_tokens, p->state_bytes / 1048576.0,
-            (p->fixed_bytes - p->state_bytes) / 1048576.0);
-    fprintf(f, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p->n_pinned, p->n_trunk, gib(p->pinned_bytes));
-    if (p->n_ring) fprintf(f, ", ring %d x %.1f MiB", p->n_ring, p->ring_slot_bytes / 1048576.0);
-    fprintf(f, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p->n_expert_slots,
-            p->n_experts_total, p->expert_slot_bytes / 1048576.0,
-            gib((uint64_t)p->n_expert_slots * p->expert_slot_bytes), p->all_resident ? "; fully resident" : "");
-}
-
 int k3_plan_json(const k3_plan *p, char *buf, size_t len)
 {
     return snprintf(buf, len,

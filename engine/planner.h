@@ -39,8 +39,8 @@ typedef struct k3_plan {
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
 void k3_plan_free(k3_plan *p);
-/* Human-readable plan (several lines) and a compact JSON object. */
-void k3_plan_print(const k3_plan *p, FILE *f);
+/* The plan as a compact JSON object (the lines are printed by the front
+ * ends from k3_plan_info: the engine never prints). */
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);
 
 /* MemAvailable from /proc/meminfo (bytes), 0 if unknown. */

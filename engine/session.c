@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "k3_chat_format.h"
 #include "forward.h"
+#include "weights.h"
 #include "stats.h"
 
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
@@ -59,31 +60,30 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
             return NULL;
         }
     }
-    m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : 4096;
+    m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : K3_CTX_TOKENS_DEFAULT;
     m->budgeted = opt && opt->mem_bytes;
     k3_provider_options po = {.mem_bytes = opt ? opt->mem_bytes : 0,
                               .io_direct = !(opt && opt->io_buffered),
                               .io_backend = opt && opt->io_uring ? 1 : 0,
-                              .io_depth = opt && opt->io_depth ? opt->io_depth : 4,
+                              .io_depth = opt && opt->io_depth ? opt->io_depth : K3_IO_DEPTH_DEFAULT,
                               .cache_policy = opt && opt->cache_lru ? 0 : 1,
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
-                              .prefetch = opt ? opt->prefetch : 0,
-                              .quiet = opt ? opt->quiet : 0};
+                              .prefetch = opt ? opt->prefetch : 0};
     #pragma omp parallel
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
-             (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
+             (unsigned long long)(config_hash ^ (k3_weights_content_hash(m->weights) * 31)));
     return m;
 }
 
 void k3_model_close(k3_model *m)
 {
     if (!m) return;
-    if (m->weights) m->weights->close(m->weights);
+    k3_weights_close(m->weights);
     if (m->tok) k3_tokenizer_free(m->tok);
     free(m->layer_slot);
     free(m);
@@ -109,13 +109,25 @@ const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
-    return m->weights->plan_json(m->weights, buf, len);
+    return k3_plan_json(k3_weights_plan(m->weights), buf, len);
+}
+
+void k3_model_plan(const k3_model *m, k3_plan_info *out)
+{
+    const k3_plan *p = k3_weights_plan(m->weights);
+    *out = (k3_plan_info){.budget_bytes = p->budget_bytes, .fixed_bytes = p->fixed_bytes,
+                          .state_bytes = p->state_bytes, .min_budget_bytes = p->min_budget_bytes,
+                          .ctx_tokens = p->ctx_tokens, .n_trunk = p->n_trunk, .n_pinned = p->n_pinned,
+                          .pinned_bytes = p->pinned_bytes, .n_ring = p->n_ring,
+                          .ring_slot_bytes = p->ring_slot_bytes, .n_expert_slots = p->n_expert_slots,
+                          .n_experts_total = p->n_experts_total, .expert_slot_bytes = p->expert_slot_bytes,
+                          .all_resident = p->all_resident};
 }
 
 int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                           k3_error *err)
 {
-    return m->weights->probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
+    return k3_weights_probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
 }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }

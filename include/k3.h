@@ -19,6 +19,11 @@
 typedef struct k3_model k3_model;
 typedef struct k3_session k3_session;
 
+/* Defaults written once: reads in flight (4 keep an NVMe busy with 1-4 MiB
+ * expert reads, docs/PERFORMANCE.md) and the context a session plans for. */
+#define K3_IO_DEPTH_DEFAULT 4
+#define K3_CTX_TOKENS_DEFAULT 4096
+
 typedef struct k3_options {
     int n_threads;           /* 0 = all cores */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
@@ -26,13 +31,12 @@ typedef struct k3_options {
                               * it fits in available memory, else derived from it */
     int io_buffered;         /* --io buffered (default: O_DIRECT) */
     int io_uring;            /* --io-backend uring (default: pread pool) */
-    int io_depth;            /* reads in flight (default 4) */
+    int io_depth;            /* reads in flight (default K3_IO_DEPTH_DEFAULT) */
     int cache_lru;           /* --cache-policy lru (default lfru: measured better on traces) */
-    int ctx_tokens;          /* context limit sessions will use (default 4096) */
+    int ctx_tokens;          /* context limit sessions will use (default K3_CTX_TOKENS_DEFAULT) */
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
-    int quiet;               /* do not print the memory plan */
 } k3_options;
 
 /* Public facts about a loaded model. */
@@ -177,6 +181,24 @@ typedef struct k3_stats {
 
 void k3_stats_read(const k3_model *m, k3_stats *out);
 
+/* The memory plan in force, as data: the engine never prints, the front ends
+ * show it (app/cli.c prints the "k3: plan:" lines when a budget is in force). */
+typedef struct k3_plan_info {
+    uint64_t budget_bytes;       /* 0 = no budget: the model is fully resident */
+    uint64_t fixed_bytes;        /* process, session state, scratch and margin */
+    uint64_t state_bytes;        /* of which one session's state + scratch */
+    uint64_t min_budget_bytes;
+    int ctx_tokens;              /* the context the state is sized for */
+    int n_trunk, n_pinned;       /* trunk units (layers + head), of which pinned */
+    uint64_t pinned_bytes;
+    int n_ring;                  /* ring slots for the streamed trunk units */
+    uint64_t ring_slot_bytes;
+    int n_expert_slots, n_experts_total;
+    uint64_t expert_slot_bytes;
+    int all_resident;            /* every unit pinned and every expert cached */
+} k3_plan_info;
+void k3_model_plan(const k3_model *m, k3_plan_info *out);
+
 /* The memory plan as a JSON object (budget, pinned units, ring, expert slots). */
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 
@@ -201,6 +223,10 @@ int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3
 /* Exactly n bytes at offset off of fd (EINTR and short reads retried); a file
  * that ends early is an error naming path. */
 int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err);
+
+/* Test hooks (engine/test_hooks.c lists them): the only environment the
+ * engine reads; 0 when unset. */
+int k3_test_hook(const char *name);
 
 /* FNV-1a 64, continued from h (start with K3_FNV_INIT): names, fingerprints,
  * file checksums. k3_fnv1a64_str hashes a string from K3_FNV_INIT. */
