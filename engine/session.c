@@ -75,8 +75,10 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
+    uint64_t content_hash;
+    if (k3_weights_content_hash(m->weights, &content_hash, err)) { k3_model_close(m); return NULL; }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
-             (unsigned long long)(config_hash ^ (k3_weights_content_hash(m->weights) * 31)));
+             (unsigned long long)(config_hash ^ (content_hash * 31)));
     return m;
 }
 

@@ -14,14 +14,19 @@
 /* Identifies the weights, the same way `k3 pack` fingerprints its source
  * (st_shard_fingerprint), so a packed copy and its HF original share state
  * snapshots; a packed directory carries the value in its manifest. */
-uint64_t k3_weights_content_hash(k3_weights *rp)
+int k3_weights_content_hash(k3_weights *rp, uint64_t *hash, k3_error *err)
 {
-    if (rp->packed) return rp->packed_fingerprint;
+    if (rp->packed) {
+        *hash = rp->packed_fingerprint;
+        return 0;
+    }
     uint64_t h = K3_FNV_INIT;
-    k3_error ignored;
     for (int s = 0; s < rp->index.n_shards; s++)
-        st_shard_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes, &h, &ignored);
-    return h;
+        if (st_shard_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes, &h,
+                                 err))
+            return -1;
+    *hash = h;
+    return 0;
 }
 
 void k3_weights_close(k3_weights *rp)

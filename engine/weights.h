@@ -67,7 +67,8 @@ int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_
                             k3_error *err);
 /* The memory plan in force. */
 const k3_plan *k3_weights_plan(const k3_weights *w);
-/* Hash of what identifies the weights (shard names, sizes, headers). */
-uint64_t k3_weights_content_hash(k3_weights *w);
+/* Hash of what identifies the weights (shard names, sizes, headers); a
+ * shard that cannot be read is an error, never a different hash. */
+int k3_weights_content_hash(k3_weights *w, uint64_t *hash, k3_error *err);
 
 #endif

@@ -58,10 +58,8 @@ int k3_weights_claim_experts(k3_weights *rp, int layer, int *experts, int n, int
         k3_expert_cache_pin(&rp->cache, s);
         slot *sl = &rp->cache_slots[s];
         if (sl->prefetched) { sl->prefetched = 0; stats_add(&st->prefetch_unused, 1); }
-        if (sl->unit >= 0 && sl->n_reqs) {    /* a slot never has a read still in flight here */
-            k3_error ignored;
-            weights_wait_slot(rp, sl, &ignored);
-        }
+        weights_drain_slot(rp, sl);
+
         if (weights_start_read(rp, sl, expert_unit(rp, layer, e), K3_READ_EXPERT, err)) return -1;
         int t = experts[claimed];
         experts[claimed++] = e;
@@ -80,10 +78,7 @@ void k3_weights_prefetch_experts(k3_weights *rp, int layer, const int *experts, 
         int s = k3_expert_cache_insert(&rp->cache, layer, experts[i]);
         if (s < 0) return;
         slot *sl = &rp->cache_slots[s];
-        if (sl->unit >= 0 && sl->n_reqs) {
-            k3_error ignored;
-            weights_wait_slot(rp, sl, &ignored);
-        }
+        weights_drain_slot(rp, sl);
         if (sl->prefetched) stats_add(&rp->stats->prefetch_unused, 1);
         k3_error err;
         if (weights_start_read(rp, sl, expert_unit(rp, layer, experts[i]), K3_READ_EXPERT, &err)) {

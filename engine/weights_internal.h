@@ -103,6 +103,7 @@ void weights_rebase_layer(k3_weights *rp, int l, uint8_t *base);
 int weights_start_read(k3_weights *rp, slot *s, int ui, k3_read_kind kind, k3_error *err);
 int weights_wait_slot_timed(k3_weights *rp, slot *s, uint64_t *wait_ns, k3_error *err);
 int weights_wait_slot(k3_weights *rp, slot *s, k3_error *err);
+void weights_drain_slot(k3_weights *rp, slot *s);
 int weights_read_pinned(k3_weights *rp, int ui, k3_read_kind kind, k3_error *err);
 
 /* weights_plan.c */

@@ -25,16 +25,18 @@ void *weights_own(k3_weights *rp, void *p)
 }
 
 /* Register tensor t in the unit being loaded; the returned placeholder
- * (tensor index + 1) is turned into a real address by rebase(). */
+ * (tensor index + 1) is turned into a real address by rebase(). NULL when
+ * out of memory (the caller fails the open). */
 static const void *place(k3_weights *rp, const st_tensor *t)
 {
     unit *u = &rp->units[rp->cur_unit];
     int ti = (int)(t - rp->index.tensors);
     if (u->n_tensors == u->cap_tensors) {
-        u->cap_tensors = u->cap_tensors ? u->cap_tensors * 2 : 8;
-        int *g = realloc(u->tensors, (size_t)u->cap_tensors * sizeof *g);
-        if (!g) abort();
+        int cap = u->cap_tensors ? u->cap_tensors * 2 : 8;
+        int *g = realloc(u->tensors, (size_t)cap * sizeof *g);
+        if (!g) return NULL;
         u->tensors = g;
+        u->cap_tensors = cap;
     }
     u->tensors[u->n_tensors++] = ti;
     return (const void *)(uintptr_t)(ti + 1);
@@ -115,6 +117,7 @@ static int load_mxfp4(k3_weights *rp, const char *name, int64_t rows, int64_t co
     w->data = place(rp, tp);
     w->block_scale = NULL;
     w->mx_scale = place(rp, ts);
+    if (!w->data || !w->mx_scale) return k3_err(err, "out of memory");
     return 0;
 }
 
@@ -146,6 +149,7 @@ static int load_matrix(k3_weights *rp, const char *name, int64_t rows, int64_t c
     w->rows = rows;
     w->cols = cols;
     w->data = place(rp, t);
+    if (!w->data) return k3_err(err, "out of memory");
     w->block_scale = NULL;
     if (t->dtype == K3_DT_F8_E4M3) {
         char sname[512];

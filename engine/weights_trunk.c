@@ -46,7 +46,7 @@ static uint8_t *acquire_trunk(k3_weights *rp, int ui, k3_error *err)
     if (!s) {
         s = ring_free(rp, -1);
         if (!s) { k3_err(err, "internal: no free ring slot"); return NULL; }
-        if (s->unit >= 0) weights_wait_slot(rp, s, err);     /* drain an old prefetch */
+        weights_drain_slot(rp, s);                         /* an old prefetch */
         if (weights_start_read(rp, s, ui, K3_READ_TRUNK, err)) return NULL;
     }
     s->busy = 1;
@@ -54,8 +54,7 @@ static uint8_t *acquire_trunk(k3_weights *rp, int ui, k3_error *err)
     if (next >= 0 && next != ui && !ring_find(rp, next)) {
         slot *f = ring_free(rp, ui);
         if (f && f != s) {
-            k3_error ignored;
-            if (f->unit >= 0) weights_wait_slot(rp, f, &ignored);
+            weights_drain_slot(rp, f);
             if (weights_start_read(rp, f, next, K3_READ_TRUNK, err)) return NULL;
         }
     }

@@ -129,6 +129,15 @@ int weights_wait_slot_timed(k3_weights *rp, slot *s, uint64_t *wait_ns, k3_error
 
 int weights_wait_slot(k3_weights *rp, slot *s, k3_error *err) { return weights_wait_slot_timed(rp, s, NULL, err); }
 
+/* Wait out a slot's reads before it is refilled: its bytes are discarded, so
+ * whether the old read failed does not matter (a failed read of a unit that
+ * is needed surfaces when that unit is read again). */
+void weights_drain_slot(k3_weights *rp, slot *s)
+{
+    k3_error discarded;
+    if (s->unit >= 0 && s->n_reqs) weights_wait_slot(rp, s, &discarded);
+}
+
 /* Read a unit into a pinned buffer now (at open). */
 int weights_read_pinned(k3_weights *rp, int ui, k3_read_kind kind, k3_error *err)
 {
