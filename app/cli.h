@@ -2,7 +2,7 @@
  *
  * Each subcommand is `int cmd_NAME(int argc, char **argv)` where argv[0] is
  * the subcommand name; it returns the process exit code: 0 ok, 1 error,
- * 2 usage, 130 interrupted (DESIGN §11). */
+ * 2 usage, 130 interrupted (docs/ARCHITECTURE.md, "Errors"). */
 #ifndef K3_CLI_H
 #define K3_CLI_H
 

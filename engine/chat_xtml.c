@@ -1,4 +1,4 @@
-/* chat_xtml.c - the Kimi K3 chat format, XTML (kimi_k3_spec.md §8).
+/* chat_xtml.c - the Kimi K3 chat format, XTML (docs/MODEL.md, "XTML chat format").
  *
  *   open(tag, attrs) = <|open|> tag { " key" "=\"" value "\"" }* <|sep|>
  *   close(tag)       = <|close|> tag <|sep|>

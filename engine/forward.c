@@ -1,8 +1,8 @@
 /* forward.c - one chunk of tokens through the whole model
- * (kimi_linear_spec.md §3.2): embed, then per layer
+ * (docs/MODEL.md, "The decoder stack"): embed, then per layer
  *   h += attn(rmsnorm(h)); h += ffn(rmsnorm(h)),
  * then the final norm and lm_head. Kimi K3 replaces the plain residual with
- * Attention Residuals (kimi_k3_spec.md §3): softmax mixes over block
+ * Attention Residuals (docs/MODEL.md, "Attention Residuals"): softmax mixes over block
  * snapshots before attention, before the FFN and at the output. Weights come from the provider one layer
  * at a time, so the same loop serves resident and streamed models. */
 #include <string.h>

@@ -4,8 +4,8 @@
  * The JSON is parsed with jansson, the one JSON library of the project, into
  * a tree that lives only while the compact tensor/page tables are filled and
  * checked. A manifest of the real K3's size (93 layers x 896 experts, about
- * 250,000 tensors) parses in about a second and its tree peaks at a few
- * hundred MB (docs/PERFORMANCE.md, "manifest"); the tree is freed and the
+ * 500,000 tensors, 108 MB) parses in seconds and its tree peaks at about
+ * 7x the file (docs/PERFORMANCE.md, "Manifest"); the tree is freed and the
  * heap trimmed before the memory plan measures the process. Every allocation
  * sized by the file's contents is bounded by what the file describes: the
  * expert-page table has exactly one entry per listed page. */

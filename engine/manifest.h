@@ -1,6 +1,6 @@
 /* manifest.h - read the manifest.json of a packed model directory (`k3 pack`).
  *
- * A packed directory (DESIGN §5) holds trunk.bin, experts.bin, embed.bin,
+ * A packed directory (docs/ARCHITECTURE.md, "The packed layout") holds trunk.bin, experts.bin, embed.bin,
  * head.bin and manifest.json, which is written last. The manifest gives every
  * tensor's file, absolute offset and size, the 4 KiB-aligned per-layer trunk
  * runs, and one fixed-size 4 KiB-aligned page per routed expert.

@@ -1,10 +1,10 @@
 /* moe.c - the feed-forward block: a dense SwiGLU MLP on the first layers,
- * Mixture-of-Experts elsewhere (kimi_linear_spec.md §6).
+ * Mixture-of-Experts elsewhere (docs/MODEL.md, "FFN and router").
  *
  * Router: sigmoid scores s in fp32; experts chosen by the top-k of
  * s + e_score_correction_bias (lowest id wins a tie); mixing weights from
  * the UNBIASED s, renormalised (+1e-20) and scaled by routed_scaling_factor
- * (DESIGN §4). For a chunk, each distinct expert is fetched once and run on
+ * (docs/ARCHITECTURE.md, "Numerics"). For a chunk, each distinct expert is fetched once and run on
  * all the chunk's tokens routed to it; every token still sums its experts in
  * ascending expert id, so a chunk equals token-by-token exactly. */
 #include <assert.h>
@@ -78,7 +78,7 @@ static void route_token(const k3_config *c, const float *logits, const float *bi
     for (int k = 0; k < chosen; k++) { weights[k] = k3_sigmoid(logits[ids[k]]); sum += weights[k]; }
     for (int k = 0; k < chosen; k++) {
         float wk = weights[k];
-        /* K3's gate renormalises only for top_k > 1 (kimi_k3_spec.md §6.1) */
+        /* K3's gate renormalises only for top_k > 1 (docs/MODEL.md, "Latent MoE and SiTU") */
         if (c->moe_renormalize && (!c->is_k3 || c->top_k > 1)) wk = (float)(wk / (sum + 1e-20));
         weights[k] = wk * c->routed_scaling;
     }

@@ -1,5 +1,5 @@
 /* planner.h - split a memory budget between pinned trunk, a ring of trunk
- * slots and an expert cache (DESIGN §6).
+ * slots and an expert cache (docs/ARCHITECTURE.md, "Weights and the memory budget").
  *
  * Order of claims: fixed costs (what the process already holds, session
  * state for the context limit, scratch, a safety margin), then the trunk:

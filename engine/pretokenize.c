@@ -18,7 +18,7 @@
 #define LOWER "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{sc:Han}]"
 #define CONTRACTION "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
 
-/* The eight alternatives of kimi_linear_spec.md §7.2, in order. */
+/* The eight alternatives of docs/MODEL.md, "Tokenizer and chat format", in order. */
 static const char kimi_pattern[] =
     "\\p{sc:Han}+"
     "|[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+" CONTRACTION

@@ -1,4 +1,4 @@
-/* pretokenize.h - the Kimi pre-tokeniser (kimi_linear_spec.md §7.1-7.2).
+/* pretokenize.h - the Kimi pre-tokeniser (docs/MODEL.md, "Tokenizer and chat format").
  *
  * Two steps, both before byte-level BPE:
  *  - k3_pretok_chunks: the tiktoken limit workaround of tokenization_kimi.py:

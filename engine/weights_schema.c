@@ -236,7 +236,7 @@ static float *load_a_log(k3_weights *rp, const char *name, int64_t heads, k3_err
 }
 
 /* AttnRes: the norm weight and the 1-row projection multiply elementwise,
- * so they fold into one score vector at load (kimi_k3_spec.md §3.1). */
+ * so they fold into one score vector at load (docs/MODEL.md, "Attention Residuals"). */
 static float *load_res_score(k3_weights *rp, const char *layer_prefix, const char *what, k3_error *err)
 {
     char name[600];

@@ -128,7 +128,7 @@ const int *k3_session_tokens(const k3_session *s);
 /* The model a session runs on. */
 k3_model *k3_session_model(const k3_session *s);
 
-/* ---- live statistics (DESIGN §7) ----------------------------------------
+/* ---- live statistics (docs/ARCHITECTURE.md, "Threading contract") ----------------------------------------
  * The engine keeps these counters as it runs; any thread may read a
  * consistent-enough copy at any time without locks (each field is read
  * atomically; fields may be from slightly different instants). */

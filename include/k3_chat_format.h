@@ -1,4 +1,4 @@
-/* chat_xtml.h - the Kimi K3 XTML chat format (see chat_xtml.c). */
+/* k3_chat_format.h - the Kimi K3 XTML chat format (see chat_xtml.c). */
 #ifndef K3_CHAT_XTML_H
 #define K3_CHAT_XTML_H
 

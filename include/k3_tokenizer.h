@@ -1,8 +1,8 @@
-/* tokenizer.h - Kimi tiktoken-style byte-level BPE tokenizer.
+/* k3_tokenizer.h - Kimi tiktoken-style byte-level BPE tokenizer.
  *
  * Loads `tiktoken.model` (one "base64(bytes) rank" per line; rank = id) and
  * the special tokens from `tokenizer_config.json` (`added_tokens_decoder`),
- * pre-tokenises with the Kimi regex (kimi_linear_spec.md §7.2) and merges by
+ * pre-tokenises with the Kimi regex (docs/MODEL.md, "Tokenizer and chat format") and merges by
  * lowest rank. Special tokens occupy ids n_base .. n_base+257; unnamed slots
  * are "<|reserved_token_N|>" with N = id - n_base. */
 #ifndef K3_TOKENIZER_H
@@ -68,7 +68,7 @@ typedef struct k3_chat_msg {
     const char *content;
 } k3_chat_msg;
 
-/* Render messages with the Kimi K2 framing (kimi_linear_spec.md §7.4), no
+/* Render messages with the Kimi K2 framing (docs/MODEL.md, "Tokenizer and chat format"), no
  * injected system prompt, no BOS, and (if add_generation_prompt) the
  * assistant header. Framing tokens are emitted as special ids; message
  * content is encoded with allow_special = 0 (a user cannot inject framing).

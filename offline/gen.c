@@ -28,7 +28,7 @@ typedef struct gen_preset {
     int dense_inter, moe_inter, experts, top_k, shared;
     int n_base;                  /* BPE ranks; vocab = n_base + 256 */
     const char *full_attn;       /* 1-based MLA layers */
-    /* Kimi K3 layout (kimi_k3_spec.md) when q_lora > 0 */
+    /* Kimi K3 layout (docs/MODEL.md, "Kimi K3") when q_lora > 0 */
     int q_lora, latent, attn_res_block;
 } gen_preset;
 
@@ -152,9 +152,9 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
     }
 }
 
-/* The KDA attention tensors of layer l (kimi_linear_spec.md §2.3; K3: A_log
+/* The KDA attention tensors of layer l (docs/MODEL.md, "Tensors"; K3: A_log
  * shipped as 128 floats, full-rank output gate g_proj, F32 o_norm). Conv
- * taps, A_log and dt_bias are F32 as the runtimes keep them (spec §2.6). */
+ * taps, A_log and dt_bias are F32 as the runtimes keep them (docs/MODEL.md, "Tensors"). */
 static void add_kda_tensors(gen_state *g, const gen_preset *p, int l, const char *prefix, k3_dtype W,
                             k3_dtype o_norm_dtype, int k3)
 {
@@ -240,7 +240,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const gen_tensor *)a)->t.name, ((const gen_tensor *)b)->t.name);
 }
 
-/* The Kimi K3 tensor set (kimi_k3_spec.md §4-7), prefixed "language_model.";
+/* The Kimi K3 tensor set (docs/MODEL.md, "Kimi K3"), prefixed "language_model.";
  * routed experts MXFP4 (weight_packed + weight_scale), written in the
  * lexicographic name order of the real release (experts.10 before
  * experts.2), so an expert's six tensors are contiguous but pages are not in
@@ -392,7 +392,7 @@ static json_t *make_config(const gen_preset *p, int f32)
 }
 
 /* The Kimi K3 config: wrapper kimi_k3 with the decoder in text_config
- * (kimi_k3_spec.md §2), MXFP4 quantization_config as released. */
+ * (docs/MODEL.md, "Config"), MXFP4 quantization_config as released. */
 static json_t *make_config_k3(const gen_preset *p, int f32)
 {
     json_t *tc = make_config(p, f32);
@@ -436,7 +436,7 @@ static json_t *make_config_k3(const gen_preset *p, int f32)
     return top;
 }
 
-/* K3 renamed the special tokens at the same ids (kimi_k3_spec.md §8):
+/* K3 renamed the special tokens at the same ids (docs/MODEL.md, "XTML chat format"):
  * rewrite added_tokens_decoder of the generated tokenizer_config.json. */
 static int rename_specials_k3(const char *dir, int n_base, k3_error *err)
 {

@@ -1,5 +1,5 @@
-/* pack.c - `k3 pack`: Hugging Face checkpoint -> packed layout (see pack.h,
- * manifest.h, DESIGN §5).
+/* pack.c - `k3 pack`: Hugging Face checkpoint -> packed layout (see k3_offline.h,
+ * manifest.h, docs/ARCHITECTURE.md, "The packed layout").
  *
  * Phases: plan (headers only: classify every tensor, compute every output
  * offset), check the destination (space, emptiness, stale DST.partial),

@@ -178,7 +178,7 @@ static int collect_piece(void *ud, const char *piece, size_t len)
 static void test_pretokenize(void)
 {
     TEST_BEGIN("pretokenize_splits");
-    /* Hand-derived from the eight alternatives of kimi_linear_spec.md §7.2. */
+    /* Hand-derived from the eight alternatives of docs/MODEL.md, "Tokenizer and chat format" */
     static const char *cases[][2] = {
         {"Hello world", "Hello| world"},
         {"123456", "123|456"},
