@@ -35,6 +35,17 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) \
                $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
 TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
+
+# The snapshot-compatibility key: a hash of the sources that decide what a
+# saved session's numbers mean (kernels, the forward pass, the state layout,
+# config parsing), comments stripped. Session files carry it; a file written
+# by a build whose numerics differ is refused (docs/ARCHITECTURE.md, "Session
+# files"), and no one has to remember to bump a version by hand.
+NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine/dtype.c engine/ops.c \
+               engine/ops.h engine/kernels.h engine/kda.c engine/mla.c engine/moe.c engine/forward.c \
+               engine/forward.h engine/model.h engine/config.c engine/config.h engine/session.c \
+               engine/session_file.c)
+K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
 .PHONY: all deps test bench fuzz run clean asan
@@ -43,6 +54,10 @@ all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 $(BUILD)/engine/%.o: engine/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
+
+# session_file.o embeds the key, so it is rebuilt whenever a numeric source changes.
+$(BUILD)/engine/session_file.o: CFLAGS += -DK3_NUMERICS_KEY='"$(K3_NUMERICS_KEY)"'
+$(BUILD)/engine/session_file.o: $(NUMERIC_SRC)
 
 $(BUILD)/offline/%.o: offline/%.c
 	@mkdir -p $(dir $@)

@@ -14,7 +14,13 @@
 #include <string.h>
 #include "forward.h"
 
-#define K3_ENGINE_BUILD "k3-engine-1"
+/* The engine build a snapshot belongs to: derived by the Makefile from the
+ * sources that decide numerics (K3_NUMERICS_KEY), so a change to a kernel or
+ * to the state layout can never load a snapshot the old code computed. */
+#ifndef K3_NUMERICS_KEY
+#error "K3_NUMERICS_KEY is defined by the Makefile (a hash of the numeric sources)"
+#endif
+#define K3_ENGINE_BUILD "k3-engine-" K3_NUMERICS_KEY
 
 typedef struct session_header {
     char magic[8];

@@ -17,7 +17,7 @@ for target in safetensors config manifest tokenizer_config; do
     mkdir -p $corpus
     case $target in
     safetensors)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c"
+        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
         # seeds: small valid shards (every dtype, 1-4 dims) and a real header
         /usr/bin/python3 -c "
 import struct, json
@@ -35,13 +35,13 @@ open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
 "
         head -c 8192 $SEEDMODEL/model.safetensors > $corpus/seed_header ;;
     config)
-        srcs="engine/config.c engine/error.c"
+        srcs="engine/config.c engine/error.c engine/file_read.c"
         cp $SEEDMODEL/config.json $corpus/seed_config ;;
     manifest)
-        srcs="engine/manifest.c engine/dtype.c engine/error.c"
+        srcs="engine/manifest.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest 2>/dev/null ;;
     tokenizer_config)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c"
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     esac
     if ! $CC $FLAGS -o $OUT/fuzz_$target tests/fuzz/fuzz_$target.c $srcs -ljansson -lpcre2-8 2>$OUT/build_$target.log; then
