@@ -48,7 +48,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps test bench fuzz run clean asan
+.PHONY: all deps test check bench fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(BUILD)/engine/%.o: engine/%.c
@@ -108,6 +108,11 @@ deps:
 # The whole test suite; ends with "N passed, N failed".
 test: all
 	@sh tests/run.sh
+
+# The fast subset: unit tests + the forward pass against the reference on
+# two models (< 60 s); `make test` is the whole suite.
+check: all
+	@sh tests/check.sh
 
 # Address/UB sanitizer build and run of the unit tests and main paths
 # (build-asan/); also part of `make test`.
