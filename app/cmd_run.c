@@ -107,9 +107,8 @@ int cmd_run(int argc, char **argv)
         ids = k3_model_render_chat(m, msgs, n_msgs, 1, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     } else {
-        char msg[512];
-        ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, msg, sizeof msg);
-        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", msg);
+        ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, &err);
+        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     }
     free(file_text);
     if (!ids) { k3_model_close(m); return K3_EXIT_ERROR; }

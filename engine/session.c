@@ -45,10 +45,8 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
     if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
-        char msg[512];
-        m->tok = k3_tokenizer_load(dir, msg, sizeof msg);
+        m->tok = k3_tokenizer_load(dir, err);
         if (!m->tok) {
-            k3_err(err, "%s", msg);
             k3_model_close(m);
             return NULL;
         }
@@ -160,10 +158,8 @@ int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs
         k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
         return NULL;
     }
-    char msg[512];
-    int *ids = m->cfg.is_k3 ? k3_chat_render_xtml(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg)
-                            : k3_chat_render_kimi(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg);
-    if (!ids) k3_err(err, "%s", msg);
+    int *ids = m->cfg.is_k3 ? k3_chat_render_xtml(m->tok, msgs, n_msgs, add_generation_prompt, n_out, err)
+                            : k3_chat_render_kimi(m->tok, msgs, n_msgs, add_generation_prompt, n_out, err);
     return ids;
 }
 
@@ -171,8 +167,7 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
 {
     if (!m->tok) return k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
     if (m->cfg.is_k3) {
-        int n = k3_chat_xtml_close_ids(m->tok, ids, max_ids);
-        return n < 0 ? k3_err(err, "tokenizer_config.json lacks the XTML tokens") : n;
+        return k3_chat_xtml_close_ids(m->tok, ids, max_ids, err);
     }
     int id = k3_tokenizer_special_id(m->tok, "<|im_end|>");
     if (id < 0 || max_ids < 1) return k3_err(err, "tokenizer_config.json has no <|im_end|> token");

@@ -559,8 +559,7 @@ int k3_gen_model(const char *out, const k3_gen_opts *o, k3_gen_result *res, k3_e
     json_object_set_new(gc, "eos_token_id", json_integer(p->n_base + 2));
     json_object_set_new(gc, "max_length", json_integer(1048576));
     if (write_json(out, "generation_config.json", gc, err)) return -1;
-    char msg[512];
-    if (k3_tokenizer_generate(out, p->n_base, msg, sizeof msg)) return k3_err(err, "%s", msg);
+    if (k3_tokenizer_generate(out, p->n_base, err)) return -1;
     if (p->q_lora && rename_specials_k3(out, p->n_base, err)) return -1;
     if (res) res->weight_bytes = total;
     return 0;

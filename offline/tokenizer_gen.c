@@ -434,13 +434,13 @@ static void put_base64(FILE *f, const uint8_t *s, size_t n)
 }
 
 /* Write to PATH.tmp then rename, so a crash never leaves half a file. */
-static int write_vocab_file(const gen_vocab *v, const char *path, char *err, size_t errlen)
+static int write_vocab_file(const gen_vocab *v, const char *path, k3_error *err)
 {
     char tmp[4096 + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+        k3_err(err, "%s: %s", tmp, strerror(errno));
         return -1;
     }
     for (int id = 0; id < v->n; id++) {
@@ -449,7 +449,7 @@ static int write_vocab_file(const gen_vocab *v, const char *path, char *err, siz
     }
     int bad = ferror(f);
     if (fclose(f) || bad || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+        k3_err(err, "%s: %s", path, strerror(errno ? errno : EIO));
         remove(tmp);
         return -1;
     }
@@ -466,7 +466,7 @@ static const struct { int offset; const char *name; } gen_specials[] = {
 };
 
 /* tokenizer_config.json in the Hugging Face shape the loader (and HF) read. */
-static int write_config_file(int n_base, const char *path, char *err, size_t errlen)
+static int write_config_file(int n_base, const char *path, k3_error *err)
 {
     json_t *root = json_object(), *decoder = json_object();
     if (!root || !decoder) goto oom;
@@ -490,7 +490,7 @@ static int write_config_file(int n_base, const char *path, char *err, size_t err
     char tmp[4096 + 64];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (json_dump_file(root, tmp, JSON_INDENT(2)) || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
+        k3_err(err, "%s: %s", path, strerror(errno ? errno : EIO));
         remove(tmp);
         json_decref(root);
         return -1;
@@ -500,46 +500,46 @@ static int write_config_file(int n_base, const char *path, char *err, size_t err
 oom:
     json_decref(decoder);
     json_decref(root);
-    snprintf(err, errlen, "%s: out of memory", path);
+    k3_err(err, "%s: out of memory", path);
     return -1;
 }
 
 /* Learn, fill if the text ran out of pairs, then write both files. The same
  * n_base always gives byte-identical files. */
-int k3_tokenizer_generate(const char *dir, int n_base, char *err, size_t errlen)
+int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
 {
     if (n_base < 256 || n_base > (1 << 24)) {
-        snprintf(err, errlen, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
+        k3_err(err, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
         return -1;
     }
     if (strlen(dir) > 4000) {
-        snprintf(err, errlen, "tokenizer: directory name too long");
+        k3_err(err, "tokenizer: directory name too long");
         return -1;
     }
     if (mkdir(dir, 0755) && errno != EEXIST) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        k3_err(err, "%s: %s", dir, strerror(errno));
         return -1;
     }
     gen_vocab v = {0};
     gen_corpus c = {0};
     int rc = -1;
-    k3_pretok *p = k3_pretok_new(err, errlen);
+    k3_pretok *p = k3_pretok_new(err);
     if (!p) return -1;
     if (vocab_init(&v, n_base)) goto oom;
     int split = k3_pretok_split(p, learning_text, sizeof learning_text - 1, corpus_add_word, &c,
-                                err, errlen);
+                                err);
     if (split > 0) goto oom;
     if (split < 0) goto done;
     if (learn_merges(&v, &c, n_base) || fill_vocab(&v, n_base)) goto oom;
     char path[4096 + 32];
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    if (write_vocab_file(&v, path, err, errlen)) goto done;
+    if (write_vocab_file(&v, path, err)) goto done;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (write_config_file(n_base, path, err, errlen)) goto done;
+    if (write_config_file(n_base, path, err)) goto done;
     rc = 0;
     goto done;
 oom:
-    snprintf(err, errlen, "tokenizer: out of memory while learning merges");
+    k3_err(err, "tokenizer: out of memory while learning merges");
 done:
     corpus_free(&c);
     vocab_free(&v);
