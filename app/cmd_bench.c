@@ -5,8 +5,9 @@
  *   1. the prompt token by token (bytes read: what chunking saves),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
- *   4. unless --no-resident (or the model does not fit in half of the
- *      available memory), the same decode fully resident, for floor_ratio.
+ *   4. unless --no-resident (or the model does not fit in 9/10 of the
+ *      available memory, the engine's rule for "resident"), the same decode
+ *      fully resident, for floor_ratio.
  * Peak RSS is taken after pass 2, before the resident pass. Prints a short
  * report, or one JSON object with --json. Benchmarks are figures, not tests. */
 #include <stdio.h>

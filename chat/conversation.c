@@ -73,6 +73,12 @@ void conversation_free(conversation *c)
     free(c);
 }
 
+/* A re-prefill (resume without a usable snapshot) evaluates the transcript in
+ * steps of this many tokens: each step is 8 prompt chunks of 32 tokens, long
+ * enough to keep the chunked path efficient and short enough that the
+ * progress line moves at least every few seconds on a streamed model. */
+#define REPREFILL_STEP_TOKENS 256
+
 /* The sampling parameters as stored with the conversation. */
 static char *sampling_json(const k3_sampler *sp)
 {
@@ -151,7 +157,7 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
             for (int64_t j = 0; j < msgs[i].n_token_ids; j++) all[at++] = msgs[i].token_ids[j];
         int rc = 0;
         for (int done = 0; done < at && rc == 0;) {
-            int step = at - done < 256 ? at - done : 256;
+            int step = at - done < REPREFILL_STEP_TOKENS ? at - done : REPREFILL_STEP_TOKENS;
             rc = k3_session_eval(c->session, all + done, step, NULL, err);
             done += step;
             if (progress) progress(user, done, at);
@@ -179,7 +185,7 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
     }
     int rc = 0;
     for (int done = 0; done < n_ids && rc == 0;) {
-        int step = n_ids - done < 256 ? n_ids - done : 256;
+        int step = n_ids - done < REPREFILL_STEP_TOKENS ? n_ids - done : REPREFILL_STEP_TOKENS;
         rc = k3_session_eval(c->session, ids + done, step, NULL, err);
         done += step;
         if (progress) progress(user, done, n_ids);

@@ -94,7 +94,7 @@ int k3_kernels_scalar_forced(void)
 /* ------------------------------------------------------------------------ */
 
 /* The reference value of weight (r, c) (fp8: e4m3 * block scale, rounded
- * once). Unaligned-safe (memcpy) because rows point into mmap'd files. */
+ * once). Unaligned-safe (memcpy): rows sit at any offset inside a unit's buffer. */
 static float weight_scalar(const k3_weight *W, int64_t r, int64_t c)
 {
     const unsigned char *base = (const unsigned char *)W->data;

@@ -1,11 +1,9 @@
-/* model.h - a loaded model: config, per-layer weights, and the weight
- * provider through which the forward pass sees them.
+/* model.h - the weights of one layer as the forward pass sees them, and the
+ * options of the weight store (weights.h) that hands them out.
  *
- * The forward pass never touches files or mappings directly: it asks the
- * provider for a layer (acquire/release) and for the routed experts it
- * needs. Today's provider keeps the whole checkpoint resident (mmap of the
- * shards, small tensors converted to fp32 at load); the streaming runtime
- * replaces it without changing the math. */
+ * The forward pass never touches files directly: it asks the weight store
+ * for a layer (acquire/release) and for the routed experts it needs, wherever
+ * their bytes sit (pinned, a ring slot, an expert-cache slot). */
 #ifndef K3_MODEL_H
 #define K3_MODEL_H
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "safetensors.h"
@@ -261,8 +260,8 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
     return names;
 }
 
-/* Open one shard: stat, read its header, optionally mmap it. */
-static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
+/* Open one shard: stat it and read its header. */
+static int open_shard(st_index *ix, int s, k3_error *err)
 {
     st_shard *sh = &ix->shards[s];
     sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
@@ -293,16 +292,10 @@ static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
     }
     int rc = st_parse_header(buf, len, sh->file_bytes, s, sh->path, &ix->tensors, &ix->n_tensors, err);
     free(buf);
-    if (rc) return rc;
-    if (map_files && sh->file_bytes > 0) {
-        void *m = mmap(NULL, sh->file_bytes, PROT_READ, MAP_PRIVATE, sh->fd, 0);
-        if (m == MAP_FAILED) return k3_err(err, "%s: mmap failed: %s", sh->path, strerror(errno));
-        sh->map = m;
-    }
-    return 0;
+    return rc;
 }
 
-int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
+int st_index_open(st_index *ix, const char *dir, k3_error *err)
 {
     memset(ix, 0, sizeof *ix);
     json_t *weight_map = NULL;
@@ -319,7 +312,7 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
         ix->n_shards = i + 1;
         if (!ix->shards[i].path) { rc = k3_err(err, "out of memory"); break; }
         snprintf(ix->shards[i].path, l, "%s/%s", dir, names[i]);
-        rc = open_shard(ix, i, map_files, err);
+        rc = open_shard(ix, i, err);
     }
     for (int i = 0; i < n_names; i++) free(names[i]);
     free(names);
@@ -352,7 +345,6 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
 void st_index_close(st_index *ix)
 {
     for (int i = 0; i < ix->n_shards; i++) {
-        if (ix->shards[i].map) munmap((void *)ix->shards[i].map, ix->shards[i].file_bytes);
         if (ix->shards[i].fd >= 0) close(ix->shards[i].fd);
         free(ix->shards[i].path);
     }
@@ -361,12 +353,6 @@ void st_index_close(st_index *ix)
     free(ix->tensors);
     free(ix->hash_slots);
     memset(ix, 0, sizeof *ix);
-}
-
-const void *st_tensor_data(const st_index *ix, const st_tensor *t)
-{
-    const st_shard *sh = &ix->shards[t->shard];
-    return sh->map ? sh->map + t->file_offset : NULL;
 }
 
 int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)

@@ -129,7 +129,7 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = k3_is_packed_dir(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, 0, err);
+    int rc = k3_is_packed_dir(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, err);
     if (rc) { free(rp); return NULL; }
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : K3_IO_DEPTH_DEFAULT, stats, err);

@@ -34,6 +34,10 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     }
     /* fixed: what the process holds now, one session, the embed row buffer,
      * and a margin for allocator slack and thread stacks */
+    /* 24 MiB for what comes after this measurement and is not in the RSS:
+     * allocator slack, the touched stacks of the reader's threads, the
+     * history store and the front end (docs/PERFORMANCE.md, "Memory margin",
+     * measures it) */
     const uint64_t margin = 24ull << 20;
     uint64_t fixed = current_rss() + rp->opt.session_bytes + rp->embed_buf_bytes + margin;
     uint64_t budget = rp->opt.mem_bytes;
@@ -41,6 +45,8 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
         for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
         uint64_t avail = k3_mem_available();
+        /* 9/10: the last tenth is left to the page cache (the streamed
+         * files), the kernel and whatever else runs beside us */
         budget = avail && total > avail * 9 / 10 ? avail * 9 / 10 : 0;
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,

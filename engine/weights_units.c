@@ -25,6 +25,10 @@ int weights_layout_unit(k3_weights *rp, unit *u, k3_error *err)
     qsort_r(u->tensors, (size_t)u->n_tensors, sizeof *u->tensors, by_file_offset, &rp->index);
     u->win = calloc((size_t)u->n_tensors, sizeof *u->win);
     if (!u->win) return k3_err(err, "out of memory");
+    /* Neighbours closer than 1 MiB share one read: on NVMe a 1 MiB gap
+     * costs ~0.3 ms of extra transfer, about what a separate request costs
+     * in latency, and it makes an HF expert's three matrices (stored
+     * adjacently) and a packed trunk run one read each. */
     const uint64_t A = K3_IO_ALIGN, gap = 1u << 20;
     for (int i = 0; i < u->n_tensors; i++) {
         const st_tensor *t = &rp->index.tensors[u->tensors[i]];

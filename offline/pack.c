@@ -1151,7 +1151,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     int lock_fd = -1, created = 0, rc = -1;
 
     if (plan_config(&plan, src, err)) goto out;
-    if (st_index_open(&plan.ix, src, 0, err)) goto out;
+    if (st_index_open(&plan.ix, src, err)) goto out;
     if (plan_layout(&plan, src, err)) goto out;
     run.buf = aligned_alloc(4096, run.buf_len);
     if (!run.buf) { k3_err(err, "out of memory for the %zu-byte copy buffer", run.buf_len); goto out; }
