@@ -48,7 +48,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps test check bench fuzz run clean asan
+.PHONY: all deps test check readme-options bench fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(BUILD)/engine/%.o: engine/%.c
@@ -108,6 +108,10 @@ deps:
 # The whole test suite; ends with "N passed, N failed".
 test: all
 	@sh tests/run.sh
+
+# README's option list, regenerated from the options table (app/options.c).
+readme-options: $(K3BIN)
+	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("README.md").read(); open("README.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
 
 # The fast subset: unit tests + the forward pass against the reference on
 # two models (< 60 s); `make test` is the whole suite.

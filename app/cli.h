@@ -48,14 +48,7 @@ void cli_print_plan(const k3_model *m);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
 char *cli_read_file(const char *path, size_t *len_out);
 
-/* Options every model-loading command accepts (--mem, --io, --io-backend,
- * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,
- * consume it (and its value), fill opt and return 1; 0 if not one of them;
- * -1 on a bad value (message printed). */
-struct k3_options;
-int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt);
-/* The --help lines for those options. */
-extern const char cli_model_options_help[];
+/* The options shared by several commands are in one table: options.h. */
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

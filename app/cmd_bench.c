@@ -15,6 +15,7 @@
 #include <string.h>
 #include "cli.h"
 #include "k3.h"
+#include "options.h"
 #include "generate.h"
 
 typedef struct bench_options {
@@ -33,8 +34,8 @@ static void usage(FILE *f)
                "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
                "  --no-probe                 skip the device measurement\n"
                "  --no-resident              skip the fully resident decode pass\n"
-               "  --resident-s-per-token S   use S as the resident decode time\n%s",
-            cli_model_options_help);
+               "  --resident-s-per-token S   use S as the resident decode time\n");
+    cli_print_options(f, OPTS_MODEL);
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */
@@ -109,12 +110,16 @@ static int parse(int argc, char **argv, bench_options *o)
 {
     long long v;
     memset(o, 0, sizeof *o);
+    cli_settings set;
+    cli_settings_defaults(&set);
+    o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
+        o->model = set.model;
         if (mo < 0) return -1;
         if (mo) continue;
         if (!strcmp(a, "--tokens") && i + 1 < argc) {

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "history.h"
 #include "k3.h"
+#include "options.h"
 #include "conversation.h"
 #include "plain.h"
 #include "tui.h"
@@ -31,27 +32,21 @@ static void usage(FILE *f)
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
-               "  -n, --max-tokens N   answer length limit (default 512)\n"
-               "  --ctx N              context limit in tokens (default 4096)\n"
-               "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
-               "%s"
-               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n", cli_model_options_help);
+               );
+    cli_print_options(f, OPTS_ALL);
+    fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n");
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
 {
-    long long v;
-    double d;
     memset(o, 0, sizeof *o);
-    o->max_new = 512;
-    o->ctx = K3_CTX_TOKENS_DEFAULT;
-    o->sampler.temperature = 0;
-    o->sampler.top_p = 1;
-    o->sampler.seed = 1;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    set.max_new = 512;            /* a chat answer may run longer than `k3 run`'s default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_ALL, &set);
         if (mo < 0) return -1;
         if (mo) continue;
         if (!strcmp(a, "--resume") && more) o->resume = argv[++i];
@@ -59,28 +54,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
         else if (!strcmp(a, "--plain")) o->plain = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
-            o->max_new = (int)v;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
-            o->ctx = (int)v;
-        } else if (!strcmp(a, "--top-k") && more) {
-            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
-            o->sampler.top_k = (int)v;
-        } else if (!strcmp(a, "--seed") && more) {
-            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return -1;
-            o->sampler.seed = (uint64_t)v;
-        } else if (!strcmp(a, "--temp") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 100, &d)) return -1;
-            o->sampler.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.top_p = (float)d;
-        } else if (!strcmp(a, "--min-p") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.min_p = (float)d;
-        } else if (a[0] == '-') {
+        else if (a[0] == '-') {
             cli_error("chat: unknown option or missing value '%s' (see k3 chat --help)", a);
             return -1;
         } else if (!o->model_dir) {
@@ -91,6 +65,14 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    if (set.max_new < 1) {
+        cli_error("chat: -n must be at least 1");
+        return -1;
+    }
+    o->model = set.model;
+    o->sampler = set.sampler;
+    o->max_new = set.max_new;
+    o->ctx = set.model.ctx_tokens;
     return 0;
 }
 

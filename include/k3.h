@@ -24,6 +24,11 @@ typedef struct k3_session k3_session;
 #define K3_IO_DEPTH_DEFAULT 4
 #define K3_CTX_TOKENS_DEFAULT 4096
 
+/* Expert-cache eviction policies, named "lru" and "lfru" (--cache-policy). */
+typedef enum { K3_CACHE_LRU = 0, K3_CACHE_LFRU = 1 } k3_cache_policy;
+/* The policy a name means, or -1. */
+int k3_cache_policy_parse(const char *s);
+
 typedef struct k3_options {
     int n_threads;           /* 0 = all cores */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */

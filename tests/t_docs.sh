@@ -59,4 +59,14 @@ report("docs: every cited docs/*.md exists", missing_doc)
 report("docs: every cited section is a heading of its document", missing_section)
 report("docs: every path named in a source file exists", missing_path)
 report("docs: every bare file name in a C comment is a file of the repository", missing_name)
+
+readme = open("README.md", encoding="utf-8").read()
+m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", readme, re.S)
+table = subprocess.run(["./k3", "help", "options"], capture_output=True, text=True).stdout
+if not m:
+    print("FAIL docs: README's option list: no <!-- options:begin --> block")
+elif m.group(1) != table or not table:
+    print("FAIL docs: README's option list differs from `k3 help options` (run make readme-options)")
+else:
+    print("PASS docs: README's option list equals the options table (%d options)" % (table.count("\n") - 2))
 PY
