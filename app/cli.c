@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "cli.h"
 #include "k3.h"
 
@@ -107,6 +108,7 @@ void cli_print_plan(const k3_model *m)
     k3_model_plan(m, &p);
     if (!p.budget_bytes) return;
     const double gib = 1073741824.0, mib = 1048576.0;
+    if (p.budget_source[0]) fprintf(stderr, "k3: plan: limit: %s\n", p.budget_source);
     fprintf(stderr, "k3: plan: budget %.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
             "process, buffers and margin %.1f MiB)\n", p.budget_bytes / gib, p.fixed_bytes / gib, p.ctx_tokens,
             p.state_bytes / mib, (p.fixed_bytes - p.state_bytes) / mib);
@@ -115,6 +117,19 @@ void cli_print_plan(const k3_model *m)
     fprintf(stderr, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p.n_expert_slots,
             p.n_experts_total, p.expert_slot_bytes / mib, (double)p.n_expert_slots * p.expert_slot_bytes / gib,
             p.all_resident ? "; fully resident" : "");
+}
+
+const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
+{
+    struct stat st;
+    snprintf(buf, cap, "%s", arg);
+    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {
+        char *slash = strrchr(buf, '/');
+        if (slash == buf) slash[1] = 0;
+        else if (slash) *slash = 0;
+        else snprintf(buf, cap, ".");
+    }
+    return buf;
 }
 
 const char *cli_default_model(void)

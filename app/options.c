@@ -41,11 +41,36 @@ static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path 
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
 static int set_max_new(cli_settings *s, const opt_value *v) { s->max_new = (int)v->i; return 0; }
-static int set_temp(cli_settings *s, const opt_value *v) { s->sampler.temperature = (float)v->d; return 0; }
-static int set_top_k(cli_settings *s, const opt_value *v) { s->sampler.top_k = (int)v->i; return 0; }
-static int set_top_p(cli_settings *s, const opt_value *v) { s->sampler.top_p = (float)v->d; return 0; }
-static int set_min_p(cli_settings *s, const opt_value *v) { s->sampler.min_p = (float)v->d; return 0; }
-static int set_seed(cli_settings *s, const opt_value *v) { s->sampler.seed = (uint64_t)v->i; return 0; }
+static int set_temp(cli_settings *s, const opt_value *v)
+{
+    s->sampler.temperature = (float)v->d;
+    s->sampling_given |= 1;
+    return 0;
+}
+static int set_top_k(cli_settings *s, const opt_value *v)
+{
+    s->sampler.top_k = (int)v->i;
+    s->sampling_given |= 2;
+    return 0;
+}
+static int set_top_p(cli_settings *s, const opt_value *v)
+{
+    s->sampler.top_p = (float)v->d;
+    s->sampling_given |= 4;
+    return 0;
+}
+static int set_min_p(cli_settings *s, const opt_value *v)
+{
+    s->sampler.min_p = (float)v->d;
+    s->sampling_given |= 8;
+    return 0;
+}
+static int set_seed(cli_settings *s, const opt_value *v)
+{
+    s->sampler.seed = (uint64_t)v->i;
+    s->sampling_given |= 16;
+    return 0;
+}
 
 /* The policy names are the engine's (k3_cache_policy_parse), not spelled here. */
 static int set_cache_policy(cli_settings *s, const opt_value *v)
@@ -61,7 +86,8 @@ static int set_cache_policy(cli_settings *s, const opt_value *v)
 
 static const cli_option options[] = {
     {"--mem", NULL, OPTS_MODEL, OPT_SIZE, "SIZE", NULL, 1, 0, NULL,
-     "resident if it fits in 9/10 of available memory", set_mem,
+     "resident if it fits in 9/10 of available memory; in a memory cgroup, 9/10 of what its limit leaves",
+     set_mem,
      "budget for the whole process (e.g. 2G); the rest streams from disk"},
     {"--io", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "direct|buffered", 0, 0, "direct", NULL, set_io,
      "read with O_DIRECT or through the page cache"},
@@ -140,6 +166,7 @@ void cli_settings_defaults(cli_settings *s)
     memset(s, 0, sizeof *s);
     for (int i = 0; i < N_OPTIONS; i++)
         if (options[i].def && apply(&options[i], options[i].def, s)) abort();   /* a bad table is a bug */
+    s->sampling_given = 0;                 /* defaults are not typed */
 }
 
 int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_settings *s)

@@ -24,6 +24,8 @@ typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
     k3_sampler sampler;      /* temperature, top_k, top_p, min_p, seed */
     int max_new;             /* -n */
+    int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
+                              * seed 16 (they override a resumed conversation's sampling) */
 } cli_settings;
 
 /* Every row's default applied (then a command may change one, e.g. chat's

@@ -73,6 +73,7 @@ typedef struct k3_provider_options {
     uint64_t session_bytes;       /* state + scratch of one session at ctx_tokens */
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
     int prefetch;                 /* router-lookahead prefetch (off by default) */
+    int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
 } k3_provider_options;
 
 #endif

@@ -154,6 +154,7 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     for (int i = 0; i < rp->n_units; i++)
         if (weights_layout_unit(rp, &rp->units[i], err)) goto fail;
     if (weights_plan_and_allocate(rp, err)) goto fail;
+    if (rp->opt.sizes_only) return rp;    /* k3 plan: the layout is all it wants */
     if (rp->plan.pinned[head_unit(rp)]) {
         rp->head_view = rp->head_template;
         weights_rebase_weight(rp, &rp->head_view, rp->units[head_unit(rp)].pinned);

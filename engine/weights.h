@@ -65,6 +65,11 @@ void k3_weights_release_head(k3_weights *w);
  * about `seconds`. Writes GB/s and the read size. */
 int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                             k3_error *err);
+/* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
+ * (layers, then the head), the expert slot size, routed experts in all
+ * layers, the embedding row buffer. */
+void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes);
 /* The memory plan in force. */
 const k3_plan *k3_weights_plan(const k3_weights *w);
 /* Hash of what identifies the weights (shard names, sizes, headers); a

@@ -17,45 +17,41 @@ static uint64_t current_rss(void)
 /* Plan the budget, allocate slots, read what is pinned. */
 int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
 {
+    if (rp->opt.sizes_only) return 0;
     const k3_config *c = rp->cfg;
     const int n_trunk = c->n_layers + 1;
     uint64_t *trunk_bytes = malloc((size_t)n_trunk * sizeof *trunk_bytes);
     if (!trunk_bytes) return k3_err(err, "out of memory");
-    for (int i = 0; i < n_trunk; i++) trunk_bytes[i] = rp->units[i].bytes;
-    uint64_t expert_bytes = 0;
-    int n_experts_total = 0;
-    for (int l = 0; l < c->n_layers; l++) {
-        if (!c->is_moe[l]) continue;
-        for (int e = 0; e < c->n_experts; e++) {
-            const unit *u = &rp->units[expert_unit(rp, l, e)];
-            if (u->bytes > expert_bytes) expert_bytes = u->bytes;
-            n_experts_total++;
-        }
-    }
-    /* fixed: what the process holds now, one session, the embed row buffer,
-     * and a margin for allocator slack and thread stacks */
-    /* 24 MiB for what comes after this measurement and is not in the RSS:
-     * allocator slack, the touched stacks of the reader's threads, the
-     * history store and the front end (docs/PERFORMANCE.md, "Memory margin",
-     * measures it) */
-    const uint64_t margin = 24ull << 20;
-    uint64_t fixed = current_rss() + rp->opt.session_bytes + rp->embed_buf_bytes + margin;
+    uint64_t expert_bytes, embed_buf_bytes;
+    int n_experts_total;
+    k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes);
+    uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
     uint64_t budget = rp->opt.mem_bytes;
-    if (!budget) {                        /* no --mem: resident if it fits in available memory */
+    char source[256] = "";                /* where a derived budget comes from (printed) */
+    if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
         uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
         for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
-        uint64_t avail = k3_mem_available();
+        k3_mem_limit lim;
+        k3_mem_limit_read(current_rss(), &lim);
+        const uint64_t avail = lim.avail_bytes;
         /* 9/10: the last tenth is left to the page cache (the streamed
-         * files), the kernel and whatever else runs beside us */
-        budget = avail && total > avail * 9 / 10 ? avail * 9 / 10 : 0;
+         * files), the kernel and whatever else runs beside us; under a
+         * cgroup limit the budget is always in force (and printed) */
+        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        if (lim.from_cgroup)
+            snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
+                     lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
+        else
+            snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", avail / 1048576.0);
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
-                        expert_bytes, n_experts_total, c->top_k};
+                        expert_bytes, n_experts_total, c->top_k, source};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
     k3_stats *st = rp->stats;
     stats_set64(&st->budget_bytes, budget);
+    stats_set64(&st->resident_bytes, rp->plan.resident_bytes);
     stats_set64(&st->pinned_trunk_bytes, rp->plan.pinned_bytes);
     stats_set64(&st->ring_bytes, (uint64_t)rp->plan.n_ring * rp->plan.ring_slot_bytes);
     stats_set64(&st->expert_cache_bytes, (uint64_t)rp->plan.n_expert_slots * expert_bytes);
@@ -101,4 +97,24 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
             if (weights_wait_slot(rp, &rp->cache_slots[s], err)) return -1;
     }
     return 0;
+}
+
+/* The planner's inputs as the units were laid out (k3 plan opens with
+ * sizes_only and plans from these, so its sizes are the engine's own). */
+void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes)
+{
+    const k3_config *c = rp->cfg;
+    for (int i = 0; i <= c->n_layers; i++) trunk_bytes[i] = rp->units[i].bytes;
+    *expert_bytes = 0;
+    *n_experts_total = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) continue;
+        for (int e = 0; e < c->n_experts; e++) {
+            const unit *u = &rp->units[expert_unit(rp, l, e)];
+            if (u->bytes > *expert_bytes) *expert_bytes = u->bytes;
+            (*n_experts_total)++;
+        }
+    }
+    *embed_buf_bytes = rp->embed_buf_bytes;
 }

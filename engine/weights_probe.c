@@ -8,9 +8,10 @@
 
 /* Random aligned reads of one expert slot's size over the largest file,
  * `depth` at a time through the same reader: the device speed for exactly
- * the reads the runtime makes. */
+ * the reads the runtime makes. The reads land in expert cache slots (no
+ * memory beyond the plan's); the experts they held are read back after. */
 int k3_weights_probe_device(k3_weights *rp, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                             k3_error *err)
+                            k3_error *err)
 {
     int file = 0;
     for (int i = 1; i < rp->index.n_shards; i++)
@@ -19,33 +20,38 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, double *gbps, uint64
     const uint64_t fbytes = rp->index.shards[file].file_bytes;
     if (fbytes < size) size = fbytes / K3_IO_ALIGN * K3_IO_ALIGN;
     if (!size) return k3_err(err, "%s: too small to probe", rp->index.shards[file].path);
-    const int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : K3_IO_DEPTH_DEFAULT;
-    uint8_t *buf = aligned_alloc(K3_IO_ALIGN, (size_t)size * d);
-    k3_io_req *reqs = calloc((size_t)d, sizeof *reqs);
-    if (!buf || !reqs) { free(buf); free(reqs); return k3_err(err, "out of memory"); }
-    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
-    const uint64_t windows = (fbytes - size) / K3_IO_ALIGN + 1;
-    const uint64_t t0_ns = k3_now_ns();
-    double elapsed = 0;
-    int rc = 0;
-    while (elapsed < seconds && rc == 0) {
-        k3_io_req *ptrs[64];
-        for (int i = 0; i < d; i++) {
-            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-            reqs[i] = (k3_io_req){.fd = rp->fd[file], .path = rp->index.shards[file].path,
-                                  .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size, .need_bytes = size,
-                                  .dst = buf + (size_t)i * size, .kind = K3_READ_OTHER};
-            ptrs[i] = &reqs[i];
+    int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : K3_IO_DEPTH_DEFAULT;
+    if (d > 64) d = 64;
+    /* buffers: the first d expert cache slots (a model without routed
+     * experts has no slots and allocates its own) */
+    const int n_borrow = rp->plan.expert_slot_bytes && rp->plan.n_expert_slots > 0
+                             ? (d < rp->plan.n_expert_slots ? d : rp->plan.n_expert_slots) : 0;
+    if (n_borrow) d = n_borrow;
+    uint8_t *own_buf = n_borrow ? NULL : aligned_alloc(K3_IO_ALIGN, (size_t)size * d);
+    uint8_t *bufs[64];
+    for (int i = 0; i < d; i++) {
+        if (n_borrow) {
+            slot *sl = &rp->cache_slots[i];
+            weights_drain_slot(rp, sl);                  /* a prefetch may be in flight */
+            bufs[i] = sl->mem;
+        } else {
+            bufs[i] = own_buf ? own_buf + (size_t)i * size : NULL;
         }
-        k3_io_submit(rp->io, ptrs, d);
-        for (int i = 0; i < d && rc == 0; i++) rc = k3_io_wait(rp->io, &reqs[i], err);
-        done_bytes += size * (uint64_t)d;
-        elapsed = (double)(k3_now_ns() - t0_ns) * 1e-9;
     }
-    free(buf);
-    free(reqs);
+    if (!n_borrow && !own_buf) return k3_err(err, "out of memory");
+    int rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, d, seconds, gbps, err);
+    free(own_buf);
+    for (int i = 0; i < n_borrow; i++) {   /* put back the experts whose slots were borrowed */
+        slot *sl = &rp->cache_slots[i];
+        if (sl->unit < 0) continue;
+        k3_error rerr;
+        if (weights_start_read(rp, sl, sl->unit, K3_READ_OTHER, &rerr) || weights_wait_slot(rp, sl, &rerr)) {
+            k3_expert_cache_drop(&rp->cache, i);
+            sl->unit = -1;
+            if (rc == 0) { *err = rerr; rc = -1; }
+        }
+    }
     if (rc) return -1;
-    *gbps = done_bytes / elapsed / 1e9;
     *read_bytes = size;
     *depth = d;
     return 0;

@@ -11,6 +11,7 @@ import os, re, subprocess
 files = subprocess.check_output(["git", "ls-files", "--cached", "--others", "--exclude-standard"], text=True).split()
 sources = [f for f in files if re.search(r"\.(c|h|sh|py)$|(^|/)Makefile$", f) and os.path.exists(f)]
 names = {os.path.basename(f) for f in files}
+sys_inc = ["/usr/include", subprocess.run(["gcc", "-print-file-name=include"], capture_output=True, text=True).stdout.strip()]
 headings = {}
 for f in files:
     if f.startswith("docs/") and f.endswith(".md") and os.path.exists(f):
@@ -52,7 +53,7 @@ for f in sources:
         is_comment = re.match(r"\s*(/\*|\*|//)", line) or "/*" in line
         if f.endswith((".c", ".h")) and is_comment and not line.lstrip().startswith("#"):
             for m in bare_ref.finditer(line):
-                if m.group(1) not in names:
+                if m.group(1) not in names and not any(os.path.exists(os.path.join(d, m.group(1))) for d in sys_inc):
                     missing_name.append("%s: %s is not a file of the repository" % (where, m.group(1)))
 report("docs: no comment cites a design document the repository lacks", foreign)
 report("docs: every cited docs/*.md exists", missing_doc)
