@@ -5,6 +5,7 @@
  * Attention Residuals (docs/MODEL.md, "Attention Residuals"): softmax mixes over block
  * snapshots before attention, before the FFN and at the output. Weights come from the provider one layer
  * at a time, so the same loop serves resident and streamed models. */
+#include <assert.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
@@ -62,6 +63,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
 /* A chunk either completes or leaves the session as it was (k3.h). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
+    assert(T >= 1 && T <= K3_CHUNK_TOKENS);
     int n_saved = 0;
     int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
     if (rc) kda_restore(s, n_saved);
@@ -117,6 +119,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
             for (size_t i = 0; i < (size_t)T * D; i++) sc->h[i] += sc->out[i];
         const float *ffn_in = sc->h;
         if (res_block) {                  /* mix #2 (always: a snapshot exists) */
+            assert(n_snap > 0);
             attn_res_mix(s, lw->mlp_res_score, sc->h, sc->xn, T, n_snap);
             ffn_in = sc->xn;
         }

@@ -1,6 +1,7 @@
 /* io.c - see io.h. One queue (kept sorted by file and offset) feeds either a
  * pool of pread threads or one io_uring thread; completions wake waiters
  * through a condition variable. */
+#include <assert.h>
 #include <errno.h>
 #ifdef K3_HAVE_URING   /* set by the Makefile when liburing is installed */
 #include <liburing.h>
@@ -103,6 +104,7 @@ static int read_fully(k3_io_req *r, uint64_t max_piece)
         if (n == 0) break;                      /* end of file */
         r->got += (uint64_t)n;
     }
+    assert(r->got <= r->bytes);
     return r->got >= r->need_bytes ? 0 : -1;   /* -1: ended early */
 }
 

@@ -180,96 +180,6 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
     return 1;
 }
 
-/* Allocate the chunk scratch (sizes follow the config); with dry_bytes set,
- * only add up the bytes it would take (for the memory planner). */
-static int scratch_alloc(k3_session *s, size_t *dry_bytes)
-{
-    const k3_config *c = &s->m->cfg;
-    k3_scratch *sc = &s->sc;
-    const size_t T = K3_CHUNK_TOKENS, D = (size_t)c->hidden;
-    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
-    const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
-    const size_t L = (size_t)c->kv_lora_rank;
-    const size_t threads = (size_t)s->m->n_threads + 1;   /* per-thread rows, indexed by omp_get_thread_num() */
-    size_t max_inter = (size_t)c->dense_inter;
-    if ((size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1) > max_inter)
-        max_inter = (size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
-    const size_t max_rank = D;   /* KDA low-rank widths; the loader refuses rank > hidden */
-    size_t attn = P > HV ? P : HV;
-    size_t row = L > (size_t)c->v_head_dim ? L : (size_t)c->v_head_dim;
-    const size_t D_or_latent = (size_t)c->latent_dim > D ? (size_t)c->latent_dim : D;
-    const size_t max_snap = c->attn_res_block ? (size_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block : 0;
-    float **bufs[] = {&sc->q_low, &sc->mla_gate, &sc->latent_in, &sc->latent_acc, &sc->snapshots,
-                      &sc->mix_scores, &sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
-                      &sc->qkv[0], &sc->qkv[1], &sc->qkv[2], &sc->gate_low, &sc->forget,
-                      &sc->out_gate, &sc->beta, &sc->attn, &sc->q, &sc->kv, &sc->q_latent,
-                      &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw,
-                      &sc->inter_gate, &sc->inter_up, &sc->expert_out};
-    size_t sizes[] = {T * (size_t)c->q_lora_rank, T * HV, T * (size_t)c->latent_dim, T * (size_t)c->latent_dim,
-                      T * max_snap * D, max_snap + 1, T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
-                      T * max_rank, T * P, T * P, T * c->kda_heads, T * attn,
-                      T * c->mla_heads * (c->qk_nope_dim + c->qk_rope_dim),
-                      T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
-                      threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
-                      T * max_inter, T * max_inter, T * D_or_latent};
-    /* per-thread expert buffers: routed experts of a chunk run in parallel */
-    const int n_workers = s->m->n_threads > 0 ? s->m->n_threads : 1;
-    const size_t expert_inter = (size_t)c->moe_inter;
-    const size_t worker_floats = T * D_or_latent * 2 + T * expert_inter * 2;
-    if (dry_bytes) {
-        size_t total = 0;
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) total += sizes[i] * sizeof(float);
-        total += T * c->top_k * (sizeof(int) + D_or_latent * sizeof(float)) + (size_t)c->n_experts * sizeof(int);
-        total += (size_t)n_workers * (worker_floats * sizeof(float) + T * sizeof(int));
-        total += (size_t)c->n_experts * sizeof(k3_mlp_weights);
-        *dry_bytes = total;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
-        if (!*bufs[i]) return -1;
-    }
-    sc->topk = calloc(T * c->top_k, sizeof(int));
-    sc->distinct = calloc((size_t)c->n_experts, sizeof(int));
-    sc->expert_results = calloc(T * c->top_k * D_or_latent, sizeof(float));
-    sc->wave = calloc((size_t)c->n_experts, sizeof *sc->wave);
-    sc->workers = calloc((size_t)n_workers, sizeof *sc->workers);
-    if (!sc->topk || !sc->distinct || !sc->expert_results || !sc->wave || !sc->workers) return -1;
-    sc->n_workers = n_workers;
-    for (int w = 0; w < n_workers; w++) {
-        k3_expert_work *wk = &sc->workers[w];
-        wk->gathered = calloc(T * D_or_latent, sizeof(float));
-        wk->out = calloc(T * D_or_latent, sizeof(float));
-        wk->inter_gate = calloc(T * expert_inter, sizeof(float));
-        wk->inter_up = calloc(T * expert_inter, sizeof(float));
-        wk->rows = calloc(T, sizeof(int));
-        if (!wk->gathered || !wk->out || !wk->inter_gate || !wk->inter_up || !wk->rows) return -1;
-    }
-    return 0;
-}
-
-static void scratch_free(k3_scratch *sc)
-{
-    float *bufs[] = {sc->q_low, sc->mla_gate, sc->latent_in, sc->latent_acc, sc->snapshots,
-                     sc->mix_scores, sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
-                     sc->qkv[1], sc->qkv[2], sc->gate_low, sc->forget, sc->out_gate, sc->beta,
-                     sc->attn, sc->q, sc->kv, sc->q_latent, sc->ctx, sc->scores, sc->row,
-                     sc->router, sc->topw, sc->inter_gate, sc->inter_up, sc->expert_out};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    for (int w = 0; sc->workers && w < sc->n_workers; w++) {
-        free(sc->workers[w].gathered);
-        free(sc->workers[w].out);
-        free(sc->workers[w].inter_gate);
-        free(sc->workers[w].inter_up);
-        free(sc->workers[w].rows);
-    }
-    free(sc->workers);
-    free(sc->wave);
-    free(sc->topk);
-    free(sc->distinct);
-    free(sc->expert_results);
-}
-
 /* Bytes one session of ctx tokens holds: states, MLA cache, scratch. */
 size_t k3_session_bytes(k3_model *m, int ctx)
 {
@@ -278,10 +188,7 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
     bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
-    k3_session probe = {.m = m, .max_tokens = ctx};
-    size_t scratch = 0;
-    scratch_alloc(&probe, &scratch);
-    return bytes + scratch;
+    return bytes + k3_scratch_bytes(c, m->n_threads, ctx);
 }
 
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
@@ -307,7 +214,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->kda_conv_saved || !s->kda_state_saved ||
         !s->mla_cache || !s->logits ||
-        scratch_alloc(s, NULL)) {
+        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
         return NULL;
@@ -318,7 +225,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
 void k3_session_free(k3_session *s)
 {
     if (!s) return;
-    scratch_free(&s->sc);
+    k3_scratch_free(&s->sc);
     free(s->tokens);
     free(s->kda_conv);
     free(s->kda_state);

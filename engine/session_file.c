@@ -75,7 +75,7 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
     const k3_config *c = &s->m->cfg;
     FILE *f = fopen(path, "wb");
     if (!f) return k3_err(err, "%s: cannot create: %s", path, strerror(errno));
-    hashed_file hf = {f, 1469598103934665603ull, 0};
+    hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h;
     fill_header(s, &h);
     put(&hf, &h, sizeof h);
@@ -102,7 +102,7 @@ int k3_session_load(k3_session *s, const char *path, k3_error *err)
     const k3_config *c = &s->m->cfg;
     FILE *f = fopen(path, "rb");
     if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
-    hashed_file hf = {f, 1469598103934665603ull, 0};
+    hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h, want;
     fill_header(s, &want);
     int rc = 0;

@@ -1,6 +1,7 @@
 /* weights_trunk.c - the trunk units (each layer's non-expert matrices, and
  * the head): pinned, or streamed through a ring of slots where the next
  * streamed unit is read while the current layer computes. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,7 @@ static void release_trunk(k3_weights *rp, int ui)
 {
     if (rp->plan.pinned[ui]) return;
     slot *s = ring_find(rp, ui);
+    assert(s && s->busy);                 /* released only after a successful acquire */
     if (s) s->busy = 0;
 }
 

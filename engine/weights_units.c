@@ -2,6 +2,7 @@
  * layer's trunk, the head, one routed expert). A unit's tensors are covered
  * by a few large aligned file windows; its k3_weight templates hold
  * placeholders that are rebased onto wherever the unit sits in memory. */
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,7 @@ int weights_layout_unit(k3_weights *rp, unit *u, k3_error *err)
 void weights_rebase_weight(const k3_weights *rp, k3_weight *w, uint8_t *base)
 {
     if (!w->rows) return;
+    assert((uintptr_t)w->data - 1 < (uintptr_t)rp->index.n_tensors);   /* a placeholder, not an address */
     w->data = base + rp->tensor_pos[(uintptr_t)w->data - 1];
     if (w->mx_scale) w->mx_scale = base + rp->tensor_pos[(uintptr_t)w->mx_scale - 1];
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "pretokenize.h"
+#include "k3.h"
 #include "tokenizer_gen.h"
 
 /* The learning text: English prose, chat words, code with tabs and
@@ -168,15 +169,7 @@ typedef struct {
 } gen_vocab;
 
 /* FNV-1a over token bytes (same role as in tokenizer.c). */
-static uint64_t gen_hash(const uint8_t *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t gen_hash(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
 
 /* Id of a byte string already in the vocabulary, or -1. */
 static int vocab_find(const gen_vocab *v, const uint8_t *s, size_t n)
