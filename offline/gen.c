@@ -33,23 +33,42 @@ typedef struct gen_preset {
 } gen_preset;
 
 static const gen_preset presets[] = {
-    {"tiny", 64, 4, 2, 16, 16, 2, 32, 16, 8, 16, 128, 32, 8, 2, 1, 512, "2,4", 0, 0, 0},
-    {"small", 256, 8, 4, 32, 32, 4, 64, 32, 16, 32, 512, 128, 16, 4, 1, 1024, "4,8", 0, 0, 0},
-    {"demo", 768, 12, 6, 128, 128, 6, 256, 64, 32, 64, 2048, 384, 24, 4, 1, 2048, "4,8,12", 0, 0, 0},
+    {.name = "tiny", .hidden = 64, .layers = 4, .kda_heads = 2, .kda_head_dim = 16, .gate_rank = 16,
+     .mla_heads = 2, .kv_lora = 32, .nope = 16, .rope = 8, .v_dim = 16, .dense_inter = 128, .moe_inter = 32,
+     .experts = 8, .top_k = 2, .shared = 1, .n_base = 512, .full_attn = "2,4", .q_lora = 0, .latent = 0,
+     .attn_res_block = 0},
+    {.name = "small", .hidden = 256, .layers = 8, .kda_heads = 4, .kda_head_dim = 32, .gate_rank = 32,
+     .mla_heads = 4, .kv_lora = 64, .nope = 32, .rope = 16, .v_dim = 32, .dense_inter = 512, .moe_inter = 128,
+     .experts = 16, .top_k = 4, .shared = 1, .n_base = 1024, .full_attn = "4,8", .q_lora = 0, .latent = 0,
+     .attn_res_block = 0},
+    {.name = "demo", .hidden = 768, .layers = 12, .kda_heads = 6, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 6, .kv_lora = 256, .nope = 64, .rope = 32, .v_dim = 64, .dense_inter = 2048,
+     .moe_inter = 384, .experts = 24, .top_k = 4, .shared = 1, .n_base = 2048, .full_attn = "4,8,12",
+     .q_lora = 0, .latent = 0, .attn_res_block = 0},
     /* K3: AttnRes blocks of 2 (boundaries 0,2,4,6), last two layers MLA, MXFP4 experts */
-    {"k3-tiny", 64, 7, 2, 16, 16, 2, 32, 16, 8, 16, 128, 64, 12, 3, 2, 512, "4,6,7", 32, 32, 2},
+    {.name = "k3-tiny", .hidden = 64, .layers = 7, .kda_heads = 2, .kda_head_dim = 16, .gate_rank = 16,
+     .mla_heads = 2, .kv_lora = 32, .nope = 16, .rope = 8, .v_dim = 16, .dense_inter = 128, .moe_inter = 64,
+     .experts = 12, .top_k = 3, .shared = 2, .n_base = 512, .full_attn = "4,6,7", .q_lora = 32, .latent = 32,
+     .attn_res_block = 2},
     /* K3's proportions at a few GB: 256 experts top-16, 1.2 MiB pages, experts > 90% of bytes */
-    {"k3-sim", 1024, 12, 8, 128, 128, 8, 256, 64, 32, 64, 4096, 1536, 256, 16, 2, 2048, "4,8,11,12", 512, 512, 3},
+    {.name = "k3-sim", .hidden = 1024, .layers = 12, .kda_heads = 8, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 8, .kv_lora = 256, .nope = 64, .rope = 32, .v_dim = 64, .dense_inter = 4096,
+     .moe_inter = 1536, .experts = 256, .top_k = 16, .shared = 2, .n_base = 2048, .full_attn = "4,8,11,12",
+     .q_lora = 512, .latent = 512, .attn_res_block = 3},
     /* a ~15 GB K3-shaped model, the size the closest peer is measured on (benchmarks only) */
-    {"k3-16g", 3072, 24, 24, 128, 128, 24, 512, 128, 64, 128, 12288, 1536, 128, 16, 2, 2048,
-     "4,8,12,16,20,23,24", 768, 1536, 6},
+    {.name = "k3-16g", .hidden = 3072, .layers = 24, .kda_heads = 24, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 24, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128, .dense_inter = 12288,
+     .moe_inter = 1536, .experts = 128, .top_k = 16, .shared = 2, .n_base = 2048,
+     .full_attn = "4,8,12,16,20,23,24", .q_lora = 768, .latent = 1536, .attn_res_block = 6},
     /* Kimi K3 at its real widths, two layers (benchmarks only, ~24.5 GB):
      * layer 0 KDA (96 heads x 128) + the dense 33792 MLP, layer 1 gated
      * q-LoRA MLA + MoE of 896 MXFP4 experts (3584 latent x 3072, the real
      * 17.5 MB page) top-16 + 2 shared; the real vocabulary's embedding and
      * head (163840 x 7168) */
-    {"k3-real-widths", 7168, 2, 96, 128, 128, 96, 512, 128, 64, 128, 33792, 3072, 896, 16, 2, 163584,
-     "2", 1536, 3584, 12},
+    {.name = "k3-real-widths", .hidden = 7168, .layers = 2, .kda_heads = 96, .kda_head_dim = 128,
+     .gate_rank = 128, .mla_heads = 96, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128,
+     .dense_inter = 33792, .moe_inter = 3072, .experts = 896, .top_k = 16, .shared = 2, .n_base = 163584,
+     .full_attn = "2", .q_lora = 1536, .latent = 3584, .attn_res_block = 12},
 };
 
 typedef enum {
