@@ -407,12 +407,10 @@ static int cmp_page_offset(const void *a, const void *b)
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
-/* Everything that is not syntax: sizes on disk, bounds, alignment, overlap,
- * membership of each tensor in its run or page, name lookups. */
-static int check_manifest(load_state *s, const char *mpath, k3_error *err)
+/* The four files exist with the recorded sizes, each a multiple of the alignment. */
+static int check_files(load_state *s, const char *mpath, k3_error *err)
 {
     k3_manifest *m = s->m;
-    /* files on disk */
     for (int f = 0; f < K3_PK_NFILES; f++) {
         char path[4200];
         k3_manifest_path(m, (k3_pk_file)f, path, sizeof path);
@@ -427,7 +425,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
             return k3_err(err, "%s: files.%s = %llu is not a multiple of %u", mpath, file_names[f],
                           (unsigned long long)m->file_bytes[f], K3_PACK_ALIGN);
     }
-    /* names, lookup table, per-tensor bounds */
+    return 0;
+}
+
+/* Names into the lookup table (no name twice); every tensor's bytes equal dtype x shape and lie inside its file, aligned. */
+static int check_tensors(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     int slots = 16;
     while (slots < m->n_tensors * 2) slots *= 2;
     m->slots_ = malloc((size_t)slots * sizeof *m->slots_);
@@ -461,7 +465,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
             return k3_err(err, "%s: tensor '%s' offset %llu in %s is not %u-byte aligned", mpath, t->name,
                           (unsigned long long)t->offset, file_names[t->file], K3_PACK_TENSOR_ALIGN);
     }
-    /* layer runs: aligned, inside trunk.bin, in forward order, disjoint */
+    return 0;
+}
+
+/* Layer runs: aligned, inside trunk.bin, in forward order, disjoint. */
+static int check_layers(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     if (m->n_layers < 1) return k3_err(err, "%s: \"layers\" is empty", mpath);
     for (int l = 0; l < m->n_layers; l++) {
         const k3_manifest_layer *L = &m->layers[l];
@@ -477,7 +487,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
             return k3_err(err, "%s: layers[%d] run starts at %llu, inside or before layers[%d]'s run", mpath, l,
                           (unsigned long long)L->trunk_offset, l - 1);
     }
-    /* expert pages */
+    return 0;
+}
+
+/* Expert pages: aligned, inside experts.bin, every MoE layer listing experts 0..n-1 once, no two overlapping; then the page table, one entry per page. */
+static int check_pages(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     if (s->n_pages > 0) {
         if (m->page_bytes == 0 || m->page_bytes % K3_PACK_ALIGN)
             return k3_err(err, "%s: experts.page_bytes %llu is not a positive multiple of %u", mpath,
@@ -548,7 +564,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
     }
     m->n_pages = s->n_pages;
     m->n_layers_moe = (int)s->n_layers_moe;
-    /* each trunk tensor inside one layer run, each expert tensor inside one page */
+    return 0;
+}
+
+/* Each trunk tensor lies inside one layer run and each expert tensor inside one page (which gives their layer and expert). */
+static int check_membership(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     for (int i = 0; i < m->n_tensors; i++) {
         k3_manifest_tensor *t = &m->tensors[i];
         if (t->file == K3_PK_TRUNK) {
@@ -576,7 +598,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
             t->expert = s->pages[found].expert;
         }
     }
-    /* tensors do not overlap each other */
+    return 0;
+}
+
+/* No two tensors overlap in a file. */
+static int check_overlaps(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     if (m->n_tensors > 1) {
         int *order = malloc((size_t)m->n_tensors * sizeof *order);
         if (!order) return k3_err(err, "%s: out of memory", mpath);
@@ -593,7 +621,13 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
         }
         free(order);
     }
-    /* embedding, final norm, head */
+    return 0;
+}
+
+/* The embedding, final norm and head name tensors of the table, consistently. */
+static int check_head(load_state *s, const char *mpath, k3_error *err)
+{
+    k3_manifest *m = s->m;
     m->embed = k3_manifest_find(m, s->embed_name);
     if (!m->embed) return k3_err(err, "%s: embed.name '%s' is not in the tensor table", mpath, s->embed_name);
     if (m->embed->file != K3_PK_EMBED || m->embed->offset != 0)
@@ -611,6 +645,20 @@ static int check_manifest(load_state *s, const char *mpath, k3_error *err)
     m->tied = s->tied;
     if (m->tied && m->lm_head != m->embed)
         return k3_err(err, "%s: head.tied is true but head.lm_head is not the embedding", mpath);
+    return 0;
+}
+
+/* Everything that is not syntax: sizes on disk, bounds, alignment, overlap,
+ * membership of each tensor in its run or page, name lookups. */
+static int check_manifest(load_state *s, const char *mpath, k3_error *err)
+{
+    if (check_files(s, mpath, err)) return -1;
+    if (check_tensors(s, mpath, err)) return -1;
+    if (check_layers(s, mpath, err)) return -1;
+    if (check_pages(s, mpath, err)) return -1;
+    if (check_membership(s, mpath, err)) return -1;
+    if (check_overlaps(s, mpath, err)) return -1;
+    if (check_head(s, mpath, err)) return -1;
     return 0;
 }
 
