@@ -428,7 +428,8 @@ static int check_files(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
-/* Names into the lookup table (no name twice); every tensor's bytes equal dtype x shape and lie inside its file, aligned. */
+/* Names into the lookup table (no name twice); every tensor's bytes equal
+ * dtype x shape and lie inside its file, aligned. */
 static int check_tensors(load_state *s, const char *mpath, k3_error *err)
 {
     k3_manifest *m = s->m;
@@ -490,7 +491,8 @@ static int check_layers(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
-/* Expert pages: aligned, inside experts.bin, every MoE layer listing experts 0..n-1 once, no two overlapping; then the page table, one entry per page. */
+/* Expert pages: aligned, inside experts.bin, every MoE layer listing experts
+ * 0..n-1 once, no two overlapping; then the page table, one entry per page. */
 static int check_pages(load_state *s, const char *mpath, k3_error *err)
 {
     k3_manifest *m = s->m;
@@ -567,7 +569,8 @@ static int check_pages(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
-/* Each trunk tensor lies inside one layer run and each expert tensor inside one page (which gives their layer and expert). */
+/* Each trunk tensor lies inside one layer run and each expert tensor inside
+ * one page (which gives their layer and expert). */
 static int check_membership(load_state *s, const char *mpath, k3_error *err)
 {
     k3_manifest *m = s->m;
