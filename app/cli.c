@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "cli.h"
 #include "k3.h"
 
@@ -117,6 +118,19 @@ char *cli_read_file(const char *path, size_t *len_out)
     fclose(f);
     buf[n] = 0;
     if (len_out) *len_out = n;
+    return buf;
+}
+
+const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
+{
+    struct stat st;
+    snprintf(buf, cap, "%s", arg);
+    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {
+        char *slash = strrchr(buf, '/');
+        if (slash == buf) slash[1] = 0;
+        else if (slash) *slash = 0;
+        else snprintf(buf, cap, ".");
+    }
     return buf;
 }
 

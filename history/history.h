@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 3
+#define HISTORY_SCHEMA_VERSION 4
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -130,6 +130,8 @@ typedef struct history_message {
                                   * (framing included), or NULL; borrowed on add,
                                   * owned by lists */
     int64_t n_token_ids;
+    char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
+    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */
@@ -145,6 +147,12 @@ int64_t history_msg_add(history *h, int64_t conversation_id, const history_messa
 int history_msg_list(history *h, int64_t conversation_id, history_message **out, size_t *n_out,
                      history_error *err);
 void history_msg_list_free(history_message *list, size_t n);
+
+/* Drop the message with this id and every later one of its conversation
+ * (with their snapshot rows, then files), for /undo, /retry and /edit.
+ * Returns the number of messages removed or -1. */
+int history_msg_truncate(history *h, int64_t conversation_id, int64_t from_message_id,
+                         history_error *err);
 
 const char *history_status_name(history_status s);
 /* Parse "complete" / "interrupted" / "error"; -1 if none. */
@@ -194,6 +202,12 @@ void history_snapshot_discard(history *h, const char *tmp_path);
  * 0 none, -1 error. */
 int history_snapshot_latest(history *h, int64_t conversation_id, const char *model_fingerprint,
                             int format_version, history_snapshot *out, history_error *err);
+
+/* The same among snapshots of messages with seq <= max_seq: the state to
+ * start from when the record is rebuilt up to that message. */
+int history_snapshot_latest_upto(history *h, int64_t conversation_id, int64_t max_seq,
+                                 const char *model_fingerprint, int format_version,
+                                 history_snapshot *out, history_error *err);
 
 /* Recompute the file's checksum; 0 if it matches. */
 int history_snapshot_verify(const history_snapshot *s, history_error *err);

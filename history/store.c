@@ -251,7 +251,10 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
 /* Step i brings user_version i to i + 1. Never edit a released step: add a
  * new one. v1: conversations and messages. v2: the full-text index (rebuilt
  * from existing messages) and state snapshot rows. v3: each message's exact
- * token ids (int32 little-endian), so a resume can re-prefill exactly. */
+ * token ids (int32 little-endian), so a resume can re-prefill exactly. v4:
+ * the sampling each answer was made with (the conversation's own
+ * sampling_json is the current setting), and in_progress = 1 on an answer
+ * row still being written as it streams (a crash leaves it so). */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -308,6 +311,9 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE INDEX snapshots_by_message ON snapshots(message_id);",
 
     "ALTER TABLE messages ADD COLUMN token_ids BLOB;",
+
+    "ALTER TABLE messages ADD COLUMN sampling_json TEXT;"
+    "ALTER TABLE messages ADD COLUMN in_progress INTEGER NOT NULL DEFAULT 0;",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the
