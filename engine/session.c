@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "k3_chat_format.h"
+#include "file_read.h"
 #include "forward.h"
 #include "stats.h"
 
@@ -27,7 +28,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     }
     if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
     uint64_t config_hash = 1469598103934665603ull;
-    FILE *cf = fopen(path, "rb");
+    FILE *cf = k3_fopen_regular(path, NULL);
     for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
     if (cf) fclose(cf);
     m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();

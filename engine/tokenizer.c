@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pretokenize.h"
+#include "k3.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
 
@@ -89,33 +90,16 @@ static int rank_insert(k3_tokenizer *t, int r)
 
 /* ------------------------------------------------------------- file input */
 
-/* Whole-file read for the two small-to-medium tokenizer files. */
-static char *read_whole_file(const char *path, size_t *len_out, char *err, size_t errlen)
+/* Whole-file read for the two tokenizer files: regular files only, capped
+ * (k3_read_file), with the message in this file's error convention. */
+static char *read_whole_file(const char *path, size_t max_bytes, size_t *len_out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    k3_error e;
+    char *buf = NULL;
+    if (k3_read_file(path, max_bytes, &buf, len_out, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) {
-        snprintf(err, errlen, "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len_out = n;
     return buf;
 }
 
@@ -199,7 +183,7 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
 static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errlen)
 {
     size_t len;
-    char *text = read_whole_file(path, &len, err, errlen);
+    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err, errlen);
     if (!text) return -1;
     int rc = -1;
     int *line_of_rank = NULL;
@@ -321,12 +305,13 @@ static int parse_special_key(const char *key, int n_base, int *slot)
 static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t errlen)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    size_t text_len;
+    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err, errlen);
+    if (!text) return -1;
+    json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root) {
-        FILE *probe = fopen(path, "rb");
-        if (!probe) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        else snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
-        if (probe) fclose(probe);
+        snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
         return -1;
     }
     int rc = -1;

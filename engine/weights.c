@@ -17,6 +17,7 @@
  * expert cache of fixed slots. When everything fits, everything is pinned:
  * "fully resident" is the same code with no reads after open, so logits are
  * bit-identical at every budget. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "expert_cache.h"
+#include "file_read.h"
 #include "io.h"
 #include "manifest.h"
 #include "model.h"
@@ -1025,8 +1027,8 @@ static int open_files(weights_provider *rp, k3_error *err)
     for (int i = 0; i < n; i++) rp->fd[i] = rp->fd_buffered[i] = -1;
     for (int i = 0; i < n; i++) {
         const char *path = rp->index.shards[i].path;
-        rp->fd_buffered[i] = open(path, O_RDONLY | O_CLOEXEC);
-        if (rp->fd_buffered[i] < 0) return k3_err(err, "%s: %s", path, strerror(errno));
+        rp->fd_buffered[i] = k3_open_regular(path, O_RDONLY, err);
+        if (rp->fd_buffered[i] < 0) return -1;
         rp->fd[i] = open(path, O_RDONLY | O_CLOEXEC | (rp->opt.io_direct ? O_DIRECT : 0));
         if (rp->fd[i] < 0 && rp->opt.io_direct && errno == EINVAL)
             return k3_err(err, "%s: this filesystem does not support O_DIRECT; use --io buffered", path);
@@ -1130,6 +1132,27 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
     return 0;
 }
 
+/* A directory with a manifest.json and no *.safetensors is meant to be a
+ * packed model even when its manifest is empty, garbage or another version:
+ * loading it as one says what is wrong with the manifest, where loading it
+ * as a checkpoint would only say that no shards were found. */
+static int treat_as_packed(const char *dir)
+{
+    if (k3_is_packed_dir(dir)) return 1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (access(path, F_OK) != 0) return 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int shards = 0;
+    for (struct dirent *e; !shards && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        shards = l > 12 && !strcmp(e->d_name + l - 12, ".safetensors");
+    }
+    closedir(d);
+    return !shards;
+}
+
 k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
                                     k3_stats *stats, k3_error *err)
 {
@@ -1143,7 +1166,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = k3_is_packed_dir(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, 0, err);
+    int rc = treat_as_packed(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, 0, err);
     if (rc) { free(rp); return NULL; }
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : 4, stats, err);

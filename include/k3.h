@@ -192,4 +192,16 @@ uint64_t k3_now_ns(void);
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
 
+/* Read a whole file from outside into a NUL-terminated malloc'd buffer.
+ * Refuses anything but a regular file (a FIFO, /dev/zero, a directory: one
+ * clear error, no hang) and any file over max_bytes (checked before
+ * allocating). *len excludes the NUL. Returns 0, or -1 with err set. */
+int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3_error *err);
+
+/* The documented size limits of whole-file reads (README "Limits"). */
+#define K3_MAX_CONFIG_BYTES     (16u << 20)   /* config.json, tokenizer_config.json, index */
+#define K3_MAX_TOKENIZER_BYTES  (64u << 20)   /* tiktoken.model */
+#define K3_MAX_PROMPT_BYTES     (16u << 20)   /* --prompt-file, --text-file, --chat FILE */
+#define K3_MAX_IMPORT_BYTES     (256u << 20)  /* history import */
+
 #endif
