@@ -164,6 +164,7 @@ int cmd_bench(int argc, char **argv)
     int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
     int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
+    if (rc == 0) rc = k3_model_finish(m, &err);
     k3_model_close(m);
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 2: chunked prompt + decode */
@@ -180,6 +181,7 @@ int cmd_bench(int argc, char **argv)
     uint64_t probe_bytes = 0;
     int probe_depth = 0;
     if (rc == 0 && o.probe && k3_model_probe_device(m, 1.5, &device_gbps, &probe_bytes, &probe_depth, &err)) rc = -1;
+    if (rc == 0) rc = k3_model_finish(m, &err);
     k3_model_close(m);
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 4: fully resident decode, when it fits comfortably */

@@ -60,24 +60,22 @@ int cmd_eval(int argc, char **argv)
     } else if (k3_session_eval(s, ids, n, logits, &err)) {
         cli_error("%s", err.msg);
     } else {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-        FILE *f = fopen(tmp, "wb");
+        k3_output out;
         size_t count = (size_t)n * info.vocab_size;
-        if (!f) {
-            cli_error("%s: %s", tmp, strerror(errno));
-        } else if ((fwrite(logits, sizeof(float), count, f) != count) | (fclose(f) != 0)) {
-            cli_error("%s: write failed", out_path);
-            unlink(tmp);
-        } else if (rename(tmp, out_path) != 0) {
-            cli_error("%s: %s", out_path, strerror(errno));
-            unlink(tmp);
+        if (k3_output_open(&out, out_path, &err)) {
+            cli_error("%s", err.msg);
+        } else if (fwrite(logits, sizeof(float), count, out.f) != count) {
+            cli_error("%s: write failed: %s", out_path, strerror(errno));
+            k3_output_abort(&out);
+        } else if (k3_output_close(&out, &err)) {
+            cli_error("%s", err.msg);
         } else {
             fprintf(stderr, "k3: wrote %s: %d x %d float32\n", out_path, n, info.vocab_size);
             rc = K3_EXIT_OK;
         }
     }
     k3_session_free(s);
+    if (k3_model_finish(m, &err)) { cli_error("%s", err.msg); rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     free(logits);
     free(ids);

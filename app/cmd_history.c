@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "history.h"
+#include "k3.h"
 
 /* Options shared by all subcommands, pulled out of argv before dispatch. */
 typedef struct history_args {
@@ -280,22 +281,22 @@ static int sub_search(const history_args *a)
     return K3_EXIT_OK;
 }
 
-/* Write the export to a temp file and rename it, so -o never leaves a
- * half-written file in place of a good one. */
+/* Write the export through k3_output: atomically for a regular file, so -o
+ * never leaves a half-written file in place of a good one; directly for a
+ * device or pipe, which must not be replaced. */
 static int export_to_file(history *h, int64_t id, history_format fmt, const char *path)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) { cli_error("%s: %s", tmp, strerror(errno)); return -1; }
+    k3_output out;
+    k3_error kerr;
+    if (k3_output_open(&out, path, &kerr)) { cli_error("%s", kerr.msg); return -1; }
     history_error err;
-    int rc = history_export(h, id, fmt, f, &err);
-    if (rc) cli_error("%s", err.msg);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) { if (!rc) cli_error("%s: write failed: %s", tmp, strerror(errno)); rc = -1; }
-    if (fclose(f) != 0 && !rc) { cli_error("%s: write failed", tmp); rc = -1; }
-    if (!rc && rename(tmp, path) != 0) { cli_error("%s: %s", path, strerror(errno)); rc = -1; }
-    if (rc) unlink(tmp);
-    return rc;
+    if (history_export(h, id, fmt, out.f, &err)) {
+        cli_error("%s", err.msg);
+        k3_output_abort(&out);
+        return -1;
+    }
+    if (k3_output_close(&out, &kerr)) { cli_error("%s", kerr.msg); return -1; }
+    return 0;
 }
 
 /* `export ID --format md|json [-o FILE]`. */

@@ -160,6 +160,8 @@ int cmd_run(int argc, char **argv)
     k3_sampler_free(&sp);
     free(ids);
     k3_session_free(s);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

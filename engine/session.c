@@ -79,6 +79,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     return m;
 }
 
+/* See k3.h. */
+int k3_model_finish(k3_model *m, k3_error *err)
+{
+    return m && m->weights ? k3_weights_finish(m->weights, err) : 0;
+}
+
 void k3_model_close(k3_model *m)
 {
     if (!m) return;

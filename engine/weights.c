@@ -97,7 +97,8 @@ typedef struct weights_provider {
     int n_ring;
     slot *cache_slots;            /* expert cache slots */
     k3_expert_cache cache;
-    FILE *trace;
+    FILE *trace;                  /* trace_out.f while --trace is open */
+    k3_output trace_out;
     uint64_t trace_token;
 
     void **owned;
@@ -969,7 +970,7 @@ static void prov_close(k3_weight_provider *p)
     free(rp->layer_views);
     free(rp->experts);
     free(rp->embed_buf);
-    if (rp->trace) fclose(rp->trace);
+    if (rp->trace) k3_output_close(&rp->trace_out, NULL);
     for (int i = 0; i < rp->index.n_shards; i++) {
         if (rp->fd && rp->fd[i] >= 0) close(rp->fd[i]);
         if (rp->fd_buffered && rp->fd_buffered[i] >= 0) close(rp->fd_buffered[i]);
@@ -1132,6 +1133,15 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
     return 0;
 }
 
+/* See model.h: the trace is the only file the provider writes. */
+int k3_weights_finish(k3_weight_provider *p, k3_error *err)
+{
+    weights_provider *rp = (weights_provider *)p;
+    if (!rp->trace) return 0;
+    rp->trace = NULL;
+    return k3_output_close(&rp->trace_out, err);
+}
+
 /* A directory with a manifest.json and no *.safetensors is meant to be a
  * packed model even when its manifest is empty, garbage or another version:
  * loading it as one says what is wrong with the manifest, where loading it
@@ -1174,9 +1184,9 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     /* test hook (tests/t_stream.sh): K3_TEST_FAIL_READ=N makes the Nth read fail with EIO */
     const char *fail_nth = getenv("K3_TEST_FAIL_READ");
     if (fail_nth && atoi(fail_nth) > 0) k3_io_inject_failure(rp->io, atoi(fail_nth), EIO);
-    if (o->trace_path && !(rp->trace = fopen(o->trace_path, "w"))) {
-        k3_err(err, "%s: cannot create the trace file: %s", o->trace_path, strerror(errno));
-        goto fail;
+    if (o->trace_path) {
+        if (k3_output_open(&rp->trace_out, o->trace_path, err)) goto fail;
+        rp->trace = rp->trace_out.f;
     }
     rp->n_units = c->n_layers + 1 + c->n_layers * c->n_experts;
     rp->units = calloc((size_t)rp->n_units, sizeof *rp->units);

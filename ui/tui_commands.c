@@ -261,16 +261,19 @@ static int cmd_export(tui *t, const char *args)
     }
     if (!*path)
         snprintf(path, sizeof path, "k3-%s.%s", conversation_uid(t->conv), fmt == HISTORY_JSON ? "json" : "md");
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s: %s", path, strerror(errno));
+    k3_output out;
+    k3_error kerr;
+    if (k3_output_open(&out, path, &kerr)) {
+        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s", kerr.msg);
         return 0;
     }
     history_error herr;
-    int rc = history_export(t->db, conversation_id(t->conv), fmt, f, &herr);
-    long size = ftell(f);
-    if (fclose(f) != 0 && rc == 0) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s: %s", path, strerror(errno));
+    int rc = history_export(t->db, conversation_id(t->conv), fmt, out.f, &herr);
+    long size = ftell(out.f);
+    if (rc) {
+        k3_output_abort(&out);
+    } else if (k3_output_close(&out, &kerr)) {
+        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s", kerr.msg);
         return 0;
     }
     if (rc) tui_transcript_notice(&t->tr, TE_ERROR, "%s", herr.msg);
