@@ -86,7 +86,7 @@ int cmd_run(int argc, char **argv)
     char *file_text = NULL;
     size_t prompt_len;
     if (prompt_file) {
-        if (!(file_text = cli_read_file(prompt_file, &prompt_len))) return K3_EXIT_ERROR;
+        if (!(file_text = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &prompt_len))) return K3_EXIT_ERROR;
         prompt = file_text;
     } else {
         prompt_len = strlen(prompt);

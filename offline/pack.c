@@ -1149,6 +1149,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     for (size_t l = strlen(dst); l > 1 && dst[l - 1] == '/'; l--) dst[l - 1] = 0;
     if (strlen(src_in) >= sizeof src - 16 || strlen(dst_in) >= sizeof dst - 16)
         return k3_err(err, "path too long");
+    if (!*src || !*dst) return k3_err(err, "pack: the %s directory name is empty", *src ? "destination" : "source");
     struct stat st;
     if (stat(src, &st) != 0) return k3_err(err, "%s: %s", src, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return k3_err(err, "%s: not a directory", src);
