@@ -57,8 +57,8 @@ int cmd_eval(int argc, char **argv)
     k3_session *s = k3_session_new(m, n, &err);
     if (!logits || !s) {
         cli_error("%s", s ? "out of memory for the logits" : err.msg);
-    } else if (k3_session_eval(s, ids, n, logits, &err)) {
-        cli_error("%s", err.msg);
+    } else if (k3_session_eval(s, ids, n, logits, &err) || k3_model_finish(m, &err)) {
+        cli_error("%s", err.msg);   /* a failed --trace write is an error too */
     } else {
         k3_output out;
         size_t count = (size_t)n * info.vocab_size;
@@ -75,7 +75,6 @@ int cmd_eval(int argc, char **argv)
         }
     }
     k3_session_free(s);
-    if (k3_model_finish(m, &err)) { cli_error("%s", err.msg); rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     free(logits);
     free(ids);
