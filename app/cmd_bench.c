@@ -111,6 +111,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
+    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_model_option(argc, argv, &i, &o->model);
@@ -187,7 +188,7 @@ int cmd_bench(int argc, char **argv)
     /* pass 4: fully resident decode, when it fits comfortably */
     double resident_s = o.resident_s_per_token;
     if (o.resident) {
-        k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
+        k3_options res_opt = {.quiet = 1, .skip_tokenizer = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
         k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
         k3_stats rs;
         if (r) k3_stats_read(r, &rs);

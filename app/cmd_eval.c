@@ -25,7 +25,7 @@ int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
-    k3_options opt = {0};
+    k3_options opt = {.skip_tokenizer = 1};   /* ids only: a broken tokenizer must not matter */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_model_option(argc, argv, &i, &opt);

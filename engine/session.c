@@ -42,11 +42,18 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* Tokenizer first (its memory counts in the plan); optional unless asked
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
+    if (!(opt && opt->skip_tokenizer) && (access(path, F_OK) == 0 || (opt && opt->need_tokenizer))) {
         char msg[512];
         m->tok = k3_tokenizer_load(dir, msg, sizeof msg);
         if (!m->tok) {
             k3_err(err, "%s", msg);
+            k3_model_close(m);
+            return NULL;
+        }
+        if (k3_tokenizer_n_vocab(m->tok) > m->cfg.vocab_size &&
+            k3_tokenizer_n_vocab(m->tok) > k3_tokenizer_n_base(m->tok) + 258) {   /* added ids past the reserved 258 */
+            k3_err(err, "%s/tokenizer_config.json: added token id %d is not below vocab_size %d in config.json",
+                   dir, k3_tokenizer_n_vocab(m->tok) - 1, m->cfg.vocab_size);
             k3_model_close(m);
             return NULL;
         }

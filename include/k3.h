@@ -23,6 +23,7 @@ typedef struct k3_session k3_session;
 typedef struct k3_options {
     int n_threads;           /* 0 = all cores */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
+    int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
                               * it fits in available memory, else derived from it */
     int io_buffered;         /* --io buffered (default: O_DIRECT) */

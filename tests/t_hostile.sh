@@ -119,6 +119,20 @@ expect "--trace /dev/full fails" 1 "No space left" $K3 eval $GOOD --ids "1 2 3" 
 expect "--trace to a file" 0 "" $K3 eval $GOOD --ids "1 2 3" --logits $OUT/x.f32 --trace $OUT/w/trace.txt
 [ -s $OUT/w/trace.txt ] && echo "PASS --trace file written" || echo "FAIL --trace file written: empty"
 
+# ---- defect 13: eval and bench need no tokenizer; added tokens anywhere
+# below vocab_size (not on a BPE rank) are accepted
+$PY tests/ref/corrupt_ckpt.py $GOOD $OUT/fewer_ranks fewer_ranks
+expect "eval: added tokens past the reserved slots" 0 "" $K3 eval $OUT/fewer_ranks --ids "1 2" --logits $OUT/x.f32
+expect "run: added tokens past the reserved slots" 0 "" $K3 run $OUT/fewer_ranks -p "hi" -n 1
+expect "decode an added token past the reserved slots" 0 "" $K3 tokenize $OUT/fewer_ranks --decode "767"
+grep -q '\[PAD\]' $OUT/stdout && echo "PASS added token 767 decodes to its name" || echo "FAIL added token 767 decodes to its name: '$(cat $OUT/stdout)'"
+$PY tests/ref/corrupt_ckpt.py $GOOD $OUT/tok_rank added_token_rank
+expect "added token on a BPE rank refused" 1 "collides with a BPE rank" $K3 run $OUT/tok_rank -p hi -n 1
+expect "eval ignores a broken tokenizer" 0 "" $K3 eval $OUT/tok_rank --ids "1 2" --logits $OUT/x.f32
+expect "bench ignores a broken tokenizer" 0 "" $K3 bench $OUT/tok_rank --tokens 2 --prompt-tokens 4 --json
+$PY tests/ref/corrupt_ckpt.py $GOOD $OUT/tok_past added_token_past_vocab
+expect "added token past vocab_size refused" 1 "not below vocab_size" $K3 run $OUT/tok_past -p hi -n 1
+
 # ---- defect 14: small items
 for c in empty garbage version; do
     rm -rf $OUT/mf && cp -r $GOOD.packed $OUT/mf
