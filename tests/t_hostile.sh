@@ -20,12 +20,12 @@ GOOD=$OUT/good
 expect() {
     name=$1 want=$2 text=$3
     shift 3
-    timeout 60 "$@" >$OUT/stdout 2>$OUT/stderr </dev/null
+    timeout ${K3_TIMEOUT:-30} "$@" >$OUT/stdout 2>$OUT/stderr </dev/null
     code=$?
     if grep -q "Sanitizer\|runtime error" $OUT/stderr; then
         echo "FAIL $name: $(grep -m1 -E 'ERROR|runtime error' $OUT/stderr)"
     elif [ $code -eq 124 ]; then
-        echo "FAIL $name: hung (killed after 60 s)"
+        echo "FAIL $name: hung (killed after ${K3_TIMEOUT:-30} s)"
     elif [ $code -ne $want ]; then
         echo "FAIL $name: exit code $code, want $want: $(head -c 300 $OUT/stderr)"
     elif [ $want -ne 0 ] && [ "$(wc -l < $OUT/stderr)" -ne 1 ]; then
@@ -150,4 +150,9 @@ cat > $OUT/import_big.json <<'EOF'
 {"format": "k3-history", "version": 1, "title": "t", "messages": [{"role": "assistant", "content": "x", "generated_tokens": 1e300}]}
 EOF
 expect "history import generated_tokens 1e300" 1 "generated_tokens" $K3 history import $OUT/import_big.json --db $OUT/h2.db
+IDS=$(seq 3 2502 | awk '{printf "%d ", $1 % 700}')
+$K3 eval $GOOD --ids "$IDS" --logits $OUT/long.f32 > /dev/null 2> $OUT/long.err
+if grep -q "eval: 1024 of 2500 tokens" $OUT/long.err && grep -q "eval: 2048 of 2500 tokens" $OUT/long.err && [ "$(stat -c %s $OUT/long.f32)" = 7680000 ]; then
+    echo "PASS eval of 2500 ids shows progress"
+else echo "FAIL eval of 2500 ids shows progress: $(head -c 300 $OUT/long.err)"; fi
 exit 0
