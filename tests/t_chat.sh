@@ -17,15 +17,15 @@ PY=/usr/bin/python3
 OUT=tests/out/chat
 rm -rf $OUT
 mkdir -p $OUT
-K3=./k3
+K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/small
 $K3 gen $M --preset small --seed 41 >/dev/null 2>&1
 M2=$OUT/small_other
 $K3 gen $M2 --preset small --seed 42 >/dev/null 2>&1
 
-build/tests/tool_chat equiv $M $OUT/equiv.db "Hello there" "What is 2+2?" "Thanks, bye"
-build/tests/tool_chat interrupt $M $OUT/interrupt.db
+${K3_TESTBIN:-build/tests}/tool_chat equiv $M $OUT/equiv.db "Hello there" "What is 2+2?" "Thanks, bye"
+${K3_TESTBIN:-build/tests}/tool_chat interrupt $M $OUT/interrupt.db
 
 jfield() { $PY -c "import json,sys; print(json.loads(sys.stdin.readlines()[$2])['$1'])"; }
 

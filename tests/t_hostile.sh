@@ -86,7 +86,7 @@ if [ "$(id -u)" = 0 ] && mknod $OUT/w/full c 1 7 2>/dev/null && mknod $OUT/w/nul
     [ -c $OUT/w/null ] && echo "PASS --logits to /dev/null stays a device" || echo "FAIL --logits to /dev/null stays a device: replaced"
 fi
 mkfifo $OUT/w/fifo
-(cat $OUT/w/fifo | wc -c > $OUT/w/fifo.bytes) &
+(timeout 30 cat $OUT/w/fifo | wc -c > $OUT/w/fifo.bytes) &
 expect "--logits into a FIFO" 0 "" $K3 eval $GOOD --ids "1 2" --logits $OUT/w/fifo
 wait
 if [ -p $OUT/w/fifo ] && [ "$(cat $OUT/w/fifo.bytes)" = 6144 ]; then echo "PASS --logits into a FIFO is written directly"

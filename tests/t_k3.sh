@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 OUT=tests/out/k3
 mkdir -p $OUT
-K3=./k3
+K3=${K3:-./k3}
 [ -f $OUT/k3tiny/config.json ] || $K3 gen $OUT/k3tiny --preset k3-tiny --shards 2 --seed 5 >/dev/null 2>&1
 [ -f $OUT/py_a/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_a --arch k3 --seed 31 --shards 3 >/dev/null
 [ -f $OUT/py_b/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_b --arch k3 --seed 32 --hidden 128 --layers 8 \
@@ -29,10 +29,10 @@ for m in k3tiny py_a py_b; do
     fi
     $PY tests/ref/kimi_ref.py $dir --ids "$IDS" --out $OUT/$m.ref.f32 --greedy 10 > $OUT/$m.ref.greedy
     $PY tests/ref/compare_logits.py "k3 forward $m vs numpy reference, 40 tokens" $OUT/$m.k3.f32 $OUT/$m.ref.f32 40
-    build/tests/tool_engine greedy $dir "$IDS" 10 > $OUT/$m.k3.greedy
+    ${K3_TESTBIN:-build/tests}/tool_engine greedy $dir "$IDS" 10 > $OUT/$m.k3.greedy
     if cmp -s $OUT/$m.k3.greedy $OUT/$m.ref.greedy; then echo "PASS k3 greedy continuation $m identical"
     else echo "FAIL k3 greedy continuation $m: engine [$(cat $OUT/$m.k3.greedy)] reference [$(cat $OUT/$m.ref.greedy)]"; fi
-    build/tests/tool_engine split $dir "$IDS" 6 | sed "s/^\(PASS\|FAIL\) /\1 k3 $m: /"
+    ${K3_TESTBIN:-build/tests}/tool_engine split $dir "$IDS" 6 | sed "s/^\(PASS\|FAIL\) /\1 k3 $m: /"
 done
 
 # XTML chat rendering against the Python reference, and the tokenizer

@@ -10,7 +10,7 @@
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/stream
 mkdir -p $OUT
-K3=./k3
+K3=${K3:-./k3}
 M=$OUT/small3
 [ -f $M/config.json ] || $K3 gen $M --preset small --shards 3 --seed 21 >/dev/null 2>&1
 K=$OUT/k3tiny
@@ -63,7 +63,7 @@ for model in $M $K; do
     else
         echo "FAIL $name: injected EIO gave exit $code: $(cat $OUT/fail.err)"
     fi
-    build/tests/tool_engine iocheck $model "$IDS" $mem | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
+    ${K3_TESTBIN:-build/tests}/tool_engine iocheck $model "$IDS" $mem | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
 done
 
 # router-lookahead prefetch (decode only): same text as fully resident, and it prefetches

@@ -6,7 +6,7 @@
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
 cd "$(dirname "$0")/.." || exit 1
 K3=${K3:-./k3}
-TOKTEST=${TOKTEST:-build/tests/test_tokenizer}   # its --pretok mode prints pre-tokens
+TOKTEST=${TOKTEST:-${K3_TESTBIN:-build/tests}/test_tokenizer}   # its --pretok mode prints pre-tokens
 PY=/usr/bin/python3
 REF=tests/ref/tok_ref.py
 DIR=tests/out/tok_model
