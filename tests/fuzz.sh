@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.." || exit 1
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
 TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest session history_import}
-OUT=build/fuzz
+OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
 FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -mavx2 -mfma -mf16c -Iinclude -Iengine -Ioffline"
@@ -79,12 +79,11 @@ json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpu
         extra="-fopenmp" ;;
     history_import)
         srcs="history/*.c"
-        libs="-lsqlite3"
+        libs="-lsqlite3 -ljansson"
         extra="-Ihistory"
         ./k3 history import tests/fuzz/seed_history.json --db $OUT/seed_history.db >/dev/null 2>&1
         ./k3 history export last --format json --db $OUT/seed_history.db > $corpus/seed_export 2>/dev/null
-        rm -f $OUT/seed_history.db*
-        rm -rf $OUT/seed_history.db.snapshots
+        rm -rf $OUT/seed_history.db*
         cp tests/fuzz/seed_history.json $corpus/seed_hand ;;
     *)
         echo "FAIL fuzz $target: no such target"
