@@ -34,6 +34,7 @@
 #include "mxfp4.h"
 #include "planner.h"
 #include "stats.h"
+#include "unit_sums.h"
 
 /* A file window read into a unit's memory: [offset, offset + bytes) aligned;
  * need_bytes must arrive (the end may be past EOF). */
@@ -987,6 +988,7 @@ static int index_from_manifest(weights_provider *rp, const char *dir, k3_error *
 {
     k3_manifest mf;
     if (k3_manifest_load(dir, &mf, err)) return -1;
+    if (k3_unit_sums_check(&mf, 1, err)) { k3_manifest_free(&mf); return -1; }   /* weights changed in place? */
     st_index *ix = &rp->index;
     memset(ix, 0, sizeof *ix);
     ix->n_shards = K3_PK_NFILES;

@@ -26,6 +26,7 @@
 #include "file_read.h"
 #include "k3.h"
 #include "manifest.h"
+#include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
 
@@ -1048,6 +1049,7 @@ static int reload_manifest(pk_run *r, k3_error *err)
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
             rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, t->name);
     }
+    if (rc == 0) rc = k3_unit_sums_write(&m, err);   /* units.sum: per-unit checksums (--verify, load sample) */
     k3_manifest_free(&m);
     return rc;
 }
@@ -1255,7 +1257,9 @@ int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err)
 {
     k3_manifest m;
     if (k3_manifest_load(dir, &m, err)) return -1;
-    int rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
+    /* units first, so a damaged file is reported with the unit that differs */
+    int rc = k3_unit_sums_check(&m, 0, err);
+    if (rc == 0) rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
     if (rc == 0 && out) {
         out->n_tensors = m.n_tensors;
         out->n_layers = m.n_layers;

@@ -133,6 +133,20 @@ expect "bench ignores a broken tokenizer" 0 "" $K3 bench $OUT/tok_rank --tokens 
 $PY tests/ref/corrupt_ckpt.py $GOOD $OUT/tok_past added_token_past_vocab
 expect "added token past vocab_size refused" 1 "not below vocab_size" $K3 run $OUT/tok_past -p hi -n 1
 
+# ---- runtime integrity: units.sum (per-unit checksums written by pack)
+rm -rf $OUT/integ && cp -r $GOOD.packed $OUT/integ
+[ -f $OUT/integ/units.sum ] && echo "PASS pack writes units.sum" || echo "FAIL pack writes units.sum: missing"
+expect "pack --verify on an intact model" 0 "" $K3 pack --verify $OUT/integ
+off=$(awk '$NF == 5 && $(NF-1) == "expert" && $(NF-2) == 2 {print $2}' $OUT/integ/units.sum)
+printf 'XXXX' | dd of=$OUT/integ/experts.bin bs=1 seek=$((${off:-0} + 8)) conv=notrunc 2>/dev/null
+expect "load refuses an expert page overwritten in place" 1 "layer 2 expert 5 .* does not match its checksum" \
+    $K3 eval $OUT/integ --ids "1 2" --logits $OUT/x.f32
+rm -rf $OUT/integ && cp -r $GOOD.packed $OUT/integ
+off=$(awk '$NF == "trunk" && $(NF-1) == 1 {print $2}' $OUT/integ/units.sum)
+printf 'XXXX' | dd of=$OUT/integ/trunk.bin bs=1 seek=$((${off:-0} + 5000)) conv=notrunc 2>/dev/null
+expect "pack --verify names a trunk run overwritten past the sampled bytes" 1 "layer 1 trunk .* does not match" \
+    $K3 pack --verify $OUT/integ
+
 # ---- defect 14: small items
 for c in empty garbage version; do
     rm -rf $OUT/mf && cp -r $GOOD.packed $OUT/mf
