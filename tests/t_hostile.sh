@@ -108,11 +108,11 @@ EOF
 $K3 history import $OUT/import.json --db $OUT/w/h.db >/dev/null 2>&1
 ID=$($K3 history list --db $OUT/w/h.db 2>/dev/null | awk 'NR==2 {print $1}')
 echo old > $OUT/w/etarget && ln -sf etarget $OUT/w/elink
-expect "history export -o through a symlink" 0 "" $K3 history export "$ID" --format md -o $OUT/w/elink --db $OUT/w/h.db
+expect "history export -o through a symlink" 0 "" $K3 history export "$ID" --format md -o $OUT/w/elink --force --db $OUT/w/h.db
 if [ -L $OUT/w/elink ] && grep -q hi $OUT/w/etarget; then echo "PASS history export -o writes through a symlink"
 else echo "FAIL history export -o writes through a symlink: $(stat -c %F $OUT/w/elink)"; fi
 if [ -c $OUT/w/full ]; then
-    expect "history export -o to a full device" 1 "No space left" $K3 history export "$ID" --format md -o $OUT/w/full --db $OUT/w/h.db
+    expect "history export -o to a full device" 1 "No space left" $K3 history export "$ID" --format md -o $OUT/w/full --force --db $OUT/w/h.db
     [ -c $OUT/w/full ] && echo "PASS history export -o keeps the device node" || echo "FAIL history export -o keeps the device node: replaced"
 fi
 expect "--trace /dev/full fails" 1 "No space left" $K3 eval $GOOD --ids "1 2 3" --logits $OUT/x.f32 --trace /dev/full
