@@ -711,17 +711,21 @@ static void test_snapshot_names_from_db(void)
     int got = history_snapshot_latest(h, conv, "fp1", 3, &s, &err);
     CHECK(got == 0, "a row naming %s was returned (%d)", evil, got);
     if (got == 1) history_snapshot_free(&s);
-    int64_t s2 = put_snapshot(h, conv, m2, 2, 1000, "fp1");   /* supersedes s1: drops its row */
-    CHECK(s2 > 0, "second snapshot");
+    /* newer snapshots supersede s1 (the newest few are kept): its row is dropped */
+    int64_t s2 = -1;
+    for (int k = 0; k <= atoi(HIST_SNAPSHOTS_KEPT_STR); k++) s2 = put_snapshot(h, conv, m2, 2 + k, 1000, "fp1");
+    CHECK(s2 > 0, "newer snapshots");
     CHECK(file_exists(victim), "superseding the snapshot deleted %s", victim);
-    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 1, "the superseded row was kept");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM snapshots WHERE id = %lld", (long long)s1);
+    CHECK(raw_int(path, sql) == 0, "the superseded row was kept");
     snprintf(sql, sizeof sql, "UPDATE snapshots SET file_name = '../victim2' WHERE id = %lld", (long long)s2);
-    CHECK(raw_exec(path, sql) == 0, "edit the second row");
+    CHECK(raw_exec(path, sql) == 0, "edit the newest row");
     history_close(h);
     h = history_open(path, 0, &err);                        /* cleanup of stale rows and orphans */
     CHECK(h != NULL, "reopen: %s", err.msg);
     CHECK(file_exists(victim) && file_exists(victim2), "reopening deleted a file outside the snapshot directory");
-    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 0, "a row naming a file outside was not dropped as stale");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM snapshots WHERE id = %lld", (long long)s2);
+    CHECK(raw_int(path, sql) == 0, "a row naming a file outside was not dropped as stale");
     history_close(h);
     TEST_END();
 }
