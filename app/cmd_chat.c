@@ -176,6 +176,8 @@ int cmd_chat(int argc, char **argv)
 out:
     conversation_free(c);
     if (db) history_close(db);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }
