@@ -91,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -189,6 +189,10 @@ asan: all
 
 bench: all
 	@sh tools/bench.sh
+
+# k3 plan's predictions against k3 bench in the same run (figures).
+bench-plan: all
+	@sh tools/bench_plan.sh
 
 fuzz: all
 	@sh tests/fuzz.sh 60

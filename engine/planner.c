@@ -152,3 +152,9 @@ int64_t k3_parse_size(const char *s)
     if (*end) return -1;
     return (int64_t)(v * mult);
 }
+
+uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes)
+{
+    const uint64_t margin = 24ull << 20;
+    return process_bytes + session_bytes + embed_buf_bytes + margin;
+}

@@ -47,5 +47,10 @@ void k3_plan_free(k3_plan *p);
 void k3_plan_print(const k3_plan *p, FILE *f);
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);
 
+/* The fixed claim before any weight: what the process holds (its RSS at
+ * open), one session's state and scratch, the embedding row buffer, and a
+ * margin for allocator slack and thread stacks. One formula for the engine
+ * and for k3 plan. */
+uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes);
 
 #endif

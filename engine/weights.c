@@ -933,31 +933,9 @@ static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps
             bufs[i] = own_buf ? own_buf + (size_t)i * size : NULL;
         }
     }
-    k3_io_req *reqs = calloc((size_t)d, sizeof *reqs);
-    if ((!n_borrow && !own_buf) || !reqs) { free(own_buf); free(reqs); return k3_err(err, "out of memory"); }
-    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
-    const uint64_t windows = (fbytes - size) / K3_IO_ALIGN + 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    double elapsed = 0;
-    int rc = 0;
-    while (elapsed < seconds && rc == 0) {
-        k3_io_req *ptrs[64];
-        for (int i = 0; i < d; i++) {
-            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-            reqs[i] = (k3_io_req){.fd = rp->fd[file], .path = rp->index.shards[file].path,
-                                  .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size, .need_bytes = size,
-                                  .dst = bufs[i], .kind = K3_READ_OTHER};
-            ptrs[i] = &reqs[i];
-        }
-        k3_io_submit(rp->io, ptrs, d);
-        for (int i = 0; i < d && rc == 0; i++) rc = k3_io_wait(rp->io, &reqs[i], err);
-        done_bytes += size * (uint64_t)d;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        elapsed = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    }
+    if (!n_borrow && !own_buf) return k3_err(err, "out of memory");
+    int rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, d, seconds, gbps, err);
     free(own_buf);
-    free(reqs);
     for (int i = 0; i < n_borrow; i++) {   /* put back the experts whose slots were borrowed */
         slot *sl = &rp->cache_slots[i];
         if (sl->unit < 0) continue;
@@ -969,7 +947,6 @@ static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps
         }
     }
     if (rc) return -1;
-    *gbps = done_bytes / elapsed / 1e9;
     *read_bytes = size;
     *depth = d;
     return 0;
@@ -1075,6 +1052,7 @@ static uint64_t current_rss(void)
 /* Plan the budget, allocate slots, read what is pinned. */
 static int plan_and_allocate(weights_provider *rp, k3_error *err)
 {
+    if (rp->opt.sizes_only) return 0;
     const k3_config *c = rp->cfg;
     const int n_trunk = c->n_layers + 1;
     uint64_t *trunk_bytes = malloc((size_t)n_trunk * sizeof *trunk_bytes);
@@ -1090,10 +1068,7 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
             n_experts_total++;
         }
     }
-    /* fixed: what the process holds now, one session, the embed row buffer,
-     * and a margin for allocator slack and thread stacks */
-    const uint64_t margin = 24ull << 20;
-    uint64_t fixed = current_rss() + rp->opt.session_bytes + rp->embed_buf_bytes + margin;
+    uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, rp->embed_buf_bytes);
     uint64_t budget = rp->opt.mem_bytes;
     char source[256] = "";                /* where a derived budget comes from (printed) */
     if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
@@ -1228,6 +1203,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     for (int i = 0; i < rp->n_units; i++)
         if (layout_unit(rp, &rp->units[i], err)) goto fail;
     if (plan_and_allocate(rp, err)) goto fail;
+    if (rp->opt.sizes_only) return &rp->base;
     if (rp->plan.pinned[head_unit(rp)]) {
         rp->head_view = rp->head_template;
         rebase_weight(rp, &rp->head_view, rp->units[head_unit(rp)].pinned);
@@ -1236,4 +1212,24 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
 fail:
     prov_close(&rp->base);
     return NULL;
+}
+
+/* The unit sizes plan_and_allocate hands the planner (see model.h). */
+void k3_weights_unit_sizes(const k3_weight_provider *p, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes)
+{
+    const weights_provider *rp = (const weights_provider *)p;
+    const k3_config *c = rp->cfg;
+    for (int i = 0; i <= c->n_layers; i++) trunk_bytes[i] = rp->units[i].bytes;
+    *expert_bytes = 0;
+    *n_experts_total = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) continue;
+        for (int e = 0; e < c->n_experts; e++) {
+            const unit *u = &rp->units[expert_unit(rp, l, e)];
+            if (u->bytes > *expert_bytes) *expert_bytes = u->bytes;
+            (*n_experts_total)++;
+        }
+    }
+    *embed_buf_bytes = rp->embed_buf_bytes;
 }

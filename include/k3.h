@@ -223,4 +223,75 @@ const char *k3_kernels_name(void);
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
 
+/* ---- planning before downloading (k3 plan) --------------------------------
+ * From a model directory, or a config.json alone: the engine's own memory
+ * plan at a budget, the bytes a decode token reads, the expert hit rate and
+ * predicted times on this machine (engine/plan_model.c states the model). */
+
+/* Kernel rates measured on this machine: bytes of weights per second of the
+ * decode kernel (one token per pass) and of the prompt kernel (32 tokens
+ * per pass, bytes x tokens per second), per weight format. */
+enum { K3_RATE_F32, K3_RATE_BF16, K3_RATE_F16, K3_RATE_F8, K3_RATE_MXFP4, K3_RATE_N };
+typedef struct k3_kernel_rates {
+    int n_threads;
+    double matvec_gbps[K3_RATE_N];
+    double matmul32_gbps[K3_RATE_N];
+} k3_kernel_rates;
+
+/* A short probe (about a second) of the kernels the forward pass runs. */
+int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err);
+/* "f32", "bf16", "f16", "f8_e4m3", "mxfp4". */
+const char *k3_rate_format_name(int f);
+
+typedef struct k3_planner k3_planner;
+
+typedef struct k3_plan_options {
+    int n_threads;               /* 0 = all cores */
+    int ctx_tokens;              /* context the sessions will use (default 4096) */
+    int cache_lru;               /* --cache-policy lru (default lfru) */
+    uint64_t fixed_bytes;        /* the plan's fixed claim; 0 = estimated as the engine counts it */
+    const char *trace_path;      /* routing trace (--trace of run/bench) for the hit rate; NULL = uniform */
+} k3_plan_options;
+
+typedef struct k3_planner_info {
+    char model_type[32];
+    const char *sizes_from;      /* "safetensors headers", "packed manifest" or "config.json" */
+    int n_layers, n_moe_layers, n_experts, top_k;
+    uint64_t trunk_bytes;        /* all layers' trunk units */
+    uint64_t head_bytes;
+    uint64_t expert_slot_bytes, experts_bytes;
+    uint64_t session_bytes;
+    int ctx_tokens, n_threads;
+    long long trace_tokens;      /* 0 = uniform routing */
+    int trace_lookups;
+} k3_planner_info;
+
+typedef struct k3_plan_estimate {
+    /* the memory plan (as the engine prints it) */
+    uint64_t budget_bytes, fixed_bytes, min_budget_bytes, pinned_bytes, ring_slot_bytes, expert_slot_bytes;
+    int trunk_units, pinned_units, ring_slots, expert_slots, experts_total, fully_resident;
+    /* one decode token */
+    double hit_rate;             /* expert cache true hit rate */
+    double bytes_trunk, bytes_experts, bytes_head;   /* expected bytes read (head: head unit + embedding row) */
+    double disk_gbps;
+    double io_s, compute_s, decode_s;                 /* decode_s = max(io_s, compute_s) */
+    /* the prompt */
+    int prompt_tokens, prompt_chunks;
+    double prompt_s;
+} k3_plan_estimate;
+
+/* path: a model directory (sizes from its headers or packed manifest), a
+ * directory holding only config.json, or a config.json file. */
+k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error *err);
+void k3_planner_get_info(const k3_planner *p, k3_planner_info *out);
+/* Device speed for the runtime's reads on the filesystem of the model (its
+ * weight files), or of scratch_dir when they are not here. */
+int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, k3_error *err);
+/* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
+ * times; a budget below the minimum fails with the engine's message. */
+int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
+                        int prompt_tokens, k3_plan_estimate *out, k3_error *err);
+void k3_planner_close(k3_planner *p);
+
+
 #endif
