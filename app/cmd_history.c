@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "export_file.h"
 #include "history.h"
+#include "k3.h"
 
 /* Options shared by all subcommands, pulled out of argv before dispatch. */
 typedef struct history_args {
@@ -94,11 +95,17 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
     return 0;
 }
 
-/* Open the database or print why not. Read-only subcommands never create it. */
-static history *open_db(const history_args *a, int create)
+/* How a subcommand uses the database. */
+enum { DB_READ, DB_CREATE, DB_WRITE };
+
+/* Open the database or print why not. Reading subcommands open it
+ * read-only (they work on a read-only file or directory) and never create
+ * it; writing ones say when the file or its directory is the problem. */
+static history *open_db(const history_args *a, int mode)
 {
     history_error err;
-    history *h = history_open(a->db, create ? 0 : HISTORY_OPEN_EXISTING, &err);
+    unsigned flags = mode == DB_READ ? HISTORY_OPEN_READONLY : mode == DB_WRITE ? HISTORY_OPEN_EXISTING : 0;
+    history *h = history_open(a->db, flags, &err);
     if (!h) cli_error("%s", err.msg);
     return h;
 }
@@ -153,7 +160,7 @@ static int sub_list(const history_args *a)
             return K3_EXIT_OK;
         }
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation *list;
     size_t n;
@@ -198,7 +205,7 @@ static void print_msg_stats(const history_message *m)
 static int sub_show(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "show"); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     if (find_conv(h, a->pos[0], &c)) { history_close(h); return K3_EXIT_ERROR; }
@@ -261,7 +268,7 @@ static int sub_search(const history_args *a)
         size_t len = strlen(query);
         snprintf(query + len, sizeof query - len, "%s%s", i ? " " : "", a->pos[i]);
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     int tty = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     history_hit *hits;
@@ -310,7 +317,7 @@ static int sub_export(const history_args *a)
     if (!strcmp(a->format, "md") || !strcmp(a->format, "markdown")) fmt = HISTORY_MARKDOWN;
     else if (!strcmp(a->format, "json")) fmt = HISTORY_JSON;
     else { cli_error("history export: --format must be md or json, got '%s'", a->format); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
@@ -333,9 +340,9 @@ static int sub_export(const history_args *a)
 static int sub_import(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "import"); return K3_EXIT_USAGE; }
-    char *text = cli_read_file(a->pos[0], NULL);
+    char *text = cli_read_file(a->pos[0], K3_MAX_IMPORT_BYTES, NULL);
     if (!text) return K3_EXIT_ERROR;
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     int rc = K3_EXIT_ERROR;
     if (h) {
         history_conversation c;
@@ -377,7 +384,7 @@ static int sub_rm(const history_args *a)
         cli_error("history rm: add --yes to delete without a terminal to ask on");
         return K3_EXIT_USAGE;
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
@@ -406,7 +413,7 @@ static int sub_rm(const history_args *a)
  * every 10 messages, so a kill -9 can land anywhere in the write path. */
 static int sub_stress(const history_args *a)
 {
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     if (!h) return K3_EXIT_ERROR;
     history_error err;
     history_conversation fields = {.title = "stress", .model_path = "models/stress", .model_fingerprint = "fp-stress"};
@@ -479,7 +486,7 @@ static int64_t *all_message_ids(history *h, size_t *n_out)
 /* Every "committed ID" line of the file must name a message in the database. */
 static int check_ids(history *h, const char *path)
 {
-    char *text = cli_read_file(path, NULL);
+    char *text = cli_read_file(path, K3_MAX_IMPORT_BYTES, NULL);
     if (!text) return -1;
     size_t n_ids;
     int64_t *ids = all_message_ids(h, &n_ids);
@@ -509,7 +516,7 @@ static int check_ids(history *h, const char *path)
  * optionally verify committed ids. */
 static int sub_check(const history_args *a)
 {
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     char *report = NULL;
     history_error err;

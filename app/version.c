@@ -19,6 +19,6 @@ int cmd_version(int argc, char **argv)
     printf("k3 %s\n", K3_VERSION);
     printf("source:  %s\n", K3_GIT_DESCRIBE);
     printf("built:   %s %s with %s\n", __DATE__, __TIME__, K3_BUILD_FLAGS);
-    printf("kernels: %s\n", k3_build_kernels());
+    printf("kernels: %s\n", k3_kernels_name());
     return K3_EXIT_OK;
 }

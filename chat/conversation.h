@@ -18,6 +18,7 @@ typedef struct turn_result {
     int generated_tokens;
     double ttft_ms, prefill_ms, decode_ms, decode_tok_s;
     int interrupted, context_full, error;
+    int length_limit;            /* the answer was cut by the -n limit */
     const char *status;          /* "complete" / "interrupted" / "error" */
     char *text;                  /* the answer (malloc'd; freed by turn_result_free) */
 } turn_result;
@@ -38,7 +39,10 @@ void conversation_free(conversation *c);
 /* Start a new conversation (system may be NULL). It is stored with its
  * first message: a conversation nobody wrote in leaves no record. */
 int conversation_start(conversation *c, const char *system, k3_error *err);
-/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how. */
+/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how.
+ * Returns 0, 1 when it was not resumed and the current conversation goes on
+ * unchanged (unknown id, or another k3 is writing it: err names the
+ * process), -1 when rebuilding the state failed. */
 int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress,
                         void *user, int *from_snapshot, k3_error *err);
 

@@ -50,3 +50,22 @@ else echo "FAIL --resume --top-k: $(cat $OUT/resume2.err)"; fi
 $K3 chat $M --db $OUT/s.db --plain --resume last --system "X" < /dev/null > /dev/null 2> $OUT/sys.err; RC=$?
 if [ $RC = 2 ] && grep -q 'keeps the system prompt it began with' $OUT/sys.err; then echo "PASS --resume with --system is refused (exit 2) with the reason"
 else echo "FAIL --resume --system: exit $RC: $(cat $OUT/sys.err)"; fi
+
+# two windows on one conversation: the second writer is refused, naming the first
+UID1=$(sql $OUT/s.db "SELECT uid FROM conversations LIMIT 1")
+rm -f $OUT/fifo
+mkfifo $OUT/fifo
+$K3 chat $M --db $OUT/s.db --plain --resume $UID1 -n 2 < $OUT/fifo > /dev/null 2> $OUT/a.err &
+APID=$!
+exec 3> $OUT/fifo
+i=0
+while [ $i -lt 100 ] && ! grep -q "pid $APID" $OUT/s.db.snapshots/$UID1.writer 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+N0=$(sql $OUT/s.db "SELECT count(*) FROM messages")
+printf 'from the second window\n' | $K3 chat $M --db $OUT/s.db --plain --resume $UID1 -n 2 > /dev/null 2> $OUT/b.err; RC=$?
+N1=$(sql $OUT/s.db "SELECT count(*) FROM messages")
+exec 3>&-
+wait $APID
+printf 'after the first closed\n' | $K3 chat $M --db $OUT/s.db --plain --resume $UID1 -n 2 > /dev/null 2> $OUT/c.err; RC2=$?
+if [ $RC = 1 ] && grep -q "open for writing in another k3 (pid $APID)" $OUT/b.err && [ "$N0" = "$N1" ] && [ $RC2 = 0 ]; then
+    echo "PASS a second writer on one conversation is refused naming the first (pid $APID); after it exits, resume works"
+else echo "FAIL two writers: exit $RC/$RC2, messages $N0 -> $N1: $(cat $OUT/b.err $OUT/c.err | tail -3)"; fi
