@@ -204,7 +204,7 @@ int cmd_bench(int argc, char **argv)
     const double ratio = denom > 0 ? s_per_token / denom : 0;
     const double hit = main_pass.decode_lookups ? (double)main_pass.decode_hits / main_pass.decode_lookups : 1.0;
     if (o.json) {
-        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
                "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
                "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
@@ -214,7 +214,7 @@ int cmd_bench(int argc, char **argv)
                "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
                "\"read_busy\":%.6f}}\n",
-               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_gbps, (unsigned long long)probe_bytes,
@@ -224,6 +224,7 @@ int cmd_bench(int argc, char **argv)
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
     } else {
+        printf("kernels    %s\n", k3_kernels_name());
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
         printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; device %.2f GB/s\n",
