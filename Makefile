@@ -91,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench fuzz run clean asan
+.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -106,6 +106,18 @@ $(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 $(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -Ioffline -MMD -MP -c $< -o $@
+
+# `k3 --version` says which source and flags made the binary: git describe
+# and the compiler flags, baked into app/version.o (rebuilt when they change).
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+VERSION_DEFS := -DK3_GIT_DESCRIBE='"$(GIT_DESCRIBE)"' -DK3_BUILD_FLAGS='"$(CC) $(CFLAGS)"'
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(VERSION_DEFS)' | cmp -s - $@ || echo '$(VERSION_DEFS)' > $@
+$(BUILD)/app/version.o: $(BUILD)/version.stamp
+$(BUILD)/app/version.o: CFLAGS += $(VERSION_DEFS)
+.PHONY: FORCE
+FORCE:
 
 # Front-end objects: compiled, then their header list checked (the door).
 $(BUILD)/%.o: %.c tools/check_door.sh $(ARCH_STAMP)
@@ -178,6 +190,10 @@ asan: all
 bench: all
 	@sh tools/bench.sh
 
+# k3 plan's predictions against k3 bench in the same run (figures).
+bench-plan: all
+	@sh tools/bench_plan.sh
+
 fuzz: all
 	@sh tests/fuzz.sh 60
 
@@ -188,6 +204,16 @@ run: deps
 	@$(MAKE) --no-print-directory $(K3BIN)
 	@$(MAKE) --no-print-directory models/demo/config.json
 	./k3 chat models/demo --mem 300M
+
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
+# needs nothing else at run time; models and the history live elsewhere).
+PREFIX  ?= /usr/local
+install: $(K3BIN)
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 755 $(K3BIN) "$(DESTDIR)$(PREFIX)/bin/k3"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
 	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan

@@ -16,6 +16,11 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+/* The release number (`k3 --version` adds git describe, flags, kernels). */
+#define K3_VERSION "0.11"
 
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -35,8 +40,9 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
-/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
-char *cli_read_file(const char *path, size_t *len_out);
+/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
+ * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
 /* Options every model-loading command accepts (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,
@@ -46,6 +52,16 @@ struct k3_options;
 int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt);
 /* The --help lines for those options. */
 extern const char cli_model_options_help[];
+
+/* A model argument as the directory to open: a path to a config.json (or
+ * to another file inside a model directory) means its directory. Copies
+ * into buf and returns it. */
+const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
+
+/* The command that runs this binary as typed here: "k3" when that is on
+ * PATH, else "./k3" (relative to the current directory) or an absolute path.
+ * For hints the user may copy. */
+void cli_self_command(char *buf, unsigned long cap);
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

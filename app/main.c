@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"gen",      cmd_gen,      "write a synthetic checkpoint in Hugging Face layout"},
     {"pack",     cmd_pack,     "write the packed layout (streaming runtime) of a checkpoint"},
     {"bench",    cmd_bench,    "prompt and decode speed under a memory budget (figures, JSON)"},
+    {"plan",     cmd_plan,     "predict memory plan and speed of a model from its config alone"},
 };
 
 static void print_help(FILE *f)
@@ -29,7 +30,8 @@ static void print_help(FILE *f)
                "usage: k3 COMMAND [options]   (k3 COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "  help      this text\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
+    fprintf(f, "  help      this text (k3 help COMMAND: that command's options)\n"
+               "  --version version, source, build flags and kernels\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
                "(k3 pack);\ndefault $K3_MODEL, else models/demo.\n");
 }
 
@@ -40,6 +42,7 @@ int main(int argc, char **argv)
         return K3_EXIT_USAGE;
     }
     const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         if (argc > 2) {
             for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
@@ -47,6 +50,8 @@ int main(int argc, char **argv)
                     char *hargv[] = {argv[2], "--help", NULL};
                     return subcommands[i].fn(2, hargv);
                 }
+            cli_error("help: unknown command '%s' (k3 help lists them)", argv[2]);
+            return K3_EXIT_USAGE;
         }
         print_help(stdout);
         return K3_EXIT_OK;

@@ -62,14 +62,16 @@ static int export_markdown(const history_conversation *c, const history_message 
     if (*c->model_path) fprintf(f, "- model: `%s`\n", c->model_path);
     if (*c->model_fingerprint) fprintf(f, "- model fingerprint: `%s`\n", c->model_fingerprint);
     fprintf(f, "- created: %s\n- updated: %s\n", created, updated);
-    if (strcmp(c->sampling_json, "{}")) fprintf(f, "- sampling: `%s`\n", c->sampling_json);
+    if (strcmp(c->sampling_json, "{}")) fprintf(f, "- sampling (current setting): `%s`\n", c->sampling_json);
     fputc('\n', f);
     if (*c->system_prompt) fprintf(f, "## System prompt\n\n%s\n\n", c->system_prompt);
     for (size_t i = 0; i < n; i++) {
         const history_message *m = &msgs[i];
         fprintf(f, "## %s", role_heading(m->role));
-        if (m->status != HISTORY_COMPLETE) fprintf(f, " (%s)", history_status_name(m->status));
+        if (m->in_progress) fprintf(f, " (incomplete: the chat stopped while answering)");
+        else if (m->status != HISTORY_COMPLETE) fprintf(f, " (%s)", history_status_name(m->status));
         fprintf(f, "\n\n%s\n\n", m->content);
+        if (m->sampling_json) fprintf(f, "*sampling: `%s`*\n\n", m->sampling_json);
         md_stats_line(f, m);
     }
     return ferror(f) ? -1 : 0;
@@ -104,6 +106,8 @@ static json_t *message_json(const history_message *m)
     json_object_set_new(o, "prefill_ms", opt_real(m->prefill_ms));
     json_object_set_new(o, "decode_ms", opt_real(m->decode_ms));
     json_object_set_new(o, "engine_stats", embedded_json(m->engine_stats_json));
+    if (m->sampling_json) json_object_set_new(o, "sampling", embedded_json(m->sampling_json));
+    if (m->in_progress) json_object_set_new(o, "incomplete", json_true());
     return o;
 }
 
@@ -178,13 +182,19 @@ static int get_string(json_t *o, const char *key, const char **out, const char *
     return 0;
 }
 
-/* Optional non-negative number member: absent/null -> -1. */
+/* Largest value accepted for any number in an import: counts and
+ * milliseconds are stored as int64, and converting a double past that range
+ * is undefined; 2^53 keeps every accepted value exact. */
+#define IMPORT_MAX_NUMBER 9007199254740992.0
+
+/* Optional non-negative number member: absent/null -> -1; a value over
+ * IMPORT_MAX_NUMBER (e.g. 1e300) is refused. */
 static int get_number(json_t *o, const char *key, double *out, const char *source, const char *where, history_error *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) { *out = -1; return 0; }
-    if (!json_is_number(v) || json_number_value(v) < 0)
-        return hist_err(err, "%s: %s%s: expected a non-negative number or null", source, where, key);
+    if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > IMPORT_MAX_NUMBER)
+        return hist_err(err, "%s: %s%s: expected a number in 0..2^53 or null", source, where, key);
     *out = json_number_value(v);
     return 0;
 }
