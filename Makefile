@@ -91,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -181,6 +181,8 @@ print-arch:
 	@echo $(ARCH)
 print-build:
 	@echo $(BUILD)
+print-arch-flags:
+	@echo $(ARCH_FLAGS)
 
 # Address/UB sanitizer build and run of the unit tests and main paths
 # (build-asan/); also part of `make test`.

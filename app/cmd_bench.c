@@ -210,6 +210,7 @@ int cmd_bench(int argc, char **argv)
                 s_per_token, o.prompt_tokens / main_pass.prefill_s, bytes_per_token,
                 (unsigned long long)st.peak_rss_bytes);
     } else {
+        printf("kernels    %s\n", k3_kernels_name());
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
         printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
@@ -288,7 +289,7 @@ int cmd_bench(int argc, char **argv)
         else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
         if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
         else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
-        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
                "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
                "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
@@ -299,7 +300,7 @@ int cmd_bench(int argc, char **argv)
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
                "\"read_busy\":%.6f}}\n",
-               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_field, (unsigned long long)probe_bytes,
