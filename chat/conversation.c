@@ -19,6 +19,7 @@ struct conversation {
     k3_session *session;
     k3_sampler sampler;
     int max_new;
+    generate_token_fn on_token;          /* per-token observer (--json --stream), or NULL */
     history_conversation row;
     int have_row;
     int turn;
@@ -297,8 +298,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         return 0;
     }
     if (rc == 0)
-        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
-                             on_text, user, &g, err);
+        rc = generate_answer_tokens(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
+                                    on_text, c->on_token, user, &g, err);
     r->generated_tokens = g.n_generated;
     r->prefill_ms = prefill_s * 1e3;
     r->ttft_ms = (prefill_s + g.first_token_s) * 1e3;
@@ -380,3 +381,10 @@ int conversation_store_sampling(conversation *c, k3_error *err)
     free(sj);
     return rc ? k3_err(err, "%s", herr.msg) : 0;
 }
+
+/* /set n=N: the answer length limit for the next turns. */
+void conversation_set_max_new(conversation *c, int max_new) { c->max_new = max_new; }
+int conversation_max_new(const conversation *c) { return c->max_new; }
+
+/* Scripts that watch each token: called with the same user pointer as the text callback. */
+void conversation_set_token_observer(conversation *c, generate_token_fn on_token) { c->on_token = on_token; }

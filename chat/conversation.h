@@ -9,6 +9,7 @@
 #include <signal.h>
 #include "history.h"
 #include "k3.h"
+#include "generate.h"
 
 typedef struct conversation conversation;
 
@@ -57,5 +58,12 @@ k3_sampler *conversation_sampler(conversation *c);
  * stored for this one) and the sampling parameters (stored). */
 int conversation_set_system(conversation *c, const char *system, k3_error *err);
 int conversation_store_sampling(conversation *c, k3_error *err);
+
+/* The answer length limit (k3 chat -n, /set n=N). */
+void conversation_set_max_new(conversation *c, int max_new);
+int conversation_max_new(const conversation *c);
+/* A per-token observer for every following turn (NULL = none); it gets the
+ * user pointer passed to conversation_turn. */
+void conversation_set_token_observer(conversation *c, generate_token_fn on_token);
 
 #endif

@@ -23,6 +23,11 @@ typedef struct generate_result {
 /* Called with each complete piece of text as it is produced. */
 typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
 
+/* Called once per generated token (stop tokens excluded) with its id and
+ * the text it completed (may be empty: a special token, or bytes of a
+ * character still incomplete), before the next token is computed. */
+typedef void (*generate_token_fn)(void *user, int id, const char *text, size_t len);
+
 /* Generate up to max_new tokens from the session's current logits. The last
  * sampled token is left pending (not fed) so a stop or limit costs no extra
  * forward pass; the caller feeds it when the conversation goes on. Returns
@@ -30,6 +35,12 @@ typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
                     int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
                     void *user, generate_result *out, k3_error *err);
+
+/* generate_answer with a per-token callback as well (on_token may be NULL;
+ * it receives the same user pointer). */
+int generate_answer_tokens(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
+                           int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
+                           generate_token_fn on_token, void *user, generate_result *out, k3_error *err);
 
 
 #endif
