@@ -182,15 +182,28 @@ static int cmd_system(tui *t, const char *args)
 static int cmd_set(tui *t, const char *args)
 {
     k3_sampler *sp = conversation_sampler(t->conv);
-    if (!*args) {
-        tui_transcript_notice(&t->tr, TE_NOTICE, "temp=%g top_p=%g top_k=%d min_p=%g seed=%llu", sp->temperature,
-                              sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed);
+    if (!*args) {                             /* everything a turn runs with */
+        tui_transcript_notice(&t->tr, TE_NOTICE,
+                              "temp=%g top_p=%g top_k=%d min_p=%g seed=%llu n=%d (answer length)\n"
+                              "context %d tokens, markdown %s, system prompt: %s",
+                              sp->temperature, sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed,
+                              conversation_max_new(t->conv), k3_session_max_tokens(conversation_session(t->conv)),
+                              t->tr.raw ? "off (/raw)" : "on", t->system && *t->system ? t->system : "(none)");
         return 0;
     }
     k3_sampler next = *sp;
-    int seed_changed = 0;
+    int seed_changed = 0, max_new = conversation_max_new(t->conv);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", args);
+    if (!strncmp(args, "parameter ", 10)) {   /* ollama: /set parameter temperature 0.7 */
+        char key[64] = "", val[64] = "", extra[8] = "";
+        if (sscanf(args + 10, "%63s %63s %7s", key, val, extra) != 2) {
+            tui_transcript_notice(&t->tr, TE_ERROR, "usage: /set parameter NAME VALUE");
+            return 0;
+        }
+        snprintf(buf, sizeof buf, "%s=%s", !strcmp(key, "num_predict") ? "n" : key, val);
+    } else {
+        snprintf(buf, sizeof buf, "%s", args);
+    }
     for (char *save = NULL, *tok = strtok_r(buf, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
         char *eq = strchr(tok, '=');
         if (!eq || !eq[1]) {
@@ -222,11 +235,15 @@ static int cmd_set(tui *t, const char *args)
             if (v < 0 || v != (double)(uint64_t)v) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: seed must be a whole number >= 0"); return 0; }
             next.seed = (uint64_t)v;
             seed_changed = 1;
+        } else if (!strcmp(key, "n") || !strcmp(key, "max_tokens") || !strcmp(key, "num_predict")) {
+            if (v < 1 || v > (1 << 24) || v != (int)v) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: n must be a whole number 1..16777216"); return 0; }
+            max_new = (int)v;
         } else {
-            tui_transcript_notice(&t->tr, TE_ERROR, "/set: unknown key '%s' (temp top_p top_k min_p seed)", key);
+            tui_transcript_notice(&t->tr, TE_ERROR, "/set: unknown key '%s' (temp top_p top_k min_p seed n)", key);
             return 0;
         }
     }
+    conversation_set_max_new(t->conv, max_new);
     sp->temperature = next.temperature;
     sp->top_p = next.top_p;
     sp->top_k = next.top_k;
@@ -242,8 +259,8 @@ static int cmd_set(tui *t, const char *args)
     }
     k3_error err;
     if (conversation_store_sampling(t->conv, &err)) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err.msg);
-    tui_transcript_notice(&t->tr, TE_NOTICE, "sampling: temp=%g top_p=%g top_k=%d min_p=%g seed=%llu",
-                          sp->temperature, sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed);
+    tui_transcript_notice(&t->tr, TE_NOTICE, "sampling: temp=%g top_p=%g top_k=%d min_p=%g seed=%llu n=%d",
+                          sp->temperature, sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed, max_new);
     return 0;
 }
 
@@ -344,6 +361,8 @@ static const tui_cmd commands[] = {
     {"set", "key=value...", 1, cmd_set}, {"export", "md|json [FILE]", 1, cmd_export},
     {"stats", "", 0, cmd_stats},        {"clear", "", 0, cmd_clear},
     {"quit", "", 0, cmd_quit},          {"exit", "", 0, cmd_quit},
+    {"show", "[info]", 0, tui_cmd_show}, {"copy", "", 1, tui_cmd_copy},
+    {"rename", "TITLE", 1, tui_cmd_rename}, {"raw", "", 0, tui_cmd_raw},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
@@ -400,8 +419,8 @@ char **tui_command_complete(void *ctx, const char *line, int start, int end, con
         add_candidate(&list, &n, "md");
         add_candidate(&list, &n, "json");
     } else if (!strncmp(line, "/set ", 5)) {
-        const char *keys[] = {"temp=", "top_p=", "top_k=", "min_p=", "seed="};
-        for (size_t i = 0; i < 5; i++) add_candidate(&list, &n, keys[i]);
+        const char *keys[] = {"temp=", "top_p=", "top_k=", "min_p=", "seed=", "n=", "parameter"};
+        for (size_t i = 0; i < 7; i++) add_candidate(&list, &n, keys[i]);
     } else if (!strncmp(line, "/resume ", 8) && !tui_worker_busy(&t->w)) {
         history_conversation *convs = NULL;
         size_t nc = 0;

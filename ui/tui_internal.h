@@ -107,6 +107,9 @@ typedef struct tui_line {
     tui_line_part part;
     int first;                   /* first line of the entry (gets the prefix) */
     size_t off, len;
+    int md;                      /* md_kind (markdown.h) of a rendered answer line, else MD_NONE */
+    int level;                   /* heading level */
+    size_t src_start;            /* start of the source line (bold state before off) */
 } tui_line;
 
 typedef struct tui_transcript {
@@ -119,6 +122,7 @@ typedef struct tui_transcript {
     int scroll;                  /* lines the view is scrolled up from the bottom (0 = follow) */
     int view_rows;               /* rows of the last draw (for paging) */
     int right_margin;            /* blank columns kept at the right (a gutter before the gauges) */
+    int raw;                     /* 1 = answers as raw text, 0 = markdown rendered (/raw) */
 } tui_transcript;
 
 void tui_transcript_free(tui_transcript *t);
@@ -136,6 +140,8 @@ void tui_transcript_pop(tui_transcript *t);
 /* Scroll by pages (+ = up toward older text). */
 void tui_transcript_page(tui_transcript *t, int pages);
 void tui_transcript_draw(tui_transcript *t, WINDOW *w);
+/* Markdown rendering of answers on (0) or off (1); everything is wrapped again. */
+void tui_transcript_set_raw(tui_transcript *t, int raw);
 
 /* ---- tui_gauges.c: live statistics ------------------------------------- */
 
@@ -317,6 +323,12 @@ int tui_command(tui *t, const char *line);
 char **tui_command_complete(void *ctx, const char *line, int start, int end, const char *word);
 /* Reload the transcript from the store after /resume or at start. */
 void tui_load_transcript(tui *t);
+
+/* tui_commands_everyday.c: /show /copy /rename /raw */
+int tui_cmd_show(tui *t, const char *args);
+int tui_cmd_copy(tui *t, const char *args);
+int tui_cmd_rename(tui *t, const char *args);
+int tui_cmd_raw(tui *t, const char *args);
 
 /* tui_main.c */
 /* Send a user message to the worker. */

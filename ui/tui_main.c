@@ -476,6 +476,11 @@ static void set_model_name(tui *t, const char *dir)
     size_t start = len;
     while (start > 0 && d[start - 1] != '/') start--;
     snprintf(t->model_name, sizeof t->model_name, "%.*s", (int)(len - start), d + start);
+    k3_model_info info;
+    k3_model_get_info(t->model, &info);
+    if (info.random_weights)                     /* nobody should mistake the demo for a real model */
+        snprintf(t->model_name, sizeof t->model_name, "%.*s (random weights)", (int)(len - start < 40 ? len - start : 40),
+                 d + start);
 }
 
 /* Completion candidates readline wants listed go to the transcript. */
@@ -539,6 +544,9 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
                           conversation_uid(c),
                           conversation_turns(c) ? (conversation_resumed_from_snapshot(c) ? " (resumed from its snapshot)" : " (resumed)") : "",
                           tui_glyph()->bullet, tui_glyph()->bullet, tui_glyph()->bullet);
+    if (strstr(t->model_name, "(random weights)"))
+        tui_transcript_notice(&t->tr, TE_NOTICE, "this model has random weights (k3 gen): its answers are noise; "
+                              "k3 help models says how to get a real one");
     draw_frame(t, tui_now_s());
     loop(t);
     tui_worker_stop(&t->w);
