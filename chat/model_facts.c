@@ -70,10 +70,9 @@ char *model_facts_text(const k3_model *m, const char *model_dir)
     while (dl > 1 && dir[dl - 1] == '/') dl--;
     size_t ds = dl;
     while (ds > 0 && dir[ds - 1] != '/') ds--;
-    char size[32] = "unknown", weights[32], plan[512];
+    char size[32] = "unknown", plan[512];
     int64_t on_disk = model_dir_bytes(dir);
     if (on_disk >= 0) model_fmt_bytes(size, sizeof size, (double)on_disk);
-    model_fmt_bytes(weights, sizeof weights, (double)info.weight_bytes);
     plan_words(m, plan, sizeof plan);
     char *text = NULL;
     int n = asprintf(&text,
@@ -83,14 +82,14 @@ char *model_facts_text(const k3_model *m, const char *model_dir)
                      "experts       %d routed, top %d per token%s\n"
                      "dtype         %s\n"
                      "context       %d tokens (this chat's limit; the memory plan reserves state for it)\n"
-                     "file size     %s on disk (tensors %s)\n"
+                     "file size     %s on disk\n"
                      "plan          %s",
                      (int)(dl - ds), dir + ds, dir,
                      info.random_weights ? "\nweights       RANDOM (written by k3 gen): the model does not talk sense; "
                                            "k3 help models says how to get a real one" : "",
                      info.model_type, info.n_layers, info.n_kda_layers, info.n_mla_layers, info.hidden, info.vocab_size,
                      info.n_experts, info.top_k, info.experts_mxfp4 ? " (experts in MXFP4)" : "",
-                     info.dtype[0] ? info.dtype : "not declared in config.json", info.ctx_tokens, size, weights, plan);
+                     info.dtype[0] ? info.dtype : "not declared in config.json", info.ctx_tokens, size, plan);
     return n < 0 ? NULL : text;
 }
 

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include "conversation.h"
 #include "k3.h"
+#include "multiline.h"
 #include "tui.h"
 #include "tui_text.h"
 
@@ -301,6 +302,8 @@ typedef struct tui {
     double input_lat_max_s, input_lat_sum_s;
     uint64_t n_input_lat;
     int exit_code;
+    multiline ml;                /* a """ multi-line message being entered */
+    int ml_entry;                /* the transcript entry showing it, or -1 */
 } tui;
 
 /* tui_layout.c */

@@ -83,6 +83,9 @@ static void on_ctrl_c(tui *t)
             t->stopping = 1;
         }
         t->ctrl_c_armed = 0;
+    } else if (tui_input_is_empty() && t->ml.open) {        /* drop a half-entered """ block */
+        multiline_reset(&t->ml);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "multi-line message dropped");
     } else if (!tui_input_is_empty() || tui_input_in_search()) {
         tui_input_cancel();
         t->ctrl_c_armed = 0;
@@ -93,15 +96,36 @@ static void on_ctrl_c(tui *t)
     }
 }
 
+/* A line of a """ block: shown as it grows (one notice), sent when closed. */
+static void multiline_line(tui *t, const char *line)
+{
+    char *msg = NULL;
+    int was_open = t->ml.open;
+    int rc = multiline_feed(&t->ml, line, &msg);
+    if (rc == 0) {
+        if (!was_open || t->ml_entry < 0 || t->ml_entry >= t->tr.n_entries)   /* new, or the screen was cleared */
+            t->ml_entry = tui_transcript_add(&t->tr, TE_NOTICE, "multi-line message (end it with \"\"\"):");
+        tui_transcript_append(&t->tr, t->ml_entry, "\n", 1);
+        tui_transcript_append(&t->tr, t->ml_entry, line, strlen(line));
+        return;
+    }
+    if (was_open && t->ml_entry == t->tr.n_entries - 1) tui_transcript_pop(&t->tr);
+    t->ml_entry = -1;
+    if (rc == 1 && *msg) tui_send_message(t, msg);
+    free(msg);
+}
+
 /* An accepted input line: a command, or a message ("//x" sends "/x"). */
 static void handle_line(tui *t, char *line)
 {
     t->ctrl_c_armed = 0;
     const char *p = line;
     while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    if (*p) {
+    if (*p || t->ml.open) {
         tui_input_remember(line);
-        if (line[0] == '/' && line[1] != '/') {
+        if (t->ml.open || !strncmp(line, "\"\"\"", 3)) {
+            multiline_line(t, line);
+        } else if (line[0] == '/' && line[1] != '/') {
             if (tui_command(t, line)) request_quit(t);
         } else {
             tui_send_message(t, line[0] == '/' ? line + 1 : line);
@@ -520,6 +544,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->wake_fd = wake_fd;
     t->want_gauges = 1;
     t->answer_entry = -1;
+    t->ml_entry = -1;
     t->system = opt->system ? strdup(opt->system) : NULL;
     set_model_name(t, opt->model_dir);
     tui_term_signals(wake_fd);
@@ -560,6 +585,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
             opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
     tui_transcript_free(&t->tr);
     free(t->system);
+    multiline_free(&t->ml);
     free(t->last_sent);
     free(t->paste);
     free(t);
