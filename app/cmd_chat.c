@@ -15,7 +15,7 @@
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, max_new, ctx;
+    int json, plain, max_new, ctx, lines, stream;
     k3_options model;
     k3_sampler sampler;
 } chat_options;
@@ -23,14 +23,19 @@ typedef struct chat_options {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 chat [MODEL] [options]\n\n"
-               "A multi-turn conversation: each line is one user message; state is kept between turns\n"
-               "and every conversation is stored (k3 history lists them).\n"
+               "A multi-turn conversation: each line is one user message (a line starting with \"\"\" opens a\n"
+               "multi-line message, a line ending with \"\"\" sends it); state is kept between turns and\n"
+               "every conversation is stored (k3 history lists them).\n"
                "  --resume ID|last     continue a stored conversation (from its state snapshot when valid)\n"
                "  --system TEXT        system message for a new conversation\n"
                "  --db FILE            history database (default $XDG_DATA_HOME/k3/history.db)\n"
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
+               "  --stream             with --json: also one object per token (text, id, t_ms, ms,\n"
+               "                       bytes_read, hit) as it is generated\n"
+               "  --lines              piped input is one message per line (default: all of a piped\n"
+               "                       stdin is one message, as llm)\n"
                "  -n, --max-tokens N   answer length limit (default 512)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
                "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
@@ -59,6 +64,8 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
         else if (!strcmp(a, "--plain")) o->plain = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--lines")) o->lines = 1;
+        else if (!strcmp(a, "--stream")) o->stream = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
             if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
             o->max_new = (int)v;
@@ -91,6 +98,10 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    if (o->stream && !o->json) {
+        cli_error("chat: --stream prints JSON per token: use it with --json");
+        return -1;
+    }
     return 0;
 }
 
@@ -141,9 +152,11 @@ int cmd_chat(int argc, char **argv)
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
         rc = tui_chat_run(c, m, db, &topt);
-        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, o.json, hint);   /* TERM=dumb or unknown */
+        plain_options popt = {.json = o.json, .stream = o.stream, .lines = o.lines, .resume_hint = hint};
+        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, &popt);   /* TERM=dumb or unknown */
     } else {
-        rc = plain_chat_run(c, o.json, hint);
+        plain_options popt = {.json = o.json, .stream = o.stream, .lines = o.lines, .resume_hint = hint};
+        rc = plain_chat_run(c, &popt);
     }
 out:
     conversation_free(c);
