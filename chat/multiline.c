@@ -49,7 +49,8 @@ int multiline_feed(multiline *m, const char *line, char **msg)
         }
     } else {
         int last = ends_with_quotes(line, n);
-        if (add(m, "\n", 1) || add(m, line, last ? n - 3 : n)) return -1;
+        if (!(last && n == 3) && add(m, "\n", 1)) return -1;   /* a closing """ alone adds no line */
+        if (add(m, line, last ? n - 3 : n)) return -1;
         if (!last) return 0;
     }
     /* closed: the first line break after an opening """ alone on its line is not content */
