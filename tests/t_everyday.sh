@@ -108,7 +108,7 @@ l = json.load(open('$OUT/list.json'))
 sys.exit(0 if isinstance(l, list) and len(l) == 1 and l[0]['turns'] == 3 and len(l[0]['id']) == 8 else 1)" \
     && cmp -s $OUT/show.json $OUT/export.json; then pass "history list --json (an array) and show --json (the JSON export)"
 else fail "history list/show --json" "$(head -c 300 $OUT/list.json)"; fi
-hits() { $K3 history search "$@" --db $OUT/h.db --json 2>/dev/null | $PY -c "import json,sys; print(' '.join(sorted(h['snippet'] for h in json.load(sys.stdin))))"; }
+hits() { $K3 history search "$@" --db $OUT/h.db --json 2>/dev/null | $PY -c "import json,sys; print(' '.join(sorted(h['snippet'] for h in json.load(sys.stdin))))" 2>/dev/null; } 
 H=$(hits 'rout*')
 echo "$H" | grep -q '\[routing\]' && pass "history search rout* matches 'routing' (prefix)" || fail "search prefix" "got '$H'"
 H=$(hits zebra OR routing)
