@@ -15,7 +15,7 @@
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, max_new, ctx, lines, stream;
+    int json, plain, raw, max_new, ctx, lines, stream;
     k3_options model;
     k3_sampler sampler;
 } chat_options;
@@ -36,6 +36,8 @@ static void usage(FILE *f)
                "                       bytes_read, hit) as it is generated\n"
                "  --lines              piped input is one message per line (default: all of a piped\n"
                "                       stdin is one message, as llm)\n"
+               "  --raw                line mode: every line is a message, even one starting with /\n"
+               "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
                "  -n, --max-tokens N   answer length limit (default 512)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
                "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
@@ -66,6 +68,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--lines")) o->lines = 1;
         else if (!strcmp(a, "--stream")) o->stream = 1;
+        else if (!strcmp(a, "--raw")) o->raw = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
             if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
             o->max_new = (int)v;
@@ -105,13 +108,6 @@ static int parse_options(int argc, char **argv, chat_options *o)
     return 0;
 }
 
-/* Re-prefill progress on stderr. */
-static void show_progress(void *user, int done, int total)
-{
-    (void)user;
-    fprintf(stderr, "\rk3: re-prefilling the conversation: %d/%d tokens%s", done, total, done == total ? "\n" : "");
-}
-
 int cmd_chat(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -136,7 +132,7 @@ int cmd_chat(int argc, char **argv)
     }
     if (o.resume) {
         int from_snapshot = 0;
-        if (conversation_resume(c, o.resume, show_progress, NULL, &from_snapshot, &err)) {
+        if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {
             cli_error("%s", err.msg);
             goto out;
         }
@@ -149,14 +145,14 @@ int cmd_chat(int argc, char **argv)
     }
     char hint[4600];
     snprintf(hint, sizeof hint, "k3 chat %s%s%s", o.model_dir, o.db_path ? " --db " : "", o.db_path ? o.db_path : "");
+    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint,
+                          .stream = o.stream, .lines = o.lines, .model_dir = o.model_dir};
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
         rc = tui_chat_run(c, m, db, &topt);
-        plain_options popt = {.json = o.json, .stream = o.stream, .lines = o.lines, .resume_hint = hint};
-        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, &popt);   /* TERM=dumb or unknown */
+        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, db, &popt);   /* TERM=dumb or unknown */
     } else {
-        plain_options popt = {.json = o.json, .stream = o.stream, .lines = o.lines, .resume_hint = hint};
-        rc = plain_chat_run(c, &popt);
+        rc = plain_chat_run(c, db, &popt);
     }
 out:
     conversation_free(c);

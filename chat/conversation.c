@@ -27,6 +27,7 @@ struct conversation {
     int stops[8], n_stops;
     int resumed_from_snapshot;
     int stale;                   /* a prompt was interrupted mid-prefill: rebuild before the next turn */
+    int restored_tokens;         /* tokens the last restore loaded from a snapshot */
 };
 
 void turn_result_free(turn_result *r)
@@ -128,6 +129,20 @@ static void save_snapshot(conversation *c, int64_t message_id)
     free(tmp);
 }
 
+/* Evaluate ids into the session in chunks, reporting done/total after each. */
+static int feed_ids(conversation *c, const int *ids, int n, conversation_progress_fn progress, void *user,
+                    k3_error *err)
+{
+    int rc = 0;
+    for (int done = 0; done < n && rc == 0;) {
+        int step = n - done < 256 ? n - done : 256;
+        rc = k3_session_eval(c->session, ids + done, step, NULL, err);
+        done += step;
+        if (progress) progress(user, done, n);
+    }
+    return rc;
+}
+
 /* Rebuild the session from the stored transcript: every message rendered
  * and closed, as the turns had left it. */
 static int reprefill(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
@@ -150,13 +165,7 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
         if (!all) return k3_err(err, "out of memory");
         for (size_t i = 0; i < n; i++)
             for (int64_t j = 0; j < msgs[i].n_token_ids; j++) all[at++] = msgs[i].token_ids[j];
-        int rc = 0;
-        for (int done = 0; done < at && rc == 0;) {
-            int step = at - done < 256 ? at - done : 256;
-            rc = k3_session_eval(c->session, all + done, step, NULL, err);
-            done += step;
-            if (progress) progress(user, done, at);
-        }
+        int rc = feed_ids(c, all, at, progress, user, err);
         free(all);
         return rc;
     }
@@ -178,14 +187,91 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
         return k3_err(err, "resume: the stored conversation has %d tokens, more than the context limit %d",
                       n_ids, k3_session_max_tokens(c->session));
     }
-    int rc = 0;
-    for (int done = 0; done < n_ids && rc == 0;) {
-        int step = n_ids - done < 256 ? n_ids - done : 256;
-        rc = k3_session_eval(c->session, ids + done, step, NULL, err);
-        done += step;
-        if (progress) progress(user, done, n_ids);
-    }
+    int rc = feed_ids(c, ids, n_ids, progress, user, err);
     free(ids);
+    return rc;
+}
+
+/* Do the stored messages carry the exact ids this model consumed for them? */
+static int ids_exact(const conversation *c, const history_message *msgs, size_t n)
+{
+    if (!c->row.model_fingerprint || strcmp(c->row.model_fingerprint, k3_model_fingerprint(c->model))) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].token_ids || msgs[i].n_token_ids <= 0) return 0;
+    return 1;
+}
+
+/* Make the session equal one pass over msgs[0, n): load the newest usable
+ * snapshot taken at or before msgs[n - 1] (one per turn boundary is kept)
+ * and evaluate only the ids of the messages after it; without one, rebuild
+ * from the start. progress sees the tokens evaluated, not the loaded ones. */
+static int restore_state(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
+                         void *user, k3_error *err)
+{
+    history_error herr;
+    k3_session_reset(c->session);
+    c->resumed_from_snapshot = 0;
+    c->restored_tokens = 0;
+    c->stale = 0;
+    if (n == 0) return 0;
+    int64_t max_seq = msgs[n - 1].seq;
+    while (ids_exact(c, msgs, n)) {
+        history_snapshot snap;
+        int found = history_snapshot_latest_upto(c->db, c->row.id, max_seq, k3_model_fingerprint(c->model),
+                                                 K3_SESSION_FORMAT_VERSION, &snap, &herr);
+        if (found != 1) {
+            if (found < 0) fprintf(stderr, "k3: %s; re-prefilling\n", herr.msg);
+            else fprintf(stderr, "k3: no state snapshot for this model; re-prefilling\n");
+            break;
+        }
+        size_t at = n;
+        int64_t upto = 0;
+        for (size_t i = 0; i < n && at == n; i++) {
+            upto += msgs[i].n_token_ids;
+            if (msgs[i].id == snap.message_id) at = i;
+        }
+        k3_error lerr;
+        int usable = 0;
+        if (at == n || upto != snap.n_tokens)
+            fprintf(stderr, "k3: snapshot unusable (it does not match the stored token ids); re-prefilling\n");
+        else if (history_snapshot_verify(&snap, &herr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", herr.msg);
+        else if (k3_session_load(c->session, snap.path, &lerr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", lerr.msg);
+        else
+            usable = 1;
+        history_snapshot_free(&snap);
+        if (!usable) {
+            k3_session_reset(c->session);
+            if (at == n) break;
+            max_seq = msgs[at].seq - 1;       /* try an older one */
+            continue;
+        }
+        int64_t rest = 0;
+        for (size_t i = at + 1; i < n; i++) rest += msgs[i].n_token_ids;
+        if (upto + rest > k3_session_max_tokens(c->session))
+            return k3_err(err, "resume: the stored conversation has %lld tokens, more than the context limit %d",
+                          (long long)(upto + rest), k3_session_max_tokens(c->session));
+        int *ids = malloc((size_t)(rest + 1) * sizeof *ids), k = 0;
+        if (!ids) return k3_err(err, "out of memory");
+        for (size_t i = at + 1; i < n; i++)
+            for (int64_t j = 0; j < msgs[i].n_token_ids; j++) ids[k++] = msgs[i].token_ids[j];
+        if (k) fprintf(stderr, "k3: state snapshot of %lld tokens loaded; prefilling the %d tokens after it\n",
+                       (long long)upto, k);
+        int rc = feed_ids(c, ids, k, progress, user, err);
+        free(ids);
+        c->resumed_from_snapshot = 1;
+        c->restored_tokens = (int)upto;
+        if (rc) c->stale = 1;
+        return rc;
+    }
+    if (!ids_exact(c, msgs, n))
+        fprintf(stderr, "k3: no state snapshot for this model (the record was made with %s); re-prefilling\n",
+                c->row.model_fingerprint && strcmp(c->row.model_fingerprint, k3_model_fingerprint(c->model))
+                    ? "another model" : "messages without token ids");
+    k3_session_reset(c->session);
+    int rc = reprefill(c, msgs, n, progress, user, err);
+    if (rc) c->stale = 1;
     return rc;
 }
 
@@ -202,33 +288,71 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
     if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
     c->turn = 0;
     for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
-    history_snapshot snap;
-    int found = history_snapshot_latest(c->db, c->row.id, k3_model_fingerprint(c->model),
-                                        K3_SESSION_FORMAT_VERSION, &snap, &herr);
-    int ok = 0;
-    k3_session_reset(c->session);
-    if (found == 1) {
-        k3_error lerr;
-        if (n == 0 || snap.message_id != msgs[n - 1].id)
-            fprintf(stderr, "k3: the snapshot is older than the last message; re-prefilling\n");
-        else if (history_snapshot_verify(&snap, &herr))
-            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", herr.msg);
-        else if (k3_session_load(c->session, snap.path, &lerr))
-            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", lerr.msg);
-        else
-            ok = 1;
-        history_snapshot_free(&snap);
-    } else if (n) {
-        fprintf(stderr, "k3: no state snapshot for this model; re-prefilling\n");
-    }
-    int rc = 0;
-    c->resumed_from_snapshot = ok;
-    if (!ok) {
-        k3_session_reset(c->session);
-        rc = reprefill(c, msgs, n, progress, user, err);
-    }
-    if (from_snapshot) *from_snapshot = ok;
+    int rc = restore_state(c, msgs, n, progress, user, err);
+    if (from_snapshot) *from_snapshot = c->resumed_from_snapshot;
     history_msg_list_free(msgs, n);
+    return rc;
+}
+
+/* The index of the last user message, or -1. */
+static long last_user_index(const history_message *msgs, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (!strcmp(msgs[i].role, "user")) return (long)i;
+    return -1;
+}
+
+char *conversation_last_user_text(conversation *c)
+{
+    history_error herr;
+    history_message *msgs = NULL;
+    size_t n = 0;
+    if (!c->have_row || history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return NULL;
+    long u = last_user_index(msgs, n);
+    char *text = u >= 0 ? strdup(msgs[u].content) : NULL;
+    history_msg_list_free(msgs, n);
+    return text;
+}
+
+int conversation_undo(conversation *c, conversation_progress_fn progress, void *user, k3_error *err)
+{
+    history_error herr;
+    history_message *msgs = NULL;
+    size_t n = 0;
+    if (!c->have_row) { k3_err(err, "nothing to undo: the conversation has no message yet"); return 1; }
+    if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
+    long u = last_user_index(msgs, n);
+    if (u < 0) {
+        history_msg_list_free(msgs, n);
+        k3_err(err, "nothing to undo: the conversation has no message yet");
+        return 1;
+    }
+    int rc = history_msg_truncate(c->db, c->row.id, msgs[u].id, &herr) < 0 ? k3_err(err, "%s", herr.msg) : 0;
+    if (rc == 0) {
+        c->turn--;
+        rc = restore_state(c, msgs, (size_t)u, progress, user, err);
+    }
+    history_msg_list_free(msgs, n);
+    return rc;
+}
+
+int conversation_edit(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                      conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
+{
+    memset(r, 0, sizeof r[0]);
+    int rc = conversation_undo(c, NULL, NULL, err);
+    if (rc) return rc;
+    return conversation_turn(c, user_text, interrupt_flag, on_text, user, r, err);
+}
+
+int conversation_retry(conversation *c, volatile sig_atomic_t *interrupt_flag, conversation_text_fn on_text,
+                       void *user, turn_result *r, k3_error *err)
+{
+    memset(r, 0, sizeof r[0]);
+    char *text = conversation_last_user_text(c);
+    if (!text) { k3_err(err, "nothing to retry: the conversation has no message yet"); return 1; }
+    int rc = conversation_edit(c, text, interrupt_flag, on_text, user, r, err);
+    free(text);
     return rc;
 }
 
@@ -241,11 +365,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         history_message *stored = NULL;
         size_t n_stored = 0;
         if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
-        k3_session_reset(c->session);
-        int rc = reprefill(c, stored, n_stored, NULL, NULL, err);
+        int rc = restore_state(c, stored, n_stored, NULL, NULL, err);
         history_msg_list_free(stored, n_stored);
         if (rc) return -1;
-        c->stale = 0;
     }
     /* the new tokens: (system on the first turn) + user message + generation prompt */
     k3_chat_msg msgs[2];

@@ -47,6 +47,22 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
 int conversation_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
 
+/* The last exchange, for /undo, /retry and /edit. Each restores the state
+ * from before the last user message by loading the snapshot taken at that
+ * turn boundary (else the newest earlier one plus the ids after it), never
+ * by re-reading the whole conversation when a snapshot exists.
+ *  undo:  drop the last user message and its answer from the record;
+ *  retry: the same, then answer the same message with the current sampling;
+ *  edit:  the same, then answer user_text instead.
+ * They return like conversation_turn; 1 = nothing to undo (err says so). */
+int conversation_undo(conversation *c, conversation_progress_fn progress, void *user, k3_error *err);
+int conversation_retry(conversation *c, volatile sig_atomic_t *interrupt_flag, conversation_text_fn on_text,
+                       void *user, turn_result *r, k3_error *err);
+int conversation_edit(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                      conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
+/* The text of the last user message (malloc'd), or NULL when there is none. */
+char *conversation_last_user_text(conversation *c);
+
 /* Facts for status lines and commands. */
 const char *conversation_uid(const conversation *c);
 int64_t conversation_id(const conversation *c);

@@ -496,6 +496,53 @@ done:
     return id;
 }
 
+/* Rows first (snapshot rows of the dropped messages go with them by
+ * cascade, the FTS index by trigger), files after the commit, as for a
+ * whole conversation. */
+int history_msg_truncate(history *h, int64_t conversation_id, int64_t from_message_id, history_error *err)
+{
+    if (hist_begin(h, err)) return -1;
+    char **files = NULL;
+    size_t n_files = 0;
+    int rc = -1;
+    sqlite3_stmt *st = hist_prepare(h,
+        "SELECT s.file_name FROM snapshots s JOIN messages m ON m.id = s.message_id WHERE s.conversation_id = ?1"
+        " AND m.seq >= (SELECT seq FROM messages WHERE id = ?2 AND conversation_id = ?1)", err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, conversation_id);
+    sqlite3_bind_int64(st, 2, from_message_id);
+    int step;
+    while ((step = hist_step(st)) == SQLITE_ROW) {
+        char **grown = realloc(files, (n_files + 1) * sizeof *files);
+        if (!grown) break;
+        files = grown;
+        if (asprintf(&files[n_files], "%s/%s", h->snap_dir, sqlite3_column_text(st, 0)) < 0) break;
+        n_files++;
+    }
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) { hist_db_err(h, err, "listing snapshots"); goto fail; }
+    st = hist_prepare(h, "DELETE FROM messages WHERE conversation_id = ?1"
+                         " AND seq >= (SELECT seq FROM messages WHERE id = ?2 AND conversation_id = ?1)", err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, conversation_id);
+    sqlite3_bind_int64(st, 2, from_message_id);
+    step = hist_step(st);
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) { hist_db_err(h, err, "deleting messages"); goto fail; }
+    int removed = sqlite3_changes(h->db);
+    if (touch_conv(h, conversation_id, NULL, hist_now_ms(), err)) goto fail;
+    if (hist_commit(h, err)) goto out;
+    for (size_t i = 0; i < n_files; i++) unlink(files[i]);
+    rc = removed;
+    goto out;
+fail:
+    hist_rollback(h);
+out:
+    for (size_t i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    return rc;
+}
+
 /* See history.h. */
 void history_msg_list_free(history_message *list, size_t n)
 {

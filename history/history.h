@@ -146,6 +146,12 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
                      history_error *err);
 void history_msg_list_free(history_message *list, size_t n);
 
+/* Drop the message with this id and every later one of its conversation
+ * (with their snapshot rows, then files), for /undo, /retry and /edit.
+ * Returns the number of messages removed or -1. */
+int history_msg_truncate(history *h, int64_t conversation_id, int64_t from_message_id,
+                         history_error *err);
+
 const char *history_status_name(history_status s);
 /* Parse "complete" / "interrupted" / "error"; -1 if none. */
 int history_status_parse(const char *name);
@@ -194,6 +200,12 @@ void history_snapshot_discard(history *h, const char *tmp_path);
  * 0 none, -1 error. */
 int history_snapshot_latest(history *h, int64_t conversation_id, const char *model_fingerprint,
                             int format_version, history_snapshot *out, history_error *err);
+
+/* The same among snapshots of messages with seq <= max_seq: the state to
+ * start from when the record is rebuilt up to that message. */
+int history_snapshot_latest_upto(history *h, int64_t conversation_id, int64_t max_seq,
+                                 const char *model_fingerprint, int format_version,
+                                 history_snapshot *out, history_error *err);
 
 /* Recompute the file's checksum; 0 if it matches. */
 int history_snapshot_verify(const history_snapshot *s, history_error *err);

@@ -19,6 +19,8 @@ struct history {
 #define HIST_TMP_PREFIX "tmp-"
 #define HIST_TMP_SUFFIX ".part"
 #define HIST_LOCK_NAME ".lock"
+/* Snapshots kept per conversation: the newest and the turn boundaries before it. */
+#define HIST_SNAPSHOTS_KEPT_STR "4"
 
 /* Format a one-line error into err (NULL allowed); returns -1. */
 int hist_err(history_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

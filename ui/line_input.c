@@ -48,6 +48,25 @@ char *line_input_read(int interactive, const char *prompt)
     return l;
 }
 
+static const char *preset_text;
+
+/* readline's startup hook: put the preset text in the fresh line. */
+static int insert_preset(void)
+{
+    if (preset_text) rl_insert_text(preset_text);
+    preset_text = NULL;
+    rl_startup_hook = NULL;
+    return 0;
+}
+
+char *line_input_edit(int interactive, const char *prompt, const char *text)
+{
+    if (!interactive) return line_input_read(0, prompt);
+    preset_text = text;
+    rl_startup_hook = insert_preset;
+    return line_input_read(1, prompt);
+}
+
 void line_input_close(int interactive)
 {
     if (!interactive || !*history_file) return;

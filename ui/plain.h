@@ -1,22 +1,31 @@
 /* plain.h - the line-oriented chat front end: one user message per input
  * line (GNU readline on a terminal; """ opens a multi-line message), or
- * all of a piped stdin as one message; the answer streamed to stdout, stats
- * on stderr, or one JSON object per turn with --json (and per token with
- * --stream). Used when stdin or stdout is not a terminal, or with --plain. */
+ * all of a piped stdin as one message (unless --lines); the answer streamed
+ * to stdout (per token as JSON with --json --stream), stats
+ * and command output on stderr, or one JSON object per turn with --json.
+ * Lines starting with / are the same commands as in the full screen
+ * (chat/commands.c) unless raw is set. Used when stdin or stdout is not a
+ * terminal, or with --plain. */
 #ifndef K3_PLAIN_H
 #define K3_PLAIN_H
 
 #include "conversation.h"
+#include "history.h"
 
 typedef struct plain_options {
-    int json;                    /* --json: one JSON object per turn instead of the text */
+    int json;                    /* one JSON object per turn on stdout */
+    int raw;                     /* every line is text for the model, even "/..." */
+    const char *system;          /* the system prompt for /new */
+    const char *resume_hint;     /* "k3 chat MODEL --db FILE": printed on exit with --resume ID */
     int stream;                  /* --json --stream: one JSON object per token as well */
     int lines;                   /* --lines: piped input is one message per line */
-    const char *resume_hint;     /* "k3 chat MODEL --db FILE" for the exit message */
+    const char *model_dir;       /* for /show */
 } plain_options;
 
-/* Runs until end of input; returns the process exit code. When stdin is
- * not a terminal, all of it is one message (as llm), unless o->lines. */
-int plain_chat_run(conversation *c, const plain_options *o);
+/* Re-prefill progress on stderr (n/N and a bar), for conversation_resume. */
+void plain_show_progress(void *user, int done, int total);
+
+/* Runs until end of input or /quit; returns the process exit code. */
+int plain_chat_run(conversation *c, history *db, const plain_options *opt);
 
 #endif

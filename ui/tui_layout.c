@@ -126,7 +126,7 @@ static void state_field(tui *t, status_field *f)
     char layer[32] = "";
     if (s->phase != K3_PHASE_IDLE && s->n_layers)
         snprintf(layer, sizeof layer, " L%u/%u", s->layer + 1, s->n_layers);
-    if (t->job == TJ_RESUME) {
+    if ((t->job == TJ_RESUME || t->job == TJ_UNDO)) {
         if (t->progress_total)
             snprintf(f->text, sizeof f->text, "resuming %d/%d%s", t->progress_done, t->progress_total, layer);
         else

@@ -42,7 +42,7 @@ int tui_refuse_if_busy(tui *t, const char *what)
 static void request_quit(tui *t)
 {
     t->quit_requested = 1;
-    if (t->g.busy && t->job == TJ_TURN) {
+    if (t->g.busy && (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT)) {
         t->w.interrupt = 1;
         t->stopping = 1;
     }
@@ -59,15 +59,24 @@ void tui_send_message(tui *t, const char *text)
     }
     k3_session *s = conversation_session(t->conv);
     t->tr.scroll = 0;
+    if (t->editing) {                    /* the edited message replaces the last exchange on screen too */
+        tui_transcript_clear(&t->tr);
+        tui_load_transcript(t);
+        int n = t->tr.n_entries;
+        if (n > 0 && t->tr.entries[n - 1].kind == TE_ASSISTANT) tui_transcript_pop(&t->tr);
+        n = t->tr.n_entries;
+        if (n > 0 && t->tr.entries[n - 1].kind == TE_USER) tui_transcript_pop(&t->tr);
+    }
     tui_transcript_add(&t->tr, TE_USER, text);
     t->answer_entry = tui_transcript_add(&t->tr, TE_ASSISTANT, "");
     t->utf8_tail_len = 0;
-    t->job = TJ_TURN;
+    t->job = t->editing ? TJ_EDIT : TJ_TURN;
     t->stopping = 0;
     free(t->last_sent);
     t->last_sent = strdup(text);
     tui_gauges_turn_start(&t->g, t->model, k3_session_n_tokens(s), k3_session_max_tokens(s), tui_now_s());
-    tui_worker_submit(&t->w, TJ_TURN, text);
+    tui_worker_submit(&t->w, t->job, text);
+    t->editing = 0;
     t->dirty = 1;
 }
 
@@ -78,7 +87,7 @@ static void on_ctrl_c(tui *t)
 {
     t->dirty = 1;
     if (t->g.busy) {
-        if (t->job == TJ_TURN) {
+        if (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT) {
             t->w.interrupt = 1;
             t->stopping = 1;
         }
@@ -88,6 +97,7 @@ static void on_ctrl_c(tui *t)
         tui_transcript_notice(&t->tr, TE_NOTICE, "multi-line message dropped");
     } else if (!tui_input_is_empty() || tui_input_in_search()) {
         tui_input_cancel();
+        t->editing = 0;
         t->ctrl_c_armed = 0;
     } else if (t->ctrl_c_armed) {
         request_quit(t);
@@ -337,10 +347,21 @@ static void finish_resume(tui *t, int rc, int from_snapshot, const k3_error *err
     }
     tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
     k3_error e2;
-    if (conversation_start(t->conv, t->system, &e2) == 0)
+    if (conversation_start(t->conv, t->cx.system, &e2) == 0)
         tui_transcript_notice(&t->tr, TE_NOTICE, "started a new conversation %s instead", conversation_uid(t->conv));
     else
         tui_transcript_notice(&t->tr, TE_ERROR, "%s", e2.msg);
+}
+
+/* /undo finished: show the record as it now is. */
+static void finish_undo(tui *t, int rc, const k3_error *err)
+{
+    tui_gauges_turn_end(&t->g, NULL);
+    tui_transcript_clear(&t->tr);
+    tui_load_transcript(t);
+    if (rc) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+    else tui_transcript_notice(&t->tr, TE_NOTICE, "the last exchange was undone (%d tokens of state kept)",
+                               k3_session_n_tokens(conversation_session(t->conv)));
 }
 
 /* Take what the worker produced since the last look. */
@@ -370,9 +391,10 @@ static void take_worker_output(tui *t)
         t->dirty = 1;
     }
     free(text);
-    if (t->job == TJ_RESUME && t->progress_total) t->dirty = 1;
+    if ((t->job == TJ_RESUME || t->job == TJ_UNDO) && t->progress_total) t->dirty = 1;
     if (!finished) return;
-    if (job == TJ_TURN) finish_turn(t, rc, &r, &err);
+    if (job == TJ_TURN || job == TJ_RETRY || job == TJ_EDIT) finish_turn(t, rc, &r, &err);
+    else if (job == TJ_UNDO) finish_undo(t, rc, &err);
     else finish_resume(t, rc, from_snapshot, &err);
     turn_result_free(&r);
     t->answer_entry = -1;
@@ -545,7 +567,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->want_gauges = 1;
     t->answer_entry = -1;
     t->ml_entry = -1;
-    t->system = opt->system ? strdup(opt->system) : NULL;
+    tui_commands_init(t, opt->system);
     set_model_name(t, opt->model_dir);
     tui_term_signals(wake_fd);
     t->stderr_fd = tui_term_capture_stderr();
@@ -554,7 +576,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
         tui_term_release_stderr();
         tui_term_close();
         fprintf(stderr, "k3: cannot start the engine thread\n");
-        free(t->system);
+        tui_commands_free(t);
         free(t);
         close(wake_fd);
         return 1;
@@ -584,8 +606,8 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
             opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
     tui_transcript_free(&t->tr);
-    free(t->system);
     multiline_free(&t->ml);
+    tui_commands_free(t);
     free(t->last_sent);
     free(t->paste);
     free(t);
