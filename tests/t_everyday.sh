@@ -10,7 +10,9 @@
 #  - --json --stream prints one object per token whose texts add up to the
 #    answer and whose count is the answer's token count, with disk bytes
 #    under a memory budget;
-#  - history list|show|search --json; search takes rout* and a OR b.
+#  - history list|show|search --json; search takes rout* and a OR b;
+#  - the shared commands in plain mode: /show, /set n=N and the ollama
+#    spelling, /rename, /copy without a terminal (a clear error), /raw.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 OUT=tests/out/everyday
@@ -28,11 +30,13 @@ if $PY -c "import json,sys; sys.exit(0 if json.load(open('$M/config.json')).get(
     pass "k3 gen writes \"k3_random_weights\": true into config.json"
 else fail "k3 gen random-weights marker" "$(grep -c k3_random $M/config.json) in config.json"; fi
 
-# 2. k3 models: a directory of models, $K3_MODELS, nothing found
+# 2. k3 models: a directory of models (one packed), $K3_MODELS, nothing found
 mkdir -p $OUT/models/not_a_model
+$K3 pack $M $OUT/models/small_packed >/dev/null 2>&1
 $K3 models $OUT/models > $OUT/models.txt 2>&1
 if grep -q "^$M  *28.0 MB  kimi_linear, 8 layers, 16 experts top-4, bfloat16, random weights" $OUT/models.txt \
-    && ! grep -q not_a_model $OUT/models.txt; then pass "k3 models DIR lists the model with size and architecture"
+    && grep -q "^$OUT/models/small_packed  *28.1 MB  kimi_linear, .*, packed, random weights" $OUT/models.txt \
+    && ! grep -q not_a_model $OUT/models.txt; then pass "k3 models DIR lists the models with size and architecture (one packed)"
 else fail "k3 models DIR" "$(cat $OUT/models.txt)"; fi
 K3_MODELS=$OUT/models $K3 models > $OUT/models_env.txt 2>&1
 grep -q "^$M " $OUT/models_env.txt && pass "k3 models reads \$K3_MODELS" || fail "k3 models \$K3_MODELS" "$(cat $OUT/models_env.txt)"
@@ -118,3 +122,17 @@ H=$(hits cat sat)
 [ "$H" = "the [cat] [sat]" ] && pass "history search: plain words still AND" || fail "search AND" "got '$H'"
 H=$(hits 'OR')
 [ -z "$H" ] && pass "history search: a lone OR is literal text (no match, no error)" || fail "search lone OR" "got '$H'"
+
+# 7. the shared commands in plain mode
+printf '/show\n/set parameter num_predict 2\nhello\n/set\n/rename Plain title\n/copy\n/raw\n' |
+    $K3 chat $M --db $OUT/c.db --plain --lines --json > $OUT/cmds.jsonl 2>$OUT/cmds.err
+missing=""
+for s in "random weights (k3 gen)" "architecture  kimi_linear: 8 layers (6 KDA" "experts       16 routed, top 4" \
+         "dtype         bfloat16" "context       4096 tokens" "file size     28.0 MB" "plan          fully resident" \
+         "n=2 (answer length)" "renamed to \"Plain title\"" "/copy: no terminal" "line mode always prints answers"; do
+    grep -q -- "$s" $OUT/cmds.err || missing="$missing '$s'"
+done
+G=$($PY -c "import json; print(json.loads(open('$OUT/cmds.jsonl').readline())['generated_tokens'])" 2>/dev/null)
+if [ -z "$missing" ] && [ "$G" = 2 ] && $K3 history list --db $OUT/c.db | grep -q 'Plain title'; then
+    pass "plain mode: /show, /set parameter num_predict 2 (answer of 2 tokens), /set, /rename, /copy, /raw"
+else fail "plain-mode commands" "generated '$G', missing$missing"; fi

@@ -278,6 +278,11 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     sigaction(SIGINT, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
                      conversation_uid(c));
+    k3_model_info info;
+    k3_model_get_info(ui.model, &info);
+    if (info.random_weights)              /* said once, on stderr, whatever the mode */
+        fprintf(stderr, "k3: %s has random weights (k3 gen): its answers are noise; k3 help models says how to get "
+                        "a real one\n", opt->model_dir ? opt->model_dir : "this model");
     chat_cmd_ctx x = {.conv = c, .db = db, .model = k3_session_model(conversation_session(c)), .model_dir = opt->model_dir,
                       .system = opt->system ? strdup(opt->system) : NULL, .say = say, .ui = &ui};
     line_input_open(tty);
