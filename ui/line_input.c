@@ -29,6 +29,11 @@ static void find_history_file(void)
 void line_input_open(int interactive)
 {
     if (!interactive) return;
+    /* keep bytes >= 0x80 as text in any locale (see tui_input.c) */
+    rl_initialize();
+    rl_variable_bind("input-meta", "on");
+    rl_variable_bind("convert-meta", "off");
+    rl_variable_bind("output-meta", "on");
     find_history_file();
     if (*history_file) read_history(history_file);
 }

@@ -57,6 +57,7 @@ void tui_layout_build(tui *t)
     if (!l->keyreader) {                /* reads keys; never drawn, so never refreshed by wgetch */
         l->keyreader = newwin(1, 1, 0, 0);
         keypad(l->keyreader, TRUE);
+        meta(l->keyreader, TRUE);       /* 8-bit bytes as they come (non-UTF-8 locales read bytes) */
         nodelay(l->keyreader, TRUE);
         wnoutrefresh(l->keyreader);
     }

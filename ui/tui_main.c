@@ -168,16 +168,30 @@ static void do_resize(tui *t)
     t->dirty = 1;
 }
 
+/* The bytes of a typed character in the locale's encoding. Outside a UTF-8
+ * locale curses hands over each byte the terminal sent as its own
+ * character, which the locale may not be able to encode (LANG=C): keep the
+ * byte itself, so "naïve" typed on a UTF-8 terminal stays "naïve". Returns
+ * the length, 0 for nothing. */
+static size_t key_bytes(wint_t ch, char *mb)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t l = wcrtomb(mb, (wchar_t)ch, &st);
+    if (l != (size_t)-1) return l;
+    if (ch >= 0x80 && ch <= 0xFF) { mb[0] = (char)ch; return 1; }
+    if (ch >= 0xDC80 && ch <= 0xDCFF) { mb[0] = (char)(ch & 0xFF); return 1; }   /* an escaped raw byte */
+    return 0;
+}
+
 /* Bracketed paste: collect everything up to ESC[201~ and insert it as
  * text, newlines included, instead of letting Enter send half of it. */
 static void paste_char(tui *t, wint_t ch)
 {
     char mb[MB_LEN_MAX];
-    mbstate_t st;
-    memset(&st, 0, sizeof st);
     if (ch == '\r') ch = '\n';
-    size_t n = wcrtomb(mb, (wchar_t)ch, &st);
-    if (n == (size_t)-1) return;
+    size_t n = key_bytes(ch, mb);
+    if (n == 0) return;
     if (t->paste_len + n + 1 > t->paste_cap) {
         size_t cap = t->paste_cap ? t->paste_cap * 2 : 1024;
         while (cap < t->paste_len + n + 1) cap *= 2;
@@ -231,6 +245,18 @@ static void special_key(tui *t, wint_t ch, char *bytes, size_t *n)
     *n += l;
 }
 
+/* One key like wget_wch. Outside a UTF-8 locale wget_wch waits forever for
+ * the rest of a character it cannot decode (a UTF-8 byte >= 0x80 under
+ * LANG=C) and swallows every key after it, so there we read bytes. */
+static int read_key(WINDOW *w, wint_t *ch)
+{
+    if (tui_glyph()->unicode) return wget_wch(w, ch);
+    int c = wgetch(w);
+    if (c == ERR) return ERR;
+    *ch = (wint_t)c;
+    return c >= KEY_MIN ? KEY_CODE_YES : OK;
+}
+
 /* Drain every key curses has, in order; readline bytes are batched so an
  * escape sequence reaches it whole. */
 static void process_keys(tui *t)
@@ -239,7 +265,7 @@ static void process_keys(tui *t)
     size_t n = 0;
     wint_t ch;
     int kind;
-    while ((kind = wget_wch(t->lay.keyreader, &ch)) != ERR) {
+    while ((kind = read_key(t->lay.keyreader, &ch)) != ERR) {
         if (t->key_seen_s == 0) t->key_seen_s = tui_now_s();
         if (n > sizeof bytes - 16) flush_to_readline(t, bytes, &n);
         if (t->pasting) {
@@ -280,10 +306,8 @@ static void process_keys(tui *t)
             continue;
         }
         char mb[MB_LEN_MAX];
-        mbstate_t st;
-        memset(&st, 0, sizeof st);
-        size_t l = wcrtomb(mb, (wchar_t)ch, &st);
-        if (l == (size_t)-1) continue;
+        size_t l = key_bytes(ch, mb);
+        if (l == 0) continue;
         memcpy(bytes + n, mb, l);
         n += l;
     }
