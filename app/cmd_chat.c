@@ -16,6 +16,7 @@
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
     int json, plain, raw, max_new, ctx, lines, stream;
+    int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
 } chat_options;
@@ -26,8 +27,11 @@ static void usage(FILE *f)
                "A multi-turn conversation: each line is one user message (a line starting with \"\"\" opens a\n"
                "multi-line message, a line ending with \"\"\" sends it); state is kept between turns and\n"
                "every conversation is stored (k3 history lists them).\n"
-               "  --resume ID|last     continue a stored conversation (from its state snapshot when valid)\n"
-               "  --system TEXT        system message for a new conversation\n"
+               "  --resume ID|last     continue a stored conversation (from its state snapshot when valid) with\n"
+               "                       the sampling it was left with (sampling options given here override it);\n"
+               "                       'last' is the last conversation with a message\n"
+               "  --system TEXT        system message for a new conversation (not with --resume: a conversation\n"
+               "                       keeps the system prompt it began with)\n"
                "  --db FILE            history database (default $XDG_DATA_HOME/k3/history.db)\n"
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
@@ -76,18 +80,23 @@ static int parse_options(int argc, char **argv, chat_options *o)
             if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
             o->ctx = (int)v;
         } else if (!strcmp(a, "--top-k") && more) {
+            o->sampling_given |= 2;
             if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
             o->sampler.top_k = (int)v;
         } else if (!strcmp(a, "--seed") && more) {
+            o->sampling_given |= 16;
             if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return -1;
             o->sampler.seed = (uint64_t)v;
         } else if (!strcmp(a, "--temp") && more) {
+            o->sampling_given |= 1;
             if (cli_parse_float(a, argv[++i], 0, 100, &d)) return -1;
             o->sampler.temperature = (float)d;
         } else if (!strcmp(a, "--top-p") && more) {
+            o->sampling_given |= 4;
             if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
             o->sampler.top_p = (float)d;
         } else if (!strcmp(a, "--min-p") && more) {
+            o->sampling_given |= 8;
             if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
             o->sampler.min_p = (float)d;
         } else if (a[0] == '-') {
@@ -101,6 +110,13 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    static char model_dir_buf[4096];
+    o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
+    if (o->resume && o->system) {
+        cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
+                  "(drop --system, or start a new conversation)");
+        return -1;
+    }
     if (o->stream && !o->json) {
         cli_error("chat: --stream prints JSON per token: use it with --json");
         return -1;
@@ -135,6 +151,21 @@ int cmd_chat(int argc, char **argv)
         if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {
             cli_error("%s", err.msg);
             goto out;
+        }
+        if (o.sampling_given) {                /* typed options win over the stored sampling */
+            k3_sampler *sp = conversation_sampler(c), next = *sp;
+            if (o.sampling_given & 1) next.temperature = o.sampler.temperature;
+            if (o.sampling_given & 2) next.top_k = o.sampler.top_k;
+            if (o.sampling_given & 4) next.top_p = o.sampler.top_p;
+            if (o.sampling_given & 8) next.min_p = o.sampler.min_p;
+            if (o.sampling_given & 16) next.seed = o.sampler.seed;
+            int n_vocab = sp->n_vocab;
+            k3_sampler_free(sp);
+            *sp = next;
+            if (k3_sampler_init(sp, n_vocab) || conversation_store_sampling(c, &err)) {
+                cli_error("chat: setting the sampling: %s", err.msg);
+                goto out;
+            }
         }
         if (from_snapshot)
             fprintf(stderr, "k3: resumed conversation %s from its state snapshot (%d tokens, no re-prefill)\n",

@@ -100,11 +100,17 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
     return 0;
 }
 
-/* Open the database or print why not. Read-only subcommands never create it. */
-static history *open_db(const history_args *a, int create)
+/* How a subcommand uses the database. */
+enum { DB_READ, DB_CREATE, DB_WRITE };
+
+/* Open the database or print why not. Reading subcommands open it
+ * read-only (they work on a read-only file or directory) and never create
+ * it; writing ones say when the file or its directory is the problem. */
+static history *open_db(const history_args *a, int mode)
 {
     history_error err;
-    history *h = history_open(a->db, create ? 0 : HISTORY_OPEN_EXISTING, &err);
+    unsigned flags = mode == DB_READ ? HISTORY_OPEN_READONLY : mode == DB_WRITE ? HISTORY_OPEN_EXISTING : 0;
+    history *h = history_open(a->db, flags, &err);
     if (!h) cli_error("%s", err.msg);
     return h;
 }
@@ -159,7 +165,7 @@ static int sub_list(const history_args *a)
             return K3_EXIT_OK;
         }
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation *list;
     size_t n;
@@ -210,7 +216,7 @@ static void print_msg_stats(const history_message *m)
 static int sub_show(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "show"); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     if (find_conv(h, a->pos[0], &c)) { history_close(h); return K3_EXIT_ERROR; }
@@ -235,12 +241,14 @@ static int sub_show(const history_args *a)
         print_clean(stdout, *c.title ? c.title : "(untitled)", 0, 0);
         printf("\nmodel: %s%s%s%s\ncreated %s, updated %s, %zu messages\n", *c.model_path ? c.model_path : "-",
                *c.model_fingerprint ? " (" : "", c.model_fingerprint, *c.model_fingerprint ? ")" : "", created, updated, n);
-        if (strcmp(c.sampling_json, "{}")) printf("sampling: %s\n", c.sampling_json);
+        if (strcmp(c.sampling_json, "{}")) printf("sampling (current setting): %s\n", c.sampling_json);
         if (*c.system_prompt) { printf("system: "); print_clean(stdout, c.system_prompt, 1, 0); putchar('\n'); }
         for (size_t i = 0; i < n; i++) {
             printf("\n[%lld] %s", (long long)msgs[i].seq, msgs[i].role);
-            if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
+            if (msgs[i].in_progress) printf(" (incomplete: the chat stopped while answering)");
+            else if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
             print_msg_stats(&msgs[i]);
+            if (msgs[i].sampling_json) printf("  sampling %s", msgs[i].sampling_json);
             putchar('\n');
             print_clean(stdout, msgs[i].content, 1, 0);
             putchar('\n');
@@ -278,7 +286,7 @@ static int sub_search(const history_args *a)
         size_t len = strlen(query);
         snprintf(query + len, sizeof query - len, "%s%s", i ? " " : "", a->pos[i]);
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     int tty = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     history_hit *hits;
@@ -335,7 +343,7 @@ static int sub_export(const history_args *a)
     if (!strcmp(a->format, "md") || !strcmp(a->format, "markdown")) fmt = HISTORY_MARKDOWN;
     else if (!strcmp(a->format, "json")) fmt = HISTORY_JSON;
     else { cli_error("history export: --format must be md or json, got '%s'", a->format); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
@@ -360,7 +368,7 @@ static int sub_import(const history_args *a)
     if (a->n_pos != 1) { usage(stderr, "import"); return K3_EXIT_USAGE; }
     char *text = cli_read_file(a->pos[0], NULL);
     if (!text) return K3_EXIT_ERROR;
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     int rc = K3_EXIT_ERROR;
     if (h) {
         history_conversation c;
@@ -402,7 +410,7 @@ static int sub_rm(const history_args *a)
         cli_error("history rm: add --yes to delete without a terminal to ask on");
         return K3_EXIT_USAGE;
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
@@ -431,7 +439,7 @@ static int sub_rm(const history_args *a)
  * every 10 messages, so a kill -9 can land anywhere in the write path. */
 static int sub_stress(const history_args *a)
 {
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     if (!h) return K3_EXIT_ERROR;
     history_error err;
     history_conversation fields = {.title = "stress", .model_path = "models/stress", .model_fingerprint = "fp-stress"};
@@ -534,7 +542,7 @@ static int check_ids(history *h, const char *path)
  * optionally verify committed ids. */
 static int sub_check(const history_args *a)
 {
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     char *report = NULL;
     history_error err;

@@ -155,24 +155,27 @@ static chat_action cmd_search(chat_cmd_ctx *x, const char *args)
 }
 
 /* /system [TEXT]: the model only sees a system prompt at the start of a
- * conversation, so say whether it applies now or from the next /new. */
+ * conversation, so a new one applies now only to a conversation that has
+ * not begun; otherwise it waits for /new and the record keeps what the
+ * model saw. */
 static chat_action cmd_system(chat_cmd_ctx *x, const char *args)
 {
     if (!*args) {
-        chat_say(x, CHAT_SAY_NOTICE, "system prompt: %s", x->system && *x->system ? x->system : "(none)");
+        const char *now = conversation_system(x->conv);
+        chat_say(x, CHAT_SAY_NOTICE, "system prompt of this conversation: %s\nfor the next /new: %s",
+                 *now ? now : "(none)", x->system && *x->system ? x->system : "(none)");
         return CHAT_ACT_NONE;
     }
     k3_error err;
-    if (conversation_set_system(x->conv, args, &err)) {
+    int rc = conversation_set_system(x->conv, args, &err);
+    if (rc < 0) {
         chat_say(x, CHAT_SAY_ERROR, "%s", err.msg);
         return CHAT_ACT_NONE;
     }
     free(x->system);
     x->system = strdup(args);
-    if (k3_session_n_tokens(conversation_session(x->conv)) == 0)
-        chat_say(x, CHAT_SAY_NOTICE, "system prompt set; it applies from the first message");
-    else
-        chat_say(x, CHAT_SAY_NOTICE, "system prompt kept for the next conversation (/new); this one keeps the one it began with");
+    if (rc == 0) chat_say(x, CHAT_SAY_NOTICE, "system prompt set; it applies from the first message");
+    else chat_say(x, CHAT_SAY_NOTICE, "system prompt kept for the next conversation (/new); this one keeps the one it began with");
     return CHAT_ACT_NONE;
 }
 

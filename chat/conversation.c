@@ -28,6 +28,7 @@ struct conversation {
     int resumed_from_snapshot;
     int stale;                   /* a prompt was interrupted mid-prefill: rebuild before the next turn */
     int restored_tokens;         /* tokens the last restore loaded from a snapshot */
+    char *pending_system;        /* system prompt of a conversation not stored yet */
 };
 
 void turn_result_free(turn_result *r)
@@ -69,40 +70,85 @@ void conversation_free(conversation *c)
 {
     if (!c) return;
     if (c->have_row) history_conv_free(&c->row);
+    free(c->pending_system);
     k3_sampler_free(&c->sampler);
     k3_session_free(c->session);
     free(c->model_dir);
     free(c);
 }
 
-/* The sampling parameters as stored with the conversation. */
+/* The sampling parameters as stored with the conversation and with each
+ * answer. The sampler holds floats: printed with 7 significant digits they
+ * read as typed (0.7, not 0.699999988079071). */
 static char *sampling_json(const k3_sampler *sp)
 {
     json_t *o = json_pack("{s:f,s:i,s:f,s:f,s:I}", "temperature", (double)sp->temperature, "top_k",
                           sp->top_k, "top_p", (double)sp->top_p, "min_p", (double)sp->min_p, "seed",
                           (json_int_t)sp->seed);
-    char *text = json_dumps(o, JSON_COMPACT);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
     json_decref(o);
     return text;
 }
 
+/* Take the stored sampling back (on resume); fields missing keep their value. */
+static void apply_sampling_json(k3_sampler *sp, const char *text)
+{
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(o)) { json_decref(o); return; }
+    json_t *v;
+    if (json_is_number(v = json_object_get(o, "temperature"))) sp->temperature = (float)json_number_value(v);
+    if (json_is_integer(v = json_object_get(o, "top_k"))) sp->top_k = (int)json_integer_value(v);
+    if (json_is_number(v = json_object_get(o, "top_p"))) sp->top_p = (float)json_number_value(v);
+    if (json_is_number(v = json_object_get(o, "min_p"))) sp->min_p = (float)json_number_value(v);
+    if (json_is_integer(v = json_object_get(o, "seed")) && json_integer_value(v) >= 0 &&
+        (uint64_t)json_integer_value(v) != sp->seed) {
+        int n_vocab = sp->n_vocab;
+        k3_sampler_free(sp);
+        sp->seed = (uint64_t)json_integer_value(v);
+        k3_sampler_init(sp, n_vocab);
+    }
+    json_decref(o);
+}
+
+/* A new conversation is stored with its first message, never empty: until
+ * then only the session is reset and the system prompt waits here. */
 int conversation_start(conversation *c, const char *system, k3_error *err)
 {
+    (void)err;
+    if (c->have_row) history_conv_free(&c->row);
+    c->have_row = 0;
+    history_conv_unlock(c->db);
+    free(c->pending_system);
+    c->pending_system = system && *system ? strdup(system) : NULL;
+    c->turn = 0;
+    c->resumed_from_snapshot = 0;
+    c->stale = 0;
+    k3_session_reset(c->session);
+    return 0;
+}
+
+/* Create the stored row for a new conversation (at its first message). */
+static int ensure_row(conversation *c, k3_error *err)
+{
+    if (c->have_row) return 0;
     history_error herr;
     char *sj = sampling_json(&c->sampler);
     history_conversation fields = {.model_path = c->model_dir,
                                    .model_fingerprint = (char *)k3_model_fingerprint(c->model),
-                                   .system_prompt = (char *)system, .sampling_json = sj};
-    if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
+                                   .system_prompt = c->pending_system, .sampling_json = sj};
     int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
     free(sj);
     if (id < 0) return k3_err(err, "%s", herr.msg);
     c->have_row = 1;
-    c->turn = 0;
-    c->resumed_from_snapshot = 0;
-    k3_session_reset(c->session);
+    if (history_conv_lock(c->db, &c->row, &herr))           /* nobody else knows its id yet */
+        fprintf(stderr, "k3: warning: %s\n", herr.msg);
     return 0;
+}
+
+/* The system prompt the conversation began (or will begin) with. */
+static const char *system_prompt(const conversation *c)
+{
+    return c->have_row ? c->row.system_prompt : c->pending_system;
 }
 
 /* Snapshot the session after a completed turn (temp file, fsync, rename, row).
@@ -172,7 +218,8 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
     k3_chat_msg *cm = calloc(n + 1, sizeof *cm);
     int nm = 0;
     if (!cm) return k3_err(err, "out of memory");
-    if (c->row.system_prompt && *c->row.system_prompt) cm[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    const char *system = system_prompt(c);
+    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system};
     for (size_t i = 0; i < n; i++)
         if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
     int n_ids = 0, *ids = NULL;
@@ -279,15 +326,26 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
                         int *from_snapshot, k3_error *err)
 {
     history_error herr;
+    history_conversation row;
+    if (history_conv_find(c->db, ref, &row, &herr)) {
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
+    if (!(c->have_row && row.id == c->row.id) && history_conv_lock(c->db, &row, &herr)) {
+        if (c->have_row) history_conv_lock(c->db, &c->row, NULL);   /* keep writing the current one */
+        history_conv_free(&row);
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
     if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
-    if (history_conv_find(c->db, ref, &c->row, &herr)) return k3_err(err, "%s", herr.msg);
+    c->row = row;
     c->have_row = 1;
     history_message *msgs = NULL;
     size_t n = 0;
     if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
     c->turn = 0;
     for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
+    apply_sampling_json(&c->sampler, c->row.sampling_json);
     int rc = restore_state(c, msgs, n, progress, user, err);
     if (from_snapshot) *from_snapshot = c->resumed_from_snapshot;
     history_msg_list_free(msgs, n);
@@ -361,7 +419,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
 {
     history_error herr;
     memset(r, 0, sizeof *r);
-    if (c->stale) {                       /* the last prompt was cut mid-prefill: rebuild the state */
+    if (c->stale && c->have_row) {        /* the last prompt was cut mid-prefill: rebuild the state */
         history_message *stored = NULL;
         size_t n_stored = 0;
         if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
@@ -372,8 +430,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     /* the new tokens: (system on the first turn) + user message + generation prompt */
     k3_chat_msg msgs[2];
     int nm = 0;
-    if (k3_session_n_tokens(c->session) == 0 && c->row.system_prompt && *c->row.system_prompt)
-        msgs[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    const char *system = system_prompt(c);
+    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
     msgs[nm++] = (k3_chat_msg){"user", user_text};
     int n_ids = 0;
     k3_error rerr;
@@ -385,6 +443,10 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
                "(start a new conversation or raise --ctx)", n_ids, limit - used - 1 > 0 ? limit - used - 1 : 0, limit);
         free(ids);
         return 1;
+    }
+    if (ensure_row(c, err)) {
+        free(ids);
+        return -1;
     }
     history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
     um.prompt_tokens = n_ids;
@@ -444,6 +506,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     uint64_t bytes = stats.bytes_read_trunk + stats.bytes_read_experts + stats.bytes_read_other;
     double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
     am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
+    char *answer_sampling = sampling_json(&c->sampler);
+    am.sampling_json = answer_sampling;
     /* the exact ids this answer leaves in the session: what was generated
      * (the last one pending) and, when the turn can be closed, the closing ids */
     const int closable = rc == 0 && k3_session_n_tokens(c->session) + (g.pending_token >= 0) + c->n_close <=
@@ -462,6 +526,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     free(answer_ids);
     free(g.ids);
     free(am.engine_stats_json);
+    free(answer_sampling);
     if (am_id < 0) { k3_err(err, "%s", herr.msg); return -1; }
     if (rc) return -1;
     /* close the answer in the session: the pending token, then the format's
@@ -489,6 +554,15 @@ k3_sampler *conversation_sampler(conversation *c) { return &c->sampler; }
 int conversation_set_system(conversation *c, const char *system, k3_error *err)
 {
     history_error herr;
+    if (!c->have_row) {
+        free(c->pending_system);
+        c->pending_system = system && *system ? strdup(system) : NULL;
+        return 0;
+    }
+    if (c->turn > 0 || k3_session_n_tokens(c->session) > 0) {
+        k3_err(err, "the conversation has begun: its system prompt stays as it was (/new starts one with the new prompt)");
+        return 1;
+    }
     if (history_conv_set_system(c->db, c->row.id, system, &herr)) return k3_err(err, "%s", herr.msg);
     free(c->row.system_prompt);
     c->row.system_prompt = strdup(system ? system : "");
@@ -497,6 +571,7 @@ int conversation_set_system(conversation *c, const char *system, k3_error *err)
 
 int conversation_store_sampling(conversation *c, k3_error *err)
 {
+    if (!c->have_row) return 0;           /* stored with the first message */
     history_error herr;
     char *sj = sampling_json(&c->sampler);
     int rc = history_conv_set_sampling(c->db, c->row.id, sj, &herr);
@@ -510,3 +585,13 @@ int conversation_max_new(const conversation *c) { return c->max_new; }
 
 /* Scripts that watch each token: called with the same user pointer as the text callback. */
 void conversation_set_token_observer(conversation *c, generate_token_fn on_token) { c->on_token = on_token; }
+const char *conversation_system(const conversation *c)
+{
+    const char *s = system_prompt(c);
+    return s ? s : "";
+}
+
+char *conversation_sampling_json(const conversation *c)
+{
+    return sampling_json(&c->sampler);
+}

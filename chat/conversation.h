@@ -36,9 +36,13 @@ conversation *conversation_create(k3_model *m, history *db, const char *model_di
                                   const k3_sampler *sampler, int max_new, int ctx, k3_error *err);
 void conversation_free(conversation *c);
 
-/* Start a new stored conversation (system may be NULL). */
+/* Start a new conversation (system may be NULL). It is stored with its
+ * first message: a conversation nobody wrote in leaves no record. */
 int conversation_start(conversation *c, const char *system, k3_error *err);
-/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how. */
+/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how.
+ * Returns 0, 1 when it was not resumed and the current conversation goes on
+ * unchanged (unknown id, or another k3 is writing it: err names the
+ * process), -1 when rebuilding the state failed. */
 int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress,
                         void *user, int *from_snapshot, k3_error *err);
 
@@ -63,17 +67,24 @@ int conversation_edit(conversation *c, const char *user_text, volatile sig_atomi
 /* The text of the last user message (malloc'd), or NULL when there is none. */
 char *conversation_last_user_text(conversation *c);
 
-/* Facts for status lines and commands. */
+/* Facts for status lines and commands. uid is "" and id -1 until the
+ * conversation is stored (its first message). */
 const char *conversation_uid(const conversation *c);
 int64_t conversation_id(const conversation *c);
 int conversation_turns(const conversation *c);
 int conversation_resumed_from_snapshot(const conversation *c);
 k3_session *conversation_session(conversation *c);
 k3_sampler *conversation_sampler(conversation *c);
-/* Change the system prompt (takes effect for a new conversation or is
- * stored for this one) and the sampling parameters (stored). */
+/* Set the system prompt of a conversation that has not begun (1 with err
+ * saying so once it has: the record keeps what the model saw), and store
+ * the current sampling parameters as the conversation's settings (each
+ * answer also records the sampling it was made with). */
 int conversation_set_system(conversation *c, const char *system, k3_error *err);
 int conversation_store_sampling(conversation *c, k3_error *err);
+/* The system prompt the conversation began (or will begin) with; "" for none. */
+const char *conversation_system(const conversation *c);
+/* The current sampling as stored (malloc'd JSON object text). */
+char *conversation_sampling_json(const conversation *c);
 
 /* The answer length limit (k3 chat -n, /set n=N). */
 void conversation_set_max_new(conversation *c, int max_new);

@@ -37,12 +37,14 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 3
+#define HISTORY_SCHEMA_VERSION 4
 
 /* ---- opening --------------------------------------------------------- */
 
 enum {
     HISTORY_OPEN_EXISTING = 1,   /* fail instead of creating a missing database */
+    HISTORY_OPEN_READONLY = 2,   /* only read (list, show, search, export): works on a read-only
+                                  * file or directory; implies EXISTING; no migration, no snapshots */
 };
 
 /* Open (creating if needed, mode 0600) the database at path, or at the
@@ -101,6 +103,14 @@ int history_conv_list(history *h, int limit, history_conversation **out, size_t 
 /* Delete a conversation with its messages, snapshot rows and files. */
 int history_conv_delete(history *h, int64_t id, history_error *err);
 
+/* One writer per conversation: take an exclusive lock on it for this
+ * handle (releasing the one it held), held until history_conv_unlock, the
+ * next lock or close (or the process's death: it is a file lock on
+ * "<uid>.writer" in the snapshot directory, which records the holder's pid).
+ * Fails with a message naming the other process when one holds it. */
+int history_conv_lock(history *h, const history_conversation *c, history_error *err);
+void history_conv_unlock(history *h);
+
 void history_conv_free(history_conversation *c);            /* the strings only */
 void history_conv_list_free(history_conversation *list, size_t n);
 
@@ -130,6 +140,8 @@ typedef struct history_message {
                                   * (framing included), or NULL; borrowed on add,
                                   * owned by lists */
     int64_t n_token_ids;
+    char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
+    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */

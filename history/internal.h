@@ -12,6 +12,7 @@ struct history {
     char *path;          /* the database file as given */
     char *snap_dir;      /* "<path>.snapshots" */
     int lock_fd;         /* shared flock on snap_dir/.lock while open; -1 if none */
+    int conv_lock_fd;    /* exclusive flock on snap_dir/<uid>.writer: the conversation we write; -1 if none */
 };
 
 /* Snapshot file names: final "<uid>-<16 hex>.k3state", temp "tmp-<16 hex>.part". */

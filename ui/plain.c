@@ -223,7 +223,12 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
     case CHAT_ACT_RESUME: {
         int from_snapshot = 0;
-        if (conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err)) {
+        int rr = conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err);
+        if (rr == 1) {                     /* not resumed: the current conversation goes on */
+            fprintf(stderr, "k3: %s\n", err.msg);
+            return 0;
+        }
+        if (rr) {
             fprintf(stderr, "k3: %s\n", err.msg);
             if (conversation_start(c, x->system, &err)) return -1;
             fprintf(stderr, "k3: started a new conversation instead\n");
@@ -277,7 +282,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
-                     conversation_uid(c));
+                     *conversation_uid(c) ? conversation_uid(c) : "(new)");
     k3_model_info info;
     k3_model_get_info(ui.model, &info);
     if (info.random_weights)              /* said once, on stderr, whatever the mode */
@@ -321,6 +326,9 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     line_input_close(tty);
     free(x.system);
     free(x.edit_text);
-    fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     return rc;
 }

@@ -158,7 +158,7 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "%s", t->model_name);
     f[n].role = TR_STATUS;
     f[n++].priority = 6;
-    snprintf(f[n].text, sizeof f[n].text, "conv %s", conversation_uid(t->conv));
+    snprintf(f[n].text, sizeof f[n].text, "conv %s", *conversation_uid(t->conv) ? conversation_uid(t->conv) : "new");
     f[n].role = TR_STATUS;
     f[n++].priority = 7;
     snprintf(f[n].text, sizeof f[n].text, "turn %d", conversation_turns(t->conv));

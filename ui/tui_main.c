@@ -369,6 +369,11 @@ static void finish_resume(tui *t, int rc, int from_snapshot, const k3_error *err
                               from_snapshot ? "from its state snapshot" : "by re-reading its messages");
         return;
     }
+    if (rc == 1) {                        /* not resumed: the current conversation goes on */
+        tui_load_transcript(t);
+        tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+        return;
+    }
     tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
     k3_error e2;
     if (conversation_start(t->conv, t->cx.system, &e2) == 0)
@@ -612,7 +617,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->g.ctx_limit = k3_session_max_tokens(s);
     tui_load_transcript(t);
     tui_transcript_notice(&t->tr, TE_NOTICE, "conversation %s%s %s Enter sends %s F1 help %s Ctrl-D quits",
-                          conversation_uid(c),
+                          *conversation_uid(c) ? conversation_uid(c) : "(new)",
                           conversation_turns(c) ? (conversation_resumed_from_snapshot(c) ? " (resumed from its snapshot)" : " (resumed)") : "",
                           tui_glyph()->bullet, tui_glyph()->bullet, tui_glyph()->bullet);
     if (strstr(t->model_name, "(random weights)"))
@@ -627,8 +632,11 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     tui_term_close();
     take_stderr(t);
     tui_term_release_stderr();
-    fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
-            opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
+                opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     tui_transcript_free(&t->tr);
     multiline_free(&t->ml);
     tui_commands_free(t);
