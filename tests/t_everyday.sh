@@ -66,6 +66,9 @@ then pass "piped stdin is one message (two lines, one turn)"
 else fail "piped stdin is one message" "$(wc -l < $OUT/whole.jsonl) turns; $(cat $OUT/whole.err)"; fi
 printf 'line one\nline two\n' | $K3 chat $M --db $OUT/p.db --json --lines -n 3 > $OUT/lines.jsonl 2>$OUT/lines.err
 [ "$(wc -l < $OUT/lines.jsonl)" -eq 2 ] && pass "--lines: one turn per line" || fail "--lines" "$(wc -l < $OUT/lines.jsonl) turns: $(cat $OUT/lines.err)"
+printf '/set\n' | $K3 chat $M --db $OUT/p.db --resume last > $OUT/one.out 2>$OUT/one.err
+grep -q 'n=512 (answer length)' $OUT/one.err && [ ! -s $OUT/one.out ] && pass "one piped line is taken as typed (/set runs as a command)" \
+    || fail "one piped line" "$(cat $OUT/one.err)"
 
 # 4. """ multi-line input in plain mode
 printf 'a\n"""b\nc"""\n"""\nd\ne\n"""\n"""f"""\n' | $K3 chat $M --db $OUT/ml.db --json --lines -n 2 > $OUT/ml.jsonl 2>$OUT/ml.err

@@ -296,6 +296,8 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     int stdin_done = 0;
     while (!stdin_done && (input = whole_stdin ? read_all_stdin() : line_input_read(tty, ml.open ? "... " : "> "))) {
         stdin_done = whole_stdin;
+        /* several piped lines are one message; one line is what it would be typed (a command too) */
+        int as_text = whole_stdin && strchr(input, '\n');
         char *line = input;
         if (!whole_stdin) {                 /* """ blocks: collect until closed */
             int mrc = multiline_feed(&ml, input, &line);
@@ -303,7 +305,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
             if (mrc <= 0) continue;
         }
         if (!*line) { free(line); continue; }
-        if (!opt->raw && !whole_stdin && chat_is_command(line)) {
+        if (!opt->raw && !as_text && chat_is_command(line)) {
             int q = run_command(&x, opt, tty, &ui, line);
             free(line);
             if (q < 0) rc = 1;
@@ -315,7 +317,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
         k3_error err;
         interrupted = 0;
         generating = 1;
-        int t = conversation_turn(c, opt->raw || whole_stdin || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
+        int t = conversation_turn(c, opt->raw || as_text || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
                                   &r, &err);
         generating = 0;
         free(line);

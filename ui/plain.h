@@ -25,7 +25,9 @@ typedef struct plain_options {
 /* Re-prefill progress on stderr (n/N and a bar), for conversation_resume. */
 void plain_show_progress(void *user, int done, int total);
 
-/* Runs until end of input or /quit; returns the process exit code. */
+/* Runs until end of input or /quit; returns the process exit code. A piped
+ * stdin of several lines is one message (as llm) unless opt->lines; a
+ * single piped line is taken as typed (a / command too). */
 int plain_chat_run(conversation *c, history *db, const plain_options *opt);
 
 #endif
