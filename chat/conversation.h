@@ -19,6 +19,7 @@ typedef struct turn_result {
     int generated_tokens;
     double ttft_ms, prefill_ms, decode_ms, decode_tok_s;
     int interrupted, context_full, error;
+    int length_limit;            /* the answer was cut by the -n limit */
     const char *status;          /* "complete" / "interrupted" / "error" */
     char *text;                  /* the answer (malloc'd; freed by turn_result_free) */
 } turn_result;
@@ -89,8 +90,9 @@ char *conversation_sampling_json(const conversation *c);
 /* The answer length limit (k3 chat -n, /set n=N). */
 void conversation_set_max_new(conversation *c, int max_new);
 int conversation_max_new(const conversation *c);
-/* A per-token observer for every following turn (NULL = none); it gets the
- * user pointer passed to conversation_turn. */
-void conversation_set_token_observer(conversation *c, generate_token_fn on_token);
+/* A per-token observer for every following turn (NULL = none): called after
+ * each generated token with the answer so far, and the user pointer passed
+ * to conversation_turn. */
+void conversation_set_token_observer(conversation *c, generate_progress_fn on_token);
 
 #endif

@@ -10,7 +10,18 @@
 #include "multiline.h"
 #include "plain.h"
 
-static volatile sig_atomic_t interrupted, generating;
+static volatile sig_atomic_t interrupted, generating, terminated;
+
+/* SIGTERM: an answer in progress stops at a token boundary and is stored
+ * (as for Ctrl-C), then the chat exits 143 (128 + SIGTERM); at the prompt
+ * it exits at once (everything is committed). */
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    terminated = 1;
+    if (generating) interrupted = 1;
+    else _exit(143);
+}
 
 /* Ctrl-C stops an answer at a token boundary; at the prompt it exits
  * (everything already committed is safe in the database). */
@@ -32,6 +43,7 @@ typedef struct plain_ui {
     k3_model *model;             /* for the per-token counters of --stream */
     uint64_t t0_ns, prev_ns;     /* when the message was sent, the previous token */
     uint64_t prev_bytes, prev_lookups, prev_hits;
+    size_t prev_text_len;        /* bytes of the answer already reported */
     k3_stats stats;              /* scratch for k3_stats_read */
 } plain_ui;
 
@@ -45,18 +57,23 @@ static void read_counters(plain_ui *ui, uint64_t *bytes, uint64_t *lookups, uint
 }
 
 /* --json --stream: one object per token for scripts that watch per-token
- * behaviour. t_ms = since the message was sent, ms = this token (the first
- * includes the prompt), bytes_read and hit = this token's disk bytes and
- * expert-cache hit rate (null without expert lookups). */
-static void stream_token(void *user, int id, const char *text, size_t len)
+ * behaviour (called with the answer so far after each token). t_ms = since
+ * the message was sent, ms = this token (the first includes the prompt),
+ * bytes_read and hit = this token's disk bytes and expert-cache hit rate
+ * (null without expert lookups); text = what the token added (empty while
+ * a character is incomplete, or for a special token). */
+static void stream_token(void *user, const generate_result *g)
 {
     plain_ui *ui = user;
+    if (g->n_generated <= 0) return;
     uint64_t now = k3_now_ns(), bytes, lookups, hits;
     read_counters(ui, &bytes, &lookups, &hits);
     uint64_t dl = lookups - ui->prev_lookups, dh = hits - ui->prev_hits;
+    size_t text_len = g->text ? strlen(g->text) : 0;
+    if (text_len < ui->prev_text_len) ui->prev_text_len = 0;
     json_t *o = json_object();
-    json_object_set_new(o, "text", json_stringn(text, len));
-    json_object_set_new(o, "id", json_integer(id));
+    json_object_set_new(o, "text", json_stringn(g->text ? g->text + ui->prev_text_len : "", text_len - ui->prev_text_len));
+    json_object_set_new(o, "id", json_integer(g->ids[g->n_generated - 1]));
     json_object_set_new(o, "t_ms", json_real((double)(now - ui->t0_ns) / 1e6));
     json_object_set_new(o, "ms", json_real((double)(now - ui->prev_ns) / 1e6));
     json_object_set_new(o, "bytes_read", json_integer((json_int_t)(bytes - ui->prev_bytes)));
@@ -70,12 +87,14 @@ static void stream_token(void *user, int id, const char *text, size_t len)
     ui->prev_bytes = bytes;
     ui->prev_lookups = lookups;
     ui->prev_hits = hits;
+    ui->prev_text_len = text_len;
 }
 
 /* A turn starts: the per-token figures of --stream count from here. */
 static void stream_begin(plain_ui *ui)
 {
     ui->t0_ns = ui->prev_ns = k3_now_ns();
+    ui->prev_text_len = 0;
     read_counters(ui, &ui->prev_bytes, &ui->prev_lookups, &ui->prev_hits);
 }
 
@@ -192,7 +211,8 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
     } else {
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
-                r->interrupted ? " (interrupted)" : r->context_full ? " (context full)" : "");
+                r->interrupted ? " (interrupted)" : r->context_full ? " (context full)"
+                : r->length_limit ? " (length limit reached: -n raises it)" : "");
     }
     if (r->context_full)
         fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
@@ -281,6 +301,8 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
                      *conversation_uid(c) ? conversation_uid(c) : "(new)");
     k3_model_info info;
@@ -309,7 +331,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
             int q = run_command(&x, opt, tty, &ui, line);
             free(line);
             if (q < 0) rc = 1;
-            if (q) break;
+            if (q || terminated) break;
             continue;
         }
         stream_begin(&ui);
@@ -322,9 +344,11 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
         generating = 0;
         free(line);
         if (report_turn(c, opt, t, &r, &err)) { rc = 1; break; }
+        if (terminated) break;
     }
     if (ml.open) fprintf(stderr, "k3: input ended inside a \"\"\" block; that message was not sent\n");
     multiline_free(&ml);
+    if (terminated) rc = 143;
     line_input_close(tty);
     free(x.system);
     free(x.edit_text);
