@@ -119,6 +119,10 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     out->top_k = m->cfg.top_k;
     out->bos_id = m->cfg.bos_id;
     out->weight_bytes = m->weight_bytes;
+    out->random_weights = m->cfg.random_weights;
+    snprintf(out->dtype, sizeof out->dtype, "%s", m->cfg.dtype);
+    out->experts_mxfp4 = m->cfg.experts_mxfp4;
+    out->ctx_tokens = m->ctx_tokens;
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }

@@ -65,6 +65,10 @@ typedef struct k3_model_info {
     int n_experts, top_k;
     int bos_id;              /* -1 if unknown */
     uint64_t weight_bytes;   /* bytes of all tensors */
+    int random_weights;      /* config.json says "k3_random_weights": true (k3 gen) */
+    char dtype[24];          /* declared weight dtype ("bfloat16"), "" if not declared */
+    int experts_mxfp4;       /* routed experts stored as MXFP4 */
+    int ctx_tokens;          /* context the memory plan was made for */
 } k3_model_info;
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
