@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cli.h"
 #include "k3.h"
 
@@ -116,6 +117,36 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
         else snprintf(buf, cap, ".");
     }
     return buf;
+}
+
+/* Is this path the running binary? */
+static int is_self(const char *path, const char *self)
+{
+    char real[PATH_MAX];
+    return realpath(path, real) && !strcmp(real, self);
+}
+
+void cli_self_command(char *buf, unsigned long cap)
+{
+    char self[PATH_MAX], cwd[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) { snprintf(buf, cap, "k3"); return; }
+    self[n] = 0;
+    const char *path = getenv("PATH");
+    char *dirs = path ? strdup(path) : NULL;
+    for (char *save = NULL, *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        char cand[PATH_MAX + 8];
+        snprintf(cand, sizeof cand, "%s/k3", *d ? d : ".");
+        if (is_self(cand, self)) {
+            free(dirs);
+            snprintf(buf, cap, "k3");
+            return;
+        }
+    }
+    free(dirs);
+    size_t cl = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    if (cl && !strncmp(self, cwd, cl) && self[cl] == '/') snprintf(buf, cap, "./%s", self + cl + 1);
+    else snprintf(buf, cap, "%s", self);
 }
 
 const char *cli_default_model(void)

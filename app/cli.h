@@ -58,6 +58,11 @@ extern const char cli_model_options_help[];
  * into buf and returns it. */
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
 
+/* The command that runs this binary as typed here: "k3" when that is on
+ * PATH, else "./k3" (relative to the current directory) or an absolute path.
+ * For hints the user may copy. */
+void cli_self_command(char *buf, unsigned long cap);
+
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);
 
