@@ -189,8 +189,8 @@ print-build:
 print-arch-flags:
 	@echo $(ARCH_FLAGS)
 
-# Address/UB sanitizer build and run of the unit tests and main paths
-# (build-asan/); also part of `make test`.
+# The whole suite (unit tests and every tests/t_*.sh) on an Address/UB
+# sanitizer build (build-asan/); also part of `make test`.
 asan: all
 	@sh tests/t_sanitize.sh
 
@@ -201,6 +201,7 @@ bench: all
 bench-plan: all
 	@sh tools/bench_plan.sh
 
+# Every fuzz target for 60 s each (tests/fuzz.sh; `make test` runs a few seconds each).
 fuzz: all
 	@sh tests/fuzz.sh 60
 
