@@ -103,7 +103,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine check readme-options print-arch print-build bench bench-plan fuzz run clean asan
+.PHONY: all deps deps-cross test test-engine check readme-options print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -164,6 +164,11 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) t
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(HISTORY_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
+# The chat's text helpers (markdown lines, """ input) are plain C: tested alone.
+$(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o
+
 # The chat tool drives the conversation controller: history + chat objects.
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
@@ -205,9 +210,11 @@ print-arch:
 	@echo $(ARCH)
 print-build:
 	@echo $(BUILD)
+print-arch-flags:
+	@echo $(ARCH_FLAGS)
 
-# Address/UB sanitizer build and run of the unit tests and main paths
-# (build-asan/); also part of `make test`.
+# The whole suite (unit tests and every tests/t_*.sh) on an Address/UB
+# sanitizer build (build-asan/); also part of `make test`.
 asan: all
 	@sh tests/t_sanitize.sh
 
@@ -218,6 +225,7 @@ bench: all
 bench-plan: all
 	@sh tools/bench_plan.sh
 
+# Every fuzz target for 60 s each (tests/fuzz.sh; `make test` runs a few seconds each).
 fuzz: all
 	@sh tests/fuzz.sh 60
 
@@ -228,6 +236,16 @@ run: deps
 	@$(MAKE) --no-print-directory $(K3BIN)
 	@$(MAKE) --no-print-directory models/demo/config.json
 	./k3 chat models/demo --mem 300M
+
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
+# needs nothing else at run time; models and the history live elsewhere).
+PREFIX  ?= /usr/local
+install: $(K3BIN)
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 755 $(K3BIN) "$(DESTDIR)$(PREFIX)/bin/k3"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
 	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan

@@ -17,6 +17,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
@@ -46,12 +47,9 @@ int *cli_parse_ids(const char *opt, const char *s, int *n_out);
  * available memory); nothing when the model is simply resident. */
 void cli_print_plan(const k3_model *m);
 
-/* The largest file a command reads whole (a prompt, a chat, an exported
- * conversation): far past any real one, and a bounded allocation. */
-#define CLI_FILE_MAX_BYTES ((size_t)1 << 30)
-
-/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
-char *cli_read_file(const char *path, size_t *len_out);
+/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
+ * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
 /* The options shared by several commands are in one table: options.h. */
 
@@ -59,6 +57,11 @@ char *cli_read_file(const char *path, size_t *len_out);
  * to another file inside a model directory) means its directory. Copies
  * into buf and returns it. */
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
+
+/* The command that runs this binary as typed here: "k3" when that is on
+ * PATH, else "./k3" (relative to the current directory) or an absolute path.
+ * For hints the user may copy. */
+void cli_self_command(char *buf, unsigned long cap);
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

@@ -66,7 +66,7 @@ int cmd_run(int argc, char **argv)
     char *file_text = NULL;
     size_t prompt_len;
     if (prompt_file) {
-        if (!(file_text = cli_read_file(prompt_file, &prompt_len))) return K3_EXIT_ERROR;
+        if (!(file_text = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &prompt_len))) return K3_EXIT_ERROR;
         prompt = file_text;
     } else {
         prompt_len = strlen(prompt);
@@ -124,7 +124,7 @@ int cmd_run(int argc, char **argv)
         rc = K3_EXIT_ERROR;
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
-        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, &res, &err)) {
+        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
@@ -133,7 +133,8 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
                 n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
-                interrupted ? " (interrupted)" : res.context_full ? " (context full)" : "");
+                interrupted ? " (interrupted)" : res.context_full ? " (context full)"
+                : res.length_limit ? " (length limit reached: -n raises it)" : "");
     }
     free(res.text);
     free(res.ids);
@@ -141,6 +142,8 @@ int cmd_run(int argc, char **argv)
     k3_sampler_free(&sp);
     free(ids);
     k3_session_free(s);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

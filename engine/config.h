@@ -12,10 +12,6 @@
 #include <stdint.h>
 #include "k3_error.h"
 
-/* config.json is a few KiB; 64 MiB is far past any real one and still a
- * harmless allocation, so a wrong path (a weights file) is refused early. */
-#define K3_CONFIG_MAX_BYTES ((size_t)64 << 20)
-
 #define K3_MAX_LAYERS 512
 
 typedef enum { K3_ATTN_KDA = 0, K3_ATTN_MLA = 1 } k3_attn_kind;
@@ -66,6 +62,10 @@ typedef struct k3_config {
     int latent_dim;               /* routed_expert_hidden_size; 0 = experts at hidden width */
     int latent_norm;              /* latent_moe_use_norm */
     int experts_mxfp4;            /* quantization_config: mxfp4-pack-quantized */
+
+    /* Facts for people, not for the math */
+    int random_weights;           /* "k3_random_weights": true (written by k3 gen) */
+    char dtype[24];               /* "dtype" / "torch_dtype" as declared, "" if absent */
 } k3_config;
 
 /* Parse `path` (a config.json). Returns 0 or -1 with err naming the file and field. */

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_read.h"
 #include "manifest.h"
 
 /* The manifest of the real K3 is ~40 MB; 1 GiB is far past any real one and
@@ -765,8 +766,8 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
     for (int f = 0; f < K3_PK_NFILES && rc == 0; f++) {
         char path[4200];
         k3_manifest_path(m, (k3_pk_file)f, path, sizeof path);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) { rc = k3_err(err, "%s: %s", path, strerror(errno)); break; }
+        int fd = k3_open_regular(path, O_RDONLY, err);
+        if (fd < 0) { rc = -1; break; }
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         uint64_t h = K3_FNV_INIT, done = 0;
         for (;;) {

@@ -1,4 +1,4 @@
-/* scratch.c - the scratch of one prompt chunk, as llama2.c's RunState: one
+/* scratch.c - the scratch of one prompt chunk, as the RunState of the llama2 C project: one
  * table (scratch_layout) names every buffer with its size, the same walk
  * either sizes the whole (for the memory plan) or places every buffer in one
  * zeroed arena (for a session), so the plan and the allocation cannot drift

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "file_read.h"
 #include "forward.h"
 
 /* The engine build a snapshot belongs to: derived by the Makefile from the
@@ -100,8 +101,8 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
 int k3_session_load(k3_session *s, const char *path, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
-    FILE *f = fopen(path, "rb");
-    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    FILE *f = k3_fopen_regular(path, err);
+    if (!f) return -1;
     hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h, want;
     fill_header(s, &want);

@@ -70,6 +70,9 @@ int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_
  * layers, the embedding row buffer. */
 void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
                            int *n_experts_total, uint64_t *embed_buf_bytes);
+/* Close what the store writes (the --trace file), reporting a failed write;
+ * 0 when there is nothing to close. */
+int k3_weights_finish(k3_weights *w, k3_error *err);
 /* The memory plan in force. */
 const k3_plan *k3_weights_plan(const k3_weights *w);
 /* Hash of what identifies the weights (shard names, sizes, headers); a

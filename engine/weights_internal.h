@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include "expert_cache.h"
+#include "file_read.h"
 #include "io.h"
 #include "manifest.h"
 #include "mxfp4.h"
@@ -76,7 +77,8 @@ struct k3_weights {
     int n_ring;
     slot *cache_slots;            /* expert cache slots */
     k3_expert_cache cache;
-    FILE *trace;
+    FILE *trace;                  /* trace_out.f while --trace is open */
+    k3_output trace_out;
     uint64_t trace_token;
 
     void **owned;

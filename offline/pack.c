@@ -23,8 +23,11 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include "file_read.h"
+#include "k3.h"
 #include "config.h"
 #include "manifest.h"
+#include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
 
@@ -363,9 +366,9 @@ static int plan_config(pk_plan *p, const char *src, k3_error *err)
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", src);
     if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
-    char *text;
-    size_t len;
-    if (k3_read_file(path, K3_CONFIG_MAX_BYTES, &text, &len, err)) return -1;
+    char *text = NULL;
+    size_t len = 0;
+    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -898,11 +901,9 @@ static int copy_aux(pk_run *r, const char *src, k3_error *err)
         char from[4200], to[4300];
         snprintf(from, sizeof from, "%s/%s", src, aux_files[a]);
         snprintf(to, sizeof to, "%s/%s", r->partial, aux_files[a]);
-        int in = open(from, O_RDONLY | O_CLOEXEC);
-        if (in < 0) {
-            if (errno == ENOENT) continue;
-            return k3_err(err, "%s: %s", from, strerror(errno));
-        }
+        if (access(from, F_OK) != 0 && errno == ENOENT) continue;
+        int in = k3_open_regular(from, O_RDONLY, err);
+        if (in < 0) return -1;
         int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (out < 0) { close(in); return k3_err(err, "%s: %s", to, strerror(errno)); }
         int rc = 0;
@@ -1028,6 +1029,7 @@ static int reload_manifest(pk_run *r, k3_error *err)
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
             rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, t->name);
     }
+    if (rc == 0) rc = k3_unit_sums_write(&m, err);   /* units.sum: per-unit checksums (--verify, load sample) */
     k3_manifest_free(&m);
     return rc;
 }
@@ -1129,6 +1131,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     for (size_t l = strlen(dst); l > 1 && dst[l - 1] == '/'; l--) dst[l - 1] = 0;
     if (strlen(src_in) >= sizeof src - 16 || strlen(dst_in) >= sizeof dst - 16)
         return k3_err(err, "path too long");
+    if (!*src || !*dst) return k3_err(err, "pack: the %s directory name is empty", *src ? "destination" : "source");
     struct stat st;
     if (stat(src, &st) != 0) return k3_err(err, "%s: %s", src, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return k3_err(err, "%s: not a directory", src);
@@ -1234,7 +1237,9 @@ int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err)
 {
     k3_manifest m;
     if (k3_manifest_load(dir, &m, err)) return -1;
-    int rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
+    /* units first, so a damaged file is reported with the unit that differs */
+    int rc = k3_unit_sums_check(&m, 0, err);
+    if (rc == 0) rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
     if (rc == 0 && out) {
         out->n_tensors = m.n_tensors;
         out->n_layers = m.n_layers;

@@ -16,7 +16,7 @@ PY=/usr/bin/python3
 OUT=${FORWARD_OUT:-tests/out/forward}
 mkdir -p $OUT
 K3=${K3:-./k3}
-TOOL=${TOOL:-build/tests/tool_engine}
+TOOL=${TOOL:-${K3_TESTBIN:-build/tests}/tool_engine}
 # FORWARD_MODELS narrows the run (make check: one preset and one python
 # checkpoint); the default is every model below.
 ALL="tiny_bf16_1 tiny_f32_3 small_bf16_1 small_f32_4 py_mixed py_f16_noindex py_fp8 py_tie_conv2d py_wide"
