@@ -851,7 +851,7 @@ static int push_header(const k3_tokenizer *t, id_vec *v, const char *start, cons
     return push_special(t, v, "<|im_middle|>", err);
 }
 
-/* K2 framing (spec §7.4): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
+/* K2 framing (docs/MODEL.md, "Tokenizer and chat format"): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
  * message, role names as ordinary text, tool turns under <|im_system|>. */
 int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
                          int add_generation_prompt, int *n_out, k3_error *err)

@@ -447,7 +447,7 @@ static int write_vocab_file(const gen_vocab *v, const char *path, k3_error *err)
     return 0;
 }
 
-/* Named special tokens at their real offsets from n_base (spec §7.3). */
+/* Named special tokens at their real offsets from n_base (docs/MODEL.md, "Tokenizer and chat format"). */
 static const struct { int offset; const char *name; } gen_specials[] = {
     {0, "[BOS]"}, {1, "[EOS]"}, {2, "<|im_end|>"}, {3, "<|im_user|>"}, {4, "<|im_assistant|>"},
     {6, "<|start_header_id|>"}, {7, "<|end_header_id|>"}, {9, "[EOT]"}, {10, "<|im_system|>"},
