@@ -91,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -148,6 +148,11 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) t
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(HISTORY_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
+# The chat's text helpers (markdown lines, """ input) are plain C: tested alone.
+$(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o
+
 # The chat tool drives the conversation controller: history + chat objects.
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
@@ -181,9 +186,11 @@ print-arch:
 	@echo $(ARCH)
 print-build:
 	@echo $(BUILD)
+print-arch-flags:
+	@echo $(ARCH_FLAGS)
 
-# Address/UB sanitizer build and run of the unit tests and main paths
-# (build-asan/); also part of `make test`.
+# The whole suite (unit tests and every tests/t_*.sh) on an Address/UB
+# sanitizer build (build-asan/); also part of `make test`.
 asan: all
 	@sh tests/t_sanitize.sh
 
@@ -194,6 +201,7 @@ bench: all
 bench-plan: all
 	@sh tools/bench_plan.sh
 
+# Every fuzz target for 60 s each (tests/fuzz.sh; `make test` runs a few seconds each).
 fuzz: all
 	@sh tests/fuzz.sh 60
 

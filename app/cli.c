@@ -92,33 +92,17 @@ int *cli_parse_ids(const char *opt, const char *s, int *n_out)
     return ids;
 }
 
-char *cli_read_file(const char *path, size_t *len_out)
+/* Through k3_read_file: regular files only, at most max_bytes. */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    k3_error err;
+    if (k3_read_file(path, max_bytes, &buf, &len, &err)) {
+        cli_error("%s", err.msg);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) { fclose(f); cli_error("%s: out of memory", path); return NULL; }
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (ferror(f)) {
-        cli_error("%s: read error", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    if (len_out) *len_out = n;
+    if (len_out) *len_out = len;
     return buf;
 }
 

@@ -16,6 +16,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
@@ -40,8 +41,9 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
-/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
-char *cli_read_file(const char *path, size_t *len_out);
+/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
+ * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
 /* Options every model-loading command accepts (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,

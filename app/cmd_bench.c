@@ -118,6 +118,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
+    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_model_option(argc, argv, &i, &o->model);
@@ -184,6 +185,7 @@ int cmd_bench(int argc, char **argv)
     int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
     int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
+    if (rc == 0) rc = k3_model_finish(m, &err);
     k3_model_close(m);
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 2: chunked prompt + decode */
@@ -208,6 +210,7 @@ int cmd_bench(int argc, char **argv)
                 s_per_token, o.prompt_tokens / main_pass.prefill_s, bytes_per_token,
                 (unsigned long long)st.peak_rss_bytes);
     } else {
+        printf("kernels    %s\n", k3_kernels_name());
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
         printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
@@ -231,6 +234,8 @@ int cmd_bench(int argc, char **argv)
         snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
         device_gbps = 0;
     }
+    k3_error trace_err;
+    int trace_failed = k3_model_finish(m, &trace_err) != 0;   /* a failed --trace write is an error exit */
     k3_model_close(m);
     if (!o.json) {
         printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", bytes_per_token / 1e6,
@@ -284,7 +289,7 @@ int cmd_bench(int argc, char **argv)
         else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
         if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
         else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
-        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
                "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
                "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
@@ -295,7 +300,7 @@ int cmd_bench(int argc, char **argv)
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
                "\"read_busy\":%.6f}}\n",
-               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_field, (unsigned long long)probe_bytes,
@@ -312,6 +317,10 @@ int cmd_bench(int argc, char **argv)
         if (resident_why[0]) printf("resident not measured (%s), ", resident_why);
         else printf("resident %.4f s/token, ", resident_s);
         printf("floor ratio %.2f\n", ratio);
+    }
+    if (trace_failed) {
+        cli_error("%s", trace_err.msg);
+        return K3_EXIT_ERROR;
     }
     return K3_EXIT_OK;
 }

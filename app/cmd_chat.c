@@ -15,7 +15,7 @@
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, raw, max_new, ctx;
+    int json, plain, raw, max_new, ctx, lines, stream;
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
@@ -25,8 +25,9 @@ typedef struct chat_options {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 chat [MODEL] [options]\n\n"
-               "A multi-turn conversation: each line is one user message; state is kept between turns\n"
-               "and every conversation is stored (k3 history lists them).\n"
+               "A multi-turn conversation: each line is one user message (a line starting with \"\"\" opens a\n"
+               "multi-line message, a line ending with \"\"\" sends it); state is kept between turns and\n"
+               "every conversation is stored (k3 history lists them).\n"
                "  --resume ID|last     continue a stored conversation (from its state snapshot when valid) with\n"
                "                       the sampling it was left with (sampling options given here override it);\n"
                "                       'last' is the last conversation with a message\n"
@@ -36,6 +37,10 @@ static void usage(FILE *f)
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
+               "  --stream             with --json: also one object per token (text, id, t_ms, ms,\n"
+               "                       bytes_read, hit) as it is generated\n"
+               "  --lines              piped input is one message (or command) per line (default: a piped\n"
+               "                       stdin of several lines is one message, as llm)\n"
                "  --raw                line mode: every line is a message, even one starting with /\n"
                "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
                "  -n, --max-tokens N   answer length limit (default 512)\n"
@@ -73,6 +78,8 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
         else if (!strcmp(a, "--plain")) o->plain = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--lines")) o->lines = 1;
+        else if (!strcmp(a, "--stream")) o->stream = 1;
         else if (!strcmp(a, "--raw")) o->raw = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
             if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
@@ -116,6 +123,10 @@ static int parse_options(int argc, char **argv, chat_options *o)
     if (o->resume && o->system) {
         cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
                   "(drop --system, or start a new conversation)");
+        return -1;
+    }
+    if (o->stream && !o->json) {
+        cli_error("chat: --stream prints JSON per token: use it with --json");
         return -1;
     }
     return 0;
@@ -178,7 +189,8 @@ int cmd_chat(int argc, char **argv)
     if (o.ctx != 4096) snprintf(ctx_arg, sizeof ctx_arg, " --ctx %d", o.ctx);
     snprintf(hint, sizeof hint, "%s chat %s%s%s%s%s", self, o.model_dir, o.model_args, ctx_arg, o.db_path ? " --db " : "",
              o.db_path ? o.db_path : "");
-    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint};
+    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint,
+                          .stream = o.stream, .lines = o.lines, .model_dir = o.model_dir};
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
         rc = tui_chat_run(c, m, db, &topt);
@@ -189,6 +201,8 @@ int cmd_chat(int argc, char **argv)
 out:
     conversation_free(c);
     if (db) history_close(db);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

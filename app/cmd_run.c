@@ -88,7 +88,7 @@ int cmd_run(int argc, char **argv)
     char *file_text = NULL;
     size_t prompt_len;
     if (prompt_file) {
-        if (!(file_text = cli_read_file(prompt_file, &prompt_len))) return K3_EXIT_ERROR;
+        if (!(file_text = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &prompt_len))) return K3_EXIT_ERROR;
         prompt = file_text;
     } else {
         prompt_len = strlen(prompt);
@@ -163,6 +163,8 @@ int cmd_run(int argc, char **argv)
     k3_sampler_free(&sp);
     free(ids);
     k3_session_free(s);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

@@ -62,6 +62,10 @@ typedef struct k3_config {
     int latent_dim;               /* routed_expert_hidden_size; 0 = experts at hidden width */
     int latent_norm;              /* latent_moe_use_norm */
     int experts_mxfp4;            /* quantization_config: mxfp4-pack-quantized */
+
+    /* Facts for people, not for the math */
+    int random_weights;           /* "k3_random_weights": true (written by k3 gen) */
+    char dtype[24];               /* "dtype" / "torch_dtype" as declared, "" if absent */
 } k3_config;
 
 /* Parse `path` (a config.json). Returns 0 or -1 with err naming the file and field. */

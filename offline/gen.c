@@ -558,9 +558,10 @@ int k3_gen_model(const char *out, const k3_gen_opts *o, k3_gen_result *res, k3_e
     json_decref(weight_map);
     free(g.list);
     if (rc) return -1;
-    if (write_json(out, "config.json", p->q_lora ? make_config_k3(p, g.gen_dtype_f32) : make_config(p, g.gen_dtype_f32),
-                   err))
-        return -1;
+    json_t *config = p->q_lora ? make_config_k3(p, g.gen_dtype_f32) : make_config(p, g.gen_dtype_f32);
+    /* the marker the app shows: these weights are random, the model talks nonsense */
+    json_object_set_new(config, "k3_random_weights", json_true());
+    if (write_json(out, "config.json", config, err)) return -1;
     json_t *gc = json_object();
     json_object_set_new(gc, "bos_token_id", json_integer(p->n_base));
     json_object_set_new(gc, "eos_token_id", json_integer(p->n_base + 2));
