@@ -92,7 +92,7 @@ json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpu
         continue ;;
     esac
     bin=$OUT/fuzz_$target
-    newest=$(ls -t tests/fuzz/fuzz_$target.c $srcs engine/*.h include/*.h 2>/dev/null | head -1)
+    newest=$(ls -t tests/fuzz/fuzz_$target.c $srcs engine/*.h include/*.h history/*.h 2>/dev/null | head -1)
     if [ ! -x $bin ] || [ "$newest" -nt $bin ]; then
         # shellcheck disable=SC2086
         if ! $CC $FLAGS $extra -o $bin tests/fuzz/fuzz_$target.c $srcs $libs 2>$OUT/build_$target.log; then

@@ -18,7 +18,9 @@ mkdir -p $OUT
 rm -rf $OUT/reports && mkdir -p $OUT/reports
 BIN=build-asan
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-if ! make -s -j2 BUILD=$BIN K3BIN=$BIN/k3 OPT="-O1 -g $SAN" all >$OUT/build.log 2>&1; then
+# -O1 makes gcc guess at snprintf truncation differently from -O2 (plan_model.c)
+WARN="-Wno-error=format-truncation"
+if ! make -s -j2 BUILD=$BIN K3BIN=$BIN/k3 OPT="-O1 -g $SAN $WARN" all >$OUT/build.log 2>&1; then
     echo "FAIL asan: sanitizer build: $(grep -m1 error $OUT/build.log)"
     exit 0
 fi
