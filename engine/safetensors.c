@@ -7,9 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_read.h"
+#include "k3.h"
 #include "safetensors.h"
 
 int64_t st_tensor_numel(const st_tensor *t)
@@ -82,6 +83,39 @@ static int parse_entry(const char *what, const char *name, json_t *entry, uint64
     return 0;
 }
 
+/* The tensors must tile the data area exactly, as the reference loader
+ * checks: sorted by offset, the first starts at 0, each starts where the
+ * previous ended (no gap, no overlap), the last ends at the end of the file.
+ * A header length a few bytes short (padding eaten, JSON still valid) moves
+ * every tensor and leaves bytes over at the end: refused here. */
+static int check_tiling(st_tensor *t, int m, uint64_t data_start, uint64_t file_bytes,
+                        const char *what, k3_error *err)
+{
+    st_tensor **order = malloc((size_t)(m ? m : 1) * sizeof *order);
+    if (!order) return k3_err(err, "%s: out of memory", what);
+    for (int i = 0; i < m; i++) order[i] = &t[i];
+    qsort(order, (size_t)m, sizeof *order, compare_by_offset);
+    uint64_t at = data_start;
+    int rc = 0;
+    for (int i = 0; i < m && rc == 0; i++) {
+        const st_tensor *b = order[i];
+        if (b->file_offset < at)
+            rc = k3_err(err, "%s: tensors '%s' and '%s' overlap in the data area", what,
+                        order[i - 1]->name, b->name);
+        else if (b->file_offset > at)
+            rc = k3_err(err, "%s: %llu unused bytes before tensor '%s' in the data area "
+                        "(header length wrong?)", what,
+                        (unsigned long long)(b->file_offset - at), b->name);
+        at = b->file_offset + b->nbytes;
+    }
+    if (rc == 0 && at != file_bytes)
+        rc = k3_err(err, "%s: the tensors end %llu bytes before the end of the file "
+                    "(header length wrong or file has trailing bytes)", what,
+                    (unsigned long long)(file_bytes - at));
+    free(order);
+    return rc;
+}
+
 int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int shard,
                     const char *what, st_tensor **tensors, int *n, k3_error *err)
 {
@@ -129,31 +163,12 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
         (*n)++;
     }
     json_decref(root);
-    /* overlap check among this shard's tensors */
-    int m = *n - first;
-    if (rc == 0 && m > 1) {
-        st_tensor **order = malloc((size_t)m * sizeof *order);
-        if (!order) return k3_err(err, "%s: out of memory", what);
-        for (int i = 0; i < m; i++) order[i] = &(*tensors)[first + i];
-        qsort(order, (size_t)m, sizeof *order, compare_by_offset);
-        for (int i = 1; i < m && rc == 0; i++) {
-            const st_tensor *a = order[i - 1], *b = order[i];
-            if (a->nbytes && b->nbytes && a->file_offset + a->nbytes > b->file_offset)
-                rc = k3_err(err, "%s: tensors '%s' and '%s' overlap in the data area", what,
-                            a->name, b->name);
-        }
-        free(order);
-    }
+    if (rc == 0) rc = check_tiling(*tensors + first, *n - first, data_start, file_bytes, what, err);
     return rc;
 }
 
 /* FNV-1a: the name hash for the lookup table. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t name_hash(const char *s) { return k3_fnv1a64_str(s); }
 
 const st_tensor *st_find(const st_index *ix, const char *name)
 {
@@ -205,7 +220,11 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
     int n = 0;
     if (access(path, F_OK) == 0) {
         json_error_t jerr;
-        json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+        char *text = NULL;
+        size_t text_len = 0;
+        if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &text_len, err)) return NULL;
+        json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+        free(text);
         if (!root) {
             k3_err(err, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
             return NULL;
@@ -221,19 +240,26 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
         json_object_foreach(map, key, val) {
             const char *file = json_string_value(val);
             if (!file || !*file || strchr(file, '/') || strstr(file, "..")) {
-                json_decref(root);
+                k3_err(err, "%s: weight_map entry for '%s' is not a plain file name", path, key);
+                json_decref(root);   /* after the message: key points into root */
                 for (int i = 0; i < n; i++) free(names[i]);
                 free(names);
-                k3_err(err, "%s: weight_map entry for '%s' is not a plain file name", path, key);
                 return NULL;
             }
             int seen = 0;
             for (int i = 0; i < n && !seen; i++) seen = !strcmp(names[i], file);
             if (!seen) {
                 char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
-                if (!g) break;
+                if (!g || !(g[n] = strdup(file))) {
+                    if (g) names = g;
+                    k3_err(err, "%s: out of memory", path);
+                    json_decref(root);
+                    for (int i = 0; i < n; i++) free(names[i]);
+                    free(names);
+                    return NULL;
+                }
                 names = g;
-                names[n++] = strdup(file);
+                n++;
             }
         }
         *weight_map_out = json_incref(map);
@@ -266,12 +292,12 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
     return names;
 }
 
-/* Open one shard: stat, read its header, optionally mmap it. */
-static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
+/* Open one shard: stat it and read its header. */
+static int open_shard(st_index *ix, int s, k3_error *err)
 {
     st_shard *sh = &ix->shards[s];
-    sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-    if (sh->fd < 0) return k3_err(err, "%s: %s", sh->path, strerror(errno));
+    sh->fd = k3_open_regular(sh->path, O_RDONLY, err);
+    if (sh->fd < 0) return -1;
     struct stat st;
     if (fstat(sh->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return k3_err(err, "%s: not a regular file", sh->path);
@@ -292,28 +318,16 @@ static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
     size_t len = (size_t)header_bytes + 8;
     uint8_t *buf = malloc(len);
     if (!buf) return k3_err(err, "%s: out of memory", sh->path);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(sh->fd, buf + got, len - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            free(buf);
-            return k3_err(err, "%s: read error in header", sh->path);
-        }
-        got += (size_t)r;
+    if (k3_pread_full(sh->fd, buf, len, 0, sh->path, err)) {
+        free(buf);
+        return -1;
     }
     int rc = st_parse_header(buf, len, sh->file_bytes, s, sh->path, &ix->tensors, &ix->n_tensors, err);
     free(buf);
-    if (rc) return rc;
-    if (map_files && sh->file_bytes > 0) {
-        void *m = mmap(NULL, sh->file_bytes, PROT_READ, MAP_PRIVATE, sh->fd, 0);
-        if (m == MAP_FAILED) return k3_err(err, "%s: mmap failed: %s", sh->path, strerror(errno));
-        sh->map = m;
-    }
-    return 0;
+    return rc;
 }
 
-int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
+int st_index_open(st_index *ix, const char *dir, k3_error *err)
 {
     memset(ix, 0, sizeof *ix);
     json_t *weight_map = NULL;
@@ -330,7 +344,7 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
         ix->n_shards = i + 1;
         if (!ix->shards[i].path) { rc = k3_err(err, "out of memory"); break; }
         snprintf(ix->shards[i].path, l, "%s/%s", dir, names[i]);
-        rc = open_shard(ix, i, map_files, err);
+        rc = open_shard(ix, i, err);
     }
     for (int i = 0; i < n_names; i++) free(names[i]);
     free(names);
@@ -363,7 +377,6 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
 void st_index_close(st_index *ix)
 {
     for (int i = 0; i < ix->n_shards; i++) {
-        if (ix->shards[i].map) munmap((void *)ix->shards[i].map, ix->shards[i].file_bytes);
         if (ix->shards[i].fd >= 0) close(ix->shards[i].fd);
         free(ix->shards[i].path);
     }
@@ -374,58 +387,32 @@ void st_index_close(st_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
-const void *st_tensor_data(const st_index *ix, const st_tensor *t)
-{
-    const st_shard *sh = &ix->shards[t->shard];
-    return sh->map ? sh->map + t->file_offset : NULL;
-}
-
-/* pread all of n bytes or fail with a message naming the file. */
-static int pread_exact(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return k3_err(err, "%s: read failed at offset %llu", path, (unsigned long long)(off + got));
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
 {
     uint8_t buf[65536];
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    *h = fnv_bytes(*h, base, strlen(base));
+    *h = k3_fnv1a64(*h, base, strlen(base));
     uint8_t size_le[8];
     for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)(file_bytes >> (8 * i));
-    *h = fnv_bytes(*h, size_le, 8);
+    *h = k3_fnv1a64(*h, size_le, 8);
     if (file_bytes < 8) return k3_err(err, "%s: too short", path);
-    if (pread_exact(fd, buf, 8, 0, path, err)) return -1;
+    if (k3_pread_full(fd, buf, 8, 0, path, err)) return -1;
     uint64_t header = 0;
     for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
     if (header > file_bytes - 8) return k3_err(err, "%s: header length past the end of the file", path);
     uint64_t total = 8 + header, off = 0;
     while (off < total) {
         size_t n = total - off < sizeof buf ? (size_t)(total - off) : sizeof buf;
-        if (pread_exact(fd, buf, n, off, path, err)) return -1;
-        *h = fnv_bytes(*h, buf, n);
+        if (k3_pread_full(fd, buf, n, off, path, err)) return -1;
+        *h = k3_fnv1a64(*h, buf, n);
         off += n;
     }
     const uint64_t data = file_bytes - total, sample = data < 4096 ? data : 4096;
     for (int k = 0; k < 4 && sample; k++) {
         uint64_t at = total + (data - sample) * (uint64_t)k / 3;
-        if (pread_exact(fd, buf, (size_t)sample, at, path, err)) return -1;
-        *h = fnv_bytes(*h, buf, (size_t)sample);
+        if (k3_pread_full(fd, buf, (size_t)sample, at, path, err)) return -1;
+        *h = k3_fnv1a64(*h, buf, (size_t)sample);
     }
     return 0;
 }

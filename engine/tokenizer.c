@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pretokenize.h"
+#include "k3.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
 
-#define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2 */
+#define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2: the least number of special ids */
+#define K3_MAX_SPECIAL (1 << 18) /* added tokens may sit anywhere in n_base .. n_base + this */
 
 struct k3_tokenizer {
     int n_base;
@@ -21,8 +23,9 @@ struct k3_tokenizer {
     int32_t *slots;          /* open-addressing table: rank or -1 */
     size_t slot_mask;
     int byte_rank[256];
-    char *special[K3_N_SPECIAL];        /* NUL-terminated names */
-    size_t special_len[K3_N_SPECIAL];
+    int n_special;                      /* ids n_base .. n_base + n_special - 1 */
+    char **special;                     /* [n_special] NUL-terminated names */
+    size_t *special_len;                /* [n_special] */
     uint8_t special_first[256];         /* 1 if some special starts with this byte */
     size_t max_token_bytes;
     k3_pretok *pretok;
@@ -51,15 +54,7 @@ static int vec_push(id_vec *v, int id)
 /* ---------------------------------------------------------------- lookup */
 
 /* FNV-1a: token byte strings are short; this is cheap and spreads well. */
-static uint64_t hash_bytes(const uint8_t *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t hash_bytes(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
 
 /* Rank of a byte string, or -1: the one question BPE keeps asking. */
 static int rank_of(const k3_tokenizer *t, const uint8_t *s, size_t n)
@@ -89,33 +84,16 @@ static int rank_insert(k3_tokenizer *t, int r)
 
 /* ------------------------------------------------------------- file input */
 
-/* Whole-file read for the two small-to-medium tokenizer files. */
-static char *read_whole_file(const char *path, size_t *len_out, char *err, size_t errlen)
+/* Whole-file read for the two tokenizer files: regular files only, capped
+ * (k3_read_file), with the message in this file's error convention. */
+static char *read_whole_file(const char *path, size_t max_bytes, size_t *len_out, k3_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    k3_error e;
+    char *buf = NULL;
+    if (k3_read_file(path, max_bytes, &buf, len_out, &e)) {
+        k3_err(err, "%s", e.msg);
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) {
-        snprintf(err, errlen, "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len_out = n;
     return buf;
 }
 
@@ -196,10 +174,10 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
 
 /* Parse tiktoken.model into the arena, ranks and hash table, checking every
  * line: base64, rank range, duplicate ranks and duplicate byte strings. */
-static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errlen)
+static int load_vocab(k3_tokenizer *t, const char *path, k3_error *err)
 {
     size_t len;
-    char *text = read_whole_file(path, &len, err, errlen);
+    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err);
     if (!text) return -1;
     int rc = -1;
     int *line_of_rank = NULL;
@@ -212,11 +190,11 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         i = e + 1;
     }
     if (n_lines == 0) {
-        snprintf(err, errlen, "%s: no tokens in file", path);
+        k3_err(err, "%s: no tokens in file", path);
         goto done;
     }
     if (n_lines > INT_MAX / 2) {
-        snprintf(err, errlen, "%s: too many tokens (%zu)", path, n_lines);
+        k3_err(err, "%s: too many tokens (%zu)", path, n_lines);
         goto done;
     }
     t->n_base = (int)n_lines;
@@ -229,7 +207,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
     t->slots = malloc(slots * sizeof *t->slots);
     line_of_rank = calloc(n_lines, sizeof *line_of_rank);
     if (!t->arena || !t->tok_off || !t->tok_len || !t->slots || !line_of_rank) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        k3_err(err, "%s: out of memory", path);
         goto done;
     }
     memset(t->slots, 0xff, slots * sizeof *t->slots);
@@ -246,13 +224,13 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         if (line_len == 0) continue;
         vocab_line vl;
         if (split_vocab_line(line, line_len, &vl)) {
-            snprintf(err, errlen, "%s:%d: expected 'base64 rank'", path, lineno);
+            k3_err(err, "%s:%d: expected 'base64 rank'", path, lineno);
             goto done;
         }
         long nbytes = b64_decode(vl.b64, vl.b64_len, t->arena + arena_used);
         if (nbytes <= 0) {
             char shown[128];
-            snprintf(err, errlen, "%s:%d: bad base64 '%s'", path, lineno,
+            k3_err(err, "%s:%d: bad base64 '%s'", path, lineno,
                      printable_field(vl.b64, vl.b64_len, shown, sizeof shown));
             goto done;
         }
@@ -266,12 +244,12 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         }
         if (rank < 0 || rank >= (long long)n_lines) {
             char shown[128];
-            snprintf(err, errlen, "%s:%d: rank '%s' is not an integer in 0..%zu (one per token line)",
+            k3_err(err, "%s:%d: rank '%s' is not an integer in 0..%zu (one per token line)",
                      path, lineno, printable_field(vl.rank, vl.rank_len, shown, sizeof shown), n_lines - 1);
             goto done;
         }
         if (line_of_rank[rank]) {
-            snprintf(err, errlen, "%s:%d: rank %lld already given on line %d", path, lineno, rank,
+            k3_err(err, "%s:%d: rank %lld already given on line %d", path, lineno, rank,
                      line_of_rank[rank]);
             goto done;
         }
@@ -280,7 +258,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         t->tok_len[rank] = (uint32_t)nbytes;
         int dup = rank_insert(t, (int)rank);
         if (dup >= 0) {
-            snprintf(err, errlen, "%s:%d: token bytes duplicate those of line %d", path, lineno,
+            k3_err(err, "%s:%d: token bytes duplicate those of line %d", path, lineno,
                      line_of_rank[dup]);
             goto done;
         }
@@ -291,7 +269,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         uint8_t byte = (uint8_t)b;
         t->byte_rank[b] = rank_of(t, &byte, 1);
         if (t->byte_rank[b] < 0) {
-            snprintf(err, errlen, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
+            k3_err(err, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
             goto done;
         }
     }
@@ -302,7 +280,10 @@ done:
     return rc;
 }
 
-/* Parse an added_tokens_decoder key: a decimal id inside the special range. */
+/* Parse an added_tokens_decoder key: a decimal id at or above n_base (below
+ * it is a BPE rank) and below n_base + K3_MAX_SPECIAL. Hugging Face's
+ * tokenizer registers every entry as an added token, wherever it sits, so
+ * any such id is accepted; the model checks it is below vocab_size. */
 static int parse_special_key(const char *key, int n_base, int *slot)
 {
     long long v = 0;
@@ -311,50 +292,74 @@ static int parse_special_key(const char *key, int n_base, int *slot)
         if (*p < '0' || *p > '9' || v > (long long)INT_MAX) return -1;
         v = v * 10 + (*p - '0');
     }
-    if (v < n_base || v >= (long long)n_base + K3_N_SPECIAL) return -1;
+    if (v < n_base) return -2;
+    if (v >= (long long)n_base + K3_MAX_SPECIAL) return -1;
     *slot = (int)(v - n_base);
     return 0;
 }
 
+/* qsort_r order of special slots by name, for the duplicate check. */
+static int compare_special_names(const void *a, const void *b, void *user)
+{
+    const k3_tokenizer *t = user;
+    return strcmp(t->special[*(const int *)a], t->special[*(const int *)b]);
+}
+
 /* Special-token names: added_tokens_decoder entries, then the tokenization_kimi.py
  * default "<|reserved_token_{id}|>" for every unnamed slot. */
-static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t errlen)
+static int load_specials(k3_tokenizer *t, const char *path, k3_error *err)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    size_t text_len;
+    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err);
+    if (!text) return -1;
+    json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root) {
-        FILE *probe = fopen(path, "rb");
-        if (!probe) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        else snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
-        if (probe) fclose(probe);
+        k3_err(err, "%s:%d: %s", path, jerr.line, jerr.text);
         return -1;
     }
     int rc = -1;
     json_t *decoder = json_is_object(root) ? json_object_get(root, "added_tokens_decoder") : NULL;
     if (!json_is_object(decoder)) {
-        snprintf(err, errlen, "%s: no \"added_tokens_decoder\" object", path);
+        k3_err(err, "%s: no \"added_tokens_decoder\" object", path);
         goto done;
     }
     const char *key;
     json_t *entry;
+    /* first pass: the ids, which size the special table */
+    t->n_special = K3_N_SPECIAL;
     json_object_foreach(decoder, key, entry) {
-        int slot;
-        if (parse_special_key(key, t->n_base, &slot)) {
-            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
-                     path, key, t->n_base, t->n_base + K3_N_SPECIAL - 1);
+        int slot, bad = parse_special_key(key, t->n_base, &slot);
+        if (bad == -2) {
+            k3_err(err, "%s: added_tokens_decoder key \"%.40s\" collides with a BPE rank of "
+                     "tiktoken.model (ranks 0..%d)", path, key, t->n_base - 1);
             goto done;
         }
+        if (bad) {
+            k3_err(err, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
+                     path, key, t->n_base, t->n_base + K3_MAX_SPECIAL - 1);
+            goto done;
+        }
+        if (slot + 1 > t->n_special) t->n_special = slot + 1;
+    }
+    t->special = calloc((size_t)t->n_special, sizeof *t->special);
+    t->special_len = calloc((size_t)t->n_special, sizeof *t->special_len);
+    if (!t->special || !t->special_len) goto oom;
+    json_object_foreach(decoder, key, entry) {
+        int slot = 0;
+        parse_special_key(key, t->n_base, &slot);   /* checked in the first pass */
         json_t *content = json_is_object(entry) ? json_object_get(entry, "content") : NULL;
         if (!json_is_string(content) || json_string_length(content) == 0 ||
             memchr(json_string_value(content), 0, json_string_length(content))) {
-            snprintf(err, errlen, "%s: added_tokens_decoder[\"%s\"] needs a non-empty \"content\" string",
+            k3_err(err, "%s: added_tokens_decoder[\"%s\"] needs a non-empty \"content\" string",
                      path, key);
             goto done;
         }
-        t->special[slot] = strdup(json_string_value(content));
-        if (!t->special[slot]) goto oom;
+        free(t->special[slot]);   /* keys like "766" and "0766" name one id */
+        if (!(t->special[slot] = strdup(json_string_value(content)))) goto oom;
     }
-    for (int s = 0; s < K3_N_SPECIAL; s++) {
+    for (int s = 0; s < t->n_special; s++) {
         if (!t->special[s]) {
             char name[48];
             snprintf(name, sizeof name, "<|reserved_token_%d|>", t->n_base + s);
@@ -363,17 +368,25 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
         t->special_len[s] = strlen(t->special[s]);
         t->special_first[(uint8_t)t->special[s][0]] = 1;
         if (t->special_len[s] > t->max_token_bytes) t->max_token_bytes = t->special_len[s];
-        for (int q = 0; q < s; q++)
-            if (!strcmp(t->special[q], t->special[s])) {
-                snprintf(err, errlen, "%s: special token \"%.40s\" named twice (ids %d and %d)",
-                         path, t->special[s], t->n_base + q, t->n_base + s);
-                goto done;
-            }
     }
+    /* duplicate names: sort the slots by name (n log n: the table may be large) */
+    int *order = malloc((size_t)t->n_special * sizeof *order);
+    if (!order) goto oom;
+    for (int s = 0; s < t->n_special; s++) order[s] = s;
+    qsort_r(order, (size_t)t->n_special, sizeof *order, compare_special_names, t);
+    for (int i = 1; i < t->n_special; i++)
+        if (!strcmp(t->special[order[i - 1]], t->special[order[i]])) {
+            int a = order[i - 1] < order[i] ? order[i - 1] : order[i], b = order[i - 1] ^ order[i] ^ a;
+            k3_err(err, "%s: special token \"%.40s\" named twice (ids %d and %d)",
+                     path, t->special[a], t->n_base + a, t->n_base + b);
+            free(order);
+            goto done;
+        }
+    free(order);
     rc = 0;
     goto done;
 oom:
-    snprintf(err, errlen, "%s: out of memory", path);
+    k3_err(err, "%s: out of memory", path);
 done:
     json_decref(root);
     return rc;
@@ -381,27 +394,27 @@ done:
 
 /* Both files are needed: the model's ids above n_base only make sense with
  * the special names, and chat framing needs them. */
-k3_tokenizer *k3_tokenizer_load(const char *dir, char *err, size_t errlen)
+k3_tokenizer *k3_tokenizer_load(const char *dir, k3_error *err)
 {
     k3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
-        snprintf(err, errlen, "%s: out of memory", dir);
+        k3_err(err, "%s: out of memory", dir);
         return NULL;
     }
     size_t plen = strlen(dir) + 32;
     char *path = malloc(plen);
     if (!path) {
-        snprintf(err, errlen, "%s: out of memory", dir);
+        k3_err(err, "%s: out of memory", dir);
         free(t);
         return NULL;
     }
     snprintf(path, plen, "%s/tiktoken.model", dir);
-    int ok = load_vocab(t, path, err, errlen) == 0;
+    int ok = load_vocab(t, path, err) == 0;
     if (ok) {
         snprintf(path, plen, "%s/tokenizer_config.json", dir);
-        ok = load_specials(t, path, err, errlen) == 0;
+        ok = load_specials(t, path, err) == 0;
     }
-    if (ok) ok = (t->pretok = k3_pretok_new(err, errlen)) != NULL;
+    if (ok) ok = (t->pretok = k3_pretok_new(err)) != NULL;
     free(path);
     if (!ok) {
         k3_tokenizer_free(t);
@@ -418,20 +431,23 @@ void k3_tokenizer_free(k3_tokenizer *t)
     free(t->tok_off);
     free(t->tok_len);
     free(t->slots);
-    for (int s = 0; s < K3_N_SPECIAL; s++) free(t->special[s]);
+    for (int s = 0; t->special && s < t->n_special; s++) free(t->special[s]);
+    free(t->special);
+    free(t->special_len);
     k3_pretok_free(t->pretok);
     free(t);
 }
 
 /* Sizes callers need: base ranks, all ids, longest token (for detok buffers). */
 int k3_tokenizer_n_base(const k3_tokenizer *t) { return t->n_base; }
-int k3_tokenizer_n_vocab(const k3_tokenizer *t) { return t->n_base + K3_N_SPECIAL; }
+int k3_tokenizer_n_vocab(const k3_tokenizer *t) { return t->n_base + t->n_special; }
 size_t k3_tokenizer_max_token_bytes(const k3_tokenizer *t) { return t->max_token_bytes; }
 
-/* Linear over 258 names: called a handful of times per chat render. */
+/* Linear over the special names (258 in shipped models): called a handful of
+ * times per chat render. */
 int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text)
 {
-    for (int s = 0; s < K3_N_SPECIAL; s++)
+    for (int s = 0; s < t->n_special; s++)
         if (!strcmp(t->special[s], text)) return t->n_base + s;
     return -1;
 }
@@ -444,7 +460,7 @@ const uint8_t *k3_tokenizer_token_bytes(const k3_tokenizer *t, int id, size_t *l
         *len = t->tok_len[id];
         return t->arena + t->tok_off[id];
     }
-    if (id >= t->n_base && id < t->n_base + K3_N_SPECIAL) {
+    if (id >= t->n_base && id < t->n_base + t->n_special) {
         *len = t->special_len[id - t->n_base];
         return (const uint8_t *)t->special[id - t->n_base];
     }
@@ -577,8 +593,7 @@ typedef struct {
     bpe_scratch scratch;
     id_vec out;
     int allow_special;
-    char *err;
-    size_t errlen;
+    k3_error *err;
 } encode_state;
 
 /* k3_pretok_split callback: one regex piece through BPE. */
@@ -586,7 +601,7 @@ static int encode_piece(void *ud, const char *piece, size_t len)
 {
     encode_state *st = ud;
     if (bpe_piece(st->tok, &st->scratch, (const uint8_t *)piece, len, &st->out)) {
-        snprintf(st->err, st->errlen, "tokenizer: out of memory");
+        k3_err(st->err, "tokenizer: out of memory");
         return -1;
     }
     return 0;
@@ -599,7 +614,7 @@ static size_t find_special(const k3_tokenizer *t, const char *s, size_t len, siz
     for (size_t i = from; i < len; i++) {
         if (!t->special_first[(uint8_t)s[i]]) continue;
         size_t best_len = 0;
-        for (int q = 0; q < K3_N_SPECIAL; q++) {
+        for (int q = 0; q < t->n_special; q++) {
             size_t n = t->special_len[q];
             if (n > best_len && n <= len - i && !memcmp(s + i, t->special[q], n)) {
                 best_len = n;
@@ -622,12 +637,12 @@ static int encode_chunk(void *ud, const char *s, size_t len)
         size_t end = st->allow_special ? find_special(st->tok, s, len, pos, &slot) : len;
         if (end > pos) {
             int rc = k3_pretok_split(st->tok->pretok, s + pos, end - pos, encode_piece, st,
-                                     st->err, st->errlen);
+                                     st->err);
             if (rc) return rc;
         }
         if (end == len) break;
         if (vec_push(&st->out, st->tok->n_base + slot)) {
-            snprintf(st->err, st->errlen, "tokenizer: out of memory");
+            k3_err(st->err, "tokenizer: out of memory");
             return -1;
         }
         pos = end + st->tok->special_len[slot];
@@ -638,25 +653,25 @@ static int encode_chunk(void *ud, const char *s, size_t len)
 /* Validate once (so PCRE2 can skip its own per-call check, which would make
  * long texts quadratic), then chunk, split at specials, regex, BPE. */
 int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
-                         int allow_special, int *n_out, char *err, size_t errlen)
+                         int allow_special, int *n_out, k3_error *err)
 {
     size_t bad = k3_utf8_invalid_at(text, len);
     if (bad < len) {
-        snprintf(err, errlen, "invalid UTF-8 at byte %zu", bad);
+        k3_err(err, "invalid UTF-8 at byte %zu", bad);
         return NULL;
     }
-    encode_state st = {.tok = t, .allow_special = allow_special, .err = err, .errlen = errlen};
+    encode_state st = {.tok = t, .allow_special = allow_special, .err = err};
     int rc = k3_pretok_chunks(text, len, encode_chunk, &st);
     free(st.scratch.next);
     free(st.scratch.prev);
     free(st.scratch.stamp);
     free(st.scratch.heap);
     if (rc == 0 && st.out.n > INT_MAX) {
-        snprintf(err, errlen, "tokenizer: text too long");
+        k3_err(err, "tokenizer: text too long");
         rc = -1;
     }
     if (rc == 0 && !st.out.ids && !(st.out.ids = malloc(sizeof(int)))) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         rc = -1;
     }
     if (rc) {
@@ -797,30 +812,30 @@ size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap)
 /* ------------------------------------------------------------------- chat */
 
 /* Append one special token by name; the framing names must exist. */
-static int push_special(const k3_tokenizer *t, id_vec *v, const char *name, char *err, size_t errlen)
+static int push_special(const k3_tokenizer *t, id_vec *v, const char *name, k3_error *err)
 {
     int id = k3_tokenizer_special_id(t, name);
     if (id < 0) {
-        snprintf(err, errlen, "tokenizer_config.json: no special token %s for the chat framing", name);
+        k3_err(err, "tokenizer_config.json: no special token %s for the chat framing", name);
         return -1;
     }
     if (vec_push(v, id)) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         return -1;
     }
     return 0;
 }
 
 /* Append ordinary text (never special tokens: users cannot inject framing). */
-static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, char *err, size_t errlen)
+static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, k3_error *err)
 {
     int n;
-    int *ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, err, errlen);
+    int *ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, err);
     if (!ids) return -1;
     for (int i = 0; i < n; i++)
         if (vec_push(v, ids[i])) {
             free(ids);
-            snprintf(err, errlen, "tokenizer: out of memory");
+            k3_err(err, "tokenizer: out of memory");
             return -1;
         }
     free(ids);
@@ -829,17 +844,17 @@ static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, char *e
 
 /* One turn header: <|im_X|>ROLE<|im_middle|>. */
 static int push_header(const k3_tokenizer *t, id_vec *v, const char *start, const char *role,
-                       char *err, size_t errlen)
+                       k3_error *err)
 {
-    if (push_special(t, v, start, err, errlen)) return -1;
-    if (push_text(t, v, role, err, errlen)) return -1;
-    return push_special(t, v, "<|im_middle|>", err, errlen);
+    if (push_special(t, v, start, err)) return -1;
+    if (push_text(t, v, role, err)) return -1;
+    return push_special(t, v, "<|im_middle|>", err);
 }
 
-/* K2 framing (spec §7.4): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
+/* K2 framing (docs/MODEL.md, "Tokenizer and chat format"): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
  * message, role names as ordinary text, tool turns under <|im_system|>. */
 int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
-                         int add_generation_prompt, int *n_out, char *err, size_t errlen)
+                         int add_generation_prompt, int *n_out, k3_error *err)
 {
     id_vec v = {0};
     for (int m = 0; m < n_msgs; m++) {
@@ -849,22 +864,22 @@ int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_m
         else if (!strcmp(role, "user")) start = "<|im_user|>";
         else if (!strcmp(role, "assistant")) start = "<|im_assistant|>";
         else {
-            snprintf(err, errlen, "message %d: unknown role '%.40s' (expected system, user, assistant or tool)",
+            k3_err(err, "message %d: unknown role '%.40s' (expected system, user, assistant or tool)",
                      m + 1, role);
             goto fail;
         }
-        if (push_header(t, &v, start, role, err, errlen)) goto fail;
-        char sub[200];
-        if (push_text(t, &v, msgs[m].content ? msgs[m].content : "", sub, sizeof sub)) {
-            snprintf(err, errlen, "message %d: %s", m + 1, sub);
+        if (push_header(t, &v, start, role, err)) goto fail;
+        k3_error sub;
+        if (push_text(t, &v, msgs[m].content ? msgs[m].content : "", &sub)) {
+            k3_err(err, "message %d: %s", m + 1, sub.msg);
             goto fail;
         }
-        if (push_special(t, &v, "<|im_end|>", err, errlen)) goto fail;
+        if (push_special(t, &v, "<|im_end|>", err)) goto fail;
     }
-    if (add_generation_prompt && push_header(t, &v, "<|im_assistant|>", "assistant", err, errlen))
+    if (add_generation_prompt && push_header(t, &v, "<|im_assistant|>", "assistant", err))
         goto fail;
     if (!v.ids && !(v.ids = malloc(sizeof(int)))) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         goto fail;
     }
     *n_out = (int)v.n;

@@ -1,5 +1,5 @@
 /* history.h - the conversation history store: the only door the chat front
- * ends and `k3 history` use. SQLite stays behind it (DESIGN §8).
+ * ends and `k3 history` use. SQLite stays behind it (docs/ARCHITECTURE.md, "History").
  *
  * One database file holds conversations, their messages (with status, token
  * counts, timings and engine stats), a full-text index over message text and
@@ -141,7 +141,8 @@ typedef struct history_message {
                                   * owned by lists */
     int64_t n_token_ids;
     char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
-    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
+    int in_progress;             /* 1 = an answer written while it streamed that never finished:
+                                  * the chat was killed mid-answer (shown as incomplete) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */
@@ -152,6 +153,13 @@ history_message history_message_make(const char *role, const char *content, hist
  * user message titles an untitled conversation. */
 int64_t history_msg_add(history *h, int64_t conversation_id, const history_message *m,
                         history_error *err);
+
+/* Rewrite a stored message's content, status, counts, timings, stats,
+ * token ids, sampling and in_progress flag (its seq, role and time stay) in
+ * its own committed transaction: an answer is inserted with in_progress = 1
+ * when it starts and rewritten as it grows, so a kill -9 loses at most the
+ * last second of it. */
+int history_msg_update(history *h, int64_t message_id, const history_message *m, history_error *err);
 
 /* All messages of a conversation in order (for show, export, re-prefill). */
 int history_msg_list(history *h, int64_t conversation_id, history_message **out, size_t *n_out,
@@ -236,7 +244,8 @@ typedef struct history_hit {
 } history_hit;
 
 /* Search message text. The query is plain text: quotes, apostrophes and FTS
- * operators match literally. Ranked by bm25; when the full-text index finds
+ * operators match literally, except `word*` (prefix) and `a OR b` (either),
+ * which are tried first, then literally. Ranked by bm25; when the full-text index finds
  * nothing (e.g. a query of punctuation only) it falls back to a substring
  * match and sets *used_substring (may be NULL). Markers NULL = "[" "]". */
 int history_msg_search(history *h, const char *query, int limit, const char *mark_on,
@@ -259,6 +268,12 @@ char *history_export_string(history *h, int64_t conversation_id, history_format 
  * Returns the new conversation id or -1. */
 int64_t history_import_json(history *h, const char *json_text, const char *source,
                             history_conversation *out, history_error *err);
+
+/* `history list --json`: a JSON array of the conversations, most recently
+ * updated first (limit <= 0 = all): id, title, model, times, counts. */
+int history_list_json(history *h, int limit, FILE *out, history_error *err);
+/* `history search --json`: the hits as a JSON array. */
+int history_hits_json(const history_hit *hits, size_t n, FILE *out);
 
 /* Integrity check of the database, the full-text index, foreign keys and
  * snapshot files. Returns 0 healthy, 1 problems (described in *report,
