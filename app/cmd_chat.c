@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "history.h"
 #include "k3.h"
+#include "options.h"
 #include "conversation.h"
 #include "plain.h"
 #include "tui.h"
@@ -43,30 +44,27 @@ static void usage(FILE *f)
                "                       stdin of several lines is one message, as llm)\n"
                "  --raw                line mode: every line is a message, even one starting with /\n"
                "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
-               "  -n, --max-tokens N   answer length limit (default 512)\n"
-               "  --ctx N              context limit in tokens (default 4096)\n"
-               "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
-               "%s"
-               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n", cli_model_options_help);
+               );
+    cli_print_options(f, OPTS_ALL);
+    fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n");
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
 {
-    long long v;
-    double d;
     memset(o, 0, sizeof *o);
-    o->max_new = 512;
-    o->ctx = 4096;
-    o->sampler.temperature = 0;
-    o->sampler.top_p = 1;
-    o->sampler.seed = 1;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    set.max_new = 512;            /* a chat answer may run longer than `k3 run`'s default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         int first = i;
-        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        int so = cli_parse_option(argc, argv, &i, OPTS_CONTEXT | OPTS_GENERATE, &set);
+        if (so < 0) return -1;
+        if (so) continue;
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
         if (mo < 0) return -1;
-        if (mo) {
+        if (mo) {                         /* model options go into the resume hint */
             for (int j = first; j <= i; j++) {
                 size_t l = strlen(o->model_args);
                 snprintf(o->model_args + l, sizeof o->model_args - l, " %s", argv[j]);
@@ -81,33 +79,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--lines")) o->lines = 1;
         else if (!strcmp(a, "--stream")) o->stream = 1;
         else if (!strcmp(a, "--raw")) o->raw = 1;
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
-            o->max_new = (int)v;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
-            o->ctx = (int)v;
-        } else if (!strcmp(a, "--top-k") && more) {
-            o->sampling_given |= 2;
-            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
-            o->sampler.top_k = (int)v;
-        } else if (!strcmp(a, "--seed") && more) {
-            o->sampling_given |= 16;
-            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return -1;
-            o->sampler.seed = (uint64_t)v;
-        } else if (!strcmp(a, "--temp") && more) {
-            o->sampling_given |= 1;
-            if (cli_parse_float(a, argv[++i], 0, 100, &d)) return -1;
-            o->sampler.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p") && more) {
-            o->sampling_given |= 4;
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.top_p = (float)d;
-        } else if (!strcmp(a, "--min-p") && more) {
-            o->sampling_given |= 8;
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.min_p = (float)d;
-        } else if (a[0] == '-') {
+        else if (a[0] == '-') {
             cli_error("chat: unknown option or missing value '%s' (see k3 chat --help)", a);
             return -1;
         } else if (!o->model_dir) {
@@ -118,6 +90,15 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    if (set.max_new < 1) {
+        cli_error("chat: -n must be at least 1");
+        return -1;
+    }
+    o->model = set.model;
+    o->sampler = set.sampler;
+    o->max_new = set.max_new;
+    o->ctx = set.model.ctx_tokens;
+    o->sampling_given = set.sampling_given;
     static char model_dir_buf[4096];
     o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
     if (o->resume && o->system) {
@@ -143,6 +124,7 @@ int cmd_chat(int argc, char **argv)
     o.model.ctx_tokens = o.ctx;
     k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     int rc = K3_EXIT_ERROR;
     conversation *c = NULL;
     history *db = history_open(o.db_path, 0, &herr);

@@ -175,13 +175,19 @@ static void save_snapshot(conversation *c, int64_t message_id)
     free(tmp);
 }
 
+/* A re-prefill (resume without a usable snapshot) evaluates the transcript in
+ * steps of this many tokens: each step is 8 prompt chunks of 32 tokens, long
+ * enough to keep the chunked path efficient and short enough that the
+ * progress line moves at least every few seconds on a streamed model. */
+#define REPREFILL_STEP_TOKENS 256
+
 /* Evaluate ids into the session in chunks, reporting done/total after each. */
 static int feed_ids(conversation *c, const int *ids, int n, conversation_progress_fn progress, void *user,
                     k3_error *err)
 {
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
-        int step = n - done < 256 ? n - done : 256;
+        int step = n - done < REPREFILL_STEP_TOKENS ? n - done : REPREFILL_STEP_TOKENS;
         rc = k3_session_eval(c->session, ids + done, step, NULL, err);
         done += step;
         if (progress) progress(user, done, n);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "config.h"
 #include "k3.h"
 
@@ -91,7 +92,7 @@ static int get_bool_required(json_t *o, const char *what, const char *key, int *
     return get_bool(o, what, key, 0, out, err);
 }
 
-/* The Kimi K3 additions (kimi_k3_spec.md §2), all required. */
+/* The Kimi K3 additions (docs/MODEL.md, "Config"), all required. */
 static int parse_k3_fields(k3_config *c, json_t *tc, json_t *top, const char *what, k3_error *err)
 {
     json_t *act = json_object_get(tc, "hidden_act");

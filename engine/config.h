@@ -47,7 +47,7 @@ typedef struct k3_config {
 
     int bos_id, eos_id, pad_id;   /* -1 when absent */
 
-    /* Kimi K3 (model_type kimi_k3, decoder in text_config; kimi_k3_spec.md).
+    /* Kimi K3 (model_type kimi_k3, decoder in text_config; docs/MODEL.md, "Kimi K3").
      * For kimi_linear these keep the Kimi Linear behaviour: no prefix,
      * SiLU-GLU, softplus decay, low-rank KDA gate, no AttnRes, no latent. */
     int is_k3;

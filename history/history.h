@@ -1,5 +1,5 @@
 /* history.h - the conversation history store: the only door the chat front
- * ends and `k3 history` use. SQLite stays behind it (DESIGN §8).
+ * ends and `k3 history` use. SQLite stays behind it (docs/ARCHITECTURE.md, "History").
  *
  * One database file holds conversations, their messages (with status, token
  * counts, timings and engine stats), a full-text index over message text and

@@ -14,12 +14,12 @@ PY=/usr/bin/python3
 OUT=tests/out/chat_cmds
 rm -rf $OUT
 mkdir -p $OUT/home
-K3=./k3
+K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/small
 $K3 gen $M --preset small --seed 41 >/dev/null 2>&1
 
-build/tests/tool_chat redo $M $OUT/redo.db
+${K3_TESTBIN:-build/tests}/tool_chat redo $M $OUT/redo.db
 
 # sql DB QUERY: rows as "a|b" lines
 sql() { $PY -c "import sqlite3,sys; [print('|'.join(str(c) for c in r)) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]" "$1" "$2"; }

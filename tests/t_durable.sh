@@ -11,7 +11,7 @@ PY=/usr/bin/python3
 OUT=tests/out/durable
 rm -rf $OUT
 mkdir -p $OUT/home
-K3=./k3
+K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/small
 DB=$OUT/d.db

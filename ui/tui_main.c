@@ -22,12 +22,7 @@
 #define IDLE_FRAME_S 1.0             /* gauges (rss, sparkline) refresh when nothing happens */
 
 /* Monotonic seconds for frame pacing and latency figures. */
-double tui_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double tui_now_s(void) { return (double)k3_now_ns() * 1e-9; }
 
 /* The store and the session belong to the worker while it runs a job. */
 int tui_refuse_if_busy(tui *t, const char *what)
