@@ -17,7 +17,7 @@ CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp
 ENGINE_INC := -Iinclude -Iengine
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread
-APPLIBS := -lncursesw -lreadline -lsqlite3
+APPLIBS := -lncursesw -lreadline -lsqlite3 -lmicrohttpd -lcurl
 PY      := /usr/bin/python3
 
 BUILD   := build

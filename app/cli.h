@@ -16,6 +16,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
