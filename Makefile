@@ -89,6 +89,7 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 
 deps:
 	@sh tools/deps.sh
+	@sh tools/node_deps.sh
 
 # The whole test suite; ends with "N passed, N failed".
 test: all

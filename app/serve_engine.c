@@ -254,7 +254,8 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     job->state = JOB_DONE;
     pthread_cond_broadcast(&sv->job_cv);
     pthread_mutex_unlock(&sv->mu);
-    if (job->kind == SERVE_CHAT && rc == 0 && !cancelled && !job->stop_hit && res.stopped_on >= 0 && sv->n_close > 0) {
+    if (job->kind == SERVE_CHAT && rc == 0 && !cancelled && !job->stop_hit && !res.interrupted && !res.context_full &&
+        sv->n_close > 0) {
         int close_ids[40], n_close = 0;
         if (res.pending_token >= 0) close_ids[n_close++] = res.pending_token;
         for (int i = 0; i < sv->n_close && n_close < 40; i++) close_ids[n_close++] = sv->close_ids[i];
