@@ -81,7 +81,7 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) t
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 -lcurl $(LDLIBS)
 
 # The remote /metrics parser's unit test links that one chat object.
 $(BUILD)/tests/test_remote_metrics: tests/test_remote_metrics.c $(BUILD)/chat/remote_metrics.o tests/test.h

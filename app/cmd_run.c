@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "remote_cli.h"
 #include "generate.h"
 #include "k3.h"
 
@@ -38,8 +39,9 @@ static void usage(FILE *f)
                "  --seed S             random seed (default 1)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
                "%s"
+               "With --endpoint the prompt goes, as one user message, to an OpenAI-compatible server:\n%s"
                "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n",
-            cli_model_options_help);
+            cli_model_options_help, remote_cli_help);
 }
 
 int cmd_run(int argc, char **argv)
@@ -50,9 +52,13 @@ int cmd_run(int argc, char **argv)
     double temp = 0, top_p = 1, min_p = 0;
     int chat = 0;
     k3_options opt = {.need_tokenizer = 1};
+    remote_cli remote_opt = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int ro = remote_cli_option(argc, argv, &i, &remote_opt);
+        if (ro < 0) return K3_EXIT_USAGE;
+        if (ro) continue;
         int mo = cli_parse_model_option(argc, argv, &i, &opt);
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
@@ -81,6 +87,15 @@ int cmd_run(int argc, char **argv)
     if (!prompt == !prompt_file) {
         cli_error("run: give exactly one of -p TEXT or --prompt-file FILE");
         return K3_EXIT_USAGE;
+    }
+    if (remote_opt.endpoint) {   /* an OpenAI-compatible server instead of a local model */
+        if (model_dir) { cli_error("run: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
+        size_t text_len;
+        char *text = prompt_file ? cli_read_file(prompt_file, &text_len) : NULL;
+        if (prompt_file && !text) return K3_EXIT_ERROR;
+        int rc = run_remote(&remote_opt, text ? text : prompt, system, (int)max_new, temp, top_p, seed);
+        free(text);
+        return rc;
     }
     if (!model_dir) model_dir = cli_default_model();
     char *file_text = NULL;
