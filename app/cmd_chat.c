@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "remote_cli.h"
 #include "history.h"
 #include "k3.h"
 #include "conversation.h"
@@ -18,6 +19,7 @@ typedef struct chat_options {
     int json, plain, max_new, ctx;
     k3_options model;
     k3_sampler sampler;
+    remote_cli remote;           /* --endpoint: an OpenAI-compatible server (cmd_chat_remote.c) */
 } chat_options;
 
 static void usage(FILE *f)
@@ -35,7 +37,9 @@ static void usage(FILE *f)
                "  --ctx N              context limit in tokens (default 4096)\n"
                "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
                "%s"
-               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n", cli_model_options_help);
+               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n"
+               "With --endpoint the answers come from an OpenAI-compatible server (the conversation is stored\n"
+               "locally and records the server; --resume goes back to it):\n%s", cli_model_options_help, remote_cli_help);
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
@@ -51,6 +55,9 @@ static int parse_options(int argc, char **argv, chat_options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int ro = remote_cli_option(argc, argv, &i, &o->remote);
+        if (ro < 0) return -1;
+        if (ro) continue;
         int mo = cli_parse_model_option(argc, argv, &i, &o->model);
         if (mo < 0) return -1;
         if (mo) continue;
@@ -106,6 +113,21 @@ int cmd_chat(int argc, char **argv)
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     chat_options o;
     if (parse_options(argc, argv, &o)) return K3_EXIT_USAGE;
+    char *rec_endpoint = NULL, *rec_model = NULL;
+    if (!o.remote.endpoint && o.resume && o.model_dir == cli_default_model() &&
+        chat_remote_backend_of(o.db_path, o.resume, &rec_endpoint, &rec_model) == 0 && rec_endpoint[0]) {
+        o.remote.endpoint = rec_endpoint;   /* the conversation's own server */
+        if (!o.remote.model) o.remote.model = rec_model;
+    }
+    if (o.remote.endpoint) {
+        if (o.model_dir != cli_default_model()) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
+        int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.max_new, &o.sampler);
+        free(rec_endpoint);
+        free(rec_model);
+        return rrc;
+    }
+    free(rec_endpoint);
+    free(rec_model);
     k3_error err;
     history_error herr;
     o.model.need_tokenizer = 1;

@@ -23,4 +23,10 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
 /* `k3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]`. */
 int cmd_bench_remote(int argc, char **argv);
 
+/* cmd_chat_remote.c: the backend a stored conversation recorded ("" = local). */
+int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model);
+struct k3_sampler;
+int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
+                    int plain, int max_new, const struct k3_sampler *sampler);
+
 #endif

@@ -251,7 +251,8 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
 /* Step i brings user_version i to i + 1. Never edit a released step: add a
  * new one. v1: conversations and messages. v2: the full-text index (rebuilt
  * from existing messages) and state snapshot rows. v3: each message's exact
- * token ids (int32 little-endian), so a resume can re-prefill exactly. */
+ * token ids (int32 little-endian), so a resume can re-prefill exactly. v4: the
+ * remote backend (endpoint, model) of a conversation. */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -308,6 +309,11 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE INDEX snapshots_by_message ON snapshots(message_id);",
 
     "ALTER TABLE messages ADD COLUMN token_ids BLOB;",
+
+    /* v4: the backend a conversation talks to when it is not a local model
+     * (`k3 chat --endpoint`): the server URL and its model name. */
+    "ALTER TABLE conversations ADD COLUMN backend_endpoint TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE conversations ADD COLUMN backend_model TEXT NOT NULL DEFAULT '';",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the

@@ -85,8 +85,15 @@ int plain_chat_run(conversation *c, int json, const char *resume_hint)
             rc = 1;
             break;
         }
+        if (r.error && r.error_msg[0])      /* a remote failure: one line, the conversation goes on */
+            fprintf(stderr, "k3: %s\n", r.error_msg);
         if (json) {
             print_json(c, &r);
+        } else if (conversation_remote(c)) {
+            fprintf(stderr, "k3: turn %d: %s: ttft %.0f ms, %d tokens at %.2f tok/s, inter-token p50 %.1f ms p90 %.1f ms, "
+                    "%.1f kB/s%s%s\n", r.turn, conversation_remote_model(c), r.ttft_ms, r.generated_tokens,
+                    r.decode_tok_s, r.itl_p50_ms, r.itl_p90_ms, r.net_bytes_s / 1e3,
+                    r.interrupted ? " (interrupted)" : "", r.error ? " (failed; the partial answer is kept)" : "");
         } else {
             fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                     r.turn, r.prefilled_tokens, r.prefill_ms, r.ttft_ms, r.generated_tokens, r.decode_tok_s,
