@@ -104,7 +104,7 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) cli_error("%s", err.msg);
-    fprintf(stderr, "k3: %s (%s): prompt %d tokens (%d cached); ttft %.0f ms; generated %d tokens, %.2f tok/s; "
+    if (!rc || res.n_chunks) fprintf(stderr, "k3: %s (%s): prompt %d tokens (%d cached); ttft %.0f ms; generated %d tokens, %.2f tok/s; "
                     "inter-token p50 %.1f ms p90 %.1f ms; %llu bytes%s\n",
             remote_url(r), model, res.prompt_tokens, res.cached_tokens > 0 ? res.cached_tokens : 0, res.ttft_ms,
             res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks, res.tok_s, res.itl_p50_ms, res.itl_p90_ms,

@@ -260,7 +260,7 @@ static void on_event(stream *s, const char *data)
 {
     if (!strcmp(data, "[DONE]")) { s->done = 1; return; }
     json_error_t je;
-    json_t *j = json_loads(data, 0, &je);
+    json_t *j = json_loads(data, JSON_ALLOW_NUL, &je);   /* "\u0000" is valid JSON text */
     if (!json_is_object(j)) {
         s->malformed = 1;
         snprintf(s->problem, sizeof s->problem, "malformed event stream: not a JSON object: '%.60s'", data);
@@ -280,9 +280,21 @@ static void on_event(stream *s, const char *data)
         return;
     }
     json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
-    const char *piece = json_string_value(json_object_get(json_object_get(ch, "delta"), "content"));
-    if (!piece) piece = json_string_value(json_object_get(ch, "text"));
-    size_t n = piece ? strlen(piece) : 0;
+    json_t *content = json_object_get(json_object_get(ch, "delta"), "content");
+    if (!json_is_string(content)) content = json_object_get(ch, "text");
+    const char *piece = json_string_value(content);
+    size_t n = piece ? json_string_length(content) : 0;
+    char *clean = NULL;
+    if (n && memchr(piece, 0, n)) {   /* a U+0000 in the answer: shown and stored as U+FFFD */
+        clean = malloc(n * 3 + 1);
+        size_t k = 0;
+        for (size_t i = 0; clean && i < n; i++) {
+            if (piece[i]) clean[k++] = piece[i];
+            else { memcpy(clean + k, "\xef\xbf\xbd", 3); k += 3; }
+        }
+        if (clean) { clean[k] = 0; piece = clean; n = k; }
+        else n = 0;
+    }
     if (n) {
         uint64_t now = k3_now_ns();
         if (!s->first_ns) s->first_ns = now;
@@ -299,6 +311,7 @@ static void on_event(stream *s, const char *data)
         s->out->n_chunks++;
         if (s->on_text) s->on_text(s->user, piece, n);
     }
+    free(clean);
     const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
     if (fr) snprintf(s->out->finish_reason, sizeof s->out->finish_reason, "%s", fr);
     json_t *u = json_object_get(j, "usage");
