@@ -233,6 +233,11 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     job->n_generated = res.n_generated;
     job->finish = res.stopped_on >= 0 || job->stop_hit ? "stop" : "length";
     if (rc) { job->http_status = 500; snprintf(job->error, sizeof job->error, "%s", err.msg); }
+    else if (sv->shutting_down && res.interrupted && !job->stop_hit) {   /* cut short, not finished: say so */
+        job->http_status = 503;
+        snprintf(job->error, sizeof job->error, "the server is shutting down; the answer was cut after %d tokens",
+                 res.n_generated);
+    }
     sv->prompt_tokens += (uint64_t)job->n_ids;
     sv->prefilled_tokens += (uint64_t)(job->n_ids - cached);
     sv->generation_tokens += (uint64_t)res.n_generated;
