@@ -11,16 +11,70 @@
 # dependency list, and the object is not built.
 CC      ?= gcc
 OPT     ?= -O2
-ARCH    := -mavx2 -mfma -mf16c
+
+# ---- ARCH: the numeric kernels' back end, chosen at compile time ----------
+#   x86-64-v3  AVX2 + FMA + F16C (engine/kernels_x86.h)
+#   aarch64    NEON (engine/kernels_neon.h); native, or CC=aarch64-linux-gnu-gcc
+#   generic    portable C11, no SIMD header (engine/kernels_generic.h)
+# Default: the target of $(CC). All three give bit-identical logits (the
+# canonical summation order of engine/matvec.c); only x86-64-v3 adds x86
+# flags. README.md "Platforms" says how to build and test each.
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
+ARCH ?= x86-64-v3
+else ifneq ($(filter aarch64-%,$(CC_MACHINE)),)
+ARCH ?= aarch64
+else
+ARCH ?= generic
+endif
+ifeq ($(ARCH),x86-64-v3)
+ifeq ($(filter x86_64-%,$(CC_MACHINE)),)
+$(error ARCH=x86-64-v3 needs an x86-64 compiler; $(CC) targets $(CC_MACHINE))
+endif
+ARCH_FLAGS := -mavx2 -mfma -mf16c
+else ifeq ($(ARCH),aarch64)
+ifeq ($(filter aarch64-%,$(CC_MACHINE))$(origin CC),default)
+CC := aarch64-linux-gnu-gcc   # ARCH=aarch64 on another machine: cross-compile
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+endif
+ifeq ($(filter aarch64-%,$(CC_MACHINE)),)
+$(error ARCH=aarch64 needs an aarch64 compiler (CC=aarch64-linux-gnu-gcc); $(CC) targets $(CC_MACHINE))
+endif
+ARCH_FLAGS :=
+else ifeq ($(ARCH),generic)
+ARCH_FLAGS := -DK3_KERNELS_GENERIC
+else
+$(error ARCH=$(ARCH): expected x86-64-v3, aarch64 or generic)
+endif
+# io_uring is optional: without liburing's header the pool of pread threads
+# is the only I/O backend (engine/io.c, K3_HAVE_URING).
+K3_HAVE_URING ?= $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
+ifeq ($(K3_HAVE_URING),1)
+ARCH_FLAGS += -DK3_HAVE_URING
+URING_LIB  := -luring
+endif
+
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH) -fopenmp
+CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
 ENGINE_INC := -Iinclude -Iengine
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
-LDLIBS  := -fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread
+LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
 APPLIBS := -lncursesw -lreadline -lsqlite3 -lmicrohttpd -lcurl
 PY      := /usr/bin/python3
 
-BUILD   := build
+# The host's own ARCH builds into build/ and ./k3; any other into its own
+# folder (build-generic/, build-aarch64/ with build-aarch64/k3), so the
+# builds live side by side.
+HOST_ARCH := $(if $(filter x86_64,$(shell uname -m)),x86-64-v3,$(if $(filter aarch64 arm64,$(shell uname -m)),aarch64,generic))
+ifeq ($(ARCH),$(HOST_ARCH))
+BUILD   ?= build
+else
+BUILD   ?= build-$(ARCH)
+K3BIN   ?= $(BUILD)/k3
+endif
+# Objects remember the ARCH and compiler they were built for: changing
+# either in the same BUILD rebuilds everything instead of mixing back ends.
+ARCH_STAMP := $(BUILD)/arch-$(ARCH)-$(notdir $(CC)).stamp
 ENGINE_SRC  := $(wildcard engine/*.c)
 OFFLINE_SRC := $(wildcard offline/*.c)
 FRONT_SRC   := $(wildcard app/*.c chat/*.c ui/*.c history/*.c)
@@ -37,19 +91,36 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps test bench fuzz run clean asan
+.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
-$(BUILD)/engine/%.o: engine/%.c
+$(ARCH_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/arch-*.stamp
+	@touch $@
+
+$(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
 
-$(BUILD)/offline/%.o: offline/%.c
+$(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -Ioffline -MMD -MP -c $< -o $@
 
+# `k3 --version` says which source and flags made the binary: git describe
+# and the compiler flags, baked into app/version.o (rebuilt when they change).
+GIT_DESCRIBE := $(shell git describe --always --dirty --tags 2>/dev/null || echo unknown)
+VERSION_DEFS := -DK3_GIT_DESCRIBE='"$(GIT_DESCRIBE)"' -DK3_BUILD_FLAGS='"$(CC) $(CFLAGS)"'
+$(BUILD)/version.stamp: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(VERSION_DEFS)' | cmp -s - $@ || echo '$(VERSION_DEFS)' > $@
+$(BUILD)/app/version.o: $(BUILD)/version.stamp
+$(BUILD)/app/version.o: CFLAGS += $(VERSION_DEFS)
+.PHONY: FORCE
+FORCE:
+
 # Front-end objects: compiled, then their header list checked (the door).
-$(BUILD)/%.o: %.c tools/check_door.sh
+$(BUILD)/%.o: %.c tools/check_door.sh $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -MMD -MP -c $< -o $@
 	@sh tools/check_door.sh $(@:.o=.d) || { rm -f $@; exit 1; }
@@ -96,9 +167,26 @@ deps:
 	@sh tools/deps.sh
 	@sh tools/node_deps.sh
 
+# The aarch64 cross toolchain, qemu-user and the arm64 libraries (multiarch)
+# that tests/t_arch.sh needs; separate because only CI and porters need it.
+deps-cross:
+	@sh tools/deps.sh --cross
+
 # The whole test suite; ends with "N passed, N failed".
 test: all
 	@sh tests/run.sh
+
+# This ARCH's engine unit tests, its forward pass against the numpy
+# reference (generic) and its logits byte for byte against the host build's
+# (./k3); an aarch64 build on another machine runs under qemu-aarch64.
+test-engine: all
+	@sh tests/arch_check.sh $(ARCH)
+
+# For scripts: the ARCH and build folder this invocation resolves to.
+print-arch:
+	@echo $(ARCH)
+print-build:
+	@echo $(BUILD)
 
 # Address/UB sanitizer build and run of the unit tests and main paths
 # (build-asan/); also part of `make test`.
@@ -107,6 +195,10 @@ asan: all
 
 bench: all
 	@sh tools/bench.sh
+
+# k3 plan's predictions against k3 bench in the same run (figures).
+bench-plan: all
+	@sh tools/bench_plan.sh
 
 fuzz: all
 	@sh tests/fuzz.sh 60
@@ -120,6 +212,6 @@ run: deps
 	./k3 chat models/demo --mem 300M
 
 clean:
-	rm -rf build build-asan k3 k3-asan
+	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan
 
 -include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)

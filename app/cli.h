@@ -17,6 +17,11 @@ int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
+int cmd_version(int argc, char **argv);
+
+/* The release number (`k3 --version` adds git describe, flags, kernels). */
+#define K3_VERSION "0.11"
 
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -47,6 +52,11 @@ struct k3_options;
 int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt);
 /* The --help lines for those options. */
 extern const char cli_model_options_help[];
+
+/* A model argument as the directory to open: a path to a config.json (or
+ * to another file inside a model directory) means its directory. Copies
+ * into buf and returns it. */
+const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

@@ -5,10 +5,17 @@
  *   1. the prompt token by token (bytes read: what chunking saves),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
- *   4. unless --no-resident (or the model does not fit in half of the
- *      available memory), the same decode fully resident, for floor_ratio.
- * Peak RSS is taken after pass 2, before the resident pass. Prints a short
- * report, or one JSON object with --json. Benchmarks are figures, not tests. */
+ *      read into the expert cache's own slots (no memory beyond the plan),
+ *   4. unless --no-resident, the same decode fully resident, for floor_ratio:
+ *      only when holding everything fits in the same limit as pass 2 (--mem,
+ *      else the limit the engine derived from the cgroup or MemAvailable);
+ *      otherwise resident_s_per_token is null and the reason is given.
+ * Every pass stays within that one limit, so `k3 bench --mem X` inside a
+ * cgroup of X is not killed. Peak RSS is taken after pass 2. The figures of
+ * pass 2 are printed as soon as they are measured (the text report line by
+ * line; with --json a summary line on stderr, then one JSON object at the
+ * end), so a later pass that fails cannot lose them. Benchmarks are figures,
+ * not tests. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,6 +159,19 @@ static int parse(int argc, char **argv, bench_options *o)
     return 0;
 }
 
+/* JSON string body: the reasons are ours, but paths may hold quotes. */
+static void json_escape(char *dst, size_t len, const char *src)
+{
+    size_t o = 0;
+    for (; *src && o + 7 < len; src++) {
+        unsigned char ch = (unsigned char)*src;
+        if (ch == '"' || ch == '\\') { dst[o++] = '\\'; dst[o++] = (char)ch; }
+        else if (ch < 0x20) o += (size_t)snprintf(dst + o, len - o, "\\u%04x", ch);
+        else dst[o++] = (char)ch;
+    }
+    dst[o] = 0;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -178,74 +198,126 @@ int cmd_bench(int argc, char **argv)
     m = k3_model_open(o.model_dir, &main_opt, &err);
     if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
+    if (rc) { cli_error("%s", err.msg); k3_model_close(m); free(prompt); return K3_EXIT_ERROR; }
     k3_stats st;
     k3_stats_read(m, &st);
     char plan[1024];
     k3_model_plan_json(m, plan, sizeof plan);
-    double device_gbps = 0;
-    uint64_t probe_bytes = 0;
-    int probe_depth = 0;
-    if (rc == 0 && o.probe && k3_model_probe_device(m, 1.5, &device_gbps, &probe_bytes, &probe_depth, &err)) rc = -1;
-    k3_model_close(m);
-    if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
-    /* pass 4: fully resident decode, when it fits comfortably */
-    double resident_s = o.resident_s_per_token;
-    if (o.resident) {
-        k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens};
-        k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
-        k3_stats rs;
-        if (r) k3_stats_read(r, &rs);
-        if (r && rs.budget_bytes == 0 && run_pass(r, prompt, o.prompt_tokens, o.tokens, 0, &resident, &err) == 0)
-            resident_s = resident.decode_s / o.tokens;
-        k3_model_close(r);
-    }
-    free(prompt);
     const double n = o.tokens;
     const double s_per_token = main_pass.decode_s / n;
     const double bytes_per_token = (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) / n;
     const double read_gbps = main_pass.read_busy_ns ? (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) /
                                                       (main_pass.read_busy_ns * 1e-9) / 1e9 : 0;
-    const double floor_s = device_gbps > 0 ? bytes_per_token / (device_gbps * 1e9) : 0;
-    const double denom = floor_s > resident_s ? floor_s : resident_s;
-    const double ratio = denom > 0 ? s_per_token / denom : 0;
     const double hit = main_pass.decode_lookups ? (double)main_pass.decode_hits / main_pass.decode_lookups : 1.0;
     if (o.json) {
-        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
-               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
-               "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
-               "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
-               "\"read_gbps\":%.3f,\"device_gbps\":%.3f,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
-               "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
-               "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
-               "\"resident_s_per_token\":%.6f,\"floor_ratio\":%.3f,"
-               "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
-               "\"read_busy\":%.6f}}\n",
-               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
-               o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
-               main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
-               (unsigned long long)tbt.prefill_bytes, read_gbps, device_gbps, (unsigned long long)probe_bytes,
-               probe_depth, hit, (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused,
-               (unsigned long long)st.peak_rss_bytes, (unsigned long long)st.budget_bytes, plan,
-               floor_s, resident_s, ratio, main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
-               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
-               main_pass.read_busy_ns * 1e-9 / n);
+        fprintf(stderr, "k3: bench: decode %.6f s/token, prefill %.2f tok/s, %.0f bytes read/token, peak RSS %llu bytes\n",
+                s_per_token, o.prompt_tokens / main_pass.prefill_s, bytes_per_token,
+                (unsigned long long)st.peak_rss_bytes);
     } else {
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
-        printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; device %.2f GB/s\n",
-               bytes_per_token / 1e6, main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6,
-               read_gbps, device_gbps);
         printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
                tbt.prefill_bytes / 1e6);
         printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", hit * 100,
                (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused);
         printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
                st.budget_bytes / 1048576.0);
-        printf("floor      I/O floor %.4f s/token, resident %.4f s/token, floor ratio %.2f\n", floor_s, resident_s, ratio);
         printf("per token  waiting for experts %.4f s, for trunk %.4f s, computing %.4f s; disk busy %.4f s\n",
                main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
+        fflush(stdout);
+    }
+    /* pass 3: the device, into the model's own expert slots */
+    double device_gbps = 0;
+    uint64_t probe_bytes = 0;
+    int probe_depth = 0;
+    char probe_failed[600] = "";
+    if (o.probe && k3_model_probe_device(m, 1.5, &device_gbps, &probe_bytes, &probe_depth, &err)) {
+        snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
+        device_gbps = 0;
+    }
+    k3_model_close(m);
+    if (!o.json) {
+        printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", bytes_per_token / 1e6,
+               main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6, read_gbps);
+        if (probe_failed[0]) printf("device not measured: %s\n", probe_failed);
+        else if (o.probe) printf("device %.2f GB/s\n", device_gbps);
+        else printf("device not measured (--no-probe)\n");
+        fflush(stdout);
+    }
+    /* pass 4: fully resident decode, only within the same limit */
+    double resident_s = o.resident_s_per_token;
+    char resident_why[600] = "";
+    if (o.resident) {
+        const uint64_t limit = o.model.mem_bytes ? o.model.mem_bytes : st.budget_bytes;
+        if (limit && st.resident_bytes > limit) {
+            snprintf(resident_why, sizeof resident_why,
+                     "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", st.resident_bytes / 1048576.0,
+                     limit / 1048576.0);
+        } else {
+            k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
+                                  .mem_bytes = limit};
+            k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
+            k3_stats rs;
+            if (!r) {
+                snprintf(resident_why, sizeof resident_why, "%s", err.msg);
+            } else {
+                k3_stats_read(r, &rs);
+                if (rs.budget_bytes && rs.budget_bytes < rs.resident_bytes)
+                    snprintf(resident_why, sizeof resident_why,
+                             "fully resident needs %.1f MiB, over the %.1f MiB limit of this run",
+                             rs.resident_bytes / 1048576.0, rs.budget_bytes / 1048576.0);
+                else if (run_pass(r, prompt, o.prompt_tokens, o.tokens, 0, &resident, &err) == 0)
+                    resident_s = resident.decode_s / o.tokens;
+                else
+                    snprintf(resident_why, sizeof resident_why, "%s", err.msg);
+                k3_model_close(r);
+            }
+        }
+    } else if (!resident_s) {
+        snprintf(resident_why, sizeof resident_why, "--no-resident");
+    }
+    free(prompt);
+    const double floor_s = device_gbps > 0 ? bytes_per_token / (device_gbps * 1e9) : 0;
+    const double denom = floor_s > resident_s ? floor_s : resident_s;
+    const double ratio = denom > 0 ? s_per_token / denom : 0;
+    if (o.json) {
+        char why_json[1300], probe_json[1300], resident_field[64], device_field[64];
+        json_escape(why_json, sizeof why_json, resident_why);
+        json_escape(probe_json, sizeof probe_json, probe_failed);
+        if (resident_why[0]) snprintf(resident_field, sizeof resident_field, "null");
+        else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
+        if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
+        else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
+        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
+               "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
+               "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
+               "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
+               "\"device_probe_error\":%s%s%s,"
+               "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
+               "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
+               "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
+               "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
+               "\"read_busy\":%.6f}}\n",
+               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
+               main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
+               (unsigned long long)tbt.prefill_bytes, read_gbps, device_field, (unsigned long long)probe_bytes,
+               probe_depth, probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
+               probe_failed[0] ? "\"" : "", hit, (unsigned long long)main_pass.prefetch_used,
+               (unsigned long long)main_pass.prefetch_unused, (unsigned long long)st.peak_rss_bytes,
+               (unsigned long long)st.budget_bytes, plan, floor_s, resident_field, resident_why[0] ? "\"" : "",
+               resident_why[0] ? why_json : "null", resident_why[0] ? "\"" : "", ratio,
+               main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
+               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
+               main_pass.read_busy_ns * 1e-9 / n);
+    } else {
+        printf("floor      I/O floor %.4f s/token, ", floor_s);
+        if (resident_why[0]) printf("resident not measured (%s), ", resident_why);
+        else printf("resident %.4f s/token, ", resident_s);
+        printf("floor ratio %.2f\n", ratio);
     }
     return K3_EXIT_OK;
 }

@@ -16,7 +16,8 @@
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, max_new, ctx;
+    int json, plain, raw, max_new, ctx;
+    int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
     remote_cli remote;           /* --endpoint: an OpenAI-compatible server (cmd_chat_remote.c) */
@@ -27,12 +28,17 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 chat [MODEL] [options]\n\n"
                "A multi-turn conversation: each line is one user message; state is kept between turns\n"
                "and every conversation is stored (k3 history lists them).\n"
-               "  --resume ID|last     continue a stored conversation (from its state snapshot when valid)\n"
-               "  --system TEXT        system message for a new conversation\n"
+               "  --resume ID|last     continue a stored conversation (from its state snapshot when valid) with\n"
+               "                       the sampling it was left with (sampling options given here override it);\n"
+               "                       'last' is the last conversation with a message\n"
+               "  --system TEXT        system message for a new conversation (not with --resume: a conversation\n"
+               "                       keeps the system prompt it began with)\n"
                "  --db FILE            history database (default $XDG_DATA_HOME/k3/history.db)\n"
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
+               "  --raw                line mode: every line is a message, even one starting with /\n"
+               "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
                "  -n, --max-tokens N   answer length limit (default 512)\n"
                "  --ctx N              context limit in tokens (default 4096)\n"
                "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
@@ -66,6 +72,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
         else if (!strcmp(a, "--plain")) o->plain = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--raw")) o->raw = 1;
         else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
             if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
             o->max_new = (int)v;
@@ -73,18 +80,23 @@ static int parse_options(int argc, char **argv, chat_options *o)
             if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
             o->ctx = (int)v;
         } else if (!strcmp(a, "--top-k") && more) {
+            o->sampling_given |= 2;
             if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
             o->sampler.top_k = (int)v;
         } else if (!strcmp(a, "--seed") && more) {
+            o->sampling_given |= 16;
             if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return -1;
             o->sampler.seed = (uint64_t)v;
         } else if (!strcmp(a, "--temp") && more) {
+            o->sampling_given |= 1;
             if (cli_parse_float(a, argv[++i], 0, 100, &d)) return -1;
             o->sampler.temperature = (float)d;
         } else if (!strcmp(a, "--top-p") && more) {
+            o->sampling_given |= 4;
             if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
             o->sampler.top_p = (float)d;
         } else if (!strcmp(a, "--min-p") && more) {
+            o->sampling_given |= 8;
             if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
             o->sampler.min_p = (float)d;
         } else if (a[0] == '-') {
@@ -98,14 +110,14 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    static char model_dir_buf[4096];
+    o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
+    if (o->resume && o->system) {
+        cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
+                  "(drop --system, or start a new conversation)");
+        return -1;
+    }
     return 0;
-}
-
-/* Re-prefill progress on stderr. */
-static void show_progress(void *user, int done, int total)
-{
-    (void)user;
-    fprintf(stderr, "\rk3: re-prefilling the conversation: %d/%d tokens%s", done, total, done == total ? "\n" : "");
 }
 
 int cmd_chat(int argc, char **argv)
@@ -147,9 +159,24 @@ int cmd_chat(int argc, char **argv)
     }
     if (o.resume) {
         int from_snapshot = 0;
-        if (conversation_resume(c, o.resume, show_progress, NULL, &from_snapshot, &err)) {
+        if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {
             cli_error("%s", err.msg);
             goto out;
+        }
+        if (o.sampling_given) {                /* typed options win over the stored sampling */
+            k3_sampler *sp = conversation_sampler(c), next = *sp;
+            if (o.sampling_given & 1) next.temperature = o.sampler.temperature;
+            if (o.sampling_given & 2) next.top_k = o.sampler.top_k;
+            if (o.sampling_given & 4) next.top_p = o.sampler.top_p;
+            if (o.sampling_given & 8) next.min_p = o.sampler.min_p;
+            if (o.sampling_given & 16) next.seed = o.sampler.seed;
+            int n_vocab = sp->n_vocab;
+            k3_sampler_free(sp);
+            *sp = next;
+            if (k3_sampler_init(sp, n_vocab) || conversation_store_sampling(c, &err)) {
+                cli_error("chat: setting the sampling: %s", err.msg);
+                goto out;
+            }
         }
         if (from_snapshot)
             fprintf(stderr, "k3: resumed conversation %s from its state snapshot (%d tokens, no re-prefill)\n",
@@ -160,12 +187,13 @@ int cmd_chat(int argc, char **argv)
     }
     char hint[4600];
     snprintf(hint, sizeof hint, "k3 chat %s%s%s", o.model_dir, o.db_path ? " --db " : "", o.db_path ? o.db_path : "");
+    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint};
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
         rc = tui_chat_run(c, m, db, &topt);
-        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, o.json, hint);   /* TERM=dumb or unknown */
+        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, db, &popt);   /* TERM=dumb or unknown */
     } else {
-        rc = plain_chat_run(c, o.json, hint);
+        rc = plain_chat_run(c, db, &popt);
     }
 out:
     conversation_free(c);

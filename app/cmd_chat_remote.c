@@ -52,7 +52,7 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     if (!db) { cli_error("%s", herr.msg); goto out; }
     c = conversation_create_remote(r, model, db, sampler, max_new, ro->timeout_s, ro->retries ? ro->retries - 1 : 3, &err);
     if (!c) { cli_error("%s", err.msg); goto out; }
-    if (resume ? conversation_resume(c, resume, NULL, NULL, NULL, &err) : conversation_start(c, system, &err)) {
+    if (resume ? conversation_resume(c, resume, NULL, NULL, NULL, &err) != 0 : conversation_start(c, system, &err) != 0) {
         cli_error("%s", err.msg);
         goto out;
     }
@@ -63,7 +63,8 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     char hint[1400];
     snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
              db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "");
-    rc = plain_chat_run(c, json, hint);
+    plain_options popt = {.json = json, .system = system, .resume_hint = hint};
+    rc = plain_chat_run(c, db, &popt);
 out:
     conversation_free(c);
     if (db) history_close(db);

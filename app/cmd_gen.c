@@ -18,7 +18,9 @@ static void usage(FILE *f)
                "  demo  ~560 MB   hidden 768, 12 layers, 24 experts top-4\n"
                "  k3-tiny ~1 MB   Kimi K3 layout: 7 layers, AttnRes blocks of 2, last two MLA, MXFP4 experts\n"
                "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n"
-               "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n");
+               "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
+               "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
+               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n");
 }
 
 int cmd_gen(int argc, char **argv)

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cli.h"
+#include "export_file.h"
 #include "history.h"
 
 /* Options shared by all subcommands, pulled out of argv before dispatch. */
@@ -27,6 +28,8 @@ typedef struct history_args {
     long long limit;             /* list/search --limit */
     long long n;                 /* stress --n */
     const char *ids_file;        /* check --ids */
+    int force;                   /* export --force: replace an existing file */
+    int yes;                     /* rm --yes: no question */
 } history_args;
 
 /* The text for `k3 history --help` and for each subcommand's --help. */
@@ -44,14 +47,16 @@ static void usage(FILE *f, const char *sub)
                    "  plain text: quotes and words like AND, OR, NEAR are matched literally;\n"
                    "  text starting with - goes after --, e.g. k3 history search -- -x\n");
     if (!sub || !strcmp(sub, "export"))
-        fprintf(f, "usage: k3 history export ID --format md|json [-o FILE] [--db FILE]\n"
-                   "  Write a conversation as Markdown or JSON (JSON can be imported again).\n");
+        fprintf(f, "usage: k3 history export ID --format md|json [-o FILE [--force]] [--db FILE]\n"
+                   "  Write a conversation as Markdown or JSON (JSON can be imported again). -o writes a\n"
+                   "  private file (mode 0600) and never replaces one unless --force; \"~/\" is your home.\n");
     if (!sub || !strcmp(sub, "import"))
         fprintf(f, "usage: k3 history import FILE.json [--db FILE]\n"
                    "  Add a conversation from a JSON export (keeps its id if it is free).\n");
     if (!sub || !strcmp(sub, "rm"))
-        fprintf(f, "usage: k3 history rm ID [--db FILE]\n"
-                   "  Delete a conversation with its messages and saved engine states.\n");
+        fprintf(f, "usage: k3 history rm ID [--yes] [--db FILE]\n"
+                   "  Delete a conversation with its messages and saved engine states. ID needs at least\n"
+                   "  4 characters (or 'last'); on a terminal k3 asks first, elsewhere --yes is required.\n");
     if (!sub)
         fprintf(f, "\nDefault database: $XDG_DATA_HOME/k3/history.db (else ~/.local/share/k3/history.db).\n");
 }
@@ -68,6 +73,8 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
         else if (!strcmp(s, "--format") && has_value) a->format = argv[++i];
         else if ((!strcmp(s, "-o") || !strcmp(s, "--output")) && has_value) a->output = argv[++i];
         else if (!strcmp(s, "--ids") && has_value) a->ids_file = argv[++i];
+        else if (!strcmp(s, "--force") || !strcmp(s, "-f")) a->force = 1;
+        else if (!strcmp(s, "--yes") || !strcmp(s, "-y")) a->yes = 1;
         else if (!strcmp(s, "--limit") && has_value) {
             if (cli_parse_int(s, argv[++i], 1, 1000000, &a->limit)) return K3_EXIT_USAGE;
         } else if (!strcmp(s, "--n") && has_value) {
@@ -87,11 +94,17 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
     return 0;
 }
 
-/* Open the database or print why not. Read-only subcommands never create it. */
-static history *open_db(const history_args *a, int create)
+/* How a subcommand uses the database. */
+enum { DB_READ, DB_CREATE, DB_WRITE };
+
+/* Open the database or print why not. Reading subcommands open it
+ * read-only (they work on a read-only file or directory) and never create
+ * it; writing ones say when the file or its directory is the problem. */
+static history *open_db(const history_args *a, int mode)
 {
     history_error err;
-    history *h = history_open(a->db, create ? 0 : HISTORY_OPEN_EXISTING, &err);
+    unsigned flags = mode == DB_READ ? HISTORY_OPEN_READONLY : mode == DB_WRITE ? HISTORY_OPEN_EXISTING : 0;
+    history *h = history_open(a->db, flags, &err);
     if (!h) cli_error("%s", err.msg);
     return h;
 }
@@ -146,7 +159,7 @@ static int sub_list(const history_args *a)
             return K3_EXIT_OK;
         }
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation *list;
     size_t n;
@@ -191,7 +204,7 @@ static void print_msg_stats(const history_message *m)
 static int sub_show(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "show"); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     if (find_conv(h, a->pos[0], &c)) { history_close(h); return K3_EXIT_ERROR; }
@@ -209,12 +222,14 @@ static int sub_show(const history_args *a)
         print_clean(stdout, *c.title ? c.title : "(untitled)", 0, 0);
         printf("\nmodel: %s%s%s%s\ncreated %s, updated %s, %zu messages\n", *c.model_path ? c.model_path : "-",
                *c.model_fingerprint ? " (" : "", c.model_fingerprint, *c.model_fingerprint ? ")" : "", created, updated, n);
-        if (strcmp(c.sampling_json, "{}")) printf("sampling: %s\n", c.sampling_json);
+        if (strcmp(c.sampling_json, "{}")) printf("sampling (current setting): %s\n", c.sampling_json);
         if (*c.system_prompt) { printf("system: "); print_clean(stdout, c.system_prompt, 1, 0); putchar('\n'); }
         for (size_t i = 0; i < n; i++) {
             printf("\n[%lld] %s", (long long)msgs[i].seq, msgs[i].role);
-            if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
+            if (msgs[i].in_progress) printf(" (incomplete: the chat stopped while answering)");
+            else if (msgs[i].status != HISTORY_COMPLETE) printf(" (%s)", history_status_name(msgs[i].status));
             print_msg_stats(&msgs[i]);
+            if (msgs[i].sampling_json) printf("  sampling %s", msgs[i].sampling_json);
             putchar('\n');
             print_clean(stdout, msgs[i].content, 1, 0);
             putchar('\n');
@@ -252,7 +267,7 @@ static int sub_search(const history_args *a)
         size_t len = strlen(query);
         snprintf(query + len, sizeof query - len, "%s%s", i ? " " : "", a->pos[i]);
     }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     int tty = isatty(STDOUT_FILENO) && !getenv("NO_COLOR");
     history_hit *hits;
@@ -280,22 +295,17 @@ static int sub_search(const history_args *a)
     return K3_EXIT_OK;
 }
 
-/* Write the export to a temp file and rename it, so -o never leaves a
- * half-written file in place of a good one. */
-static int export_to_file(history *h, int64_t id, history_format fmt, const char *path)
+/* Write the export through the shared helper (temp file, 0600, no
+ * overwrite without --force), so -o never leaves a half-written file. */
+static int export_to_file(history *h, int64_t id, history_format fmt, const char *path, int force)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) { cli_error("%s: %s", tmp, strerror(errno)); return -1; }
-    history_error err;
-    int rc = history_export(h, id, fmt, f, &err);
-    if (rc) cli_error("%s", err.msg);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) { if (!rc) cli_error("%s: write failed: %s", tmp, strerror(errno)); rc = -1; }
-    if (fclose(f) != 0 && !rc) { cli_error("%s: write failed", tmp); rc = -1; }
-    if (!rc && rename(tmp, path) != 0) { cli_error("%s: %s", path, strerror(errno)); rc = -1; }
-    if (rc) unlink(tmp);
-    return rc;
+    char used[4096];
+    k3_error err;
+    if (chat_export_file(h, id, fmt, path, force, used, sizeof used, &err) < 0) {
+        cli_error("history export: %s", err.msg);
+        return -1;
+    }
+    return 0;
 }
 
 /* `export ID --format md|json [-o FILE]`. */
@@ -306,13 +316,13 @@ static int sub_export(const history_args *a)
     if (!strcmp(a->format, "md") || !strcmp(a->format, "markdown")) fmt = HISTORY_MARKDOWN;
     else if (!strcmp(a->format, "json")) fmt = HISTORY_JSON;
     else { cli_error("history export: --format must be md or json, got '%s'", a->format); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
     if (find_conv(h, a->pos[0], &c) == 0) {
         if (a->output && strcmp(a->output, "-")) {
-            if (export_to_file(h, c.id, fmt, a->output) == 0) rc = K3_EXIT_OK;
+            if (export_to_file(h, c.id, fmt, a->output, a->force) == 0) rc = K3_EXIT_OK;
         } else {
             history_error err;
             if (history_export(h, c.id, fmt, stdout, &err)) cli_error("%s", err.msg);
@@ -331,7 +341,7 @@ static int sub_import(const history_args *a)
     if (a->n_pos != 1) { usage(stderr, "import"); return K3_EXIT_USAGE; }
     char *text = cli_read_file(a->pos[0], NULL);
     if (!text) return K3_EXIT_ERROR;
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     int rc = K3_EXIT_ERROR;
     if (h) {
         history_conversation c;
@@ -349,17 +359,42 @@ static int sub_import(const history_args *a)
     return rc;
 }
 
-/* `rm ID`: the conversation, its messages and its snapshot files. */
+/* Ask on the terminal; anything but y/yes is no. */
+static int confirm(const char *question)
+{
+    fprintf(stderr, "%s [y/N] ", question);
+    fflush(stderr);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) return 0;
+    return !strcmp(line, "y\n") || !strcmp(line, "yes\n") || !strcmp(line, "Y\n");
+}
+
+/* `rm ID`: the conversation, its messages and its snapshot files. A
+ * one-character prefix matches too easily: at least 4 (or 'last'), and a
+ * question on a terminal or --yes elsewhere. */
 static int sub_rm(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "rm"); return K3_EXIT_USAGE; }
-    history *h = open_db(a, 0);
+    if (strlen(a->pos[0]) < 4 && strcmp(a->pos[0], "last")) {
+        cli_error("history rm: '%s' is too short: give at least 4 characters of the id (k3 history list shows them)", a->pos[0]);
+        return K3_EXIT_USAGE;
+    }
+    if (!a->yes && !isatty(STDIN_FILENO)) {
+        cli_error("history rm: add --yes to delete without a terminal to ask on");
+        return K3_EXIT_USAGE;
+    }
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
     int rc = K3_EXIT_ERROR;
     if (find_conv(h, a->pos[0], &c) == 0) {
         history_error err;
-        if (history_conv_delete(h, c.id, &err)) cli_error("%s", err.msg);
+        char q[256];
+        snprintf(q, sizeof q, "delete conversation %s (%lld messages)?", c.uid, (long long)c.n_messages);
+        if (!a->yes && !confirm(q)) {
+            fprintf(stderr, "k3: nothing deleted\n");
+            rc = K3_EXIT_ERROR;
+        } else if (history_conv_delete(h, c.id, &err)) cli_error("%s", err.msg);
         else {
             printf("deleted %s (%lld messages): ", c.uid, (long long)c.n_messages);
             print_clean(stdout, *c.title ? c.title : "(untitled)", 0, 60);
@@ -377,7 +412,7 @@ static int sub_rm(const history_args *a)
  * every 10 messages, so a kill -9 can land anywhere in the write path. */
 static int sub_stress(const history_args *a)
 {
-    history *h = open_db(a, 1);
+    history *h = open_db(a, DB_CREATE);
     if (!h) return K3_EXIT_ERROR;
     history_error err;
     history_conversation fields = {.title = "stress", .model_path = "models/stress", .model_fingerprint = "fp-stress"};
@@ -480,7 +515,7 @@ static int check_ids(history *h, const char *path)
  * optionally verify committed ids. */
 static int sub_check(const history_args *a)
 {
-    history *h = open_db(a, 0);
+    history *h = open_db(a, DB_WRITE);
     if (!h) return K3_EXIT_ERROR;
     char *report = NULL;
     history_error err;

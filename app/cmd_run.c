@@ -98,6 +98,8 @@ int cmd_run(int argc, char **argv)
         return rc;
     }
     if (!model_dir) model_dir = cli_default_model();
+    char model_dir_buf[4096];
+    model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json means its directory */
     char *file_text = NULL;
     size_t prompt_len;
     if (prompt_file) {

@@ -22,6 +22,7 @@ static const subcommand subcommands[] = {
     {"pack",     cmd_pack,     "write the packed layout (streaming runtime) of a checkpoint"},
     {"serve",    cmd_serve,    "OpenAI-compatible HTTP server (chat and completions, SSE, /metrics)"},
     {"bench",    cmd_bench,    "prompt and decode speed under a memory budget (figures, JSON)"},
+    {"plan",     cmd_plan,     "predict memory plan and speed of a model from its config alone"},
 };
 
 static void print_help(FILE *f)
@@ -30,7 +31,8 @@ static void print_help(FILE *f)
                "usage: k3 COMMAND [options]   (k3 COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "  help      this text\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
+    fprintf(f, "  help      this text (k3 help COMMAND: that command's options)\n"
+               "  --version version, source, build flags and kernels\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
                "(k3 pack);\ndefault $K3_MODEL, else models/demo.\n");
 }
 
@@ -41,6 +43,7 @@ int main(int argc, char **argv)
         return K3_EXIT_USAGE;
     }
     const char *name = argv[1];
+    if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
         if (argc > 2) {
             for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
@@ -48,6 +51,8 @@ int main(int argc, char **argv)
                     char *hargv[] = {argv[2], "--help", NULL};
                     return subcommands[i].fn(2, hargv);
                 }
+            cli_error("help: unknown command '%s' (k3 help lists them)", argv[2]);
+            return K3_EXIT_USAGE;
         }
         print_help(stdout);
         return K3_EXIT_OK;

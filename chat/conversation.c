@@ -27,13 +27,13 @@ struct conversation {
     int stops[8], n_stops;
     int resumed_from_snapshot;
     int stale;                   /* a prompt was interrupted mid-prefill: rebuild before the next turn */
+    int restored_tokens;         /* tokens the last restore loaded from a snapshot */
+    char *pending_system;        /* system prompt of a conversation not stored yet */
     remote *remote;              /* an OpenAI-compatible server instead of model/session (remote turns below) */
     char remote_model[256];
     int remote_timeout_s, remote_retries;
 };
 
-static int remote_start(conversation *c, const char *system, k3_error *err);
-static int remote_resume(conversation *c, const char *ref, k3_error *err);
 static int remote_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
                        conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
 
@@ -76,41 +76,89 @@ void conversation_free(conversation *c)
 {
     if (!c) return;
     if (c->have_row) history_conv_free(&c->row);
+    free(c->pending_system);
     k3_sampler_free(&c->sampler);
     k3_session_free(c->session);
     free(c->model_dir);
     free(c);
 }
 
-/* The sampling parameters as stored with the conversation. */
+/* The sampling parameters as stored with the conversation and with each
+ * answer. The sampler holds floats: printed with 7 significant digits they
+ * read as typed (0.7, not 0.699999988079071). */
 static char *sampling_json(const k3_sampler *sp)
 {
     json_t *o = json_pack("{s:f,s:i,s:f,s:f,s:I}", "temperature", (double)sp->temperature, "top_k",
                           sp->top_k, "top_p", (double)sp->top_p, "min_p", (double)sp->min_p, "seed",
                           (json_int_t)sp->seed);
-    char *text = json_dumps(o, JSON_COMPACT);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
     json_decref(o);
     return text;
 }
 
+/* Take the stored sampling back (on resume); fields missing keep their value. */
+static void apply_sampling_json(k3_sampler *sp, const char *text)
+{
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    if (!json_is_object(o)) { json_decref(o); return; }
+    json_t *v;
+    if (json_is_number(v = json_object_get(o, "temperature"))) sp->temperature = (float)json_number_value(v);
+    if (json_is_integer(v = json_object_get(o, "top_k"))) sp->top_k = (int)json_integer_value(v);
+    if (json_is_number(v = json_object_get(o, "top_p"))) sp->top_p = (float)json_number_value(v);
+    if (json_is_number(v = json_object_get(o, "min_p"))) sp->min_p = (float)json_number_value(v);
+    if (json_is_integer(v = json_object_get(o, "seed")) && json_integer_value(v) >= 0 &&
+        (uint64_t)json_integer_value(v) != sp->seed) {
+        int n_vocab = sp->n_vocab;
+        k3_sampler_free(sp);
+        sp->seed = (uint64_t)json_integer_value(v);
+        k3_sampler_init(sp, n_vocab);
+    }
+    json_decref(o);
+}
+
+/* A new conversation is stored with its first message, never empty: until
+ * then only the session is reset and the system prompt waits here. */
 int conversation_start(conversation *c, const char *system, k3_error *err)
 {
-    if (c->remote) return remote_start(c, system, err);
-    history_error herr;
-    char *sj = sampling_json(&c->sampler);
-    history_conversation fields = {.model_path = c->model_dir,
-                                   .model_fingerprint = (char *)k3_model_fingerprint(c->model),
-                                   .system_prompt = (char *)system, .sampling_json = sj};
+    (void)err;
     if (c->have_row) history_conv_free(&c->row);
     c->have_row = 0;
+    history_conv_unlock(c->db);
+    free(c->pending_system);
+    c->pending_system = system && *system ? strdup(system) : NULL;
+    c->turn = 0;
+    c->resumed_from_snapshot = 0;
+    c->stale = 0;
+    if (c->session) k3_session_reset(c->session);   /* none for a remote backend */
+    return 0;
+}
+
+/* Create the stored row for a new conversation (at its first message). */
+static int ensure_row(conversation *c, k3_error *err)
+{
+    if (c->have_row) return 0;
+    history_error herr;
+    char *sj = sampling_json(&c->sampler);
+    char remote_fp[300];
+    snprintf(remote_fp, sizeof remote_fp, "remote:%s", c->remote_model);
+    history_conversation fields = {.model_path = c->model_dir,
+                                   .model_fingerprint = c->remote ? remote_fp : (char *)k3_model_fingerprint(c->model),
+                                   .system_prompt = c->pending_system, .sampling_json = sj};
     int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
     free(sj);
     if (id < 0) return k3_err(err, "%s", herr.msg);
     c->have_row = 1;
-    c->turn = 0;
-    c->resumed_from_snapshot = 0;
-    k3_session_reset(c->session);
+    if (history_conv_lock(c->db, &c->row, &herr))           /* nobody else knows its id yet */
+        fprintf(stderr, "k3: warning: %s\n", herr.msg);
+    if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
+        return k3_err(err, "%s", herr.msg);
     return 0;
+}
+
+/* The system prompt the conversation began (or will begin) with. */
+static const char *system_prompt(const conversation *c)
+{
+    return c->have_row ? c->row.system_prompt : c->pending_system;
 }
 
 /* Snapshot the session after a completed turn (temp file, fsync, rename, row).
@@ -137,6 +185,20 @@ static void save_snapshot(conversation *c, int64_t message_id)
     free(tmp);
 }
 
+/* Evaluate ids into the session in chunks, reporting done/total after each. */
+static int feed_ids(conversation *c, const int *ids, int n, conversation_progress_fn progress, void *user,
+                    k3_error *err)
+{
+    int rc = 0;
+    for (int done = 0; done < n && rc == 0;) {
+        int step = n - done < 256 ? n - done : 256;
+        rc = k3_session_eval(c->session, ids + done, step, NULL, err);
+        done += step;
+        if (progress) progress(user, done, n);
+    }
+    return rc;
+}
+
 /* Rebuild the session from the stored transcript: every message rendered
  * and closed, as the turns had left it. */
 static int reprefill(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
@@ -159,20 +221,15 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
         if (!all) return k3_err(err, "out of memory");
         for (size_t i = 0; i < n; i++)
             for (int64_t j = 0; j < msgs[i].n_token_ids; j++) all[at++] = msgs[i].token_ids[j];
-        int rc = 0;
-        for (int done = 0; done < at && rc == 0;) {
-            int step = at - done < 256 ? at - done : 256;
-            rc = k3_session_eval(c->session, all + done, step, NULL, err);
-            done += step;
-            if (progress) progress(user, done, at);
-        }
+        int rc = feed_ids(c, all, at, progress, user, err);
         free(all);
         return rc;
     }
     k3_chat_msg *cm = calloc(n + 1, sizeof *cm);
     int nm = 0;
     if (!cm) return k3_err(err, "out of memory");
-    if (c->row.system_prompt && *c->row.system_prompt) cm[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    const char *system = system_prompt(c);
+    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system};
     for (size_t i = 0; i < n; i++)
         if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
     int n_ids = 0, *ids = NULL;
@@ -187,61 +244,189 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
         return k3_err(err, "resume: the stored conversation has %d tokens, more than the context limit %d",
                       n_ids, k3_session_max_tokens(c->session));
     }
-    int rc = 0;
-    for (int done = 0; done < n_ids && rc == 0;) {
-        int step = n_ids - done < 256 ? n_ids - done : 256;
-        rc = k3_session_eval(c->session, ids + done, step, NULL, err);
-        done += step;
-        if (progress) progress(user, done, n_ids);
-    }
+    int rc = feed_ids(c, ids, n_ids, progress, user, err);
     free(ids);
+    return rc;
+}
+
+/* Do the stored messages carry the exact ids this model consumed for them? */
+static int ids_exact(const conversation *c, const history_message *msgs, size_t n)
+{
+    if (!c->row.model_fingerprint || strcmp(c->row.model_fingerprint, k3_model_fingerprint(c->model))) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!msgs[i].token_ids || msgs[i].n_token_ids <= 0) return 0;
+    return 1;
+}
+
+/* Make the session equal one pass over msgs[0, n): load the newest usable
+ * snapshot taken at or before msgs[n - 1] (one per turn boundary is kept)
+ * and evaluate only the ids of the messages after it; without one, rebuild
+ * from the start. progress sees the tokens evaluated, not the loaded ones. */
+static int restore_state(conversation *c, history_message *msgs, size_t n, conversation_progress_fn progress,
+                         void *user, k3_error *err)
+{
+    history_error herr;
+    if (c->remote) {                 /* no local state: the transcript is re-sent each turn */
+        c->resumed_from_snapshot = 0;
+        return 0;
+    }
+    k3_session_reset(c->session);
+    c->resumed_from_snapshot = 0;
+    c->restored_tokens = 0;
+    c->stale = 0;
+    if (n == 0) return 0;
+    int64_t max_seq = msgs[n - 1].seq;
+    while (ids_exact(c, msgs, n)) {
+        history_snapshot snap;
+        int found = history_snapshot_latest_upto(c->db, c->row.id, max_seq, k3_model_fingerprint(c->model),
+                                                 K3_SESSION_FORMAT_VERSION, &snap, &herr);
+        if (found != 1) {
+            if (found < 0) fprintf(stderr, "k3: %s; re-prefilling\n", herr.msg);
+            else fprintf(stderr, "k3: no state snapshot for this model; re-prefilling\n");
+            break;
+        }
+        size_t at = n;
+        int64_t upto = 0;
+        for (size_t i = 0; i < n && at == n; i++) {
+            upto += msgs[i].n_token_ids;
+            if (msgs[i].id == snap.message_id) at = i;
+        }
+        k3_error lerr;
+        int usable = 0;
+        if (at == n || upto != snap.n_tokens)
+            fprintf(stderr, "k3: snapshot unusable (it does not match the stored token ids); re-prefilling\n");
+        else if (history_snapshot_verify(&snap, &herr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", herr.msg);
+        else if (k3_session_load(c->session, snap.path, &lerr))
+            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", lerr.msg);
+        else
+            usable = 1;
+        history_snapshot_free(&snap);
+        if (!usable) {
+            k3_session_reset(c->session);
+            if (at == n) break;
+            max_seq = msgs[at].seq - 1;       /* try an older one */
+            continue;
+        }
+        int64_t rest = 0;
+        for (size_t i = at + 1; i < n; i++) rest += msgs[i].n_token_ids;
+        if (upto + rest > k3_session_max_tokens(c->session))
+            return k3_err(err, "resume: the stored conversation has %lld tokens, more than the context limit %d",
+                          (long long)(upto + rest), k3_session_max_tokens(c->session));
+        int *ids = malloc((size_t)(rest + 1) * sizeof *ids), k = 0;
+        if (!ids) return k3_err(err, "out of memory");
+        for (size_t i = at + 1; i < n; i++)
+            for (int64_t j = 0; j < msgs[i].n_token_ids; j++) ids[k++] = msgs[i].token_ids[j];
+        if (k) fprintf(stderr, "k3: state snapshot of %lld tokens loaded; prefilling the %d tokens after it\n",
+                       (long long)upto, k);
+        int rc = feed_ids(c, ids, k, progress, user, err);
+        free(ids);
+        c->resumed_from_snapshot = 1;
+        c->restored_tokens = (int)upto;
+        if (rc) c->stale = 1;
+        return rc;
+    }
+    if (!ids_exact(c, msgs, n))
+        fprintf(stderr, "k3: no state snapshot for this model (the record was made with %s); re-prefilling\n",
+                c->row.model_fingerprint && strcmp(c->row.model_fingerprint, k3_model_fingerprint(c->model))
+                    ? "another model" : "messages without token ids");
+    k3_session_reset(c->session);
+    int rc = reprefill(c, msgs, n, progress, user, err);
+    if (rc) c->stale = 1;
     return rc;
 }
 
 int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress, void *user,
                         int *from_snapshot, k3_error *err)
 {
-    if (c->remote) {
-        if (from_snapshot) *from_snapshot = 0;
-        return remote_resume(c, ref, err);
-    }
     history_error herr;
+    history_conversation row;
+    if (history_conv_find(c->db, ref, &row, &herr)) {
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
+    if (!(c->have_row && row.id == c->row.id) && history_conv_lock(c->db, &row, &herr)) {
+        if (c->have_row) history_conv_lock(c->db, &c->row, NULL);   /* keep writing the current one */
+        history_conv_free(&row);
+        k3_err(err, "%s", herr.msg);
+        return 1;
+    }
     if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
-    if (history_conv_find(c->db, ref, &c->row, &herr)) return k3_err(err, "%s", herr.msg);
+    c->row = row;
     c->have_row = 1;
     history_message *msgs = NULL;
     size_t n = 0;
     if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
     c->turn = 0;
     for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
-    history_snapshot snap;
-    int found = history_snapshot_latest(c->db, c->row.id, k3_model_fingerprint(c->model),
-                                        K3_SESSION_FORMAT_VERSION, &snap, &herr);
-    int ok = 0;
-    k3_session_reset(c->session);
-    if (found == 1) {
-        k3_error lerr;
-        if (n == 0 || snap.message_id != msgs[n - 1].id)
-            fprintf(stderr, "k3: the snapshot is older than the last message; re-prefilling\n");
-        else if (history_snapshot_verify(&snap, &herr))
-            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", herr.msg);
-        else if (k3_session_load(c->session, snap.path, &lerr))
-            fprintf(stderr, "k3: snapshot unusable (%s); re-prefilling\n", lerr.msg);
-        else
-            ok = 1;
-        history_snapshot_free(&snap);
-    } else if (n) {
-        fprintf(stderr, "k3: no state snapshot for this model; re-prefilling\n");
-    }
-    int rc = 0;
-    c->resumed_from_snapshot = ok;
-    if (!ok) {
-        k3_session_reset(c->session);
-        rc = reprefill(c, msgs, n, progress, user, err);
-    }
-    if (from_snapshot) *from_snapshot = ok;
+    apply_sampling_json(&c->sampler, c->row.sampling_json);
+    if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
+        fprintf(stderr, "k3: warning: %s\n", herr.msg);   /* it talks to this server from now on */
+    int rc = restore_state(c, msgs, n, progress, user, err);
+    if (from_snapshot) *from_snapshot = c->resumed_from_snapshot;
     history_msg_list_free(msgs, n);
+    return rc;
+}
+
+/* The index of the last user message, or -1. */
+static long last_user_index(const history_message *msgs, size_t n)
+{
+    for (size_t i = n; i-- > 0;)
+        if (!strcmp(msgs[i].role, "user")) return (long)i;
+    return -1;
+}
+
+char *conversation_last_user_text(conversation *c)
+{
+    history_error herr;
+    history_message *msgs = NULL;
+    size_t n = 0;
+    if (!c->have_row || history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return NULL;
+    long u = last_user_index(msgs, n);
+    char *text = u >= 0 ? strdup(msgs[u].content) : NULL;
+    history_msg_list_free(msgs, n);
+    return text;
+}
+
+int conversation_undo(conversation *c, conversation_progress_fn progress, void *user, k3_error *err)
+{
+    history_error herr;
+    history_message *msgs = NULL;
+    size_t n = 0;
+    if (!c->have_row) { k3_err(err, "nothing to undo: the conversation has no message yet"); return 1; }
+    if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
+    long u = last_user_index(msgs, n);
+    if (u < 0) {
+        history_msg_list_free(msgs, n);
+        k3_err(err, "nothing to undo: the conversation has no message yet");
+        return 1;
+    }
+    int rc = history_msg_truncate(c->db, c->row.id, msgs[u].id, &herr) < 0 ? k3_err(err, "%s", herr.msg) : 0;
+    if (rc == 0) {
+        c->turn--;
+        rc = restore_state(c, msgs, (size_t)u, progress, user, err);
+    }
+    history_msg_list_free(msgs, n);
+    return rc;
+}
+
+int conversation_edit(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                      conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
+{
+    memset(r, 0, sizeof r[0]);
+    int rc = conversation_undo(c, NULL, NULL, err);
+    if (rc) return rc;
+    return conversation_turn(c, user_text, interrupt_flag, on_text, user, r, err);
+}
+
+int conversation_retry(conversation *c, volatile sig_atomic_t *interrupt_flag, conversation_text_fn on_text,
+                       void *user, turn_result *r, k3_error *err)
+{
+    memset(r, 0, sizeof r[0]);
+    char *text = conversation_last_user_text(c);
+    if (!text) { k3_err(err, "nothing to retry: the conversation has no message yet"); return 1; }
+    int rc = conversation_edit(c, text, interrupt_flag, on_text, user, r, err);
+    free(text);
     return rc;
 }
 
@@ -251,21 +436,19 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     if (c->remote) return remote_turn(c, user_text, interrupt_flag, on_text, user, r, err);
     history_error herr;
     memset(r, 0, sizeof *r);
-    if (c->stale) {                       /* the last prompt was cut mid-prefill: rebuild the state */
+    if (c->stale && c->have_row) {        /* the last prompt was cut mid-prefill: rebuild the state */
         history_message *stored = NULL;
         size_t n_stored = 0;
         if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
-        k3_session_reset(c->session);
-        int rc = reprefill(c, stored, n_stored, NULL, NULL, err);
+        int rc = restore_state(c, stored, n_stored, NULL, NULL, err);
         history_msg_list_free(stored, n_stored);
         if (rc) return -1;
-        c->stale = 0;
     }
     /* the new tokens: (system on the first turn) + user message + generation prompt */
     k3_chat_msg msgs[2];
     int nm = 0;
-    if (k3_session_n_tokens(c->session) == 0 && c->row.system_prompt && *c->row.system_prompt)
-        msgs[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    const char *system = system_prompt(c);
+    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
     msgs[nm++] = (k3_chat_msg){"user", user_text};
     int n_ids = 0;
     k3_error rerr;
@@ -277,6 +460,10 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
                "(start a new conversation or raise --ctx)", n_ids, limit - used - 1 > 0 ? limit - used - 1 : 0, limit);
         free(ids);
         return 1;
+    }
+    if (ensure_row(c, err)) {
+        free(ids);
+        return -1;
     }
     history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
     um.prompt_tokens = n_ids;
@@ -336,6 +523,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     uint64_t bytes = stats.bytes_read_trunk + stats.bytes_read_experts + stats.bytes_read_other;
     double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
     am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
+    char *answer_sampling = sampling_json(&c->sampler);
+    am.sampling_json = answer_sampling;
     /* the exact ids this answer leaves in the session: what was generated
      * (the last one pending) and, when the turn can be closed, the closing ids */
     const int closable = rc == 0 && k3_session_n_tokens(c->session) + (g.pending_token >= 0) + c->n_close <=
@@ -354,6 +543,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     free(answer_ids);
     free(g.ids);
     free(am.engine_stats_json);
+    free(answer_sampling);
     if (am_id < 0) { k3_err(err, "%s", herr.msg); return -1; }
     if (rc) return -1;
     /* close the answer in the session: the pending token, then the format's
@@ -381,6 +571,15 @@ k3_sampler *conversation_sampler(conversation *c) { return &c->sampler; }
 int conversation_set_system(conversation *c, const char *system, k3_error *err)
 {
     history_error herr;
+    if (!c->have_row) {
+        free(c->pending_system);
+        c->pending_system = system && *system ? strdup(system) : NULL;
+        return 0;
+    }
+    if (c->turn > 0 || k3_session_n_tokens(c->session) > 0) {
+        k3_err(err, "the conversation has begun: its system prompt stays as it was (/new starts one with the new prompt)");
+        return 1;
+    }
     if (history_conv_set_system(c->db, c->row.id, system, &herr)) return k3_err(err, "%s", herr.msg);
     free(c->row.system_prompt);
     c->row.system_prompt = strdup(system ? system : "");
@@ -389,6 +588,7 @@ int conversation_set_system(conversation *c, const char *system, k3_error *err)
 
 int conversation_store_sampling(conversation *c, k3_error *err)
 {
+    if (!c->have_row) return 0;           /* stored with the first message */
     history_error herr;
     char *sj = sampling_json(&c->sampler);
     int rc = history_conv_set_sampling(c->db, c->row.id, sj, &herr);
@@ -396,11 +596,23 @@ int conversation_store_sampling(conversation *c, k3_error *err)
     return rc ? k3_err(err, "%s", herr.msg) : 0;
 }
 
+const char *conversation_system(const conversation *c)
+{
+    const char *s = system_prompt(c);
+    return s ? s : "";
+}
+
+char *conversation_sampling_json(const conversation *c)
+{
+    return sampling_json(&c->sampler);
+}
+
 /* ---- a remote backend --------------------------------------------------
  * No local state: every turn sends the stored transcript (system prompt,
  * every message, the new one) to the server, which may reuse its own
  * cache. Messages are committed as they happen, as for a local model; an
- * answer cut by Ctrl-C or a failure is kept with its status. */
+ * answer cut by Ctrl-C or a failure is kept with its status. /undo, /retry
+ * and /edit work on the record alone (restore_state has nothing to do). */
 
 conversation *conversation_create_remote(remote *r, const char *model_name, history *db, const k3_sampler *sampler,
                                          int max_new, int timeout_s, int max_retries, k3_error *err)
@@ -411,7 +623,7 @@ conversation *conversation_create_remote(remote *r, const char *model_name, hist
     snprintf(c->remote_model, sizeof c->remote_model, "%s", model_name);
     c->db = db;
     c->model_dir = strdup(remote_url(r));
-    c->sampler = *sampler;   /* parameters only: no local sampling */
+    c->sampler = *sampler;   /* parameters only: sampling happens on the server */
     c->sampler.probs = NULL;
     c->sampler.order = NULL;
     c->max_new = max_new;
@@ -423,44 +635,6 @@ conversation *conversation_create_remote(remote *r, const char *model_name, hist
 
 remote *conversation_remote(conversation *c) { return c->remote; }
 const char *conversation_remote_model(const conversation *c) { return c->remote ? c->remote_model : ""; }
-
-static int remote_record_backend(conversation *c, k3_error *err)
-{
-    history_error herr;
-    if (history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
-        return k3_err(err, "%s", herr.msg);
-    return 0;
-}
-
-static int remote_start(conversation *c, const char *system, k3_error *err)
-{
-    history_error herr;
-    char *sj = sampling_json(&c->sampler);
-    char fp[300];
-    snprintf(fp, sizeof fp, "remote:%s", c->remote_model);
-    history_conversation fields = {.model_path = c->model_dir, .model_fingerprint = fp,
-                                   .system_prompt = (char *)system, .sampling_json = sj};
-    if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
-    int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
-    free(sj);
-    if (id < 0) return k3_err(err, "%s", herr.msg);
-    c->have_row = 1;
-    c->turn = 0;
-    return remote_record_backend(c, err);
-}
-
-static int remote_resume(conversation *c, const char *ref, k3_error *err)
-{
-    history_error herr;
-    if (c->have_row) history_conv_free(&c->row);
-    c->have_row = 0;
-    if (history_conv_find(c->db, ref, &c->row, &herr)) return k3_err(err, "%s", herr.msg);
-    c->have_row = 1;
-    c->turn = (int)c->row.n_turns;
-    c->resumed_from_snapshot = 0;
-    return remote_record_backend(c, err);   /* it talks to this server from now on */
-}
 
 typedef struct remote_sink {
     conversation_text_fn on_text;
@@ -486,13 +660,15 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     history_error herr;
     memset(r, 0, sizeof *r);
     r->cached_tokens = -1;
+    if (ensure_row(c, err)) return -1;
     history_message *stored = NULL;
     size_t n_stored = 0;
     if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
     k3_chat_msg *msgs = calloc(n_stored + 2, sizeof *msgs);
     if (!msgs) { history_msg_list_free(stored, n_stored); return k3_err(err, "out of memory"); }
     int nm = 0;
-    if (c->row.system_prompt && *c->row.system_prompt) msgs[nm++] = (k3_chat_msg){"system", c->row.system_prompt};
+    const char *system = system_prompt(c);
+    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
     for (size_t i = 0; i < n_stored; i++)
         if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content};
     msgs[nm++] = (k3_chat_msg){"user", user_text};
@@ -542,8 +718,11 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
                               "itl_p50_ms", res.itl_p50_ms, "itl_p90_ms", res.itl_p90_ms, "retries", res.retries);
     am.engine_stats_json = stats ? json_dumps(stats, JSON_COMPACT) : NULL;
     json_decref(stats);
+    char *answer_sampling = sampling_json(&c->sampler);
+    am.sampling_json = answer_sampling;
     int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
     free(am.engine_stats_json);
+    free(answer_sampling);
     if (am_id < 0) return k3_err(err, "%s", herr.msg);
     return 0;
 }

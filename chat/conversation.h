@@ -44,7 +44,8 @@ void conversation_free(conversation *c);
  * (chat/remote.h, which the caller keeps open): the transcript lives in the
  * local store and is re-sent each turn; the server's failures end a turn
  * with r->error and a message, the conversation intact. The sampler's
- * temperature, top_p and seed are sent; max_new is max_tokens. */
+ * temperature, top_p and seed are sent; max_new is max_tokens. There is no
+ * local session: conversation_session() is NULL. */
 typedef struct remote remote;
 conversation *conversation_create_remote(remote *r, const char *model_name, history *db, const k3_sampler *sampler,
                                          int max_new, int timeout_s, int max_retries, k3_error *err);
@@ -52,9 +53,13 @@ conversation *conversation_create_remote(remote *r, const char *model_name, hist
 remote *conversation_remote(conversation *c);
 const char *conversation_remote_model(const conversation *c);
 
-/* Start a new stored conversation (system may be NULL). */
+/* Start a new conversation (system may be NULL). It is stored with its
+ * first message: a conversation nobody wrote in leaves no record. */
 int conversation_start(conversation *c, const char *system, k3_error *err);
-/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how. */
+/* Continue a stored one ("last" or an id prefix). *from_snapshot tells how.
+ * Returns 0, 1 when it was not resumed and the current conversation goes on
+ * unchanged (unknown id, or another k3 is writing it: err names the
+ * process), -1 when rebuilding the state failed. */
 int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress,
                         void *user, int *from_snapshot, k3_error *err);
 
@@ -63,16 +68,39 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
 int conversation_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
 
-/* Facts for status lines and commands. */
+/* The last exchange, for /undo, /retry and /edit. Each restores the state
+ * from before the last user message by loading the snapshot taken at that
+ * turn boundary (else the newest earlier one plus the ids after it), never
+ * by re-reading the whole conversation when a snapshot exists.
+ *  undo:  drop the last user message and its answer from the record;
+ *  retry: the same, then answer the same message with the current sampling;
+ *  edit:  the same, then answer user_text instead.
+ * They return like conversation_turn; 1 = nothing to undo (err says so). */
+int conversation_undo(conversation *c, conversation_progress_fn progress, void *user, k3_error *err);
+int conversation_retry(conversation *c, volatile sig_atomic_t *interrupt_flag, conversation_text_fn on_text,
+                       void *user, turn_result *r, k3_error *err);
+int conversation_edit(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                      conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
+/* The text of the last user message (malloc'd), or NULL when there is none. */
+char *conversation_last_user_text(conversation *c);
+
+/* Facts for status lines and commands. uid is "" and id -1 until the
+ * conversation is stored (its first message). */
 const char *conversation_uid(const conversation *c);
 int64_t conversation_id(const conversation *c);
 int conversation_turns(const conversation *c);
 int conversation_resumed_from_snapshot(const conversation *c);
 k3_session *conversation_session(conversation *c);
 k3_sampler *conversation_sampler(conversation *c);
-/* Change the system prompt (takes effect for a new conversation or is
- * stored for this one) and the sampling parameters (stored). */
+/* Set the system prompt of a conversation that has not begun (1 with err
+ * saying so once it has: the record keeps what the model saw), and store
+ * the current sampling parameters as the conversation's settings (each
+ * answer also records the sampling it was made with). */
 int conversation_set_system(conversation *c, const char *system, k3_error *err);
 int conversation_store_sampling(conversation *c, k3_error *err);
+/* The system prompt the conversation began (or will begin) with; "" for none. */
+const char *conversation_system(const conversation *c);
+/* The current sampling as stored (malloc'd JSON object text). */
+char *conversation_sampling_json(const conversation *c);
 
 #endif

@@ -1,4 +1,5 @@
 /* expert_cache.c - see expert_cache.h. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "expert_cache.h"
@@ -90,3 +91,52 @@ int k3_cache_policy_parse(const char *s)
 }
 
 const char *k3_cache_policy_name(k3_cache_policy p) { return p == K3_CACHE_LFRU ? "lfru" : "lru"; }
+
+double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
+                              int n_layers, int n_experts, int count_max_step)
+{
+    if (n <= 0) return 0;
+    if (n_slots <= 0) return 0;
+    k3_expert_cache c;
+    int *pinned = malloc((size_t)n * sizeof *pinned);
+    if (!pinned || k3_expert_cache_init(&c, policy, n_slots, n_layers, n_experts)) { free(pinned); return -1; }
+    long hits = 0, counted = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && v[j].token == v[i].token && v[j].layer == v[i].layer) j++;
+        const int count = count_max_step <= 0 || j - i <= count_max_step;
+        if (count) counted += j - i;
+        int np = 0;
+        for (int k = i; k < j; k++) {             /* hits first, pinned */
+            int s = k3_expert_cache_lookup(&c, v[k].layer, v[k].expert);
+            if (s >= 0) { hits += count; k3_expert_cache_pin(&c, s); pinned[np++] = s; }
+        }
+        for (int k = i; k < j; k++) {             /* then misses */
+            if (c.slot_of[(size_t)v[k].layer * n_experts + v[k].expert] >= 0) continue;
+            int s = k3_expert_cache_insert(&c, v[k].layer, v[k].expert);
+            if (s >= 0) { k3_expert_cache_pin(&c, s); pinned[np++] = s; }
+        }
+        for (int k = 0; k < np; k++) k3_expert_cache_unpin(&c, pinned[k]);
+        i = j;
+    }
+    free(pinned);
+    k3_expert_cache_free(&c);
+    return counted ? (double)hits / counted : 0;
+}
+
+double k3_expert_cache_uniform_hit_rate(int n_moe_layers, int n_experts, int top_k, int n_slots)
+{
+    const int E = n_experts, k = top_k, L = n_moe_layers;
+    if (L <= 0 || E <= 0 || (double)n_slots >= (double)L * E) return 1;
+    const double p = (double)k / E;
+    double hit = 0, older = 1;          /* P(last use more than d-1 tokens ago) */
+    for (int d = 1; d < 10000000 && older > 1e-12; d++) {
+        /* distinct others since: every other layer over d tokens, this
+         * layer's other experts over the d-1 tokens between, the step's own */
+        const double others = (L - 1) * (double)E * (1 - pow(1 - p, d)) + (E - 1) * (1 - pow(1 - p, d - 1)) + (k - 1);
+        if (others >= n_slots) break;
+        hit += p * older;
+        older *= 1 - p;
+    }
+    return hit;
+}

@@ -42,6 +42,26 @@ void k3_expert_cache_drop(k3_expert_cache *c, int slot);
 void k3_expert_cache_pin(k3_expert_cache *c, int slot);
 void k3_expert_cache_unpin(k3_expert_cache *c, int slot);
 
+/* One lookup of a recorded routing trace ("token layer expert" lines of
+ * --trace); consecutive lookups with the same (token, layer) are one step. */
+typedef struct k3_cache_lookup { long long token; int layer, expert; } k3_cache_lookup;
+
+/* The true hit rate of `policy` with n_slots on a trace, replayed the way
+ * the runtime runs a step: hits pinned first, then misses take slots (an
+ * expert the step needs is never evicted). With count_max_step > 0 only
+ * steps of at most that many lookups count (top_k: the decode steps, not
+ * the prompt chunks that warm the cache). -1 if out of memory. */
+double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_cache_policy policy,
+                              int n_layers, int n_experts, int count_max_step);
+
+/* The LRU hit rate under uniform routing (each token picks top_k of
+ * n_experts in each of n_moe_layers, independently), closed form: the
+ * expert a layer asks for was last used d tokens ago (geometric in d) and
+ * is still resident iff fewer than n_slots distinct others were used
+ * since. Checked against k3_expert_cache_replay on uniform traces
+ * (tests/test_plan.c). */
+double k3_expert_cache_uniform_hit_rate(int n_moe_layers, int n_experts, int top_k, int n_slots);
+
 /* Parse "lru" / "lfru"; -1 if unknown. */
 int k3_cache_policy_parse(const char *s);
 const char *k3_cache_policy_name(k3_cache_policy p);

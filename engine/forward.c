@@ -25,7 +25,50 @@ static void attn_res_mix(k3_session *s, const float *score, const float *current
     }
 }
 
+/* Floats of one KDA layer's conv history and recurrent state. */
+static size_t kda_conv_floats_per_layer(const k3_config *c)
+{
+    return (size_t)3 * (c->conv_kernel - 1) * c->kda_heads * c->kda_head_dim;
+}
+static size_t kda_state_floats_per_layer(const k3_config *c)
+{
+    return (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim;
+}
+
+/* Before a KDA layer updates its state in place: keep a copy, so a chunk
+ * that fails later (a read error in this or a later layer) can be undone. */
+static void kda_save_layer(k3_session *s, int slot)
+{
+    const k3_config *c = &s->m->cfg;
+    const size_t nc = kda_conv_floats_per_layer(c), ns = kda_state_floats_per_layer(c);
+    memcpy(s->kda_conv_saved + (size_t)slot * nc, s->kda_conv + (size_t)slot * nc, nc * sizeof(float));
+    memcpy(s->kda_state_saved + (size_t)slot * ns, s->kda_state + (size_t)slot * ns, ns * sizeof(float));
+}
+
+/* Undo a failed chunk: KDA layers [0, n_saved) get their saved state back.
+ * Nothing else needs it: the MLA cache rows past n_tokens are not read
+ * before they are written again, and the token count and the logits only
+ * change when a chunk completes. */
+static void kda_restore(k3_session *s, int n_saved)
+{
+    const k3_config *c = &s->m->cfg;
+    const size_t nc = kda_conv_floats_per_layer(c), ns = kda_state_floats_per_layer(c);
+    memcpy(s->kda_conv, s->kda_conv_saved, (size_t)n_saved * nc * sizeof(float));
+    memcpy(s->kda_state, s->kda_state_saved, (size_t)n_saved * ns * sizeof(float));
+}
+
+static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, int *n_saved, k3_error *err);
+
+/* A chunk either completes or leaves the session as it was (k3.h). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
+{
+    int n_saved = 0;
+    int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
+    if (rc) kda_restore(s, n_saved);
+    return rc;
+}
+
+static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, int *n_saved, k3_error *err)
 {
     k3_model *m = s->m;
     const k3_config *c = &m->cfg;
@@ -61,10 +104,13 @@ int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3
         }
         for (int t = 0; t < T; t++)
             k3_rmsnorm(sc->xn + (size_t)t * D, attn_in + (size_t)t * D, lw->attn_norm, D, c->rms_eps);
-        if (c->attn_kind[l] == K3_ATTN_KDA)
+        if (c->attn_kind[l] == K3_ATTN_KDA) {
+            kda_save_layer(s, m->layer_slot[l]);   /* KDA slots follow layer order */
+            *n_saved = m->layer_slot[l] + 1;
             k3_kda_block(s, l, lw, T);
-        else
+        } else {
             k3_mla_block(s, l, lw, T);
+        }
         if (restart)
             memcpy(sc->h, sc->out, (size_t)T * D * sizeof(float));
         else

@@ -11,11 +11,14 @@
  * (and each routed expert) is read once per chunk. */
 #define K3_CHUNK_TOKENS 32
 
+/* Upper bound on a model's compute threads (per-thread scratch rows). */
+#define K3_MAX_THREADS 1024
+
 struct k3_model {
     k3_config cfg;
     k3_weight_provider *weights;
     k3_tokenizer *tok;
-    int n_threads;
+    int n_threads;            /* every parallel region of an evaluation: scratch has this many rows */
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
     uint64_t weight_bytes;
     char fingerprint[17];     /* hex of config.json + weights hash */
@@ -82,6 +85,9 @@ struct k3_session {
     int *tokens;              /* [max_tokens] history */
     float *kda_conv;          /* [n_kda][3][W-1][P] raw projections, oldest first */
     float *kda_state;         /* [n_kda][H][Dk][Dv] */
+    /* roll-back copies of the KDA layers a chunk has updated so far (a
+     * failed chunk puts them back: forward.c) */
+    float *kda_conv_saved, *kda_state_saved;
     float *mla_cache;         /* [n_mla][max_tokens][kv_lora+rope]: normalised latent, k_pe */
     float *logits;            /* [vocab] after the last token */
     int has_logits;

@@ -2,7 +2,9 @@
  * pool of pread threads or one io_uring thread; completions wake waiters
  * through a condition variable. */
 #include <errno.h>
+#ifdef K3_HAVE_URING   /* set by the Makefile when liburing is installed */
 #include <liburing.h>
+#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +30,9 @@ struct k3_io {
     int stopping;
     int n_threads;
     pthread_t threads[K3_IO_MAX_THREADS];
+#ifdef K3_HAVE_URING
     struct io_uring ring;
+#endif
     int ring_ready;
     int inject_countdown, inject_errno;
     uint64_t max_piece;           /* test hook: cap each read call (forces short reads) */
@@ -108,6 +112,7 @@ static void *pool_thread(void *arg)
     return NULL;
 }
 
+#ifdef K3_HAVE_URING
 /* io_uring: keep up to depth reads in the ring; resubmit the rest of a
  * short read; poll the queue between completions. */
 static void *uring_thread(void *arg)
@@ -174,6 +179,7 @@ static void *uring_thread(void *arg)
     }
     return NULL;
 }
+#endif
 
 k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err)
 {
@@ -190,6 +196,11 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
     if (backend == K3_IO_URING) {
+#ifndef K3_HAVE_URING
+        k3_err(err, "io_uring is not built in (liburing was absent at build time); use --io-backend pool");
+        free(io);
+        return NULL;
+#else
         int rc = io_uring_queue_init((unsigned)io->depth * 2, &io->ring, 0);
         if (rc < 0) {
             k3_err(err, "io_uring unavailable (%s); use --io-backend pool", strerror(-rc));
@@ -199,6 +210,7 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
         io->ring_ready = 1;
         io->n_threads = 1;
         pthread_create(&io->threads[0], NULL, uring_thread, io);
+#endif
     } else {
         io->n_threads = io->depth;
         for (int i = 0; i < io->n_threads; i++) pthread_create(&io->threads[i], NULL, pool_thread, io);
@@ -214,7 +226,9 @@ void k3_io_close(k3_io *io)
     pthread_cond_broadcast(&io->work);
     pthread_mutex_unlock(&io->lock);
     for (int i = 0; i < io->n_threads; i++) pthread_join(io->threads[i], NULL);
+#ifdef K3_HAVE_URING
     if (io->ring_ready) io_uring_queue_exit(&io->ring);
+#endif
     free(io->queue);
     pthread_mutex_destroy(&io->lock);
     pthread_cond_destroy(&io->work);
@@ -271,4 +285,34 @@ void k3_io_inject_failure(k3_io *io, int nth, int e)
     io->inject_countdown = nth;
     io->inject_errno = e;
     pthread_mutex_unlock(&io->lock);
+}
+
+int k3_io_probe(k3_io *io, int fd, const char *path, uint64_t file_bytes, uint64_t size, uint8_t *const *bufs,
+                int depth, double seconds, double *gbps, k3_error *err)
+{
+    const int d = depth < 1 ? 1 : depth > 64 ? 64 : depth;
+    if (!size || size > file_bytes) return k3_err(err, "%s: too small to probe", path);
+    k3_io_req reqs[64];
+    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
+    const uint64_t windows = (file_bytes - size) / K3_IO_ALIGN + 1;
+    const uint64_t t0 = k3_now_ns();
+    double elapsed = 0;
+    int rc = 0;
+    while (elapsed < seconds && rc == 0) {
+        k3_io_req *ptrs[64];
+        for (int i = 0; i < d; i++) {
+            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+            reqs[i] = (k3_io_req){.fd = fd, .path = path, .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size,
+                                  .need_bytes = size, .dst = bufs[i], .kind = K3_READ_OTHER};
+            ptrs[i] = &reqs[i];
+        }
+        k3_io_submit(io, ptrs, d);
+        for (int i = 0; i < d; i++)          /* wait for all: the caller reuses bufs */
+            if (k3_io_wait(io, &reqs[i], rc ? NULL : err)) rc = -1;
+        done_bytes += size * (uint64_t)d;
+        elapsed = (k3_now_ns() - t0) * 1e-9;
+    }
+    if (rc) return -1;
+    *gbps = done_bytes / elapsed / 1e9;
+    return 0;
 }

@@ -51,4 +51,11 @@ void k3_io_inject_failure(k3_io *io, int nth, int e);
 
 const char *k3_io_backend_name(k3_io_backend b);
 
+/* Device speed for the runtime's own reads: random aligned reads of `size`
+ * bytes over fd (file_bytes long), `depth` at a time (at most 64) into
+ * bufs[0..depth) (aligned, size bytes each), for `seconds`. GB/s in *gbps;
+ * 0, or -1 with err set. Every read has finished when it returns. */
+int k3_io_probe(k3_io *io, int fd, const char *path, uint64_t file_bytes, uint64_t size, uint8_t *const *bufs,
+                int depth, double seconds, double *gbps, k3_error *err);
+
 #endif

@@ -78,7 +78,7 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     k3_matmul(sc->beta, &w->b, sc->xn, T);
 
     const float q_scale = 1.0f / sqrtf((float)Dk);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
     for (int h = 0; h < H; h++) {
         float alpha[1024], u[1024];               /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;

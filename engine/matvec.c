@@ -42,15 +42,14 @@
  *
  * K3_DT_MXFP4 weights are dispatched to engine/mxfp4.c (decode a row, then
  * k3_dot_f32 - whose order is the canonical one above). */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include "k3.h"
 #include "kernels.h"
 #include "mxfp4.h"
-
-#define K3_INLINE static inline __attribute__((always_inline))
+#include "kernels_arch.h"
 
 /* Matrices with fewer elements than this are done on the calling thread:
  * waking the OpenMP team costs a few microseconds, more than the work. */
@@ -62,8 +61,8 @@
 #ifndef PREFETCH_AHEAD_BYTES
 #define PREFETCH_AHEAD_BYTES 2048
 #endif
-#ifndef PREFETCH_HINT
-#define PREFETCH_HINT _MM_HINT_T0
+#ifndef PREFETCH_LOCALITY
+#define PREFETCH_LOCALITY 3   /* __builtin_prefetch's 3 = x86 T0 */
 #endif
 
 /* fp8 block scales cover 128 x 128 weights. */
@@ -87,6 +86,12 @@ void k3_kernels_force_scalar(int on)
 int k3_kernels_scalar_forced(void)
 {
     return kernels_scalar_forced;
+}
+
+/* Which vector back end kernels_arch.h compiled in (k3 --version, bench). */
+const char *k3_kernels_name(void)
+{
+    return K3_KERNELS_NAME;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -146,88 +151,34 @@ static float dot_row_scalar(const k3_weight *W, int64_t r, const float *x)
 /* ------------------------------------------------------------------------ */
 
 /* The fixed final reduction of the canonical order (see top of file). */
-K3_INLINE float hsum_canonical(__m256 acc0, __m256 acc1)
+K3_INLINE float hsum_canonical(v8f acc0, v8f acc1)
 {
-    __m256 v = _mm256_add_ps(acc0, acc1);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
-
-/* 8 bf16 -> 8 fp32: zero-extend to 32 bits and shift into the high half. */
-K3_INLINE __m256 bf16x8_to_f32(const void *p)
-{
-    __m256i u32 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(u32, 16));
-}
-
-/* 16 e4m3 bytes -> 16 f16 values equal to e4m3 / 256. The e4m3 bit pattern
- * s.eeee.mmm placed at f16 bits 15 | 13..7 is the same number with exponent
- * bias 15 instead of 7 (subnormals included), i.e. scaled by 2^-8; the 2^8
- * goes into the per-block scale (exact: power of two). Sign-extending the
- * byte and shifting left by 7 puts s at bit 15 and bits 6..0 at 13..7; the
- * AND clears the copy of s that lands on bit 14. With check_nan, the NaN
- * codes S.1111.111 (low 7 bits all ones) become f16 0xFFFF, a NaN; without,
- * they would decode as +-480/256, so callers skip the check only for blocks
- * that e4m3_block_has_nan() cleared. */
-K3_INLINE __m256i e4m3x16_to_f16_div256(const void *p, int check_nan)
-{
-    __m256i sx16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
-    __m256i h = _mm256_and_si256(_mm256_slli_epi16(sx16, 7), _mm256_set1_epi16((short)0xBFFF));
-    if (!check_nan)
-        return h;
-    __m256i is_nan = _mm256_cmpeq_epi16(_mm256_or_si256(sx16, _mm256_set1_epi16((short)0xFF80)),
-                                        _mm256_set1_epi16(-1));
-    return _mm256_or_si256(h, is_nan);
-}
-
-/* True if any of the n_bytes (a multiple of 16) fp8 codes at p is a NaN.
- * b | 0x80 is 0xFF exactly for the NaN codes, so a running unsigned byte
- * max finds them with two operations per 32 weights - cheaper than the
- * per-chunk NaN merge, which then only runs for blocks that need it. */
-K3_INLINE int e4m3_block_has_nan(const unsigned char *p, int64_t n_bytes)
-{
-    const __m256i high_bit = _mm256_set1_epi8((char)0x80);
-    __m256i max_code = _mm256_setzero_si256();
-    int64_t i = 0;
-    for (; i + 32 <= n_bytes; i += 32) {
-        __m256i codes = _mm256_loadu_si256((const __m256i *)(p + i));
-        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
-    }
-    if (i < n_bytes) {   /* 16 left; the upper half of the cast is zeroed */
-        __m256i codes = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + i)));
-        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
-    }
-    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(max_code, _mm256_set1_epi8(-1))) != 0;
+    return v8_hsum(v8_add(acc0, acc1));
 }
 
 /* Decode the 16 weights at p (column chunk) to two fp32 vectors, exactly
  * (fp8: e4m3 / 256, NaN codes checked). With dtype a compile-time constant
  * after inlining, the switch disappears. */
-K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, __m256 *w_lo, __m256 *w_hi)
+K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, v8f *w_lo, v8f *w_hi)
 {
     switch (dtype) {
     case K3_DT_F32:
-        *w_lo = _mm256_loadu_ps((const float *)p);
-        *w_hi = _mm256_loadu_ps((const float *)p + 8);
+        *w_lo = v8_loadu((const float *)p);
+        *w_hi = v8_loadu((const float *)p + 8);
         break;
     case K3_DT_BF16:
-        *w_lo = bf16x8_to_f32(p);
-        *w_hi = bf16x8_to_f32(p + 16);
+        *w_lo = v8_from_bf16(p);
+        *w_hi = v8_from_bf16(p + 16);
         break;
     case K3_DT_F16:
-        *w_lo = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        *w_hi = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16)));
+        *w_lo = v8_from_f16(p);
+        *w_hi = v8_from_f16(p + 16);
         break;
-    case K3_DT_F8_E4M3: {   /* e4m3 / 256; the scale is applied per block */
-        __m256i h = e4m3x16_to_f16_div256(p, 1);
-        *w_lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-        *w_hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+    case K3_DT_F8_E4M3:     /* e4m3 / 256; the scale is applied per block */
+        v16_from_e4m3_div256(p, 1, w_lo, w_hi);
         break;
-    }
     default:
-        *w_lo = *w_hi = _mm256_setzero_ps();
+        *w_lo = *w_hi = v8_zero();
         break;
     }
 }
@@ -240,10 +191,10 @@ K3_INLINE int64_t simd_elem_bytes(k3_dtype dtype)
 
 /* fp32 scale vector for fp8 column block `block` of one row's scale row:
  * scale * 256 (the f16 trick's 2^8), or plain 256 when unscaled. */
-K3_INLINE __m256 fp8_scale256(const float *scale_row, int64_t block)
+K3_INLINE v8f fp8_scale256(const float *scale_row, int64_t block)
 {
     float s = scale_row ? scale_row[block] : 1.0f;
-    return _mm256_set1_ps(s * 256.0f);
+    return v8_set1(s * 256.0f);
 }
 
 /* Everything a row kernel needs to know about one weight row. */
@@ -280,20 +231,20 @@ K3_INLINE void tail_padded_copy(k3_dtype dtype, const unsigned char *row, int64_
 /* The tail chunk (the last cols % 16 columns, zero padded) of N_ROWS rows,
  * accumulated into acc0/acc1 exactly as a full chunk would be. */
 K3_INLINE void tail_chunk_fma(k3_dtype dtype, int n_rows, const row_ref *rows, const float *x,
-                              int64_t full_cols, int64_t cols, __m256 *acc0, __m256 *acc1)
+                              int64_t full_cols, int64_t cols, v8f *acc0, v8f *acc1)
 {
     float x_pad[16] = {0};
     memcpy(x_pad, x + full_cols, (size_t)(cols - full_cols) * sizeof(float));
-    __m256 x_lo = _mm256_loadu_ps(x_pad);
-    __m256 x_hi = _mm256_loadu_ps(x_pad + 8);
+    v8f x_lo = v8_loadu(x_pad);
+    v8f x_hi = v8_loadu(x_pad + 8);
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++) {
         unsigned char w_pad[64];
-        __m256 w_lo, w_hi;
+        v8f w_lo, w_hi;
         tail_padded_copy(dtype, rows[r].data, full_cols, cols, w_pad);
         decode16(dtype, w_pad, &w_lo, &w_hi);
-        acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
-        acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
+        acc0[r] = v8_fma(w_lo, x_lo, acc0[r]);
+        acc1[r] = v8_fma(w_hi, x_hi, acc1[r]);
     }
 }
 
@@ -306,22 +257,22 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
 {
     const int64_t esize = simd_elem_bytes(dtype);
     const int64_t full_cols = cols & ~(int64_t)15;
-    __m256 acc0[4], acc1[4];
+    v8f acc0[4], acc1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
+        acc0[r] = acc1[r] = v8_zero();
     for (int64_t c = 0; c < full_cols; c += 16) {
-        __m256 x_lo = _mm256_loadu_ps(x + c);
-        __m256 x_hi = _mm256_loadu_ps(x + c + 8);
+        v8f x_lo = v8_loadu(x + c);
+        v8f x_hi = v8_loadu(x + c + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
-            __m256 w_lo, w_hi;
+            v8f w_lo, w_hi;
             const unsigned char *w_bytes = rows[r].data + c * esize;
             if (PREFETCH_AHEAD_BYTES)
-                _mm_prefetch((const char *)w_bytes + PREFETCH_AHEAD_BYTES, PREFETCH_HINT);
+                __builtin_prefetch(w_bytes + PREFETCH_AHEAD_BYTES, 0, PREFETCH_LOCALITY);
             decode16(dtype, w_bytes, &w_lo, &w_hi);
-            acc0[r] = _mm256_fmadd_ps(w_lo, x_lo, acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(w_hi, x_hi, acc1[r]);
+            acc0[r] = v8_fma(w_lo, x_lo, acc0[r]);
+            acc1[r] = v8_fma(w_hi, x_hi, acc1[r]);
         }
     }
     if (full_cols < cols)
@@ -335,20 +286,19 @@ K3_INLINE void dot_rows_simd(k3_dtype dtype, int n_rows, const row_ref *rows,
  * (canonical order, w = e4m3 / 256). check_nan selects the NaN-merging
  * decoder; both give identical values for every other code. */
 K3_INLINE void e4m3_chunks(int n_rows, const row_ref *rows, const float *x, int64_t c_begin,
-                           int64_t c_end, int check_nan, __m256 *block0, __m256 *block1)
+                           int64_t c_end, int check_nan, v8f *block0, v8f *block1)
 {
     for (int64_t c = c_begin; c < c_end; c += 16) {
-        __m256 x_lo = _mm256_loadu_ps(x + c);
-        __m256 x_hi = _mm256_loadu_ps(x + c + 8);
+        v8f x_lo = v8_loadu(x + c);
+        v8f x_hi = v8_loadu(x + c + 8);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             if (PREFETCH_AHEAD_BYTES && (c & 63) == 0)   /* one prefetch per cache line */
-                _mm_prefetch((const char *)rows[r].data + c + PREFETCH_AHEAD_BYTES, PREFETCH_HINT);
-            __m256i h = e4m3x16_to_f16_div256(rows[r].data + c, check_nan);
-            __m256 w_lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-            __m256 w_hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-            block0[r] = _mm256_fmadd_ps(w_lo, x_lo, block0[r]);
-            block1[r] = _mm256_fmadd_ps(w_hi, x_hi, block1[r]);
+                __builtin_prefetch(rows[r].data + c + PREFETCH_AHEAD_BYTES, 0, PREFETCH_LOCALITY);
+            v8f w_lo, w_hi;
+            v16_from_e4m3_div256(rows[r].data + c, check_nan, &w_lo, &w_hi);
+            block0[r] = v8_fma(w_lo, x_lo, block0[r]);
+            block1[r] = v8_fma(w_hi, x_hi, block1[r]);
         }
     }
 }
@@ -362,20 +312,20 @@ K3_INLINE void dot_rows_e4m3(int n_rows, const row_ref *rows, const float *x, in
 {
     const int64_t full_cols = cols & ~(int64_t)15;
     const int64_t tail_block = full_cols / FP8_BLOCK;   /* block of the padded tail chunk */
-    __m256 acc0[4], acc1[4], block0[4], block1[4];
+    v8f acc0[4], acc1[4], block0[4], block1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-        acc0[r] = acc1[r] = _mm256_setzero_ps();
+        acc0[r] = acc1[r] = v8_zero();
     for (int64_t block_begin = 0; block_begin < cols; block_begin += FP8_BLOCK) {
         int64_t block_end = block_begin + FP8_BLOCK < full_cols ? block_begin + FP8_BLOCK : full_cols;
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++)
-            block0[r] = block1[r] = _mm256_setzero_ps();
+            block0[r] = block1[r] = v8_zero();
         if (block_begin < block_end) {
             int has_nan = 0;
 #pragma GCC unroll 4
             for (int r = 0; r < n_rows; r++)
-                has_nan |= e4m3_block_has_nan(rows[r].data + block_begin, block_end - block_begin);
+                has_nan |= v16_e4m3_has_nan(rows[r].data + block_begin, block_end - block_begin);
             if (has_nan)
                 e4m3_chunks(n_rows, rows, x, block_begin, block_end, 1, block0, block1);
             else
@@ -385,9 +335,9 @@ K3_INLINE void dot_rows_e4m3(int n_rows, const row_ref *rows, const float *x, in
             tail_chunk_fma(K3_DT_F8_E4M3, n_rows, rows, x, full_cols, cols, block0, block1);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
-            __m256 scale256 = fp8_scale256(rows[r].scale_row, block_begin / FP8_BLOCK);
-            acc0[r] = _mm256_fmadd_ps(block0[r], scale256, acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(block1[r], scale256, acc1[r]);
+            v8f scale256 = fp8_scale256(rows[r].scale_row, block_begin / FP8_BLOCK);
+            acc0[r] = v8_fma(block0[r], scale256, acc0[r]);
+            acc1[r] = v8_fma(block1[r], scale256, acc1[r]);
         }
     }
 #pragma GCC unroll 4
@@ -522,40 +472,31 @@ void k3_matvec(float *y, const k3_weight *W, const float *x)
 /* The two canonical accumulators of one (row, token) pair, parked in memory
  * between column segments (storing and reloading is exact). */
 typedef struct {
-    __m256 acc0, acc1;
+    v8f acc0, acc1;
 } acc_pair;
-
-/* An empty asm that claims to modify the two vectors, so they must sit in
- * registers: without it gcc folds every use into an FMA memory operand and
- * the 2x2 loop issues 12-16 loads per 8 FMAs instead of 8, which made it
- * load-bound (measured 50 -> 80 GFLOP/s per core for bf16 T=32). */
-K3_INLINE void pin_in_register(__m256 *a, __m256 *b)
-{
-    __asm__("" : "+x"(*a), "+x"(*b));
-}
 
 /* The chunk loop of dot_block_f32: columns [c_begin, c_end) of N_ROWS x
  * N_TOKENS (each 1..2) pairs into accumulators acc0/acc1[r][t]. */
 K3_INLINE void block_chunks(int n_rows, int n_tokens, const float *const *w, const float *const *x,
-                            int64_t c_begin, int64_t c_end, __m256 acc0[2][2], __m256 acc1[2][2])
+                            int64_t c_begin, int64_t c_end, v8f acc0[2][2], v8f acc1[2][2])
 {
     for (int64_t c = c_begin; c < c_end; c += 16) {
-        __m256 x_lo[2], x_hi[2];
+        v8f x_lo[2], x_hi[2];
 #pragma GCC unroll 2
         for (int t = 0; t < n_tokens; t++) {
-            x_lo[t] = _mm256_load_ps(x[t] + c);
-            x_hi[t] = _mm256_load_ps(x[t] + c + 8);
-            pin_in_register(&x_lo[t], &x_hi[t]);
+            x_lo[t] = v8_load_aligned(x[t] + c);
+            x_hi[t] = v8_load_aligned(x[t] + c + 8);
+            v8_pin_in_register(&x_lo[t], &x_hi[t]);
         }
 #pragma GCC unroll 2
         for (int r = 0; r < n_rows; r++) {
-            __m256 w_lo = _mm256_load_ps(w[r] + c);
-            __m256 w_hi = _mm256_load_ps(w[r] + c + 8);
-            pin_in_register(&w_lo, &w_hi);
+            v8f w_lo = v8_load_aligned(w[r] + c);
+            v8f w_hi = v8_load_aligned(w[r] + c + 8);
+            v8_pin_in_register(&w_lo, &w_hi);
 #pragma GCC unroll 2
             for (int t = 0; t < n_tokens; t++) {
-                acc0[r][t] = _mm256_fmadd_ps(w_lo, x_lo[t], acc0[r][t]);
-                acc1[r][t] = _mm256_fmadd_ps(w_hi, x_hi[t], acc1[r][t]);
+                acc0[r][t] = v8_fma(w_lo, x_lo[t], acc0[r][t]);
+                acc1[r][t] = v8_fma(w_hi, x_hi[t], acc1[r][t]);
             }
         }
     }
@@ -576,14 +517,14 @@ K3_INLINE void dot_block_f32(int n_rows, int n_tokens, const float *const *w,
                              const float *const *scale_rows, acc_pair *state,
                              int64_t state_row_stride, int first, float *y, int64_t y_token_stride)
 {
-    __m256 acc0[2][2], acc1[2][2];
+    v8f acc0[2][2], acc1[2][2];
     if (!scale_rows) {
 #pragma GCC unroll 2
         for (int r = 0; r < n_rows; r++) {
 #pragma GCC unroll 2
             for (int t = 0; t < n_tokens; t++) {
-                acc0[r][t] = first ? _mm256_setzero_ps() : state[r * state_row_stride + t].acc0;
-                acc1[r][t] = first ? _mm256_setzero_ps() : state[r * state_row_stride + t].acc1;
+                acc0[r][t] = first ? v8_zero() : state[r * state_row_stride + t].acc0;
+                acc1[r][t] = first ? v8_zero() : state[r * state_row_stride + t].acc1;
             }
         }
         block_chunks(n_rows, n_tokens, w, x, col_begin, col_end, acc0, acc1);
@@ -596,11 +537,11 @@ K3_INLINE void dot_block_f32(int n_rows, int n_tokens, const float *const *w,
 #pragma GCC unroll 2
                 for (int t = 0; t < n_tokens; t++)
                     state[r * state_row_stride + t].acc0 = state[r * state_row_stride + t].acc1 =
-                        _mm256_setzero_ps();
+                        v8_zero();
         }
         for (int64_t block = col_begin; block < col_end; block += FP8_BLOCK) {
             int64_t block_end = col_end - block < FP8_BLOCK ? col_end : block + FP8_BLOCK;
-            __m256 block0[2][2], block1[2][2];
+            v8f block0[2][2], block1[2][2];
             /* Compiler barrier: keeps the outer accumulators in memory instead
              * of registers during the chunk loop (else the 2x2 block spills
              * its weight vectors and loads each twice). */
@@ -609,16 +550,16 @@ K3_INLINE void dot_block_f32(int n_rows, int n_tokens, const float *const *w,
             for (int r = 0; r < n_rows; r++)
 #pragma GCC unroll 2
                 for (int t = 0; t < n_tokens; t++)
-                    block0[r][t] = block1[r][t] = _mm256_setzero_ps();
+                    block0[r][t] = block1[r][t] = v8_zero();
             block_chunks(n_rows, n_tokens, w, x, block, block_end, block0, block1);
 #pragma GCC unroll 2
             for (int r = 0; r < n_rows; r++) {
-                __m256 scale256 = fp8_scale256(scale_rows[r], block / FP8_BLOCK);
+                v8f scale256 = fp8_scale256(scale_rows[r], block / FP8_BLOCK);
 #pragma GCC unroll 2
                 for (int t = 0; t < n_tokens; t++) {
                     acc_pair *st = &state[r * state_row_stride + t];
-                    st->acc0 = _mm256_fmadd_ps(block0[r][t], scale256, st->acc0);
-                    st->acc1 = _mm256_fmadd_ps(block1[r][t], scale256, st->acc1);
+                    st->acc0 = v8_fma(block0[r][t], scale256, st->acc0);
+                    st->acc1 = v8_fma(block1[r][t], scale256, st->acc1);
                 }
             }
         }
@@ -653,18 +594,18 @@ K3_INLINE void decode_row_padded(k3_dtype dtype, row_ref row, int64_t cols,
     const int64_t esize = simd_elem_bytes(dtype);
     const int64_t full_cols = cols & ~(int64_t)15;
     for (int64_t c = 0; c < full_cols; c += 16) {
-        __m256 w_lo, w_hi;
+        v8f w_lo, w_hi;
         decode16(dtype, row.data + c * esize, &w_lo, &w_hi);
-        _mm256_store_ps(dst + c, w_lo);
-        _mm256_store_ps(dst + c + 8, w_hi);
+        v8_storeu(dst + c, w_lo);
+        v8_storeu(dst + c + 8, w_hi);
     }
     if (full_cols < cols) {
         unsigned char w_pad[64];
-        __m256 w_lo, w_hi;
+        v8f w_lo, w_hi;
         tail_padded_copy(dtype, row.data, full_cols, cols, w_pad);
         decode16(dtype, w_pad, &w_lo, &w_hi);
-        _mm256_store_ps(dst + full_cols, w_lo);
-        _mm256_store_ps(dst + full_cols + 8, w_hi);
+        v8_storeu(dst + full_cols, w_lo);
+        v8_storeu(dst + full_cols + 8, w_hi);
     }
     (void)cols_padded;
 }
@@ -866,16 +807,16 @@ void k3_axpy_f32(float *y, float a, const float *x, int64_t n)
             y[i] += a * x[i];
         return;
     }
-    __m256 a_vec = _mm256_set1_ps(a);
+    v8f a_vec = v8_set1(a);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        __m256 y0 = _mm256_fmadd_ps(a_vec, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i));
-        __m256 y1 = _mm256_fmadd_ps(a_vec, _mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8));
-        _mm256_storeu_ps(y + i, y0);
-        _mm256_storeu_ps(y + i + 8, y1);
+        v8f y0 = v8_fma(a_vec, v8_loadu(x + i), v8_loadu(y + i));
+        v8f y1 = v8_fma(a_vec, v8_loadu(x + i + 8), v8_loadu(y + i + 8));
+        v8_storeu(y + i, y0);
+        v8_storeu(y + i + 8, y1);
     }
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(a_vec, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        v8_storeu(y + i, v8_fma(a_vec, v8_loadu(x + i), v8_loadu(y + i)));
     for (; i < n; i++)
         y[i] = fmaf(a, x[i], y[i]);
 }

@@ -38,7 +38,8 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         memcpy(dst + L, src + L, (size_t)rope * sizeof(float));
     }
     const float scale = 1.0f / sqrtf((float)qdim);
-    #pragma omp parallel for schedule(static)
+    /* at most n_threads threads: sc->row and sc->scores have that many rows */
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
     for (int h = 0; h < H; h++) {
         int tid = omp_get_thread_num();
         float *row = sc->row + (size_t)tid * (L > vd ? L : vd);

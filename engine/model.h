@@ -122,6 +122,7 @@ typedef struct k3_provider_options {
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
     int prefetch;                 /* router-lookahead prefetch (off by default) */
     int quiet;                    /* do not print the plan */
+    int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
 } k3_provider_options;
 
 /* The one weight provider: reads a Hugging Face or packed directory into a
@@ -129,5 +130,12 @@ typedef struct k3_provider_options {
  * cache); everything pinned when the model fits. */
 k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
                                     k3_stats *stats, k3_error *err);
+
+/* The planner's inputs as this provider laid them out (k3 plan opens with
+ * sizes_only and plans from these, so its sizes are the engine's own):
+ * trunk_bytes[n_layers + 1] (layers, then the head), the expert slot size,
+ * routed experts in all layers, the embedding row buffer. */
+void k3_weights_unit_sizes(const k3_weight_provider *p, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes);
 
 #endif

@@ -18,14 +18,19 @@ void k3_softmax(float *x, int n);
 
 static inline float k3_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float k3_silu(float x) { return x / (1.0f + expf(-x)); }
-/* PyTorch softplus(beta=1, threshold=20). */
-static inline float k3_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+/* PyTorch softplus(beta=1, threshold=20). log1p and tanh (below) are
+ * evaluated in double and rounded once to float: glibc's float log1pf and
+ * tanhf are different code on x86-64 and aarch64 and disagree in the last
+ * bit, while a double result within an ulp of exact rounds to the same
+ * float on every machine (the portable builds' identical logits, issue 15). */
+static inline float k3_softplus(float x) { return x > 20.0f ? x : (float)log1p((double)expf(x)); }
 
 /* SiTU-GLU (kimi_k3_spec.md §6.3): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
  * the sigmoid takes the uncapped gate; |result| <= b * bl. */
 static inline float k3_situ(float g, float u, float beta, float linear_beta)
 {
-    return beta * tanhf(g / beta) * k3_sigmoid(g) * (linear_beta * tanhf(u / linear_beta));
+    return beta * (float)tanh((double)(g / beta)) * k3_sigmoid(g) *
+           (linear_beta * (float)tanh((double)(u / linear_beta)));
 }
 
 /* KDA per-channel decay multiplier alpha = exp(g):

@@ -1,4 +1,5 @@
 /* planner.c - see planner.h. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include "planner.h"
@@ -23,6 +24,7 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     out->n_trunk = in->n_trunk;
     out->expert_slot_bytes = in->expert_bytes;
     out->n_experts_total = in->n_experts_total;
+    snprintf(out->budget_source, sizeof out->budget_source, "%s", in->budget_source ? in->budget_source : "");
     out->pinned = calloc((size_t)(in->n_trunk ? in->n_trunk : 1), 1);
     if (!out->pinned) return k3_err(err, "out of memory");
     uint64_t total_trunk = 0, max_trunk = 0;
@@ -36,6 +38,7 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     uint64_t min_ring = in->fixed_bytes + 2 * max_trunk + min_experts;
     uint64_t min_pinned = in->fixed_bytes + total_trunk + min_experts;
     out->min_budget_bytes = min_ring < min_pinned ? min_ring : min_pinned;
+    out->resident_bytes = in->fixed_bytes + total_trunk + all_experts;
 
     if (in->budget_bytes == 0 || in->budget_bytes >= in->fixed_bytes + total_trunk + all_experts) {
         memset(out->pinned, 1, (size_t)in->n_trunk);
@@ -62,11 +65,13 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
         qsort_r(order, (size_t)in->n_trunk, sizeof *order, by_size_desc, (void *)in->trunk_bytes);
         for (int k = 0; k < in->n_trunk; k++) {
             int u = order[k];
-            /* the ring slot must hold the largest unit left unpinned */
+            /* the ring slot must hold the largest unit left unpinned if u is
+             * pinned (pinned[] is indexed by unit, order[] by sorted position) */
             uint64_t ring_slot = 0;
-            for (int j = 0; j < in->n_trunk; j++)
-                if (!out->pinned[j] && order[j] != u && in->trunk_bytes[order[j]] > ring_slot && j != k)
-                    ring_slot = in->trunk_bytes[order[j]];
+            for (int j = 0; j < in->n_trunk; j++) {
+                const int v = order[j];
+                if (v != u && !out->pinned[v] && in->trunk_bytes[v] > ring_slot) ring_slot = in->trunk_bytes[v];
+            }
             if (out->pinned_bytes + in->trunk_bytes[u] + 2 * ring_slot <= avail) {
                 out->pinned[u] = 1;
                 out->pinned_bytes += in->trunk_bytes[u];
@@ -78,10 +83,19 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
             if (!out->pinned[i] && in->trunk_bytes[i] > out->ring_slot_bytes) out->ring_slot_bytes = in->trunk_bytes[i];
         out->n_ring = out->n_pinned < in->n_trunk ? 2 : 0;
     }
-    uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
+    const uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
+    /* invariants (tests/test_planner.c checks them on random inputs): the
+     * trunk leaves room for top_k expert slots, so the subtraction below
+     * cannot wrap; a violation is a planner bug, refused rather than run */
+    assert(used + min_experts <= in->budget_bytes);
+    if (used + min_experts > in->budget_bytes)
+        return k3_err(err, "memory plan error: trunk %.2f GiB leaves no room for %d expert slots in %.2f GiB",
+                      gib(used), min_slots, gib(in->budget_bytes));
     uint64_t slots = in->expert_bytes ? (in->budget_bytes - used) / in->expert_bytes : 0;
     if (slots > (uint64_t)in->n_experts_total) slots = (uint64_t)in->n_experts_total;
     out->n_expert_slots = (int)slots;
+    assert(out->n_expert_slots >= min_slots);
+    assert(used + (uint64_t)out->n_expert_slots * in->expert_bytes <= in->budget_bytes);
     return 0;
 }
 
@@ -93,6 +107,7 @@ void k3_plan_free(k3_plan *p)
 
 void k3_plan_print(const k3_plan *p, FILE *f)
 {
+    if (p->budget_source[0]) fprintf(f, "k3: plan: limit: %s\n", p->budget_source);
     fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
             "process, buffers and margin %.1f MiB)\n", p->budget_bytes ? "" : "none, ", gib(p->budget_bytes),
             gib(p->fixed_bytes), p->ctx_tokens, p->state_bytes / 1048576.0,
@@ -110,12 +125,13 @@ int k3_plan_json(const k3_plan *p, char *buf, size_t len)
                     "{\"budget_bytes\":%llu,\"fixed_bytes\":%llu,\"state_bytes\":%llu,\"ctx_tokens\":%d,"
                     "\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
                     "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
-                    "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s}",
+                    "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s,"
+                    "\"resident_bytes\":%llu}",
                     (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
                     (unsigned long long)p->state_bytes, p->ctx_tokens, (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
                     (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
                     p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
-                    p->all_resident ? "true" : "false");
+                    p->all_resident ? "true" : "false", (unsigned long long)p->resident_bytes);
 }
 
 int64_t k3_parse_size(const char *s)
@@ -137,14 +153,8 @@ int64_t k3_parse_size(const char *s)
     return (int64_t)(v * mult);
 }
 
-uint64_t k3_mem_available(void)
+uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes)
 {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
+    const uint64_t margin = 24ull << 20;
+    return process_bytes + session_bytes + embed_buf_bytes + margin;
 }

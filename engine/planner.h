@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "k3.h"
+#include "mem_limit.h"
 
 typedef struct k3_plan_input {
     uint64_t budget_bytes;        /* 0 = no limit */
@@ -26,6 +27,7 @@ typedef struct k3_plan_input {
     uint64_t expert_bytes;        /* one expert cache slot */
     int n_experts_total;          /* routed experts in all layers */
     int top_k;
+    const char *budget_source;    /* where budget_bytes came from ("--mem", a cgroup limit ...) */
 } k3_plan_input;
 
 typedef struct k3_plan {
@@ -35,6 +37,8 @@ typedef struct k3_plan {
     int n_trunk, n_pinned, n_ring, n_expert_slots, n_experts_total;
     int all_resident;             /* every trunk unit pinned and every expert cached */
     uint8_t *pinned;              /* [n_trunk] */
+    uint64_t resident_bytes;      /* what holding everything resident takes */
+    char budget_source[200];      /* printed on the plan's first line */
 } k3_plan;
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
@@ -43,7 +47,10 @@ void k3_plan_free(k3_plan *p);
 void k3_plan_print(const k3_plan *p, FILE *f);
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);
 
-/* MemAvailable from /proc/meminfo (bytes), 0 if unknown. */
-uint64_t k3_mem_available(void);
+/* The fixed claim before any weight: what the process holds (its RSS at
+ * open), one session's state and scratch, the embedding row buffer, and a
+ * margin for allocator slack and thread stacks. One formula for the engine
+ * and for k3 plan. */
+uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes);
 
 #endif

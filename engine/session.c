@@ -30,7 +30,11 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     FILE *cf = fopen(path, "rb");
     for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
     if (cf) fclose(cf);
+    /* the thread count lives in the model: every parallel region of an
+     * evaluation asks for it (num_threads, or the caller's setting, which
+     * k3_session_eval makes equal to it), whatever thread evaluates */
     m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
+    if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
     m->layer_slot = calloc((size_t)m->cfg.n_layers, sizeof *m->layer_slot);
@@ -69,7 +73,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .trace_path = opt ? opt->trace_path : NULL,
                               .prefetch = opt ? opt->prefetch : 0,
                               .quiet = opt ? opt->quiet : 0};
-    #pragma omp parallel
+    #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
@@ -174,7 +178,7 @@ static int scratch_alloc(k3_session *s, size_t *dry_bytes)
     const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
     const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
     const size_t L = (size_t)c->kv_lora_rank;
-    const size_t threads = (size_t)omp_get_max_threads() + 1;
+    const size_t threads = (size_t)s->m->n_threads + 1;   /* per-thread rows, indexed by omp_get_thread_num() */
     size_t max_inter = (size_t)c->dense_inter;
     if ((size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1) > max_inter)
         max_inter = (size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
@@ -197,7 +201,7 @@ static int scratch_alloc(k3_session *s, size_t *dry_bytes)
                       threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
                       T * max_inter, T * max_inter, T * D_or_latent};
     /* per-thread expert buffers: routed experts of a chunk run in parallel */
-    const int n_workers = omp_get_max_threads() > 0 ? omp_get_max_threads() : 1;
+    const int n_workers = s->m->n_threads > 0 ? s->m->n_threads : 1;
     const size_t expert_inter = (size_t)c->moe_inter;
     const size_t worker_floats = T * D_or_latent * 2 + T * expert_inter * 2;
     if (dry_bytes) {
@@ -260,7 +264,7 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     const k3_config *c = &m->cfg;
     const size_t n_mla = (size_t)k3_config_count_attn(c, K3_ATTN_MLA);
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
-    bytes += (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);
+    bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
     k3_session probe = {.m = m, .max_tokens = ctx};
     size_t scratch = 0;
@@ -285,9 +289,12 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->tokens = calloc((size_t)s->max_tokens, sizeof *s->tokens);
     s->kda_conv = calloc(k3_config_kda_conv_floats(c) + 1, sizeof(float));
     s->kda_state = calloc(k3_config_kda_state_floats(c) + 1, sizeof(float));
+    s->kda_conv_saved = calloc(k3_config_kda_conv_floats(c) + 1, sizeof(float));
+    s->kda_state_saved = calloc(k3_config_kda_state_floats(c) + 1, sizeof(float));
     s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * k3_config_mla_entry_floats(c) + 1, sizeof(float));
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
-    if (!s->tokens || !s->kda_conv || !s->kda_state || !s->mla_cache || !s->logits ||
+    if (!s->tokens || !s->kda_conv || !s->kda_state || !s->kda_conv_saved || !s->kda_state_saved ||
+        !s->mla_cache || !s->logits ||
         scratch_alloc(s, NULL)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
@@ -303,6 +310,8 @@ void k3_session_free(k3_session *s)
     free(s->tokens);
     free(s->kda_conv);
     free(s->kda_state);
+    free(s->kda_conv_saved);
+    free(s->kda_state_saved);
     free(s->mla_cache);
     free(s->logits);
     free(s);
@@ -335,6 +344,8 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    /* this thread's parallel regions (the kernels') use the model's count */
+    omp_set_num_threads(s->m->n_threads);
     k3_stats *st = &s->m->stats;
     const k3_phase phase = n > 1 ? K3_PHASE_PREFILL : K3_PHASE_DECODE;
     stats_set32(&st->phase, phase);

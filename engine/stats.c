@@ -1,4 +1,7 @@
-/* stats.c - live statistics: the record ring and the lock-free copy. */
+/* stats.c - live statistics: the record ring and the lock-free copy.
+ * Threading: I/O threads and the evaluating thread update counters with
+ * atomic adds and stores (stats.h); only the evaluating thread appends
+ * records; any thread may call k3_stats_read at any time. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -17,6 +20,9 @@ void stats_record(k3_stats *s, const k3_token_record *r)
 {
     uint64_t n = __atomic_load_n(&s->n_records, __ATOMIC_RELAXED);
     k3_token_record *dst = &s->records[n % K3_STATS_RECORDS];
+    /* a reader that sees any of these stores also sees n_records >= n (and
+     * drops the record this one overwrites): k3_stats_read */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
     const uint64_t *src64 = (const uint64_t *)r;
     uint64_t *dst64 = (uint64_t *)dst;
     for (size_t i = 0; i < sizeof *r / 8; i++) __atomic_store_n(&dst64[i], src64[i], __ATOMIC_RELAXED);
@@ -37,25 +43,41 @@ void stats_read_rss(uint64_t *rss_bytes, uint64_t *peak_bytes)
     fclose(f);
 }
 
-/* Copy every field with an atomic load (the struct is all 4- and 8-byte
- * fields), then lay the record ring out oldest first. */
+/* Copy the counters with 64-bit atomic loads: every 8-byte field sits in one
+ * aligned 8-byte word of the struct, so none can tear (a 32-bit copy could
+ * pair the low word before an I/O thread's add with the high word after it:
+ * a gauge jumping by 4 GiB). Fields may be from slightly different instants.
+ * The record ring is a seqlock with one writer (the evaluating thread): a
+ * record is kept only if the writer had not started overwriting its slot
+ * when the copy ended. */
 void k3_stats_read(const k3_model *m, k3_stats *out)
 {
     const k3_stats *s = &m->stats;
     _Static_assert(sizeof(k3_token_record) % 8 == 0, "records are whole 8-byte words");
-    const size_t head_bytes = offsetof(k3_stats, records);
-    const uint32_t *src32 = (const uint32_t *)s;
-    uint32_t *dst32 = (uint32_t *)out;
-    for (size_t i = 0; i < head_bytes / 4; i++) dst32[i] = __atomic_load_n(&src32[i], __ATOMIC_RELAXED);
-    uint64_t n = __atomic_load_n(&s->n_records, __ATOMIC_ACQUIRE);
+    _Static_assert(offsetof(k3_stats, records) % 8 == 0, "the counters are whole 8-byte words");
+    const size_t head_words = offsetof(k3_stats, records) / 8;
+    const uint64_t *src64 = (const uint64_t *)s;
+    uint64_t *dst64 = (uint64_t *)out;
+    for (size_t i = 0; i < head_words; i++) dst64[i] = __atomic_load_n(&src64[i], __ATOMIC_RELAXED);
+    const uint64_t n = __atomic_load_n(&s->n_records, __ATOMIC_ACQUIRE);
     uint32_t valid = n < K3_STATS_RECORDS ? (uint32_t)n : K3_STATS_RECORDS;
-    out->n_records = n;
-    out->n_valid = valid;
     for (uint32_t i = 0; i < valid; i++) {
         const k3_token_record *r = &s->records[(n - valid + i) % K3_STATS_RECORDS];
-        const uint64_t *src64 = (const uint64_t *)r;
-        uint64_t *dst64 = (uint64_t *)&out->records[i];
-        for (size_t j = 0; j < sizeof *r / 8; j++) dst64[j] = __atomic_load_n(&src64[j], __ATOMIC_RELAXED);
+        const uint64_t *rs = (const uint64_t *)r;
+        uint64_t *rd = (uint64_t *)&out->records[i];
+        for (size_t j = 0; j < sizeof *r / 8; j++) rd[j] = __atomic_load_n(&rs[j], __ATOMIC_RELAXED);
     }
+    /* records numbered below n_now - K3_STATS_RECORDS + 1 may have been
+     * rewritten while they were copied: drop them (oldest first) */
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const uint64_t n_now = __atomic_load_n(&s->n_records, __ATOMIC_RELAXED);
+    /* the writer may be filling record n_now, which overwrites record
+     * n_now - K3_STATS_RECORDS: records below n_now - K3_STATS_RECORDS + 1 are
+     * suspect; ours start at n - valid */
+    const int64_t first_safe = (int64_t)n_now - K3_STATS_RECORDS + 1, first = (int64_t)(n - valid);
+    uint32_t stale = first_safe > first ? (first_safe - first >= valid ? valid : (uint32_t)(first_safe - first)) : 0;
+    if (stale) memmove(out->records, out->records + stale, (size_t)(valid - stale) * sizeof *out->records);
+    out->n_records = n;
+    out->n_valid = valid - stale;
     stats_read_rss(&out->rss_bytes, &out->peak_rss_bytes);
 }

@@ -901,7 +901,8 @@ static int prov_plan_json(k3_weight_provider *p, char *buf, size_t len)
 
 /* Random aligned reads of one expert slot's size over the largest file,
  * `depth` at a time through the same reader: the device speed for exactly
- * the reads the runtime makes. */
+ * the reads the runtime makes. The reads land in expert cache slots (no
+ * memory beyond the plan's); the experts they held are read back after. */
 static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                              k3_error *err)
 {
@@ -913,35 +914,39 @@ static int prov_probe_device(k3_weight_provider *p, double seconds, double *gbps
     const uint64_t fbytes = rp->index.shards[file].file_bytes;
     if (fbytes < size) size = fbytes / K3_IO_ALIGN * K3_IO_ALIGN;
     if (!size) return k3_err(err, "%s: too small to probe", rp->index.shards[file].path);
-    const int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : 4;
-    uint8_t *buf = aligned_alloc(K3_IO_ALIGN, (size_t)size * d);
-    k3_io_req *reqs = calloc((size_t)d, sizeof *reqs);
-    if (!buf || !reqs) { free(buf); free(reqs); return k3_err(err, "out of memory"); }
-    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
-    const uint64_t windows = (fbytes - size) / K3_IO_ALIGN + 1;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    double elapsed = 0;
-    int rc = 0;
-    while (elapsed < seconds && rc == 0) {
-        k3_io_req *ptrs[64];
-        for (int i = 0; i < d; i++) {
-            rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-            reqs[i] = (k3_io_req){.fd = rp->fd[file], .path = rp->index.shards[file].path,
-                                  .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size, .need_bytes = size,
-                                  .dst = buf + (size_t)i * size, .kind = K3_READ_OTHER};
-            ptrs[i] = &reqs[i];
+    int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : 4;
+    if (d > 64) d = 64;
+    /* buffers: the first d expert cache slots (a model without routed
+     * experts has no slots and allocates its own) */
+    const int n_borrow = rp->plan.expert_slot_bytes && rp->plan.n_expert_slots > 0
+                             ? (d < rp->plan.n_expert_slots ? d : rp->plan.n_expert_slots) : 0;
+    if (n_borrow) d = n_borrow;
+    uint8_t *own_buf = n_borrow ? NULL : aligned_alloc(K3_IO_ALIGN, (size_t)size * d);
+    uint8_t *bufs[64];
+    for (int i = 0; i < d; i++) {
+        if (n_borrow) {
+            slot *sl = &rp->cache_slots[i];
+            k3_error ignored;
+            if (sl->unit >= 0) wait_slot(rp, sl, &ignored);     /* a prefetch may be in flight */
+            bufs[i] = sl->mem;
+        } else {
+            bufs[i] = own_buf ? own_buf + (size_t)i * size : NULL;
         }
-        k3_io_submit(rp->io, ptrs, d);
-        for (int i = 0; i < d && rc == 0; i++) rc = k3_io_wait(rp->io, &reqs[i], err);
-        done_bytes += size * (uint64_t)d;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        elapsed = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     }
-    free(buf);
-    free(reqs);
+    if (!n_borrow && !own_buf) return k3_err(err, "out of memory");
+    int rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, d, seconds, gbps, err);
+    free(own_buf);
+    for (int i = 0; i < n_borrow; i++) {   /* put back the experts whose slots were borrowed */
+        slot *sl = &rp->cache_slots[i];
+        if (sl->unit < 0) continue;
+        k3_error rerr;
+        if (start_unit_read(rp, sl, sl->unit, K3_READ_OTHER, &rerr) || wait_slot(rp, sl, &rerr)) {
+            k3_expert_cache_drop(&rp->cache, i);
+            sl->unit = -1;
+            if (rc == 0) { *err = rerr; rc = -1; }
+        }
+    }
     if (rc) return -1;
-    *gbps = done_bytes / elapsed / 1e9;
     *read_bytes = size;
     *depth = d;
     return 0;
@@ -1047,6 +1052,7 @@ static uint64_t current_rss(void)
 /* Plan the budget, allocate slots, read what is pinned. */
 static int plan_and_allocate(weights_provider *rp, k3_error *err)
 {
+    if (rp->opt.sizes_only) return 0;
     const k3_config *c = rp->cfg;
     const int n_trunk = c->n_layers + 1;
     uint64_t *trunk_bytes = malloc((size_t)n_trunk * sizeof *trunk_bytes);
@@ -1062,19 +1068,25 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
             n_experts_total++;
         }
     }
-    /* fixed: what the process holds now, one session, the embed row buffer,
-     * and a margin for allocator slack and thread stacks */
-    const uint64_t margin = 24ull << 20;
-    uint64_t fixed = current_rss() + rp->opt.session_bytes + rp->embed_buf_bytes + margin;
+    uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, rp->embed_buf_bytes);
     uint64_t budget = rp->opt.mem_bytes;
-    if (!budget) {                        /* no --mem: resident if it fits in available memory */
+    char source[256] = "";                /* where a derived budget comes from (printed) */
+    if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
         uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
         for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
-        uint64_t avail = k3_mem_available();
-        budget = avail && total > avail * 9 / 10 ? avail * 9 / 10 : 0;
+        k3_mem_limit lim;
+        k3_mem_limit_read(current_rss(), &lim);
+        const uint64_t avail = lim.avail_bytes;
+        /* under a cgroup limit the budget is always in force (and printed) */
+        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        if (lim.from_cgroup)
+            snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
+                     lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
+        else
+            snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", avail / 1048576.0);
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
-                        expert_bytes, n_experts_total, c->top_k};
+                        expert_bytes, n_experts_total, c->top_k, source};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
@@ -1083,6 +1095,7 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
     if (!rp->opt.quiet && budget) k3_plan_print(&rp->plan, stderr);
     k3_stats *st = rp->stats;
     stats_set64(&st->budget_bytes, budget);
+    stats_set64(&st->resident_bytes, rp->plan.resident_bytes);
     stats_set64(&st->pinned_trunk_bytes, rp->plan.pinned_bytes);
     stats_set64(&st->ring_bytes, (uint64_t)rp->plan.n_ring * rp->plan.ring_slot_bytes);
     stats_set64(&st->expert_cache_bytes, (uint64_t)rp->plan.n_expert_slots * expert_bytes);
@@ -1190,6 +1203,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     for (int i = 0; i < rp->n_units; i++)
         if (layout_unit(rp, &rp->units[i], err)) goto fail;
     if (plan_and_allocate(rp, err)) goto fail;
+    if (rp->opt.sizes_only) return &rp->base;
     if (rp->plan.pinned[head_unit(rp)]) {
         rp->head_view = rp->head_template;
         rebase_weight(rp, &rp->head_view, rp->units[head_unit(rp)].pinned);
@@ -1198,4 +1212,24 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
 fail:
     prov_close(&rp->base);
     return NULL;
+}
+
+/* The unit sizes plan_and_allocate hands the planner (see model.h). */
+void k3_weights_unit_sizes(const k3_weight_provider *p, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes)
+{
+    const weights_provider *rp = (const weights_provider *)p;
+    const k3_config *c = rp->cfg;
+    for (int i = 0; i <= c->n_layers; i++) trunk_bytes[i] = rp->units[i].bytes;
+    *expert_bytes = 0;
+    *n_experts_total = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) continue;
+        for (int e = 0; e < c->n_experts; e++) {
+            const unit *u = &rp->units[expert_unit(rp, l, e)];
+            if (u->bytes > *expert_bytes) *expert_bytes = u->bytes;
+            (*n_experts_total)++;
+        }
+    }
+    *embed_buf_bytes = rp->embed_buf_bytes;
 }

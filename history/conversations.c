@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 #include <jansson.h>
 #include "internal.h"
@@ -92,12 +94,15 @@ int history_conv_find(history *h, const char *ref, history_conversation *out, hi
     if (!ref || !*ref) return hist_err(err, "history: empty conversation id");
     if (!strcmp(ref, "last")) {
         int64_t id = 0;
-        sqlite3_stmt *st = hist_prepare(h, "SELECT id FROM conversations ORDER BY updated_ms DESC, id DESC LIMIT 1", err);
+        /* the last conversation somebody wrote in: an empty one (from an older
+         * k3, or emptied by /undo) is never what "last" means */
+        sqlite3_stmt *st = hist_prepare(h, "SELECT c.id FROM conversations c WHERE EXISTS (SELECT 1 FROM messages m"
+                                           " WHERE m.conversation_id = c.id) ORDER BY c.updated_ms DESC, c.id DESC LIMIT 1", err);
         if (!st) return -1;
         int rc = hist_step(st);
         if (rc == SQLITE_ROW) id = sqlite3_column_int64(st, 0);
         sqlite3_finalize(st);
-        if (rc == SQLITE_DONE) return hist_err(err, "%s: no conversations yet", h->path);
+        if (rc == SQLITE_DONE) return hist_err(err, "%s: no conversation with a message yet", h->path);
         if (rc != SQLITE_ROW) return hist_db_err(h, err, "finding the last conversation");
         return history_conv_get(h, id, out, err);
     }
@@ -276,6 +281,37 @@ int history_conv_set_model(history *h, int64_t id, const char *model_path, const
     return rc;
 }
 
+/* See history.h. The lock file names the holder so the refusal can say who. */
+int history_conv_lock(history *h, const history_conversation *c, history_error *err)
+{
+    history_conv_unlock(h);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.writer", h->snap_dir, c->uid);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return 0;                  /* no snapshot directory: nothing to coordinate with */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char who[64] = "";
+        ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        who[n > 0 ? n : 0] = 0;
+        who[strcspn(who, "\n")] = 0;
+        close(fd);
+        return hist_err(err, "conversation %s is open for writing in another k3 (%s); close it there first, or "
+                        "start a new conversation (two writers would interleave their turns)",
+                        c->uid, *who ? who : "pid unknown");
+    }
+    char who[64];
+    int len = snprintf(who, sizeof who, "pid %ld\n", (long)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, who, (size_t)len, 0) != len) { /* the lock is what matters */ }
+    h->conv_lock_fd = fd;
+    return 0;
+}
+
+void history_conv_unlock(history *h)
+{
+    if (h->conv_lock_fd >= 0) close(h->conv_lock_fd);   /* the lock goes with the descriptor */
+    h->conv_lock_fd = -1;
+}
+
 /* Names of a conversation's snapshot files, read before its rows go away. */
 static int snapshot_files_of(history *h, int64_t conv_id, char ***names, size_t *n, history_error *err)
 {
@@ -420,9 +456,10 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
 {
     sqlite3_stmt *st = hist_prepare(h,
         "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
-        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids)"
+        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids,"
+        " sampling_json, in_progress)"
         " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
-        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)", err);
+        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conv_id);
     sqlite3_bind_text(st, 2, m->role, -1, SQLITE_STATIC);
@@ -435,6 +472,8 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
     bind_opt_real(st, 9, m->decode_ms);
     if (stats) sqlite3_bind_text(st, 10, stats, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 10);
     sqlite3_bind_int64(st, 11, m->created_ms > 0 ? m->created_ms : hist_now_ms());
+    if (m->sampling_json) sqlite3_bind_text(st, 13, m->sampling_json, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 13);
+    sqlite3_bind_int(st, 14, m->in_progress != 0);
     uint8_t *blob = NULL;
     if (m->token_ids && m->n_token_ids > 0) {      /* int32 little-endian, whatever the host */
         blob = malloc((size_t)m->n_token_ids * 4);
@@ -496,6 +535,53 @@ done:
     return id;
 }
 
+/* Rows first (snapshot rows of the dropped messages go with them by
+ * cascade, the FTS index by trigger), files after the commit, as for a
+ * whole conversation. */
+int history_msg_truncate(history *h, int64_t conversation_id, int64_t from_message_id, history_error *err)
+{
+    if (hist_begin(h, err)) return -1;
+    char **files = NULL;
+    size_t n_files = 0;
+    int rc = -1;
+    sqlite3_stmt *st = hist_prepare(h,
+        "SELECT s.file_name FROM snapshots s JOIN messages m ON m.id = s.message_id WHERE s.conversation_id = ?1"
+        " AND m.seq >= (SELECT seq FROM messages WHERE id = ?2 AND conversation_id = ?1)", err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, conversation_id);
+    sqlite3_bind_int64(st, 2, from_message_id);
+    int step;
+    while ((step = hist_step(st)) == SQLITE_ROW) {
+        char **grown = realloc(files, (n_files + 1) * sizeof *files);
+        if (!grown) break;
+        files = grown;
+        if (asprintf(&files[n_files], "%s/%s", h->snap_dir, sqlite3_column_text(st, 0)) < 0) break;
+        n_files++;
+    }
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) { hist_db_err(h, err, "listing snapshots"); goto fail; }
+    st = hist_prepare(h, "DELETE FROM messages WHERE conversation_id = ?1"
+                         " AND seq >= (SELECT seq FROM messages WHERE id = ?2 AND conversation_id = ?1)", err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, conversation_id);
+    sqlite3_bind_int64(st, 2, from_message_id);
+    step = hist_step(st);
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) { hist_db_err(h, err, "deleting messages"); goto fail; }
+    int removed = sqlite3_changes(h->db);
+    if (touch_conv(h, conversation_id, NULL, hist_now_ms(), err)) goto fail;
+    if (hist_commit(h, err)) goto out;
+    for (size_t i = 0; i < n_files; i++) unlink(files[i]);
+    rc = removed;
+    goto out;
+fail:
+    hist_rollback(h);
+out:
+    for (size_t i = 0; i < n_files; i++) free(files[i]);
+    free(files);
+    return rc;
+}
+
 /* See history.h. */
 void history_msg_list_free(history_message *list, size_t n)
 {
@@ -503,6 +589,7 @@ void history_msg_list_free(history_message *list, size_t n)
         free(list[i].content);
         free(list[i].engine_stats_json);
         free(list[i].token_ids);
+        free(list[i].sampling_json);
     }
     free(list);
 }
@@ -537,10 +624,13 @@ static int read_msg_row(sqlite3_stmt *st, history_message *m)
         else
             m->n_token_ids = 0;
     }
+    m->sampling_json = hist_col_text(st, 14, 0);
+    m->in_progress = sqlite3_column_int(st, 15);
     if (!m->content || (sqlite3_column_type(st, 11) != SQLITE_NULL && !m->engine_stats_json)) {
         free(m->content);
         free(m->engine_stats_json);
         free(m->token_ids);
+        free(m->sampling_json);
         return -1;
     }
     return 0;
@@ -553,7 +643,7 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
     *n_out = 0;
     sqlite3_stmt *st = hist_prepare(h,
         "SELECT id, conversation_id, seq, role, content, status, prompt_tokens, generated_tokens,"
-        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids"
+        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids, sampling_json, in_progress"
         " FROM messages WHERE conversation_id = ? ORDER BY seq", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);

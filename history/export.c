@@ -62,14 +62,16 @@ static int export_markdown(const history_conversation *c, const history_message 
     if (*c->model_path) fprintf(f, "- model: `%s`\n", c->model_path);
     if (*c->model_fingerprint) fprintf(f, "- model fingerprint: `%s`\n", c->model_fingerprint);
     fprintf(f, "- created: %s\n- updated: %s\n", created, updated);
-    if (strcmp(c->sampling_json, "{}")) fprintf(f, "- sampling: `%s`\n", c->sampling_json);
+    if (strcmp(c->sampling_json, "{}")) fprintf(f, "- sampling (current setting): `%s`\n", c->sampling_json);
     fputc('\n', f);
     if (*c->system_prompt) fprintf(f, "## System prompt\n\n%s\n\n", c->system_prompt);
     for (size_t i = 0; i < n; i++) {
         const history_message *m = &msgs[i];
         fprintf(f, "## %s", role_heading(m->role));
-        if (m->status != HISTORY_COMPLETE) fprintf(f, " (%s)", history_status_name(m->status));
+        if (m->in_progress) fprintf(f, " (incomplete: the chat stopped while answering)");
+        else if (m->status != HISTORY_COMPLETE) fprintf(f, " (%s)", history_status_name(m->status));
         fprintf(f, "\n\n%s\n\n", m->content);
+        if (m->sampling_json) fprintf(f, "*sampling: `%s`*\n\n", m->sampling_json);
         md_stats_line(f, m);
     }
     return ferror(f) ? -1 : 0;
@@ -104,6 +106,8 @@ static json_t *message_json(const history_message *m)
     json_object_set_new(o, "prefill_ms", opt_real(m->prefill_ms));
     json_object_set_new(o, "decode_ms", opt_real(m->decode_ms));
     json_object_set_new(o, "engine_stats", embedded_json(m->engine_stats_json));
+    if (m->sampling_json) json_object_set_new(o, "sampling", embedded_json(m->sampling_json));
+    if (m->in_progress) json_object_set_new(o, "incomplete", json_true());
     return o;
 }
 

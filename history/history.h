@@ -37,12 +37,14 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 4
+#define HISTORY_SCHEMA_VERSION 5
 
 /* ---- opening --------------------------------------------------------- */
 
 enum {
     HISTORY_OPEN_EXISTING = 1,   /* fail instead of creating a missing database */
+    HISTORY_OPEN_READONLY = 2,   /* only read (list, show, search, export): works on a read-only
+                                  * file or directory; implies EXISTING; no migration, no snapshots */
 };
 
 /* Open (creating if needed, mode 0600) the database at path, or at the
@@ -101,6 +103,14 @@ int history_conv_list(history *h, int limit, history_conversation **out, size_t 
 /* Delete a conversation with its messages, snapshot rows and files. */
 int history_conv_delete(history *h, int64_t id, history_error *err);
 
+/* One writer per conversation: take an exclusive lock on it for this
+ * handle (releasing the one it held), held until history_conv_unlock, the
+ * next lock or close (or the process's death: it is a file lock on
+ * "<uid>.writer" in the snapshot directory, which records the holder's pid).
+ * Fails with a message naming the other process when one holds it. */
+int history_conv_lock(history *h, const history_conversation *c, history_error *err);
+void history_conv_unlock(history *h);
+
 void history_conv_free(history_conversation *c);            /* the strings only */
 void history_conv_list_free(history_conversation *list, size_t n);
 
@@ -130,6 +140,8 @@ typedef struct history_message {
                                   * (framing included), or NULL; borrowed on add,
                                   * owned by lists */
     int64_t n_token_ids;
+    char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
+    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */
@@ -145,6 +157,12 @@ int64_t history_msg_add(history *h, int64_t conversation_id, const history_messa
 int history_msg_list(history *h, int64_t conversation_id, history_message **out, size_t *n_out,
                      history_error *err);
 void history_msg_list_free(history_message *list, size_t n);
+
+/* Drop the message with this id and every later one of its conversation
+ * (with their snapshot rows, then files), for /undo, /retry and /edit.
+ * Returns the number of messages removed or -1. */
+int history_msg_truncate(history *h, int64_t conversation_id, int64_t from_message_id,
+                         history_error *err);
 
 const char *history_status_name(history_status s);
 /* Parse "complete" / "interrupted" / "error"; -1 if none. */
@@ -202,6 +220,12 @@ void history_snapshot_discard(history *h, const char *tmp_path);
  * 0 none, -1 error. */
 int history_snapshot_latest(history *h, int64_t conversation_id, const char *model_fingerprint,
                             int format_version, history_snapshot *out, history_error *err);
+
+/* The same among snapshots of messages with seq <= max_seq: the state to
+ * start from when the record is rebuilt up to that message. */
+int history_snapshot_latest_upto(history *h, int64_t conversation_id, int64_t max_seq,
+                                 const char *model_fingerprint, int format_version,
+                                 history_snapshot *out, history_error *err);
 
 /* Recompute the file's checksum; 0 if it matches. */
 int history_snapshot_verify(const history_snapshot *s, history_error *err);

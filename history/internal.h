@@ -12,6 +12,7 @@ struct history {
     char *path;          /* the database file as given */
     char *snap_dir;      /* "<path>.snapshots" */
     int lock_fd;         /* shared flock on snap_dir/.lock while open; -1 if none */
+    int conv_lock_fd;    /* exclusive flock on snap_dir/<uid>.writer: the conversation we write; -1 if none */
 };
 
 /* Snapshot file names: final "<uid>-<16 hex>.k3state", temp "tmp-<16 hex>.part". */
@@ -19,6 +20,8 @@ struct history {
 #define HIST_TMP_PREFIX "tmp-"
 #define HIST_TMP_SUFFIX ".part"
 #define HIST_LOCK_NAME ".lock"
+/* Snapshots kept per conversation: the newest and the turn boundaries before it. */
+#define HIST_SNAPSHOTS_KEPT_STR "4"
 
 /* Format a one-line error into err (NULL allowed); returns -1. */
 int hist_err(history_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -166,12 +166,15 @@ static int64_t insert_snapshot_row(history *h, const history_snapshot_key *key, 
     return hist_commit(h, err) ? -1 : id;
 }
 
-/* Older snapshots of the conversation are superseded by the new one: drop
- * their rows, commit, then their files (a crash leaves only orphans). */
+/* Older snapshots of the conversation are superseded by the new one, except
+ * the few newest (HIST_SNAPSHOTS_KEPT_STR), from which /undo and /retry restore
+ * the state at an earlier turn boundary: drop the rest's rows, commit, then
+ * their files (a crash leaves only orphans). */
 static void drop_older_snapshots(history *h, int64_t conv_id, int64_t keep_id)
 {
     if (hist_begin(h, NULL)) return;
-    sqlite3_stmt *st = hist_prepare(h, "DELETE FROM snapshots WHERE conversation_id = ? AND id <> ? RETURNING file_name", NULL);
+    sqlite3_stmt *st = hist_prepare(h, "DELETE FROM snapshots WHERE conversation_id = ?1 AND id <> ?2 AND id NOT IN (SELECT id FROM snapshots"
+        " WHERE conversation_id = ?1 ORDER BY id DESC LIMIT " HIST_SNAPSHOTS_KEPT_STR ") RETURNING file_name", NULL);
     if (!st) { hist_rollback(h); return; }
     sqlite3_bind_int64(st, 1, conv_id);
     sqlite3_bind_int64(st, 2, keep_id);
@@ -266,18 +269,19 @@ static int read_snapshot_row(history *h, sqlite3_stmt *st, history_snapshot *s)
 
 /* Newest by position in the conversation (the later the message, the less
  * to re-prefill), skipping rows whose file is gone or has the wrong size. */
-int history_snapshot_latest(history *h, int64_t conversation_id, const char *model_fingerprint, int format_version,
-                            history_snapshot *out, history_error *err)
+int history_snapshot_latest_upto(history *h, int64_t conversation_id, int64_t max_seq, const char *model_fingerprint,
+                                 int format_version, history_snapshot *out, history_error *err)
 {
     sqlite3_stmt *st = hist_prepare(h,
         "SELECT s.id, s.conversation_id, s.message_id, s.n_tokens, s.model_fingerprint, s.format_version,"
         " s.file_name, s.bytes, s.checksum, s.created_ms FROM snapshots s JOIN messages m ON m.id = s.message_id"
-        " WHERE s.conversation_id = ? AND s.model_fingerprint = ? AND s.format_version = ?"
+        " WHERE s.conversation_id = ? AND s.model_fingerprint = ? AND s.format_version = ? AND m.seq <= ?"
         " ORDER BY m.seq DESC, s.id DESC", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);
     sqlite3_bind_text(st, 2, model_fingerprint ? model_fingerprint : "", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, format_version);
+    sqlite3_bind_int64(st, 4, max_seq);
     int rc, found = 0;
     while ((rc = hist_step(st)) == SQLITE_ROW) {
         if (read_snapshot_row(h, st, out)) { found = hist_err(err, "%s: out of memory", h->path); break; }
@@ -288,6 +292,13 @@ int history_snapshot_latest(history *h, int64_t conversation_id, const char *mod
     sqlite3_finalize(st);
     if (found == 0 && rc != SQLITE_DONE) return hist_db_err(h, err, "finding a snapshot");
     return found;
+}
+
+/* See history.h. */
+int history_snapshot_latest(history *h, int64_t conversation_id, const char *model_fingerprint, int format_version,
+                            history_snapshot *out, history_error *err)
+{
+    return history_snapshot_latest_upto(h, conversation_id, INT64_MAX, model_fingerprint, format_version, out, err);
 }
 
 /* See history.h. */

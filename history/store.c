@@ -251,8 +251,11 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
 /* Step i brings user_version i to i + 1. Never edit a released step: add a
  * new one. v1: conversations and messages. v2: the full-text index (rebuilt
  * from existing messages) and state snapshot rows. v3: each message's exact
- * token ids (int32 little-endian), so a resume can re-prefill exactly. v4: the
- * remote backend (endpoint, model) of a conversation. */
+ * token ids (int32 little-endian), so a resume can re-prefill exactly. v4:
+ * the sampling each answer was made with (the conversation's own
+ * sampling_json is the current setting), and in_progress = 1 on an answer
+ * row still being written as it streams (a crash leaves it so). v5: the
+ * remote backend (endpoint, model) of a conversation (`k3 chat --endpoint`). */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -310,7 +313,10 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
 
     "ALTER TABLE messages ADD COLUMN token_ids BLOB;",
 
-    /* v4: the backend a conversation talks to when it is not a local model
+    "ALTER TABLE messages ADD COLUMN sampling_json TEXT;"
+    "ALTER TABLE messages ADD COLUMN in_progress INTEGER NOT NULL DEFAULT 0;",
+
+    /* v5: the backend a conversation talks to when it is not a local model
      * (`k3 chat --endpoint`): the server URL and its model name. */
     "ALTER TABLE conversations ADD COLUMN backend_endpoint TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE conversations ADD COLUMN backend_model TEXT NOT NULL DEFAULT '';",
@@ -392,7 +398,7 @@ static int ensure_db_file(const char *path, unsigned flags, history_error *err)
         return 0;
     }
     if (errno != ENOENT) return hist_err(err, "%s: %s", path, strerror(errno));
-    if (flags & HISTORY_OPEN_EXISTING) return hist_err(err, "%s: no such history database", path);
+    if (flags & (HISTORY_OPEN_EXISTING | HISTORY_OPEN_READONLY)) return hist_err(err, "%s: no such history database", path);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST) return hist_err(err, "%s: cannot create: %s", path, strerror(errno));
     if (fd >= 0) close(fd);
@@ -412,9 +418,25 @@ static int query_int(history *h, const char *sql, int64_t *out, history_error *e
 }
 
 /* The per-connection settings SQLite does not remember in the file. */
-static int connect_db(history *h, history_error *err)
+static int connect_db(history *h, unsigned flags, history_error *err)
 {
-    if (sqlite3_open_v2(h->path, &h->db, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK) {
+    int rc;
+    if (flags & HISTORY_OPEN_READONLY) {
+        /* a plain read-only open still needs the -shm file of a WAL database
+         * (created beside it); when the directory does not allow that, read
+         * the file as immutable (a cleanly closed database holds everything) */
+        rc = sqlite3_open_v2(h->path, &h->db, SQLITE_OPEN_READONLY, NULL);
+        if (rc == SQLITE_OK && sqlite3_exec(h->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) != SQLITE_OK) {
+            sqlite3_close_v2(h->db);
+            h->db = NULL;
+            char *uri = sqlite3_mprintf("file:%s?immutable=1", h->path);
+            rc = uri ? sqlite3_open_v2(uri, &h->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, NULL) : SQLITE_NOMEM;
+            sqlite3_free(uri);
+        }
+    } else {
+        rc = sqlite3_open_v2(h->path, &h->db, SQLITE_OPEN_READWRITE, NULL);
+    }
+    if (rc != SQLITE_OK) {
         hist_err(err, "%s: cannot open: %s", h->path, h->db ? sqlite3_errmsg(h->db) : "out of memory");
         return -1;
     }
@@ -523,6 +545,26 @@ static void open_snapshot_dir(history *h)
     }
 }
 
+/* A write that failed on a read-only file or directory: say which is the
+ * problem (SQLite says only "attempt to write a readonly database" or
+ * "unable to open database file", because it creates -wal and -shm files
+ * beside the database). */
+static void explain_readonly(const char *path, history_error *err)
+{
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;
+    else if (slash) *slash = 0;
+    else snprintf(dir, sizeof dir, ".");
+    if (access(path, W_OK) != 0 && errno == EACCES)
+        hist_err(err, "%s: the database file is read-only (k3 history list/show/search/export can still read it; "
+                 "to write, make it writable)", path);
+    else if (access(dir, W_OK) != 0)
+        hist_err(err, "%s: the directory %s is not writable, and SQLite must create the database's -wal and -shm "
+                 "files there (make the directory writable, or use --db in a writable one)", path, dir);
+}
+
 /* See history.h. */
 history *history_open(const char *path, unsigned flags, history_error *err)
 {
@@ -537,6 +579,7 @@ history *history_open(const char *path, unsigned flags, history_error *err)
     history *h = calloc(1, sizeof *h);
     if (!h) { hist_err(err, "%s: out of memory", path); return NULL; }
     h->lock_fd = -1;
+    h->conv_lock_fd = -1;
     h->path = strdup(path);
     if (h->path && asprintf(&h->snap_dir, "%s.snapshots", path) < 0) h->snap_dir = NULL;
     if (!h->path || !h->snap_dir) {
@@ -545,8 +588,22 @@ history *history_open(const char *path, unsigned flags, history_error *err)
         return NULL;
     }
     int64_t version = 0;
-    if (connect_db(h, err) || identify_db(h, &version, err) || set_journal(h, err) ||
-        migrate_db(h, version, err)) {
+    if (flags & HISTORY_OPEN_READONLY) {
+        if (connect_db(h, flags, err) || identify_db(h, &version, err)) {
+            history_close(h);
+            return NULL;
+        }
+        if (version < HISTORY_SCHEMA_VERSION) {
+            hist_err(err, "%s: written by an older k3 (schema %lld); open it once with write access (e.g. k3 chat --db) "
+                     "to upgrade it", h->path, (long long)version);
+            history_close(h);
+            return NULL;
+        }
+        return h;
+    }
+    if (connect_db(h, flags, err) || (sqlite3_db_readonly(h->db, "main") == 1 && hist_err(err, "%s: read-only", path)) ||
+        identify_db(h, &version, err) || set_journal(h, err) || migrate_db(h, version, err)) {
+        explain_readonly(path, err);
         history_close(h);
         return NULL;
     }
@@ -561,6 +618,7 @@ void history_close(history *h)
     if (!h) return;
     if (h->db) sqlite3_close_v2(h->db);
     if (h->lock_fd >= 0) close(h->lock_fd);
+    history_conv_unlock(h);
     free(h->path);
     free(h->snap_dir);
     free(h);

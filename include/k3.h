@@ -5,7 +5,24 @@
  * threads; a session owns everything that belongs to one conversation: the
  * KDA recurrent and conv states, the MLA latent cache, the tokens so far and
  * the logits after the last token. Sessions are independent: several can
- * share one model (one at a time per thread). */
+ * share one model (one at a time per thread).
+ *
+ * Threading contract:
+ *  - k3_model: serves one evaluation at a time. k3_session_eval,
+ *    k3_session_new/free/reset/save/load and k3_model_probe_device of one
+ *    model must not run concurrently (the weight provider's cache and ring
+ *    are not locked); any one thread may do them, not only the thread that
+ *    opened the model: the compute thread count is the model's
+ *    (k3_options.n_threads) whichever thread evaluates. k3_model_close only
+ *    when nothing else uses the model.
+ *  - k3_stats_read: any thread, any time, concurrently with an evaluation
+ *    (lock-free; see the statistics below).
+ *  - k3_session_set_interrupt's flag: set from any thread or a signal handler.
+ *  - The read-only queries (k3_model_get_info, k3_model_tokenizer,
+ *    k3_model_fingerprint, k3_model_stop_ids, k3_model_render_chat,
+ *    k3_model_plan_json) may run on any thread at any time.
+ *  - Inside the engine, I/O threads complete reads and update the counters;
+ *    they never touch a session. */
 #ifndef K3_H
 #define K3_H
 
@@ -20,7 +37,8 @@ typedef struct k3_model k3_model;
 typedef struct k3_session k3_session;
 
 typedef struct k3_options {
-    int n_threads;           /* 0 = all cores */
+    int n_threads;           /* compute threads of every evaluation, whichever thread
+                              * calls k3_session_eval (0 = all cores) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
                               * it fits in available memory, else derived from it */
@@ -81,9 +99,14 @@ int k3_session_max_tokens(const k3_session *s);
  * If all_logits is non-NULL it receives [n][vocab] logits (the prediction
  * after each token); the logits after the last token are always kept in the
  * session (k3_session_logits). Prompts are processed in chunks; the result
- * equals feeding the tokens one by one. Returns 0, or -1 with err set (the
- * session is then unchanged if the failure was detected before compute,
- * e.g. an id out of range or the context full). */
+ * equals feeding the tokens one by one. Returns 0, or -1 with err set.
+ * A failure before compute (an id out of range, the context full) leaves the
+ * session unchanged. A failure during compute (a read error) rolls back the
+ * chunk being computed: the session then holds the tokens of the chunks
+ * completed before it, with exactly the state (KDA states, MLA cache, token
+ * count, logits) of a session fed only those tokens, so evaluating the rest
+ * again, or saving it, is as if the error had not happened. The cost is a
+ * copy of each KDA layer's state per chunk (k3_session_bytes counts it). */
 int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
 
 /* An interrupt flag (set from a signal handler or another thread) that
@@ -142,9 +165,11 @@ const int *k3_state_tokens(const k3_state *st);
 int k3_session_copy(k3_session *dst, const k3_session *src, k3_error *err);
 
 /* ---- live statistics (DESIGN §7) ----------------------------------------
- * The engine keeps these counters as it runs; any thread may read a
- * consistent-enough copy at any time without locks (each field is read
- * atomically; fields may be from slightly different instants). */
+ * The engine keeps these counters as it runs; any thread may read a copy
+ * at any time without locks: each field is read with one atomic load, so no
+ * counter is ever torn (it never goes backwards between two reads), though
+ * fields may be from slightly different instants; the records are each
+ * whole (a record being overwritten while copied is left out). */
 
 #define K3_STATS_MAX_LAYERS 128
 #define K3_STATS_RECORDS 512
@@ -179,6 +204,7 @@ typedef struct k3_stats {
     uint64_t budget_bytes;       /* 0 = no budget (fully resident) */
     uint64_t pinned_trunk_bytes, ring_bytes, expert_cache_bytes, state_bytes, other_bytes;
     uint64_t rss_bytes, peak_rss_bytes;
+    uint64_t resident_bytes;     /* what holding the whole model resident would take */
     uint32_t pinned_layers, ring_slots, expert_slots;
     /* progress */
     uint32_t phase;              /* k3_phase */
@@ -206,7 +232,83 @@ int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *r
 /* The engine's monotonic clock, in nanoseconds (the one clock every layer uses). */
 uint64_t k3_now_ns(void);
 
+/* The numeric kernels this binary was built with, chosen at compile time by
+ * the Makefile's ARCH: "x86-64-v3 (AVX2 FMA F16C)", "aarch64 (NEON)" or
+ * "generic (portable C)". All give bit-identical logits. */
+const char *k3_kernels_name(void);
+
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
+
+/* ---- planning before downloading (k3 plan) --------------------------------
+ * From a model directory, or a config.json alone: the engine's own memory
+ * plan at a budget, the bytes a decode token reads, the expert hit rate and
+ * predicted times on this machine (engine/plan_model.c states the model). */
+
+/* Kernel rates measured on this machine: bytes of weights per second of the
+ * decode kernel (one token per pass) and of the prompt kernel (32 tokens
+ * per pass, bytes x tokens per second), per weight format. */
+enum { K3_RATE_F32, K3_RATE_BF16, K3_RATE_F16, K3_RATE_F8, K3_RATE_MXFP4, K3_RATE_N };
+typedef struct k3_kernel_rates {
+    int n_threads;
+    double matvec_gbps[K3_RATE_N];
+    double matmul32_gbps[K3_RATE_N];
+} k3_kernel_rates;
+
+/* A short probe (about a second) of the kernels the forward pass runs. */
+int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err);
+/* "f32", "bf16", "f16", "f8_e4m3", "mxfp4". */
+const char *k3_rate_format_name(int f);
+
+typedef struct k3_planner k3_planner;
+
+typedef struct k3_plan_options {
+    int n_threads;               /* 0 = all cores */
+    int ctx_tokens;              /* context the sessions will use (default 4096) */
+    int cache_lru;               /* --cache-policy lru (default lfru) */
+    uint64_t fixed_bytes;        /* the plan's fixed claim; 0 = estimated as the engine counts it */
+    const char *trace_path;      /* routing trace (--trace of run/bench) for the hit rate; NULL = uniform */
+} k3_plan_options;
+
+typedef struct k3_planner_info {
+    char model_type[32];
+    const char *sizes_from;      /* "safetensors headers", "packed manifest" or "config.json" */
+    int n_layers, n_moe_layers, n_experts, top_k;
+    uint64_t trunk_bytes;        /* all layers' trunk units */
+    uint64_t head_bytes;
+    uint64_t expert_slot_bytes, experts_bytes;
+    uint64_t session_bytes;
+    int ctx_tokens, n_threads;
+    long long trace_tokens;      /* 0 = uniform routing */
+    int trace_lookups;
+} k3_planner_info;
+
+typedef struct k3_plan_estimate {
+    /* the memory plan (as the engine prints it) */
+    uint64_t budget_bytes, fixed_bytes, min_budget_bytes, pinned_bytes, ring_slot_bytes, expert_slot_bytes;
+    int trunk_units, pinned_units, ring_slots, expert_slots, experts_total, fully_resident;
+    /* one decode token */
+    double hit_rate;             /* expert cache true hit rate */
+    double bytes_trunk, bytes_experts, bytes_head;   /* expected bytes read (head: head unit + embedding row) */
+    double disk_gbps;
+    double io_s, compute_s, decode_s;                 /* decode_s = max(io_s, compute_s) */
+    /* the prompt */
+    int prompt_tokens, prompt_chunks;
+    double prompt_s;
+} k3_plan_estimate;
+
+/* path: a model directory (sizes from its headers or packed manifest), a
+ * directory holding only config.json, or a config.json file. */
+k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error *err);
+void k3_planner_get_info(const k3_planner *p, k3_planner_info *out);
+/* Device speed for the runtime's reads on the filesystem of the model (its
+ * weight files), or of scratch_dir when they are not here. */
+int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, k3_error *err);
+/* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
+ * times; a budget below the minimum fails with the engine's message. */
+int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
+                        int prompt_tokens, k3_plan_estimate *out, k3_error *err);
+void k3_planner_close(k3_planner *p);
+
 
 #endif

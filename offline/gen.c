@@ -42,6 +42,13 @@ static const gen_preset presets[] = {
     /* a ~15 GB K3-shaped model, the size the closest peer is measured on (benchmarks only) */
     {"k3-16g", 3072, 24, 24, 128, 128, 24, 512, 128, 64, 128, 12288, 1536, 128, 16, 2, 2048,
      "4,8,12,16,20,23,24", 768, 1536, 6},
+    /* Kimi K3 at its real widths, two layers (benchmarks only, ~24.5 GB):
+     * layer 0 KDA (96 heads x 128) + the dense 33792 MLP, layer 1 gated
+     * q-LoRA MLA + MoE of 896 MXFP4 experts (3584 latent x 3072, the real
+     * 17.5 MB page) top-16 + 2 shared; the real vocabulary's embedding and
+     * head (163840 x 7168) */
+    {"k3-real-widths", 7168, 2, 96, 128, 128, 96, 512, 128, 64, 128, 33792, 3072, 896, 16, 2, 163584,
+     "2", 1536, 3584, 12},
 };
 
 typedef enum {
@@ -468,7 +475,7 @@ static int rename_specials_k3(const char *dir, int n_base, k3_error *err)
 
 const char *k3_gen_preset_names(void)
 {
-    return "tiny, small, demo, k3-tiny, k3-sim, k3-16g";
+    return "tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths";
 }
 
 static const gen_preset *find_preset(const char *name)

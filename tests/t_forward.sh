@@ -12,10 +12,11 @@
 # prefill(T-k) + k single steps.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
-OUT=tests/out/forward
+# K3, TOOL and FORWARD_OUT may name another build's binaries (tests/arch_check.sh).
+OUT=${FORWARD_OUT:-tests/out/forward}
 mkdir -p $OUT
-K3=./k3
-TOOL=build/tests/tool_engine
+K3=${K3:-./k3}
+TOOL=${TOOL:-build/tests/tool_engine}
 
 gen_models() {
     [ -f $OUT/tiny_bf16_1/config.json ] || $K3 gen $OUT/tiny_bf16_1 --preset tiny --seed 3 >/dev/null 2>&1

@@ -98,7 +98,7 @@ else fail history_cli_json_roundtrip "$WHY"; fi
 ok=1
 run ambiguous 1 "$K3" history show abc1 --db "$DB" && grep -q 'ambiguous' "$T/err" && [ "$(wc -l < "$T/err")" -eq 1 ] || { ok=0; bad_e=$WHY; }
 run unknown 1 "$K3" history show 0000 --db "$DB" && grep -q 'no conversation' "$T/err" || { ok=0; bad_e=$WHY; }
-run nonhex 1 "$K3" history rm 'x;DROP' --db "$DB" || { ok=0; bad_e=$WHY; }
+run nonhex 1 "$K3" history rm 'x;DROP' --yes --db "$DB" || { ok=0; bad_e=$WHY; }
 run no_format 2 "$K3" history export abc12345 --db "$DB" || { ok=0; bad_e=$WHY; }
 run bad_format 2 "$K3" history export abc12345 --format pdf --db "$DB" || { ok=0; bad_e=$WHY; }
 run bad_sub 2 "$K3" history frobnicate --db "$DB" || { ok=0; bad_e=$WHY; }
@@ -111,7 +111,7 @@ done
 [ $ok -eq 1 ] && pass history_cli_errors || fail history_cli_errors "$bad_e"
 
 # rm
-if run rm 0 "$K3" history rm abc12345 --db "$DB" && grep -q 'deleted abc12345' "$T/out" &&
+if run rm 0 "$K3" history rm abc12345 --yes --db "$DB" && grep -q 'deleted abc12345' "$T/out" &&
    run rm_again 1 "$K3" history show abc12345 --db "$DB" &&
    run rm_search 0 "$K3" history search penguins --db "$DB" && ! grep -q abc12345 "$T/out" &&
    grep -q abc19999 "$T/out"; then pass history_cli_rm

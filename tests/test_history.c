@@ -187,6 +187,36 @@ static void test_migrations(void)
         history_close(h);
     }
     CHECK(raw_int(v1, "PRAGMA user_version") == HISTORY_SCHEMA_VERSION, "v1 not migrated");
+
+    /* v3, the schema before per-answer sampling: its rows read back (no
+     * sampling, not in progress) and new answers carry their sampling */
+    const char *v3 = tmp_path("v3.db");
+    built = sqlite3_open(v3, &db) == SQLITE_OK && sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) == SQLITE_OK &&
+            hist_migrate(db, 0, 3, msg, sizeof msg) == 0 &&
+            sqlite3_exec(db, "INSERT INTO conversations (uid, title, sampling_json, created_ms, updated_ms)"
+                             "  VALUES ('4567abcd', 'v3', '{\"temperature\":0}', 1, 2);"
+                             "INSERT INTO messages (conversation_id, seq, role, content, created_ms)"
+                             "  VALUES (1, 1, 'user', 'hello', 1), (1, 2, 'assistant', 'hi', 1);"
+                             "COMMIT", NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_close(db);
+    CHECK(built && raw_int(v3, "PRAGMA user_version") == 3, "building a v3 database: %s", msg);
+    h = history_open(v3, HISTORY_OPEN_EXISTING, &err);
+    CHECK(h != NULL, "open v3: %s", err.msg);
+    if (h) {
+        history_message *msgs = NULL;
+        size_t n = 0;
+        CHECK(history_msg_list(h, 1, &msgs, &n, &err) == 0 && n == 2 && !msgs[1].sampling_json && !msgs[1].in_progress &&
+              !strcmp(msgs[1].content, "hi"), "v3 messages after migration (%zu)", n);
+        history_msg_list_free(msgs, n);
+        history_message m = history_message_make("assistant", "again", HISTORY_COMPLETE);
+        m.sampling_json = "{\"temperature\":0.7}";
+        CHECK(history_msg_add(h, 1, &m, &err) > 0 && history_msg_list(h, 1, &msgs, &n, &err) == 0 && n == 3 &&
+              msgs[2].sampling_json && !strcmp(msgs[2].sampling_json, "{\"temperature\":0.7}"),
+              "per-answer sampling after migration: %s", n == 3 && msgs[2].sampling_json ? msgs[2].sampling_json : err.msg);
+        history_msg_list_free(msgs, n);
+        history_close(h);
+    }
+    CHECK(raw_int(v3, "PRAGMA user_version") == HISTORY_SCHEMA_VERSION, "v3 not migrated");
     TEST_END();
 }
 
@@ -461,7 +491,7 @@ static void test_id_prefix(void)
     CHECK(h != NULL, "open: %s", err.msg);
     if (!h) { TEST_END(); return; }
     history_conversation c;
-    CHECK(history_conv_find(h, "last", &c, &err) < 0 && strstr(err.msg, "no conversations"), "last on empty: '%s'", err.msg);
+    CHECK(history_conv_find(h, "last", &c, &err) < 0 && strstr(err.msg, "no conversation with a message"), "last on empty: '%s'", err.msg);
     /* 17 uids over 16 first digits: two must share one. */
     history_conversation made[17];
     int n_made = 0;
@@ -487,6 +517,11 @@ static void test_id_prefix(void)
     history_msg_add(h, made[3].id, &m, &err);
     CHECK(history_conv_find(h, "last", &c, &err) == 0 && c.id == made[3].id, "last is not the latest updated");
     if (!test_current_failed) history_conv_free(&c);
+    history_conversation empty;                  /* newer but without a message: never "last" */
+    usleep(2000);
+    CHECK(history_conv_create(h, NULL, &empty, &err) > 0 && history_conv_find(h, "last", &c, &err) == 0 &&
+          c.id == made[3].id, "last picked a conversation without messages");
+    if (!test_current_failed) { history_conv_free(&c); history_conv_free(&empty); }
     CHECK(history_conv_find(h, "xyz", &c, &err) < 0 && strstr(err.msg, "not a conversation id"), "non-hex: '%s'", err.msg);
     CHECK(history_conv_find(h, "123456789", &c, &err) < 0, "too long accepted");
     for (int i = 0; i < n_made; i++) history_conv_free(&made[i]);
@@ -589,7 +624,9 @@ static void test_snapshots(void)
     int64_t s2 = put_snapshot(h, conv, m2, 2, 20000, "fp1");
     CHECK(s2 > 0 && history_snapshot_latest(h, conv, "fp1", 3, &s, &err) == 1 && s.id == s2, "second snapshot");
     if (!test_current_failed) history_snapshot_free(&s);
-    CHECK(count_snapshot_files(dir) == 1, "superseded file not removed (%d files)", count_snapshot_files(dir));
+    CHECK(count_snapshot_files(dir) == 2, "the previous turn's snapshot (for /undo) not kept (%d files)", count_snapshot_files(dir));
+    for (int i = 0; i < 4; i++) put_snapshot(h, conv, i % 2 ? m2 : m1, 1 + i % 2, 1000 + i, "fp1");
+    CHECK(count_snapshot_files(dir) == 4, "superseded files beyond the newest 4 not removed (%d files)", count_snapshot_files(dir));
     CHECK(history_snapshot_latest(h, conv, "fp-other", 3, &s, &err) == 0, "wrong fingerprint matched");
     CHECK(history_snapshot_latest(h, conv, "fp1", 4, &s, &err) == 0, "wrong format version matched");
     history_snapshot_key wrong = {conv, 999999, 1, "fp1", 3};
@@ -637,7 +674,7 @@ static void test_snapshots(void)
     CHECK(!file_exists(orphan) && !file_exists(temp), "orphan or temp file survived reopen");
     CHECK(file_exists(notes), "a file that is not ours was deleted");
     CHECK(h && history_snapshot_latest(h, other, "fp1", 3, &s, &err) == 0, "stale row still returned");
-    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 1, "stale row not deleted");
+    CHECK(raw_int(path, "SELECT count(*) FROM snapshots") == 4, "stale row not deleted (the 4 of conv remain)");
     history_close(h);
     TEST_END();
 }

@@ -1,11 +1,11 @@
 /* test_kernels.c - dtype table, scalar decoders, and every SIMD kernel
  * against its scalar reference; bit-exactness of k3_matmul vs k3_matvec and
  * of multithreaded vs single-threaded k3_matvec. */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
 #include "test.h"
+#include "k3.h"
 #include "kernels.h"
 
 /* Deterministic xorshift so failures reproduce. */
@@ -106,7 +106,26 @@ static void test_bf16(void)
     TEST_END();
 }
 
-/* Hand-computed f16 values; then both directions against the F16C hardware
+/* The compiler's own binary16 conversions (_Float16): F16C instructions on
+ * x86-64-v3, fcvt on aarch64, libgcc's soft-float otherwise - in every case
+ * an implementation independent of convert.c to check it against. */
+static float compiler_f16_to_f32(uint16_t h)
+{
+    _Float16 v;
+    memcpy(&v, &h, 2);
+    return (float)v;
+}
+
+/* ... and the other direction (round to nearest even, the default mode). */
+static uint16_t compiler_f32_to_f16(float f)
+{
+    _Float16 v = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &v, 2);
+    return h;
+}
+
+/* Hand-computed f16 values; then both directions against the compiler's
  * conversion, exhaustively (decode) and on edge plus random floats (encode). */
 static void test_f16(void)
 {
@@ -131,9 +150,9 @@ static void test_f16(void)
     CHECK(isnan(k3_f16_to_f32(k3_f32_to_f16(float_of(0x7F800001)))), "NaN stays NaN");
 
     for (uint32_t h = 0; h < 0x10000; h++) {
-        float hw = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128((int)h)));
+        float hw = compiler_f16_to_f32((uint16_t)h);
         float sw = k3_f16_to_f32((uint16_t)h);
-        CHECK(same_float(sw, hw), "decode 0x%04x: %a vs F16C %a", h, sw, hw);
+        CHECK(same_float(sw, hw), "decode 0x%04x: %a vs compiler %a", h, sw, hw);
         if (!isnan(sw))
             CHECK(k3_f32_to_f16(sw) == h, "round trip 0x%04x", h);
     }
@@ -149,12 +168,12 @@ static void test_f16(void)
         } else {
             f = float_of(rng_u32());
         }
-        uint16_t hw = (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0);
+        uint16_t hw = compiler_f32_to_f16(f);
         uint16_t sw = k3_f32_to_f16(f);
         if (isnan(f))
             CHECK(isnan(k3_f16_to_f32(sw)), "encode NaN %08x", bits_of(f));
         else
-            CHECK(sw == hw, "encode %a (%08x): 0x%04x vs F16C 0x%04x", f, bits_of(f), sw, hw);
+            CHECK(sw == hw, "encode %a (%08x): 0x%04x vs compiler 0x%04x", f, bits_of(f), sw, hw);
     }
     TEST_END();
 }
@@ -681,9 +700,117 @@ static void test_e4m3_nan_blocks(void)
     TEST_END();
 }
 
+/* ------------------------------------------------------------------------ */
+/* The canonical order, written out independently of every back end          */
+/* ------------------------------------------------------------------------ */
+
+/* Row r of m by the canonical order of engine/matvec.c, one lane at a time
+ * in plain C: 16-column chunks (the tail zero-padded), lanes c % 8 of two
+ * 8-lane fma accumulators (A0 for chunk columns 0-7, A1 for 8-15); fp8 sums
+ * each 128-column block apart on weights e4m3 / 256 and folds the block in
+ * with one fma by scale * 256; the row is the tree (A0 + A1) lane i + i+4,
+ * then i + i+2, then 0 + 1. A back end that reorders, drops a rounding or
+ * adds one (e.g. multiply then add instead of fma) fails the comparison. */
+static float canonical_row(const test_matrix *m, int64_t r, const float *x)
+{
+    int64_t cols = m->w.cols, padded = (cols + 15) & ~(int64_t)15;
+    int fp8 = m->w.dtype == K3_DT_F8_E4M3;
+    float acc[16] = {0}, block[16] = {0};
+    for (int64_t c = 0; c < padded; c++) {
+        float w = 0.0f, xv = c < cols ? x[c] : 0.0f;
+        if (c < cols) {
+            size_t esize = k3_dtype_size(m->w.dtype);
+            k3_convert_to_f32(&w, (const unsigned char *)m->w.data + (size_t)(r * cols + c) * esize,
+                              m->w.dtype, 1);
+            if (fp8)
+                w *= 0x1p-8f;   /* exact */
+        }
+        int lane = (int)(c % 16);
+        if (!fp8) {
+            acc[lane] = fmaf(w, xv, acc[lane]);
+            continue;
+        }
+        block[lane] = fmaf(w, xv, block[lane]);
+        if (c % 128 == 127 || c == padded - 1) {   /* end of a scale block */
+            float s = m->scales ? m->scales[(r / 128) * ((cols + 127) / 128) + c / 128] : 1.0f;
+            for (int i = 0; i < 16; i++) {
+                acc[i] = fmaf(block[i], s * 256.0f, acc[i]);
+                block[i] = 0.0f;
+            }
+        }
+    }
+    float v[8], s4[4], s2[2];
+    for (int i = 0; i < 8; i++)
+        v[i] = acc[i] + acc[i + 8];
+    for (int i = 0; i < 4; i++)
+        s4[i] = v[i] + v[i + 4];
+    for (int i = 0; i < 2; i++)
+        s2[i] = s4[i] + s4[i + 2];
+    return s2[0] + s2[1];
+}
+
+/* Every back end (x86-64-v3, aarch64 NEON, generic C) must give exactly the
+ * canonical order's bits - that is what makes logits identical across
+ * machines. k3_matvec (1-row and 4-row kernels, one and several threads)
+ * and k3_matmul (decoded 2x2 blocks) against canonical_row, for every
+ * dtype, with tails, misaligned rows and several fp8 scale blocks. */
+static void test_canonical_order(void)
+{
+    static const int64_t shapes[][2] = {{7, 16}, {9, 37}, {33, 300}, {130, 515}, {64, 1024}};
+    for (int d = 0; d < N_KERNEL_DTYPES; d++) {
+        for (int scaled = 0; scaled < (kernel_dtypes[d] == K3_DT_F8_E4M3 ? 2 : 1); scaled++) {
+            char name[96];
+            snprintf(name, sizeof name, "canonical_order_%s%s [%s]", k3_dtype_name(kernel_dtypes[d]),
+                     scaled ? "_scaled" : "", k3_kernels_name());
+            TEST_BEGIN(name);
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                int64_t rows = shapes[s][0], cols = shapes[s][1];
+                const int n_tokens = 5;
+                test_matrix m = matrix_random(kernel_dtypes[d], rows, cols, (int)(s % 3) * 2, scaled);
+                float *X = vector_random(n_tokens * cols);
+                float *Y = malloc((size_t)(n_tokens * rows) * sizeof(float));
+                float *y = malloc((size_t)rows * sizeof(float));
+                k3_matmul(Y, &m.w, X, n_tokens);
+                for (int t = 0; t < n_tokens; t++) {
+                    k3_matvec(y, &m.w, X + t * cols);
+                    for (int64_t r = 0; r < rows; r++) {
+                        float want = canonical_row(&m, r, X + t * cols);
+                        CHECK(bits_of(y[r]) == bits_of(want), "matvec %lldx%lld row %lld token %d: %a vs canonical %a",
+                              (long long)rows, (long long)cols, (long long)r, t, y[r], want);
+                        CHECK(bits_of(Y[t * rows + r]) == bits_of(want),
+                              "matmul %lldx%lld row %lld token %d: %a vs canonical %a", (long long)rows,
+                              (long long)cols, (long long)r, t, Y[t * rows + r], want);
+                    }
+                }
+                free(X);
+                free(Y);
+                free(y);
+                matrix_free(&m);
+            }
+            TEST_END();
+        }
+    }
+}
+
+/* Which back end this binary runs, and - when the caller says which one it
+ * built (K3_EXPECT_KERNELS, set by tests/t_arch.sh) - that it is that one,
+ * so an aarch64 build that silently fell back to generic C fails. */
+static void test_kernels_in_use(void)
+{
+    char name[96];
+    const char *expect = getenv("K3_EXPECT_KERNELS");
+    snprintf(name, sizeof name, "kernels_in_use [%s]", k3_kernels_name());
+    TEST_BEGIN(name);
+    if (expect && *expect)
+        CHECK(!strncmp(k3_kernels_name(), expect, strlen(expect)), "built %s, expected %s",
+              k3_kernels_name(), expect);
+    TEST_END();
+}
+
 /* Decoders first (the kernels' tests rely on them), then the kernels. */
 int main(void)
 {
+    test_kernels_in_use();
     test_dtype_table();
     test_bf16();
     test_f16();
@@ -697,5 +824,6 @@ int main(void)
     test_dot_axpy();
     test_nonfinite_rows();
     test_e4m3_nan_blocks();
+    test_canonical_order();
     TEST_EXIT();
 }

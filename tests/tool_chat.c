@@ -9,6 +9,13 @@
  *       Ctrl-C during a long prompt: the turn stops at a chunk boundary with
  *       no answer (stored as interrupted), and the next turn rebuilds the
  *       state: it equals one pass over the session's tokens.
+ *   tool_chat redo MODEL DB
+ *       /retry, /undo and /edit on the real controller: after each the
+ *       session's logits equal, bit for bit, a fresh session fed the same
+ *       transcript; the greedy answer of /retry (and of the turn re-sent after
+ *       /undo) equals the original; each restores from the turn-boundary
+ *       snapshot, so it evaluates only the last message and its answer, never
+ *       the whole conversation; the record drops the undone exchange.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,8 +121,113 @@ static int interrupted_prefill(const char *dir, const char *db_path)
     return fails;
 }
 
+/* The session's logits against one pass of a fresh session over the same tokens. */
+static int same_as_fresh(k3_model *m, k3_session *s, int ctx)
+{
+    k3_error err;
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    int n = k3_session_n_tokens(s);
+    k3_session *fresh = k3_session_new(m, ctx, &err);
+    if (!fresh) return 0;
+    int ok = k3_session_eval(fresh, k3_session_tokens(s), n, NULL, &err) == 0 &&
+             !memcmp(k3_session_logits(s), k3_session_logits(fresh), (size_t)info.vocab_size * sizeof(float));
+    k3_session_free(fresh);
+    return ok;
+}
+
+/* Tokens the engine evaluated so far (prompt + decode). */
+static uint64_t evaluated(k3_model *m)
+{
+    k3_stats st;
+    k3_stats_read(m, &st);
+    return st.tokens_prefilled + st.tokens_decoded;
+}
+
+static int redo(const char *dir, const char *db_path)
+{
+    k3_error err;
+    history_error herr;
+    k3_options opt = {.need_tokenizer = 1, .quiet = 1};
+    k3_model *m = k3_model_open(dir, &opt, &err);
+    history *db = m ? history_open(db_path, 0, &herr) : NULL;
+    if (!m || !db) { printf("FAIL redo setup\n"); return 1; }
+    k3_sampler sp = {.temperature = 0, .top_p = 1};
+    const int ctx = 2048;
+    conversation *c = conversation_create(m, db, dir, &sp, 16, ctx, &err);
+    if (!c || conversation_start(c, "Be brief.", &err)) { printf("FAIL redo: %s\n", err.msg); return 1; }
+    const char *msgs[3] = {"Hello there, how are you today?", "What is the capital of France?", "Tell me a short story."};
+    char *answers[3] = {0};
+    int fails = 0, n_after[3] = {0};
+    turn_result r;
+    for (int t = 0; t < 3; t++) {
+        if (conversation_turn(c, msgs[t], NULL, NULL, NULL, &r, &err)) { printf("FAIL redo turn %d: %s\n", t + 1, err.msg); return 1; }
+        answers[t] = strdup(r.text);
+        n_after[t] = k3_session_n_tokens(conversation_session(c));
+        turn_result_free(&r);
+    }
+    k3_session *s = conversation_session(c);
+    int total = n_after[2];
+    /* /retry */
+    uint64_t e0 = evaluated(m);
+    if (conversation_retry(c, NULL, NULL, NULL, &r, &err)) { printf("FAIL retry: %s\n", err.msg); return 1; }
+    uint64_t spent = evaluated(m) - e0;
+    int last_exchange = total - n_after[1];
+    if (!strcmp(r.text, answers[2]) && k3_session_n_tokens(s) == total && same_as_fresh(m, s, ctx))
+        printf("PASS /retry: same greedy answer, logits bit-identical to a fresh session over the %d-token transcript\n", total);
+    else { printf("FAIL /retry: answer '%s' vs '%s', %d tokens vs %d, or logits differ\n", r.text, answers[2], k3_session_n_tokens(s), total); fails++; }
+    if (spent <= (uint64_t)last_exchange)
+        printf("PASS /retry evaluated %llu tokens (the last exchange is %d, the conversation %d): no re-prefill\n",
+               (unsigned long long)spent, last_exchange, total);
+    else { printf("FAIL /retry evaluated %llu tokens, more than the last exchange (%d)\n", (unsigned long long)spent, last_exchange); fails++; }
+    turn_result_free(&r);
+    /* /undo */
+    e0 = evaluated(m);
+    if (conversation_undo(c, NULL, NULL, &err)) { printf("FAIL undo: %s\n", err.msg); return 1; }
+    spent = evaluated(m) - e0;
+    history_message *list = NULL;
+    size_t n = 0;
+    history_msg_list(db, conversation_id(c), &list, &n, &herr);
+    if (k3_session_n_tokens(s) == n_after[1] && same_as_fresh(m, s, ctx) && n == 4 && spent == 0 && conversation_turns(c) == 2)
+        printf("PASS /undo: 4 messages left, state of %d tokens loaded from the turn-boundary snapshot (0 evaluated), "
+               "bit-identical to a fresh session\n", n_after[1]);
+    else { printf("FAIL /undo: %d tokens (want %d), %zu messages, %llu evaluated\n", k3_session_n_tokens(s), n_after[1], n,
+                  (unsigned long long)spent); fails++; }
+    history_msg_list_free(list, n);
+    if (conversation_turn(c, msgs[2], NULL, NULL, NULL, &r, &err)) { printf("FAIL turn after undo: %s\n", err.msg); return 1; }
+    if (!strcmp(r.text, answers[2]) && same_as_fresh(m, s, ctx)) printf("PASS the message re-sent after /undo gets the same greedy answer\n");
+    else { printf("FAIL after /undo the answer differs: '%s' vs '%s'\n", r.text, answers[2]); fails++; }
+    turn_result_free(&r);
+    /* twice /undo: back to the first boundary, then to nothing */
+    if (conversation_undo(c, NULL, NULL, &err) || conversation_undo(c, NULL, NULL, &err)) { printf("FAIL undo x2: %s\n", err.msg); return 1; }
+    if (k3_session_n_tokens(s) == n_after[0] && same_as_fresh(m, s, ctx)) printf("PASS /undo twice: the state after turn 1, bit-identical\n");
+    else { printf("FAIL /undo twice: %d tokens, want %d\n", k3_session_n_tokens(s), n_after[0]); fails++; }
+    if (conversation_undo(c, NULL, NULL, &err) == 0 && k3_session_n_tokens(s) == 0 && conversation_undo(c, NULL, NULL, &err) == 1)
+        printf("PASS /undo of the first exchange empties the state; one more says: %s\n", err.msg);
+    else { printf("FAIL /undo to empty\n"); fails++; }
+    /* /edit: the first message replaced; the system prompt still applies */
+    if (conversation_turn(c, msgs[0], NULL, NULL, NULL, &r, &err)) { printf("FAIL turn 1 again\n"); return 1; }
+    int same_first = !strcmp(r.text, answers[0]);
+    turn_result_free(&r);
+    if (conversation_edit(c, msgs[1], NULL, NULL, NULL, &r, &err)) { printf("FAIL edit: %s\n", err.msg); return 1; }
+    turn_result_free(&r);
+    char *last = conversation_last_user_text(c);
+    history_msg_list(db, conversation_id(c), &list, &n, &herr);
+    if (same_first && last && !strcmp(last, msgs[1]) && n == 2 && same_as_fresh(m, s, ctx))
+        printf("PASS /edit: the last message replaced in the record (2 messages), state bit-identical to a fresh session\n");
+    else { printf("FAIL /edit: last '%s', %zu messages, first answer again same %d\n", last ? last : "(none)", n, same_first); fails++; }
+    history_msg_list_free(list, n);
+    free(last);
+    for (int t = 0; t < 3; t++) free(answers[t]);
+    conversation_free(c);
+    history_close(db);
+    k3_model_close(m);
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 4 && !strcmp(argv[1], "redo")) return redo(argv[2], argv[3]) ? 1 : 0;
     if (argc == 4 && !strcmp(argv[1], "interrupt")) return interrupted_prefill(argv[2], argv[3]) ? 1 : 0;
     if (argc == 7 && !strcmp(argv[1], "equiv")) return equivalence(argv[2], argv[3], argv + 4) ? 1 : 0;
     fprintf(stderr, "usage: tool_chat equiv MODEL DB msg1 msg2 msg3\n");

@@ -38,6 +38,25 @@ for m in models/small models/demo models/k3-sim; do
     echo "== $m, fully resident: $K3BIN bench $m --tokens 32 --prompt-tokens 64 --no-probe"
     "$K3BIN" bench "$m" --tokens 32 --prompt-tokens 64 --no-probe --no-resident 2>/dev/null | head -2
 done
+# Kimi K3 at its real widths (2 layers, ~24.5 GB: generated only when asked,
+# K3_BENCH_REAL=1, and when the disk has 40 GB free); per-token costs at the
+# real widths, next to k3 plan's prediction for the same budget.
+if [ "${K3_BENCH_REAL:-0}" = 1 ] && [ ! -f models/k3-real-widths/config.json ]; then
+    free_gb=$(df -P -k models | awk 'NR == 2 {print int($4 / 1048576)}')
+    if [ "$free_gb" -ge 40 ]; then
+        "$K3BIN" gen models/k3-real-widths --preset k3-real-widths --shards 4 >/dev/null 2>&1
+    else
+        echo "bench: k3-real-widths needs ~25 GB and $free_gb GB are free; skipped"
+    fi
+fi
+if [ -f models/k3-real-widths/config.json ]; then
+    for mem in 6G 10G; do
+        echo
+        echo "== models/k3-real-widths under --mem $mem (and k3 plan's prediction)"
+        "$K3BIN" bench models/k3-real-widths --mem $mem --tokens 8 --prompt-tokens 32 --no-resident 2>/dev/null
+        "$K3BIN" plan models/k3-real-widths --mem $mem --prompt 32 2>/dev/null | tail -3
+    done
+fi
 if [ -f models/demo/config.json ]; then
     for mem in 300M 150M; do
         echo

@@ -13,7 +13,6 @@
  * usage: bench_kernels [--json] [--quick]
  *   --json   one JSON object on stdout instead of the table
  *   --quick  smaller buffers and fewer repetitions (smoke test, ~5 s) */
-#include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "kernels.h"
+#include "kernels_arch.h"
 
 static int json_output;
 static int quick_mode;
@@ -95,17 +95,17 @@ static uint64_t fill_next(void)
  * accumulators, 128 bytes per iteration: the cheapest consumer of a stream. */
 static float sum_one_stream(const float *a, size_t begin, size_t end)
 {
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    v8f s0 = v8_zero(), s1 = s0, s2 = s0, s3 = s0;
     size_t i = begin;
     for (; i + 32 <= end; i += 32) {
-        s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
-        s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
-        s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
-        s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+        s0 = v8_add(s0, v8_load_aligned(a + i));
+        s1 = v8_add(s1, v8_load_aligned(a + i + 8));
+        s2 = v8_add(s2, v8_load_aligned(a + i + 16));
+        s3 = v8_add(s3, v8_load_aligned(a + i + 24));
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    v8f s = v8_add(v8_add(s0, s1), v8_add(s2, s3));
     float lanes[8], total = 0;
-    _mm256_storeu_ps(lanes, s);
+    v8_storeu(lanes, s);
     for (int k = 0; k < 8; k++)
         total += lanes[k];
     for (; i < end; i++)
@@ -120,16 +120,16 @@ static float sum_four_streams(const float *a, size_t begin, size_t end)
 {
     size_t quarter = ((end - begin) / 4) & ~(size_t)15;
     const float *p0 = a + begin, *p1 = p0 + quarter, *p2 = p1 + quarter, *p3 = p2 + quarter;
-    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    v8f s0 = v8_zero(), s1 = s0, s2 = s0, s3 = s0;
     for (size_t i = 0; i < quarter; i += 16) {
-        s0 = _mm256_add_ps(s0, _mm256_add_ps(_mm256_load_ps(p0 + i), _mm256_load_ps(p0 + i + 8)));
-        s1 = _mm256_add_ps(s1, _mm256_add_ps(_mm256_load_ps(p1 + i), _mm256_load_ps(p1 + i + 8)));
-        s2 = _mm256_add_ps(s2, _mm256_add_ps(_mm256_load_ps(p2 + i), _mm256_load_ps(p2 + i + 8)));
-        s3 = _mm256_add_ps(s3, _mm256_add_ps(_mm256_load_ps(p3 + i), _mm256_load_ps(p3 + i + 8)));
+        s0 = v8_add(s0, v8_add(v8_load_aligned(p0 + i), v8_load_aligned(p0 + i + 8)));
+        s1 = v8_add(s1, v8_add(v8_load_aligned(p1 + i), v8_load_aligned(p1 + i + 8)));
+        s2 = v8_add(s2, v8_add(v8_load_aligned(p2 + i), v8_load_aligned(p2 + i + 8)));
+        s3 = v8_add(s3, v8_add(v8_load_aligned(p3 + i), v8_load_aligned(p3 + i + 8)));
     }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+    v8f s = v8_add(v8_add(s0, s1), v8_add(s2, s3));
     float lanes[8], total = 0;
-    _mm256_storeu_ps(lanes, s);
+    v8_storeu(lanes, s);
     for (int k = 0; k < 8; k++)
         total += lanes[k];
     return total + sum_one_stream(a, begin + 4 * quarter, end);
@@ -318,6 +318,7 @@ static void parse_args(int argc, char **argv)
 static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_result *mv, int n_mv,
                         int mv_reps, const matmul_result *mm, int n_mm, int busy, double seconds)
 {
+    printf("kernels: %s\n\n", K3_KERNELS_NAME);
     printf("memory read bandwidth: sum-reduce over %zu MiB, pages pre-faulted, best of %d x 2 rounds\n",
            bw->bytes >> 20, bw_reps);
     printf("  first touch (write + page faults): %6.2f GB/s  (cold memory is this slow on this VM)\n",
@@ -355,7 +356,8 @@ static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_res
 static void print_json(const bandwidth_state *bw, const matvec_result *mv, int n_mv,
                        const matmul_result *mm, int n_mm, int busy, double seconds)
 {
-    printf("{\n  \"bandwidth\": {\"bytes\": %zu, \"first_touch_gbs\": %.2f, \"read_gbs_1t\": %.2f, "
+    printf("{\n  \"kernels\": \"%s\",\n", K3_KERNELS_NAME);
+    printf("  \"bandwidth\": {\"bytes\": %zu, \"first_touch_gbs\": %.2f, \"read_gbs_1t\": %.2f, "
            "\"read_gbs_2t\": %.2f, \"one_stream_gbs_1t\": %.2f, \"one_stream_gbs_2t\": %.2f, "
            "\"four_stream_gbs_1t\": %.2f, \"four_stream_gbs_2t\": %.2f, \"first_read_gbs_1t\": %.2f, "
            "\"first_read_gbs_2t\": %.2f},\n  \"matvec\": [",

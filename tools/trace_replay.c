@@ -14,7 +14,7 @@
 #include <string.h>
 #include "expert_cache.h"
 
-typedef struct lookup { long long token; int layer, expert; } lookup;
+typedef k3_cache_lookup lookup;
 
 static lookup *read_trace(const char *path, int *n, int *max_layer, int *max_expert)
 {
@@ -36,32 +36,10 @@ static lookup *read_trace(const char *path, int *n, int *max_layer, int *max_exp
     return v;
 }
 
-/* The runtime's policies, step by step. */
+/* The runtime's policies, step by step (the runtime's own replay). */
 static double replay_online(const lookup *v, int n, int slots, k3_cache_policy policy, int layers, int experts)
 {
-    k3_expert_cache c;
-    if (k3_expert_cache_init(&c, policy, slots, layers, experts)) return -1;
-    long hits = 0;
-    int *pinned = malloc((size_t)n * sizeof *pinned);
-    for (int i = 0; i < n;) {
-        int j = i;
-        while (j < n && v[j].token == v[i].token && v[j].layer == v[i].layer) j++;
-        int np = 0;
-        for (int k = i; k < j; k++) {             /* hits first, pinned */
-            int s = k3_expert_cache_lookup(&c, v[k].layer, v[k].expert);
-            if (s >= 0) { hits++; k3_expert_cache_pin(&c, s); pinned[np++] = s; }
-        }
-        for (int k = i; k < j; k++) {             /* then misses */
-            if (c.slot_of[(size_t)v[k].layer * experts + v[k].expert] >= 0) continue;
-            int s = k3_expert_cache_insert(&c, v[k].layer, v[k].expert);
-            if (s >= 0) { k3_expert_cache_pin(&c, s); pinned[np++] = s; }
-        }
-        for (int k = 0; k < np; k++) k3_expert_cache_unpin(&c, pinned[k]);
-        i = j;
-    }
-    free(pinned);
-    k3_expert_cache_free(&c);
-    return (double)hits / n;
+    return k3_expert_cache_replay(v, n, slots, policy, layers, experts, 0);
 }
 
 /* Belady: on a miss with the cache full, evict the resident expert whose

@@ -29,6 +29,11 @@ static void find_history_file(void)
 void line_input_open(int interactive)
 {
     if (!interactive) return;
+    /* keep bytes >= 0x80 as text in any locale (see tui_input.c) */
+    rl_initialize();
+    rl_variable_bind("input-meta", "on");
+    rl_variable_bind("convert-meta", "off");
+    rl_variable_bind("output-meta", "on");
     find_history_file();
     if (*history_file) read_history(history_file);
 }
@@ -46,6 +51,25 @@ char *line_input_read(int interactive, const char *prompt)
     if (n < 0) { free(l); return NULL; }
     while (n > 0 && (l[n - 1] == '\n' || l[n - 1] == '\r')) l[--n] = 0;
     return l;
+}
+
+static const char *preset_text;
+
+/* readline's startup hook: put the preset text in the fresh line. */
+static int insert_preset(void)
+{
+    if (preset_text) rl_insert_text(preset_text);
+    preset_text = NULL;
+    rl_startup_hook = NULL;
+    return 0;
+}
+
+char *line_input_edit(int interactive, const char *prompt, const char *text)
+{
+    if (!interactive) return line_input_read(0, prompt);
+    preset_text = text;
+    rl_startup_hook = insert_preset;
+    return line_input_read(1, prompt);
 }
 
 void line_input_close(int interactive)

@@ -9,6 +9,9 @@
 void line_input_open(int interactive);
 /* malloc'd line without its newline, or NULL at end of input. */
 char *line_input_read(int interactive, const char *prompt);
+/* The same, starting from text already in the line for editing (on a pipe:
+ * the next line replaces it). */
+char *line_input_edit(int interactive, const char *prompt, const char *text);
 /* Save the input history file. */
 void line_input_close(int interactive);
 

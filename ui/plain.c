@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "commands.h"
 #include "line_input.h"
 #include "plain.h"
 
@@ -52,58 +53,200 @@ static void print_json(conversation *c, const turn_result *r)
     json_decref(o);
 }
 
-int plain_chat_run(conversation *c, int json, const char *resume_hint)
+/* The shared commands talk back on stderr (stdout carries only answers). */
+static void say(void *ui, chat_say_kind kind, const char *text)
 {
-    plain_ui ui = {json};
+    (void)ui;
+    fprintf(stderr, "%s%s\n", kind == CHAT_SAY_ERROR ? "k3: " : "", text);
+}
+
+/* Re-prefill progress: n/N and a bar, redrawn in place on a terminal. */
+void plain_show_progress(void *user, int done, int total)
+{
+    (void)user;
+    if (total <= 0) return;
+    char bar[31];
+    int fill = (int)((int64_t)done * 30 / total);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fprintf(stderr, "\rk3: prefilling the conversation: %d/%d tokens [%s]%s", done, total, bar,
+            done >= total ? "\n" : "");
+}
+
+/* The help for line mode: every command of the shared table. */
+static void print_help(void)
+{
+    size_t n;
+    const chat_command *cmds = chat_commands(&n);
+    fprintf(stderr, "commands (a message starting with / is sent as //text):\n");
+    for (size_t i = 0; i < n; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "/%s %s", cmds[i].name, cmds[i].args);
+        fprintf(stderr, "  %-34s %s\n", head, cmds[i].help);
+    }
+    fprintf(stderr, "Ctrl-C stops an answer; Ctrl-D quits.\n");
+}
+
+/* The engine counters in one paragraph (/stats). */
+static void print_stats(conversation *c)
+{
+    k3_stats s;
+    if (!conversation_session(c)) {   /* a remote backend: the server's figures are its own */
+        fprintf(stderr, "remote: %s, model %s: no local engine\n", "see /metrics of the server",
+                conversation_remote_model(c));
+        return;
+    }
+    k3_stats_read(k3_session_model(conversation_session(c)), &s);
+    fprintf(stderr, "engine: %llu tokens prefilled in %.0f ms, %llu decoded in %.0f ms; read %llu bytes "
+                    "(trunk %llu, experts %llu); expert cache %llu lookups, %llu hits; rss %llu bytes, peak %llu\n",
+            (unsigned long long)s.tokens_prefilled, s.prefill_ms, (unsigned long long)s.tokens_decoded, s.decode_ms,
+            (unsigned long long)(s.bytes_read_trunk + s.bytes_read_experts + s.bytes_read_other),
+            (unsigned long long)s.bytes_read_trunk, (unsigned long long)s.bytes_read_experts,
+            (unsigned long long)s.expert_lookups, (unsigned long long)s.expert_hits,
+            (unsigned long long)s.rss_bytes, (unsigned long long)s.peak_rss_bytes);
+}
+
+/* How one turn ended: its text went out as it streamed; now the figures.
+ * Returns -1 when the chat cannot go on. */
+static int report_turn(conversation *c, const plain_options *opt, int t, turn_result *r, const k3_error *err)
+{
+    if (t == 1) {                       /* not sent: say why, go on */
+        fprintf(stderr, "k3: %s\n", err->msg);
+        return 0;
+    }
+    if (!opt->json) { fputc('\n', stdout); fflush(stdout); }
+    if (t < 0) {
+        fprintf(stderr, "k3: %s\n", err->msg);
+        turn_result_free(r);
+        return -1;
+    }
+    if (r->error && r->error_msg[0])     /* a remote failure: one line, the conversation goes on */
+        fprintf(stderr, "k3: %s\n", r->error_msg);
+    if (opt->json) {
+        print_json(c, r);
+    } else if (conversation_remote(c)) {
+        fprintf(stderr, "k3: turn %d: %s: ttft %.0f ms, %d tokens at %.2f tok/s, inter-token p50 %.1f ms p90 %.1f ms, "
+                "%.1f kB/s%s%s\n", r->turn, conversation_remote_model(c), r->ttft_ms, r->generated_tokens,
+                r->decode_tok_s, r->itl_p50_ms, r->itl_p90_ms, r->net_bytes_s / 1e3,
+                r->interrupted ? " (interrupted)" : "", r->error ? " (failed; the partial answer is kept)" : "");
+    } else {
+        fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
+                r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
+                r->interrupted ? " (interrupted)" : r->context_full ? " (context full)" : "");
+    }
+    if (r->context_full)
+        fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
+    turn_result_free(r);
+    return 0;
+}
+
+/* Run one / command line; returns 1 to quit, -1 on a fatal error. */
+static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain_ui *ui, const char *line)
+{
+    char args[4096];
+    conversation *c = x->conv;
+    const chat_command *cmd = chat_command_parse(x, line, args, sizeof args);
+    if (!cmd) return 0;
+    turn_result r;
+    k3_error err;
+    int t;
+    switch (cmd->run(x, args)) {
+    case CHAT_ACT_NONE: return 0;
+    case CHAT_ACT_QUIT: return 1;
+    case CHAT_ACT_HELP: print_help(); return 0;
+    case CHAT_ACT_CLEAR:
+        if (isatty(STDOUT_FILENO)) fputs("\033[H\033[2J", stdout);
+        fflush(stdout);
+        return 0;
+    case CHAT_ACT_STATS: print_stats(c); return 0;
+    case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
+    case CHAT_ACT_RESUME: {
+        int from_snapshot = 0;
+        int rr = conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err);
+        if (rr == 1) {                     /* not resumed: the current conversation goes on */
+            fprintf(stderr, "k3: %s\n", err.msg);
+            return 0;
+        }
+        if (rr) {
+            fprintf(stderr, "k3: %s\n", err.msg);
+            if (conversation_start(c, x->system, &err)) return -1;
+            fprintf(stderr, "k3: started a new conversation instead\n");
+            return 0;
+        }
+        fprintf(stderr, "k3: resumed conversation %s (%d turns%s)\n", conversation_uid(c), conversation_turns(c),
+                from_snapshot ? ", from its state snapshot" : "");
+        return 0;
+    }
+    case CHAT_ACT_UNDO:
+        t = conversation_undo(c, plain_show_progress, NULL, &err);
+        if (t) fprintf(stderr, "k3: %s\n", err.msg);
+        else fprintf(stderr, "k3: the last exchange was undone (%d tokens of state kept)\n",
+                     conversation_session(c) ? k3_session_n_tokens(conversation_session(c)) : 0);
+        return t < 0 ? -1 : 0;
+    case CHAT_ACT_RETRY:
+        interrupted = 0;
+        generating = 1;
+        t = conversation_retry(c, &interrupted, stream_text, ui, &r, &err);
+        generating = 0;
+        return report_turn(c, opt, t, &r, &err);
+    case CHAT_ACT_EDIT: {
+        if (!tty) fprintf(stderr, "k3: /edit: the next line replaces the last message\n");
+        char *text = line_input_edit(tty, "edit> ", x->edit_text);
+        free(x->edit_text);
+        x->edit_text = NULL;
+        if (!text) return 1;
+        if (!*text) { free(text); fprintf(stderr, "k3: /edit: nothing sent\n"); return 0; }
+        interrupted = 0;
+        generating = 1;
+        t = conversation_edit(c, text, &interrupted, stream_text, ui, &r, &err);
+        generating = 0;
+        free(text);
+        return report_turn(c, opt, t, &r, &err);
+    }
+    }
+    return 0;
+}
+
+int plain_chat_run(conversation *c, history *db, const plain_options *opt)
+{
+    plain_ui ui = {opt->json};
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    if (tty) fprintf(stderr, "k3 chat: conversation %s. Ctrl-C stops an answer; Ctrl-D quits.\n",
-                     conversation_uid(c));
+    if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
+                     *conversation_uid(c) ? conversation_uid(c) : "(new)");
+    chat_cmd_ctx x = {.conv = c, .db = db, .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL,
+                      .system = opt->system ? strdup(opt->system) : NULL, .say = say, .ui = &ui};
     line_input_open(tty);
     int rc = 0;
     char *line;
     while ((line = line_input_read(tty, "> "))) {
         if (!*line) { free(line); continue; }
+        if (!opt->raw && chat_is_command(line)) {
+            int q = run_command(&x, opt, tty, &ui, line);
+            free(line);
+            if (q < 0) rc = 1;
+            if (q) break;
+            continue;
+        }
         turn_result r;
         k3_error err;
         interrupted = 0;
         generating = 1;
-        int t = conversation_turn(c, line, &interrupted, stream_text, &ui, &r, &err);
+        int t = conversation_turn(c, opt->raw || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
+                                  &r, &err);
         generating = 0;
         free(line);
-        if (t == 1) {                       /* not sent: say why, go on */
-            fprintf(stderr, "k3: %s\n", err.msg);
-            continue;
-        }
-        if (!json) { fputc('\n', stdout); fflush(stdout); }
-        if (t < 0) {
-            fprintf(stderr, "k3: %s\n", err.msg);
-            turn_result_free(&r);
-            rc = 1;
-            break;
-        }
-        if (r.error && r.error_msg[0])      /* a remote failure: one line, the conversation goes on */
-            fprintf(stderr, "k3: %s\n", r.error_msg);
-        if (json) {
-            print_json(c, &r);
-        } else if (conversation_remote(c)) {
-            fprintf(stderr, "k3: turn %d: %s: ttft %.0f ms, %d tokens at %.2f tok/s, inter-token p50 %.1f ms p90 %.1f ms, "
-                    "%.1f kB/s%s%s\n", r.turn, conversation_remote_model(c), r.ttft_ms, r.generated_tokens,
-                    r.decode_tok_s, r.itl_p50_ms, r.itl_p90_ms, r.net_bytes_s / 1e3,
-                    r.interrupted ? " (interrupted)" : "", r.error ? " (failed; the partial answer is kept)" : "");
-        } else {
-            fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
-                    r.turn, r.prefilled_tokens, r.prefill_ms, r.ttft_ms, r.generated_tokens, r.decode_tok_s,
-                    r.interrupted ? " (interrupted)" : r.context_full ? " (context full)" : "");
-        }
-        if (r.context_full)
-            fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
-        turn_result_free(&r);
+        if (report_turn(c, opt, t, &r, &err)) { rc = 1; break; }
     }
     line_input_close(tty);
-    fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", resume_hint, conversation_uid(c));
+    free(x.system);
+    free(x.edit_text);
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     return rc;
 }

@@ -1,13 +1,26 @@
 /* plain.h - the line-oriented chat front end: one user message per input
  * line (GNU readline on a terminal), the answer streamed to stdout, stats
- * on stderr, or one JSON object per turn with --json. Used when stdin or
- * stdout is not a terminal, or with --plain. */
+ * and command output on stderr, or one JSON object per turn with --json.
+ * Lines starting with / are the same commands as in the full screen
+ * (chat/commands.c) unless raw is set. Used when stdin or stdout is not a
+ * terminal, or with --plain. */
 #ifndef K3_PLAIN_H
 #define K3_PLAIN_H
 
 #include "conversation.h"
+#include "history.h"
 
-/* Runs until end of input; returns the process exit code. */
-int plain_chat_run(conversation *c, int json, const char *resume_hint);
+typedef struct plain_options {
+    int json;                    /* one JSON object per turn on stdout */
+    int raw;                     /* every line is text for the model, even "/..." */
+    const char *system;          /* the system prompt for /new */
+    const char *resume_hint;     /* "k3 chat MODEL --db FILE": printed on exit with --resume ID */
+} plain_options;
+
+/* Re-prefill progress on stderr (n/N and a bar), for conversation_resume. */
+void plain_show_progress(void *user, int done, int total);
+
+/* Runs until end of input or /quit; returns the process exit code. */
+int plain_chat_run(conversation *c, history *db, const plain_options *opt);
 
 #endif

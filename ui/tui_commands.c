@@ -1,288 +1,21 @@
-/* tui_commands.c - the / commands of the terminal chat and their Tab
- * completion. Commands that read or write the history store refuse while a
- * job runs on the worker (the store handle belongs to one thread at a
- * time); /help, /stats, /clear and /quit always work. */
+/* tui_commands.c - the / commands in the terminal chat: the shared table
+ * (chat/commands.c) runs them, this file carries out what they ask of the
+ * screen, and completes them with Tab. Commands that read or write the
+ * history store refuse while a job runs on the worker (the store handle
+ * belongs to one thread at a time); /help, /stats, /clear and /quit always
+ * work. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "tui_input.h"
 #include "tui_internal.h"
 
-typedef struct tui_cmd {
-    const char *name;
-    const char *args;            /* for completion hints */
-    int needs_store;             /* touches the history store or the session */
-    int (*run)(tui *t, const char *args);
-} tui_cmd;
-
-/* Time of a stored row, local, minutes. */
-static void fmt_when(int64_t ms, char *buf, size_t cap)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-    localtime_r(&s, &tm);
-    strftime(buf, cap, "%Y-%m-%d %H:%M", &tm);
-}
-
-/* One line per recent conversation, the current one starred. */
-static void list_conversations(tui *t, const char *title)
-{
-    history_conversation *list = NULL;
-    size_t n = 0;
-    history_error herr;
-    if (history_conv_list(t->db, 15, &list, &n, &herr)) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "%s", herr.msg);
-        return;
-    }
-    size_t cap = 256 + n * 160, len = 0;
-    char *text = malloc(cap);
-    if (!text) { history_conv_list_free(list, n); return; }
-    len += (size_t)snprintf(text + len, cap - len, "%s", title);
-    for (size_t i = 0; i < n; i++) {
-        char when[32];
-        fmt_when(list[i].updated_ms, when, sizeof when);
-        char title_cut[64];
-        size_t tl = tui_text_fit(list[i].title, strlen(list[i].title), 48);
-        snprintf(title_cut, sizeof title_cut, "%.*s", (int)tl, list[i].title);
-        for (char *p = title_cut; *p; p++) if (*p == '\n' || *p == '\t') *p = ' ';
-        len += (size_t)snprintf(text + len, cap - len, "\n%s %s  %s  %3lld turns  %s",
-                                list[i].id == conversation_id(t->conv) ? "*" : " ", list[i].uid, when,
-                                (long long)list[i].n_turns, *title_cut ? title_cut : "(untitled)");
-        if (len >= cap) len = cap - 1;
-    }
-    if (n == 0) snprintf(text + len, cap - len, "\n(no conversations stored)");
-    tui_transcript_add(&t->tr, TE_NOTICE, text);
-    free(text);
-    history_conv_list_free(list, n);
-}
-
-/* /help: the same view as F1. */
-static int cmd_help(tui *t, const char *args)
-{
-    (void)args;
-    t->show_help = 1;
-    t->help_top = 0;
-    return 0;
-}
-
-/* /new: a fresh stored conversation with an empty session; the screen starts over too. */
-static int cmd_new(tui *t, const char *args)
-{
-    (void)args;
-    k3_error err;
-    if (conversation_start(t->conv, t->system, &err)) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "%s", err.msg);
-        return 0;
-    }
-    tui_transcript_clear(&t->tr);
-    t->g.ctx_at_start = k3_session_n_tokens(conversation_session(t->conv));
-    tui_transcript_notice(&t->tr, TE_NOTICE, "new conversation %s%s", conversation_uid(t->conv),
-                          t->system && *t->system ? " (with the system prompt)" : "");
-    return 0;
-}
-
-/* /resume [ID]: without an id, what there is to resume; with one, check it here (a bad id
- * must not leave the controller without a conversation), then rebuild the state on the worker. */
-static int cmd_resume(tui *t, const char *args)
-{
-    if (!*args) {
-        list_conversations(t, "conversations (resume one with /resume ID):");
-        return 0;
-    }
-    history_conversation row;
-    history_error herr;
-    if (history_conv_find(t->db, args, &row, &herr)) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "%s", herr.msg);
-        return 0;
-    }
-    if (row.id == conversation_id(t->conv)) {
-        tui_transcript_notice(&t->tr, TE_NOTICE, "already in conversation %s", row.uid);
-        history_conv_free(&row);
-        return 0;
-    }
-    tui_transcript_clear(&t->tr);
-    tui_transcript_notice(&t->tr, TE_NOTICE, "resuming conversation %s%s", row.uid, tui_glyph()->ellipsis);
-    t->job = TJ_RESUME;
-    t->progress_done = t->progress_total = 0;
-    k3_session *s = conversation_session(t->conv);
-    tui_gauges_turn_start(&t->g, t->model, 0, k3_session_max_tokens(s), tui_now_s());
-    tui_worker_submit(&t->w, TJ_RESUME, row.uid);
-    history_conv_free(&row);
-    return 0;
-}
-
-/* /history: the recent conversations, to find an id for /resume or /export. */
-static int cmd_history(tui *t, const char *args)
-{
-    (void)args;
-    list_conversations(t, "recent conversations (* = this one):");
-    return 0;
-}
-
-/* /search TEXT: full-text hits across all conversations, one line each. */
-static int cmd_search(tui *t, const char *args)
-{
-    if (!*args) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "usage: /search TEXT");
-        return 0;
-    }
-    history_hit *hits = NULL;
-    size_t n = 0;
-    int substring = 0;
-    history_error herr;
-    if (history_msg_search(t->db, args, 20, NULL, NULL, &hits, &n, &substring, &herr)) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "%s", herr.msg);
-        return 0;
-    }
-    size_t cap = 256 + n * 400, len = 0;
-    char *text = malloc(cap);
-    if (!text) { history_hits_free(hits, n); return 0; }
-    len += (size_t)snprintf(text + len, cap - len, "%zu match%s for \"%s\"%s", n, n == 1 ? "" : "es", args,
-                            substring ? " (substring match)" : "");
-    for (size_t i = 0; i < n; i++) {
-        char snip[300];
-        snprintf(snip, sizeof snip, "%s", hits[i].snippet ? hits[i].snippet : "");
-        for (char *p = snip; *p; p++) if (*p == '\n' || *p == '\t' || *p == '\r') *p = ' ';
-        len += (size_t)snprintf(text + len, cap - len, "\n%s #%lld %s: %s", hits[i].uid, (long long)hits[i].seq,
-                                hits[i].role, snip);
-        if (len >= cap) len = cap - 1;
-    }
-    if (n) snprintf(text + len, cap - len, "\n(/resume ID continues a conversation)");
-    tui_transcript_add(&t->tr, TE_NOTICE, text);
-    free(text);
-    history_hits_free(hits, n);
-    return 0;
-}
-
-/* /system [TEXT]: the model only sees a system prompt at the start of a conversation, so
- * say whether it applies now or from the next /new. */
-static int cmd_system(tui *t, const char *args)
-{
-    if (!*args) {
-        tui_transcript_notice(&t->tr, TE_NOTICE, "system prompt: %s", t->system && *t->system ? t->system : "(none)");
-        return 0;
-    }
-    k3_error err;
-    if (conversation_set_system(t->conv, args, &err)) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "%s", err.msg);
-        return 0;
-    }
-    free(t->system);
-    t->system = strdup(args);
-    if (k3_session_n_tokens(conversation_session(t->conv)) == 0)
-        tui_transcript_notice(&t->tr, TE_NOTICE, "system prompt set; it applies from the first message");
-    else
-        tui_transcript_notice(&t->tr, TE_NOTICE, "system prompt stored; the model sees it in a new conversation (/new)");
-    return 0;
-}
-
-/* Parse "key=value" pairs; all are checked before any is applied. */
-static int cmd_set(tui *t, const char *args)
-{
-    k3_sampler *sp = conversation_sampler(t->conv);
-    if (!*args) {
-        tui_transcript_notice(&t->tr, TE_NOTICE, "temp=%g top_p=%g top_k=%d min_p=%g seed=%llu", sp->temperature,
-                              sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed);
-        return 0;
-    }
-    k3_sampler next = *sp;
-    int seed_changed = 0;
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s", args);
-    for (char *save = NULL, *tok = strtok_r(buf, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
-        char *eq = strchr(tok, '=');
-        if (!eq || !eq[1]) {
-            tui_transcript_notice(&t->tr, TE_ERROR, "/set: expected key=value, got '%s'", tok);
-            return 0;
-        }
-        *eq = 0;
-        const char *key = tok, *val = eq + 1;
-        char *end;
-        errno = 0;
-        double v = strtod(val, &end);
-        if (*end || errno) {
-            tui_transcript_notice(&t->tr, TE_ERROR, "/set: %s: '%s' is not a number", key, val);
-            return 0;
-        }
-        if (!strcmp(key, "temp") || !strcmp(key, "temperature")) {
-            if (v < 0 || v > 100) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: temp must be 0..100"); return 0; }
-            next.temperature = (float)v;
-        } else if (!strcmp(key, "top_p") || !strcmp(key, "top-p")) {
-            if (v <= 0 || v > 1) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: top_p must be in (0, 1]"); return 0; }
-            next.top_p = (float)v;
-        } else if (!strcmp(key, "min_p") || !strcmp(key, "min-p")) {
-            if (v < 0 || v > 1) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: min_p must be 0..1"); return 0; }
-            next.min_p = (float)v;
-        } else if (!strcmp(key, "top_k") || !strcmp(key, "top-k")) {
-            if (v < 0 || v != (int)v) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: top_k must be a whole number >= 0"); return 0; }
-            next.top_k = (int)v;
-        } else if (!strcmp(key, "seed")) {
-            if (v < 0 || v != (double)(uint64_t)v) { tui_transcript_notice(&t->tr, TE_ERROR, "/set: seed must be a whole number >= 0"); return 0; }
-            next.seed = (uint64_t)v;
-            seed_changed = 1;
-        } else {
-            tui_transcript_notice(&t->tr, TE_ERROR, "/set: unknown key '%s' (temp top_p top_k min_p seed)", key);
-            return 0;
-        }
-    }
-    sp->temperature = next.temperature;
-    sp->top_p = next.top_p;
-    sp->top_k = next.top_k;
-    sp->min_p = next.min_p;
-    if (seed_changed) {                       /* restart the generator from the new seed */
-        int n_vocab = sp->n_vocab;
-        sp->seed = next.seed;
-        k3_sampler_free(sp);
-        if (k3_sampler_init(sp, n_vocab)) {
-            tui_transcript_notice(&t->tr, TE_ERROR, "/set: out of memory");
-            return 0;
-        }
-    }
-    k3_error err;
-    if (conversation_store_sampling(t->conv, &err)) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err.msg);
-    tui_transcript_notice(&t->tr, TE_NOTICE, "sampling: temp=%g top_p=%g top_k=%d min_p=%g seed=%llu",
-                          sp->temperature, sp->top_p, sp->top_k, sp->min_p, (unsigned long long)sp->seed);
-    return 0;
-}
-
-/* /export md|json [FILE]: the store writes the conversation; we pick a default file name. */
-static int cmd_export(tui *t, const char *args)
-{
-    char fmt_word[16] = "", path[4096] = "";
-    sscanf(args, "%15s %4095[^\n]", fmt_word, path);
-    history_format fmt;
-    if (!strcmp(fmt_word, "md") || !strcmp(fmt_word, "markdown")) fmt = HISTORY_MARKDOWN;
-    else if (!strcmp(fmt_word, "json")) fmt = HISTORY_JSON;
-    else {
-        tui_transcript_notice(&t->tr, TE_ERROR, "usage: /export md|json [FILE]");
-        return 0;
-    }
-    if (!*path)
-        snprintf(path, sizeof path, "k3-%s.%s", conversation_uid(t->conv), fmt == HISTORY_JSON ? "json" : "md");
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s: %s", path, strerror(errno));
-        return 0;
-    }
-    history_error herr;
-    int rc = history_export(t->db, conversation_id(t->conv), fmt, f, &herr);
-    long size = ftell(f);
-    if (fclose(f) != 0 && rc == 0) {
-        tui_transcript_notice(&t->tr, TE_ERROR, "/export: %s: %s", path, strerror(errno));
-        return 0;
-    }
-    if (rc) tui_transcript_notice(&t->tr, TE_ERROR, "%s", herr.msg);
-    else tui_transcript_notice(&t->tr, TE_NOTICE, "exported conversation %s to %s (%ld bytes)",
-                               conversation_uid(t->conv), path, size);
-    return 0;
-}
-
 /* Every counter the engine reports, plus how the screen itself keeps up. */
-static int cmd_stats(tui *t, const char *args)
+static void show_stats(tui *t)
 {
-    (void)args;
     tui_gauges_sample(&t->g, t->model, tui_now_s());
     const k3_stats *s = &t->g.now;
     char b[8][32];
@@ -318,53 +51,92 @@ static int cmd_stats(tui *t, const char *args)
              (unsigned long long)t->n_frames, frame_avg, t->frame_gap_max_s * 1e3, lat_avg,
              t->input_lat_max_s * 1e3, (unsigned long long)t->n_input_lat);
     tui_transcript_add(&t->tr, TE_NOTICE, text);
-    return 0;
 }
 
-/* /clear: only the screen forgets; the store keeps everything. */
-static int cmd_clear(tui *t, const char *args)
+/* The shared table talks back through this: notices and errors go into the transcript. */
+static void say(void *ui, chat_say_kind kind, const char *text)
 {
-    (void)args;
-    tui_transcript_clear(&t->tr);
-    return 0;
+    tui *t = ui;
+    tui_transcript_add(&t->tr, kind == CHAT_SAY_ERROR ? TE_ERROR : TE_NOTICE, text);
 }
 
-/* /quit and /exit. */
-static int cmd_quit(tui *t, const char *args)
+/* Set up the shared command context once the UI state exists. */
+void tui_commands_init(tui *t, const char *system)
 {
-    (void)t;
-    (void)args;
-    return 1;
+    t->cx.conv = t->conv;
+    t->cx.db = t->db;
+    t->cx.model = t->model;
+    t->cx.system = system ? strdup(system) : NULL;
+    t->cx.say = say;
+    t->cx.ui = t;
 }
 
-static const tui_cmd commands[] = {
-    {"help", "", 0, cmd_help},          {"new", "", 1, cmd_new},
-    {"resume", "[ID]", 1, cmd_resume},  {"history", "", 1, cmd_history},
-    {"search", "TEXT", 1, cmd_search},  {"system", "[TEXT]", 1, cmd_system},
-    {"set", "key=value...", 1, cmd_set}, {"export", "md|json [FILE]", 1, cmd_export},
-    {"stats", "", 0, cmd_stats},        {"clear", "", 0, cmd_clear},
-    {"quit", "", 0, cmd_quit},          {"exit", "", 0, cmd_quit},
-};
-#define N_COMMANDS (sizeof commands / sizeof commands[0])
+void tui_commands_free(tui *t)
+{
+    free(t->cx.system);
+    free(t->cx.edit_text);
+    t->cx.system = t->cx.edit_text = NULL;
+}
 
-/* Dispatch "/name args"; store commands wait while the worker owns the store. */
+/* Start a long job (resume, retry, undo) on the worker with the gauges running. */
+static void start_job(tui *t, tui_job job, const char *arg)
+{
+    t->job = job;
+    t->progress_done = t->progress_total = 0;
+    t->stopping = 0;
+    k3_session *s = conversation_session(t->conv);
+    tui_gauges_turn_start(&t->g, t->model, k3_session_n_tokens(s), k3_session_max_tokens(s), tui_now_s());
+    tui_worker_submit(&t->w, job, arg);
+    t->dirty = 1;
+}
+
+/* Dispatch "/name args" through the shared table and carry out what it asks
+ * of the screen; store commands wait while the worker owns the store. */
 int tui_command(tui *t, const char *line)
 {
-    const char *p = line + 1;
-    size_t nlen = 0;
-    while (p[nlen] && !isspace((unsigned char)p[nlen])) nlen++;
-    const char *args = p + nlen;
-    while (isspace((unsigned char)*args)) args++;
-    char argbuf[4096];
-    snprintf(argbuf, sizeof argbuf, "%s", args);
-    for (size_t l = strlen(argbuf); l > 0 && isspace((unsigned char)argbuf[l - 1]);) argbuf[--l] = 0;
-    for (size_t i = 0; i < N_COMMANDS; i++) {
-        if (strlen(commands[i].name) != nlen || strncmp(commands[i].name, p, nlen)) continue;
-        if (commands[i].needs_store && tui_refuse_if_busy(t, commands[i].name)) return 0;
-        return commands[i].run(t, argbuf);
+    char args[4096];
+    const chat_command *cmd = chat_command_parse(&t->cx, line, args, sizeof args);
+    if (!cmd) return 0;
+    if (cmd->needs_store && tui_refuse_if_busy(t, cmd->name)) return 0;
+    switch (cmd->run(&t->cx, args)) {
+    case CHAT_ACT_NONE: break;
+    case CHAT_ACT_QUIT: return 1;
+    case CHAT_ACT_HELP:
+        t->show_help = 1;
+        t->help_top = 0;
+        break;
+    case CHAT_ACT_CLEAR: tui_transcript_clear(&t->tr); break;
+    case CHAT_ACT_STATS: show_stats(t); break;
+    case CHAT_ACT_NEW:
+        tui_transcript_clear(&t->tr);
+        t->g.ctx_at_start = k3_session_n_tokens(conversation_session(t->conv));
+        tui_transcript_notice(&t->tr, TE_NOTICE, "new conversation%s",
+                              t->cx.system && *t->cx.system ? " (with the system prompt)" : "");
+        break;
+    case CHAT_ACT_RESUME:
+        tui_transcript_clear(&t->tr);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "resuming conversation %s%s", args, tui_glyph()->ellipsis);
+        start_job(t, TJ_RESUME, args);
+        break;
+    case CHAT_ACT_RETRY: {
+        /* the old answer goes from the screen; the new one streams in its place */
+        tui_transcript_clear(&t->tr);
+        tui_load_transcript(t);
+        int n = t->tr.n_entries;
+        if (n > 0 && t->tr.entries[n - 1].kind == TE_ASSISTANT) tui_transcript_pop(&t->tr);
+        t->answer_entry = tui_transcript_add(&t->tr, TE_ASSISTANT, "");
+        t->utf8_tail_len = 0;
+        t->tr.scroll = 0;
+        start_job(t, TJ_RETRY, NULL);
+        break;
     }
-    tui_transcript_notice(&t->tr, TE_ERROR, "unknown command /%.*s (see /help; start a message with // to send a slash)",
-                          (int)nlen, p);
+    case CHAT_ACT_UNDO: start_job(t, TJ_UNDO, NULL); break;
+    case CHAT_ACT_EDIT:
+        tui_input_set_text(t->cx.edit_text);
+        t->editing = 1;
+        tui_transcript_notice(&t->tr, TE_NOTICE, "editing the last message: Enter sends it in place of the old one");
+        break;
+    }
     return 0;
 }
 
@@ -389,9 +161,11 @@ char **tui_command_complete(void *ctx, const char *line, int start, int end, con
     size_t n = 0;
     if (line[0] != '/') return NULL;
     if (start == 0) {
-        for (size_t i = 0; i < N_COMMANDS; i++) {
+        size_t n_cmds;
+        const chat_command *cmds = chat_commands(&n_cmds);
+        for (size_t i = 0; i < n_cmds; i++) {
             char c[32];
-            snprintf(c, sizeof c, "/%s", commands[i].name);
+            snprintf(c, sizeof c, "/%s", cmds[i].name);
             add_candidate(&list, &n, c);
         }
         return list;

@@ -171,6 +171,12 @@ void tui_input_open(const char *prompt, tui_complete_fn complete, tui_matches_fn
     rl_variable_bind("enable-bracketed-paste", "off");   /* the UI handles paste */
     rl_variable_bind("enable-keypad", "off");
     rl_variable_bind("show-all-if-ambiguous", "on");
+    /* every byte typed is text, whatever the locale says: in LANG=C readline
+     * would otherwise turn bytes >= 0x80 (UTF-8 from the terminal) into Meta
+     * keys and drop them */
+    rl_variable_bind("input-meta", "on");
+    rl_variable_bind("convert-meta", "off");
+    rl_variable_bind("output-meta", "on");
     rl_bind_key('\n', insert_newline);
     rl_bind_keyseq("\\e\\r", insert_newline);
     rl_bind_keyseq("\\e\\n", insert_newline);
@@ -271,6 +277,10 @@ void tui_input_remember(const char *line)
     if (!*line || *line == ' ') return;      /* a leading space keeps a line out of the history */
     add_history(line);
     if (*in.history_file && !strchr(line, '\n')) append_history(1, in.history_file);
+    /* readline already began the next line (and set its history position)
+     * when it handed us this one: move the position past the new entry, as
+     * readline() itself does before each line, so Up brings this line back */
+    using_history();
 }
 
 /* Walk the prompt and the text cell by cell, as they will be drawn: wrap at

@@ -26,6 +26,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "commands.h"
 #include "conversation.h"
 #include "k3.h"
 #include "tui.h"
@@ -212,7 +213,7 @@ int tui_gauges_band_rows(int total_rows);
 
 /* ---- tui_worker.c: the engine thread ----------------------------------- */
 
-typedef enum tui_job { TJ_NONE = 0, TJ_TURN, TJ_RESUME } tui_job;
+typedef enum tui_job { TJ_NONE = 0, TJ_TURN, TJ_RESUME, TJ_RETRY, TJ_UNDO, TJ_EDIT } tui_job;
 
 typedef struct tui_worker {
     pthread_t thread;
@@ -262,7 +263,8 @@ typedef struct tui {
     history *db;
     tui_options opt;
     char model_name[64];
-    char *system;                /* system prompt for /new */
+    chat_cmd_ctx cx;             /* the shared / commands' context (system prompt for /new in cx.system) */
+    int editing;                 /* /edit: the next message replaces the last one */
     tui_layout lay;
     tui_transcript tr;
     tui_gauges g;
@@ -315,6 +317,9 @@ void tui_help_draw(tui *t);
 int tui_command(tui *t, const char *line);
 /* Tab completion candidates for the input line (NULL-terminated, malloc'd). */
 char **tui_command_complete(void *ctx, const char *line, int start, int end, const char *word);
+/* The shared command context (copies system) and its release. */
+void tui_commands_init(tui *t, const char *system);
+void tui_commands_free(tui *t);
 /* Reload the transcript from the store after /resume or at start. */
 void tui_load_transcript(tui *t);
 

@@ -57,6 +57,7 @@ void tui_layout_build(tui *t)
     if (!l->keyreader) {                /* reads keys; never drawn, so never refreshed by wgetch */
         l->keyreader = newwin(1, 1, 0, 0);
         keypad(l->keyreader, TRUE);
+        meta(l->keyreader, TRUE);       /* 8-bit bytes as they come (non-UTF-8 locales read bytes) */
         nodelay(l->keyreader, TRUE);
         wnoutrefresh(l->keyreader);
     }
@@ -126,7 +127,7 @@ static void state_field(tui *t, status_field *f)
     char layer[32] = "";
     if (s->phase != K3_PHASE_IDLE && s->n_layers)
         snprintf(layer, sizeof layer, " L%u/%u", s->layer + 1, s->n_layers);
-    if (t->job == TJ_RESUME) {
+    if ((t->job == TJ_RESUME || t->job == TJ_UNDO)) {
         if (t->progress_total)
             snprintf(f->text, sizeof f->text, "resuming %d/%d%s", t->progress_done, t->progress_total, layer);
         else
@@ -157,7 +158,7 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "%s", t->model_name);
     f[n].role = TR_STATUS;
     f[n++].priority = 6;
-    snprintf(f[n].text, sizeof f[n].text, "conv %s", conversation_uid(t->conv));
+    snprintf(f[n].text, sizeof f[n].text, "conv %s", *conversation_uid(t->conv) ? conversation_uid(t->conv) : "new");
     f[n].role = TR_STATUS;
     f[n++].priority = 7;
     snprintf(f[n].text, sizeof f[n].text, "turn %d", conversation_turns(t->conv));

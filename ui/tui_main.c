@@ -42,7 +42,7 @@ int tui_refuse_if_busy(tui *t, const char *what)
 static void request_quit(tui *t)
 {
     t->quit_requested = 1;
-    if (t->g.busy && t->job == TJ_TURN) {
+    if (t->g.busy && (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT)) {
         t->w.interrupt = 1;
         t->stopping = 1;
     }
@@ -59,15 +59,24 @@ void tui_send_message(tui *t, const char *text)
     }
     k3_session *s = conversation_session(t->conv);
     t->tr.scroll = 0;
+    if (t->editing) {                    /* the edited message replaces the last exchange on screen too */
+        tui_transcript_clear(&t->tr);
+        tui_load_transcript(t);
+        int n = t->tr.n_entries;
+        if (n > 0 && t->tr.entries[n - 1].kind == TE_ASSISTANT) tui_transcript_pop(&t->tr);
+        n = t->tr.n_entries;
+        if (n > 0 && t->tr.entries[n - 1].kind == TE_USER) tui_transcript_pop(&t->tr);
+    }
     tui_transcript_add(&t->tr, TE_USER, text);
     t->answer_entry = tui_transcript_add(&t->tr, TE_ASSISTANT, "");
     t->utf8_tail_len = 0;
-    t->job = TJ_TURN;
+    t->job = t->editing ? TJ_EDIT : TJ_TURN;
     t->stopping = 0;
     free(t->last_sent);
     t->last_sent = strdup(text);
     tui_gauges_turn_start(&t->g, t->model, k3_session_n_tokens(s), k3_session_max_tokens(s), tui_now_s());
-    tui_worker_submit(&t->w, TJ_TURN, text);
+    tui_worker_submit(&t->w, t->job, text);
+    t->editing = 0;
     t->dirty = 1;
 }
 
@@ -78,13 +87,14 @@ static void on_ctrl_c(tui *t)
 {
     t->dirty = 1;
     if (t->g.busy) {
-        if (t->job == TJ_TURN) {
+        if (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT) {
             t->w.interrupt = 1;
             t->stopping = 1;
         }
         t->ctrl_c_armed = 0;
     } else if (!tui_input_is_empty() || tui_input_in_search()) {
         tui_input_cancel();
+        t->editing = 0;
         t->ctrl_c_armed = 0;
     } else if (t->ctrl_c_armed) {
         request_quit(t);
@@ -134,16 +144,30 @@ static void do_resize(tui *t)
     t->dirty = 1;
 }
 
+/* The bytes of a typed character in the locale's encoding. Outside a UTF-8
+ * locale curses hands over each byte the terminal sent as its own
+ * character, which the locale may not be able to encode (LANG=C): keep the
+ * byte itself, so "naïve" typed on a UTF-8 terminal stays "naïve". Returns
+ * the length, 0 for nothing. */
+static size_t key_bytes(wint_t ch, char *mb)
+{
+    mbstate_t st;
+    memset(&st, 0, sizeof st);
+    size_t l = wcrtomb(mb, (wchar_t)ch, &st);
+    if (l != (size_t)-1) return l;
+    if (ch >= 0x80 && ch <= 0xFF) { mb[0] = (char)ch; return 1; }
+    if (ch >= 0xDC80 && ch <= 0xDCFF) { mb[0] = (char)(ch & 0xFF); return 1; }   /* an escaped raw byte */
+    return 0;
+}
+
 /* Bracketed paste: collect everything up to ESC[201~ and insert it as
  * text, newlines included, instead of letting Enter send half of it. */
 static void paste_char(tui *t, wint_t ch)
 {
     char mb[MB_LEN_MAX];
-    mbstate_t st;
-    memset(&st, 0, sizeof st);
     if (ch == '\r') ch = '\n';
-    size_t n = wcrtomb(mb, (wchar_t)ch, &st);
-    if (n == (size_t)-1) return;
+    size_t n = key_bytes(ch, mb);
+    if (n == 0) return;
     if (t->paste_len + n + 1 > t->paste_cap) {
         size_t cap = t->paste_cap ? t->paste_cap * 2 : 1024;
         while (cap < t->paste_len + n + 1) cap *= 2;
@@ -197,6 +221,18 @@ static void special_key(tui *t, wint_t ch, char *bytes, size_t *n)
     *n += l;
 }
 
+/* One key like wget_wch. Outside a UTF-8 locale wget_wch waits forever for
+ * the rest of a character it cannot decode (a UTF-8 byte >= 0x80 under
+ * LANG=C) and swallows every key after it, so there we read bytes. */
+static int read_key(WINDOW *w, wint_t *ch)
+{
+    if (tui_glyph()->unicode) return wget_wch(w, ch);
+    int c = wgetch(w);
+    if (c == ERR) return ERR;
+    *ch = (wint_t)c;
+    return c >= KEY_MIN ? KEY_CODE_YES : OK;
+}
+
 /* Drain every key curses has, in order; readline bytes are batched so an
  * escape sequence reaches it whole. */
 static void process_keys(tui *t)
@@ -205,7 +241,7 @@ static void process_keys(tui *t)
     size_t n = 0;
     wint_t ch;
     int kind;
-    while ((kind = wget_wch(t->lay.keyreader, &ch)) != ERR) {
+    while ((kind = read_key(t->lay.keyreader, &ch)) != ERR) {
         if (t->key_seen_s == 0) t->key_seen_s = tui_now_s();
         if (n > sizeof bytes - 16) flush_to_readline(t, bytes, &n);
         if (t->pasting) {
@@ -246,10 +282,8 @@ static void process_keys(tui *t)
             continue;
         }
         char mb[MB_LEN_MAX];
-        mbstate_t st;
-        memset(&st, 0, sizeof st);
-        size_t l = wcrtomb(mb, (wchar_t)ch, &st);
-        if (l == (size_t)-1) continue;
+        size_t l = key_bytes(ch, mb);
+        if (l == 0) continue;
         memcpy(bytes + n, mb, l);
         n += l;
     }
@@ -311,12 +345,28 @@ static void finish_resume(tui *t, int rc, int from_snapshot, const k3_error *err
                               from_snapshot ? "from its state snapshot" : "by re-reading its messages");
         return;
     }
+    if (rc == 1) {                        /* not resumed: the current conversation goes on */
+        tui_load_transcript(t);
+        tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+        return;
+    }
     tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
     k3_error e2;
-    if (conversation_start(t->conv, t->system, &e2) == 0)
+    if (conversation_start(t->conv, t->cx.system, &e2) == 0)
         tui_transcript_notice(&t->tr, TE_NOTICE, "started a new conversation %s instead", conversation_uid(t->conv));
     else
         tui_transcript_notice(&t->tr, TE_ERROR, "%s", e2.msg);
+}
+
+/* /undo finished: show the record as it now is. */
+static void finish_undo(tui *t, int rc, const k3_error *err)
+{
+    tui_gauges_turn_end(&t->g, NULL);
+    tui_transcript_clear(&t->tr);
+    tui_load_transcript(t);
+    if (rc) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+    else tui_transcript_notice(&t->tr, TE_NOTICE, "the last exchange was undone (%d tokens of state kept)",
+                               k3_session_n_tokens(conversation_session(t->conv)));
 }
 
 /* Take what the worker produced since the last look. */
@@ -346,9 +396,10 @@ static void take_worker_output(tui *t)
         t->dirty = 1;
     }
     free(text);
-    if (t->job == TJ_RESUME && t->progress_total) t->dirty = 1;
+    if ((t->job == TJ_RESUME || t->job == TJ_UNDO) && t->progress_total) t->dirty = 1;
     if (!finished) return;
-    if (job == TJ_TURN) finish_turn(t, rc, &r, &err);
+    if (job == TJ_TURN || job == TJ_RETRY || job == TJ_EDIT) finish_turn(t, rc, &r, &err);
+    else if (job == TJ_UNDO) finish_undo(t, rc, &err);
     else finish_resume(t, rc, from_snapshot, &err);
     turn_result_free(&r);
     t->answer_entry = -1;
@@ -515,7 +566,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->wake_fd = wake_fd;
     t->want_gauges = 1;
     t->answer_entry = -1;
-    t->system = opt->system ? strdup(opt->system) : NULL;
+    tui_commands_init(t, opt->system);
     set_model_name(t, opt->model_dir);
     tui_term_signals(wake_fd);
     t->stderr_fd = tui_term_capture_stderr();
@@ -524,7 +575,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
         tui_term_release_stderr();
         tui_term_close();
         fprintf(stderr, "k3: cannot start the engine thread\n");
-        free(t->system);
+        tui_commands_free(t);
         free(t);
         close(wake_fd);
         return 1;
@@ -536,7 +587,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->g.ctx_limit = k3_session_max_tokens(s);
     tui_load_transcript(t);
     tui_transcript_notice(&t->tr, TE_NOTICE, "conversation %s%s %s Enter sends %s F1 help %s Ctrl-D quits",
-                          conversation_uid(c),
+                          *conversation_uid(c) ? conversation_uid(c) : "(new)",
                           conversation_turns(c) ? (conversation_resumed_from_snapshot(c) ? " (resumed from its snapshot)" : " (resumed)") : "",
                           tui_glyph()->bullet, tui_glyph()->bullet, tui_glyph()->bullet);
     draw_frame(t, tui_now_s());
@@ -548,10 +599,13 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     tui_term_close();
     take_stderr(t);
     tui_term_release_stderr();
-    fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
-            opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    if (*conversation_uid(c))
+        fprintf(stderr, "k3: conversation %s saved; resume with: %s --resume %s\n", conversation_uid(c),
+                opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
+    else
+        fprintf(stderr, "k3: no message sent, nothing saved\n");
     tui_transcript_free(&t->tr);
-    free(t->system);
+    tui_commands_free(t);
     free(t->last_sent);
     free(t->paste);
     free(t);

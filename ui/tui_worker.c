@@ -72,6 +72,12 @@ static void *worker_main(void *arg)
         memset(&r, 0, sizeof r);
         if (job == TJ_TURN)
             rc = conversation_turn(w->conv, job_arg, &w->interrupt, on_text, w, &r, &err);
+        else if (job == TJ_RETRY)
+            rc = conversation_retry(w->conv, &w->interrupt, on_text, w, &r, &err);
+        else if (job == TJ_EDIT)
+            rc = conversation_edit(w->conv, job_arg, &w->interrupt, on_text, w, &r, &err);
+        else if (job == TJ_UNDO)
+            rc = conversation_undo(w->conv, on_progress, w, &err);
         else
             rc = conversation_resume(w->conv, job_arg, on_progress, w, &from_snapshot, &err);
         free(job_arg);

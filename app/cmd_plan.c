@@ -1,0 +1,421 @@
+/* cmd_plan.c - `k3 plan`: what a model will cost on this machine before it
+ * is downloaded: the engine's memory plan at a budget, the bytes a decode
+ * token reads, the expected expert hit rate, and predicted decode and prompt
+ * times from this machine's measured disk and kernel rates.
+ *
+ * MODEL_OR_CONFIG is a model directory (sizes from its headers), a
+ * config.json (or a folder holding only one), or the name of a reference
+ * configuration shipped in configs/ (kimi-k3, kimi-linear). Kernel rates
+ * are probed once and cached in $XDG_CACHE_HOME/k3/kernel_rates.json (per
+ * CPU model and thread count); the disk is probed on the model's own files,
+ * else with a scratch file in the cache folder (that result is cached too,
+ * per filesystem). */
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cli.h"
+#include "k3.h"
+
+typedef struct plan_options {
+    const char *model;
+    k3_options m;                /* --mem --threads --trace --cache-policy */
+    double disk_gbps;            /* 0 = probe */
+    int prompt_tokens, ctx_tokens, json, reprobe, cores;
+    const char *rates_path;      /* --rates FILE instead of this machine's probe */
+    uint64_t fixed_bytes;
+} plan_options;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: k3 plan MODEL_OR_CONFIG [--mem SIZE] [--disk auto|GB/s] [--threads N] [--prompt N]\n"
+            "               [--ctx N] [--trace FILE] [--cache-policy lru|lfru] [--cores N] [--rates FILE]\n"
+            "               [--fixed SIZE] [--reprobe] [--json]\n\n"
+            "Predicts, from config.json alone, what the engine will do with a model on this machine:\n"
+            "the memory plan (pinned trunk units, ring, expert cache slots), the bytes read per decode\n"
+            "token (trunk / routed experts / head and embedding), the expected expert hit rate, the\n"
+            "decode time per token = max(reads / disk speed, compute at the measured kernel rates) and\n"
+            "the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets.\n\n"
+            "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
+            "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
+            "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n"
+            "  --mem SIZE     the budget (as k3 chat --mem); omitted: the table\n"
+            "  --disk X       auto (default: probe the model's files, else the filesystem of the cache\n"
+            "                 folder) or a speed in GB/s for random expert-sized reads\n"
+            "  --threads N    compute threads (default: all cores)\n"
+            "  --cores N      predict for a machine with N such cores (kernel rates x N / threads)\n"
+            "  --rates FILE   kernel rates measured elsewhere (JSON: threads, matvec_gbps and\n"
+            "                 matmul32_gbps per format) instead of this machine's cached probe\n"
+            "  --prompt N     prompt length for the prompt time (default 512)\n"
+            "  --ctx N        context limit planned for (default 4096, as the engine)\n"
+            "  --trace FILE   hit rate from a routing trace recorded with k3 run/bench --trace\n"
+            "                 (default: uniform routing)\n"
+            "  --fixed SIZE   the plan's fixed claim (default: estimated as the engine counts it)\n"
+            "  --reprobe      measure the kernels again instead of using the cache\n"
+            "  --json         one JSON object\n");
+}
+
+static double gib(double b) { return b / 1073741824.0; }
+
+/* $XDG_CACHE_HOME/k3 (or ~/.cache/k3), created. */
+static int cache_dir(char *out, size_t len)
+{
+    const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (x && *x) snprintf(out, len, "%s/k3", x);
+    else if (home && *home) snprintf(out, len, "%s/.cache/k3", home);
+    else snprintf(out, len, "/tmp/k3-cache-%d", (int)getuid());
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", out);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(tmp, 0755); *p = '/'; }
+    if (mkdir(tmp, 0755) != 0 && errno != EEXIST) return -1;
+    return 0;
+}
+
+/* The CPU's model name, to key the cached rates. */
+static void cpu_name(char *out, size_t len)
+{
+    snprintf(out, len, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *c = strchr(line, ':');
+        if (c && !strncmp(line, "model name", 10)) {
+            c++;
+            while (*c == ' ') c++;
+            c[strcspn(c, "\n")] = 0;
+            snprintf(out, len, "%s", c);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..}}
+ * with every format positive. 0, or -1. */
+static int rates_from_json(json_t *entry, k3_kernel_rates *r)
+{
+    json_t *mv = json_object_get(entry, "matvec_gbps"), *mm = json_object_get(entry, "matmul32_gbps");
+    if (!json_is_object(mv) || !json_is_object(mm)) return -1;
+    for (int f = 0; f < K3_RATE_N; f++) {
+        r->matvec_gbps[f] = json_number_value(json_object_get(mv, k3_rate_format_name(f)));
+        r->matmul32_gbps[f] = json_number_value(json_object_get(mm, k3_rate_format_name(f)));
+        if (!(r->matvec_gbps[f] > 0 && r->matmul32_gbps[f] > 0 && r->matvec_gbps[f] < 1e6 && r->matmul32_gbps[f] < 1e6))
+            return -1;
+    }
+    return 0;
+}
+
+/* --rates FILE: rates measured elsewhere (same format, plus "threads"). */
+static int rates_from_file(const char *path, k3_kernel_rates *r)
+{
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) { cli_error("%s: %s", path, je.text); return -1; }
+    json_t *t = json_object_get(root, "threads");
+    int rc = rates_from_json(root, r);
+    if (rc == 0 && (!json_is_integer(t) || json_integer_value(t) < 1 || json_integer_value(t) > 4096)) rc = -1;
+    if (rc) cli_error("%s: expected {\"threads\": N, \"matvec_gbps\": {...}, \"matmul32_gbps\": {...}} with a "
+                      "positive rate for each of f32, bf16, f16, f8_e4m3, mxfp4", path);
+    else r->n_threads = (int)json_integer_value(t);
+    json_decref(root);
+    return rc;
+}
+
+/* Kernel rates from the cache when they were measured on this CPU with this
+ * thread count, else measured now and written back. */
+static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_rates *r, int *cached)
+{
+    char path[PATH_MAX], cpu[256];
+    snprintf(path, sizeof path, "%.3000s/kernel_rates.json", cache);
+    cpu_name(cpu, sizeof cpu);
+    *cached = 0;
+    json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
+    json_t *entry = NULL;
+    char key[320];
+    snprintf(key, sizeof key, "%s / %d threads", cpu, threads);
+    if (root) entry = json_object_get(root, key);
+    if (rates_from_json(entry, r) == 0) { r->n_threads = threads; *cached = 1; json_decref(root); return 0; }
+    k3_error err;
+    if (k3_kernel_rates_measure(threads, r, &err)) {
+        cli_error("%s", err.msg);
+        json_decref(root);
+        return -1;
+    }
+    if (!json_is_object(root)) { json_decref(root); root = json_object(); }
+    json_t *mv = json_object(), *mm = json_object();
+    for (int f = 0; f < K3_RATE_N; f++) {
+        json_object_set_new(mv, k3_rate_format_name(f), json_real(r->matvec_gbps[f]));
+        json_object_set_new(mm, k3_rate_format_name(f), json_real(r->matmul32_gbps[f]));
+    }
+    json_object_set_new(root, key, json_pack("{s:o,s:o}", "matvec_gbps", mv, "matmul32_gbps", mm));
+    char tmp[PATH_MAX + 8];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
+    json_decref(root);
+    return 0;
+}
+
+/* The disk speed: measured on the model's files, or on a scratch file in
+ * the cache folder (cached per filesystem, as writing it costs a second). */
+static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, int reprobe, double *gbps,
+                      const char **how)
+{
+    char path[PATH_MAX], key[64];
+    snprintf(path, sizeof path, "%.3000s/disk_rates.json", cache);
+    struct stat st;
+    snprintf(key, sizeof key, "dev %llu", stat(cache, &st) == 0 ? (unsigned long long)st.st_dev : 0ull);
+    json_t *root = NULL;
+    if (!model_has_weights && !reprobe && (root = json_load_file(path, 0, NULL))) {
+        double v = json_number_value(json_object_get(root, key));
+        if (v > 0) { *gbps = v; *how = "cached probe of the cache folder's filesystem"; json_decref(root); return 0; }
+    }
+    k3_error err;
+    if (k3_planner_probe_disk(pl, cache, 0.3, gbps, &err)) { cli_error("%s", err.msg); json_decref(root); return -1; }
+    *how = model_has_weights ? "probed on the model's files" : "probed on the cache folder's filesystem";
+    if (!model_has_weights) {
+        if (!json_is_object(root)) { json_decref(root); root = json_object(); }
+        json_object_set_new(root, key, json_real(*gbps));
+        json_dump_file(root, path, JSON_INDENT(1));
+    }
+    json_decref(root);
+    return 0;
+}
+
+/* A shipped reference configuration by name: configs/NAME beside the
+ * binary (or $K3_CONFIGS/NAME). */
+static int reference_config(const char *name, char *out, size_t len)
+{
+    static const struct { const char *alias, *dir; } names[] = {
+        {"kimi-k3", "kimi-k3"}, {"k3", "kimi-k3"},
+        {"kimi-linear", "kimi-linear-48b-a3b"}, {"kimi-linear-48b-a3b", "kimi-linear-48b-a3b"}};
+    const char *dir = NULL;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(name, names[i].alias)) dir = names[i].dir;
+    if (!dir) return -1;
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    exe[n > 0 ? n : 0] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    const char *env = getenv("K3_CONFIGS");
+    const char *bases[3] = {env, exe, NULL};
+    for (int b = 0; b < 2; b++) {
+        if (!bases[b] || !*bases[b]) continue;
+        if (b == 0) snprintf(out, len, "%.2000s/%.64s/config.json", bases[b], dir);
+        else snprintf(out, len, "%.2000s/configs/%.64s/config.json", bases[b], dir);
+        if (access(out, R_OK) == 0) return 0;
+    }
+    return -1;
+}
+
+static void print_estimate_text(const k3_plan_estimate *e)
+{
+    printf("k3: plan: budget %s%.2f GiB; fixed %.2f GiB\n", e->budget_bytes ? "" : "none, ", gib(e->budget_bytes),
+           gib(e->fixed_bytes));
+    printf("k3: plan: trunk %d of %d units pinned (%.2f GiB)", e->pinned_units, e->trunk_units, gib(e->pinned_bytes));
+    if (e->ring_slots) printf(", ring %d x %.1f MiB", e->ring_slots, e->ring_slot_bytes / 1048576.0);
+    printf("\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", e->expert_slots, e->experts_total,
+           e->expert_slot_bytes / 1048576.0, gib((double)e->expert_slots * e->expert_slot_bytes),
+           e->fully_resident ? "; fully resident" : "");
+    printf("per decode token: reads %.3f GB (trunk %.3f, routed experts %.3f, head + embedding %.3f); "
+           "expert hit rate %.1f%%\n",
+           (e->bytes_trunk + e->bytes_experts + e->bytes_head) / 1e9, e->bytes_trunk / 1e9, e->bytes_experts / 1e9,
+           e->bytes_head / 1e9, 100 * e->hit_rate);
+    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s at %.2f GB/s, compute %.4f s)\n", e->decode_s,
+           1 / e->decode_s, e->io_s, e->disk_gbps, e->compute_s);
+    printf("prompt: %d tokens in %d chunks: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->prompt_s,
+           e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
+}
+
+static json_t *estimate_json(const k3_plan_estimate *e)
+{
+    return json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,"
+                     "s:i,s:i,s:f}",
+                     "budget_bytes", (json_int_t)e->budget_bytes, "fixed_bytes", (json_int_t)e->fixed_bytes,
+                     "min_budget_bytes", (json_int_t)e->min_budget_bytes, "pinned_units", e->pinned_units,
+                     "trunk_units", e->trunk_units, "pinned_bytes", (json_int_t)e->pinned_bytes,
+                     "ring_slots", e->ring_slots, "ring_slot_bytes", (json_int_t)e->ring_slot_bytes,
+                     "expert_slots", e->expert_slots, "experts_total", e->experts_total,
+                     "expert_slot_bytes", (json_int_t)e->expert_slot_bytes, "fully_resident", e->fully_resident,
+                     "hit_rate", e->hit_rate, "bytes_read_per_token", "total",
+                     e->bytes_trunk + e->bytes_experts + e->bytes_head, "trunk", e->bytes_trunk, "experts",
+                     e->bytes_experts, "head_embedding", e->bytes_head, "disk_gbps", e->disk_gbps,
+                     "io_s_per_token", e->io_s, "compute_s_per_token", e->compute_s, "decode_s_per_token",
+                     e->decode_s, "prompt_tokens", e->prompt_tokens, "prompt_chunks", e->prompt_chunks,
+                     "prompt_s", e->prompt_s);
+}
+
+static int parse_args(int argc, char **argv, plan_options *o)
+{
+    long long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        int r = cli_parse_model_option(argc, argv, &i, &o->m);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (!strcmp(a, "--disk") && more) {
+            const char *d = argv[++i];
+            if (!strcmp(d, "auto")) o->disk_gbps = 0;
+            else if (cli_parse_float(a, d, 0.001, 1000, &o->disk_gbps)) return -1;
+        } else if (!strcmp(a, "--prompt") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
+            o->prompt_tokens = (int)v;
+        } else if (!strcmp(a, "--ctx") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
+            o->ctx_tokens = (int)v;
+        } else if (!strcmp(a, "--cores") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 4096, &v)) return -1;
+            o->cores = (int)v;
+        } else if (!strcmp(a, "--fixed") && more) {
+            int64_t b = k3_parse_size(argv[++i]);
+            if (b <= 0) { cli_error("--fixed: expected a size such as 40M, got '%s'", argv[i]); return -1; }
+            o->fixed_bytes = (uint64_t)b;
+        } else if (!strcmp(a, "--rates") && more) {
+            o->rates_path = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--reprobe")) {
+            o->reprobe = 1;
+        } else if (a[0] == '-' ) {
+            cli_error("plan: unknown option '%s' (k3 plan --help)", a);
+            return -1;
+        } else if (!o->model) {
+            o->model = a;
+        } else {
+            cli_error("plan: unexpected argument '%s'", a);
+            return -1;
+        }
+    }
+    if (!o->model) { cli_error("plan: MODEL_OR_CONFIG is required (k3 plan --help)"); return -1; }
+    return 0;
+}
+
+int cmd_plan(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    plan_options o = {.prompt_tokens = 512};
+    if (parse_args(argc, argv, &o)) return K3_EXIT_USAGE;
+    char ref[PATH_MAX];
+    const char *path = o.model;
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (reference_config(o.model, ref, sizeof ref) != 0) {
+            cli_error("%s: no such model directory, config file or reference configuration "
+                      "(shipped: kimi-k3, kimi-linear)", o.model);
+            return K3_EXIT_ERROR;
+        }
+        path = ref;
+    }
+    k3_plan_options po = {.n_threads = o.m.n_threads, .ctx_tokens = o.ctx_tokens, .cache_lru = o.m.cache_lru,
+                          .fixed_bytes = o.fixed_bytes, .trace_path = o.m.trace_path};
+    k3_error err;
+    k3_planner *pl = k3_planner_open(path, &po, &err);
+    if (!pl) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    k3_planner_info info;
+    k3_planner_get_info(pl, &info);
+    char cache[PATH_MAX];
+    if (cache_dir(cache, sizeof cache)) {
+        cli_error("%s: cannot create the cache folder: %s", cache, strerror(errno));
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
+    k3_kernel_rates rates;
+    int cached = 0;
+    if (o.rates_path ? rates_from_file(o.rates_path, &rates)
+                     : kernel_rates(cache, info.n_threads, o.reprobe, &rates, &cached)) {
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
+    if (o.cores)
+        for (int f = 0; f < K3_RATE_N; f++) {
+            rates.matvec_gbps[f] *= (double)o.cores / rates.n_threads;
+            rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
+        }
+    const char *disk_how = "given (--disk)";
+    double disk = o.disk_gbps;
+    if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk, &disk_how)) {
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
+    static const double table_gib[] = {4, 8, 16, 32, 64, 128};
+    const int n_rows = o.m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);
+    k3_plan_estimate est[8];
+    int ok[8];
+    char why[8][512];
+    for (int i = 0; i < n_rows; i++) {
+        uint64_t mem = o.m.mem_bytes ? o.m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
+        ok[i] = k3_planner_estimate(pl, mem, disk, &rates, o.prompt_tokens, &est[i], &err) == 0;
+        if (!ok[i]) snprintf(why[i], sizeof why[i], "%s", err.msg);
+    }
+    k3_planner_close(pl);
+    if (o.m.mem_bytes && !ok[0]) { cli_error("%s", why[0]); return K3_EXIT_ERROR; }
+
+    const char *routing = info.trace_tokens ? "recorded trace" : "uniform routing";
+    if (o.json) {
+        json_t *rv = json_array(), *kr = json_object();
+        for (int f = 0; f < K3_RATE_N; f++)
+            json_object_set_new(kr, k3_rate_format_name(f),
+                                json_pack("{s:f,s:f}", "matvec_gbps", rates.matvec_gbps[f], "matmul32_gbps",
+                                          rates.matmul32_gbps[f]));
+        json_t *root = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:s,s:o,s:s,s:I}",
+                                 "model", o.model, "model_type", info.model_type, "sizes_from", info.sizes_from,
+                                 "layers", info.n_layers, "moe_layers", info.n_moe_layers, "experts", info.n_experts,
+                                 "top_k", info.top_k, "trunk_bytes", (json_int_t)info.trunk_bytes, "head_bytes",
+                                 (json_int_t)info.head_bytes, "expert_slot_bytes", (json_int_t)info.expert_slot_bytes,
+                                 "experts_bytes", (json_int_t)info.experts_bytes, "session_bytes",
+                                 (json_int_t)info.session_bytes, "ctx_tokens", info.ctx_tokens, "threads",
+                                 o.cores ? o.cores : info.n_threads, "disk_gbps", disk, "disk", disk_how,
+                                 "kernel_rates", kr, "routing", routing, "trace_tokens", (json_int_t)info.trace_tokens);
+        if (o.m.mem_bytes) {
+            json_object_set_new(root, "plan", estimate_json(&est[0]));
+        } else {
+            for (int i = 0; i < n_rows; i++)
+                json_array_append_new(rv, ok[i] ? estimate_json(&est[i])
+                                                : json_pack("{s:I,s:s}", "budget_bytes",
+                                                            (json_int_t)(table_gib[i] * 1073741824.0), "error", why[i]));
+            json_object_set_new(root, "table", rv);
+            rv = NULL;
+        }
+        json_decref(rv);
+        char *s = json_dumps(root, JSON_COMPACT);
+        printf("%s\n", s ? s : "{}");
+        free(s);
+        json_decref(root);
+        return K3_EXIT_OK;
+    }
+    printf("k3 plan: %s (%s; sizes from %s)\n", o.model, info.model_type, info.sizes_from);
+    printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
+           "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
+           info.expert_slot_bytes / 1048576.0, gib(info.experts_bytes), info.top_k);
+    printf("machine: disk %.2f GB/s (%s); %d threads%s, kernel GB/s of weights (decode / 32-token prompt):",
+           disk, disk_how, o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
+    for (int f = 0; f < K3_RATE_N; f++)
+        printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
+    printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
+    printf("hit rate: %s%s\n", routing,
+           info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
+    if (o.m.mem_bytes) { print_estimate_text(&est[0]); return K3_EXIT_OK; }
+    printf("\n%8s %9s %12s %8s %6s %21s %9s %9s %9s %9s\n", "budget", "pinned", "ring", "slots", "hit",
+           "GB/token tr/exp/head", "I/O s", "compute s", "s/token", "prompt s");
+    for (int i = 0; i < n_rows; i++) {
+        if (!ok[i]) { printf("%6.0f G  %s\n", table_gib[i], why[i]); continue; }
+        const k3_plan_estimate *e = &est[i];
+        char ring[32], gb[48];
+        if (e->ring_slots) snprintf(ring, sizeof ring, "%d x %.0f MiB", e->ring_slots, e->ring_slot_bytes / 1048576.0);
+        else snprintf(ring, sizeof ring, "-");
+        snprintf(gb, sizeof gb, "%.2f/%.2f/%.2f", e->bytes_trunk / 1e9, e->bytes_experts / 1e9, e->bytes_head / 1e9);
+        printf("%6.0f G %4d/%-4d %12s %8d %5.1f%% %21s %9.3f %9.3f %9.3f %9.1f\n", table_gib[i], e->pinned_units,
+               e->trunk_units, ring, e->expert_slots, 100 * e->hit_rate, gb, e->io_s, e->compute_s, e->decode_s,
+               e->prompt_s);
+    }
+    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute))\n", o.prompt_tokens);
+    return K3_EXIT_OK;
+}

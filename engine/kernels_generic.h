@@ -1,0 +1,157 @@
+/* kernels_generic.h - the portable back end of the kernels (plain C11).
+ *
+ * The same vocabulary as kernels_x86.h (see there) with an 8-lane v8f held
+ * in an array: every lane operation is the IEEE operation the SIMD back ends
+ * perform (fmaf is the fused multiply-add, rounded once), in the same
+ * canonical order, so an ARCH=generic build gives the same bits as the
+ * x86-64-v3 and aarch64 builds on any C11 machine - only slower. Decoders
+ * reuse the bit-exact scalar converters of convert.c. Included only through
+ * kernels_arch.h. */
+#ifndef K3_KERNELS_GENERIC_H
+#define K3_KERNELS_GENERIC_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define K3_KERNELS_NAME "generic (portable C)"
+
+typedef struct {
+    float lane[8];
+} v8f;
+
+/* All lanes +0. */
+K3_INLINE v8f v8_zero(void)
+{
+    v8f v;
+    for (int i = 0; i < 8; i++)
+        v.lane[i] = 0.0f;
+    return v;
+}
+
+/* All lanes f. */
+K3_INLINE v8f v8_set1(float f)
+{
+    v8f v;
+    for (int i = 0; i < 8; i++)
+        v.lane[i] = f;
+    return v;
+}
+
+/* 8 floats from any address. */
+K3_INLINE v8f v8_loadu(const float *p)
+{
+    v8f v;
+    memcpy(v.lane, p, sizeof v.lane);
+    return v;
+}
+
+/* Same as v8_loadu; kept apart for the x86 back end's aligned loads. */
+K3_INLINE v8f v8_load_aligned(const float *p) { return v8_loadu(p); }
+
+/* Store 8 floats to any address. */
+K3_INLINE void v8_storeu(float *p, v8f v)
+{
+    memcpy(p, v.lane, sizeof v.lane);
+}
+
+/* Lane-wise a + b. */
+K3_INLINE v8f v8_add(v8f a, v8f b)
+{
+    for (int i = 0; i < 8; i++)
+        a.lane[i] += b.lane[i];
+    return a;
+}
+
+/* Lane-wise a * b (rounded; the build keeps the compiler from contracting a
+ * product and a sum into an fma: ISO C mode, -ffp-contract=off). */
+K3_INLINE v8f v8_mul(v8f a, v8f b)
+{
+    for (int i = 0; i < 8; i++)
+        a.lane[i] *= b.lane[i];
+    return a;
+}
+
+/* Lane-wise a * b + c rounded once. */
+K3_INLINE v8f v8_fma(v8f a, v8f b, v8f c)
+{
+    for (int i = 0; i < 8; i++)
+        c.lane[i] = fmaf(a.lane[i], b.lane[i], c.lane[i]);
+    return c;
+}
+
+/* The canonical reduction: lane i + lane i+4, then i + i+2, then 0 + 1. */
+K3_INLINE float v8_hsum(v8f v)
+{
+    float s[4], t[2];
+    for (int i = 0; i < 4; i++)
+        s[i] = v.lane[i] + v.lane[i + 4];
+    for (int i = 0; i < 2; i++)
+        t[i] = s[i] + s[i + 2];
+    return t[0] + t[1];
+}
+
+/* A register-allocation hint for the x86 back end; nothing to do here. */
+K3_INLINE void v8_pin_in_register(v8f *a, v8f *b)
+{
+    (void)a;
+    (void)b;
+}
+
+/* 8 bf16 -> 8 fp32 (exact). */
+K3_INLINE v8f v8_from_bf16(const void *p)
+{
+    uint16_t h[8];
+    v8f v;
+    memcpy(h, p, sizeof h);
+    for (int i = 0; i < 8; i++)
+        v.lane[i] = k3_bf16_to_f32(h[i]);
+    return v;
+}
+
+/* 8 f16 -> 8 fp32 (exact). */
+K3_INLINE v8f v8_from_f16(const void *p)
+{
+    uint16_t h[8];
+    v8f v;
+    memcpy(h, p, sizeof h);
+    for (int i = 0; i < 8; i++)
+        v.lane[i] = k3_f16_to_f32(h[i]);
+    return v;
+}
+
+/* 16 e4m3 bytes -> e4m3 / 256 as fp32 (exact: a power-of-two scaling of a
+ * 4-bit-mantissa value stays far inside fp32's range). NaN codes always
+ * decode to NaN here, so check_nan changes nothing. */
+K3_INLINE void v16_from_e4m3_div256(const void *p, int check_nan, v8f *lo, v8f *hi)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    (void)check_nan;
+    for (int i = 0; i < 8; i++) {
+        lo->lane[i] = k3_e4m3_to_f32(b[i]) * 0x1p-8f;
+        hi->lane[i] = k3_e4m3_to_f32(b[i + 8]) * 0x1p-8f;
+    }
+}
+
+/* True if any of the n_bytes fp8 codes at p is a NaN (S.1111.111). */
+K3_INLINE int v16_e4m3_has_nan(const unsigned char *p, int64_t n_bytes)
+{
+    for (int64_t i = 0; i < n_bytes; i++)
+        if ((p[i] & 0x7F) == 0x7F)
+            return 1;
+    return 0;
+}
+
+/* One MXFP4 group: 16 bytes of nibbles (low nibble = even column) -> four
+ * vectors of doubled E2M1 values (exact small integers) for columns 0-7,
+ * 8-15, 16-23, 24-31. */
+K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
+{
+    static const float doubled_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    for (int c = 0; c < 32; c++) {
+        uint8_t byte = bytes16[c / 2];
+        f[c / 8].lane[c % 8] = doubled_e2m1[(c & 1) ? byte >> 4 : byte & 0x0F];
+    }
+}
+
+#endif

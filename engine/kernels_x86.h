@@ -1,0 +1,128 @@
+/* kernels_x86.h - the x86-64-v3 back end of the kernels (AVX2, FMA, F16C).
+ *
+ * The kernel bodies in matvec.c and mxfp4.c are written once on an 8-lane
+ * fp32 vector (v8f) and a few decoders; this file, kernels_neon.h and
+ * kernels_generic.h each implement that small vocabulary for one machine, so
+ * the canonical summation order (matvec.c) is defined in one place and every
+ * back end performs exactly the same sequence of IEEE operations. Included
+ * only through kernels_arch.h. This is the only file that includes
+ * <immintrin.h>. */
+#ifndef K3_KERNELS_X86_H
+#define K3_KERNELS_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+
+#define K3_KERNELS_NAME "x86-64-v3 (AVX2 FMA F16C)"
+
+typedef __m256 v8f;
+
+/* All lanes +0. */
+K3_INLINE v8f v8_zero(void) { return _mm256_setzero_ps(); }
+/* All lanes f. */
+K3_INLINE v8f v8_set1(float f) { return _mm256_set1_ps(f); }
+/* 8 floats from any address. */
+K3_INLINE v8f v8_loadu(const float *p) { return _mm256_loadu_ps(p); }
+/* 8 floats from a 32-byte aligned address (the matmul scratch). */
+K3_INLINE v8f v8_load_aligned(const float *p) { return _mm256_load_ps(p); }
+/* Store 8 floats to any address. */
+K3_INLINE void v8_storeu(float *p, v8f v) { _mm256_storeu_ps(p, v); }
+/* Lane-wise a + b, a * b, and a * b + c rounded once. */
+K3_INLINE v8f v8_add(v8f a, v8f b) { return _mm256_add_ps(a, b); }
+K3_INLINE v8f v8_mul(v8f a, v8f b) { return _mm256_mul_ps(a, b); }
+K3_INLINE v8f v8_fma(v8f a, v8f b, v8f c) { return _mm256_fmadd_ps(a, b, c); }
+
+/* The fixed reduction of the canonical order: lane i + lane i+4 (i < 4),
+ * then lane i + lane i+2 (i < 2), then lane 0 + lane 1. */
+K3_INLINE float v8_hsum(v8f v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* An empty asm that claims to modify the two vectors, so they must sit in
+ * registers: without it gcc folds every use into an FMA memory operand and
+ * the 2x2 matmul loop issues 12-16 loads per 8 FMAs instead of 8, which made
+ * it load-bound (measured 50 -> 80 GFLOP/s per core for bf16 T=32). */
+K3_INLINE void v8_pin_in_register(v8f *a, v8f *b)
+{
+    __asm__("" : "+x"(*a), "+x"(*b));
+}
+
+/* 8 bf16 -> 8 fp32: zero-extend to 32 bits and shift into the high half. */
+K3_INLINE v8f v8_from_bf16(const void *p)
+{
+    __m256i u32 = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(u32, 16));
+}
+
+/* 8 f16 -> 8 fp32 (exact). */
+K3_INLINE v8f v8_from_f16(const void *p)
+{
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* 16 e4m3 bytes -> 16 fp32 values equal to e4m3 / 256 (columns 0-7 in *lo,
+ * 8-15 in *hi). The e4m3 bit pattern s.eeee.mmm placed at f16 bits 15 | 13..7
+ * is the same number with exponent bias 15 instead of 7 (subnormals
+ * included), i.e. scaled by 2^-8; the 2^8 goes into the per-block scale
+ * (exact: power of two). Sign-extending the byte and shifting left by 7 puts
+ * s at bit 15 and bits 6..0 at 13..7; the AND clears the copy of s that lands
+ * on bit 14. With check_nan, the NaN codes S.1111.111 (low 7 bits all ones)
+ * become f16 0xFFFF, a NaN; without, they would decode as +-480/256, so
+ * callers skip the check only for blocks that v16_e4m3_has_nan() cleared. */
+K3_INLINE void v16_from_e4m3_div256(const void *p, int check_nan, v8f *lo, v8f *hi)
+{
+    __m256i sx16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+    __m256i h = _mm256_and_si256(_mm256_slli_epi16(sx16, 7), _mm256_set1_epi16((short)0xBFFF));
+    if (check_nan) {
+        __m256i is_nan = _mm256_cmpeq_epi16(_mm256_or_si256(sx16, _mm256_set1_epi16((short)0xFF80)),
+                                            _mm256_set1_epi16(-1));
+        h = _mm256_or_si256(h, is_nan);
+    }
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+/* True if any of the n_bytes (a multiple of 16) fp8 codes at p is a NaN.
+ * b | 0x80 is 0xFF exactly for the NaN codes, so a running unsigned byte
+ * max finds them with two operations per 32 weights - cheaper than the
+ * per-chunk NaN merge, which then only runs for blocks that need it. */
+K3_INLINE int v16_e4m3_has_nan(const unsigned char *p, int64_t n_bytes)
+{
+    const __m256i high_bit = _mm256_set1_epi8((char)0x80);
+    __m256i max_code = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 32 <= n_bytes; i += 32) {
+        __m256i codes = _mm256_loadu_si256((const __m256i *)(p + i));
+        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
+    }
+    if (i < n_bytes) {   /* 16 left; the upper half of the cast is zeroed */
+        __m256i codes = _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(p + i)));
+        max_code = _mm256_max_epu8(max_code, _mm256_or_si256(codes, high_bit));
+    }
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi8(max_code, _mm256_set1_epi8(-1))) != 0;
+}
+
+/* One MXFP4 group: 16 bytes of nibbles (low nibble = even column) -> four
+ * vectors of doubled E2M1 values (exact small integers as floats) for
+ * columns 0-7, 8-15, 16-23, 24-31. All 32 nibbles are looked up with one
+ * pshufb on the table of doubled values. */
+K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
+{
+    const __m128i lut = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    const __m128i low_mask = _mm_set1_epi8(0x0F);
+    __m128i b = _mm_loadu_si128((const __m128i *)bytes16);
+    __m128i lo = _mm_and_si128(b, low_mask);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low_mask);
+    __m128i first = _mm_shuffle_epi8(lut, _mm_unpacklo_epi8(lo, hi));
+    __m128i second = _mm_shuffle_epi8(lut, _mm_unpackhi_epi8(lo, hi));
+    f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(first));
+    f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8)));
+    f[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second));
+    f[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)));
+}
+
+#endif

@@ -1,0 +1,31 @@
+/* mem_limit.h - how much memory this process may use when no --mem is
+ * given: the smallest of MemAvailable and the headroom of every memory
+ * cgroup limit above the process (v2 memory.max and memory.high, v1
+ * memory.limit_in_bytes), so a container is planned for instead of
+ * OOM-killed.
+ *
+ * Test hook: K3_TEST_SYSFS_ROOT=DIR reads DIR/proc/self/cgroup,
+ * DIR/proc/meminfo and DIR/sys/fs/cgroup/... instead of the real files
+ * (tests/test_mem_limit.c builds fake cgroup v1 and v2 trees there). */
+#ifndef K3_MEM_LIMIT_H
+#define K3_MEM_LIMIT_H
+
+#include <stdint.h>
+
+typedef struct k3_mem_limit {
+    /* bytes this process may hold in total (what it holds now included):
+     * the smallest headroom found plus its own resident set; 0 = unknown */
+    uint64_t avail_bytes;
+    int from_cgroup;          /* 1 if a cgroup limit was the smallest */
+    uint64_t limit_bytes;     /* that cgroup limit (0 for MemAvailable) */
+    uint64_t in_use_bytes;    /* that cgroup's usage less reclaimable page cache */
+    char source[160];         /* e.g. "cgroup v1 memory.limit_in_bytes of /k3test" or "MemAvailable" */
+} k3_mem_limit;
+
+/* Fill *out; self_rss_bytes is this process's resident set now. */
+void k3_mem_limit_read(uint64_t self_rss_bytes, k3_mem_limit *out);
+
+/* MemAvailable from /proc/meminfo (bytes), 0 if unknown. */
+uint64_t k3_mem_available(void);
+
+#endif

@@ -1,0 +1,577 @@
+/* plan_model.c - what a model will cost on this machine, from its config
+ * alone (k3 plan).
+ *
+ * The unit sizes come from the checkpoint when it is here (the weight
+ * provider lays its units out with sizes_only, so they are the engine's own
+ * bytes), else from config.json (shapes times the dtypes it names, MXFP4
+ * pages for quantised experts). The memory plan is then k3_plan_make, the
+ * planner the engine runs, with the same fixed claim (k3_plan_fixed_bytes).
+ *
+ * The time model, per decode token:
+ *   reads   = unpinned trunk units + the head when unpinned + one embedding
+ *             row + (1 - hit rate) x top_k x MoE layers expert pages
+ *   compute = every trunk unit, top_k experts per MoE layer and the head
+ *             through the measured kernel rate of their format, plus the
+ *             KDA state and MLA cache traffic at the measured f32 rate
+ *   decode  = max(reads / disk speed, compute): reads overlap compute.
+ * A prompt runs in chunks of K3_CHUNK_TOKENS: each chunk reads the unpinned
+ * trunk once and each distinct expert once, and computes every matrix with
+ * the chunk's tokens in one pass (the measured 32-token matmul rate).
+ * The hit rate is the cache policy replayed on a recorded routing trace, or
+ * for uniform routing the LRU closed form (an expert survives while fewer
+ * than `slots` distinct others were used since its last use). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "expert_cache.h"
+#include "forward.h"
+#include "io.h"
+#include "kernels.h"
+#include "manifest.h"
+#include "model.h"
+#include "planner.h"
+#include "stats.h"
+
+struct k3_planner {
+    k3_config cfg;
+    char dir[4096];
+    const char *sizes_from;
+    int n_trunk;                  /* layers, then the head */
+    uint64_t *trunk_bytes;
+    double *trunk_params;         /* weights in each unit's matrices (for its format) */
+    uint64_t expert_bytes;
+    double expert_params;
+    int n_experts_total, n_moe;
+    uint64_t embed_buf_bytes, embed_row_bytes;
+    uint64_t session_bytes, process_bytes;
+    int n_threads, ctx_tokens, cache_lru;
+    uint64_t fixed_override;
+    k3_cache_lookup *trace;
+    int n_trace;
+    long long trace_tokens;
+    int trace_decode_only;
+    int f16;                      /* 16-bit matrices are float16, not bfloat16 */        /* the trace has decode steps: count only those */
+    char probe_file[4096];        /* largest weight file, for the disk probe */
+    uint64_t probe_file_bytes;
+};
+
+const char *k3_rate_format_name(int f)
+{
+    static const char *const names[K3_RATE_N] = {"f32", "bf16", "f16", "f8_e4m3", "mxfp4"};
+    return f >= 0 && f < K3_RATE_N ? names[f] : "?";
+}
+
+/* ---- kernel rates ------------------------------------------------------- */
+
+/* Seconds per call of fn: the fastest of the calls made in min_s after a
+ * warm-up. The fastest, because on a shared machine the other calls include
+ * time the kernel spent descheduled, which is the neighbours' load, not the
+ * kernel's rate. */
+static double time_kernel(void (*fn)(void *), void *arg, double min_s)
+{
+    fn(arg);
+    const uint64_t t0 = k3_now_ns();
+    double best = 1e30;
+    for (uint64_t t = t0; (t - t0) * 1e-9 < min_s;) {
+        fn(arg);
+        const uint64_t t1 = k3_now_ns();
+        if ((t1 - t) * 1e-9 < best) best = (t1 - t) * 1e-9;
+        t = t1;
+    }
+    return best;
+}
+
+typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
+static void run_matvec(void *a) { probe_arg *p = a; k3_matvec(p->y, &p->w, p->x); }
+static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x, K3_CHUNK_TOKENS); }
+
+/* One matrix of each format over 64 MiB (more than the last-level cache, as
+ * a model's weights are), through the kernels the forward pass calls. The
+ * bytes are 0x3C everywhere: a normal value in every format, so no
+ * denormal slows a kernel down. */
+int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (n_threads <= 0) n_threads = omp_get_num_procs();
+    omp_set_num_threads(n_threads);
+    out->n_threads = n_threads;
+    const int64_t cols = 4096;
+    const size_t buf_bytes = 64u << 20;
+    uint8_t *buf = aligned_alloc(64, buf_bytes);
+    float *x = malloc((size_t)cols * K3_CHUNK_TOKENS * sizeof *x);
+    float *y = malloc((size_t)32768 * K3_CHUNK_TOKENS * sizeof *y);
+    float *scale = malloc((size_t)(32768 / 128 + 1) * (cols / 128) * sizeof *scale);
+    if (!buf || !x || !y || !scale) {
+        free(buf); free(x); free(y); free(scale);
+        return k3_err(err, "out of memory for the kernel probe");
+    }
+    memset(buf, 0x3C, buf_bytes);
+    for (int64_t i = 0; i < cols * K3_CHUNK_TOKENS; i++) x[i] = 1.0f - (float)(i % 7) * 0.1f;
+    for (int64_t i = 0; i < (32768 / 128 + 1) * (cols / 128); i++) scale[i] = 0.5f;
+    static const k3_dtype dt[K3_RATE_N] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3, K3_DT_MXFP4};
+    static const double bytes_per_weight[K3_RATE_N] = {4, 2, 2, 1, 0.53125};
+    for (int f = 0; f < K3_RATE_N; f++) {
+        int64_t rows = (int64_t)(buf_bytes / (bytes_per_weight[f] * cols));
+        if (rows > 32768) rows = 32768;
+        probe_arg a = {.w = {.dtype = dt[f], .rows = rows, .cols = cols, .data = buf}, .x = x, .y = y};
+        if (dt[f] == K3_DT_F8_E4M3) a.w.block_scale = scale;
+        if (dt[f] == K3_DT_MXFP4) a.w.mx_scale = buf + (size_t)rows * cols / 2;
+        const double weight_bytes = bytes_per_weight[f] * rows * cols;
+        out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.15) / 1e9;
+        out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
+    }
+    free(buf); free(x); free(y); free(scale);
+    return 0;
+}
+
+/* ---- sizes from the config ------------------------------------------------ */
+
+/* Bytes per weight of the trunk's matrices, from "torch_dtype"/"dtype"
+ * (top level or text_config); bf16 when absent, as every Kimi release is.
+ * *f16 = 1 for float16 (its kernel differs from bf16's). */
+static double config_trunk_dtype_bytes(const char *config_path, int *f16)
+{
+    *f16 = 0;
+    json_error_t je;
+    json_t *root = json_load_file(config_path, 0, &je);
+    double b = 2;
+    if (!root) return b;
+    json_t *objs[2] = {root, json_object_get(root, "text_config")};
+    for (int i = 0; i < 2; i++) {
+        if (!json_is_object(objs[i])) continue;
+        const char *keys[2] = {"torch_dtype", "dtype"};
+        for (int k = 0; k < 2; k++) {
+            json_t *v = json_object_get(objs[i], keys[k]);
+            if (!json_is_string(v)) continue;
+            const char *s = json_string_value(v);
+            if (!strcmp(s, "float32")) b = 4;
+            else if (!strcmp(s, "float8_e4m3fn")) b = 1;
+            else if (!strcmp(s, "float16")) *f16 = 1;
+        }
+    }
+    json_decref(root);
+    return b;
+}
+
+/* Weights in layer l's trunk matrices (what load_layer reads into the
+ * layer's unit) and the bytes of its small tensors (norms, conv taps, A_log,
+ * dt_bias, biases: F32 in the releases). KDA gate ranks are head_dim, as
+ * in both releases. */
+static double layer_params(const k3_config *c, int l, double *small_bytes)
+{
+    const double D = c->hidden, P = (double)c->kda_heads * c->kda_head_dim, R = c->kda_head_dim;
+    double w = 0, s = 2 * D * 4;
+    if (c->attn_res_block) s += 4 * D * 4;
+    if (c->attn_kind[l] == K3_ATTN_KDA) {
+        w += 3 * P * D + R * D + P * R + c->kda_heads * D + D * P;
+        w += c->kda_full_rank_gate ? P * D : R * D + P * R;
+        s += (3 * P * c->conv_kernel + (c->is_k3 ? 128 : c->kda_heads) + P + c->kda_head_dim) * 4;
+    } else {
+        const double H = c->mla_heads, qd = (double)c->qk_nope_dim + c->qk_rope_dim;
+        w += c->q_lora_rank ? (double)c->q_lora_rank * D + H * qd * c->q_lora_rank : H * qd * D;
+        if (c->mla_output_gate) w += H * c->v_head_dim * D;
+        w += ((double)c->kv_lora_rank + c->qk_rope_dim) * D + H * ((double)c->qk_nope_dim + c->v_head_dim) * c->kv_lora_rank;
+        w += D * H * c->v_head_dim;
+        s += ((double)c->q_lora_rank + c->kv_lora_rank) * 4;
+    }
+    *small_bytes = s;
+    if (!c->is_moe[l]) return w + 3.0 * c->dense_inter * D;
+    w += (double)c->n_experts * D;
+    s += c->n_experts * 4.0;
+    if (c->latent_dim) { w += 2.0 * c->latent_dim * D; s += c->latent_dim * 4.0; }
+    if (c->n_shared_experts > 0) w += 3.0 * c->moe_inter * c->n_shared_experts * D;
+    *small_bytes = s;
+    return w;
+}
+
+/* A unit's memory: its tensors' bytes in aligned pages, plus the page its
+ * unaligned start costs (tensors in a downloaded checkpoint start wherever
+ * the header ends; k3 pack aligns them, so a packed copy is a page less). */
+static uint64_t round_up(double b) { return (uint64_t)ceil(b / K3_IO_ALIGN) * K3_IO_ALIGN + K3_IO_ALIGN; }
+
+/* Unit sizes from the config alone: each unit one aligned run of its
+ * tensors (the layout of the releases: a layer's trunk contiguous, an
+ * expert's tensors contiguous). */
+static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *err)
+{
+    const k3_config *c = &p->cfg;
+    const double wb = config_trunk_dtype_bytes(config_path, &p->f16);
+    double total = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        double small;
+        p->trunk_params[l] = layer_params(c, l, &small);
+        p->trunk_bytes[l] = round_up(p->trunk_params[l] * wb + small);
+        total += (double)p->trunk_bytes[l];
+    }
+    p->trunk_params[c->n_layers] = (double)c->vocab_size * c->hidden;
+    p->trunk_bytes[c->n_layers] = round_up(p->trunk_params[c->n_layers] * wb);
+    const double in = c->latent_dim ? c->latent_dim : c->hidden;
+    p->expert_params = 3.0 * c->moe_inter * in;
+    p->expert_bytes = round_up(c->experts_mxfp4 ? p->expert_params * (0.5 + 1.0 / 32) : p->expert_params * wb);
+    p->n_experts_total = p->n_moe * c->n_experts;
+    total += (double)p->n_experts_total * p->expert_bytes + (double)p->trunk_bytes[c->n_layers];
+    if (total > 1e14)   /* 100 TB: 64 times Kimi K3 */
+        return k3_err(err, "%s: the config implies %.3g bytes of weights, more than any model k3 can plan "
+                      "(check hidden_size, num_experts, moe_intermediate_size)", config_path, total);
+    p->embed_row_bytes = (uint64_t)(c->hidden * wb);
+    p->embed_buf_bytes = ((uint64_t)c->hidden * 4 + 2 * K3_IO_ALIGN + K3_IO_ALIGN - 1) / K3_IO_ALIGN * K3_IO_ALIGN;
+    /* what the engine's process would hold at open beyond this one: the
+     * small tensors as f32, the tensor index, the tokenizer */
+    double small_all = 0;
+    for (int l = 0; l < c->n_layers; l++) { double s; layer_params(c, l, &s); small_all += s; }
+    const double n_tensors = c->n_layers * 16.0 + (double)p->n_experts_total * 6;
+    p->process_bytes += (uint64_t)(small_all + n_tensors * 160 + c->vocab_size * 96.0);
+    return 0;
+}
+
+/* 1 if dir holds a checkpoint (safetensors or the packed layout). */
+static int has_weights(const char *dir)
+{
+    if (k3_is_packed_dir(dir)) return 1;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        found = n > 12 && !strcmp(e->d_name + n - 12, ".safetensors");
+    }
+    closedir(d);
+    return found;
+}
+
+/* The largest regular file of dir (weights), for the disk probe. */
+static void find_probe_file(k3_planner *p)
+{
+    DIR *d = opendir(p->dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[4096 + 256];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", p->dir, e->d_name);
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > p->probe_file_bytes &&
+            strlen(path) < sizeof p->probe_file) {
+            p->probe_file_bytes = (uint64_t)st.st_size;
+            snprintf(p->probe_file, sizeof p->probe_file, "%s", path);
+        }
+    }
+    closedir(d);
+}
+
+/* Unit sizes as the weight provider lays them out (headers or manifest);
+ * no unit is read. */
+static int sizes_from_checkpoint(k3_planner *p, k3_error *err)
+{
+    const k3_config *c = &p->cfg;
+    k3_stats *st = calloc(1, sizeof *st);
+    if (!st) return k3_err(err, "out of memory");
+    k3_provider_options po = {.io_direct = 0, .io_depth = 1, .ctx_tokens = p->ctx_tokens,
+                              .session_bytes = p->session_bytes, .quiet = 1, .sizes_only = 1};
+    k3_weight_provider *wp = k3_weights_open(p->dir, c, &po, st, err);
+    if (!wp) { free(st); return -1; }
+    k3_weights_unit_sizes(wp, p->trunk_bytes, &p->expert_bytes, &p->n_experts_total, &p->embed_buf_bytes);
+    uint64_t rss, peak;
+    stats_read_rss(&rss, &peak);
+    p->process_bytes = rss;            /* what the engine holds at this point, less the tokenizer */
+    wp->close(wp);
+    free(st);
+    char tok[4096 + 32];
+    struct stat tst;
+    snprintf(tok, sizeof tok, "%s/tiktoken.model", p->dir);
+    if (stat(tok, &tst) == 0) p->process_bytes += (uint64_t)tst.st_size * 3;
+    /* formats: weights per unit from the config's shapes */
+    for (int l = 0; l < c->n_layers; l++) { double s; p->trunk_params[l] = layer_params(c, l, &s); }
+    p->trunk_params[c->n_layers] = (double)c->vocab_size * c->hidden;
+    p->expert_params = 3.0 * c->moe_inter * (c->latent_dim ? c->latent_dim : c->hidden);
+    p->embed_row_bytes = (uint64_t)c->hidden * 2;
+    p->sizes_from = k3_is_packed_dir(p->dir) ? "packed manifest" : "safetensors headers";
+    return 0;
+}
+
+/* A recorded routing trace: "token layer expert" per line (--trace). */
+static int load_trace(k3_planner *p, const char *path, k3_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    int cap = 4096;
+    p->trace = malloc((size_t)cap * sizeof *p->trace);
+    long long tok;
+    int layer, expert, line = 0;
+    while (p->trace && fscanf(f, "%lld %d %d", &tok, &layer, &expert) == 3) {
+        line++;
+        if (layer < 0 || layer >= p->cfg.n_layers || !p->cfg.is_moe[layer] || expert < 0 ||
+            expert >= p->cfg.n_experts) {
+            fclose(f);
+            return k3_err(err, "%s: line %d: layer %d expert %d is not a routed expert of this model "
+                          "(a trace of another model?)", path, line, layer, expert);
+        }
+        if (p->n_trace == cap) {
+            k3_cache_lookup *g = realloc(p->trace, (size_t)(cap *= 2) * sizeof *g);
+            if (!g) break;
+            p->trace = g;
+        }
+        p->trace[p->n_trace++] = (k3_cache_lookup){tok, layer, expert};
+    }
+    int bad = !feof(f);
+    fclose(f);
+    if (!p->trace) return k3_err(err, "out of memory");
+    if (bad) return k3_err(err, "%s: line %d is not \"token layer expert\"", path, line + 1);
+    if (!p->n_trace) return k3_err(err, "%s: no lookups in the trace", path);
+    p->trace_tokens = p->trace[p->n_trace - 1].token - p->trace[0].token + 1;
+    /* decode steps (top_k lookups of one token in one layer) are what a
+     * decode token meets; prompt chunks (more per step) only warm the cache */
+    for (int i = 0, j; i < p->n_trace; i = j) {
+        for (j = i; j < p->n_trace && p->trace[j].token == p->trace[i].token && p->trace[j].layer == p->trace[i].layer;) j++;
+        if (j - i <= p->cfg.top_k) { p->trace_decode_only = 1; break; }
+    }
+    return 0;
+}
+
+k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error *err)
+{
+    k3_planner *p = calloc(1, sizeof *p);
+    if (!p) { k3_err(err, "out of memory"); return NULL; }
+    struct stat st;
+    if (stat(path, &st) != 0) { k3_err(err, "%s: %s", path, strerror(errno)); free(p); return NULL; }
+    char config_path[4096 + 16];
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(p->dir, sizeof p->dir, "%s", path);
+        snprintf(config_path, sizeof config_path, "%s/config.json", path);
+    } else {
+        snprintf(config_path, sizeof config_path, "%s", path);
+        snprintf(p->dir, sizeof p->dir, "%s", path);
+        char *slash = strrchr(p->dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(p->dir, sizeof p->dir, ".");
+    }
+    if (k3_config_load(&p->cfg, config_path, err)) { free(p); return NULL; }
+    const k3_config *c = &p->cfg;
+    p->n_threads = o && o->n_threads > 0 ? o->n_threads : omp_get_num_procs();
+    omp_set_num_threads(p->n_threads);
+    p->ctx_tokens = o && o->ctx_tokens > 0 ? o->ctx_tokens : 4096;
+    p->cache_lru = o ? o->cache_lru : 0;
+    p->fixed_override = o ? o->fixed_bytes : 0;
+    for (int l = 0; l < c->n_layers; l++) p->n_moe += c->is_moe[l] != 0;
+    p->n_trunk = c->n_layers + 1;
+    p->trunk_bytes = calloc((size_t)p->n_trunk, sizeof *p->trunk_bytes);
+    p->trunk_params = calloc((size_t)p->n_trunk, sizeof *p->trunk_params);
+    if (!p->trunk_bytes || !p->trunk_params) { k3_err(err, "out of memory"); k3_planner_close(p); return NULL; }
+    k3_model probe = {.cfg = *c};
+    p->session_bytes = k3_session_bytes(&probe, p->ctx_tokens);
+    int rc;
+    config_trunk_dtype_bytes(config_path, &p->f16);
+    if (has_weights(p->dir)) {
+        rc = sizes_from_checkpoint(p, err);
+    } else {
+        uint64_t rss, peak;
+        stats_read_rss(&rss, &peak);
+        p->process_bytes = rss;
+        p->sizes_from = "config.json";
+        rc = sizes_from_config(p, config_path, err);
+    }
+    if (rc == 0 && o && o->trace_path) rc = load_trace(p, o->trace_path, err);
+    if (rc) { k3_planner_close(p); return NULL; }
+    find_probe_file(p);
+    return p;
+}
+
+void k3_planner_close(k3_planner *p)
+{
+    if (!p) return;
+    free(p->trunk_bytes);
+    free(p->trunk_params);
+    free(p->trace);
+    free(p);
+}
+
+void k3_planner_get_info(const k3_planner *p, k3_planner_info *out)
+{
+    memset(out, 0, sizeof *out);
+    snprintf(out->model_type, sizeof out->model_type, "%s", p->cfg.model_type);
+    out->sizes_from = p->sizes_from;
+    out->n_layers = p->cfg.n_layers;
+    out->n_moe_layers = p->n_moe;
+    out->n_experts = p->cfg.n_experts;
+    out->top_k = p->cfg.top_k;
+    for (int i = 0; i < p->cfg.n_layers; i++) out->trunk_bytes += p->trunk_bytes[i];
+    out->head_bytes = p->trunk_bytes[p->cfg.n_layers];
+    out->expert_slot_bytes = p->expert_bytes;
+    out->experts_bytes = (uint64_t)p->n_experts_total * p->expert_bytes;
+    out->session_bytes = p->session_bytes;
+    out->ctx_tokens = p->ctx_tokens;
+    out->n_threads = p->n_threads;
+    out->trace_tokens = p->trace_tokens;
+    out->trace_lookups = p->n_trace;
+}
+
+/* ---- the disk ------------------------------------------------------------ */
+
+/* Random reads of one expert page (at least 1 MiB), 4 in flight, as the
+ * runtime reads: over the model's largest weight file when it is here,
+ * else over a scratch file written in scratch_dir (the filesystem the
+ * model would go to) and removed. */
+int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, k3_error *err)
+{
+    uint64_t size = p->expert_bytes > (1u << 20) ? p->expert_bytes : (1u << 20);
+    char path[4096 + 64];
+    uint64_t file_bytes = p->probe_file_bytes;
+    int scratch = 0;
+    if (file_bytes >= 4 * size && file_bytes >= (64u << 20)) {
+        snprintf(path, sizeof path, "%s", p->probe_file);
+    } else {
+        snprintf(path, sizeof path, "%s/k3-disk-probe.%d.tmp", scratch_dir, (int)getpid());
+        file_bytes = 16 * size > (256u << 20) ? 16 * size : (256u << 20);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd < 0) return k3_err(err, "%s: cannot create the disk probe file: %s", path, strerror(errno));
+        scratch = 1;
+        uint8_t *chunk = malloc(1u << 20);
+        int rc = chunk ? 0 : -1;
+        if (chunk) memset(chunk, 0xA5, 1u << 20);
+        for (uint64_t w = 0; rc == 0 && w < file_bytes; w += 1u << 20)
+            if (write(fd, chunk, 1u << 20) != (ssize_t)(1u << 20)) rc = -1;
+        free(chunk);
+        if (rc == 0 && fsync(fd) != 0) rc = -1;
+        close(fd);
+        if (rc) { unlink(path); return k3_err(err, "%s: cannot write the disk probe file (disk full?)", path); }
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0) fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) { if (scratch) unlink(path); return k3_err(err, "%s: %s", path, strerror(errno)); }
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);   /* a scratch file just written is in the page cache */
+    k3_stats *st = calloc(1, sizeof *st);
+    uint8_t *mem = aligned_alloc(K3_IO_ALIGN, (size_t)size * 4);
+    uint8_t *bufs[4] = {mem, mem + size, mem + 2 * size, mem + 3 * size};
+    k3_io *io = st && mem ? k3_io_open(K3_IO_POOL, 4, st, err) : NULL;
+    int rc = io ? k3_io_probe(io, fd, path, file_bytes, size, bufs, 4, seconds, gbps, err) : -1;
+    if (!st || !mem) k3_err(err, "out of memory");
+    k3_io_close(io);
+    free(mem);
+    free(st);
+    close(fd);
+    if (scratch) unlink(path);
+    return rc;
+}
+
+/* ---- the estimate -------------------------------------------------------- */
+
+/* The format a unit's kernel runs: from its bytes per weight. */
+static int unit_format(double bytes, double params, int f16)
+{
+    const double r = params > 0 ? bytes / params : 2;
+    if (r >= 3) return K3_RATE_F32;
+    if (r >= 1.5) return f16 ? K3_RATE_F16 : K3_RATE_BF16;
+    if (r >= 0.8) return K3_RATE_F8;
+    return K3_RATE_MXFP4;
+}
+
+/* Seconds for `bytes` of weights of format f applied to t tokens in one
+ * pass: linear between the measured 1-token and 32-token rates. */
+static double unit_seconds(const k3_kernel_rates *r, int f, double bytes, double t)
+{
+    const double s1 = 1.0 / (r->matvec_gbps[f] * 1e9);
+    const double s32 = K3_CHUNK_TOKENS / (r->matmul32_gbps[f] * 1e9);
+    const double per_token = (s32 - s1) / (K3_CHUNK_TOKENS - 1);
+    return bytes * (s1 + per_token * (t - 1));
+}
+
+int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
+                        int prompt_tokens, k3_plan_estimate *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const k3_config *c = &pl->cfg;
+    uint64_t fixed = pl->fixed_override ? pl->fixed_override
+                                        : k3_plan_fixed_bytes(pl->process_bytes, pl->session_bytes, pl->embed_buf_bytes);
+    if (fixed < pl->session_bytes)
+        return k3_err(err, "fixed cost %llu bytes is less than one session's state (%llu bytes)",
+                      (unsigned long long)fixed, (unsigned long long)pl->session_bytes);
+    uint64_t budget = mem_bytes;
+    if (!budget) {                        /* as the engine: resident if it fits in available memory */
+        uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes;
+        for (int i = 0; i < pl->n_trunk; i++) total += pl->trunk_bytes[i];
+        k3_mem_limit lim;
+        k3_mem_limit_read(pl->process_bytes, &lim);
+        const uint64_t avail = lim.avail_bytes;
+        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+    }
+    k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
+                        pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine"};
+    k3_plan plan;
+    if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
+    out->budget_bytes = budget;
+    out->fixed_bytes = fixed;
+    out->min_budget_bytes = plan.min_budget_bytes;
+    out->trunk_units = plan.n_trunk;
+    out->pinned_units = plan.n_pinned;
+    out->pinned_bytes = plan.pinned_bytes;
+    out->ring_slots = plan.n_ring;
+    out->ring_slot_bytes = plan.ring_slot_bytes;
+    out->expert_slots = plan.n_expert_slots;
+    out->experts_total = plan.n_experts_total;
+    out->expert_slot_bytes = plan.expert_slot_bytes;
+    out->fully_resident = plan.all_resident;
+
+    /* hit rate */
+    if (plan.all_resident) out->hit_rate = 1;
+    else if (pl->n_trace)
+        out->hit_rate = k3_expert_cache_replay(pl->trace, pl->n_trace, plan.n_expert_slots,
+                                               pl->cache_lru ? K3_CACHE_LRU : K3_CACHE_LFRU, c->n_layers, c->n_experts,
+                                               pl->trace_decode_only ? c->top_k : 0);
+    else out->hit_rate = k3_expert_cache_uniform_hit_rate(pl->n_moe, c->n_experts, c->top_k, plan.n_expert_slots);
+
+    /* reads per decode token */
+    const int head = c->n_layers;
+    for (int l = 0; l < c->n_layers; l++)
+        if (!plan.pinned[l]) out->bytes_trunk += (double)pl->trunk_bytes[l];
+    out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + (double)pl->embed_row_bytes;
+    const double lookups = (double)c->top_k * pl->n_moe;
+    out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
+    const double bps = disk_gbps * 1e9;
+    out->disk_gbps = disk_gbps;
+    out->io_s = (out->bytes_trunk + out->bytes_head + out->bytes_experts) / bps;
+
+    /* compute per decode token */
+    const int f16 = pl->f16;
+    double trunk_s = 0;
+    for (int i = 0; i < pl->n_trunk; i++)
+        trunk_s += unit_seconds(r, unit_format((double)pl->trunk_bytes[i], pl->trunk_params[i], f16),
+                                (double)pl->trunk_bytes[i], 1);
+    const int ef = unit_format((double)pl->expert_bytes, pl->expert_params, f16);
+    const double expert_s = unit_seconds(r, ef, (double)pl->expert_bytes, 1);
+    const double mem_bps = r->matvec_gbps[K3_RATE_F32] * 1e9;
+    const double ctx = prompt_tokens > 0 ? prompt_tokens : 1;
+    const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
+                               k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
+    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
+    out->decode_s = out->io_s > out->compute_s ? out->io_s : out->compute_s;
+
+    /* the prompt, chunk by chunk */
+    out->prompt_tokens = prompt_tokens;
+    for (int done = 0; done < prompt_tokens;) {
+        const int T = prompt_tokens - done < K3_CHUNK_TOKENS ? prompt_tokens - done : K3_CHUNK_TOKENS;
+        const double E = c->n_experts, distinct = E ? E * (1 - pow(1 - c->top_k / E, T)) : 0;
+        double io = out->bytes_trunk + out->bytes_head +
+                    (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes;
+        double comp = 0;
+        for (int i = 0; i < c->n_layers; i++)
+            comp += unit_seconds(r, unit_format((double)pl->trunk_bytes[i], pl->trunk_params[i], f16),
+                                 (double)pl->trunk_bytes[i], T);
+        comp += unit_seconds(r, unit_format((double)pl->trunk_bytes[head], pl->trunk_params[head], f16),
+                             (double)pl->trunk_bytes[head], 1);
+        if (distinct > 0)
+            comp += pl->n_moe * distinct *
+                    unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
+        comp += T * state_bytes / mem_bps;
+        out->prompt_s += io / bps > comp ? io / bps : comp;
+        out->prompt_chunks++;
+        done += T;
+    }
+    k3_plan_free(&plan);
+    return 0;
+}

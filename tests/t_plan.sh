@@ -1,0 +1,173 @@
+#!/bin/sh
+# t_plan.sh - `k3 plan` runs the engine's planner on the engine's own unit
+# sizes: on tiny, small, k3-tiny and demo at three budgets each (one near
+# the minimum, where trunk units stream through the ring), its plan (pinned
+# units and bytes, ring slots and slot size, expert slots and slot size,
+# the minimum) equals the plan `k3 bench --json` opened the model with,
+# given the same fixed claim (the engine's is its RSS at open: --fixed
+# hands it over, so the check is deterministic). Also: sizes from
+# config.json alone agree with the headers; the shipped reference configs
+# plan with nothing downloaded and match the published byte counts; a
+# recorded trace gives the hit rate trace_replay computes; bad input is one
+# clear line with the CLI's exit codes.
+cd "$(dirname "$0")/.." || exit 1
+OUT=tests/out/plan
+mkdir -p $OUT
+K3=./k3
+export XDG_CACHE_HOME=$PWD/$OUT/cache     # kernel-rate and disk caches stay in the test folder
+for p in tiny small k3-tiny demo; do
+    [ -f $OUT/$p/config.json ] || $K3 gen $OUT/$p --preset $p --seed 7 >/dev/null 2>&1
+done
+
+# plan equality: NAME MODEL MEM_MIB
+check_plan() {
+    $K3 bench $2 --mem ${3}M --json --tokens 1 --prompt-tokens 1 --no-probe --no-resident \
+        > $OUT/bench.json 2>$OUT/bench.err
+    if [ $? -ne 0 ]; then echo "FAIL plan $1 --mem ${3}M: k3 bench failed: $(tail -1 $OUT/bench.err)"; return; fi
+    fixed=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['fixed_bytes'])")
+    ctx=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['ctx_tokens'])")
+    $K3 plan $2 --mem ${3}M --fixed $fixed --ctx $ctx --disk 2 --json > $OUT/plan.json 2>$OUT/plan.err
+    if [ $? -ne 0 ]; then echo "FAIL plan $1 --mem ${3}M: k3 plan failed: $(cat $OUT/plan.err)"; return; fi
+    python3 - "$1 --mem ${3}M" $OUT/bench.json $OUT/plan.json <<'EOF'
+import json, sys
+name, b, p = sys.argv[1], json.load(open(sys.argv[2]))['plan'], json.load(open(sys.argv[3]))['plan']
+keys = ['pinned_units', 'trunk_units', 'pinned_bytes', 'ring_slots', 'ring_slot_bytes', 'expert_slots',
+        'experts_total', 'expert_slot_bytes', 'min_budget_bytes', 'fully_resident']
+diff = [f"{k}: engine {b[k]} plan {p[k]}" for k in keys if b[k] != p[k]]
+if diff: print(f"FAIL plan {name}: differs from the engine's: " + "; ".join(diff))
+else: print(f"PASS plan {name}: equals the engine's (pinned {p['pinned_units']}/{p['trunk_units']}, "
+           f"ring {p['ring_slots']}, expert slots {p['expert_slots']}/{p['experts_total']})")
+EOF
+}
+
+for p in tiny small k3-tiny demo; do
+    M=$OUT/$p
+    $K3 eval $M --ids "1 2" --logits $OUT/x.f32 --mem 1M 2>$OUT/min.err
+    MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+    if [ -z "$MIN" ]; then echo "FAIL plan $p: no minimum from the engine: $(cat $OUT/min.err)"; continue; fi
+    TOTAL=$(du -k $M/*.safetensors | awk '{s += $1} END {print int(s / 1024) + 1}')
+    check_plan $p $M $((MIN + 1))
+    check_plan $p $M $((MIN + (TOTAL + 16) / 4))
+    check_plan $p $M $((MIN + TOTAL))
+done
+
+# the packed layout (sizes from its manifest)
+[ -f $OUT/p_small/config.json ] || $K3 pack $OUT/small $OUT/p_small >/dev/null 2>&1
+if [ -f $OUT/p_small/config.json ]; then
+    $K3 eval $OUT/p_small --ids "1 2" --logits $OUT/x.f32 --mem 1M 2>$OUT/min.err
+    MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+    check_plan "small (packed)" $OUT/p_small $((MIN + 1))
+    check_plan "small (packed)" $OUT/p_small $((MIN + 12))
+    grep -q '"sizes_from":"packed manifest"' $OUT/plan.json && echo "PASS plan: a packed model is sized from its manifest" \
+        || echo "FAIL plan: a packed model is not sized from its manifest: $(head -c 300 $OUT/plan.json)"
+else echo "FAIL plan: k3 pack small failed"; fi
+
+# a budget below the minimum: the engine's refusal, one line, exit 1
+$K3 plan $OUT/small --mem 1M --disk 2 > $OUT/o.txt 2>$OUT/e.txt
+code=$?
+if [ $code -eq 1 ] && [ $(wc -l < $OUT/e.txt) -eq 1 ] && grep -q "below the minimum" $OUT/e.txt; then
+    echo "PASS plan: a budget below the minimum is refused in one line: $(cat $OUT/e.txt)"
+else echo "FAIL plan: budget below the minimum: exit $code, $(cat $OUT/e.txt)"; fi
+
+# sizes from config.json alone against the headers
+for p in small k3-tiny demo; do
+    mkdir -p $OUT/cfg-$p && cp $OUT/$p/config.json $OUT/cfg-$p/
+    $K3 plan $OUT/$p --mem 4G --disk 2 --json > $OUT/h.json 2>/dev/null
+    $K3 plan $OUT/cfg-$p --mem 4G --disk 2 --json > $OUT/c.json 2>/dev/null
+    python3 - $p $OUT/h.json $OUT/c.json <<'EOF'
+import json, sys
+name, h, c = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))
+bad = []
+if c['sizes_from'] != 'config.json' or h['sizes_from'] != 'safetensors headers': bad.append('wrong size source')
+for k, tol in (('trunk_bytes', 0.03), ('head_bytes', 0.01), ('experts_bytes', 0.03)):
+    if abs(c[k] - h[k]) > tol * h[k] + 4096 * (h['layers'] + 1): bad.append(f"{k} config {c[k]} headers {h[k]}")
+if bad: print(f"FAIL plan {name}: sizes from config.json: " + "; ".join(bad))
+else: print(f"PASS plan {name}: sizes from config.json alone within 3% of the headers "
+           f"(trunk {c['trunk_bytes']} vs {h['trunk_bytes']}, experts {c['experts_bytes']} vs {h['experts_bytes']})")
+EOF
+done
+
+# the shipped reference configurations, nothing downloaded
+$K3 plan kimi-k3 --mem 32G --disk 7 --json > $OUT/k3.json 2>$OUT/e.txt
+python3 - $OUT/k3.json <<'EOF'
+import json, sys
+try: d = json.load(open(sys.argv[1]))
+except Exception as e: print(f"FAIL plan kimi-k3: no JSON ({e})"); sys.exit()
+# published: 82,432 expert pages of 17,547,264 bytes (each read as one more
+# 4 KiB page, as it starts unaligned in the downloaded shards); trunk 113,509,540,864 bytes
+# including the embedding and the head (2 x 163840 x 7168 x 2 bytes)
+embed = 163840 * 7168 * 2
+trunk = d['trunk_bytes'] + d['head_bytes'] + embed
+ok = d['experts_bytes'] == 82432 * (17547264 + 4096) and abs(trunk - 113509540864) < 0.002 * 113509540864
+ok = ok and d['layers'] == 93 and d['moe_layers'] == 92 and d['experts'] == 896 and d['plan']['decode_s_per_token'] > 0
+print(("PASS" if ok else "FAIL") + f" plan kimi-k3: reference config: experts {d['experts_bytes']} B "
+      f"(published 82432 x 17547264, + one 4 KiB page per unaligned expert), trunk {trunk} B (published 113509540864), "
+      f"{d['plan']['decode_s_per_token']:.1f} s/token at 32G and 7 GB/s")
+EOF
+$K3 plan kimi-linear --disk 3.5 --json > $OUT/kl.json 2>$OUT/e.txt
+python3 - $OUT/kl.json <<'EOF'
+import json, sys
+try: d = json.load(open(sys.argv[1]))
+except Exception as e: print(f"FAIL plan kimi-linear: no JSON ({e})"); sys.exit()
+# 48B parameters in bf16: about 98 GB of weights (embedding included)
+total = d['trunk_bytes'] + d['head_bytes'] + d['experts_bytes'] + 163840 * 2304 * 2
+rows = d['table']
+ok = 95e9 < total < 100e9 and d['layers'] == 27 and d['experts'] == 256 and len(rows) == 6
+ok = ok and all('decode_s_per_token' in r for r in rows)
+ok = ok and all(rows[i]['decode_s_per_token'] >= rows[i + 1]['decode_s_per_token'] for i in range(5))
+print(("PASS" if ok else "FAIL") + f" plan kimi-linear: reference config: {total / 1e9:.1f} GB of weights, "
+      f"table of {len(rows)} budgets, s/token {[round(r.get('decode_s_per_token', -1), 3) for r in rows]}")
+EOF
+
+# hit rate from a recorded trace (a prompt: chunk steps, all counted) = the
+# runtime's policy replayed by trace_replay
+$K3 eval $OUT/demo --ids "$(seq -s ' ' 11 13 1000)" --logits $OUT/x.f32 --mem 300M \
+    --trace $OUT/trace.txt >/dev/null 2>&1
+$K3 plan $OUT/demo --mem 300M --disk 2 --trace $OUT/trace.txt --json > $OUT/t.json 2>$OUT/e.txt
+slots=$(python3 -c "import json;print(json.load(open('$OUT/t.json'))['plan']['expert_slots'])" 2>/dev/null)
+if [ -n "$slots" ]; then
+    want=$(build/tools/trace_replay $OUT/trace.txt $slots | tail -1 | awk '{print $3}' | tr -d '%')
+    got=$(python3 -c "import json;print('%.1f' % (100 * json.load(open('$OUT/t.json'))['plan']['hit_rate']))")
+    if [ "$want" = "$got" ]; then echo "PASS plan: trace hit rate $got% at $slots slots = trace_replay's LFRU"
+    else echo "FAIL plan: trace hit rate $got% at $slots slots, trace_replay says $want%"; fi
+else echo "FAIL plan: --trace: $(cat $OUT/e.txt)"; fi
+$K3 plan $OUT/small --mem 40M --disk 2 --trace $OUT/trace.txt > $OUT/o.txt 2>$OUT/e.txt
+code=$?
+if [ $code -eq 1 ] && [ $(wc -l < $OUT/e.txt) -eq 1 ] && grep -q "trace" $OUT/e.txt; then
+    echo "PASS plan: a trace of another model is refused: $(cat $OUT/e.txt)"
+else echo "FAIL plan: trace of another model: exit $code, $(cat $OUT/e.txt)"; fi
+
+# bad input: one line, exit 1 (2 for usage)
+bad() { # NAME WANT_CODE WANT_WORD ARGS...
+    name=$1; want=$2; word=$3; shift 3
+    $K3 plan "$@" > $OUT/o.txt 2>$OUT/e.txt
+    code=$?
+    if [ $code -eq $want ] && [ $(wc -l < $OUT/e.txt) -eq 1 ] && grep -q "$word" $OUT/e.txt && [ ! -s $OUT/o.txt ]; then
+        echo "PASS plan bad input: $name: $(cat $OUT/e.txt)"
+    else echo "FAIL plan bad input: $name: exit $code (want $want), stderr: $(head -3 $OUT/e.txt)"; fi
+}
+mkdir -p $OUT/bad
+printf '{"model_type": "llama", "hidden_size": 4096}\n' > $OUT/bad/llama.json
+python3 -c "
+import json
+c = json.load(open('$OUT/small/config.json'))
+del c['moe_intermediate_size']; json.dump(c, open('$OUT/bad/missing.json', 'w'))
+c = json.load(open('$OUT/small/config.json'))
+c['num_experts'] = 1000000; json.dump(c, open('$OUT/bad/absurd.json', 'w'))
+c['num_experts'] = 60000; c['moe_intermediate_size'] = 60000; c['num_hidden_layers'] = 500
+c['linear_attn_config']['kda_layers'] = list(range(1, 501)); c['linear_attn_config']['full_attn_layers'] = []
+json.dump(c, open('$OUT/bad/huge.json', 'w'))
+"
+printf 'not json' > $OUT/bad/garbage.json
+mkdir -p $OUT/bad/trunc && cp $OUT/tiny/config.json $OUT/bad/trunc/ && head -c 1000 $OUT/tiny/model.safetensors > $OUT/bad/trunc/model.safetensors
+bad "truncated shard" 1 "model.safetensors" $OUT/bad/trunc --disk 2
+bad "not a Kimi model" 1 "model_type" $OUT/bad/llama.json --disk 2
+bad "missing field" 1 "moe_intermediate_size" $OUT/bad/missing.json --disk 2
+bad "absurd field" 1 "out of range" $OUT/bad/absurd.json --disk 2
+bad "absurd total" 1 "bytes of weights" $OUT/bad/huge.json --disk 2
+bad "not JSON" 1 "garbage.json" $OUT/bad/garbage.json --disk 2
+bad "unknown name" 1 "reference" no-such-model --disk 2
+bad "bad --disk" 2 "disk" kimi-k3 --disk fast
+bad "bad --mem" 2 "mem" kimi-k3 --mem lots
+bad "no model" 2 "required" --disk 2
+rm -rf $OUT/demo $OUT/cfg-demo     # 560 MB

@@ -1,0 +1,108 @@
+/* test_mem_limit.c - the memory limit without --mem comes from the smallest
+ * of MemAvailable and every cgroup limit above the process, less what the
+ * cgroup already uses (reclaimable page cache not counted). The machine's
+ * own cgroup layout is whatever it is, so fake /proc and /sys trees are
+ * built under tests/out/ and given through K3_TEST_SYSFS_ROOT. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "mem_limit.h"
+#include "test.h"
+
+#define MIB (1024ull * 1024)
+static char root[512];
+
+/* mkdir -p of the parent, then write text to root/rel. */
+static void put(const char *rel, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    for (char *p = path + strlen(root) + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(path, 0755); *p = '/'; }
+    FILE *f = fopen(path, "w");
+    if (!f) { printf("FAIL mem_limit: cannot write %s\n", path); exit(1); }
+    fputs(text, f);
+    fclose(f);
+}
+
+static void new_root(const char *name)
+{
+    snprintf(root, sizeof root, "tests/out/mem_limit/%s", name);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", root, root);
+    if (system(cmd)) exit(1);
+    setenv("K3_TEST_SYSFS_ROOT", root, 1);
+    put("proc/meminfo", "MemTotal:       16000000 kB\nMemFree:         1000 kB\nMemAvailable:    8388608 kB\n");
+}
+
+int main(void)
+{
+    k3_mem_limit lim;
+    const uint64_t rss = 10 * MIB;
+
+    TEST_BEGIN("mem_limit_v2_memory_high_of_own_cgroup");
+    new_root("v2");
+    put("proc/self/cgroup", "0::/a/b\n");
+    put("sys/fs/cgroup/a/memory.max", "1073741824\n");
+    put("sys/fs/cgroup/a/memory.current", "104857600\n");
+    put("sys/fs/cgroup/a/b/memory.max", "max\n");
+    put("sys/fs/cgroup/a/b/memory.high", "524288000\n");                   /* 500 MiB */
+    put("sys/fs/cgroup/a/b/memory.current", "104857600\n");                /* 100 MiB */
+    put("sys/fs/cgroup/a/b/memory.stat", "anon 50000000\nfile 60000000\ninactive_file 41943040\nactive_file 1\n");
+    k3_mem_limit_read(rss, &lim);
+    CHECK(lim.from_cgroup, "no cgroup limit found: %s", lim.source);
+    CHECK(lim.limit_bytes == 500 * MIB, "limit %llu", (unsigned long long)lim.limit_bytes);
+    CHECK(lim.avail_bytes == 500 * MIB - 60 * MIB + rss, "avail %.1f MiB, want 450", lim.avail_bytes / (double)MIB);
+    CHECK(strstr(lim.source, "cgroup v2 memory.high of /a/b") != NULL, "source '%s'", lim.source);
+    TEST_END();
+
+    TEST_BEGIN("mem_limit_v2_parent_limit_binds_the_child");
+    put("sys/fs/cgroup/a/memory.max", "314572800\n");                      /* 300 MiB, 100 in use */
+    k3_mem_limit_read(rss, &lim);
+    CHECK(lim.avail_bytes == 200 * MIB + rss, "avail %.1f MiB, want 210", lim.avail_bytes / (double)MIB);
+    CHECK(strstr(lim.source, "cgroup v2 memory.max of /a") != NULL, "source '%s'", lim.source);
+    TEST_END();
+
+    TEST_BEGIN("mem_limit_v1_memory_limit_in_bytes");
+    new_root("v1");
+    put("proc/self/cgroup", "5:devices:/x\n4:memory:/k3test\n0::/\n");
+    put("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put("sys/fs/cgroup/memory/k3test/memory.limit_in_bytes", "314572800\n");
+    put("sys/fs/cgroup/memory/k3test/memory.usage_in_bytes", "62914560\n"); /* 60 MiB */
+    put("sys/fs/cgroup/memory/k3test/memory.stat", "cache 1\ninactive_file 999999999\ntotal_inactive_file 10485760\n");
+    put("sys/fs/cgroup/unified/memory.stat", "ignored 1\n");
+    k3_mem_limit_read(rss, &lim);
+    CHECK(lim.from_cgroup && lim.limit_bytes == 300 * MIB, "limit %llu from %s", (unsigned long long)lim.limit_bytes,
+          lim.source);
+    CHECK(lim.avail_bytes == 250 * MIB + rss, "avail %.1f MiB, want 260", lim.avail_bytes / (double)MIB);
+    CHECK(strstr(lim.source, "cgroup v1 memory.limit_in_bytes of /k3test") != NULL, "source '%s'", lim.source);
+    TEST_END();
+
+    TEST_BEGIN("mem_limit_v1_namespaced_path_falls_back_to_the_mount_root");
+    put("proc/self/cgroup", "4:memory:/docker/abc\n");
+    put("sys/fs/cgroup/memory/memory.limit_in_bytes", "209715200\n");       /* 200 MiB at the root */
+    k3_mem_limit_read(rss, &lim);
+    CHECK(lim.from_cgroup && lim.limit_bytes == 200 * MIB, "limit %llu from %s", (unsigned long long)lim.limit_bytes,
+          lim.source);
+    TEST_END();
+
+    TEST_BEGIN("mem_limit_no_cgroup_limit_is_memavailable");
+    new_root("none");
+    put("proc/self/cgroup", "4:memory:/\n0::/\n");
+    put("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put("sys/fs/cgroup/memory.max", "max\n");
+    k3_mem_limit_read(rss, &lim);
+    CHECK(!lim.from_cgroup && !strcmp(lim.source, "MemAvailable"), "source '%s'", lim.source);
+    CHECK(lim.avail_bytes == 8192 * MIB + rss, "avail %.1f MiB", lim.avail_bytes / (double)MIB);
+    TEST_END();
+
+    TEST_BEGIN("mem_limit_cgroup_smaller_than_memavailable_only_when_it_is");
+    new_root("big");
+    put("proc/self/cgroup", "0::/big\n");
+    put("sys/fs/cgroup/big/memory.max", "17179869184\n");                  /* 16 GiB > 8 GiB available */
+    k3_mem_limit_read(rss, &lim);
+    CHECK(!lim.from_cgroup, "a 16 GiB cgroup limit won over 8 GiB available: %s", lim.source);
+    TEST_END();
+    TEST_EXIT();
+}
