@@ -21,6 +21,7 @@ typedef struct chat_options {
     k3_options model;
     k3_sampler sampler;
     remote_cli remote;           /* --endpoint: an OpenAI-compatible server (cmd_chat_remote.c) */
+    int model_given;             /* MODEL was on the command line */
 } chat_options;
 
 static void usage(FILE *f)
@@ -104,6 +105,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
             return -1;
         } else if (!o->model_dir) {
             o->model_dir = a;
+            o->model_given = 1;
         } else {
             cli_error("chat: unexpected argument '%s'", a);
             return -1;
@@ -126,13 +128,13 @@ int cmd_chat(int argc, char **argv)
     chat_options o;
     if (parse_options(argc, argv, &o)) return K3_EXIT_USAGE;
     char *rec_endpoint = NULL, *rec_model = NULL;
-    if (!o.remote.endpoint && o.resume && o.model_dir == cli_default_model() &&
+    if (!o.remote.endpoint && o.resume && !o.model_given &&
         chat_remote_backend_of(o.db_path, o.resume, &rec_endpoint, &rec_model) == 0 && rec_endpoint[0]) {
         o.remote.endpoint = rec_endpoint;   /* the conversation's own server */
         if (!o.remote.model) o.remote.model = rec_model;
     }
     if (o.remote.endpoint) {
-        if (o.model_dir != cli_default_model()) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
+        if (o.model_given) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
         int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.max_new, &o.sampler);
         free(rec_endpoint);
         free(rec_model);
