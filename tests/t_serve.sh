@@ -79,7 +79,7 @@ CP=$($K3 tokenize $M --text "The capital of France is" | wc -w)
 ok $([ "$s" = 200 ] && [ "$($CHK field $OUT/cmpl.json usage.prompt_tokens)" = "$CP" ] && [ "$($CHK field $OUT/cmpl.json object)" = '"text_completion"' ] && echo 1) \
    "serve: /v1/completions (prompt $CP tokens)" "$s $(cat $OUT/cmpl.json)"
 curl -sN -o $OUT/cmpl.sse --data-binary '{"model":"small","prompt":"The capital of France is","max_tokens":6,"temperature":0,"stream":true}' http://127.0.0.1:$A/v1/completions
-ok $([ "$($CHK sse $OUT/cmpl.sse | head -1)" = "$($CHK field $OUT/cmpl.json choices.0.text)" ] && echo 1) "serve: /v1/completions stream = non-stream" "$(cat $OUT/cmpl.sse | head -3)"
+ok $([ "$($CHK sse $OUT/cmpl.sse | sed -n 1p)" = "$($CHK field $OUT/cmpl.json choices.0.text)" ] && echo 1) "serve: /v1/completions stream = non-stream" "$(cat $OUT/cmpl.sse | head -3)"
 
 # stop strings: cut at the first occurrence of a piece of the greedy answer
 STOP=$($PY -c "import json,sys; t=json.loads(sys.argv[1]); print(json.dumps(t[3:5]))" "$TEXT")
@@ -88,8 +88,8 @@ QS=$(echo "$Q" | sed "s/}\$/,\"stop\":[$(echo "$STOP" | sed 's/[\\&/]/\\&/g')]}/
 s=$(post $A /v1/chat/completions "$QS" $OUT/stop.json)
 curl -sN -o $OUT/stop.sse --data-binary "$(echo "$QS" | sed 's/}$/,"stream":true}/')" http://127.0.0.1:$A/v1/chat/completions
 ok $([ "$($CHK field $OUT/stop.json choices.0.message.content)" = "$WANT" ] && [ "$($CHK field $OUT/stop.json choices.0.finish_reason)" = '"stop"' ] && \
-     [ "$($CHK sse $OUT/stop.sse | head -1)" = "$WANT" ] && echo 1) "serve: stop string $STOP cuts the answer (stream and not), finish stop" \
-   "want $WANT got $(cat $OUT/stop.json) / $($CHK sse $OUT/stop.sse 2>&1 | head -1)"
+     [ "$($CHK sse $OUT/stop.sse | sed -n 1p)" = "$WANT" ] && echo 1) "serve: stop string $STOP cuts the answer (stream and not), finish stop" \
+   "want $WANT got $(cat $OUT/stop.json) / $($CHK sse $OUT/stop.sse 2>&1 | sed -n 1p)"
 R='{"model":"small","prompt":"Once upon a time","max_tokens":8,"temperature":1.0,"top_p":0.9,"seed":1234}'
 post $A /v1/completions "$R" $OUT/seed1.json >/dev/null; post $A /v1/completions "$R" $OUT/seed2.json >/dev/null
 post $A /v1/completions "$(echo "$R" | sed 's/1234/99/')" $OUT/seed3.json >/dev/null
