@@ -6,6 +6,7 @@
  * optionally a timestamp. A counter may appear as name_total and
  * name_created; only the _total sample is a count. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -189,4 +190,42 @@ void remote_metrics_missing(const remote_metrics *m, char *buf, size_t len)
         if (w > 0) at += (size_t)w;
         if (at >= len) break;
     }
+}
+
+/* Append printf-style text at *at (never past len). */
+static void add(char *buf, size_t len, size_t *at, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void add(char *buf, size_t len, size_t *at, const char *fmt, ...)
+{
+    if (*at >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *at, len - *at, fmt, ap);
+    va_end(ap);
+    if (n > 0) *at += (size_t)n;
+}
+
+void remote_metrics_summary(const remote_metrics *m, char *buf, size_t len)
+{
+    size_t at = 0;
+    if (len) buf[0] = 0;
+    add(buf, len, &at, "%s:", remote_server_name(m->kind));
+    if (m->running.have) add(buf, len, &at, " running %.0f", m->running.v);
+    if (m->waiting.have) add(buf, len, &at, ", waiting %.0f", m->waiting.v);
+    if (m->kv_usage.have) add(buf, len, &at, ", KV cache %.0f%%", m->kv_usage.v * 100);
+    if (m->cache_hit_rate.have) add(buf, len, &at, ", %s hit %.0f%%", m->kind == REMOTE_K3 ? "state reuse" : "prefix cache",
+                                    m->cache_hit_rate.v * 100);
+    if (m->gen_throughput.have) add(buf, len, &at, ", %.1f tok/s", m->gen_throughput.v);
+    if (m->bytes_experts.have || m->bytes_trunk.have)
+        add(buf, len, &at, ", disk read %.1f MB (experts %.1f MB)",
+            (m->bytes_trunk.v + m->bytes_experts.v + m->bytes_other.v) / 1e6, m->bytes_experts.v / 1e6);
+    if (m->expert_lookups.have && m->expert_lookups.v > 0)
+        add(buf, len, &at, ", expert cache hit %.0f%%", 100 * m->expert_hits.v / m->expert_lookups.v);
+    if (m->mem_budget.have) {
+        double used = m->mem_trunk.v + m->mem_ring.v + m->mem_cache.v + m->mem_state.v + m->mem_other.v;
+        if (m->mem_budget.v > 0) add(buf, len, &at, ", memory %.0f of %.0f MB", used / 1e6, m->mem_budget.v / 1e6);
+        else add(buf, len, &at, ", memory %.0f MB (no budget)", used / 1e6);
+    }
+    char missing[256];
+    remote_metrics_missing(m, missing, sizeof missing);
+    if (missing[0]) add(buf, len, &at, "; not available: %s", missing);
 }

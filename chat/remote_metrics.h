@@ -45,4 +45,8 @@ const char *remote_server_name(remote_server_kind k);
  * (e.g. "KV cache use, prefix-cache hit rate"), "" if it gives them all. */
 void remote_metrics_missing(const remote_metrics *m, char *buf, size_t len);
 
+/* One line for a status panel: the figures this kind of server gives, then
+ * "not available: ..." for those it does not. */
+void remote_metrics_summary(const remote_metrics *m, char *buf, size_t len);
+
 #endif

@@ -80,6 +80,14 @@ int main(void)
     remote_metrics_missing(&m, missing, sizeof missing);
     CHECK(m.kind == REMOTE_UNKNOWN && m.n_bad_lines == 1 && strstr(missing, "KV cache use") &&
           strstr(missing, "running requests"), "unknown: kind %d bad %d missing '%s'", m.kind, m.n_bad_lines, missing);
+    char line[512];
+    remote_metrics_summary(&m, line, sizeof line);
+    CHECK(strstr(line, "unknown server:") && strstr(line, "not available: running requests") && !strstr(line, " 0"),
+          "unknown server summary shows zeros or no list: '%s'", line);
+    remote_metrics_parse(k3, strlen(k3), &m);
+    remote_metrics_summary(&m, line, sizeof line);
+    CHECK(strstr(line, "k3 serve: running 1, waiting 2") && strstr(line, "expert cache hit 75%") &&
+          strstr(line, "memory") && strstr(line, "of 315 MB"), "k3 summary: '%s'", line);
     TEST_END();
     TEST_EXIT();
 }

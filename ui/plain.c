@@ -8,6 +8,8 @@
 #include "commands.h"
 #include "line_input.h"
 #include "plain.h"
+#include "remote.h"
+#include "remote_metrics.h"
 
 static volatile sig_atomic_t interrupted, generating;
 
@@ -106,6 +108,25 @@ static void print_stats(conversation *c)
             (unsigned long long)s.rss_bytes, (unsigned long long)s.peak_rss_bytes);
 }
 
+/* The server's own figures after a remote turn, from its /metrics (vLLM,
+ * SGLang, k3 serve); what it does not give is named, not shown as zero. */
+static void print_remote_figures(conversation *c)
+{
+    k3_error err;
+    size_t len = 0;
+    char *text = remote_get_metrics(conversation_remote(c), &len, 3, &err);
+    if (!text) {
+        fprintf(stderr, "k3: server figures not available (%s)\n", err.msg);
+        return;
+    }
+    remote_metrics m;
+    remote_metrics_parse(text, len, &m);
+    free(text);
+    char line[1024];
+    remote_metrics_summary(&m, line, sizeof line);
+    fprintf(stderr, "k3: %s\n", line);
+}
+
 /* How one turn ended: its text went out as it streamed; now the figures.
  * Returns -1 when the chat cannot go on. */
 static int report_turn(conversation *c, const plain_options *opt, int t, turn_result *r, const k3_error *err)
@@ -129,6 +150,7 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
                 "%.1f kB/s%s%s\n", r->turn, conversation_remote_model(c), r->ttft_ms, r->generated_tokens,
                 r->decode_tok_s, r->itl_p50_ms, r->itl_p90_ms, r->net_bytes_s / 1e3,
                 r->interrupted ? " (interrupted)" : "", r->error ? " (failed; the partial answer is kept)" : "");
+        print_remote_figures(c);
     } else {
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
