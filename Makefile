@@ -91,7 +91,7 @@ TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan
+.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -210,6 +210,16 @@ run: deps
 	@$(MAKE) --no-print-directory $(K3BIN)
 	@$(MAKE) --no-print-directory models/demo/config.json
 	./k3 chat models/demo --mem 300M
+
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
+# needs nothing else at run time; models and the history live elsewhere).
+PREFIX  ?= /usr/local
+install: $(K3BIN)
+	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -m 755 $(K3BIN) "$(DESTDIR)$(PREFIX)/bin/k3"
+
+uninstall:
+	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
 	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan

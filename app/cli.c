@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include "cli.h"
 #include "k3.h"
 
@@ -91,33 +92,17 @@ int *cli_parse_ids(const char *opt, const char *s, int *n_out)
     return ids;
 }
 
-char *cli_read_file(const char *path, size_t *len_out)
+/* Through k3_read_file: regular files only, at most max_bytes. */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        cli_error("%s: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0;
+    k3_error err;
+    if (k3_read_file(path, max_bytes, &buf, &len, &err)) {
+        cli_error("%s", err.msg);
         return NULL;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) { fclose(f); cli_error("%s: out of memory", path); return NULL; }
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (ferror(f)) {
-        cli_error("%s: read error", path);
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    if (len_out) *len_out = n;
+    if (len_out) *len_out = len;
     return buf;
 }
 
@@ -132,6 +117,36 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
         else snprintf(buf, cap, ".");
     }
     return buf;
+}
+
+/* Is this path the running binary? */
+static int is_self(const char *path, const char *self)
+{
+    char real[PATH_MAX];
+    return realpath(path, real) && !strcmp(real, self);
+}
+
+void cli_self_command(char *buf, unsigned long cap)
+{
+    char self[PATH_MAX], cwd[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) { snprintf(buf, cap, "k3"); return; }
+    self[n] = 0;
+    const char *path = getenv("PATH");
+    char *dirs = path ? strdup(path) : NULL;
+    for (char *save = NULL, *d = dirs ? strtok_r(dirs, ":", &save) : NULL; d; d = strtok_r(NULL, ":", &save)) {
+        char cand[PATH_MAX + 8];
+        snprintf(cand, sizeof cand, "%s/k3", *d ? d : ".");
+        if (is_self(cand, self)) {
+            free(dirs);
+            snprintf(buf, cap, "k3");
+            return;
+        }
+    }
+    free(dirs);
+    size_t cl = getcwd(cwd, sizeof cwd) ? strlen(cwd) : 0;
+    if (cl && !strncmp(self, cwd, cl) && self[cl] == '/') snprintf(buf, cap, "./%s", self + cl + 1);
+    else snprintf(buf, cap, "%s", self);
 }
 
 const char *cli_default_model(void)

@@ -41,8 +41,9 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
-/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on error. */
-char *cli_read_file(const char *path, size_t *len_out);
+/* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
+ * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
+char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
 /* Options every model-loading command accepts (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,
@@ -57,6 +58,11 @@ extern const char cli_model_options_help[];
  * to another file inside a model directory) means its directory. Copies
  * into buf and returns it. */
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
+
+/* The command that runs this binary as typed here: "k3" when that is on
+ * PATH, else "./k3" (relative to the current directory) or an absolute path.
+ * For hints the user may copy. */
+void cli_self_command(char *buf, unsigned long cap);
 
 /* Default model directory: $K3_MODEL, else "models/demo". */
 const char *cli_default_model(void);

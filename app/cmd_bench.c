@@ -122,6 +122,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
+    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_model_option(argc, argv, &i, &o->model);
@@ -190,6 +191,7 @@ int cmd_bench(int argc, char **argv)
     int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
     int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
+    if (rc == 0) rc = k3_model_finish(m, &err);
     k3_model_close(m);
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 2: chunked prompt + decode */
@@ -237,6 +239,8 @@ int cmd_bench(int argc, char **argv)
         snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
         device_gbps = 0;
     }
+    k3_error trace_err;
+    int trace_failed = k3_model_finish(m, &trace_err) != 0;   /* a failed --trace write is an error exit */
     k3_model_close(m);
     if (!o.json) {
         printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", bytes_per_token / 1e6,
@@ -318,6 +322,10 @@ int cmd_bench(int argc, char **argv)
         if (resident_why[0]) printf("resident not measured (%s), ", resident_why);
         else printf("resident %.4f s/token, ", resident_s);
         printf("floor ratio %.2f\n", ratio);
+    }
+    if (trace_failed) {
+        cli_error("%s", trace_err.msg);
+        return K3_EXIT_ERROR;
     }
     return K3_EXIT_OK;
 }

@@ -20,6 +20,7 @@ typedef struct chat_options {
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
+    char model_args[512];        /* the model options as typed (--mem 2G ...), for the resume hint */
     remote_cli remote;           /* --endpoint: an OpenAI-compatible server (cmd_chat_remote.c) */
     int model_given;             /* MODEL was on the command line */
 } chat_options;
@@ -65,9 +66,16 @@ static int parse_options(int argc, char **argv, chat_options *o)
         int ro = remote_cli_option(argc, argv, &i, &o->remote);
         if (ro < 0) return -1;
         if (ro) continue;
+        int first = i;
         int mo = cli_parse_model_option(argc, argv, &i, &o->model);
         if (mo < 0) return -1;
-        if (mo) continue;
+        if (mo) {
+            for (int j = first; j <= i; j++) {
+                size_t l = strlen(o->model_args);
+                snprintf(o->model_args + l, sizeof o->model_args - l, " %s", argv[j]);
+            }
+            continue;
+        }
         if (!strcmp(a, "--resume") && more) o->resume = argv[++i];
         else if (!strcmp(a, "--system") && more) o->system = argv[++i];
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
@@ -187,8 +195,13 @@ int cmd_chat(int argc, char **argv)
         cli_error("%s", err.msg);
         goto out;
     }
-    char hint[4600];
-    snprintf(hint, sizeof hint, "k3 chat %s%s%s", o.model_dir, o.db_path ? " --db " : "", o.db_path ? o.db_path : "");
+    /* a command that works as typed: this binary as found from here, and the
+     * options the state depends on (memory budget, context) */
+    char hint[5200], self[4096], ctx_arg[32] = "";
+    cli_self_command(self, sizeof self);
+    if (o.ctx != 4096) snprintf(ctx_arg, sizeof ctx_arg, " --ctx %d", o.ctx);
+    snprintf(hint, sizeof hint, "%s chat %s%s%s%s%s", self, o.model_dir, o.model_args, ctx_arg, o.db_path ? " --db " : "",
+             o.db_path ? o.db_path : "");
     plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint};
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
@@ -200,6 +213,8 @@ int cmd_chat(int argc, char **argv)
 out:
     conversation_free(c);
     if (db) history_close(db);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

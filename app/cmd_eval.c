@@ -21,11 +21,30 @@ static void usage(FILE *f)
             cli_model_options_help);
 }
 
+/* Ids fed in pieces of this many (a multiple of the engine's 32-token
+ * chunk; the logits are the same however the ids are split). */
+#define EVAL_PIECE_TOKENS 512
+
+/* k3_session_eval in pieces, so a long list (2048 ids or more) shows its
+ * progress on stderr, one line per 1024 tokens. */
+static int eval_with_progress(k3_session *s, const int *ids, int n, float *logits, int vocab, k3_error *err)
+{
+    const uint64_t t0 = k3_now_ns();
+    for (int done = 0; done < n;) {
+        int piece = n - done < EVAL_PIECE_TOKENS ? n - done : EVAL_PIECE_TOKENS;
+        if (k3_session_eval(s, ids + done, piece, logits + (size_t)done * vocab, err)) return -1;
+        done += piece;
+        if (n >= 2048 && done < n && done % 1024 == 0)
+            fprintf(stderr, "k3: eval: %d of %d tokens (%.1f s)\n", done, n, (k3_now_ns() - t0) * 1e-9);
+    }
+    return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
-    k3_options opt = {0};
+    k3_options opt = {.skip_tokenizer = 1};   /* ids only: a broken tokenizer must not matter */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_model_option(argc, argv, &i, &opt);
@@ -57,21 +76,18 @@ int cmd_eval(int argc, char **argv)
     k3_session *s = k3_session_new(m, n, &err);
     if (!logits || !s) {
         cli_error("%s", s ? "out of memory for the logits" : err.msg);
-    } else if (k3_session_eval(s, ids, n, logits, &err)) {
-        cli_error("%s", err.msg);
+    } else if (eval_with_progress(s, ids, n, logits, info.vocab_size, &err) || k3_model_finish(m, &err)) {
+        cli_error("%s", err.msg);   /* a failed --trace write is an error too */
     } else {
-        char tmp[4096];
-        snprintf(tmp, sizeof tmp, "%s.tmp", out_path);
-        FILE *f = fopen(tmp, "wb");
+        k3_output out;
         size_t count = (size_t)n * info.vocab_size;
-        if (!f) {
-            cli_error("%s: %s", tmp, strerror(errno));
-        } else if ((fwrite(logits, sizeof(float), count, f) != count) | (fclose(f) != 0)) {
-            cli_error("%s: write failed", out_path);
-            unlink(tmp);
-        } else if (rename(tmp, out_path) != 0) {
-            cli_error("%s: %s", out_path, strerror(errno));
-            unlink(tmp);
+        if (k3_output_open(&out, out_path, &err)) {
+            cli_error("%s", err.msg);
+        } else if (fwrite(logits, sizeof(float), count, out.f) != count) {
+            cli_error("%s: write failed: %s", out_path, strerror(errno));
+            k3_output_abort(&out);
+        } else if (k3_output_close(&out, &err)) {
+            cli_error("%s", err.msg);
         } else {
             fprintf(stderr, "k3: wrote %s: %d x %d float32\n", out_path, n, info.vocab_size);
             rc = K3_EXIT_OK;

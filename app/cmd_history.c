@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "export_file.h"
 #include "history.h"
+#include "k3.h"
 
 /* Options shared by all subcommands, pulled out of argv before dispatch. */
 typedef struct history_args {
@@ -339,7 +340,7 @@ static int sub_export(const history_args *a)
 static int sub_import(const history_args *a)
 {
     if (a->n_pos != 1) { usage(stderr, "import"); return K3_EXIT_USAGE; }
-    char *text = cli_read_file(a->pos[0], NULL);
+    char *text = cli_read_file(a->pos[0], K3_MAX_IMPORT_BYTES, NULL);
     if (!text) return K3_EXIT_ERROR;
     history *h = open_db(a, DB_CREATE);
     int rc = K3_EXIT_ERROR;
@@ -485,7 +486,7 @@ static int64_t *all_message_ids(history *h, size_t *n_out)
 /* Every "committed ID" line of the file must name a message in the database. */
 static int check_ids(history *h, const char *path)
 {
-    char *text = cli_read_file(path, NULL);
+    char *text = cli_read_file(path, K3_MAX_IMPORT_BYTES, NULL);
     if (!text) return -1;
     size_t n_ids;
     int64_t *ids = all_message_ids(h, &n_ids);

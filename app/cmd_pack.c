@@ -24,7 +24,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
         "usage: k3 pack SRC DST [--force] [--progress] [--buffer MIB] [--throttle MB/S] [--sample N]\n"
-        "       k3 pack --check DIR\n\n"
+        "       k3 pack --verify DIR   (also --check)\n\n"
         "Writes the packed layout of the Hugging Face checkpoint SRC into DST: trunk.bin (one\n"
         "4 KiB-aligned run per layer), experts.bin (one 4 KiB-aligned page per routed expert:\n"
         "one read fetches one expert), embed.bin, head.bin, the tokenizer files and, last,\n"
@@ -43,7 +43,8 @@ static void usage(FILE *f)
         "  --buffer MIB       copy buffer size in MiB (default 64, min 1)\n"
         "  --throttle MB/S    cap the copy rate (default: unlimited)\n"
         "  --sample N         tensors compared with the source after writing (default 16)\n"
-        "  --check DIR        load DIR's manifest (all bounds checks) and re-verify file checksums\n"
+        "  --verify DIR       load DIR's manifest (all bounds checks) and re-verify every unit's and\n"
+        "                     file's checksum, naming the unit that differs (--check is the same)\n"
         "  --simulate-free-bytes N   TEST ONLY: assume the destination filesystem has N bytes free\n",
         K3_PACK_BYTES_PER_TENSOR);
 }
@@ -86,7 +87,7 @@ static int check_dir(const char *dir)
     k3_error err;
     k3_pack_check_result r;
     if (k3_pack_check(dir, &r, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    fprintf(stderr, "k3: %s: ok: %d tensors, %d layers, %d expert pages of %llu bytes, checksums match\n", dir,
+    fprintf(stderr, "k3: %s: ok: %d tensors, %d layers, %d expert pages of %llu bytes, unit and file checksums match\n", dir,
             r.n_tensors, r.n_layers, r.n_pages, (unsigned long long)r.page_bytes);
     return K3_EXIT_OK;
 }
@@ -104,7 +105,7 @@ int cmd_pack(int argc, char **argv)
         double d;
         if (!strcmp(a, "--force")) o.force = 1;
         else if (!strcmp(a, "--progress")) want_progress = 1;
-        else if (!strcmp(a, "--check") && i + 1 < argc) check = argv[++i];
+        else if ((!strcmp(a, "--check") || !strcmp(a, "--verify")) && i + 1 < argc) check = argv[++i];
         else if (!strcmp(a, "--buffer") && i + 1 < argc) {
             if (cli_parse_int(a, argv[++i], 1, 16384, &v)) return K3_EXIT_USAGE;
             o.buffer_bytes = (size_t)v << 20;
@@ -125,7 +126,7 @@ int cmd_pack(int argc, char **argv)
         else { cli_error("pack: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
     if (check) {
-        if (src) { cli_error("pack: --check takes only the directory to check"); return K3_EXIT_USAGE; }
+        if (src) { cli_error("pack: --verify takes only the directory to check"); return K3_EXIT_USAGE; }
         return check_dir(check);
     }
     if (!src || !dst) { cli_error("pack: need SRC and DST (see k3 pack --help)"); return K3_EXIT_USAGE; }

@@ -91,7 +91,7 @@ int cmd_run(int argc, char **argv)
     if (remote_opt.endpoint) {   /* an OpenAI-compatible server instead of a local model */
         if (model_dir) { cli_error("run: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
         size_t text_len;
-        char *text = prompt_file ? cli_read_file(prompt_file, &text_len) : NULL;
+        char *text = prompt_file ? cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &text_len) : NULL;
         if (prompt_file && !text) return K3_EXIT_ERROR;
         int rc = run_remote(&remote_opt, text ? text : prompt, system, (int)max_new, temp, top_p, seed);
         free(text);
@@ -103,7 +103,7 @@ int cmd_run(int argc, char **argv)
     char *file_text = NULL;
     size_t prompt_len;
     if (prompt_file) {
-        if (!(file_text = cli_read_file(prompt_file, &prompt_len))) return K3_EXIT_ERROR;
+        if (!(file_text = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &prompt_len))) return K3_EXIT_ERROR;
         prompt = file_text;
     } else {
         prompt_len = strlen(prompt);
@@ -160,7 +160,7 @@ int cmd_run(int argc, char **argv)
         rc = K3_EXIT_ERROR;
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
-        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, &res, &err)) {
+        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
@@ -169,7 +169,8 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
                 n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
-                interrupted ? " (interrupted)" : res.context_full ? " (context full)" : "");
+                interrupted ? " (interrupted)" : res.context_full ? " (context full)"
+                : res.length_limit ? " (length limit reached: -n raises it)" : "");
     }
     free(res.text);
     free(res.ids);
@@ -177,6 +178,8 @@ int cmd_run(int argc, char **argv)
     k3_sampler_free(&sp);
     free(ids);
     k3_session_free(s);
+    k3_error ferr;
+    if (k3_model_finish(m, &ferr)) { cli_error("%s", ferr.msg); if (rc == K3_EXIT_OK) rc = K3_EXIT_ERROR; }
     k3_model_close(m);
     return rc;
 }

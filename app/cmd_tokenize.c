@@ -101,15 +101,19 @@ static int tokenize_text(const k3_tokenizer *tok, const char *label, const char 
     return K3_EXIT_OK;
 }
 
-/* One line for a JSON file that jansson could not load: the OS reason if
- * it cannot be opened, else the parse error with its line. */
-static void report_json_error(const char *path, const json_error_t *jerr)
+/* A JSON file from outside (capped, regular files only); NULL after one
+ * line naming the file and the problem. */
+static json_t *load_json(const char *path, size_t max_bytes)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) cli_error("%s: %s", path, strerror(errno));
-    else if (jerr->line < 1) cli_error("%s: %s", path, jerr->text);
-    else cli_error("%s:%d: %s", path, jerr->line, jerr->text);
-    if (f) fclose(f);
+    size_t len;
+    char *text = cli_read_file(path, max_bytes, &len);
+    if (!text) return NULL;
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (!root && jerr.line < 1) cli_error("%s: %s", path, jerr.text);
+    else if (!root) cli_error("%s:%d: %s", path, jerr.line, jerr.text);
+    return root;
 }
 
 /* The chat framing depends on the model family: 0 = Kimi Linear (K2
@@ -120,12 +124,9 @@ static int check_chat_model_type(const char *model)
     char *path = malloc(plen);
     if (!path) return -1;
     snprintf(path, plen, "%s/config.json", model);
-    json_error_t jerr;
-    json_t *cfg = json_load_file(path, 0, &jerr);
+    json_t *cfg = load_json(path, K3_MAX_CONFIG_BYTES);
     int rc = -1;
-    if (!cfg) {
-        report_json_error(path, &jerr);
-    } else {
+    if (cfg) {
         json_t *type = json_is_object(cfg) ? json_object_get(cfg, "model_type") : NULL;
         if (!json_is_string(type)) cli_error("%s: no \"model_type\" string", path);
         else if (!strcmp(json_string_value(type), "kimi_linear")) rc = 0;
@@ -142,12 +143,8 @@ static int check_chat_model_type(const char *model)
 /* --chat FILE.json: a JSON array of {"role", "content"} objects. */
 static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml)
 {
-    json_error_t jerr;
-    json_t *root = json_load_file(file, 0, &jerr);
-    if (!root) {
-        report_json_error(file, &jerr);
-        return K3_EXIT_ERROR;
-    }
+    json_t *root = load_json(file, K3_MAX_PROMPT_BYTES);
+    if (!root) return K3_EXIT_ERROR;
     int rc = K3_EXIT_ERROR;
     size_t n_msgs = json_is_array(root) ? json_array_size(root) : 0;
     k3_chat_msg *msgs = calloc(n_msgs ? n_msgs : 1, sizeof *msgs);
@@ -198,8 +195,8 @@ static int tokenize_decode(const k3_tokenizer *tok, const int *ids, int n)
     int n_vocab = k3_tokenizer_n_vocab(tok);
     for (int i = 0; i < n; i++)
         if (ids[i] >= n_vocab) {
-            cli_error("--decode: id %d is out of range (the vocabulary has ids 0..%d)", ids[i], n_vocab - 1);
-            return K3_EXIT_USAGE;
+            cli_error("--decode: token id %d is outside the vocabulary (0..%d)", ids[i], n_vocab - 1);
+            return K3_EXIT_ERROR;   /* like eval: well-formed ids the model does not have */
         }
     size_t len;
     char *text = k3_tokenizer_decode_len(tok, ids, n, &len);
@@ -243,7 +240,7 @@ int cmd_tokenize(int argc, char **argv)
         rc = tokenize_text(tok, "--text", a.arg, strlen(a.arg));
     } else if (a.mode == MODE_TEXT_FILE) {
         size_t len;
-        char *text = cli_read_file(a.arg, &len);
+        char *text = cli_read_file(a.arg, K3_MAX_PROMPT_BYTES, &len);
         if (text) rc = tokenize_text(tok, a.arg, text, len);
         free(text);
     } else if (a.mode == MODE_CHAT) {

@@ -336,6 +336,44 @@ static int restore_state(conversation *c, history_message *msgs, size_t n, conve
     return rc;
 }
 
+/* A chat killed mid-answer left the answer's row in progress with the ids
+ * generated so far (or, killed during the prompt, no answer at all). Close
+ * it as the template closes an answer, so the stored ids are again one pass
+ * over a well-formed transcript: the row keeps in_progress = 1 (shown as
+ * incomplete) and the text it had; /retry can answer again. */
+static int close_cut_answer(conversation *c, const history_message *msgs, size_t n, k3_error *err)
+{
+    history_error herr;
+    if (n == 0) return 0;
+    const history_message *last = &msgs[n - 1];
+    if (!strcmp(last->role, "user")) {
+        history_message am = history_message_make("assistant", "", HISTORY_INTERRUPTED);
+        am.generated_tokens = 0;
+        am.token_ids = (int32_t *)c->close_ids;
+        am.n_token_ids = c->n_close;
+        am.in_progress = 1;
+        return history_msg_add(c->db, c->row.id, &am, &herr) < 0 ? k3_err(err, "%s", herr.msg) : 0;
+    }
+    if (strcmp(last->role, "assistant") || !last->in_progress) return 0;
+    int closed = last->n_token_ids >= c->n_close;
+    for (int i = 0; closed && i < c->n_close; i++)
+        closed = last->token_ids[last->n_token_ids - c->n_close + i] == c->close_ids[i];
+    if (closed) return 0;
+    int32_t *ids = malloc((size_t)(last->n_token_ids + c->n_close) * sizeof *ids);
+    if (!ids) return k3_err(err, "out of memory");
+    if (last->n_token_ids) memcpy(ids, last->token_ids, (size_t)last->n_token_ids * sizeof *ids);
+    for (int i = 0; i < c->n_close; i++) ids[last->n_token_ids + i] = c->close_ids[i];
+    history_message am = *last;
+    am.token_ids = ids;
+    am.n_token_ids = last->n_token_ids + c->n_close;
+    am.status = HISTORY_INTERRUPTED;
+    int rc = history_msg_update(c->db, last->id, &am, &herr) ? k3_err(err, "%s", herr.msg) : 0;
+    free(ids);
+    if (rc == 0) fprintf(stderr, "k3: the last answer was cut off (%lld tokens kept, marked incomplete); /retry answers again\n",
+                         (long long)last->generated_tokens);
+    return rc;
+}
+
 int conversation_resume(conversation *c, const char *ref, conversation_progress_fn progress, void *user,
                         int *from_snapshot, k3_error *err)
 {
@@ -362,6 +400,12 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
     apply_sampling_json(&c->sampler, c->row.sampling_json);
     if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
         fprintf(stderr, "k3: warning: %s\n", herr.msg);   /* it talks to this server from now on */
+    if (close_cut_answer(c, msgs, n, err)) {
+        history_msg_list_free(msgs, n);
+        return -1;
+    }
+    history_msg_list_free(msgs, n);
+    if (history_msg_list(c->db, c->row.id, &msgs, &n, &herr)) return k3_err(err, "%s", herr.msg);
     int rc = restore_state(c, msgs, n, progress, user, err);
     if (from_snapshot) *from_snapshot = c->resumed_from_snapshot;
     history_msg_list_free(msgs, n);
@@ -428,6 +472,51 @@ int conversation_retry(conversation *c, volatile sig_atomic_t *interrupt_flag, c
     int rc = conversation_edit(c, text, interrupt_flag, on_text, user, r, err);
     free(text);
     return rc;
+}
+
+/* Keeps a streaming answer durable: the row inserted when the answer starts
+ * (in_progress = 1) is rewritten with the text and ids so far every second
+ * or every SAVE_EVERY_TOKENS tokens, each in its own committed transaction
+ * in the WAL, so a kill -9 loses at most that much. */
+#define SAVE_EVERY_TOKENS 64
+#define SAVE_EVERY_S 1.0
+typedef struct stream_saver {
+    conversation *c;
+    conversation_text_fn on_text;
+    void *user;
+    int64_t message_id;
+    int prompt_tokens;
+    const char *sampling;
+    double last_save_s;
+    int saved_tokens;
+} stream_saver;
+
+/* Text goes on to the front end unchanged. */
+static void saver_text(void *user, const char *text, size_t len)
+{
+    stream_saver *sv = user;
+    if (sv->on_text) sv->on_text(sv->user, text, len);
+}
+
+/* After each token: save when enough time or tokens went by. A failed save
+ * is reported once per answer and costs only durability. */
+static void saver_progress(void *user, const generate_result *g)
+{
+    stream_saver *sv = user;
+    double now = k3_now_ns() / 1e9;
+    if (g->n_generated - sv->saved_tokens < SAVE_EVERY_TOKENS && now - sv->last_save_s < SAVE_EVERY_S) return;
+    history_message pm = history_message_make("assistant", g->text, HISTORY_INTERRUPTED);
+    pm.prompt_tokens = sv->prompt_tokens;
+    pm.generated_tokens = g->n_generated;
+    pm.token_ids = (int32_t *)g->ids;          /* generated so far; closed on resume */
+    pm.n_token_ids = g->n_generated;
+    pm.sampling_json = (char *)sv->sampling;
+    pm.in_progress = 1;
+    history_error herr;
+    if (history_msg_update(sv->c->db, sv->message_id, &pm, &herr) && sv->saved_tokens >= 0)
+        fprintf(stderr, "k3: warning: the answer so far was not saved: %s\n", herr.msg);
+    sv->saved_tokens = g->n_generated;
+    sv->last_save_s = now;
 }
 
 int conversation_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
@@ -498,9 +587,23 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         if (history_msg_add(c->db, c->row.id, &am, &herr) < 0) return k3_err(err, "%s", herr.msg);
         return 0;
     }
-    if (rc == 0)
+    char *answer_sampling = sampling_json(&c->sampler);
+    stream_saver saver = {c, on_text, user, -1, n_ids, answer_sampling, k3_now_ns() / 1e9, 0};
+    if (rc == 0) {
+        /* the answer is on disk from its start, rewritten as it grows */
+        history_message pm = history_message_make("assistant", "", HISTORY_INTERRUPTED);
+        pm.prompt_tokens = n_ids;
+        pm.generated_tokens = 0;
+        pm.prefill_ms = prefill_s * 1e3;
+        pm.sampling_json = answer_sampling;
+        pm.in_progress = 1;
+        if ((saver.message_id = history_msg_add(c->db, c->row.id, &pm, &herr)) < 0) {
+            free(answer_sampling);
+            return k3_err(err, "%s", herr.msg);
+        }
         rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
-                             on_text, user, &g, err);
+                             saver_text, saver_progress, &saver, &g, err);
+    }
     r->generated_tokens = g.n_generated;
     r->prefill_ms = prefill_s * 1e3;
     r->ttft_ms = (prefill_s + g.first_token_s) * 1e3;
@@ -508,6 +611,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->decode_tok_s = g.n_generated > 1 && g.decode_s > 0 ? (g.n_generated - 1) / g.decode_s : 0;
     r->interrupted = g.interrupted;
     r->context_full = g.context_full;
+    r->length_limit = g.length_limit;
     r->error = rc != 0;
     r->text = g.text ? g.text : strdup("");
     history_status st = rc ? HISTORY_ERROR : g.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;
@@ -523,7 +627,6 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     uint64_t bytes = stats.bytes_read_trunk + stats.bytes_read_experts + stats.bytes_read_other;
     double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
     am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
-    char *answer_sampling = sampling_json(&c->sampler);
     am.sampling_json = answer_sampling;
     /* the exact ids this answer leaves in the session: what was generated
      * (the last one pending) and, when the turn can be closed, the closing ids */
@@ -539,7 +642,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     }
     am.token_ids = n_answer ? answer_ids : NULL;
     am.n_token_ids = n_answer;
-    int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    int64_t am_id = saver.message_id;
+    if (am_id < 0) am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    else if (history_msg_update(c->db, am_id, &am, &herr)) am_id = -1;
     free(answer_ids);
     free(g.ids);
     free(am.engine_stats_json);

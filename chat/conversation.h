@@ -18,6 +18,7 @@ typedef struct turn_result {
     int generated_tokens;
     double ttft_ms, prefill_ms, decode_ms, decode_tok_s;
     int interrupted, context_full, error;
+    int length_limit;            /* the answer was cut by the -n limit */
     const char *status;          /* "complete" / "interrupted" / "error" */
     char *text;                  /* the answer (malloc'd; freed by turn_result_free) */
     /* a remote backend (conversation_create_remote) */

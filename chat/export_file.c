@@ -25,58 +25,36 @@ static void strip_controls(char *s)
         if ((*p < 0x20 && *p != '\n' && *p != '\t') || *p == 0x7f) *p = ' ';
 }
 
-/* Write everything, then fsync: a file that exists is complete. */
-static int write_all(int fd, const char *buf, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, buf, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        buf += w;
-        n -= (size_t)w;
-    }
-    return fsync(fd);
-}
-
-/* A private temp file beside the target, then link() (which refuses to
- * replace a file, atomically) or, with force, rename(). */
+/* Refuse an existing file without force, then write through k3_output: a
+ * regular file atomically (random O_EXCL temp beside it, 0600 when new,
+ * fsync, rename; a symlink is written through to its target), a device or
+ * FIFO directly, never replaced. */
 long chat_export_file(history *h, int64_t id, history_format fmt, const char *path, int force, char *used,
                       size_t cap, k3_error *err)
 {
-    char full[4096], tmp[4200];
+    char full[4096];
     chat_expand_home(path, full, sizeof full);
     snprintf(used, cap, "%s", full);
     struct stat sb;
-    if (!force && lstat(full, &sb) == 0)
+    int existed = lstat(full, &sb) == 0;
+    if (!force && existed)
         return k3_err(err, "%s: the file exists (use --force to overwrite it)", full);
     history_error herr;
     char *text = history_export_string(h, id, fmt, &herr);
     if (!text) return k3_err(err, "%s", herr.msg);
     if (fmt == HISTORY_MARKDOWN) strip_controls(text);
     size_t n = strlen(text);
-    snprintf(tmp, sizeof tmp, "%s.tmp%ld", full, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
+    k3_output out;
+    if (k3_output_open(&out, full, err)) {
         free(text);
-        return k3_err(err, "%s: %s", full, strerror(errno));
+        return -1;
     }
-    int rc = write_all(fd, text, n);
-    int saved = errno;
+    if (out.tmp && !existed) fchmod(fileno(out.f), 0600);   /* a conversation is private */
+    int ok = fwrite(text, 1, n, out.f) == n;
     free(text);
-    if (close(fd) != 0 && rc == 0) { rc = -1; saved = errno; }
-    if (rc) {
-        unlink(tmp);
-        return k3_err(err, "%s: write failed: %s", tmp, strerror(saved));
+    if (!ok) {
+        k3_output_abort(&out);
+        return k3_err(err, "%s: write failed: %s", full, strerror(errno));
     }
-    if (force) rc = rename(tmp, full);
-    else if ((rc = link(tmp, full)) == 0) unlink(tmp);
-    else if ((errno == EPERM || errno == ENOTSUP) && lstat(full, &sb) != 0)
-        rc = rename(tmp, full);                      /* no hard links here (vfat, some FUSE) */
-    if (rc) {
-        saved = errno;
-        unlink(tmp);
-        if (saved == EEXIST) return k3_err(err, "%s: the file exists (use --force to overwrite it)", full);
-        return k3_err(err, "%s: %s", full, strerror(saved));
-    }
-    return (long)n;
+    return k3_output_close(&out, err) ? -1 : (long)n;
 }

@@ -22,7 +22,7 @@ static int append_text(char **buf, size_t *len, size_t *cap, const char *p, size
 
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
                     int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
-                    void *user, generate_result *out, k3_error *err)
+                    generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
     out->stopped_on = -1;
@@ -66,7 +66,9 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             if (append_text(&out->text, &len, &cap, piece, n)) { rc = k3_err(err, "out of memory"); break; }
             if (on_text) on_text(user, piece, n);
         }
+        if (on_progress) on_progress(user, out);
     }
+    out->length_limit = rc == 0 && out->n_generated >= max_new && out->stopped_on < 0 && !out->interrupted;
     size_t n = k3_detok_flush(&dt, piece, sizeof piece);
     if (n && append_text(&out->text, &len, &cap, piece, n) == 0 && on_text) on_text(user, piece, n);
     out->decode_s = out->n_generated ? (k3_now_ns() / 1e9) - t_first : 0;

@@ -13,6 +13,7 @@ typedef struct generate_result {
     int stopped_on;           /* the stop id that ended it, or -1 */
     int interrupted;          /* the interrupt flag ended it */
     int context_full;         /* the context limit ended it */
+    int length_limit;         /* max_new ended it (an answer cut by -n) */
     int pending_token;        /* last sampled token not yet fed to the session, or -1 */
     double first_token_s;     /* seconds from start to the first token */
     double decode_s;          /* seconds from the first token to the end */
@@ -22,6 +23,9 @@ typedef struct generate_result {
 
 /* Called with each complete piece of text as it is produced. */
 typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
+/* Called after each token with the answer so far (ids, n_generated, text):
+ * the chat keeps a streaming answer durable with it. */
+typedef void (*generate_progress_fn)(void *user, const generate_result *so_far);
 
 /* Generate up to max_new tokens from the session's current logits. The last
  * sampled token is left pending (not fed) so a stop or limit costs no extra
@@ -29,7 +33,7 @@ typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
  * 0, or -1 with err set (the result still describes what was produced). */
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
                     int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
-                    void *user, generate_result *out, k3_error *err);
+                    generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err);
 
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
+#include "k3.h"
 
 /* Fetch an integer field; required fields fail when absent. Bounds keep
  * later size arithmetic from overflowing on hostile input. */
@@ -255,25 +256,12 @@ int k3_config_parse(k3_config *c, const char *text, size_t len, const char *what
     return rc;
 }
 
+/* config.json from disk: a regular file of at most K3_MAX_CONFIG_BYTES. */
 int k3_config_load(k3_config *c, const char *path, k3_error *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return k3_err(err, "%s: cannot open (missing config.json?)", path);
     char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (64u << 20)) { free(buf); fclose(f); return k3_err(err, "%s: too large", path); }
-            char *g = realloc(buf, cap);
-            if (!g) { free(buf); fclose(f); return k3_err(err, "%s: out of memory", path); }
-            buf = g;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    fclose(f);
+    size_t n = 0;
+    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &buf, &n, err)) return -1;
     int rc = k3_config_parse(c, buf, n, path, err);
     free(buf);
     return rc;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_read.h"
 #include "manifest.h"
 
 #define JR_MAX_DEPTH 64
@@ -332,8 +333,8 @@ static int jr_open(jr *r, const char *path, k3_error *err)
     memset(r, 0, sizeof *r);
     r->what = path;
     r->err = err;
-    r->f = fopen(path, "rb");
-    if (!r->f) return k3_err(err, "%s: %s", path, strerror(errno));
+    r->f = k3_fopen_regular(path, err);
+    if (!r->f) return -1;
     r->c = getc_unlocked(r->f);
     return 0;
 }
@@ -1085,8 +1086,8 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
     for (int f = 0; f < K3_PK_NFILES && rc == 0; f++) {
         char path[4200];
         k3_manifest_path(m, (k3_pk_file)f, path, sizeof path);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0) { rc = k3_err(err, "%s: %s", path, strerror(errno)); break; }
+        int fd = k3_open_regular(path, O_RDONLY, err);
+        if (fd < 0) { rc = -1; break; }
         posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         uint64_t h = K3_FNV_INIT, done = 0;
         for (;;) {

@@ -128,6 +128,9 @@ typedef struct k3_provider_options {
 /* The one weight provider: reads a Hugging Face or packed directory into a
  * planned memory budget (pinned trunk, a ring of trunk slots, an expert
  * cache); everything pinned when the model fits. */
+/* Close what the provider writes (the --trace file), reporting a failed
+ * write; 0 when there is nothing to close. */
+int k3_weights_finish(k3_weight_provider *p, k3_error *err);
 k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
                                     k3_stats *stats, k3_error *err);
 

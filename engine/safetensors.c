@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "file_read.h"
+#include "k3.h"
 #include "safetensors.h"
 
 int64_t st_tensor_numel(const st_tensor *t)
@@ -82,6 +84,39 @@ static int parse_entry(const char *what, const char *name, json_t *entry, uint64
     return 0;
 }
 
+/* The tensors must tile the data area exactly, as the reference loader
+ * checks: sorted by offset, the first starts at 0, each starts where the
+ * previous ended (no gap, no overlap), the last ends at the end of the file.
+ * A header length a few bytes short (padding eaten, JSON still valid) moves
+ * every tensor and leaves bytes over at the end: refused here. */
+static int check_tiling(st_tensor *t, int m, uint64_t data_start, uint64_t file_bytes,
+                        const char *what, k3_error *err)
+{
+    st_tensor **order = malloc((size_t)(m ? m : 1) * sizeof *order);
+    if (!order) return k3_err(err, "%s: out of memory", what);
+    for (int i = 0; i < m; i++) order[i] = &t[i];
+    qsort(order, (size_t)m, sizeof *order, compare_by_offset);
+    uint64_t at = data_start;
+    int rc = 0;
+    for (int i = 0; i < m && rc == 0; i++) {
+        const st_tensor *b = order[i];
+        if (b->file_offset < at)
+            rc = k3_err(err, "%s: tensors '%s' and '%s' overlap in the data area", what,
+                        order[i - 1]->name, b->name);
+        else if (b->file_offset > at)
+            rc = k3_err(err, "%s: %llu unused bytes before tensor '%s' in the data area "
+                        "(header length wrong?)", what,
+                        (unsigned long long)(b->file_offset - at), b->name);
+        at = b->file_offset + b->nbytes;
+    }
+    if (rc == 0 && at != file_bytes)
+        rc = k3_err(err, "%s: the tensors end %llu bytes before the end of the file "
+                    "(header length wrong or file has trailing bytes)", what,
+                    (unsigned long long)(file_bytes - at));
+    free(order);
+    return rc;
+}
+
 int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int shard,
                     const char *what, st_tensor **tensors, int *n, k3_error *err)
 {
@@ -129,21 +164,7 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
         (*n)++;
     }
     json_decref(root);
-    /* overlap check among this shard's tensors */
-    int m = *n - first;
-    if (rc == 0 && m > 1) {
-        st_tensor **order = malloc((size_t)m * sizeof *order);
-        if (!order) return k3_err(err, "%s: out of memory", what);
-        for (int i = 0; i < m; i++) order[i] = &(*tensors)[first + i];
-        qsort(order, (size_t)m, sizeof *order, compare_by_offset);
-        for (int i = 1; i < m && rc == 0; i++) {
-            const st_tensor *a = order[i - 1], *b = order[i];
-            if (a->nbytes && b->nbytes && a->file_offset + a->nbytes > b->file_offset)
-                rc = k3_err(err, "%s: tensors '%s' and '%s' overlap in the data area", what,
-                            a->name, b->name);
-        }
-        free(order);
-    }
+    if (rc == 0) rc = check_tiling(*tensors + first, *n - first, data_start, file_bytes, what, err);
     return rc;
 }
 
@@ -205,7 +226,11 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
     int n = 0;
     if (access(path, F_OK) == 0) {
         json_error_t jerr;
-        json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+        char *text = NULL;
+        size_t text_len = 0;
+        if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &text_len, err)) return NULL;
+        json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+        free(text);
         if (!root) {
             k3_err(err, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
             return NULL;
@@ -221,19 +246,26 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
         json_object_foreach(map, key, val) {
             const char *file = json_string_value(val);
             if (!file || !*file || strchr(file, '/') || strstr(file, "..")) {
-                json_decref(root);
+                k3_err(err, "%s: weight_map entry for '%s' is not a plain file name", path, key);
+                json_decref(root);   /* after the message: key points into root */
                 for (int i = 0; i < n; i++) free(names[i]);
                 free(names);
-                k3_err(err, "%s: weight_map entry for '%s' is not a plain file name", path, key);
                 return NULL;
             }
             int seen = 0;
             for (int i = 0; i < n && !seen; i++) seen = !strcmp(names[i], file);
             if (!seen) {
                 char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
-                if (!g) break;
+                if (!g || !(g[n] = strdup(file))) {
+                    if (g) names = g;
+                    k3_err(err, "%s: out of memory", path);
+                    json_decref(root);
+                    for (int i = 0; i < n; i++) free(names[i]);
+                    free(names);
+                    return NULL;
+                }
                 names = g;
-                names[n++] = strdup(file);
+                n++;
             }
         }
         *weight_map_out = json_incref(map);
@@ -270,8 +302,8 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
 static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
 {
     st_shard *sh = &ix->shards[s];
-    sh->fd = open(sh->path, O_RDONLY | O_CLOEXEC);
-    if (sh->fd < 0) return k3_err(err, "%s: %s", sh->path, strerror(errno));
+    sh->fd = k3_open_regular(sh->path, O_RDONLY, err);
+    if (sh->fd < 0) return -1;
     struct stat st;
     if (fstat(sh->fd, &st) != 0 || !S_ISREG(st.st_mode))
         return k3_err(err, "%s: not a regular file", sh->path);

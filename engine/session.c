@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "k3_chat_format.h"
+#include "file_read.h"
 #include "forward.h"
 #include "stats.h"
 
@@ -27,7 +28,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     }
     if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
     uint64_t config_hash = 1469598103934665603ull;
-    FILE *cf = fopen(path, "rb");
+    FILE *cf = k3_fopen_regular(path, NULL);
     for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
     if (cf) fclose(cf);
     /* the thread count lives in the model: every parallel region of an
@@ -45,11 +46,18 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* Tokenizer first (its memory counts in the plan); optional unless asked
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    if (access(path, F_OK) == 0 || (opt && opt->need_tokenizer)) {
+    if (!(opt && opt->skip_tokenizer) && (access(path, F_OK) == 0 || (opt && opt->need_tokenizer))) {
         char msg[512];
         m->tok = k3_tokenizer_load(dir, msg, sizeof msg);
         if (!m->tok) {
             k3_err(err, "%s", msg);
+            k3_model_close(m);
+            return NULL;
+        }
+        if (k3_tokenizer_n_vocab(m->tok) > m->cfg.vocab_size &&
+            k3_tokenizer_n_vocab(m->tok) > k3_tokenizer_n_base(m->tok) + 258) {   /* added ids past the reserved 258 */
+            k3_err(err, "%s/tokenizer_config.json: added token id %d is not below vocab_size %d in config.json",
+                   dir, k3_tokenizer_n_vocab(m->tok) - 1, m->cfg.vocab_size);
             k3_model_close(m);
             return NULL;
         }
@@ -80,6 +88,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
              (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
     return m;
+}
+
+/* See k3.h. */
+int k3_model_finish(k3_model *m, k3_error *err)
+{
+    return m && m->weights ? k3_weights_finish(m->weights, err) : 0;
 }
 
 void k3_model_close(k3_model *m)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "file_read.h"
 #include "forward.h"
 
 #define K3_ENGINE_BUILD "k3-engine-1"
@@ -98,8 +99,8 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
 int k3_session_load(k3_session *s, const char *path, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
-    FILE *f = fopen(path, "rb");
-    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    FILE *f = k3_fopen_regular(path, err);
+    if (!f) return -1;
     hashed_file hf = {f, 1469598103934665603ull, 0};
     session_header h, want;
     fill_header(s, &want);

@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pretokenize.h"
+#include "k3.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
 
-#define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2 */
+#define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2: the least number of special ids */
+#define K3_MAX_SPECIAL (1 << 18) /* added tokens may sit anywhere in n_base .. n_base + this */
 
 struct k3_tokenizer {
     int n_base;
@@ -21,8 +23,9 @@ struct k3_tokenizer {
     int32_t *slots;          /* open-addressing table: rank or -1 */
     size_t slot_mask;
     int byte_rank[256];
-    char *special[K3_N_SPECIAL];        /* NUL-terminated names */
-    size_t special_len[K3_N_SPECIAL];
+    int n_special;                      /* ids n_base .. n_base + n_special - 1 */
+    char **special;                     /* [n_special] NUL-terminated names */
+    size_t *special_len;                /* [n_special] */
     uint8_t special_first[256];         /* 1 if some special starts with this byte */
     size_t max_token_bytes;
     k3_pretok *pretok;
@@ -89,33 +92,16 @@ static int rank_insert(k3_tokenizer *t, int r)
 
 /* ------------------------------------------------------------- file input */
 
-/* Whole-file read for the two small-to-medium tokenizer files. */
-static char *read_whole_file(const char *path, size_t *len_out, char *err, size_t errlen)
+/* Whole-file read for the two tokenizer files: regular files only, capped
+ * (k3_read_file), with the message in this file's error convention. */
+static char *read_whole_file(const char *path, size_t max_bytes, size_t *len_out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    k3_error e;
+    char *buf = NULL;
+    if (k3_read_file(path, max_bytes, &buf, len_out, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *grown = realloc(buf, cap);
-        if (!grown) free(buf);
-        buf = grown;
-    }
-    if (!buf || ferror(f)) {
-        snprintf(err, errlen, "%s: %s", path, buf ? "read error" : "out of memory");
-        free(buf);
-        fclose(f);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len_out = n;
     return buf;
 }
 
@@ -199,7 +185,7 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
 static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errlen)
 {
     size_t len;
-    char *text = read_whole_file(path, &len, err, errlen);
+    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err, errlen);
     if (!text) return -1;
     int rc = -1;
     int *line_of_rank = NULL;
@@ -302,7 +288,10 @@ done:
     return rc;
 }
 
-/* Parse an added_tokens_decoder key: a decimal id inside the special range. */
+/* Parse an added_tokens_decoder key: a decimal id at or above n_base (below
+ * it is a BPE rank) and below n_base + K3_MAX_SPECIAL. Hugging Face's
+ * tokenizer registers every entry as an added token, wherever it sits, so
+ * any such id is accepted; the model checks it is below vocab_size. */
 static int parse_special_key(const char *key, int n_base, int *slot)
 {
     long long v = 0;
@@ -311,9 +300,17 @@ static int parse_special_key(const char *key, int n_base, int *slot)
         if (*p < '0' || *p > '9' || v > (long long)INT_MAX) return -1;
         v = v * 10 + (*p - '0');
     }
-    if (v < n_base || v >= (long long)n_base + K3_N_SPECIAL) return -1;
+    if (v < n_base) return -2;
+    if (v >= (long long)n_base + K3_MAX_SPECIAL) return -1;
     *slot = (int)(v - n_base);
     return 0;
+}
+
+/* qsort_r order of special slots by name, for the duplicate check. */
+static int compare_special_names(const void *a, const void *b, void *user)
+{
+    const k3_tokenizer *t = user;
+    return strcmp(t->special[*(const int *)a], t->special[*(const int *)b]);
 }
 
 /* Special-token names: added_tokens_decoder entries, then the tokenization_kimi.py
@@ -321,12 +318,13 @@ static int parse_special_key(const char *key, int n_base, int *slot)
 static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t errlen)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    size_t text_len;
+    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err, errlen);
+    if (!text) return -1;
+    json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
     if (!root) {
-        FILE *probe = fopen(path, "rb");
-        if (!probe) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        else snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
-        if (probe) fclose(probe);
+        snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
         return -1;
     }
     int rc = -1;
@@ -337,13 +335,28 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
     }
     const char *key;
     json_t *entry;
+    /* first pass: the ids, which size the special table */
+    t->n_special = K3_N_SPECIAL;
     json_object_foreach(decoder, key, entry) {
-        int slot;
-        if (parse_special_key(key, t->n_base, &slot)) {
-            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
-                     path, key, t->n_base, t->n_base + K3_N_SPECIAL - 1);
+        int slot, bad = parse_special_key(key, t->n_base, &slot);
+        if (bad == -2) {
+            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" collides with a BPE rank of "
+                     "tiktoken.model (ranks 0..%d)", path, key, t->n_base - 1);
             goto done;
         }
+        if (bad) {
+            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
+                     path, key, t->n_base, t->n_base + K3_MAX_SPECIAL - 1);
+            goto done;
+        }
+        if (slot + 1 > t->n_special) t->n_special = slot + 1;
+    }
+    t->special = calloc((size_t)t->n_special, sizeof *t->special);
+    t->special_len = calloc((size_t)t->n_special, sizeof *t->special_len);
+    if (!t->special || !t->special_len) goto oom;
+    json_object_foreach(decoder, key, entry) {
+        int slot = 0;
+        parse_special_key(key, t->n_base, &slot);   /* checked in the first pass */
         json_t *content = json_is_object(entry) ? json_object_get(entry, "content") : NULL;
         if (!json_is_string(content) || json_string_length(content) == 0 ||
             memchr(json_string_value(content), 0, json_string_length(content))) {
@@ -351,10 +364,10 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
                      path, key);
             goto done;
         }
-        t->special[slot] = strdup(json_string_value(content));
-        if (!t->special[slot]) goto oom;
+        free(t->special[slot]);   /* keys like "766" and "0766" name one id */
+        if (!(t->special[slot] = strdup(json_string_value(content)))) goto oom;
     }
-    for (int s = 0; s < K3_N_SPECIAL; s++) {
+    for (int s = 0; s < t->n_special; s++) {
         if (!t->special[s]) {
             char name[48];
             snprintf(name, sizeof name, "<|reserved_token_%d|>", t->n_base + s);
@@ -363,13 +376,21 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
         t->special_len[s] = strlen(t->special[s]);
         t->special_first[(uint8_t)t->special[s][0]] = 1;
         if (t->special_len[s] > t->max_token_bytes) t->max_token_bytes = t->special_len[s];
-        for (int q = 0; q < s; q++)
-            if (!strcmp(t->special[q], t->special[s])) {
-                snprintf(err, errlen, "%s: special token \"%.40s\" named twice (ids %d and %d)",
-                         path, t->special[s], t->n_base + q, t->n_base + s);
-                goto done;
-            }
     }
+    /* duplicate names: sort the slots by name (n log n: the table may be large) */
+    int *order = malloc((size_t)t->n_special * sizeof *order);
+    if (!order) goto oom;
+    for (int s = 0; s < t->n_special; s++) order[s] = s;
+    qsort_r(order, (size_t)t->n_special, sizeof *order, compare_special_names, t);
+    for (int i = 1; i < t->n_special; i++)
+        if (!strcmp(t->special[order[i - 1]], t->special[order[i]])) {
+            int a = order[i - 1] < order[i] ? order[i - 1] : order[i], b = order[i - 1] ^ order[i] ^ a;
+            snprintf(err, errlen, "%s: special token \"%.40s\" named twice (ids %d and %d)",
+                     path, t->special[a], t->n_base + a, t->n_base + b);
+            free(order);
+            goto done;
+        }
+    free(order);
     rc = 0;
     goto done;
 oom:
@@ -418,20 +439,23 @@ void k3_tokenizer_free(k3_tokenizer *t)
     free(t->tok_off);
     free(t->tok_len);
     free(t->slots);
-    for (int s = 0; s < K3_N_SPECIAL; s++) free(t->special[s]);
+    for (int s = 0; t->special && s < t->n_special; s++) free(t->special[s]);
+    free(t->special);
+    free(t->special_len);
     k3_pretok_free(t->pretok);
     free(t);
 }
 
 /* Sizes callers need: base ranks, all ids, longest token (for detok buffers). */
 int k3_tokenizer_n_base(const k3_tokenizer *t) { return t->n_base; }
-int k3_tokenizer_n_vocab(const k3_tokenizer *t) { return t->n_base + K3_N_SPECIAL; }
+int k3_tokenizer_n_vocab(const k3_tokenizer *t) { return t->n_base + t->n_special; }
 size_t k3_tokenizer_max_token_bytes(const k3_tokenizer *t) { return t->max_token_bytes; }
 
-/* Linear over 258 names: called a handful of times per chat render. */
+/* Linear over the special names (258 in shipped models): called a handful of
+ * times per chat render. */
 int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text)
 {
-    for (int s = 0; s < K3_N_SPECIAL; s++)
+    for (int s = 0; s < t->n_special; s++)
         if (!strcmp(t->special[s], text)) return t->n_base + s;
     return -1;
 }
@@ -444,7 +468,7 @@ const uint8_t *k3_tokenizer_token_bytes(const k3_tokenizer *t, int id, size_t *l
         *len = t->tok_len[id];
         return t->arena + t->tok_off[id];
     }
-    if (id >= t->n_base && id < t->n_base + K3_N_SPECIAL) {
+    if (id >= t->n_base && id < t->n_base + t->n_special) {
         *len = t->special_len[id - t->n_base];
         return (const uint8_t *)t->special[id - t->n_base];
     }
@@ -599,7 +623,7 @@ static size_t find_special(const k3_tokenizer *t, const char *s, size_t len, siz
     for (size_t i = from; i < len; i++) {
         if (!t->special_first[(uint8_t)s[i]]) continue;
         size_t best_len = 0;
-        for (int q = 0; q < K3_N_SPECIAL; q++) {
+        for (int q = 0; q < t->n_special; q++) {
             size_t n = t->special_len[q];
             if (n > best_len && n <= len - i && !memcmp(s + i, t->special[q], n)) {
                 best_len = n;

@@ -17,6 +17,7 @@
  * expert cache of fixed slots. When everything fits, everything is pinned:
  * "fully resident" is the same code with no reads after open, so logits are
  * bit-identical at every budget. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -26,12 +27,14 @@
 #include <time.h>
 #include <unistd.h>
 #include "expert_cache.h"
+#include "file_read.h"
 #include "io.h"
 #include "manifest.h"
 #include "model.h"
 #include "mxfp4.h"
 #include "planner.h"
 #include "stats.h"
+#include "unit_sums.h"
 
 /* A file window read into a unit's memory: [offset, offset + bytes) aligned;
  * need_bytes must arrive (the end may be past EOF). */
@@ -95,7 +98,8 @@ typedef struct weights_provider {
     int n_ring;
     slot *cache_slots;            /* expert cache slots */
     k3_expert_cache cache;
-    FILE *trace;
+    FILE *trace;                  /* trace_out.f while --trace is open */
+    k3_output trace_out;
     uint64_t trace_token;
 
     void **owned;
@@ -972,7 +976,7 @@ static void prov_close(k3_weight_provider *p)
     free(rp->layer_views);
     free(rp->experts);
     free(rp->embed_buf);
-    if (rp->trace) fclose(rp->trace);
+    if (rp->trace) k3_output_close(&rp->trace_out, NULL);
     for (int i = 0; i < rp->index.n_shards; i++) {
         if (rp->fd && rp->fd[i] >= 0) close(rp->fd[i]);
         if (rp->fd_buffered && rp->fd_buffered[i] >= 0) close(rp->fd_buffered[i]);
@@ -989,6 +993,7 @@ static int index_from_manifest(weights_provider *rp, const char *dir, k3_error *
 {
     k3_manifest mf;
     if (k3_manifest_load(dir, &mf, err)) return -1;
+    if (k3_unit_sums_check(&mf, 1, err)) { k3_manifest_free(&mf); return -1; }   /* weights changed in place? */
     st_index *ix = &rp->index;
     memset(ix, 0, sizeof *ix);
     ix->n_shards = K3_PK_NFILES;
@@ -1030,8 +1035,8 @@ static int open_files(weights_provider *rp, k3_error *err)
     for (int i = 0; i < n; i++) rp->fd[i] = rp->fd_buffered[i] = -1;
     for (int i = 0; i < n; i++) {
         const char *path = rp->index.shards[i].path;
-        rp->fd_buffered[i] = open(path, O_RDONLY | O_CLOEXEC);
-        if (rp->fd_buffered[i] < 0) return k3_err(err, "%s: %s", path, strerror(errno));
+        rp->fd_buffered[i] = k3_open_regular(path, O_RDONLY, err);
+        if (rp->fd_buffered[i] < 0) return -1;
         rp->fd[i] = open(path, O_RDONLY | O_CLOEXEC | (rp->opt.io_direct ? O_DIRECT : 0));
         if (rp->fd[i] < 0 && rp->opt.io_direct && errno == EINVAL)
             return k3_err(err, "%s: this filesystem does not support O_DIRECT; use --io buffered", path);
@@ -1143,6 +1148,36 @@ static int plan_and_allocate(weights_provider *rp, k3_error *err)
     return 0;
 }
 
+/* See model.h: the trace is the only file the provider writes. */
+int k3_weights_finish(k3_weight_provider *p, k3_error *err)
+{
+    weights_provider *rp = (weights_provider *)p;
+    if (!rp->trace) return 0;
+    rp->trace = NULL;
+    return k3_output_close(&rp->trace_out, err);
+}
+
+/* A directory with a manifest.json and no *.safetensors is meant to be a
+ * packed model even when its manifest is empty, garbage or another version:
+ * loading it as one says what is wrong with the manifest, where loading it
+ * as a checkpoint would only say that no shards were found. */
+static int treat_as_packed(const char *dir)
+{
+    if (k3_is_packed_dir(dir)) return 1;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/manifest.json", dir);
+    if (access(path, F_OK) != 0) return 0;
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int shards = 0;
+    for (struct dirent *e; !shards && (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        shards = l > 12 && !strcmp(e->d_name + l - 12, ".safetensors");
+    }
+    closedir(d);
+    return !shards;
+}
+
 k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
                                     k3_stats *stats, k3_error *err)
 {
@@ -1156,7 +1191,7 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = k3_is_packed_dir(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, 0, err);
+    int rc = treat_as_packed(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, 0, err);
     if (rc) { free(rp); return NULL; }
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : 4, stats, err);
@@ -1164,9 +1199,9 @@ k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k
     /* test hook (tests/t_stream.sh): K3_TEST_FAIL_READ=N makes the Nth read fail with EIO */
     const char *fail_nth = getenv("K3_TEST_FAIL_READ");
     if (fail_nth && atoi(fail_nth) > 0) k3_io_inject_failure(rp->io, atoi(fail_nth), EIO);
-    if (o->trace_path && !(rp->trace = fopen(o->trace_path, "w"))) {
-        k3_err(err, "%s: cannot create the trace file: %s", o->trace_path, strerror(errno));
-        goto fail;
+    if (o->trace_path) {
+        if (k3_output_open(&rp->trace_out, o->trace_path, err)) goto fail;
+        rp->trace = rp->trace_out.f;
     }
     rp->n_units = c->n_layers + 1 + c->n_layers * c->n_experts;
     rp->units = calloc((size_t)rp->n_units, sizeof *rp->units);

@@ -449,19 +449,12 @@ static void bind_opt_real(sqlite3_stmt *st, int i, double v)
     if (v >= 0) sqlite3_bind_double(st, i, v); else sqlite3_bind_null(st, i);
 }
 
-/* The insert itself, inside the caller's transaction: seq is computed under
- * the write lock so concurrent writers never collide. */
-int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, const char *content,
-                        const char *stats, history_error *err)
+/* Bind a message's fields as ?2 .. ?14 (the numbering the insert and the
+ * update share). Returns the token-id blob to free after the step, or NULL
+ * (*oom set when it could not be made). */
+static uint8_t *bind_msg_fields(sqlite3_stmt *st, const history_message *m, const char *content, const char *stats,
+                                int *oom)
 {
-    sqlite3_stmt *st = hist_prepare(h,
-        "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
-        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids,"
-        " sampling_json, in_progress)"
-        " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
-        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err);
-    if (!st) return -1;
-    sqlite3_bind_int64(st, 1, conv_id);
     sqlite3_bind_text(st, 2, m->role, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, content, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 4, history_status_name(m->status), -1, SQLITE_STATIC);
@@ -477,13 +470,32 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
     uint8_t *blob = NULL;
     if (m->token_ids && m->n_token_ids > 0) {      /* int32 little-endian, whatever the host */
         blob = malloc((size_t)m->n_token_ids * 4);
-        if (!blob) { sqlite3_finalize(st); return hist_err(err, "%s: out of memory", h->path); }
+        if (!blob) { *oom = 1; return NULL; }
         for (int64_t i = 0; i < m->n_token_ids; i++)
             for (int b = 0; b < 4; b++) blob[i * 4 + b] = (uint8_t)((uint32_t)m->token_ids[i] >> (8 * b));
         sqlite3_bind_blob(st, 12, blob, (int)(m->n_token_ids * 4), SQLITE_STATIC);
     } else {
         sqlite3_bind_null(st, 12);
     }
+    return blob;
+}
+
+/* The insert itself, inside the caller's transaction: seq is computed under
+ * the write lock so concurrent writers never collide. */
+int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, const char *content,
+                        const char *stats, history_error *err)
+{
+    sqlite3_stmt *st = hist_prepare(h,
+        "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
+        " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids,"
+        " sampling_json, in_progress)"
+        " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
+        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err);
+    if (!st) return -1;
+    sqlite3_bind_int64(st, 1, conv_id);
+    int oom = 0;
+    uint8_t *blob = bind_msg_fields(st, m, content, stats, &oom);
+    if (oom) { sqlite3_finalize(st); return hist_err(err, "%s: out of memory", h->path); }
     int rc = hist_step(st);
     free(blob);
     sqlite3_finalize(st);
@@ -579,6 +591,42 @@ fail:
 out:
     for (size_t i = 0; i < n_files; i++) free(files[i]);
     free(files);
+    return rc;
+}
+
+/* Same validation as an add; the row keeps its seq, role and time. Used
+ * for an answer that is written while it streams. */
+int history_msg_update(history *h, int64_t message_id, const history_message *m, history_error *err)
+{
+    if (history_status_parse(history_status_name(m->status)) != (int)m->status)
+        return hist_err(err, "history: message status %d is not complete, interrupted or error", (int)m->status);
+    char *content = hist_utf8_clean(m->content ? m->content : "");
+    char *stats = NULL;
+    int rc = -1;
+    if (!content) { hist_err(err, "%s: out of memory", h->path); goto done; }
+    if (m->engine_stats_json && !(stats = hist_json_object_compact(m->engine_stats_json, "engine stats", err))) goto done;
+    if (hist_begin(h, err)) goto done;
+    sqlite3_stmt *st = hist_prepare(h,
+        "UPDATE messages SET content = ?3, status = ?4, prompt_tokens = ?5, generated_tokens = ?6, ttft_ms = ?7,"
+        " prefill_ms = ?8, decode_ms = ?9, engine_stats_json = ?10, token_ids = ?12, sampling_json = ?13,"
+        " in_progress = ?14 WHERE id = ?1 RETURNING conversation_id", err);
+    if (!st) { hist_rollback(h); goto done; }
+    sqlite3_bind_int64(st, 1, message_id);
+    int oom = 0;
+    uint8_t *blob = bind_msg_fields(st, m, content, stats, &oom);
+    if (oom) { sqlite3_finalize(st); hist_rollback(h); hist_err(err, "%s: out of memory", h->path); goto done; }
+    int step = hist_step(st);
+    int64_t conv_id = step == SQLITE_ROW ? sqlite3_column_int64(st, 0) : -1;
+    if (step == SQLITE_ROW) step = hist_step(st);
+    free(blob);
+    sqlite3_finalize(st);
+    if (step != SQLITE_DONE) { hist_db_err(h, err, "updating a message"); hist_rollback(h); goto done; }
+    if (conv_id < 0) { hist_err(err, "%s: no message with id %lld", h->path, (long long)message_id); hist_rollback(h); goto done; }
+    if (touch_conv(h, conv_id, NULL, hist_now_ms(), err)) { hist_rollback(h); goto done; }
+    if (hist_commit(h, err) == 0) rc = 0;
+done:
+    free(content);
+    free(stats);
     return rc;
 }
 

@@ -182,13 +182,19 @@ static int get_string(json_t *o, const char *key, const char **out, const char *
     return 0;
 }
 
-/* Optional non-negative number member: absent/null -> -1. */
+/* Largest value accepted for any number in an import: counts and
+ * milliseconds are stored as int64, and converting a double past that range
+ * is undefined; 2^53 keeps every accepted value exact. */
+#define IMPORT_MAX_NUMBER 9007199254740992.0
+
+/* Optional non-negative number member: absent/null -> -1; a value over
+ * IMPORT_MAX_NUMBER (e.g. 1e300) is refused. */
 static int get_number(json_t *o, const char *key, double *out, const char *source, const char *where, history_error *err)
 {
     json_t *v = json_object_get(o, key);
     if (!v || json_is_null(v)) { *out = -1; return 0; }
-    if (!json_is_number(v) || json_number_value(v) < 0)
-        return hist_err(err, "%s: %s%s: expected a non-negative number or null", source, where, key);
+    if (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > IMPORT_MAX_NUMBER)
+        return hist_err(err, "%s: %s%s: expected a number in 0..2^53 or null", source, where, key);
     *out = json_number_value(v);
     return 0;
 }

@@ -141,7 +141,8 @@ typedef struct history_message {
                                   * owned by lists */
     int64_t n_token_ids;
     char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
-    int in_progress;             /* 1 = an answer still streaming (or cut by a crash) */
+    int in_progress;             /* 1 = an answer written while it streamed that never finished:
+                                  * the chat was killed mid-answer (shown as incomplete) */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */
@@ -152,6 +153,13 @@ history_message history_message_make(const char *role, const char *content, hist
  * user message titles an untitled conversation. */
 int64_t history_msg_add(history *h, int64_t conversation_id, const history_message *m,
                         history_error *err);
+
+/* Rewrite a stored message's content, status, counts, timings, stats,
+ * token ids, sampling and in_progress flag (its seq, role and time stay) in
+ * its own committed transaction: an answer is inserted with in_progress = 1
+ * when it starts and rewritten as it grows, so a kill -9 loses at most the
+ * last second of it. */
+int history_msg_update(history *h, int64_t message_id, const history_message *m, history_error *err);
 
 /* All messages of a conversation in order (for show, export, re-prefill). */
 int history_msg_list(history *h, int64_t conversation_id, history_message **out, size_t *n_out,

@@ -166,6 +166,26 @@ static int64_t insert_snapshot_row(history *h, const history_snapshot_key *key, 
     return hist_commit(h, err) ? -1 : id;
 }
 
+/* The path of a snapshot file from the name stored in its row. The name
+ * comes from the database, which anyone may edit: only a bare name of the
+ * form we create ("<uid>-<hex>.k3state": letters, digits, '-' and '_', no
+ * '/', no leading '.') is turned into a path inside the snapshot directory,
+ * so a row can never make us read or delete a file elsewhere. NULL if the
+ * name is not one of ours (or out of memory). */
+static char *snapshot_path(const history *h, const unsigned char *name)
+{
+    if (!name) return NULL;
+    size_t n = strlen((const char *)name), sl = strlen(HIST_SNAP_SUFFIX);
+    if (n <= sl || n > 255 || strcmp((const char *)name + n - sl, HIST_SNAP_SUFFIX)) return NULL;
+    for (size_t i = 0; i < n - sl; i++) {
+        unsigned char c = name[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_'))
+            return NULL;
+    }
+    char *path = NULL;
+    return asprintf(&path, "%s/%s", h->snap_dir, (const char *)name) < 0 ? NULL : path;
+}
+
 /* Older snapshots of the conversation are superseded by the new one, except
  * the few newest (HIST_SNAPSHOTS_KEPT_STR), from which /undo and /retry restore
  * the state at an earlier turn boundary: drop the rest's rows, commit, then
@@ -185,7 +205,7 @@ static void drop_older_snapshots(history *h, int64_t conv_id, int64_t keep_id)
         char **grown = realloc(names, (n + 1) * sizeof *names);
         if (!grown) break;
         names = grown;
-        if (asprintf(&names[n], "%s/%s", h->snap_dir, sqlite3_column_text(st, 0)) < 0) break;
+        if (!(names[n] = snapshot_path(h, sqlite3_column_text(st, 0)))) continue;   /* not ours: drop the row only */
         n++;
     }
     sqlite3_finalize(st);
@@ -249,7 +269,8 @@ void history_snapshot_free(history_snapshot *s)
     s->model_fingerprint = s->path = NULL;
 }
 
-/* Fill a snapshot from a row (column order of the latest query). */
+/* Fill a snapshot from a row (column order of the latest query). Returns 0,
+ * 1 if the row names a file that is not one of ours (skip it), -1 if out of memory. */
 static int read_snapshot_row(history *h, sqlite3_stmt *st, history_snapshot *s)
 {
     memset(s, 0, sizeof *s);
@@ -259,12 +280,12 @@ static int read_snapshot_row(history *h, sqlite3_stmt *st, history_snapshot *s)
     s->n_tokens = sqlite3_column_int64(st, 3);
     s->model_fingerprint = hist_col_text(st, 4, 1);
     s->format_version = sqlite3_column_int(st, 5);
-    if (asprintf(&s->path, "%s/%s", h->snap_dir, sqlite3_column_text(st, 6)) < 0) s->path = NULL;
+    s->path = snapshot_path(h, sqlite3_column_text(st, 6));
     s->bytes = sqlite3_column_int64(st, 7);
     snprintf(s->checksum, sizeof s->checksum, "%s", sqlite3_column_text(st, 8) ? (const char *)sqlite3_column_text(st, 8) : "");
     s->created_ms = sqlite3_column_int64(st, 9);
-    if (!s->model_fingerprint || !s->path) { history_snapshot_free(s); return -1; }
-    return 0;
+    if (!s->model_fingerprint) { history_snapshot_free(s); return -1; }
+    return s->path ? 0 : 1;
 }
 
 /* Newest by position in the conversation (the later the message, the less
@@ -284,9 +305,10 @@ int history_snapshot_latest_upto(history *h, int64_t conversation_id, int64_t ma
     sqlite3_bind_int64(st, 4, max_seq);
     int rc, found = 0;
     while ((rc = hist_step(st)) == SQLITE_ROW) {
-        if (read_snapshot_row(h, st, out)) { found = hist_err(err, "%s: out of memory", h->path); break; }
+        int bad = read_snapshot_row(h, st, out);
+        if (bad < 0) { found = hist_err(err, "%s: out of memory", h->path); break; }
         struct stat sb;
-        if (stat(out->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == out->bytes) { found = 1; break; }
+        if (bad == 0 && stat(out->path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == out->bytes) { found = 1; break; }
         history_snapshot_free(out);
     }
     sqlite3_finalize(st);
@@ -364,9 +386,10 @@ static int remove_stale_rows(history *h, history_error *err)
     size_t n = 0;
     int rc;
     while ((rc = hist_step(st)) == SQLITE_ROW) {
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s", h->snap_dir, sqlite3_column_text(st, 1));
-        if (access(path, F_OK) == 0) continue;
+        char *path = snapshot_path(h, sqlite3_column_text(st, 1));
+        int present = path && access(path, F_OK) == 0;   /* a name not ours is stale too */
+        free(path);
+        if (present) continue;
         int64_t *grown = realloc(stale, (n + 1) * sizeof *stale);
         if (!grown) break;
         stale = grown;

@@ -27,6 +27,7 @@
 #define K3_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include "k3_error.h"
 #include "k3_tokenizer.h"
@@ -40,6 +41,7 @@ typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
                               * calls k3_session_eval (0 = all cores) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
+    int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
                               * it fits in available memory, else derived from it */
     int io_buffered;         /* --io buffered (default: O_DIRECT) */
@@ -69,6 +71,10 @@ typedef struct k3_model_info {
  * when present; with opt->need_tokenizer a missing one is an error. */
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err);
 void k3_model_close(k3_model *m);
+/* Finish the files the model writes (--trace): returns -1 with err set if a
+ * write failed. Commands call it before k3_model_close so a failed trace is
+ * an error exit, not a silent loss. */
+int k3_model_finish(k3_model *m, k3_error *err);
 void k3_model_get_info(const k3_model *m, k3_model_info *out);
 /* NULL when the model directory has no tokenizer. */
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m);
@@ -239,6 +245,35 @@ const char *k3_kernels_name(void);
 
 /* "8G", "512M", "1.5G", "2000000000": bytes, or -1. */
 int64_t k3_parse_size(const char *s);
+
+/* Read a whole file from outside into a NUL-terminated malloc'd buffer.
+ * Refuses anything but a regular file (a FIFO, /dev/zero, a directory: one
+ * clear error, no hang) and any file over max_bytes (checked before
+ * allocating). *len excludes the NUL. Returns 0, or -1 with err set. */
+int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3_error *err);
+
+/* Writing a file the user named (eval --logits, export -o, --trace): a
+ * regular file (or a new name) is written atomically (a temp file created
+ * O_EXCL with a random name in the same directory, fsync, rename; a symlink
+ * is followed and its target replaced); a device, a FIFO or "-" (stdout) is
+ * written directly, never replaced. Write to o->f, then k3_output_close,
+ * which reports any failed write (a full disk, /dev/full) and only then
+ * puts the file in place; k3_output_abort leaves the target untouched. */
+typedef struct k3_output {
+    FILE *f;
+    char *path;     /* the file really written (symlinks resolved) */
+    char *tmp;      /* the temp file; NULL when written directly */
+    int direct;
+} k3_output;
+int k3_output_open(k3_output *o, const char *path, k3_error *err);
+int k3_output_close(k3_output *o, k3_error *err);
+void k3_output_abort(k3_output *o);
+
+/* The documented size limits of whole-file reads (README "Limits"). */
+#define K3_MAX_CONFIG_BYTES     (16u << 20)   /* config.json, tokenizer_config.json, index */
+#define K3_MAX_TOKENIZER_BYTES  (64u << 20)   /* tiktoken.model */
+#define K3_MAX_PROMPT_BYTES     (16u << 20)   /* --prompt-file, --text-file, --chat FILE */
+#define K3_MAX_IMPORT_BYTES     (256u << 20)  /* history import */
 
 /* ---- planning before downloading (k3 plan) --------------------------------
  * From a model directory, or a config.json alone: the engine's own memory

@@ -23,7 +23,10 @@
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
+#include "file_read.h"
+#include "k3.h"
 #include "manifest.h"
+#include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
 
@@ -382,25 +385,10 @@ static int plan_config(pk_plan *p, const char *src, k3_error *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", src);
-    FILE *f = fopen(path, "rb");
-    if (!f) return k3_err(err, "%s: not a model directory (no config.json)", src);
+    if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
     char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 65536 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            if (cap > (64u << 20)) { free(text); fclose(f); return k3_err(err, "%s: larger than 64 MiB", path); }
-            char *g = realloc(text, cap + 1);
-            if (!g) { free(text); fclose(f); return k3_err(err, "%s: out of memory", path); }
-            text = g;
-        }
-        size_t n = fread(text + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
-    }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(text); return k3_err(err, "%s: read error", path); }
+    size_t len = 0;
+    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -933,11 +921,9 @@ static int copy_aux(pk_run *r, const char *src, k3_error *err)
         char from[4200], to[4300];
         snprintf(from, sizeof from, "%s/%s", src, aux_files[a]);
         snprintf(to, sizeof to, "%s/%s", r->partial, aux_files[a]);
-        int in = open(from, O_RDONLY | O_CLOEXEC);
-        if (in < 0) {
-            if (errno == ENOENT) continue;
-            return k3_err(err, "%s: %s", from, strerror(errno));
-        }
+        if (access(from, F_OK) != 0 && errno == ENOENT) continue;
+        int in = k3_open_regular(from, O_RDONLY, err);
+        if (in < 0) return -1;
         int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (out < 0) { close(in); return k3_err(err, "%s: %s", to, strerror(errno)); }
         int rc = 0;
@@ -1063,6 +1049,7 @@ static int reload_manifest(pk_run *r, k3_error *err)
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
             rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, t->name);
     }
+    if (rc == 0) rc = k3_unit_sums_write(&m, err);   /* units.sum: per-unit checksums (--verify, load sample) */
     k3_manifest_free(&m);
     return rc;
 }
@@ -1164,6 +1151,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     for (size_t l = strlen(dst); l > 1 && dst[l - 1] == '/'; l--) dst[l - 1] = 0;
     if (strlen(src_in) >= sizeof src - 16 || strlen(dst_in) >= sizeof dst - 16)
         return k3_err(err, "path too long");
+    if (!*src || !*dst) return k3_err(err, "pack: the %s directory name is empty", *src ? "destination" : "source");
     struct stat st;
     if (stat(src, &st) != 0) return k3_err(err, "%s: %s", src, strerror(errno));
     if (!S_ISDIR(st.st_mode)) return k3_err(err, "%s: not a directory", src);
@@ -1269,7 +1257,9 @@ int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err)
 {
     k3_manifest m;
     if (k3_manifest_load(dir, &m, err)) return -1;
-    int rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
+    /* units first, so a damaged file is reported with the unit that differs */
+    int rc = k3_unit_sums_check(&m, 0, err);
+    if (rc == 0) rc = k3_manifest_verify_checksums(&m, NULL, 0, err);
     if (rc == 0 && out) {
         out->n_tensors = m.n_tensors;
         out->n_layers = m.n_layers;

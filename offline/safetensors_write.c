@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "k3.h"
 #include "safetensors_write.h"
 
 uint64_t st_out_tensor_bytes(const st_out_tensor *t)
@@ -42,13 +43,12 @@ int st_write_shard(const char *path, const st_out_tensor *tensors, int n, st_fil
     json_decref(root);
     if (!header) return k3_err(err, "%s: out of memory", path);
     size_t hlen = strlen(header), padded = (hlen + 7) & ~(size_t)7;
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
+    k3_output out;
+    if (k3_output_open(&out, path, err)) {
         free(header);
-        return k3_err(err, "%s: cannot create: %s", tmp, strerror(errno));
+        return -1;
     }
+    FILE *f = out.f;
     uint8_t len_bytes[8];
     for (int i = 0; i < 8; i++) len_bytes[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     int ok = fwrite(len_bytes, 1, 8, f) == 8 && fwrite(header, 1, hlen, f) == hlen;
@@ -62,15 +62,10 @@ int st_write_shard(const char *path, const st_out_tensor *tensors, int n, st_fil
         ok = fwrite(buf, 1, b, f) == b;
     }
     free(buf);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
     if (!ok) {
-        unlink(tmp);
-        return k3_err(err, "%s: write failed (disk full?): %s", path, strerror(errno));
+        int e = errno;
+        k3_output_abort(&out);
+        return k3_err(err, "%s: write failed (disk full?): %s", path, strerror(e));
     }
-    if (rename(tmp, path) != 0) {
-        unlink(tmp);
-        return k3_err(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    }
-    return 0;
+    return k3_output_close(&out, err);
 }

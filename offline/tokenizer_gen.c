@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "k3.h"
 #include "pretokenize.h"
 #include "tokenizer_gen.h"
 
@@ -433,24 +434,22 @@ static void put_base64(FILE *f, const uint8_t *s, size_t n)
     }
 }
 
-/* Write to PATH.tmp then rename, so a crash never leaves half a file. */
+/* Through k3_output (temp file, fsync, rename), so a crash never leaves
+ * half a file. */
 static int write_vocab_file(const gen_vocab *v, const char *path, char *err, size_t errlen)
 {
-    char tmp[4096 + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "%s: %s", tmp, strerror(errno));
+    k3_output out;
+    k3_error e;
+    if (k3_output_open(&out, path, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
         return -1;
     }
     for (int id = 0; id < v->n; id++) {
-        put_base64(f, v->arena + v->off[id], v->len[id]);
-        fprintf(f, " %d\n", id);
+        put_base64(out.f, v->arena + v->off[id], v->len[id]);
+        fprintf(out.f, " %d\n", id);
     }
-    int bad = ferror(f);
-    if (fclose(f) || bad || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
-        remove(tmp);
+    if (k3_output_close(&out, &e)) {
+        snprintf(err, errlen, "%s", e.msg);
         return -1;
     }
     return 0;
@@ -487,16 +486,18 @@ static int write_config_file(int n_base, const char *path, char *err, size_t err
         json_object_set_new(root, "model_max_length", json_integer(1048576)) ||
         json_object_set_new(root, "tokenizer_class", json_string("TikTokenTokenizer")))
         goto oom;
-    char tmp[4096 + 64];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (json_dump_file(root, tmp, JSON_INDENT(2)) || rename(tmp, path)) {
-        snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : EIO));
-        remove(tmp);
-        json_decref(root);
-        return -1;
+    k3_output out;
+    k3_error e;
+    int rc = k3_output_open(&out, path, &e);
+    if (rc == 0 && json_dumpf(root, out.f, JSON_INDENT(2))) {
+        k3_output_abort(&out);
+        rc = k3_err(&e, "%s: write failed", path);
+    } else if (rc == 0) {
+        rc = k3_output_close(&out, &e);
     }
     json_decref(root);
-    return 0;
+    if (rc) snprintf(err, errlen, "%s", e.msg);
+    return rc;
 oom:
     json_decref(decoder);
     json_decref(root);

@@ -1,24 +1,41 @@
 #!/bin/sh
-# fuzz.sh SECONDS - build the libFuzzer targets (clang, ASan+UBSan) and run
-# each for SECONDS seconds from a seed corpus made of real files.
+# fuzz.sh SECONDS [TARGET...] - build the libFuzzer targets (clang,
+# ASan+UBSan) and run each for SECONDS seconds from a seed corpus made of
+# real files at their real sizes (-max_len is at least the largest seed).
+# Every parser that reads a file from outside has a target:
+#   safetensors       a shard's header (engine/safetensors.c)
+#   index             model.safetensors.index.json beside a real shard
+#   config            config.json
+#   tiktoken          tiktoken.model (then one encode + decode)
+#   tokenizer_config  tokenizer_config.json (the added tokens)
+#   manifest          manifest.json of a packed model, its .bin files present
+#   session           a session / snapshot file (k3 chat --resume)
+#   history_import    `k3 history import` JSON
 # `make test` runs it briefly (t_fuzz.sh); `make fuzz` runs it for longer.
-# Prints one PASS/FAIL line per target.
+# K3_FUZZ_RUNS=N runs N executions per target instead of SECONDS.
+# Prints one PASS/FAIL line per target with its executions and coverage.
 cd "$(dirname "$0")/.." || exit 1
 SECS=${1:-10}
-OUT=build/fuzz
+[ $# -gt 0 ] && shift
+TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest session history_import}
+OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
-FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -Iinclude -Iengine -Ioffline"
+FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -mavx2 -mfma -mf16c -Iinclude -Iengine -Ioffline"
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
 [ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
-for target in safetensors config manifest tokenizer_config; do
+ENGINE_SRCS=$(ls engine/*.c)
+export K3_FUZZ_MODEL=$SEEDMODEL K3_FUZZ_PACKED=$SEEDMODEL.packed
+for target in $TARGETS; do
     corpus=$OUT/corpus_$target
     mkdir -p $corpus
+    libs="-ljansson -lpcre2-8"
+    extra=""
     case $target in
     safetensors)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c"
-        # seeds: small valid shards (every dtype, 1-4 dims) and a real header
+        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c"
+        # seeds: small valid shards (every dtype, 1-4 dims) and a real shard
         /usr/bin/python3 -c "
 import struct, json
 def shard(entries):
@@ -33,26 +50,67 @@ def shard(entries):
 open('$corpus/seed_small', 'wb').write(shard([('a.weight', 'BF16', [4, 8], 2), ('b', 'F32', [3], 4), ('c', 'F8_E4M3', [2, 2, 2], 1), ('d', 'I64', [], 8)]))
 open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
 "
-        head -c 8192 $SEEDMODEL/model.safetensors > $corpus/seed_header ;;
+        cp $SEEDMODEL/model.safetensors $corpus/seed_shard ;;
+    index)
+        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c"
+        /usr/bin/python3 -c "
+import json, struct
+raw = open('$SEEDMODEL/model.safetensors', 'rb').read()
+h = json.loads(raw[8:8 + struct.unpack('<Q', raw[:8])[0]])
+wm = {k: 'model.safetensors' for k in h if k != '__metadata__'}
+json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpus/seed_index', 'w'), indent=2)
+" ;;
     config)
-        srcs="engine/config.c engine/error.c"
-        cp $SEEDMODEL/config.json $corpus/seed_config ;;
-    manifest)
-        srcs="engine/manifest.c engine/dtype.c engine/error.c"
-        cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest 2>/dev/null ;;
+        srcs="engine/config.c engine/error.c engine/file_read.c"
+        cp $SEEDMODEL/config.json $corpus/seed_config
+        [ -f tests/out/asan/k3tiny/config.json ] && cp tests/out/asan/k3tiny/config.json $corpus/seed_config_k3 ;;
+    tiktoken)
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c"
+        cp $SEEDMODEL/tiktoken.model $corpus/seed_tiktoken ;;
     tokenizer_config)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c"
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
+    manifest)
+        srcs="engine/manifest.c engine/dtype.c engine/error.c engine/file_read.c"
+        cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
+    session)
+        srcs="$ENGINE_SRCS"
+        libs="-fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread"
+        extra="-fopenmp" ;;
+    history_import)
+        srcs="history/*.c"
+        libs="-lsqlite3 -ljansson"
+        extra="-Ihistory"
+        ./k3 history import tests/fuzz/seed_history.json --db $OUT/seed_history.db >/dev/null 2>&1
+        ./k3 history export last --format json --db $OUT/seed_history.db > $corpus/seed_export 2>/dev/null
+        rm -rf $OUT/seed_history.db*
+        cp tests/fuzz/seed_history.json $corpus/seed_hand ;;
+    *)
+        echo "FAIL fuzz $target: no such target"
+        continue ;;
     esac
-    if ! $CC $FLAGS -o $OUT/fuzz_$target tests/fuzz/fuzz_$target.c $srcs -ljansson -lpcre2-8 2>$OUT/build_$target.log; then
-        echo "FAIL fuzz $target: build failed: $(head -3 $OUT/build_$target.log)"
-        continue
+    bin=$OUT/fuzz_$target
+    newest=$(ls -t tests/fuzz/fuzz_$target.c $srcs engine/*.h include/*.h 2>/dev/null | head -1)
+    if [ ! -x $bin ] || [ "$newest" -nt $bin ]; then
+        # shellcheck disable=SC2086
+        if ! $CC $FLAGS $extra -o $bin tests/fuzz/fuzz_$target.c $srcs $libs 2>$OUT/build_$target.log; then
+            echo "FAIL fuzz $target: build failed: $(grep -m1 error $OUT/build_$target.log)"
+            continue
+        fi
     fi
-    if $OUT/fuzz_$target -max_total_time=$SECS -max_len=8192 -timeout=10 -artifact_prefix=$OUT/crash_$target- \
-        $corpus > $OUT/run_$target.log 2>&1; then
+    if [ $target = session ] && [ ! -f $corpus/seed_session ]; then
+        K3_FUZZ_SESSION_SEED=$corpus/seed_session $bin -runs=0 $corpus >/dev/null 2>&1
+    fi
+    maxlen=$(ls -l $corpus | awk 'NR > 1 && $5 > m {m = $5} END {print m + 0}')
+    [ "$maxlen" -lt 8192 ] && maxlen=8192
+    if [ -n "$K3_FUZZ_RUNS" ]; then limit="-runs=$K3_FUZZ_RUNS"; else limit="-max_total_time=$SECS"; fi
+    if ASAN_OPTIONS=detect_leaks=1 $bin $limit -max_len=$maxlen -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+        -artifact_prefix=$OUT/crash_$target- $corpus > $OUT/run_$target.log 2>&1; then
         runs=$(grep -o 'Done [0-9]* runs' $OUT/run_$target.log | grep -o '[0-9]*')
-        echo "PASS fuzz $target: ${SECS}s, no crash ($runs runs)"
+        cov0=$(grep -m1 'INITED' $OUT/run_$target.log | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
+        cov1=$(grep 'cov: ' $OUT/run_$target.log | tail -1 | grep -o 'cov: [0-9]*' | grep -o '[0-9]*')
+        echo "PASS fuzz $target: $runs runs, no crash, cov ${cov0:-?} at start -> ${cov1:-?} (max_len $maxlen)"
     else
-        echo "FAIL fuzz $target: crash, see $OUT/run_$target.log: $(grep -m1 'ERROR' $OUT/run_$target.log)"
+        echo "FAIL fuzz $target: crash, see $OUT/run_$target.log: $(grep -m1 -E 'ERROR|runtime error' $OUT/run_$target.log)"
     fi
 done

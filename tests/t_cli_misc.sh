@@ -26,3 +26,21 @@ else echo "FAIL k3 run config.json: exit $RC: $(tail -2 $OUT/r.err)"; fi
 printf 'hi\n' | $K3 chat $M/config.json --db $OUT/c.db --plain -n 3 > /dev/null 2> $OUT/c.err; RC=$?
 if [ $RC = 0 ]; then echo "PASS k3 chat MODEL/config.json"
 else echo "FAIL k3 chat config.json: exit $RC: $(tail -2 $OUT/c.err)"; fi
+
+# make install with PREFIX and DESTDIR
+rm -rf $OUT/stage
+make --no-print-directory install PREFIX=/opt/k3test DESTDIR=$PWD/$OUT/stage > $OUT/inst.out 2>&1
+if [ -x $OUT/stage/opt/k3test/bin/k3 ] && $OUT/stage/opt/k3test/bin/k3 --version | grep -q '^k3 '; then
+    echo "PASS make install PREFIX=/opt/k3test DESTDIR=...: bin/k3 installed and runs"
+else echo "FAIL make install: $(tail -3 $OUT/inst.out)"; fi
+
+# the exit hint is a command that works as typed, with the --mem the chat ran with
+printf 'hi\n' | $K3 chat $M --db $OUT/hint.db --plain --mem 300M -n 2 > /dev/null 2> $OUT/hint.err
+HINT=$(sed -n 's/.*resume with: //p' $OUT/hint.err)
+case "$HINT" in
+    "./k3 chat $M --mem 300M --db $OUT/hint.db --resume "*|"k3 chat $M --mem 300M --db $OUT/hint.db --resume "*)
+        if printf 'again\n' | $HINT --plain -n 2 > /dev/null 2> $OUT/hint2.err; then
+            echo "PASS exit hint works as typed: $HINT"
+        else echo "FAIL exit hint does not run: $HINT: $(tail -1 $OUT/hint2.err)"; fi ;;
+    *) echo "FAIL exit hint: '$HINT'" ;;
+esac

@@ -16,7 +16,7 @@ PY=/usr/bin/python3
 OUT=${FORWARD_OUT:-tests/out/forward}
 mkdir -p $OUT
 K3=${K3:-./k3}
-TOOL=${TOOL:-build/tests/tool_engine}
+TOOL=${TOOL:-${K3_TESTBIN:-build/tests}/tool_engine}
 
 gen_models() {
     [ -f $OUT/tiny_bf16_1/config.json ] || $K3 gen $OUT/tiny_bf16_1 --preset tiny --seed 3 >/dev/null 2>&1

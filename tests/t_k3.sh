@@ -11,12 +11,20 @@ cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 OUT=tests/out/k3
 mkdir -p $OUT
-K3=./k3
+K3=${K3:-./k3}
 [ -f $OUT/k3tiny/config.json ] || $K3 gen $OUT/k3tiny --preset k3-tiny --shards 2 --seed 5 >/dev/null 2>&1
 [ -f $OUT/py_a/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_a --arch k3 --seed 31 --shards 3 >/dev/null
 [ -f $OUT/py_b/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_b --arch k3 --seed 32 --hidden 128 --layers 8 \
     --attn-res-block 3 --experts 16 --topk 4 --alog-len 16 --kda-heads 3 --mla-heads 3 --dtype f32 --no-index >/dev/null
 
+# checked NAME command...: the command's PASS/FAIL lines, or one FAIL if it
+# printed none (a crash or a missing file must not pass silently)
+checked() {
+    name=$1
+    shift
+    "$@" > $OUT/checked.out 2>&1
+    grep '^\(PASS\|FAIL\) ' $OUT/checked.out || echo "FAIL $name: printed no result: $(head -c 200 $OUT/checked.out)"
+}
 vocab_of() { $PY -c "import json; c=json.load(open('$1/config.json')); print(c.get('text_config', c)['vocab_size'])"; }
 
 for m in k3tiny py_a py_b; do
@@ -28,11 +36,11 @@ for m in k3tiny py_a py_b; do
         continue
     fi
     $PY tests/ref/kimi_ref.py $dir --ids "$IDS" --out $OUT/$m.ref.f32 --greedy 10 > $OUT/$m.ref.greedy
-    $PY tests/ref/compare_logits.py "k3 forward $m vs numpy reference, 40 tokens" $OUT/$m.k3.f32 $OUT/$m.ref.f32 40
-    build/tests/tool_engine greedy $dir "$IDS" 10 > $OUT/$m.k3.greedy
+    checked "k3 forward $m" $PY tests/ref/compare_logits.py "k3 forward $m vs numpy reference, 40 tokens" $OUT/$m.k3.f32 $OUT/$m.ref.f32 40
+    ${K3_TESTBIN:-build/tests}/tool_engine greedy $dir "$IDS" 10 > $OUT/$m.k3.greedy
     if cmp -s $OUT/$m.k3.greedy $OUT/$m.ref.greedy; then echo "PASS k3 greedy continuation $m identical"
     else echo "FAIL k3 greedy continuation $m: engine [$(cat $OUT/$m.k3.greedy)] reference [$(cat $OUT/$m.ref.greedy)]"; fi
-    build/tests/tool_engine split $dir "$IDS" 6 | sed "s/^\(PASS\|FAIL\) /\1 k3 $m: /"
+    checked "k3 $m split" ${K3_TESTBIN:-build/tests}/tool_engine split $dir "$IDS" 6 | sed "s/^\(PASS\|FAIL\) /\1 k3 $m: /"
 done
 
 # XTML chat rendering against the Python reference, and the tokenizer
@@ -47,9 +55,9 @@ b=$($PY tests/ref/tok_ref.py $OUT/k3tiny chat-xtml $OUT/chat.json)
 if [ "$a" = "$b" ] && [ -n "$a" ]; then echo "PASS XTML chat ids identical to the reference ($(echo $a | wc -w) ids)"
 else echo "FAIL XTML chat ids: engine [$a] reference [$b]"; fi
 # special tokens typed by a user stay text
-if echo "$a" | tr ' ' '\n' | grep -qx "$($PY -c "import json;d=json.load(open('$OUT/k3tiny/tokenizer_config.json'))['added_tokens_decoder'];print([k for k,v in d.items() if v['content']=='<|open|>'][0])")"; then
-    n_open=$(echo "$a" | tr ' ' '\n' | grep -cx "$($PY -c "import json;d=json.load(open('$OUT/k3tiny/tokenizer_config.json'))['added_tokens_decoder'];print([k for k,v in d.items() if v['content']=='<|open|>'][0])")")
-    [ "$n_open" -eq 7 ] && echo "PASS user text <|open|> is not a framing token (7 opens: 4 messages, 1 response, 2 in the prompt)" || echo "FAIL expected 7 <|open|> ids, got $n_open"
-fi
+OPEN_ID=$($PY -c "import json;d=json.load(open('$OUT/k3tiny/tokenizer_config.json'))['added_tokens_decoder'];print([k for k,v in d.items() if v['content']=='<|open|>'][0])")
+n_open=$(echo "$a" | tr ' ' '\n' | grep -cx "$OPEN_ID")
+[ "$n_open" -eq 7 ] && echo "PASS user text <|open|> is not a framing token (7 opens: 4 messages, 1 response, 2 in the prompt)" ||
+    echo "FAIL user text <|open|>: expected 7 <|open|> ids ($OPEN_ID), got $n_open"
 if $K3 run $OUT/k3tiny -p "Hello" -n 8 --chat > $OUT/run.out 2>$OUT/run.err; then echo "PASS k3 run --chat on a K3 checkpoint: $(tail -1 $OUT/run.err)"
 else echo "FAIL k3 run on K3: $(cat $OUT/run.err)"; fi

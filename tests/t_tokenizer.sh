@@ -6,7 +6,7 @@
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
 cd "$(dirname "$0")/.." || exit 1
 K3=${K3:-./k3}
-TOKTEST=${TOKTEST:-build/tests/test_tokenizer}   # its --pretok mode prints pre-tokens
+TOKTEST=${TOKTEST:-${K3_TESTBIN:-build/tests}/test_tokenizer}   # its --pretok mode prints pre-tokens
 PY=/usr/bin/python3
 REF=tests/ref/tok_ref.py
 DIR=tests/out/tok_model
@@ -131,7 +131,7 @@ printf 'ok\377bad' > "$W/invalid.txt"
 echo '[{"role": "user", "content": "hi"}' > "$W/bad.json"
 expect_exit tok_help 0 "usage: k3 tokenize" "$K3" tokenize --help
 expect_exit tok_usage_no_mode 2 "give one of" "$K3" tokenize "$DIR"
-expect_exit tok_usage_bad_id 2 "out of range" "$K3" tokenize "$DIR" --decode "1 99999999"
+expect_exit tok_bad_id 1 "outside the vocabulary" "$K3" tokenize "$DIR" --decode "1 99999999"   # an error (1) like eval, not usage
 expect_exit tok_invalid_utf8 1 "$W/invalid.txt: invalid UTF-8 at byte 2" "$K3" tokenize "$DIR" --text-file "$W/invalid.txt"
 expect_exit tok_bad_json 1 "$W/bad.json:" "$K3" tokenize "$DIR" --chat "$W/bad.json"
 expect_exit tok_missing_model 1 "tests/out/no_such_model/tiktoken.model" "$K3" tokenize tests/out/no_such_model --text hi

@@ -51,11 +51,12 @@ expect_input() {
 start_chat() {   # start_chat LANG ARGS...
     lang=$1
     shift
+    wait_for 'K3SHELL' 30
     $TM send-keys -t k3 "env LANG=$lang LC_ALL=$lang $K3 chat $M --db $DB -n 6 $*" Enter
     wait_for 'Enter sends' 15
 }
 send() { $TM send-keys -t k3 -l "$1"; $TM send-keys -t k3 Enter; }
-idle() { sleep 0.3; wait_for ' idle' 20; }
+idle() { sleep 0.3; wait_for ' idle' 60; }
 
 $TM new-session -d -s k3 -x 120 -y 40 \
     "env HOME=$PWD/$OUT/home XDG_DATA_HOME=$PWD/$OUT/home/data XDG_STATE_HOME=$PWD/$OUT/home/state PS1='K3SHELL\$ ' sh"
@@ -123,7 +124,7 @@ wait_for 'K3SHELL' 10
 $TM send-keys -t k3 "env LANG=C LC_ALL=C $K3 chat $M --db $DB -n 6 --plain" Enter
 wait_for 'Ctrl-D quits' 15
 send "plain naïve"
-sleep 3
+wait_for 'k3: turn 1' 60
 $TM send-keys -t k3 C-d
 wait_for 'K3SHELL' 10
 GOT=$(sql $DB "SELECT content FROM messages WHERE role = 'user' ORDER BY id DESC LIMIT 1")
@@ -155,5 +156,16 @@ wait_for 'undone' 10
 N3=$(sql $DB "SELECT count(*) FROM messages WHERE conversation_id = $C")
 if [ "$N3" = 0 ] && ! cap | grep -q 'alpha question'; then echo "PASS /undo on the screen: the exchange gone from the record and the screen"
 else echo "FAIL /undo on the screen: $N3 messages left"; fi
+$TM send-keys -t k3 C-d
+wait_for 'K3SHELL' 10
+
+# 7. NO_COLOR: the token legend does not speak of colours
+$TM send-keys -t k3 "env LANG=C.UTF-8 NO_COLOR=1 $K3 chat $M --db $OUT/nc.db --mem 40M -n 40" Enter
+wait_for 'Enter sends' 15
+send "tell me everything"
+if wait_for 'hit rate' 60 && grep -q 'bold = hit rate' $OUT/screen.txt && ! grep -q 'colour = hit rate' $OUT/screen.txt; then
+    echo "PASS NO_COLOR: the token legend says 'bold = hit rate < 50%', not colour"
+else echo "FAIL NO_COLOR legend: $(grep -a 'hit rate\|token' $OUT/screen.txt | head -2)"; fi
+idle
 $TM send-keys -t k3 C-d
 wait_for 'K3SHELL' 10

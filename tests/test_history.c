@@ -679,6 +679,57 @@ static void test_snapshots(void)
     TEST_END();
 }
 
+/* A snapshot row's file_name comes from a database anyone can edit: a name
+ * like "../../../../tmp/victim" must never be read, returned as a path or
+ * deleted (superseding the snapshot, or cleanup on open). */
+static void test_snapshot_names_from_db(void)
+{
+    TEST_BEGIN("history_snapshot_file_name_is_not_a_path");
+    history_error err;
+    const char *path = tmp_path("names.db");
+    history *h = history_open(path, 0, &err);
+    CHECK(h != NULL, "open: %s", err.msg);
+    if (!h) { TEST_END(); return; }
+    int64_t conv = make_sample(h, "names");
+    history_message *msgs;
+    size_t n;
+    history_msg_list(h, conv, &msgs, &n, &err);
+    int64_t m1 = n > 1 ? msgs[0].id : -1, m2 = n > 1 ? msgs[1].id : -1;
+    history_msg_list_free(msgs, n);
+    char victim[300], victim2[300], evil[400], sql[800];
+    snprintf(victim, sizeof victim, "%s/victim", tmp_root);
+    snprintf(victim2, sizeof victim2, "%s/victim2", tmp_root);
+    write_file(victim, "precious", 8);
+    write_file(victim2, "precious", 8);
+    /* the snapshot dir is <tmp_root>/names.db.snapshots; tmp_root is /tmp/... */
+    snprintf(evil, sizeof evil, "../../../..%s/victim", tmp_root);
+    int64_t s1 = put_snapshot(h, conv, m1, 1, 1000, "fp1");
+    CHECK(s1 > 0, "snapshot");
+    snprintf(sql, sizeof sql, "UPDATE snapshots SET file_name = '%s', bytes = 8 WHERE id = %lld", evil, (long long)s1);
+    CHECK(raw_exec(path, sql) == 0, "edit the row");
+    history_snapshot s;
+    int got = history_snapshot_latest(h, conv, "fp1", 3, &s, &err);
+    CHECK(got == 0, "a row naming %s was returned (%d)", evil, got);
+    if (got == 1) history_snapshot_free(&s);
+    /* newer snapshots supersede s1 (the newest few are kept): its row is dropped */
+    int64_t s2 = -1;
+    for (int k = 0; k <= atoi(HIST_SNAPSHOTS_KEPT_STR); k++) s2 = put_snapshot(h, conv, m2, 2 + k, 1000, "fp1");
+    CHECK(s2 > 0, "newer snapshots");
+    CHECK(file_exists(victim), "superseding the snapshot deleted %s", victim);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM snapshots WHERE id = %lld", (long long)s1);
+    CHECK(raw_int(path, sql) == 0, "the superseded row was kept");
+    snprintf(sql, sizeof sql, "UPDATE snapshots SET file_name = '../victim2' WHERE id = %lld", (long long)s2);
+    CHECK(raw_exec(path, sql) == 0, "edit the newest row");
+    history_close(h);
+    h = history_open(path, 0, &err);                        /* cleanup of stale rows and orphans */
+    CHECK(h != NULL, "reopen: %s", err.msg);
+    CHECK(file_exists(victim) && file_exists(victim2), "reopening deleted a file outside the snapshot directory");
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM snapshots WHERE id = %lld", (long long)s2);
+    CHECK(raw_int(path, sql) == 0, "a row naming a file outside was not dropped as stale");
+    history_close(h);
+    TEST_END();
+}
+
 /* Permissions of everything we create, and the XDG / HOME default path. */
 static void test_modes_and_default_path(void)
 {
@@ -788,6 +839,7 @@ int main(void)
     test_id_prefix();
     test_delete_cascade();
     test_snapshots();
+    test_snapshot_names_from_db();
     test_modes_and_default_path();
     test_two_processes();
     if (!test_failures_total) remove_tree(tmp_root);

@@ -477,7 +477,12 @@ static void test_malformed_files(void)
     expect_refused(dir, "tokenizer_config.json", "{\"added_tokens_decoder\": {", ":1:", "truncated JSON");
     expect_refused(dir, "tokenizer_config.json", "[]", "added_tokens_decoder", "not an object");
     expect_refused(dir, "tokenizer_config.json", "{\"added_tokens_decoder\": {\"12\": {\"content\": \"x\"}}}",
-                   "not an id in", "id below n_base");
+                   "collides with a BPE rank", "id below n_base");
+    expect_refused(dir, "tokenizer_config.json", "{\"added_tokens_decoder\": {\"99999999\": {\"content\": \"x\"}}}",
+                   "not an id in", "id far past n_base");
+    expect_refused(dir, "tokenizer_config.json",
+                   "{\"added_tokens_decoder\": {\"1024\": {\"content\": \"a\"}, \"5000\": {\"content\": \"a\"}}}",
+                   "named twice", "duplicate name past the reserved slots");
     expect_refused(dir, "tokenizer_config.json",
                    "{\"added_tokens_decoder\": {\"1024\": {\"content\": 7}}}", "content", "content not a string");
     expect_refused(dir, "tokenizer_config.json",

@@ -11,7 +11,18 @@
 #include "remote.h"
 #include "remote_metrics.h"
 
-static volatile sig_atomic_t interrupted, generating;
+static volatile sig_atomic_t interrupted, generating, terminated;
+
+/* SIGTERM: an answer in progress stops at a token boundary and is stored
+ * (as for Ctrl-C), then the chat exits 143 (128 + SIGTERM); at the prompt
+ * it exits at once (everything is committed). */
+static void on_sigterm(int sig)
+{
+    (void)sig;
+    terminated = 1;
+    if (generating) interrupted = 1;
+    else _exit(143);
+}
 
 /* Ctrl-C stops an answer at a token boundary; at the prompt it exits
  * (everything already committed is safe in the database). */
@@ -154,7 +165,8 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
     } else {
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
-                r->interrupted ? " (interrupted)" : r->context_full ? " (context full)" : "");
+                r->interrupted ? " (interrupted)" : r->context_full ? " (context full)"
+                : r->length_limit ? " (length limit reached: -n raises it)" : "");
     }
     if (r->context_full)
         fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
@@ -237,6 +249,8 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
+    sa.sa_handler = on_sigterm;
+    sigaction(SIGTERM, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
                      *conversation_uid(c) ? conversation_uid(c) : "(new)");
     chat_cmd_ctx x = {.conv = c, .db = db, .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL,
@@ -250,7 +264,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
             int q = run_command(&x, opt, tty, &ui, line);
             free(line);
             if (q < 0) rc = 1;
-            if (q) break;
+            if (q || terminated) break;
             continue;
         }
         turn_result r;
@@ -262,7 +276,9 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
         generating = 0;
         free(line);
         if (report_turn(c, opt, t, &r, &err)) { rc = 1; break; }
+        if (terminated) break;
     }
+    if (terminated) rc = 143;
     line_input_close(tty);
     free(x.system);
     free(x.edit_text);

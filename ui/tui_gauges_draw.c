@@ -209,7 +209,7 @@ static void draw_timeline(const tui_gauges *g, WINDOW *w, int y, int x, int rows
             put_role(w, TR_DIM, "no generated tokens yet", wcols - x);
         } else if (by_bytes) {
             tui_fmt_bytes(m, sizeof m, max_bytes);
-            snprintf(cap, sizeof cap, "max %s/token, colour = hit rate", m);
+            snprintf(cap, sizeof cap, tui_term_colour() ? "max %s/token, colour = hit rate" : "max %s/token, bold = hit rate < 50%%", m);
             put_role(w, TR_DIM, cap, wcols - x);
         } else {
             snprintf(cap, sizeof cap, "max %.1f ms/token (no disk reads)", max_ms);

@@ -87,6 +87,8 @@ int tui_term_capture_stderr(void);
 void tui_term_release_stderr(void);
 attr_t tui_attr(tui_role role);
 const tui_glyphs *tui_glyph(void);
+/* 1 when colours are in use (not under NO_COLOR or on a monochrome terminal). */
+int tui_term_colour(void);
 
 /* ---- tui_transcript.c: the message list -------------------------------- */
 

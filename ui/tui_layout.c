@@ -128,10 +128,15 @@ static void state_field(tui *t, status_field *f)
     if (s->phase != K3_PHASE_IDLE && s->n_layers)
         snprintf(layer, sizeof layer, " L%u/%u", s->layer + 1, s->n_layers);
     if ((t->job == TJ_RESUME || t->job == TJ_UNDO)) {
-        if (t->progress_total)
-            snprintf(f->text, sizeof f->text, "resuming %d/%d%s", t->progress_done, t->progress_total, layer);
-        else
+        if (t->progress_total) {
+            char bar[11];                  /* re-prefill progress: n/N and a bar */
+            int fill = (int)((int64_t)t->progress_done * 10 / t->progress_total);
+            for (int i = 0; i < 10; i++) bar[i] = i < fill ? '#' : '.';
+            bar[10] = 0;
+            snprintf(f->text, sizeof f->text, "prefilling %d/%d [%s]%s", t->progress_done, t->progress_total, bar, layer);
+        } else {
             snprintf(f->text, sizeof f->text, "resuming%s", layer);
+        }
         return;
     }
     uint64_t decoded = s->tokens_decoded - t->g.decoded0;

@@ -327,6 +327,7 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         if (rc < 0) snprintf(footer + n, sizeof footer - (size_t)n, " %s error", bul);
         else if (r->interrupted) snprintf(footer + n, sizeof footer - (size_t)n, " %s interrupted", bul);
         else if (r->context_full) snprintf(footer + n, sizeof footer - (size_t)n, " %s context full: /new starts over", bul);
+        else if (r->length_limit) snprintf(footer + n, sizeof footer - (size_t)n, " %s length limit reached (-n)", bul);
         tui_transcript_set_footer(&t->tr, t->answer_entry, footer);
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
     }
@@ -507,7 +508,10 @@ static void loop(tui *t)
         if (tui_term_take_resize()) do_resize(t);
         if (tui_term_take_continue()) { clearok(curscr, TRUE); t->dirty = 1; }
         if (tui_term_take_interrupt()) on_ctrl_c(t);
-        if (tui_term_take_terminate()) request_quit(t);
+        if (tui_term_take_terminate()) {           /* SIGTERM/SIGHUP: keep the answer so far, exit 128 + 15 */
+            t->exit_code = 143;
+            request_quit(t);
+        }
         take_worker_output(t);
         take_stderr(t);
         process_keys(t);
@@ -604,6 +608,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
                 opt->resume_hint ? opt->resume_hint : "k3 chat", conversation_uid(c));
     else
         fprintf(stderr, "k3: no message sent, nothing saved\n");
+    if (t->exit_code) rc = t->exit_code;
     tui_transcript_free(&t->tr);
     tui_commands_free(t);
     free(t->last_sent);

@@ -308,4 +308,7 @@ attr_t tui_attr(tui_role role)
 
 const tui_glyphs *tui_glyph(void) { return glyphs; }
 
+/* Legends must not promise colours that NO_COLOR (or the terminal) took away. */
+int tui_term_colour(void) { return term.color; }
+
 int tui_text_unicode(void) { return glyphs->unicode; }

@@ -1,7 +1,9 @@
 /* fuzz_manifest.c - libFuzzer target: the packed-model manifest reader
- * (engine/manifest.c, a hand-written streaming JSON parser). The input
- * becomes DIR/manifest.json of a scratch directory; parse and checks run
- * as in a real load. */
+ * (engine/manifest.c, a hand-written streaming JSON parser) and the checks
+ * after it. The input becomes DIR/manifest.json of a scratch directory that
+ * holds the real .bin files of a packed model (K3_FUZZ_PACKED, default
+ * tests/out/fuzz_seed_model.packed), so a manifest close to the real one
+ * gets past the parser into the file, run, page and tensor checks. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -13,9 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!dir[0]) {
         snprintf(dir, sizeof dir, "/tmp/k3fuzz_manifest_%d", (int)getpid());
         snprintf(path, sizeof path, "%s/manifest.json", dir);
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
-        if (system(cmd) != 0) return 0;
+        const char *packed = getenv("K3_FUZZ_PACKED") ? getenv("K3_FUZZ_PACKED") : "tests/out/fuzz_seed_model.packed";
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/*.bin %s/", dir, packed, dir);
+        if (system(cmd) != 0) abort();
     }
     FILE *f = fopen(path, "wb");
     if (!f) return 0;

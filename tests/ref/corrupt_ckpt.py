@@ -3,7 +3,12 @@
 
 MODE is one of: truncated, header_past_end, overlap, out_of_range,
 wrong_dtype, wrong_shape, missing_tensor, bad_header_json, config_missing_field,
-config_bad_json, config_wrong_type, config_bad_layers, no_tokenizer.
+config_bad_json, config_wrong_type, config_bad_layers, no_tokenizer,
+header_short1 .. header_short7 (header length N bytes short, JSON still valid),
+trailing_bytes, index_slash, index_dotdot, index_empty, index_nonstring (an
+index whose weight_map names a bad file), fewer_ranks (added tokens past the
+256 + 2 reserved slots, below vocab_size), added_token_rank (an added token
+on a BPE rank), added_token_past_vocab.
 Used by tests/t_badinput.sh: each broken copy must make k3 fail with one clear
 line naming the file, never crash."""
 import json
@@ -72,22 +77,45 @@ elif mode == "wrong_shape":
     write_shard(h, d)
 elif mode == "missing_tensor":
     h, d = read_shard()
-    del h[first(h, "post_attention_layernorm.weight")]
-    write_shard(h, d)
-elif mode == "bad_header_json":
-    raw = bytearray(open(shard, "rb").read())
-    raw[8] = ord("[")
-    raw[9:20] = b"{{{{{{{{{{{"
-    open(shard, "wb").write(raw)
-elif mode == "config_missing_field":
-    edit_config(lambda c: c.pop("kv_lora_rank"))
-elif mode == "config_bad_json":
-    open(os.path.join(dst, "config.json"), "a").write("{,")
-elif mode == "config_wrong_type":
-    edit_config(lambda c: c.__setitem__("hidden_size", "sixty-four"))
-elif mode == "config_bad_layers":
-    edit_config(lambda c: c["linear_attn_config"].__setitem__("full_attn_layers", [0, 99]))
-elif mode == "no_tokenizer":
-    os.remove(os.path.join(dst, "tiktoken.model"))
+    gone = first(h, "post_attention_layernorm.weight")
+    lo, hi = h.pop(gone)["data_offsets"]
+    for k, v in h.items():           # close the gap so only the name is missing
+        if k != "__metadata__" and v["data_offsets"][0] >= hi:
+            v["data_offsets"] = [v["data_offsets"][0] - (hi - lo), v["data_offsets"][1] - (hi - lo)]
+    write_shard(h, d[:lo] + d[hi:])
+elif mode.startswith("header_short"):
+    short = int(mode[len("header_short"):])
+    h, d = read_shard()
+    j = json.dumps(h).encode()
+    j += b" " * (-len(j) % 8 + 8)    # at least 8 padding spaces: JSON stays valid when cut
+    with open(shard, "wb") as f:
+        f.write(struct.pack("<Q", len(j) - short) + j + d)
+elif mode == "trailing_bytes":
+    h, d = read_shard()
+    write_shard(h, d + b"\0" * 8)
+elif mode.startswith("index_"):
+    h, d = read_shard()
+    names = sorted(k for k in h if k != "__metadata__")
+    wm = {k: "model.safetensors" for k in names}
+    wm[names[len(names) // 2]] = {"index_slash": "sub/model.safetensors", "index_dotdot": "..model.safetensors",
+                                  "index_empty": "", "index_nonstring": 7}[mode]
+    json.dump({"metadata": {}, "weight_map": wm}, open(os.path.join(dst, "model.safetensors.index.json"), "w"))
+elif mode == "fewer_ranks":
+    # 64 fewer BPE ranks: the added tokens at 766, 767 now sit past the
+    # 256 + 2 reserved slots after n_base, but still below vocab_size
+    p = os.path.join(dst, "tiktoken.model")
+    lines = open(p).read().splitlines(True)
+    open(p, "w").write("".join(lines[:-64]))
+elif mode == "added_token_rank":
+    p = os.path.join(dst, "tokenizer_config.json")
+    tc = json.load(open(p))
+    tc["added_tokens_decoder"]["5"] = {"content": "<|on_a_rank|>", "special": True}
+    json.dump(tc, open(p, "w"))
+elif mode == "added_token_past_vocab":
+    p = os.path.join(dst, "tokenizer_config.json")
+    tc = json.load(open(p))
+    vocab = json.load(open(os.path.join(dst, "config.json")))["vocab_size"]
+    tc["added_tokens_decoder"][str(vocab + 5)] = {"content": "<|past_vocab|>", "special": True}
+    json.dump(tc, open(p, "w"))
 else:
     sys.exit("unknown mode " + mode)
