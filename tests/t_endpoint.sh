@@ -32,7 +32,9 @@ cleanup() {
     $TM kill-server >/dev/null 2>&1
 }
 trap cleanup EXIT INT TERM
-ok() { if [ "$1" = 1 ]; then echo "PASS $2"; else echo "FAIL $2: $3"; fi; }
+ok() {  # ok FLAG NAME WHY: FLAG is 1 on success (an empty FLAG vanishes, leaving NAME WHY)
+    if [ $# -ge 3 ] && [ "$1" = 1 ]; then echo "PASS $2"; elif [ $# -ge 3 ]; then echo "FAIL $2: $3"; else echo "FAIL $1: $2"; fi
+}
 
 # serve NAME: a k3 serve in the background; sets PORT and SPID
 serve() {
@@ -176,7 +178,7 @@ sys.exit(0 if i and i[-1]+1 < len(l) and l[i[-1]+1].strip() else 1)" && break
        "screen: $(grep -v '^$' $OUT/screen.txt | tail -4 | tr '\n' '|') status $st"
     CID=$(jget "d['id']" 2>/dev/null)
     $TM send-keys -t k3 "printf 'Go on\n' | $K3 chat --db $DBT --resume $CID -n 5 --json > $PWD/$OUT/tres.out 2>&1" Enter
-    for i in $(seq 1 100); do grep -q status $OUT/tres.out 2>/dev/null && break; sleep 0.1; done
+    for i in $(seq 1 600); do grep -q status $OUT/tres.out 2>/dev/null && break; sleep 0.1; done
     ok $(grep -q '"turn":2' $OUT/tres.out && grep -q '"status":"complete"' $OUT/tres.out && echo 1) "endpoint tmux: the conversation resumes against its server" "$(cat $OUT/tres.out)"
 else
     echo "FAIL endpoint tmux: k3 chat --endpoint did not start: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"

@@ -50,7 +50,9 @@ start() {
 # post PORT PATH BODY OUTFILE -> prints the HTTP status
 post() { curl -s -o $4 -w '%{http_code}' -H 'Content-Type: application/json' --data-binary "$3" "http://127.0.0.1:$1$2"; }
 get() { curl -s -o $3 -w '%{http_code}' "http://127.0.0.1:$1$2"; }
-ok() { if [ "$1" = 1 ]; then echo "PASS $2"; else echo "FAIL $2: $3"; fi; }
+ok() {  # ok FLAG NAME WHY: FLAG is 1 on success (an empty FLAG vanishes, leaving NAME WHY)
+    if [ $# -ge 3 ] && [ "$1" = 1 ]; then echo "PASS $2"; elif [ $# -ge 3 ]; then echo "FAIL $2: $3"; else echo "FAIL $1: $2"; fi
+}
 
 start a || exit 0
 A=$PORT
