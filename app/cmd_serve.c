@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "options.h"
 #include "serve.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -33,9 +34,8 @@ static void usage(FILE *f)
                "  --state-cache SIZE   memory for kept prompt states (state reuse; default 256M, 0 = off);\n"
                "                       taken out of --mem when a budget is given\n"
                "  --state-cache-entries N   at most N kept states (default 8)\n"
-               "  --quiet              no per-request log line on stderr\n"
-               "%s",
-            cli_model_options_help);
+               "  --quiet              no per-request log line on stderr\n");
+    cli_print_options(f, OPTS_MODEL);
 }
 
 /* 1 if host is a loopback address (127.0.0.0/8, ::1) or "localhost". */
@@ -56,11 +56,12 @@ int cmd_serve(int argc, char **argv)
     long long port = 8080, ctx = 4096, max_tokens = 4096, queue = 16, entries = 8;
     int64_t max_body = 1 << 20, state_cache = 256ll << 20;
     int quiet = 0;
-    k3_options opt = {.need_tokenizer = 1};
+    cli_settings set;
+    cli_settings_defaults(&set);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        int mo = cli_parse_model_option(argc, argv, &i, &opt);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
         if (!strcmp(a, "--host") && more) host = argv[++i];
@@ -101,6 +102,8 @@ int cmd_serve(int argc, char **argv)
         return K3_EXIT_USAGE;
     }
     if (!model_dir) model_dir = cli_default_model();
+    k3_options opt = set.model;
+    opt.need_tokenizer = 1;
     if (opt.mem_bytes && state_cache) {
         if ((uint64_t)state_cache * 4 > opt.mem_bytes) state_cache = (int64_t)(opt.mem_bytes / 4);
         opt.mem_bytes -= (uint64_t)state_cache;

@@ -282,10 +282,10 @@ int serve_parse_completion(serve *sv, const char *body, size_t len, serve_job *j
         prompt = json_array_get(prompt, 0);
     if (status) {
     } else if (json_is_string(prompt)) {
-        char emsg[256];
+        k3_error eerr;
         job->ids = k3_tokenizer_encode(k3_model_tokenizer(sv->model), json_string_value(prompt), json_string_length(prompt),
-                                       0, &job->n_ids, emsg, sizeof emsg);
-        if (!job->ids) status = BAD(400, "prompt", "'prompt': %s", emsg);
+                                       0, &job->n_ids, &eerr);
+        if (!job->ids) status = BAD(400, "prompt", "'prompt': %s", eerr.msg);
     } else if (json_is_array(prompt) && json_array_size(prompt) > 0 && json_array_size(prompt) <= (size_t)sv->ctx_tokens) {
         k3_model_info info;
         k3_model_get_info(sv->model, &info);

@@ -11,7 +11,7 @@ PY=/usr/bin/python3
 OUT=tests/out/durable
 rm -rf $OUT
 mkdir -p $OUT/home
-K3=./k3
+K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/small
 DB=$OUT/d.db
@@ -26,7 +26,7 @@ kill_mid_answer() {
     $PY - "$1" "$DB" "$K3" "$M" "$OUT/$1.err" <<'PYEOF'
 import os, signal, sqlite3, subprocess, sys, time
 sig, db, k3, model, errf = sys.argv[1:6]
-p = subprocess.Popen([k3, "chat", model, "--db", db, "--plain", "--resume", "last", "-n", "6000", "--ctx", "8192",
+p = subprocess.Popen([k3, "chat", model, "--db", db, "--plain", "--lines", "--resume", "last", "-n", "6000", "--ctx", "8192",
                       "--threads", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(errf, "w"))
 con = sqlite3.connect(db, timeout=5)
 def answers():

@@ -9,7 +9,7 @@
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 K3=${K3:-./k3}
-OUT=tests/out/hostile
+OUT=${HOSTILE_OUT:-tests/out/hostile}
 mkdir -p $OUT
 GOOD=$OUT/good
 [ -f $GOOD/config.json ] || ./k3 gen $GOOD --preset tiny --seed 2 >/dev/null 2>&1

@@ -5,7 +5,7 @@
 # As root, permissions do not bind, so the k3 commands run as "nobody"
 # (setpriv); as another user, chmod is enough.
 cd "$(dirname "$0")/.." || exit 1
-K3=$PWD/k3
+K3=$PWD/${K3:-k3}
 OUT=tests/out/readonly
 rm -rf $OUT
 mkdir -p $OUT

@@ -40,7 +40,8 @@ for model in $M $K; do
         same "$name --mem ${mem}M" $OUT/b.f32
         rss_kb=$(tail -1 $OUT/rss)
         limit_kb=$((mem * 1024 * 102 / 100))
-        if [ "$rss_kb" -le "$limit_kb" ]; then echo "PASS $name --mem ${mem}M: peak RSS ${rss_kb} KiB within the budget + 2%"
+        if [ -n "$K3_SANITIZER" ]; then :   # ASan's shadow memory is not the engine's (t_sanitize.sh)
+        elif [ "$rss_kb" -le "$limit_kb" ]; then echo "PASS $name --mem ${mem}M: peak RSS ${rss_kb} KiB within the budget + 2%"
         else echo "FAIL $name --mem ${mem}M: peak RSS ${rss_kb} KiB over ${limit_kb} KiB"; fi
     done
     mem=$((MIN + 2))
@@ -94,7 +95,7 @@ fi
 # chunked prefill reads at most half of token-by-token
 $K3 bench $M --mem 40M --tokens 4 --prompt-tokens 64 --json --no-probe --no-resident > $OUT/bench.json 2>/dev/null
 /usr/bin/python3 - $OUT/bench.json <<'PY'
-import json, sys
+import json, os, sys
 try:
     b = json.load(open(sys.argv[1]))
 except Exception as e:
@@ -116,7 +117,7 @@ if not (r["total"] > 0 and r["total"] >= r["trunk"] + r["experts"]): bad.append(
 if not b["read_gbps"] > 0: bad.append("read_gbps %r" % b["read_gbps"])
 if not 0 <= b["true_hit_rate"] <= 1: bad.append("true_hit_rate %r" % b["true_hit_rate"])
 if b["budget_bytes"] != 40 << 20 or p["budget_bytes"] != b["budget_bytes"]: bad.append("budget_bytes %r" % b["budget_bytes"])
-if not 0 < b["peak_rss_bytes"] <= b["budget_bytes"]: bad.append("peak_rss_bytes %r over the budget" % b["peak_rss_bytes"])
+if not 0 < b["peak_rss_bytes"] <= (b["budget_bytes"] if not os.environ.get("K3_SANITIZER") else 1 << 62): bad.append("peak_rss_bytes %r over the budget" % b["peak_rss_bytes"])
 planned = p["fixed_bytes"] + p["pinned_bytes"] + p["ring_slots"] * p["ring_slot_bytes"] + p["expert_slots"] * p["expert_slot_bytes"]
 if planned > p["budget_bytes"]: bad.append("plan adds up to %d > budget" % planned)
 if p["fully_resident"] or p["expert_slots"] >= p["experts_total"]: bad.append("a 40M plan claims to be resident")

@@ -20,7 +20,7 @@ static void check_preset(const char *preset)
     k3_gen_opts go = {.preset = preset, .seed = 7, .shards = 1};
     k3_gen_result gr;
     CHECK(k3_gen_model(dir, &go, &gr, &err) == 0, "gen: %s", err.msg);
-    k3_options opt = {.n_threads = 2, .quiet = 1, .ctx_tokens = 256};
+    k3_options opt = {.n_threads = 2, .ctx_tokens = 256};
     k3_model *m = k3_model_open(dir, &opt, &err);
     CHECK(m != NULL, "open: %s", err.msg);
     if (!m) { TEST_END(); return; }

@@ -117,5 +117,20 @@ elif mode == "added_token_past_vocab":
     vocab = json.load(open(os.path.join(dst, "config.json")))["vocab_size"]
     tc["added_tokens_decoder"][str(vocab + 5)] = {"content": "<|past_vocab|>", "special": True}
     json.dump(tc, open(p, "w"))
+elif mode == "bad_header_json":
+    raw = bytearray(open(shard, "rb").read())
+    raw[8] = ord("[")
+    raw[9:20] = b"{{{{{{{{{{{"
+    open(shard, "wb").write(raw)
+elif mode == "config_missing_field":
+    edit_config(lambda c: c.pop("kv_lora_rank"))
+elif mode == "config_bad_json":
+    open(os.path.join(dst, "config.json"), "a").write("{,")
+elif mode == "config_wrong_type":
+    edit_config(lambda c: c.__setitem__("hidden_size", "sixty-four"))
+elif mode == "config_bad_layers":
+    edit_config(lambda c: c["linear_attn_config"].__setitem__("full_attn_layers", [0, 99]))
+elif mode == "no_tokenizer":
+    os.remove(os.path.join(dst, "tiktoken.model"))
 else:
     sys.exit("unknown mode " + mode)
