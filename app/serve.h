@@ -30,6 +30,7 @@ typedef struct serve_job {
     struct serve *sv;
     /* the request, fixed once queued */
     int kind, stream, include_usage;
+    int ignore_eos;              /* vLLM's extension: do not stop on the model's end tokens */
     int *ids, n_ids;
     float temperature, top_p;
     int top_k;

@@ -111,6 +111,9 @@ static int common_field(serve *sv, const char *key, json_t *v, serve_job *job, l
             if (json_string_length(s) > job->max_stop_len) job->max_stop_len = json_string_length(s);
             job->n_stop++;
         }
+    } else if (!strcmp(key, "ignore_eos")) {
+        if (!json_is_boolean(v) && !json_is_null(v)) return BAD(400, key, "'ignore_eos' must be a boolean");
+        job->ignore_eos = json_is_true(v);
     } else if (!strcmp(key, "n")) {
         if (get_integer(v, 1, 1, &x, &set)) return BAD(400, key, "only 'n': 1 is supported");
     } else if (!strcmp(key, "user")) {

@@ -69,7 +69,7 @@ jget() { $PY -c "import json,sys; d=json.load(open('$OUT/last.json')); print($1)
 serve
 URL=http://127.0.0.1:$PORT
 DB=$OUT/chat.db
-printf 'Tell me about the sea\nAnd the sky?\n' | $K3 chat --endpoint $URL --db $DB --json -n 12 > $OUT/c1.jsonl 2> $OUT/c1.err
+printf 'Tell me about the sea\nAnd the sky?\n' | $K3 chat --lines --endpoint $URL --db $DB --json -n 12 > $OUT/c1.jsonl 2> $OUT/c1.err
 rc=$?
 N=$(grep -c '"status":"complete"' $OUT/c1.jsonl)
 T1=$($PY -c "import json; print(json.loads(open('$OUT/c1.jsonl').readline())['text'])")
@@ -81,7 +81,7 @@ B=$(sqlite3 $DB "select backend_endpoint || ' ' || backend_model from conversati
 NM=$(jget "len(d['messages'])")
 ok $([ "$B" = "$URL small" ] && [ "$NM" = 4 ] && echo 1) "endpoint: conversation stored locally with its backend ($B), 4 messages" "backend [$B], $NM messages"
 ID=$($PY -c "import json; print(json.loads(open('$OUT/c1.jsonl').readline())['conversation_id'])")
-printf 'One more thing\n' | $K3 chat --db $DB --resume $ID --json -n 12 > $OUT/c2.jsonl 2> $OUT/c2.err
+printf 'One more thing\n' | $K3 chat --lines --db $DB --resume $ID --json -n 12 > $OUT/c2.jsonl 2> $OUT/c2.err
 P=$($PY -c "import json; print(json.loads(open('$OUT/c2.jsonl').readline())['prefilled_tokens'])")
 TURN=$($PY -c "import json; print(json.loads(open('$OUT/c2.jsonl').readline())['turn'])")
 LOGC=$(tail -1 $OUT/serve.log | sed -n 's/.*prompt \([0-9]*\) tokens (\([0-9]*\) from a kept state.*/\2/p')
@@ -100,7 +100,7 @@ sys.exit(0 if d['requests']==3 and d['tokens']==48 and d['ttft_ms_p50']>0 and d[
 fault() {  # fault SLUG DESCRIPTION URL PATTERN [extra options]
     slug=$1; name=$2; url=$3; pat=$4; shift 4
     db=$OUT/f_$slug.db
-    printf 'first message\nsecond message\n' | $K3 chat --endpoint $url --db $db --json -n 12 "$@" > $OUT/f_$slug.out 2> $OUT/f_$slug.err
+    printf 'first message\nsecond message\n' | $K3 chat --lines --endpoint $url --db $db --json -n 12 "$@" > $OUT/f_$slug.out 2> $OUT/f_$slug.err
     rc=$?
     last_json $db
     st=$(jget "','.join(m['role'][0]+':'+m['status'] for m in d['messages'])" 2>/dev/null)
@@ -124,18 +124,18 @@ fake cut; fault cut "stream cut" http://127.0.0.1:$FPORT "the stream was cut mid
 fake slow; fault slow "slow server" http://127.0.0.1:$FPORT "no data from the server for 2 s (timeout)" --timeout 2
 fake 429forever; fault 429gaveup "429 given up" http://127.0.0.1:$FPORT "HTTP 429: Rate limit reached (gave up after 1 retries)" --retries 1
 fake 429
-printf 'hi\n' | $K3 chat --endpoint http://127.0.0.1:$FPORT --db $OUT/f429.db --json > $OUT/f429.out 2> $OUT/f429.err
+printf 'hi\n' | $K3 chat --lines --endpoint http://127.0.0.1:$FPORT --db $OUT/f429.db --json > $OUT/f429.out 2> $OUT/f429.err
 ok $([ "$(grep -c 'busy (HTTP 429): retrying in 1 s' $OUT/f429.err)" = 2 ] && grep -q '"status":"complete"' $OUT/f429.out && echo 1) \
    "endpoint: 429 with Retry-After: retried twice, visibly, then answered" "$(cat $OUT/f429.err)"
 FREE=$($PY -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
-printf 'hi\n' | $K3 chat --endpoint http://127.0.0.1:$FREE --db $OUT/refused.db --json > /dev/null 2> $OUT/refused.err
+printf 'hi\n' | $K3 chat --lines --endpoint http://127.0.0.1:$FREE --db $OUT/refused.db --json > /dev/null 2> $OUT/refused.err
 rc=$?
 ok $([ $rc = 1 ] && grep -q "connection refused (is the server running?)" $OUT/refused.err && echo 1) "endpoint fault: connection refused: $(cat $OUT/refused.err | head -1)" "rc $rc"
-printf 'hi\n' | $K3 chat --endpoint $URL --model gpt-4 --db $OUT/nomodel.db > /dev/null 2> $OUT/nomodel.err
+printf 'hi\n' | $K3 chat --lines --endpoint $URL --model gpt-4 --db $OUT/nomodel.db > /dev/null 2> $OUT/nomodel.err
 ok $(grep -q "the server has no model 'gpt-4' (it has: small)" $OUT/nomodel.err && echo 1) "endpoint fault: unknown model: $(head -1 $OUT/nomodel.err)" "$(cat $OUT/nomodel.err)"
 
 # the server killed mid-stream
-printf 'Tell me a very long story\n' | $K3 chat --endpoint $URL --db $OUT/kill.db --plain -n 3000 > $OUT/kill.out 2> $OUT/kill.err &
+printf 'Tell me a very long story\n' | $K3 chat --lines --endpoint $URL --db $OUT/kill.db --plain -n 3000 > $OUT/kill.out 2> $OUT/kill.err &
 CP=$!
 for i in $(seq 1 600); do [ -s $OUT/kill.out ] && break; sleep 0.05; done   # the answer (1213 tokens) has begun
 kill -9 $(pgrep -P $SPID) 2>/dev/null   # the k3 serve under timeout
@@ -177,7 +177,7 @@ sys.exit(0 if i and i[-1]+1 < len(l) and l[i[-1]+1].strip() else 1)" && break
        "endpoint tmux: the answer streams on the terminal, Ctrl-C cancels it, kept ($n bytes) and marked interrupted" \
        "screen: $(grep -v '^$' $OUT/screen.txt | tail -4 | tr '\n' '|') status $st"
     CID=$(jget "d['id']" 2>/dev/null)
-    $TM send-keys -t k3 "printf 'Go on\n' | $K3 chat --db $DBT --resume $CID -n 5 --json > $PWD/$OUT/tres.out 2>&1" Enter
+    $TM send-keys -t k3 "printf 'Go on\n' | $K3 chat --lines --db $DBT --resume $CID -n 5 --json > $PWD/$OUT/tres.out 2>&1" Enter
     for i in $(seq 1 600); do grep -q status $OUT/tres.out 2>/dev/null && break; sleep 0.1; done
     ok $(grep -q '"turn":2' $OUT/tres.out && grep -q '"status":"complete"' $OUT/tres.out && echo 1) "endpoint tmux: the conversation resumes against its server" "$(cat $OUT/tres.out)"
 else

@@ -150,7 +150,7 @@ ok $([ -n "$C2" ] && [ "$C2" -ge "$P1" ] && [ "$CF" = 0 ] && [ "$LOGP" = 1 ] && 
    "cached $C2 (first prompt $P1), fresh cached $CF, log $LOGP, [$A2] vs [$AF]"
 
 # a client that goes away mid-stream: its generation is cancelled
-curl -sN -m 1 -o $OUT/cut.sse --data-binary '{"model":"small","prompt":"Go on and on","max_tokens":3500,"temperature":0,"stream":true}' http://127.0.0.1:$A/v1/completions
+curl -sN -m 1 -o $OUT/cut.sse --data-binary '{"model":"small","prompt":"Go on and on","max_tokens":3500,"temperature":0,"stream":true,"ignore_eos":true}' http://127.0.0.1:$A/v1/completions
 t0=$(date +%s)
 s=$(post $A /v1/completions '{"model":"small","prompt":"next","max_tokens":2,"temperature":0}' $OUT/after.json)
 t1=$(date +%s)

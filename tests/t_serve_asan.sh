@@ -43,7 +43,7 @@ $C --data-binary @$OUT/big.txt $U/v1/chat/completions
 $C -H "X-Big: $(head -c 70000 /dev/zero | tr '\0' 'h')" $U/v1/models
 $C $U/metrics
 curl -s -N -m 1 -o /dev/null --data-binary '{"model":"tiny","prompt":"go","max_tokens":3000,"stream":true}' $U/v1/completions
-printf 'hello\nagain\n' | $K chat --endpoint $U --db $OUT/c.db --json -n 4 > $OUT/chat.out 2> $OUT/chat.err
+printf 'hello\nagain\n' | $K chat --lines --endpoint $U --db $OUT/c.db --json -n 4 > $OUT/chat.out 2> $OUT/chat.err
 rc_chat=$?
 $C --data-binary '{"model":"tiny","messages":[{"role":"user","content":"after"}],"max_tokens":2}' $U/v1/chat/completions
 kill -TERM $SP
@@ -68,7 +68,7 @@ for mode in malformed cut; do
     FP=$!
     PIDS="$FP"
     for i in $(seq 1 50); do FPORT=$(sed -n 's/^port //p' $OUT/fake.out); [ -n "$FPORT" ] && break; sleep 0.1; done
-    printf 'hi\n' | $K chat --endpoint http://127.0.0.1:$FPORT --db $OUT/f.db --json > /dev/null 2> $OUT/f.err
+    printf 'hi\n' | $K chat --lines --endpoint http://127.0.0.1:$FPORT --db $OUT/f.db --json > /dev/null 2> $OUT/f.err
     rc=$?
     kill $FP 2>/dev/null
     PIDS=""
