@@ -103,7 +103,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine check readme-options print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -214,6 +214,8 @@ test-engine: all
 # For scripts: the ARCH and build folder this invocation resolves to.
 print-arch:
 	@echo $(ARCH)
+print-numerics-key:
+	@echo $(K3_NUMERICS_KEY)
 print-build:
 	@echo $(BUILD)
 print-arch-flags:
