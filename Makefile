@@ -89,9 +89,21 @@ TEST_BIN    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%) \
                $(patsubst tests/%.c,$(BUILD)/tests/%,$(wildcard tests/tool_*.c))
 TOOL_BIN    := $(TOOL_SRC:tools/%.c=$(BUILD)/tools/%)
 ENGINE_LIB  := $(BUILD)/libk3engine.a
+
+# The snapshot-compatibility key: a hash of the sources that decide what a
+# saved session's numbers mean (kernels, the forward pass, the state layout,
+# config parsing), comments stripped. Session files carry it; a file written
+# by a build whose numerics differ is refused (docs/ARCHITECTURE.md, "Session
+# files"), and no one has to remember to bump a version by hand.
+NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine/dtype.c engine/ops.c \
+               engine/ops.h engine/kernels.h engine/kernels_arch.h engine/kernels_x86.h \
+               engine/kernels_neon.h engine/kernels_generic.h engine/kda.c engine/mla.c engine/moe.c engine/forward.c \
+               engine/forward.h engine/model.h engine/config.c engine/config.h engine/session.c \
+               engine/session_file.c)
+K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine print-arch print-build bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine check readme-options print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -102,6 +114,10 @@ $(ARCH_STAMP):
 $(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
+
+# session_file.o embeds the key, so it is rebuilt whenever a numeric source changes.
+$(BUILD)/engine/session_file.o: CFLAGS += -DK3_NUMERICS_KEY='"$(K3_NUMERICS_KEY)"'
+$(BUILD)/engine/session_file.o: $(NUMERIC_SRC)
 
 $(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
@@ -148,6 +164,11 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) t
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(HISTORY_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
+# The chat's text helpers (markdown lines, """ input) are plain C: tested alone.
+$(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o
+
 # The chat tool drives the conversation controller: history + chat objects.
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
@@ -170,6 +191,14 @@ deps-cross:
 test: all
 	@sh tests/run.sh
 
+# README's option list, regenerated from the options table (app/options.c).
+readme-options: $(K3BIN)
+	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("README.md").read(); open("README.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
+
+# The fast subset: unit tests + the forward pass against the reference on
+# two models (< 60 s); `make test` is the whole suite.
+check: all
+	@sh tests/check.sh
 # This ARCH's engine unit tests, its forward pass against the numpy
 # reference (generic) and its logits byte for byte against the host build's
 # (./k3); an aarch64 build on another machine runs under qemu-aarch64.
@@ -181,6 +210,8 @@ print-arch:
 	@echo $(ARCH)
 print-build:
 	@echo $(BUILD)
+print-arch-flags:
+	@echo $(ARCH_FLAGS)
 
 # The whole suite (unit tests and every tests/t_*.sh) on an Address/UB
 # sanitizer build (build-asan/); also part of `make test`.

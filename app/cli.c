@@ -106,6 +106,23 @@ char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out)
     return buf;
 }
 
+void cli_print_plan(const k3_model *m)
+{
+    k3_plan_info p;
+    k3_model_plan(m, &p);
+    if (!p.budget_bytes) return;
+    const double gib = 1073741824.0, mib = 1048576.0;
+    if (p.budget_source[0]) fprintf(stderr, "k3: plan: limit: %s\n", p.budget_source);
+    fprintf(stderr, "k3: plan: budget %.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
+            "process, buffers and margin %.1f MiB)\n", p.budget_bytes / gib, p.fixed_bytes / gib, p.ctx_tokens,
+            p.state_bytes / mib, (p.fixed_bytes - p.state_bytes) / mib);
+    fprintf(stderr, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p.n_pinned, p.n_trunk, p.pinned_bytes / gib);
+    if (p.n_ring) fprintf(stderr, ", ring %d x %.1f MiB", p.n_ring, p.ring_slot_bytes / mib);
+    fprintf(stderr, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p.n_expert_slots,
+            p.n_experts_total, p.expert_slot_bytes / mib, (double)p.n_expert_slots * p.expert_slot_bytes / gib,
+            p.all_resident ? "; fully resident" : "");
+}
+
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
 {
     struct stat st;
@@ -155,55 +172,3 @@ const char *cli_default_model(void)
     return (m && *m) ? m : "models/demo";
 }
 
-const char cli_model_options_help[] =
-    "  --mem SIZE           hard memory budget for the whole process (e.g. 2G, 512M); weights that do\n"
-    "                       not fit are streamed from disk. Default: fully resident if the model fits\n"
-    "                       in available memory, else a budget derived from it; inside a memory\n"
-    "                       cgroup (v1 or v2), 90% of what its limit leaves (the plan says which)\n"
-    "  --io direct|buffered read with O_DIRECT (default) or through the page cache\n"
-    "  --io-backend pool|uring  pread thread pool (default) or io_uring\n"
-    "  --io-depth N         reads in flight (default 4)\n"
-    "  --cache-policy lru|lfru  expert cache eviction (default lfru)\n"
-    "  --prefetch           read the experts the next layer's router predicts while the disk is idle\n"
-    "  --trace FILE         record routing as lines \"token layer expert\"\n"
-    "  --threads N          compute threads (default: all cores)\n";
-
-int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt)
-{
-    const char *a = argv[*i];
-    int more = *i + 1 < argc;
-    long long v;
-    if (!strcmp(a, "--mem") && more) {
-        int64_t b = k3_parse_size(argv[++*i]);
-        if (b <= 0) { cli_error("--mem: expected a size such as 8G or 512M, got '%s'", argv[*i]); return -1; }
-        opt->mem_bytes = (uint64_t)b;
-    } else if (!strcmp(a, "--io") && more) {
-        const char *m = argv[++*i];
-        if (!strcmp(m, "direct")) opt->io_buffered = 0;
-        else if (!strcmp(m, "buffered")) opt->io_buffered = 1;
-        else { cli_error("--io: expected direct or buffered, got '%s'", m); return -1; }
-    } else if (!strcmp(a, "--io-backend") && more) {
-        const char *m = argv[++*i];
-        if (!strcmp(m, "pool")) opt->io_uring = 0;
-        else if (!strcmp(m, "uring")) opt->io_uring = 1;
-        else { cli_error("--io-backend: expected pool or uring, got '%s'", m); return -1; }
-    } else if (!strcmp(a, "--io-depth") && more) {
-        if (cli_parse_int(a, argv[++*i], 1, 32, &v)) return -1;
-        opt->io_depth = (int)v;
-    } else if (!strcmp(a, "--cache-policy") && more) {
-        const char *m = argv[++*i];
-        if (!strcmp(m, "lru")) opt->cache_lru = 1;
-        else if (!strcmp(m, "lfru")) opt->cache_lru = 0;
-        else { cli_error("--cache-policy: expected lru or lfru, got '%s'", m); return -1; }
-    } else if (!strcmp(a, "--prefetch")) {
-        opt->prefetch = 1;
-    } else if (!strcmp(a, "--trace") && more) {
-        opt->trace_path = argv[++*i];
-    } else if (!strcmp(a, "--threads") && more) {
-        if (cli_parse_int(a, argv[++*i], 1, 1024, &v)) return -1;
-        opt->n_threads = (int)v;
-    } else {
-        return 0;
-    }
-    return 1;
-}

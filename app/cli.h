@@ -2,11 +2,12 @@
  *
  * Each subcommand is `int cmd_NAME(int argc, char **argv)` where argv[0] is
  * the subcommand name; it returns the process exit code: 0 ok, 1 error,
- * 2 usage, 130 interrupted (DESIGN §11). */
+ * 2 usage, 130 interrupted (docs/ARCHITECTURE.md, "Errors"). */
 #ifndef K3_CLI_H
 #define K3_CLI_H
 
 #include <stdint.h>
+#include "k3.h"
 
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
@@ -16,6 +17,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_models(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_version(int argc, char **argv);
 
@@ -40,18 +42,16 @@ int cli_parse_float(const char *opt, const char *s, double lo, double hi, double
  * array. Returns NULL (and prints a usage error naming opt) on bad input. */
 int *cli_parse_ids(const char *opt, const char *s, int *n_out);
 
+/* The memory plan's three "k3: plan:" lines on stderr, when a budget is in
+ * force (given with --mem, or derived because the model does not fit in
+ * available memory); nothing when the model is simply resident. */
+void cli_print_plan(const k3_model *m);
+
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
  * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
 char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
-/* Options every model-loading command accepts (--mem, --io, --io-backend,
- * --io-depth, --cache-policy, --trace, --threads). If argv[*i] is one,
- * consume it (and its value), fill opt and return 1; 0 if not one of them;
- * -1 on a bad value (message printed). */
-struct k3_options;
-int cli_parse_model_option(int argc, char **argv, int *i, struct k3_options *opt);
-/* The --help lines for those options. */
-extern const char cli_model_options_help[];
+/* The options shared by several commands are in one table: options.h. */
 
 /* A model argument as the directory to open: a path to a config.json (or
  * to another file inside a model directory) means its directory. Copies

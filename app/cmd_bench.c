@@ -21,6 +21,7 @@
 #include <string.h>
 #include "cli.h"
 #include "k3.h"
+#include "options.h"
 #include "generate.h"
 
 typedef struct bench_options {
@@ -39,8 +40,8 @@ static void usage(FILE *f)
                "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
                "  --no-probe                 skip the device measurement\n"
                "  --no-resident              skip the fully resident decode pass\n"
-               "  --resident-s-per-token S   use S as the resident decode time\n%s",
-            cli_model_options_help);
+               "  --resident-s-per-token S   use S as the resident decode time\n");
+    cli_print_options(f, OPTS_MODEL);
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */
@@ -115,13 +116,17 @@ static int parse(int argc, char **argv, bench_options *o)
 {
     long long v;
     memset(o, 0, sizeof *o);
+    cli_settings set;
+    cli_settings_defaults(&set);
+    o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
     o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
+        o->model = set.model;
         if (mo < 0) return -1;
         if (mo) continue;
         if (!strcmp(a, "--tokens") && i + 1 < argc) {
@@ -176,9 +181,7 @@ int cmd_bench(int argc, char **argv)
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
     /* pass 1: token by token */
-    k3_options quiet = o.model;
-    quiet.quiet = 1;
-    k3_model *m = k3_model_open(o.model_dir, &quiet, &err);
+    k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
     k3_model_info info;
     k3_model_get_info(m, &info);
@@ -190,9 +193,9 @@ int cmd_bench(int argc, char **argv)
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
     /* pass 2: chunked prompt + decode */
     k3_options main_opt = o.model;
-    main_opt.quiet = o.json;
     m = k3_model_open(o.model_dir, &main_opt, &err);
     if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (!o.json) cli_print_plan(m);
     rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
     if (rc) { cli_error("%s", err.msg); k3_model_close(m); free(prompt); return K3_EXIT_ERROR; }
     k3_stats st;
@@ -210,6 +213,7 @@ int cmd_bench(int argc, char **argv)
                 s_per_token, o.prompt_tokens / main_pass.prefill_s, bytes_per_token,
                 (unsigned long long)st.peak_rss_bytes);
     } else {
+        printf("kernels    %s\n", k3_kernels_name());
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
         printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
@@ -254,7 +258,7 @@ int cmd_bench(int argc, char **argv)
                      "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", st.resident_bytes / 1048576.0,
                      limit / 1048576.0);
         } else {
-            k3_options res_opt = {.quiet = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
+            k3_options res_opt = {.n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
                                   .mem_bytes = limit};
             k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
             k3_stats rs;
@@ -288,7 +292,7 @@ int cmd_bench(int argc, char **argv)
         else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
         if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
         else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
-        printf("{\"model\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
                "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
                "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
@@ -299,7 +303,7 @@ int cmd_bench(int argc, char **argv)
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
                "\"read_busy\":%.6f}}\n",
-               o.model_dir, o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
+               o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
                main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)tbt.prefill_bytes, read_gbps, device_field, (unsigned long long)probe_bytes,

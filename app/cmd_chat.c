@@ -9,13 +9,14 @@
 #include "cli.h"
 #include "history.h"
 #include "k3.h"
+#include "options.h"
 #include "conversation.h"
 #include "plain.h"
 #include "tui.h"
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
-    int json, plain, raw, max_new, ctx;
+    int json, plain, raw, max_new, ctx, lines, stream;
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
@@ -25,8 +26,9 @@ typedef struct chat_options {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 chat [MODEL] [options]\n\n"
-               "A multi-turn conversation: each line is one user message; state is kept between turns\n"
-               "and every conversation is stored (k3 history lists them).\n"
+               "A multi-turn conversation: each line is one user message (a line starting with \"\"\" opens a\n"
+               "multi-line message, a line ending with \"\"\" sends it); state is kept between turns and\n"
+               "every conversation is stored (k3 history lists them).\n"
                "  --resume ID|last     continue a stored conversation (from its state snapshot when valid) with\n"
                "                       the sampling it was left with (sampling options given here override it);\n"
                "                       'last' is the last conversation with a message\n"
@@ -36,32 +38,33 @@ static void usage(FILE *f)
                "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
                "                       stdout is not a terminal, or TERM=dumb)\n"
                "  --json               one JSON object per turn on stdout instead of the text\n"
+               "  --stream             with --json: also one object per token (text, id, t_ms, ms,\n"
+               "                       bytes_read, hit) as it is generated\n"
+               "  --lines              piped input is one message (or command) per line (default: a piped\n"
+               "                       stdin of several lines is one message, as llm)\n"
                "  --raw                line mode: every line is a message, even one starting with /\n"
                "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
-               "  -n, --max-tokens N   answer length limit (default 512)\n"
-               "  --ctx N              context limit in tokens (default 4096)\n"
-               "  --temp T --top-k K --top-p P --min-p P --seed S   sampling, as in k3 run\n"
-               "%s"
-               "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n", cli_model_options_help);
+               );
+    cli_print_options(f, OPTS_ALL);
+    fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n");
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
 {
-    long long v;
-    double d;
     memset(o, 0, sizeof *o);
-    o->max_new = 512;
-    o->ctx = 4096;
-    o->sampler.temperature = 0;
-    o->sampler.top_p = 1;
-    o->sampler.seed = 1;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    set.max_new = 512;            /* a chat answer may run longer than `k3 run`'s default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         int first = i;
-        int mo = cli_parse_model_option(argc, argv, &i, &o->model);
+        int so = cli_parse_option(argc, argv, &i, OPTS_CONTEXT | OPTS_GENERATE, &set);
+        if (so < 0) return -1;
+        if (so) continue;
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
         if (mo < 0) return -1;
-        if (mo) {
+        if (mo) {                         /* model options go into the resume hint */
             for (int j = first; j <= i; j++) {
                 size_t l = strlen(o->model_args);
                 snprintf(o->model_args + l, sizeof o->model_args - l, " %s", argv[j]);
@@ -73,34 +76,10 @@ static int parse_options(int argc, char **argv, chat_options *o)
         else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
         else if (!strcmp(a, "--plain")) o->plain = 1;
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--lines")) o->lines = 1;
+        else if (!strcmp(a, "--stream")) o->stream = 1;
         else if (!strcmp(a, "--raw")) o->raw = 1;
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &v)) return -1;
-            o->max_new = (int)v;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 16, 1 << 24, &v)) return -1;
-            o->ctx = (int)v;
-        } else if (!strcmp(a, "--top-k") && more) {
-            o->sampling_given |= 2;
-            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &v)) return -1;
-            o->sampler.top_k = (int)v;
-        } else if (!strcmp(a, "--seed") && more) {
-            o->sampling_given |= 16;
-            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return -1;
-            o->sampler.seed = (uint64_t)v;
-        } else if (!strcmp(a, "--temp") && more) {
-            o->sampling_given |= 1;
-            if (cli_parse_float(a, argv[++i], 0, 100, &d)) return -1;
-            o->sampler.temperature = (float)d;
-        } else if (!strcmp(a, "--top-p") && more) {
-            o->sampling_given |= 4;
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.top_p = (float)d;
-        } else if (!strcmp(a, "--min-p") && more) {
-            o->sampling_given |= 8;
-            if (cli_parse_float(a, argv[++i], 0, 1, &d)) return -1;
-            o->sampler.min_p = (float)d;
-        } else if (a[0] == '-') {
+        else if (a[0] == '-') {
             cli_error("chat: unknown option or missing value '%s' (see k3 chat --help)", a);
             return -1;
         } else if (!o->model_dir) {
@@ -111,11 +90,24 @@ static int parse_options(int argc, char **argv, chat_options *o)
         }
     }
     if (!o->model_dir) o->model_dir = cli_default_model();
+    if (set.max_new < 1) {
+        cli_error("chat: -n must be at least 1");
+        return -1;
+    }
+    o->model = set.model;
+    o->sampler = set.sampler;
+    o->max_new = set.max_new;
+    o->ctx = set.model.ctx_tokens;
+    o->sampling_given = set.sampling_given;
     static char model_dir_buf[4096];
     o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
     if (o->resume && o->system) {
         cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
                   "(drop --system, or start a new conversation)");
+        return -1;
+    }
+    if (o->stream && !o->json) {
+        cli_error("chat: --stream prints JSON per token: use it with --json");
         return -1;
     }
     return 0;
@@ -132,6 +124,7 @@ int cmd_chat(int argc, char **argv)
     o.model.ctx_tokens = o.ctx;
     k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
     if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     int rc = K3_EXIT_ERROR;
     conversation *c = NULL;
     history *db = history_open(o.db_path, 0, &herr);
@@ -178,7 +171,8 @@ int cmd_chat(int argc, char **argv)
     if (o.ctx != 4096) snprintf(ctx_arg, sizeof ctx_arg, " --ctx %d", o.ctx);
     snprintf(hint, sizeof hint, "%s chat %s%s%s%s%s", self, o.model_dir, o.model_args, ctx_arg, o.db_path ? " --db " : "",
              o.db_path ? o.db_path : "");
-    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint};
+    plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint,
+                          .stream = o.stream, .lines = o.lines, .model_dir = o.model_dir};
     if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
         tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
         rc = tui_chat_run(c, m, db, &topt);

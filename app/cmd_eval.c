@@ -11,14 +11,15 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "options.h"
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 eval [MODEL] --ids \"1 2 3\" --logits OUT.f32 [options]\n\n"
                "Runs the ids through the model (teacher forced; no BOS or template added) and writes\n"
                "float32 little-endian logits [n_tokens x vocab] to OUT.f32: row t is the prediction\n"
-               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n%s",
-            cli_model_options_help);
+               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n");
+    cli_print_options(f, OPTS_MODEL);
 }
 
 /* Ids fed in pieces of this many (a multiple of the engine's 32-token
@@ -44,10 +45,14 @@ int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
-    k3_options opt = {.skip_tokenizer = 1};   /* ids only: a broken tokenizer must not matter */
+    cli_settings set;
+    cli_settings_defaults(&set);
+    set.model.skip_tokenizer = 1;         /* ids only: a broken tokenizer must not matter */
+    k3_options opt = set.model;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int mo = cli_parse_model_option(argc, argv, &i, &opt);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
+        opt = set.model;
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
         if (!strcmp(a, "--ids") && i + 1 < argc) ids_text = argv[++i];
@@ -69,6 +74,7 @@ int cmd_eval(int argc, char **argv)
     opt.ctx_tokens = n;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     k3_model_info info;
     k3_model_get_info(m, &info);
     int rc = K3_EXIT_ERROR;

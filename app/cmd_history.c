@@ -29,6 +29,7 @@ typedef struct history_args {
     long long limit;             /* list/search --limit */
     long long n;                 /* stress --n */
     const char *ids_file;        /* check --ids */
+    int json;                    /* list/show/search --json */
     int force;                   /* export --force: replace an existing file */
     int yes;                     /* rm --yes: no question */
 } history_args;
@@ -37,16 +38,20 @@ typedef struct history_args {
 static void usage(FILE *f, const char *sub)
 {
     if (!sub || !strcmp(sub, "list"))
-        fprintf(f, "usage: k3 history list [--limit N] [--db FILE]\n"
-                   "  Conversations, most recently updated first: id, updated, turns, model, title.\n");
+        fprintf(f, "usage: k3 history list [--limit N] [--json] [--db FILE]\n"
+                   "  Conversations, most recently updated first: id, updated, turns, model, title.\n"
+                   "  --json prints them as one JSON array (as llm logs --json).\n");
     if (!sub || !strcmp(sub, "show"))
-        fprintf(f, "usage: k3 history show ID [--db FILE]\n"
-                   "  Print a conversation. ID is a unique prefix of the id shown by list, or 'last'.\n");
+        fprintf(f, "usage: k3 history show ID [--json] [--db FILE]\n"
+                   "  Print a conversation. ID is a unique prefix of the id shown by list, or 'last'.\n"
+                   "  --json prints it as the JSON export does (every message with its numbers).\n");
     if (!sub || !strcmp(sub, "search"))
-        fprintf(f, "usage: k3 history search TEXT... [--limit N] [--db FILE]\n"
+        fprintf(f, "usage: k3 history search TEXT... [--limit N] [--json] [--db FILE]\n"
                    "  Full-text search of all messages, best matches first, with snippets. TEXT is\n"
-                   "  plain text: quotes and words like AND, OR, NEAR are matched literally;\n"
-                   "  text starting with - goes after --, e.g. k3 history search -- -x\n");
+                   "  plain text, except: rout* matches words starting with rout, and a OR b matches\n"
+                   "  either (when that finds nothing, they are searched literally); quotes and AND,\n"
+                   "  NEAR are matched literally; text starting with - goes after --, e.g.\n"
+                   "  k3 history search -- -x. --json prints the hits as a JSON array ([match] marked).\n");
     if (!sub || !strcmp(sub, "export"))
         fprintf(f, "usage: k3 history export ID --format md|json [-o FILE [--force]] [--db FILE]\n"
                    "  Write a conversation as Markdown or JSON (JSON can be imported again). -o writes a\n"
@@ -74,6 +79,7 @@ static int parse_args(const char *sub, int argc, char **argv, history_args *a)
         else if (!strcmp(s, "--format") && has_value) a->format = argv[++i];
         else if ((!strcmp(s, "-o") || !strcmp(s, "--output")) && has_value) a->output = argv[++i];
         else if (!strcmp(s, "--ids") && has_value) a->ids_file = argv[++i];
+        else if (!strcmp(s, "--json")) a->json = 1;
         else if (!strcmp(s, "--force") || !strcmp(s, "-f")) a->force = 1;
         else if (!strcmp(s, "--yes") || !strcmp(s, "-y")) a->yes = 1;
         else if (!strcmp(s, "--limit") && has_value) {
@@ -165,6 +171,12 @@ static int sub_list(const history_args *a)
     history_conversation *list;
     size_t n;
     history_error err;
+    if (a->json) {                       /* one JSON array, even when empty */
+        int rc = history_list_json(h, (int)a->limit, stdout, &err);
+        if (rc) cli_error("%s", err.msg);
+        history_close(h);
+        return rc ? K3_EXIT_ERROR : K3_EXIT_OK;
+    }
     if (history_conv_list(h, (int)a->limit, &list, &n, &err)) {
         cli_error("%s", err.msg);
         history_close(h);
@@ -213,6 +225,13 @@ static int sub_show(const history_args *a)
     size_t n;
     history_error err;
     int rc = K3_EXIT_ERROR;
+    if (a->json) {                       /* the JSON export, to stdout */
+        if (history_export(h, c.id, HISTORY_JSON, stdout, &err)) cli_error("%s", err.msg);
+        else rc = K3_EXIT_OK;
+        history_conv_free(&c);
+        history_close(h);
+        return rc;
+    }
     if (history_msg_list(h, c.id, &msgs, &n, &err)) {
         cli_error("%s", err.msg);
     } else {
@@ -275,10 +294,18 @@ static int sub_search(const history_args *a)
     size_t n;
     int substring = 0;
     history_error err;
-    if (history_msg_search(h, query, a->limit ? (int)a->limit : 20, SNIPPET_ON, SNIPPET_OFF, &hits, &n, &substring, &err)) {
+    if (history_msg_search(h, query, a->limit ? (int)a->limit : 20, a->json ? "[" : SNIPPET_ON,
+                           a->json ? "]" : SNIPPET_OFF, &hits, &n, &substring, &err)) {
         cli_error("%s", err.msg);
         history_close(h);
         return K3_EXIT_ERROR;
+    }
+    if (a->json) {
+        int rc = history_hits_json(hits, n, stdout);
+        if (rc) cli_error("stdout: write failed");
+        history_hits_free(hits, n);
+        history_close(h);
+        return rc ? K3_EXIT_ERROR : K3_EXIT_OK;
     }
     if (n == 0) fprintf(stderr, "k3: no messages match '%s'\n", query);
     else if (substring) fprintf(stderr, "k3: no word matches; showing messages containing the text\n");

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "options.h"
 
 typedef struct plan_options {
     const char *model;
@@ -255,10 +256,14 @@ static json_t *estimate_json(const k3_plan_estimate *e)
 static int parse_args(int argc, char **argv, plan_options *o)
 {
     long long v;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    set.model = o->m;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        int r = cli_parse_model_option(argc, argv, &i, &o->m);
+        int r = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
+        o->m = set.model;
         if (r < 0) return -1;
         if (r > 0) continue;
         if (!strcmp(a, "--disk") && more) {

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "generate.h"
 #include "k3.h"
+#include "options.h"
 
 static volatile sig_atomic_t interrupted;
 
@@ -27,54 +28,31 @@ static void print_text(void *user, const char *text, size_t len)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n"
-               "  -p, --prompt TEXT    prompt text (UTF-8); --prompt-file FILE reads it from a file\n"
-               "  -n, --max-tokens N   tokens to generate (default 128)\n"
-               "  --chat               wrap the prompt as one user turn in the model's chat format\n"
-               "  --system TEXT        system message (with --chat)\n"
-               "  --temp T             temperature, 0 = greedy (default 0)\n"
-               "  --top-k K            keep the K most likely tokens (default 0 = off)\n"
-               "  --top-p P            nucleus sampling mass (default 1 = off)\n"
-               "  --min-p P            drop tokens below P x p(best) (default 0 = off)\n"
-               "  --seed S             random seed (default 1)\n"
-               "  --ctx N              context limit in tokens (default 4096)\n"
-               "%s"
-               "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n",
-            cli_model_options_help);
+               "  -p, --prompt TEXT        prompt text (UTF-8); --prompt-file FILE reads it from a file\n"
+               "  --chat                   wrap the prompt as one user turn in the model's chat format\n"
+               "  --system TEXT            system message (with --chat)\n");
+    cli_print_options(f, OPTS_ALL);
+    fprintf(f, "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n");
 }
 
 int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    long long max_new = 128, top_k = 0, seed = 1, ctx = 4096;
-    double temp = 0, top_p = 1, min_p = 0;
     int chat = 0;
-    k3_options opt = {.need_tokenizer = 1};
+    cli_settings set;
+    cli_settings_defaults(&set);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        int mo = cli_parse_model_option(argc, argv, &i, &opt);
+        int mo = cli_parse_option(argc, argv, &i, OPTS_ALL, &set);
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
         if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && more) prompt = argv[++i];
         else if (!strcmp(a, "--prompt-file") && more) prompt_file = argv[++i];
         else if (!strcmp(a, "--system") && more) system = argv[++i];
         else if (!strcmp(a, "--chat")) chat = 1;
-        else if ((!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) && more) {
-            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &max_new)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--top-k") && more) {
-            if (cli_parse_int(a, argv[++i], 0, 1 << 24, &top_k)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--seed") && more) {
-            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &ctx)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--temp") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 100, &temp)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--top-p") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 1, &top_p)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--min-p") && more) {
-            if (cli_parse_float(a, argv[++i], 0, 1, &min_p)) return K3_EXIT_USAGE;
-        } else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s' (see k3 run --help)", a); return K3_EXIT_USAGE; }
+        else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s' (see k3 run --help)", a); return K3_EXIT_USAGE; }
         else if (!model_dir) model_dir = a;
         else { cli_error("run: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
@@ -95,9 +73,12 @@ int cmd_run(int argc, char **argv)
     }
 
     k3_error err;
-    opt.ctx_tokens = (int)ctx;
+    k3_options opt = set.model;
+    opt.need_tokenizer = 1;
+    const long long max_new = set.max_new, ctx = set.model.ctx_tokens;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
     if (!m) { cli_error("%s", err.msg); free(file_text); return K3_EXIT_ERROR; }
+    cli_print_plan(m);
     const k3_tokenizer *tok = k3_model_tokenizer(m);
     int n_prompt = 0, *ids;
     if (chat) {
@@ -108,9 +89,8 @@ int cmd_run(int argc, char **argv)
         ids = k3_model_render_chat(m, msgs, n_msgs, 1, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     } else {
-        char msg[512];
-        ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, msg, sizeof msg);
-        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", msg);
+        ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, &err);
+        if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     }
     free(file_text);
     if (!ids) { k3_model_close(m); return K3_EXIT_ERROR; }
@@ -125,8 +105,7 @@ int cmd_run(int argc, char **argv)
     k3_session *s = k3_session_new(m, (int)ctx, &err);
     k3_model_info info;
     k3_model_get_info(m, &info);
-    k3_sampler sp = {.temperature = (float)temp, .top_k = (int)top_k, .top_p = (float)top_p,
-                     .min_p = (float)min_p, .seed = (uint64_t)seed};
+    k3_sampler sp = set.sampler;
     if (!s || k3_sampler_init(&sp, info.vocab_size)) {
         cli_error("%s", s ? "out of memory" : err.msg);
         free(ids);

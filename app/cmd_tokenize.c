@@ -89,11 +89,11 @@ static void print_ids(const int *ids, int n)
 /* --text / --text-file: special-token strings allowed, like the reference. */
 static int tokenize_text(const k3_tokenizer *tok, const char *label, const char *text, size_t len)
 {
-    char err[256];
+    k3_error err;
     int n;
-    int *ids = k3_tokenizer_encode(tok, text, len, 1, &n, err, sizeof err);
+    int *ids = k3_tokenizer_encode(tok, text, len, 1, &n, &err);
     if (!ids) {
-        cli_error("%s: %s", label, err);
+        cli_error("%s: %s", label, err.msg);
         return K3_EXIT_ERROR;
     }
     print_ids(ids, n);
@@ -171,12 +171,12 @@ static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml)
         msgs[i].role = json_string_value(role);
         msgs[i].content = json_is_string(content) ? json_string_value(content) : "";
     }
-    char err[256];
+    k3_error err;
     int n;
-    int *ids = xtml ? k3_chat_render_xtml(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err)
-                    : k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, err, sizeof err);
+    int *ids = xtml ? k3_chat_render_xtml(tok, msgs, (int)n_msgs, 1, &n, &err)
+                    : k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, &err);
     if (!ids) {
-        cli_error("%s: %s", file, err);
+        cli_error("%s: %s", file, err.msg);
         goto done;
     }
     print_ids(ids, n);
@@ -228,10 +228,10 @@ int cmd_tokenize(int argc, char **argv)
         free(decode_ids);
         return K3_EXIT_ERROR;
     }
-    char err[512];
-    k3_tokenizer *tok = k3_tokenizer_load(a.model, err, sizeof err);
+    k3_error err;
+    k3_tokenizer *tok = k3_tokenizer_load(a.model, &err);
     if (!tok) {
-        cli_error("%s", err);
+        cli_error("%s", err.msg);
         free(decode_ids);
         return K3_EXIT_ERROR;
     }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "cli.h"
+#include "options.h"
 
 typedef struct {
     const char *name;
@@ -21,6 +22,7 @@ static const subcommand subcommands[] = {
     {"gen",      cmd_gen,      "write a synthetic checkpoint in Hugging Face layout"},
     {"pack",     cmd_pack,     "write the packed layout (streaming runtime) of a checkpoint"},
     {"bench",    cmd_bench,    "prompt and decode speed under a memory budget (figures, JSON)"},
+    {"models",   cmd_models,   "list model directories; k3 help models: getting a real model"},
     {"plan",     cmd_plan,     "predict memory plan and speed of a model from its config alone"},
 };
 
@@ -30,7 +32,8 @@ static void print_help(FILE *f)
                "usage: k3 COMMAND [options]   (k3 COMMAND --help for details)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
         fprintf(f, "  %-9s %s\n", subcommands[i].name, subcommands[i].summary);
-    fprintf(f, "  help      this text (k3 help COMMAND: that command's options)\n"
+    fprintf(f, "  help      this text (k3 help COMMAND: that command's options; k3 help options: the\n"
+               "            options shared by several commands)\n"
                "  --version version, source, build flags and kernels\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
                "(k3 pack);\ndefault $K3_MODEL, else models/demo.\n");
 }
@@ -44,6 +47,10 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+        if (argc > 2 && !strcmp(argv[2], "options")) {   /* the shared options table (README's list) */
+            cli_print_options_markdown(stdout);
+            return K3_EXIT_OK;
+        }
         if (argc > 2) {
             for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
                 if (!strcmp(argv[2], subcommands[i].name)) {

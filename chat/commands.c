@@ -184,15 +184,20 @@ static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
 {
     k3_sampler *sp = conversation_sampler(x->conv);
     char line[256];
-    if (!*args) {
+    if (!*args) {                             /* everything a turn runs with */
         chat_format_sampling(sp, line, sizeof line);
-        chat_say(x, CHAT_SAY_NOTICE, "%s", line);
+        chat_say(x, CHAT_SAY_NOTICE, "%s n=%d (answer length)\ncontext %d tokens; system prompt: %s", line,
+                 conversation_max_new(x->conv), k3_session_max_tokens(conversation_session(x->conv)),
+                 x->system && *x->system ? x->system : "(none)");
         return CHAT_ACT_NONE;
     }
     k3_sampler next = *sp;
-    int seed_changed = 0;
+    int seed_changed = 0, max_new = conversation_max_new(x->conv);
     char buf[512];
-    snprintf(buf, sizeof buf, "%s", args);
+    if (chat_set_spelling(args, buf, sizeof buf)) {   /* also ollama's /set parameter NAME VALUE */
+        chat_say(x, CHAT_SAY_ERROR, "usage: /set parameter NAME VALUE");
+        return CHAT_ACT_NONE;
+    }
     for (char *save = NULL, *tok = strtok_r(buf, " \t,", &save); tok; tok = strtok_r(NULL, " \t,", &save)) {
         char *eq = strchr(tok, '=');
         if (!eq || !eq[1]) {
@@ -225,8 +230,11 @@ static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
             if (v < 0 || v > 1.8e19 || v != (double)(uint64_t)v) bad = "seed must be a whole number >= 0";
             else next.seed = (uint64_t)v;
             seed_changed = 1;
+        } else if (!strcmp(key, "n") || !strcmp(key, "num_predict") || !strcmp(key, "max_tokens")) {
+            if (v < 1 || v > (1 << 24) || v != (int)v) bad = "n (answer length) must be a whole number 1..16777216";
+            else max_new = (int)v;
         } else {
-            chat_say(x, CHAT_SAY_ERROR, "/set: unknown key '%s' (temp top_p top_k min_p seed)", key);
+            chat_say(x, CHAT_SAY_ERROR, "/set: unknown key '%s' (temp top_p top_k min_p seed n)", key);
             return CHAT_ACT_NONE;
         }
         if (bad) {
@@ -234,6 +242,7 @@ static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
             return CHAT_ACT_NONE;
         }
     }
+    conversation_set_max_new(x->conv, max_new);
     sp->temperature = next.temperature;
     sp->top_p = next.top_p;
     sp->top_k = next.top_k;
@@ -250,7 +259,7 @@ static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
     k3_error err;
     if (conversation_store_sampling(x->conv, &err)) chat_say(x, CHAT_SAY_ERROR, "%s", err.msg);
     chat_format_sampling(sp, line, sizeof line);
-    chat_say(x, CHAT_SAY_NOTICE, "sampling: %s", line);
+    chat_say(x, CHAT_SAY_NOTICE, "sampling: %s n=%d", line, max_new);
     return CHAT_ACT_NONE;
 }
 
@@ -325,7 +334,7 @@ static const chat_command commands[] = {
     {"history", "", "recent conversations", 1, cmd_history},
     {"search", "TEXT", "search every stored message", 1, cmd_search},
     {"system", "[TEXT]", "show or set the system prompt (for a conversation's start)", 1, cmd_system},
-    {"set", "key=value...", "sampling: temp top_p top_k min_p seed (alone: show them)", 1, cmd_set},
+    {"set", "key=value...", "temp top_p top_k min_p seed n=length; parameter NAME VALUE; alone: all", 1, cmd_set},
     {"export", "md|json [FILE] [--force]", "write this conversation to a file (mode 0600)", 1, cmd_export},
     {"retry", "", "answer the last message again with the current settings", 1, cmd_retry},
     {"undo", "", "drop the last message and its answer", 1, cmd_undo},
@@ -334,6 +343,10 @@ static const chat_command commands[] = {
     {"clear", "", "clear the screen (the record keeps everything)", 0, cmd_clear},
     {"quit", "", "leave (the conversation is saved)", 0, cmd_quit},
     {"exit", "", "leave (the conversation is saved)", 0, cmd_quit},
+    {"show", "[info]", "the model: architecture, experts, dtype, context, size, plan", 0, chat_cmd_show},
+    {"copy", "", "copy the last answer to the clipboard (OSC 52)", 1, chat_cmd_copy},
+    {"rename", "TITLE", "rename this conversation", 1, chat_cmd_rename},
+    {"raw", "", "answers as raw text / rendered markdown (toggle)", 0, chat_cmd_raw},
 };
 
 const chat_command *chat_commands(size_t *n)

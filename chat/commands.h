@@ -30,6 +30,7 @@ typedef enum chat_action {
     CHAT_ACT_RETRY,      /* run conversation_retry (a turn: it streams an answer) */
     CHAT_ACT_UNDO,       /* run conversation_undo, then redraw the transcript */
     CHAT_ACT_EDIT,       /* put chat_cmd_ctx.edit_text in the input line; send it with conversation_edit */
+    CHAT_ACT_RAW,        /* /raw: answers as raw text or rendered markdown (toggle) */
 } chat_action;
 
 typedef enum chat_say_kind { CHAT_SAY_NOTICE, CHAT_SAY_ERROR } chat_say_kind;
@@ -41,6 +42,7 @@ typedef struct chat_cmd_ctx {
     k3_model *model;
     char *system;        /* the system prompt for the next new conversation (malloc'd or NULL) */
     char *edit_text;     /* CHAT_ACT_EDIT: the message to edit (malloc'd; the front end frees it) */
+    const char *model_dir;   /* the model directory as given (for /show) */
     /* one message for the user: a notice or an error; text may span lines */
     void (*say)(void *ui, chat_say_kind kind, const char *text);
     void *ui;
@@ -66,6 +68,15 @@ const chat_command *chat_command_parse(chat_cmd_ctx *x, const char *line, char *
 
 /* printf-style say(). */
 void chat_say(chat_cmd_ctx *x, chat_say_kind kind, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* commands_everyday.c: /show /copy /rename /raw */
+chat_action chat_cmd_show(chat_cmd_ctx *x, const char *args);
+chat_action chat_cmd_copy(chat_cmd_ctx *x, const char *args);
+chat_action chat_cmd_rename(chat_cmd_ctx *x, const char *args);
+chat_action chat_cmd_raw(chat_cmd_ctx *x, const char *args);
+/* /set's arguments as key=value pairs: ollama's "parameter NAME VALUE"
+ * becomes "NAME=VALUE", the rest is copied. -1 on a malformed "parameter". */
+int chat_set_spelling(const char *args, char *buf, size_t cap);
 
 /* The sampling settings as one line ("temp=0.7 top_p=1 ..."), floats as typed. */
 void chat_format_sampling(const k3_sampler *sp, char *buf, size_t cap);

@@ -19,6 +19,7 @@ struct conversation {
     k3_session *session;
     k3_sampler sampler;
     int max_new;
+    generate_progress_fn on_token;       /* per-token observer (--json --stream), or NULL */
     history_conversation row;
     int have_row;
     int turn;
@@ -174,13 +175,19 @@ static void save_snapshot(conversation *c, int64_t message_id)
     free(tmp);
 }
 
+/* A re-prefill (resume without a usable snapshot) evaluates the transcript in
+ * steps of this many tokens: each step is 8 prompt chunks of 32 tokens, long
+ * enough to keep the chunked path efficient and short enough that the
+ * progress line moves at least every few seconds on a streamed model. */
+#define REPREFILL_STEP_TOKENS 256
+
 /* Evaluate ids into the session in chunks, reporting done/total after each. */
 static int feed_ids(conversation *c, const int *ids, int n, conversation_progress_fn progress, void *user,
                     k3_error *err)
 {
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
-        int step = n - done < 256 ? n - done : 256;
+        int step = n - done < REPREFILL_STEP_TOKENS ? n - done : REPREFILL_STEP_TOKENS;
         rc = k3_session_eval(c->session, ids + done, step, NULL, err);
         done += step;
         if (progress) progress(user, done, n);
@@ -486,6 +493,7 @@ static void saver_text(void *user, const char *text, size_t len)
 static void saver_progress(void *user, const generate_result *g)
 {
     stream_saver *sv = user;
+    if (sv->c->on_token) sv->c->on_token(sv->user, g);      /* the front end's per-token observer */
     double now = k3_now_ns() / 1e9;
     if (g->n_generated - sv->saved_tokens < SAVE_EVERY_TOKENS && now - sv->last_save_s < SAVE_EVERY_S) return;
     history_message pm = history_message_make("assistant", g->text, HISTORY_INTERRUPTED);
@@ -683,6 +691,12 @@ int conversation_store_sampling(conversation *c, k3_error *err)
     return rc ? k3_err(err, "%s", herr.msg) : 0;
 }
 
+/* /set n=N: the answer length limit for the next turns. */
+void conversation_set_max_new(conversation *c, int max_new) { c->max_new = max_new; }
+int conversation_max_new(const conversation *c) { return c->max_new; }
+
+/* Scripts that watch each token: called with the same user pointer as the text callback. */
+void conversation_set_token_observer(conversation *c, generate_progress_fn on_token) { c->on_token = on_token; }
 const char *conversation_system(const conversation *c)
 {
     const char *s = system_prompt(c);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include "history.h"
 #include "k3.h"
+#include "generate.h"
 
 typedef struct conversation conversation;
 
@@ -85,5 +86,13 @@ int conversation_store_sampling(conversation *c, k3_error *err);
 const char *conversation_system(const conversation *c);
 /* The current sampling as stored (malloc'd JSON object text). */
 char *conversation_sampling_json(const conversation *c);
+
+/* The answer length limit (k3 chat -n, /set n=N). */
+void conversation_set_max_new(conversation *c, int max_new);
+int conversation_max_new(const conversation *c);
+/* A per-token observer for every following turn (NULL = none): called after
+ * each generated token with the answer so far, and the user pointer passed
+ * to conversation_turn. */
+void conversation_set_token_observer(conversation *c, generate_progress_fn on_token);
 
 #endif

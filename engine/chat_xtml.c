@@ -1,4 +1,4 @@
-/* chat_xtml.c - the Kimi K3 chat format, XTML (kimi_k3_spec.md §8).
+/* chat_xtml.c - the Kimi K3 chat format, XTML (docs/MODEL.md, "XTML chat format").
  *
  *   open(tag, attrs) = <|open|> tag { " key" "=\"" value "\"" }* <|sep|>
  *   close(tag)       = <|close|> tag <|sep|>
@@ -20,8 +20,7 @@ typedef struct id_buffer {
     int *ids;
     int n, cap;
     int failed;
-    char *err;
-    size_t errlen;
+    k3_error *err;
 } id_buffer;
 
 static void push_id(id_buffer *b, int id)
@@ -30,7 +29,7 @@ static void push_id(id_buffer *b, int id)
     if (b->n == b->cap) {
         int cap = b->cap ? b->cap * 2 : 256;
         int *g = realloc(b->ids, (size_t)cap * sizeof *g);
-        if (!g) { b->failed = 1; snprintf(b->err, b->errlen, "out of memory"); return; }
+        if (!g) { b->failed = 1; k3_err(b->err, "out of memory"); return; }
         b->ids = g;
         b->cap = cap;
     }
@@ -42,7 +41,7 @@ static void push_text(id_buffer *b, const k3_tokenizer *t, const char *text, siz
 {
     if (b->failed || !len) return;
     int n = 0;
-    int *ids = k3_tokenizer_encode(t, text, len, 0, &n, b->err, b->errlen);
+    int *ids = k3_tokenizer_encode(t, text, len, 0, &n, b->err);
     if (!ids) { b->failed = 1; return; }
     for (int i = 0; i < n; i++) push_id(b, ids[i]);
     free(ids);
@@ -55,7 +54,7 @@ static void push_value(id_buffer *b, const k3_tokenizer *t, const char *v)
 {
     size_t n = strlen(v), o = 0;
     char *esc = malloc(n * 6 + 1);
-    if (!esc) { b->failed = 1; snprintf(b->err, b->errlen, "out of memory"); return; }
+    if (!esc) { b->failed = 1; k3_err(b->err, "out of memory"); return; }
     for (size_t i = 0; i < n; i++) {
         if (v[i] == '&') { memcpy(esc + o, "&amp;", 5); o += 5; }
         else if (v[i] == '"') { memcpy(esc + o, "&quot;", 6); o += 6; }
@@ -90,25 +89,25 @@ static void push_close(id_buffer *b, const k3_tokenizer *t, const xtml_ids *x, c
     push_id(b, x->sep);
 }
 
-static int find_ids(const k3_tokenizer *t, xtml_ids *x, char *err, size_t errlen)
+static int find_ids(const k3_tokenizer *t, xtml_ids *x, k3_error *err)
 {
     x->open = k3_tokenizer_special_id(t, "<|open|>");
     x->close = k3_tokenizer_special_id(t, "<|close|>");
     x->sep = k3_tokenizer_special_id(t, "<|sep|>");
     x->end_of_msg = k3_tokenizer_special_id(t, "<|end_of_msg|>");
     if (x->open < 0 || x->close < 0 || x->sep < 0 || x->end_of_msg < 0) {
-        snprintf(err, errlen, "tokenizer_config.json lacks the XTML tokens <|open|> <|close|> <|sep|> <|end_of_msg|>");
+        k3_err(err, "tokenizer_config.json lacks the XTML tokens <|open|> <|close|> <|sep|> <|end_of_msg|>");
         return -1;
     }
     return 0;
 }
 
 int *k3_chat_render_xtml(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
-                         int add_generation_prompt, int *n_out, char *err, size_t errlen)
+                         int add_generation_prompt, int *n_out, k3_error *err)
 {
     xtml_ids x;
-    if (find_ids(t, &x, err, errlen)) return NULL;
-    id_buffer b = {.err = err, .errlen = errlen};
+    if (find_ids(t, &x, err)) return NULL;
+    id_buffer b = {.err = err};
     for (int i = 0; i < n_msgs && !b.failed; i++) {
         const char *role = msgs[i].role, *content = msgs[i].content ? msgs[i].content : "";
         push_open(&b, t, &x, "message", "role", role);
@@ -132,16 +131,16 @@ int *k3_chat_render_xtml(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_m
     return b.ids;
 }
 
-int k3_chat_xtml_close_ids(const k3_tokenizer *t, int *ids, int max_ids)
+int k3_chat_xtml_close_ids(const k3_tokenizer *t, int *ids, int max_ids, k3_error *err)
 {
     xtml_ids x;
-    char err[256];
-    if (find_ids(t, &x, err, sizeof err)) return -1;
-    id_buffer b = {.err = err, .errlen = sizeof err};
+    if (find_ids(t, &x, err)) return -1;
+    id_buffer b = {.err = err};
     push_close(&b, t, &x, "response");
     push_close(&b, t, &x, "message");
     push_id(&b, x.end_of_msg);
-    int n = b.failed || b.n > max_ids ? -1 : b.n;
+    int n = b.failed ? -1 : b.n;
+    if (n > max_ids) n = k3_err(err, "the XTML closing sequence has %d ids, more than %d", b.n, max_ids);
     if (n > 0) memcpy(ids, b.ids, (size_t)n * sizeof *ids);
     free(b.ids);
     return n;

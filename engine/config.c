@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "config.h"
 #include "k3.h"
 
@@ -91,7 +92,7 @@ static int get_bool_required(json_t *o, const char *what, const char *key, int *
     return get_bool(o, what, key, 0, out, err);
 }
 
-/* The Kimi K3 additions (kimi_k3_spec.md §2), all required. */
+/* The Kimi K3 additions (docs/MODEL.md, "Config"), all required. */
 static int parse_k3_fields(k3_config *c, json_t *tc, json_t *top, const char *what, k3_error *err)
 {
     json_t *act = json_object_get(tc, "hidden_act");
@@ -138,6 +139,22 @@ static int parse_k3_fields(k3_config *c, json_t *tc, json_t *top, const char *wh
     return 0;
 }
 
+/* What the app shows about a model but the math never reads: the random-weights
+ * marker k3 gen writes (so nobody mistakes a synthetic model for a real one)
+ * and the declared weight dtype (top level, else the decoder's text_config). */
+static int parse_people_facts(k3_config *c, json_t *top, json_t *decoder, const char *what, k3_error *err)
+{
+    if (get_bool(top, what, "k3_random_weights", 0, &c->random_weights, err)) return -1;
+    const char *keys[] = {"dtype", "torch_dtype"};
+    json_t *objs[] = {top, decoder};
+    for (int o = 0; o < 2 && !c->dtype[0]; o++)
+        for (int k = 0; k < 2 && !c->dtype[0]; k++) {
+            json_t *v = json_object_get(objs[o], keys[k]);
+            if (json_is_string(v)) snprintf(c->dtype, sizeof c->dtype, "%s", json_string_value(v));
+        }
+    return 0;
+}
+
 static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *err)
 {
     json_t *top = root;
@@ -159,6 +176,7 @@ static int parse_object(k3_config *c, json_t *root, const char *what, k3_error *
                       "\"kimi_k3\")", what, json_string_value(mt));
     }
     snprintf(c->model_type, sizeof c->model_type, "%s", json_string_value(mt));
+    if (parse_people_facts(c, top, root, what, err)) return -1;
 
     const int BIG = 1 << 24;
     if (get_int(root, what, "vocab_size", 1, 0, 1, BIG, &c->vocab_size, err) ||

@@ -47,7 +47,7 @@ typedef struct k3_config {
 
     int bos_id, eos_id, pad_id;   /* -1 when absent */
 
-    /* Kimi K3 (model_type kimi_k3, decoder in text_config; kimi_k3_spec.md).
+    /* Kimi K3 (model_type kimi_k3, decoder in text_config; docs/MODEL.md, "Kimi K3").
      * For kimi_linear these keep the Kimi Linear behaviour: no prefix,
      * SiLU-GLU, softplus decay, low-rank KDA gate, no AttnRes, no latent. */
     int is_k3;
@@ -62,6 +62,10 @@ typedef struct k3_config {
     int latent_dim;               /* routed_expert_hidden_size; 0 = experts at hidden width */
     int latent_norm;              /* latent_moe_use_norm */
     int experts_mxfp4;            /* quantization_config: mxfp4-pack-quantized */
+
+    /* Facts for people, not for the math */
+    int random_weights;           /* "k3_random_weights": true (written by k3 gen) */
+    char dtype[24];               /* "dtype" / "torch_dtype" as declared, "" if absent */
 } k3_config;
 
 /* Parse `path` (a config.json). Returns 0 or -1 with err naming the file and field. */

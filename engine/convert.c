@@ -107,7 +107,7 @@ float k3_e4m3_to_f32(uint8_t b)
 
 /* Bulk conversion for small tensors (norm weights, biases, embedding rows);
  * every safetensors element type is accepted, unknown values (OPAQUE, MXFP4,
- * which need their scales) give NaN. src may be unaligned (it usually points into an mmap'd file), so every
+ * which need their scales) give NaN. src may be unaligned (a row inside a read buffer), so every
  * element is fetched with memcpy, which compiles to a plain load. */
 void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n)
 {

@@ -1,4 +1,4 @@
-/* error.c - fill a k3_error (see error.h). */
+/* error.c - fill a k3_error (see k3_error.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include "k3_error.h"

@@ -10,8 +10,9 @@
 #define K3_EXPERT_CACHE_H
 
 #include <stdint.h>
+#include "k3.h"
 
-typedef enum { K3_CACHE_LRU = 0, K3_CACHE_LFRU = 1 } k3_cache_policy;
+/* k3_cache_policy and k3_cache_policy_parse are public (k3.h). */
 
 typedef struct k3_expert_cache {
     k3_cache_policy policy;
@@ -63,7 +64,6 @@ double k3_expert_cache_replay(const k3_cache_lookup *v, int n, int n_slots, k3_c
 double k3_expert_cache_uniform_hit_rate(int n_moe_layers, int n_experts, int top_k, int n_slots);
 
 /* Parse "lru" / "lfru"; -1 if unknown. */
-int k3_cache_policy_parse(const char *s);
 const char *k3_cache_policy_name(k3_cache_policy p);
 
 #endif

@@ -1,5 +1,6 @@
 /* file_read.c - open and read files from outside safely (see file_read.h
- * and k3_read_file in k3.h). */
+ * and k3_read_file in k3.h), and the one exact pread of a known range
+ * (k3_pread_full: tensor bytes, headers, checksums). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -52,6 +53,8 @@ FILE *k3_fopen_regular(const char *path, k3_error *err)
  * stops at the limit even if the file grows meanwhile. */
 int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3_error *err)
 {
+    size_t unused_len;
+    if (!len) len = &unused_len;          /* the size is optional for callers */
     *out = NULL;
     *len = 0;
     int fd = k3_open_regular(path, O_RDONLY, err);
@@ -108,5 +111,24 @@ int k3_read_file(const char *path, size_t max_bytes, char **out, size_t *len, k3
     buf[n] = 0;
     *out = buf;
     *len = n;
+    return 0;
+}
+
+/* Read exactly n bytes at offset off of fd, or fail naming path: a file that
+ * ends early is an error, not a short result. EINTR and short reads retry. */
+int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0)
+            return k3_err(err, "%s: read error at byte %llu: %s", path, (unsigned long long)(off + got),
+                          strerror(errno));
+        if (r == 0)
+            return k3_err(err, "%s: file ends early (%llu bytes wanted at byte %llu)", path,
+                          (unsigned long long)n, (unsigned long long)off);
+        got += (size_t)r;
+    }
     return 0;
 }

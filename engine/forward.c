@@ -1,10 +1,11 @@
 /* forward.c - one chunk of tokens through the whole model
- * (kimi_linear_spec.md §3.2): embed, then per layer
+ * (docs/MODEL.md, "The decoder stack"): embed, then per layer
  *   h += attn(rmsnorm(h)); h += ffn(rmsnorm(h)),
  * then the final norm and lm_head. Kimi K3 replaces the plain residual with
- * Attention Residuals (kimi_k3_spec.md §3): softmax mixes over block
+ * Attention Residuals (docs/MODEL.md, "Attention Residuals"): softmax mixes over block
  * snapshots before attention, before the FFN and at the output. Weights come from the provider one layer
  * at a time, so the same loop serves resident and streamed models. */
+#include <assert.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
@@ -62,6 +63,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
 /* A chunk either completes or leaves the session as it was (k3.h). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
+    assert(T >= 1 && T <= K3_CHUNK_TOKENS);
     int n_saved = 0;
     int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
     if (rc) kda_restore(s, n_saved);
@@ -74,18 +76,18 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
     const k3_config *c = &m->cfg;
     k3_scratch *sc = &s->sc;
     const int D = c->hidden;
-    k3_weight_provider *wp = m->weights;
+    k3_weights *wp = m->weights;
     /* AttnRes (K3): block snapshots of the raw entering stream */
     const int res_block = c->attn_res_block;
     const int max_snap = res_block ? (c->n_layers + res_block - 1) / res_block : 0;
     int n_snap = 0;
 
     for (int t = 0; t < T; t++)
-        if (wp->embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
+        if (k3_weights_embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
         stats_set32(&m->stats.layer, (uint32_t)l);
-        const k3_layer_weights *lw = wp->acquire_layer(wp, l, err);
+        const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
         if (!lw) return -1;
         int restart = 0;
         const float *attn_in = sc->h;
@@ -117,28 +119,29 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
             for (size_t i = 0; i < (size_t)T * D; i++) sc->h[i] += sc->out[i];
         const float *ffn_in = sc->h;
         if (res_block) {                  /* mix #2 (always: a snapshot exists) */
+            assert(n_snap > 0);
             attn_res_mix(s, lw->mlp_res_score, sc->h, sc->xn, T, n_snap);
             ffn_in = sc->xn;
         }
         for (int t = 0; t < T; t++)
             k3_rmsnorm(sc->xn + (size_t)t * D, ffn_in + (size_t)t * D, lw->ffn_norm, D, c->rms_eps);
         int rc = k3_ffn_block(s, l, lw, T, err);
-        wp->release_layer(wp, l);
+        k3_weights_release_layer(wp, l);
         if (rc) return -1;
         for (size_t i = 0; i < (size_t)T * D; i++) sc->h[i] += sc->out[i];
     }
 
     /* Logits: for every position when asked, else only the last. */
-    const float *norm = wp->final_norm(wp);
+    const float *norm = k3_weights_final_norm(wp);
     int first = all_logits ? 0 : T - 1;
     const float *final_in = sc->h;
     if (res_block) {                      /* the model-level mix */
-        attn_res_mix(s, wp->output_res_score(wp), sc->h, sc->out, T, n_snap);
+        attn_res_mix(s, k3_weights_output_res_score(wp), sc->h, sc->out, T, n_snap);
         final_in = sc->out;
     }
     for (int t = first; t < T; t++)
         k3_rmsnorm(sc->xn + (size_t)(t - first) * D, final_in + (size_t)t * D, norm, D, c->rms_eps);
-    const k3_weight *head = wp->acquire_head(wp, err);
+    const k3_weight *head = k3_weights_acquire_head(wp, err);
     if (!head) return -1;
     if (all_logits) {
         k3_matmul(all_logits, head, sc->xn, T);
@@ -146,7 +149,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
     } else {
         k3_matvec(s->logits, head, sc->xn);
     }
-    wp->release_head(wp);
+    k3_weights_release_head(wp);
     s->has_logits = 1;
     return 0;
 }

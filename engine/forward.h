@@ -6,6 +6,7 @@
 
 #include "k3.h"
 #include "model.h"
+#include "weights.h"
 
 /* Tokens processed together per layer in a prompt chunk: each weight matrix
  * (and each routed expert) is read once per chunk. */
@@ -16,7 +17,7 @@
 
 struct k3_model {
     k3_config cfg;
-    k3_weight_provider *weights;
+    k3_weights *weights;
     k3_tokenizer *tok;
     int n_threads;            /* every parallel region of an evaluation: scratch has this many rows */
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
@@ -77,7 +78,14 @@ typedef struct k3_scratch {
     float *latent_acc;        /* [T][latent] */
     float *snapshots;         /* [T][max snapshots][D] AttnRes block snapshots */
     float *mix_scores;        /* [max snapshots + 1] */
+    uint8_t *arena;           /* every buffer above lives in it (scratch.c) */
 } k3_scratch;
+
+/* The chunk scratch (scratch.c): its bytes for the plan, and one arena that
+ * holds every buffer, sized by the same table. */
+size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens);
+int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens);
+void k3_scratch_free(k3_scratch *sc);
 
 struct k3_session {
     k3_model *m;

@@ -1,4 +1,4 @@
-/* kda.c - Kimi Delta Attention for a chunk of tokens (kimi_linear_spec.md §4).
+/* kda.c - Kimi Delta Attention for a chunk of tokens (docs/MODEL.md, "KDA").
  *
  * Projections run over the whole chunk (each weight read once); the short
  * convolution and the delta-rule recurrence then walk the tokens in order,

@@ -2,9 +2,12 @@
  *
  * Weights stay in their stored format (bf16, f16, f32, fp8 e4m3 with 128x128
  * block scales); they are decoded inside the dot product, never copied out as
- * fp32. Every kernel has a plain scalar reference beside its AVX2 path; the
+ * fp32. Every kernel has a plain scalar reference beside its vector path; the
  * scalar path is selected with k3_kernels_force_scalar(1) (tests use it to
- * compare the two). Activations and accumulation are fp32. */
+ * compare the two). The vector path is written once (matvec.c, mxfp4.c) on
+ * the 8-lane vocabulary of the back end kernels_arch.h picks at compile time
+ * (x86-64-v3 AVX2, aarch64 NEON or portable C): all three give the same
+ * bits. Activations and accumulation are fp32. */
 #ifndef K3_KERNELS_H
 #define K3_KERNELS_H
 

@@ -1,13 +1,12 @@
 /* manifest.h - read the manifest.json of a packed model directory (`k3 pack`).
  *
- * A packed directory (DESIGN §5) holds trunk.bin, experts.bin, embed.bin,
+ * A packed directory (docs/ARCHITECTURE.md, "The packed layout") holds trunk.bin, experts.bin, embed.bin,
  * head.bin and manifest.json, which is written last. The manifest gives every
  * tensor's file, absolute offset and size, the 4 KiB-aligned per-layer trunk
  * runs, and one fixed-size 4 KiB-aligned page per routed expert.
  *
- * k3_manifest_load parses it with a streaming reader (no JSON tree: a
- * manifest of half a million tensors costs only its compact table) and
- * checks everything before anything is used: the four files exist with the
+ * k3_manifest_load parses it with jansson (the tree is freed once the
+ * compact tables are filled) and checks everything before anything is used: the four files exist with the
  * recorded sizes, every tensor lies inside its file (and inside its layer
  * run or expert page), pages and runs are aligned and do not overlap, sizes
  * match dtype x shape. Any failure is one line naming the file and the
@@ -18,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "k3_error.h"
+#include "k3.h"
 
 #define K3_PACK_FORMAT "k3-packed"
 #define K3_PACK_VERSION 1
@@ -62,7 +61,8 @@ typedef struct k3_manifest {
     int n_layers_moe;
     int n_experts;                   /* experts per MoE layer (max over layers) */
     int n_pages;
-    uint64_t *page_offsets;          /* [n_layers][n_experts]; UINT64_MAX = none */
+    int *moe_row;                    /* per layer: its row of page_offsets, -1 = dense */
+    uint64_t *page_offsets;          /* [n_layers_moe][n_experts]: one entry per page */
 
     const k3_manifest_tensor *embed; /* embed.bin, row r at r * embed_row_bytes */
     uint64_t embed_row_bytes;
@@ -113,8 +113,5 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
  * the full checks are k3_manifest_load's). 0 otherwise. */
 int k3_is_packed_dir(const char *dir);
 
-/* FNV-1a 64, continued from h (start with K3_FNV_INIT). */
-#define K3_FNV_INIT 1469598103934665603ull
-uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n);
 
 #endif

@@ -24,7 +24,13 @@
  * Every SIMD kernel - one row or four rows at once straight from bf16/f16/
  * fp8/f32 memory, or 2x2 (rows x tokens) blocks from a decoded fp32 scratch
  * in k3_matmul - performs exactly this sequence of operations per row, so a
- * row's value never depends on which kernel or thread computed it.
+ * row's value never depends on which kernel or thread computed it. The
+ * kernels are written once on v8f, an 8-lane fp32 vector whose operations
+ * (load, fma, the hsum tree, the decoders) each back end of kernels_arch.h
+ * implements with the same IEEE operations - AVX2 registers, NEON register
+ * pairs, or plain C lanes with fmaf - so the bits are also the same on every
+ * machine (tests/test_kernels.c checks each kernel against a lane-by-lane
+ * statement of this order).
  *
  * The scalar reference (k3_kernels_force_scalar(1)) is a plain left-to-right
  * fp32 loop over W[r][c] = decoded weight (fp8: e4m3 * scale, rounded once);
@@ -99,7 +105,7 @@ const char *k3_kernels_name(void)
 /* ------------------------------------------------------------------------ */
 
 /* The reference value of weight (r, c) (fp8: e4m3 * block scale, rounded
- * once). Unaligned-safe (memcpy) because rows point into mmap'd files. */
+ * once). Unaligned-safe (memcpy): rows sit at any offset inside a unit's buffer. */
 static float weight_scalar(const k3_weight *W, int64_t r, int64_t c)
 {
     const unsigned char *base = (const unsigned char *)W->data;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "k3.h"
 #include "mem_limit.h"
 
 /* Limits at or above this are "no limit" (v1 writes 2^63 rounded to pages). */
@@ -10,7 +11,7 @@
 /* A system path, under the test root when K3_TEST_SYSFS_ROOT is set. */
 static void sys_path(char *buf, size_t len, const char *path)
 {
-    const char *root = getenv("K3_TEST_SYSFS_ROOT");
+    const char *root = k3_test_hook_text("K3_TEST_SYSFS_ROOT");
     snprintf(buf, len, "%s%s", root && *root ? root : "", path);
 }
 

@@ -1,5 +1,5 @@
 /* mla.c - NoPE Multi-head Latent Attention with the absorbed latent cache
- * (kimi_linear_spec.md §5.4).
+ * (docs/MODEL.md, "MLA").
  *
  * Per token the cache keeps 576 floats per MLA layer (for Kimi Linear): the
  * RMS-normalised latent c (kv_lora) and the shared key slice k_pe (rope).

@@ -1,11 +1,9 @@
-/* model.h - a loaded model: config, per-layer weights, and the weight
- * provider through which the forward pass sees them.
+/* model.h - the weights of one layer as the forward pass sees them, and the
+ * options of the weight store (weights.h) that hands them out.
  *
- * The forward pass never touches files or mappings directly: it asks the
- * provider for a layer (acquire/release) and for the routed experts it
- * needs. Today's provider keeps the whole checkpoint resident (mmap of the
- * shards, small tensors converted to fp32 at load); the streaming runtime
- * replaces it without changing the math. */
+ * The forward pass never touches files directly: it asks the weight store
+ * for a layer (acquire/release) and for the routed experts it needs, wherever
+ * their bytes sit (pinned, a ring slot, an expert-cache slot). */
 #ifndef K3_MODEL_H
 #define K3_MODEL_H
 
@@ -64,52 +62,6 @@ typedef struct k3_layer_weights {
     float *latent_norm;           /* routed_expert_norm [latent] or NULL */
 } k3_layer_weights;
 
-typedef struct k3_weight_provider k3_weight_provider;
-struct k3_weight_provider {
-    /* The layer's non-expert tensors, valid until release_layer. */
-    const k3_layer_weights *(*acquire_layer)(k3_weight_provider *p, int layer, k3_error *err);
-    void (*release_layer)(k3_weight_provider *p, int layer);
-    /* Make routed experts of a layer resident, as many as the cache can hold
-     * at once: reorders experts[0..n) so the claimed ones come first
-     * (resident ones before those being read) and returns how many were
-     * claimed (>= 1), or -1 with err set. count_lookup: count these as cache
-     * lookups (the first call of a layer step; waves after it do not). */
-    int (*claim_experts)(k3_weight_provider *p, int layer, int *experts, int n, int count_lookup,
-                         k3_error *err);
-    /* Speculative: start reading experts a layer is predicted to need, only
-     * when the disk is idle, into evictable slots (never a pinned one). A
-     * prefetched expert that the layer then uses counts as prefetch_used,
-     * not as a cache hit; one evicted unused counts as prefetch_unused. */
-    void (*prefetch_experts)(k3_weight_provider *p, int layer, const int *experts, int n);
-    /* The layer's weights if they are resident without any read (pinned),
-     * else NULL: lets the forward pass run a later layer's router early. */
-    const k3_layer_weights *(*peek_layer)(k3_weight_provider *p, int layer);
-    /* 1 if a claimed expert's bytes are already in memory (acquire will not wait). */
-    int (*expert_ready)(k3_weight_provider *p, int layer, int expert);
-    /* A claimed expert, waiting for its read; valid until release_expert. */
-    int (*acquire_expert)(k3_weight_provider *p, int layer, int expert, k3_mlp_weights *out,
-                          k3_error *err);
-    void (*release_expert)(k3_weight_provider *p, int layer, int expert);
-    /* Row `token` of the embedding table, as fp32. */
-    int (*embed_row)(k3_weight_provider *p, int token, float *out, k3_error *err);
-    /* Final norm weight [hidden] and lm_head [vocab, hidden]. */
-    const float *(*final_norm)(k3_weight_provider *p);
-    /* K3: the model-level AttnRes score vector [hidden] (NULL otherwise). */
-    const float *(*output_res_score)(k3_weight_provider *p);
-    const k3_weight *(*acquire_head)(k3_weight_provider *p, k3_error *err);
-    void (*release_head)(k3_weight_provider *p);
-    /* Measure the device: O_DIRECT-or-not reads of one expert slot's size at
-     * random aligned offsets of the largest file, at the reader's depth, for
-     * about `seconds`. Writes GB/s and the read size. */
-    int (*probe_device)(k3_weight_provider *p, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                        k3_error *err);
-    /* The plan as a JSON object. */
-    int (*plan_json)(k3_weight_provider *p, char *buf, size_t len);
-    /* Hash of what identifies the weights (shard names, sizes, headers). */
-    uint64_t (*content_hash)(k3_weight_provider *p);
-    void (*close)(k3_weight_provider *p);
-};
-
 /* How the provider holds the weights (from k3_options and the planner). */
 typedef struct k3_provider_options {
     uint64_t mem_bytes;           /* hard budget for the whole process; 0 = derive */
@@ -121,24 +73,7 @@ typedef struct k3_provider_options {
     uint64_t session_bytes;       /* state + scratch of one session at ctx_tokens */
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
     int prefetch;                 /* router-lookahead prefetch (off by default) */
-    int quiet;                    /* do not print the plan */
     int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
 } k3_provider_options;
-
-/* The one weight provider: reads a Hugging Face or packed directory into a
- * planned memory budget (pinned trunk, a ring of trunk slots, an expert
- * cache); everything pinned when the model fits. */
-/* Close what the provider writes (the --trace file), reporting a failed
- * write; 0 when there is nothing to close. */
-int k3_weights_finish(k3_weight_provider *p, k3_error *err);
-k3_weight_provider *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
-                                    k3_stats *stats, k3_error *err);
-
-/* The planner's inputs as this provider laid them out (k3 plan opens with
- * sizes_only and plans from these, so its sizes are the engine's own):
- * trunk_bytes[n_layers + 1] (layers, then the head), the expert slot size,
- * routed experts in all layers, the embedding row buffer. */
-void k3_weights_unit_sizes(const k3_weight_provider *p, uint64_t *trunk_bytes, uint64_t *expert_bytes,
-                           int *n_experts_total, uint64_t *embed_buf_bytes);
 
 #endif

@@ -1,12 +1,13 @@
 /* moe.c - the feed-forward block: a dense SwiGLU MLP on the first layers,
- * Mixture-of-Experts elsewhere (kimi_linear_spec.md §6).
+ * Mixture-of-Experts elsewhere (docs/MODEL.md, "FFN and router").
  *
  * Router: sigmoid scores s in fp32; experts chosen by the top-k of
  * s + e_score_correction_bias (lowest id wins a tie); mixing weights from
  * the UNBIASED s, renormalised (+1e-20) and scaled by routed_scaling_factor
- * (DESIGN §4). For a chunk, each distinct expert is fetched once and run on
+ * (docs/ARCHITECTURE.md, "Numerics"). For a chunk, each distinct expert is fetched once and run on
  * all the chunk's tokens routed to it; every token still sums its experts in
  * ascending expert id, so a chunk equals token-by-token exactly. */
+#include <assert.h>
 #include <omp.h>
 #include <string.h>
 #include "forward.h"
@@ -77,12 +78,102 @@ static void route_token(const k3_config *c, const float *logits, const float *bi
     for (int k = 0; k < chosen; k++) { weights[k] = k3_sigmoid(logits[ids[k]]); sum += weights[k]; }
     for (int k = 0; k < chosen; k++) {
         float wk = weights[k];
-        /* K3's gate renormalises only for top_k > 1 (kimi_k3_spec.md §6.1) */
+        /* K3's gate renormalises only for top_k > 1 (docs/MODEL.md, "Latent MoE and SiTU") */
         if (c->moe_renormalize && (!c->is_k3 || c->top_k > 1)) wk = (float)(wk / (sum + 1e-20));
         weights[k] = wk * c->routed_scaling;
     }
 }
 
+/* The distinct experts the chunk's tokens chose, ascending: each is fetched
+ * once for all its tokens. Returns how many. */
+static int distinct_experts(const k3_config *c, const int *topk, int T, int *distinct)
+{
+    int n = 0;
+    for (int e = 0; e < c->n_experts; e++) {
+        int used = 0;
+        for (int i = 0; i < T * c->top_k && !used; i++) used = topk[i] == e;
+        if (used) distinct[n++] = e;
+    }
+    return n;
+}
+
+/* The wave scheduling of the routed experts: the weight store claims as many
+ * experts as its cache holds at once (resident ones first, the rest read
+ * meanwhile); those already in memory run one per thread (an expert's
+ * kernels single-threaded give the same bits as multi-threaded; a prompt
+ * chunk waits for its whole wave first), the rest with all threads as their
+ * reads arrive. Outputs land in per-(token, choice) rows of
+ * sc->expert_results, so the order experts run in changes no sum. */
+static int run_routed_experts(k3_session *s, int layer, const float *expert_x, int Din, int T, k3_error *err)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int K = c->top_k;
+    k3_weights *wp = s->m->weights;
+    int *todo = sc->distinct, remaining = distinct_experts(c, sc->topk, T, sc->distinct), first_wave = 1;
+    while (remaining > 0) {
+        int claimed = k3_weights_claim_experts(wp, layer, todo, remaining, first_wave, err);
+        if (claimed < 0) return -1;
+        assert(claimed >= 1 && claimed <= remaining);
+        first_wave = 0;
+        int ready = 0;
+        if (T > 1)
+            ready = claimed;
+        else
+            while (ready < claimed && k3_weights_expert_ready(wp, layer, todo[ready])) ready++;
+        if (sc->n_workers > 1 && ready > 1) {
+            for (int j = 0; j < ready; j++)
+                if (k3_weights_acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
+                    for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+                    return -1;
+                }
+            #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
+            for (int j = 0; j < ready; j++)
+                run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
+                           Din, sc->expert_results);
+            for (int j = 0; j < ready; j++) k3_weights_release_expert(wp, layer, todo[j]);
+        } else {
+            ready = 0;
+        }
+        for (int j = ready; j < claimed; j++) {
+            k3_mlp_weights ew;
+            if (k3_weights_acquire_expert(wp, layer, todo[j], &ew, err)) {
+                for (int r = j; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+                return -1;
+            }
+            run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
+            k3_weights_release_expert(wp, layer, todo[j]);
+        }
+        todo += claimed;
+        remaining -= claimed;
+    }
+    return 0;
+}
+
+/* Router lookahead (decode): the next layer's router on this layer's FFN
+ * input guesses its experts; they are read while this layer finishes and the
+ * next one's attention runs (only if the disk is idle, --prefetch). */
+static void prefetch_next_layer(k3_session *s, int layer)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    if (layer + 1 >= c->n_layers || !c->is_moe[layer + 1]) return;
+    const k3_layer_weights *next = k3_weights_peek_layer(s->m->weights, layer + 1);
+    if (!next) return;
+    /* a guess of top_k ids on the stack: real models route 8 (Kimi Linear)
+     * or 16 (K3) experts per token; a config above 256 skips the guess */
+    enum { MAX_GUESS = 256 };
+    int guess[MAX_GUESS];
+    float guess_w[MAX_GUESS];
+    if (c->top_k > MAX_GUESS) return;
+    k3_matvec(sc->router, &next->router, sc->xn);
+    route_token(c, sc->router, next->router_bias, guess, guess_w);
+    k3_weights_prefetch_experts(s->m->weights, layer + 1, guess, c->top_k);
+}
+
+/* The FFN block of one layer over a chunk of T tokens: the dense SwiGLU MLP,
+ * or route -> routed experts (latent for K3) -> weighted sum in ascending
+ * expert id -> latent norm and up-projection -> plus the shared experts. */
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
@@ -105,73 +196,8 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         expert_x = sc->latent_in;
         acc = sc->latent_acc;
     }
-    /* The distinct experts of the chunk, ascending; each is fetched once
-     * for all its tokens. The provider claims as many as its cache holds at
-     * once (resident ones first, the rest read meanwhile); outputs land in
-     * per-(token, choice) rows, so the order experts are computed in does
-     * not change any sum. */
-    int n_distinct = 0;
-    for (int e = 0; e < c->n_experts; e++) {
-        int used = 0;
-        for (int i = 0; i < T * K && !used; i++) used = sc->topk[i] == e;
-        if (used) sc->distinct[n_distinct++] = e;
-    }
-    int *todo = sc->distinct, remaining = n_distinct, first_wave = 1;
-    k3_weight_provider *wp = s->m->weights;
-    while (remaining > 0) {
-        int claimed = wp->claim_experts(wp, layer, todo, remaining, first_wave, err);
-        if (claimed < 0) return -1;
-        first_wave = 0;
-        /* the experts already in memory: one per thread (each expert's
-         * kernels single-threaded give the same bits as multi-threaded);
-         * a prompt chunk waits for its whole wave first */
-        int ready = 0;
-        if (T > 1)
-            ready = claimed;
-        else
-            while (ready < claimed && wp->expert_ready(wp, layer, todo[ready])) ready++;
-        if (sc->n_workers > 1 && ready > 1) {
-            for (int j = 0; j < ready; j++)
-                if (wp->acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
-                    for (int r = 0; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
-                    return -1;
-                }
-            #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
-            for (int j = 0; j < ready; j++)
-                run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
-                           Din, sc->expert_results);
-            for (int j = 0; j < ready; j++) wp->release_expert(wp, layer, todo[j]);
-        } else {
-            ready = 0;
-        }
-        /* the rest as their reads arrive, each with all threads */
-        for (int j = ready; j < claimed; j++) {
-            k3_mlp_weights ew;
-            if (wp->acquire_expert(wp, layer, todo[j], &ew, err)) {
-                for (int r = j; r < claimed; r++) wp->release_expert(wp, layer, todo[r]);
-                return -1;
-            }
-            run_expert(c, &sc->workers[0], &ew, todo[j], T, K, sc->topk, expert_x, Din, sc->expert_results);
-            wp->release_expert(wp, layer, todo[j]);
-        }
-        todo += claimed;
-        remaining -= claimed;
-    }
-    /* Router lookahead (decode): the next layer's router on this layer's FFN
-     * input guesses its experts; they are read while this layer finishes
-     * and the next one's attention runs (only if the disk is idle). */
-    if (T == 1 && layer + 1 < c->n_layers && c->is_moe[layer + 1]) {
-        const k3_layer_weights *next = wp->peek_layer(wp, layer + 1);
-        if (next) {
-            k3_matvec(sc->router, &next->router, sc->xn);
-            int guess[256];
-            float guess_w[256];
-            if (K <= 256) {
-                route_token(c, sc->router, next->router_bias, guess, guess_w);
-                wp->prefetch_experts(wp, layer + 1, guess, K);
-            }
-        }
-    }
+    if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
+    if (T == 1) prefetch_next_layer(s, layer);
     memset(acc, 0, (size_t)T * Din * sizeof(float));
     for (int t = 0; t < T; t++)
         for (int k = 0; k < K; k++)

@@ -11,6 +11,8 @@
 const float k3_e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
+/* E8M0 scale byte -> 2^(b-127) by building the float bits (exact; b = 0 is
+ * the one subnormal). */
 float k3_e8m0_to_f32(uint8_t b)
 {
     if (b == 0) return 0x1p-127f;
@@ -18,6 +20,7 @@ float k3_e8m0_to_f32(uint8_t b)
     return v.f;
 }
 
+/* The reference decoder: one nibble and one table lookup per column. */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out)
 {
     const uint8_t *packed = (const uint8_t *)W->data + (size_t)r * (W->cols / 2);
@@ -29,6 +32,8 @@ void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out)
     }
 }
 
+/* The vector decoder (same values as the reference: products of exact
+ * small integers and powers of two). */
 void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out)
 {
     if (k3_kernels_scalar_forced()) {
@@ -105,6 +110,7 @@ static float row_dot_decoded(const v8f *fv, const float *half_scales, int64_t gr
     return v8_hsum(v8_add(acc0, acc1));
 }
 
+/* Rows [b, e) for one activation vector (k3_matvec_rows on MXFP4). */
 void k3_mxfp4_rows(float *y, const k3_weight *W, const float *x, int64_t b, int64_t e)
 {
     if (k3_kernels_scalar_forced()) {
@@ -115,6 +121,8 @@ void k3_mxfp4_rows(float *y, const k3_weight *W, const float *x, int64_t b, int6
     for (int64_t r = b; r < e; r++) y[r] = row_dot_simd(W, r, x);
 }
 
+/* Rows [b, e) for n_tokens vectors: each row decoded once, then the same
+ * group order as the fused dot, so results equal k3_mxfp4_rows per token. */
 void k3_mxfp4_matmul_rows(float *Y, const k3_weight *W, const float *X, int n_tokens, int64_t b, int64_t e)
 {
     if (k3_kernels_scalar_forced()) {
@@ -142,6 +150,7 @@ void k3_mxfp4_matmul_rows(float *Y, const k3_weight *W, const float *X, int n_to
     free(hs);
 }
 
+/* Loaders refuse scale byte 255 (NaN in OCP MX): found with one memchr. */
 int k3_mxfp4_check(const uint8_t *scales, int64_t rows, int64_t cols, int64_t *row)
 {
     const size_t n = (size_t)rows * (cols / 32);

@@ -3,8 +3,8 @@
  *
  * A row of `cols` weights is cols/2 bytes of E2M1 nibbles (low nibble = even
  * column) and cols/32 E8M0 scale bytes: w = E2M1[nib] * 2^(scale - 127).
- * Every decoded value is exact in fp32. The AVX2 dot works straight from the
- * nibbles in one fixed order (group_step in mxfp4.c) that the matmul path
+ * Every decoded value is exact in fp32. The vector dot (any back end of
+ * kernels_arch.h) works straight from the nibbles in one fixed order (group_step in mxfp4.c) that the matmul path
  * repeats on a row decoded once, so k3_matmul gives exactly k3_matvec's
  * numbers; the scalar path (decode, sequential sum) is the reference.
  * Scale byte 255 (NaN in OCP MX) is refused by the loaders (k3_mxfp4_check). */
@@ -21,7 +21,7 @@ extern const float k3_e2m1_values[16];
 /* E8M0 byte -> 2^(b-127) as float (b = 0 gives 2^-127, a subnormal). */
 float k3_e8m0_to_f32(uint8_t b);
 
-/* Decode row r (W->cols values) into out, scalar reference or AVX2. */
+/* Decode row r (W->cols values) into out, scalar reference or vector. */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out);
 void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out);
 

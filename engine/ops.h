@@ -1,5 +1,5 @@
 /* ops.h - the small element-wise and normalisation operations of the
- * forward pass, all in fp32 (kimi_linear_spec.md §3.1, §4.1, DESIGN §4). */
+ * forward pass, all in fp32 (docs/MODEL.md, "KDA", docs/ARCHITECTURE.md, "Numerics"). */
 #ifndef K3_OPS_H
 #define K3_OPS_H
 
@@ -25,7 +25,7 @@ static inline float k3_silu(float x) { return x / (1.0f + expf(-x)); }
  * float on every machine (the portable builds' identical logits, issue 15). */
 static inline float k3_softplus(float x) { return x > 20.0f ? x : (float)log1p((double)expf(x)); }
 
-/* SiTU-GLU (kimi_k3_spec.md §6.3): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
+/* SiTU-GLU (docs/MODEL.md, "Latent MoE and SiTU"): [b tanh(g/b) sigmoid(g)] * [bl tanh(u/bl)];
  * the sigmoid takes the uncapped gate; |result| <= b * bl. */
 static inline float k3_situ(float g, float u, float beta, float linear_beta)
 {
@@ -43,7 +43,7 @@ static inline float k3_kda_decay_safe(float lower_bound, float A, float z)
     return expf(lower_bound * k3_sigmoid(A * z));
 }
 
-/* Attention Residuals mix (kimi_k3_spec.md §3): out = sum_i softmax_i(s) v_i
+/* Attention Residuals mix (docs/MODEL.md, "Attention Residuals"): out = sum_i softmax_i(s) v_i
  * with s_i = sum_d (v_i[d] / sqrt(mean(v_i^2) + eps)) * score[d]: keys
  * RMS-normalised, values raw. sources[i] are D-vectors; logits has n floats. */
 void k3_attn_res_mix(float *out, const float *const *sources, int n, const float *score, int D, float eps,

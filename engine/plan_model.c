@@ -38,6 +38,7 @@
 #include "manifest.h"
 #include "model.h"
 #include "planner.h"
+#include "weights.h"
 #include "stats.h"
 
 struct k3_planner {
@@ -259,7 +260,7 @@ static void find_probe_file(k3_planner *p)
         if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size > p->probe_file_bytes &&
             strlen(path) < sizeof p->probe_file) {
             p->probe_file_bytes = (uint64_t)st.st_size;
-            snprintf(p->probe_file, sizeof p->probe_file, "%s", path);
+            snprintf(p->probe_file, sizeof p->probe_file, "%.4095s", path);   /* length checked above */
         }
     }
     closedir(d);
@@ -273,14 +274,14 @@ static int sizes_from_checkpoint(k3_planner *p, k3_error *err)
     k3_stats *st = calloc(1, sizeof *st);
     if (!st) return k3_err(err, "out of memory");
     k3_provider_options po = {.io_direct = 0, .io_depth = 1, .ctx_tokens = p->ctx_tokens,
-                              .session_bytes = p->session_bytes, .quiet = 1, .sizes_only = 1};
-    k3_weight_provider *wp = k3_weights_open(p->dir, c, &po, st, err);
+                              .session_bytes = p->session_bytes, .sizes_only = 1};
+    k3_weights *wp = k3_weights_open(p->dir, c, &po, st, err);
     if (!wp) { free(st); return -1; }
     k3_weights_unit_sizes(wp, p->trunk_bytes, &p->expert_bytes, &p->n_experts_total, &p->embed_buf_bytes);
     uint64_t rss, peak;
     stats_read_rss(&rss, &peak);
     p->process_bytes = rss;            /* what the engine holds at this point, less the tokenizer */
-    wp->close(wp);
+    k3_weights_close(wp);
     free(st);
     char tok[4096 + 32];
     struct stat tst;

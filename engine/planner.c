@@ -105,20 +105,6 @@ void k3_plan_free(k3_plan *p)
     p->pinned = NULL;
 }
 
-void k3_plan_print(const k3_plan *p, FILE *f)
-{
-    if (p->budget_source[0]) fprintf(f, "k3: plan: limit: %s\n", p->budget_source);
-    fprintf(f, "k3: plan: budget %s%.2f GiB; fixed %.2f GiB (session state + scratch for %d tokens %.1f MiB; "
-            "process, buffers and margin %.1f MiB)\n", p->budget_bytes ? "" : "none, ", gib(p->budget_bytes),
-            gib(p->fixed_bytes), p->ctx_tokens, p->state_bytes / 1048576.0,
-            (p->fixed_bytes - p->state_bytes) / 1048576.0);
-    fprintf(f, "k3: plan: trunk %d of %d units pinned (%.2f GiB)", p->n_pinned, p->n_trunk, gib(p->pinned_bytes));
-    if (p->n_ring) fprintf(f, ", ring %d x %.1f MiB", p->n_ring, p->ring_slot_bytes / 1048576.0);
-    fprintf(f, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p->n_expert_slots,
-            p->n_experts_total, p->expert_slot_bytes / 1048576.0,
-            gib((uint64_t)p->n_expert_slots * p->expert_slot_bytes), p->all_resident ? "; fully resident" : "");
-}
-
 int k3_plan_json(const k3_plan *p, char *buf, size_t len)
 {
     return snprintf(buf, len,
@@ -155,6 +141,9 @@ int64_t k3_parse_size(const char *s)
 
 uint64_t k3_plan_fixed_bytes(uint64_t process_bytes, uint64_t session_bytes, uint64_t embed_buf_bytes)
 {
+    /* 24 MiB for what comes after this measurement and is not in the RSS:
+     * allocator slack, the touched stacks of the reader's threads, the
+     * history store and the front end (docs/PERFORMANCE.md, "Memory margin") */
     const uint64_t margin = 24ull << 20;
     return process_bytes + session_bytes + embed_buf_bytes + margin;
 }

@@ -1,5 +1,5 @@
 /* planner.h - split a memory budget between pinned trunk, a ring of trunk
- * slots and an expert cache (DESIGN §6).
+ * slots and an expert cache (docs/ARCHITECTURE.md, "Weights and the memory budget").
  *
  * Order of claims: fixed costs (what the process already holds, session
  * state for the context limit, scratch, a safety margin), then the trunk:
@@ -43,8 +43,8 @@ typedef struct k3_plan {
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
 void k3_plan_free(k3_plan *p);
-/* Human-readable plan (several lines) and a compact JSON object. */
-void k3_plan_print(const k3_plan *p, FILE *f);
+/* The plan as a compact JSON object (the lines are printed by the front
+ * ends from k3_plan_info: the engine never prints). */
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);
 
 /* The fixed claim before any weight: what the process holds (its RSS at

@@ -18,7 +18,7 @@
 #define LOWER "[^\\p{Lu}\\p{Lt}\\p{N}\\p{P}\\p{S}\\p{Z}\\p{C}\\p{sc:Han}]"
 #define CONTRACTION "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
 
-/* The eight alternatives of kimi_linear_spec.md §7.2, in order. */
+/* The eight alternatives of docs/MODEL.md, "Tokenizer and chat format", in order. */
 static const char kimi_pattern[] =
     "\\p{sc:Han}+"
     "|[^\\r\\n\\p{L}\\p{N}]?" UPPER "*" LOWER "+" CONTRACTION
@@ -34,13 +34,13 @@ struct k3_pretok {
 };
 
 /* Compile once per tokenizer; JIT makes 100 KB of text a few milliseconds. */
-k3_pretok *k3_pretok_new(char *err, size_t errlen)
+k3_pretok *k3_pretok_new(k3_error *err)
 {
     int errcode;
     PCRE2_SIZE erroff;
     k3_pretok *p = calloc(1, sizeof *p);
     if (!p) {
-        snprintf(err, errlen, "pre-tokenizer: out of memory");
+        k3_err(err, "pre-tokenizer: out of memory");
         return NULL;
     }
     p->code = pcre2_compile((PCRE2_SPTR)kimi_pattern, PCRE2_ZERO_TERMINATED,
@@ -48,7 +48,7 @@ k3_pretok *k3_pretok_new(char *err, size_t errlen)
     if (!p->code) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(errcode, msg, sizeof msg);
-        snprintf(err, errlen, "pre-tokenizer regex: %s at offset %zu", (char *)msg, (size_t)erroff);
+        k3_err(err, "pre-tokenizer regex: %s at offset %zu", (char *)msg, (size_t)erroff);
         free(p);
         return NULL;
     }
@@ -67,11 +67,11 @@ void k3_pretok_free(k3_pretok *p)
 /* Like tiktoken's find_iter: each match in order; characters no alternative
  * matches (none exist for this pattern) would be skipped. */
 int k3_pretok_split(const k3_pretok *p, const char *text, size_t len,
-                    k3_piece_fn fn, void *ud, char *err, size_t errlen)
+                    k3_piece_fn fn, void *ud, k3_error *err)
 {
     pcre2_match_data *md = pcre2_match_data_create_from_pattern(p->code, NULL);
     if (!md) {
-        snprintf(err, errlen, "pre-tokenizer: out of memory");
+        k3_err(err, "pre-tokenizer: out of memory");
         return -1;
     }
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -83,7 +83,7 @@ int k3_pretok_split(const k3_pretok *p, const char *text, size_t len,
         if (m < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(m, msg, sizeof msg);
-            snprintf(err, errlen, "pre-tokenizer: %s", (char *)msg);
+            k3_err(err, "pre-tokenizer: %s", (char *)msg);
             rc = -1;
             break;
         }

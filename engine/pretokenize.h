@@ -1,4 +1,4 @@
-/* pretokenize.h - the Kimi pre-tokeniser (kimi_linear_spec.md §7.1-7.2).
+/* pretokenize.h - the Kimi pre-tokeniser (docs/MODEL.md, "Tokenizer and chat format").
  *
  * Two steps, both before byte-level BPE:
  *  - k3_pretok_chunks: the tiktoken limit workaround of tokenization_kimi.py:
@@ -13,6 +13,7 @@
 #define K3_PRETOKENIZE_H
 
 #include <stddef.h>
+#include "k3_error.h"
 
 /* Called for each piece; a nonzero return stops the walk and is returned. */
 typedef int (*k3_piece_fn)(void *ud, const char *piece, size_t len);
@@ -27,13 +28,13 @@ int k3_pretok_chunks(const char *text, size_t len, k3_piece_fn fn, void *ud);
 typedef struct k3_pretok k3_pretok;
 
 /* Compile the regex; NULL with err set if PCRE2 refuses it. */
-k3_pretok *k3_pretok_new(char *err, size_t errlen);
+k3_pretok *k3_pretok_new(k3_error *err);
 void k3_pretok_free(k3_pretok *p);
 
 /* Call fn for each regex match in text (valid UTF-8; not re-checked).
  * Thread-safe for a shared k3_pretok. Returns 0, the callback's nonzero
  * value, or -1 with err set if the matcher fails (e.g. out of memory). */
 int k3_pretok_split(const k3_pretok *p, const char *text, size_t len,
-                    k3_piece_fn fn, void *ud, char *err, size_t errlen);
+                    k3_piece_fn fn, void *ud, k3_error *err);
 
 #endif

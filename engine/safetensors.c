@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "file_read.h"
@@ -169,12 +168,7 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
 }
 
 /* FNV-1a: the name hash for the lookup table. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
-    return h;
-}
+static uint64_t name_hash(const char *s) { return k3_fnv1a64_str(s); }
 
 const st_tensor *st_find(const st_index *ix, const char *name)
 {
@@ -298,8 +292,8 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
     return names;
 }
 
-/* Open one shard: stat, read its header, optionally mmap it. */
-static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
+/* Open one shard: stat it and read its header. */
+static int open_shard(st_index *ix, int s, k3_error *err)
 {
     st_shard *sh = &ix->shards[s];
     sh->fd = k3_open_regular(sh->path, O_RDONLY, err);
@@ -324,28 +318,16 @@ static int open_shard(st_index *ix, int s, int map_files, k3_error *err)
     size_t len = (size_t)header_bytes + 8;
     uint8_t *buf = malloc(len);
     if (!buf) return k3_err(err, "%s: out of memory", sh->path);
-    size_t got = 0;
-    while (got < len) {
-        ssize_t r = pread(sh->fd, buf + got, len - got, (off_t)got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            free(buf);
-            return k3_err(err, "%s: read error in header", sh->path);
-        }
-        got += (size_t)r;
+    if (k3_pread_full(sh->fd, buf, len, 0, sh->path, err)) {
+        free(buf);
+        return -1;
     }
     int rc = st_parse_header(buf, len, sh->file_bytes, s, sh->path, &ix->tensors, &ix->n_tensors, err);
     free(buf);
-    if (rc) return rc;
-    if (map_files && sh->file_bytes > 0) {
-        void *m = mmap(NULL, sh->file_bytes, PROT_READ, MAP_PRIVATE, sh->fd, 0);
-        if (m == MAP_FAILED) return k3_err(err, "%s: mmap failed: %s", sh->path, strerror(errno));
-        sh->map = m;
-    }
-    return 0;
+    return rc;
 }
 
-int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
+int st_index_open(st_index *ix, const char *dir, k3_error *err)
 {
     memset(ix, 0, sizeof *ix);
     json_t *weight_map = NULL;
@@ -362,7 +344,7 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
         ix->n_shards = i + 1;
         if (!ix->shards[i].path) { rc = k3_err(err, "out of memory"); break; }
         snprintf(ix->shards[i].path, l, "%s/%s", dir, names[i]);
-        rc = open_shard(ix, i, map_files, err);
+        rc = open_shard(ix, i, err);
     }
     for (int i = 0; i < n_names; i++) free(names[i]);
     free(names);
@@ -395,7 +377,6 @@ int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err)
 void st_index_close(st_index *ix)
 {
     for (int i = 0; i < ix->n_shards; i++) {
-        if (ix->shards[i].map) munmap((void *)ix->shards[i].map, ix->shards[i].file_bytes);
         if (ix->shards[i].fd >= 0) close(ix->shards[i].fd);
         free(ix->shards[i].path);
     }
@@ -406,58 +387,32 @@ void st_index_close(st_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
-const void *st_tensor_data(const st_index *ix, const st_tensor *t)
-{
-    const st_shard *sh = &ix->shards[t->shard];
-    return sh->map ? sh->map + t->file_offset : NULL;
-}
-
-/* pread all of n bytes or fail with a message naming the file. */
-static int pread_exact(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return k3_err(err, "%s: read failed at offset %llu", path, (unsigned long long)(off + got));
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-static uint64_t fnv_bytes(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
 {
     uint8_t buf[65536];
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
-    *h = fnv_bytes(*h, base, strlen(base));
+    *h = k3_fnv1a64(*h, base, strlen(base));
     uint8_t size_le[8];
     for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)(file_bytes >> (8 * i));
-    *h = fnv_bytes(*h, size_le, 8);
+    *h = k3_fnv1a64(*h, size_le, 8);
     if (file_bytes < 8) return k3_err(err, "%s: too short", path);
-    if (pread_exact(fd, buf, 8, 0, path, err)) return -1;
+    if (k3_pread_full(fd, buf, 8, 0, path, err)) return -1;
     uint64_t header = 0;
     for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
     if (header > file_bytes - 8) return k3_err(err, "%s: header length past the end of the file", path);
     uint64_t total = 8 + header, off = 0;
     while (off < total) {
         size_t n = total - off < sizeof buf ? (size_t)(total - off) : sizeof buf;
-        if (pread_exact(fd, buf, n, off, path, err)) return -1;
-        *h = fnv_bytes(*h, buf, n);
+        if (k3_pread_full(fd, buf, n, off, path, err)) return -1;
+        *h = k3_fnv1a64(*h, buf, n);
         off += n;
     }
     const uint64_t data = file_bytes - total, sample = data < 4096 ? data : 4096;
     for (int k = 0; k < 4 && sample; k++) {
         uint64_t at = total + (data - sample) * (uint64_t)k / 3;
-        if (pread_exact(fd, buf, (size_t)sample, at, path, err)) return -1;
-        *h = fnv_bytes(*h, buf, (size_t)sample);
+        if (k3_pread_full(fd, buf, (size_t)sample, at, path, err)) return -1;
+        *h = k3_fnv1a64(*h, buf, (size_t)sample);
     }
     return 0;
 }

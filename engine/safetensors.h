@@ -5,15 +5,15 @@
  * length, a JSON header {name: {dtype, shape, data_offsets}}, then the data.
  * Everything read from the file is bounds-checked before use: header length
  * against the file size, offsets against the data area, byte counts against
- * dtype x shape, and no two tensors may overlap. Shards are mmap'd read-only;
- * a tensor's bytes are a pointer into the mapping. */
+ * dtype x shape, and no two tensors may overlap. Only headers are read
+ * here; the weight store reads tensor bytes with pread (weights_units.c). */
 #ifndef K3_SAFETENSORS_H
 #define K3_SAFETENSORS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
-#include "k3_error.h"
+#include "k3.h"
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES (256u << 20)
@@ -32,7 +32,6 @@ typedef struct st_shard {
     char *path;
     int fd;
     uint64_t file_bytes;
-    const uint8_t *map;     /* whole file, read-only; NULL if not mapped */
 } st_shard;
 
 typedef struct st_index {
@@ -53,9 +52,9 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
                     const char *what, st_tensor **tensors, int *n, k3_error *err);
 
 /* Open every shard of the checkpoint in directory dir (index file if present,
- * else all *.safetensors in name order) and build the name lookup.
- * map_files: 1 = mmap the shards (resident weights), 0 = headers only. */
-int st_index_open(st_index *ix, const char *dir, int map_files, k3_error *err);
+ * else all *.safetensors in name order), read their headers and build the
+ * name lookup. */
+int st_index_open(st_index *ix, const char *dir, k3_error *err);
 void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);
@@ -70,9 +69,6 @@ int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t
 /* (Re)build the name lookup of an index whose tensors were filled in by
  * other means (a packed manifest). Refuses duplicate names. */
 int st_index_build_lookup(st_index *ix, k3_error *err);
-
-/* Pointer to the tensor's bytes in its mapped shard. */
-const void *st_tensor_data(const st_index *ix, const st_tensor *t);
 
 /* Number of elements (product of the shape). */
 int64_t st_tensor_numel(const st_tensor *t);

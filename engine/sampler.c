@@ -1,5 +1,5 @@
 /* sampler.c - greedy, temperature, top-k, top-p and min-p sampling with a
- * seeded generator (see sampler.h). */
+ * seeded generator (see k3_sampler.h). */
 #include <math.h>
 #include <stdlib.h>
 #include "k3_sampler.h"

@@ -13,6 +13,7 @@
 #include "k3_chat_format.h"
 #include "file_read.h"
 #include "forward.h"
+#include "weights.h"
 #include "stats.h"
 
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
@@ -27,10 +28,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         return NULL;
     }
     if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
-    uint64_t config_hash = 1469598103934665603ull;
-    FILE *cf = k3_fopen_regular(path, NULL);
-    for (int ch; cf && (ch = fgetc(cf)) != EOF;) config_hash = (config_hash ^ (uint8_t)ch) * 1099511628211ull;
-    if (cf) fclose(cf);
+    uint64_t config_hash = K3_FNV_INIT;
+    char *config_text = NULL;
+    size_t config_len = 0;
+    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &config_text, &config_len, NULL) == 0)
+        config_hash = k3_fnv1a64(config_hash, config_text, config_len);
+    free(config_text);
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
@@ -47,10 +50,8 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
     if (!(opt && opt->skip_tokenizer) && (access(path, F_OK) == 0 || (opt && opt->need_tokenizer))) {
-        char msg[512];
-        m->tok = k3_tokenizer_load(dir, msg, sizeof msg);
+        m->tok = k3_tokenizer_load(dir, err);
         if (!m->tok) {
-            k3_err(err, "%s", msg);
             k3_model_close(m);
             return NULL;
         }
@@ -69,24 +70,25 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
             return NULL;
         }
     }
-    m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : 4096;
+    m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : K3_CTX_TOKENS_DEFAULT;
     m->budgeted = opt && opt->mem_bytes;
     k3_provider_options po = {.mem_bytes = opt ? opt->mem_bytes : 0,
                               .io_direct = !(opt && opt->io_buffered),
                               .io_backend = opt && opt->io_uring ? 1 : 0,
-                              .io_depth = opt && opt->io_depth ? opt->io_depth : 4,
+                              .io_depth = opt && opt->io_depth ? opt->io_depth : K3_IO_DEPTH_DEFAULT,
                               .cache_policy = opt && opt->cache_lru ? 0 : 1,
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
-                              .prefetch = opt ? opt->prefetch : 0,
-                              .quiet = opt ? opt->quiet : 0};
+                              .prefetch = opt ? opt->prefetch : 0};
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
+    uint64_t content_hash;
+    if (k3_weights_content_hash(m->weights, &content_hash, err)) { k3_model_close(m); return NULL; }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
-             (unsigned long long)(config_hash ^ (m->weights->content_hash(m->weights) * 31)));
+             (unsigned long long)(config_hash ^ (content_hash * 31)));
     return m;
 }
 
@@ -99,7 +101,7 @@ int k3_model_finish(k3_model *m, k3_error *err)
 void k3_model_close(k3_model *m)
 {
     if (!m) return;
-    if (m->weights) m->weights->close(m->weights);
+    k3_weights_close(m->weights);
     if (m->tok) k3_tokenizer_free(m->tok);
     free(m->layer_slot);
     free(m);
@@ -119,19 +121,36 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     out->top_k = m->cfg.top_k;
     out->bos_id = m->cfg.bos_id;
     out->weight_bytes = m->weight_bytes;
+    out->random_weights = m->cfg.random_weights;
+    snprintf(out->dtype, sizeof out->dtype, "%s", m->cfg.dtype);
+    out->experts_mxfp4 = m->cfg.experts_mxfp4;
+    out->ctx_tokens = m->ctx_tokens;
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
-    return m->weights->plan_json(m->weights, buf, len);
+    return k3_plan_json(k3_weights_plan(m->weights), buf, len);
+}
+
+void k3_model_plan(const k3_model *m, k3_plan_info *out)
+{
+    const k3_plan *p = k3_weights_plan(m->weights);
+    *out = (k3_plan_info){.budget_bytes = p->budget_bytes, .fixed_bytes = p->fixed_bytes,
+                          .state_bytes = p->state_bytes, .min_budget_bytes = p->min_budget_bytes,
+                          .ctx_tokens = p->ctx_tokens, .n_trunk = p->n_trunk, .n_pinned = p->n_pinned,
+                          .pinned_bytes = p->pinned_bytes, .n_ring = p->n_ring,
+                          .ring_slot_bytes = p->ring_slot_bytes, .n_expert_slots = p->n_expert_slots,
+                          .n_experts_total = p->n_experts_total, .expert_slot_bytes = p->expert_slot_bytes,
+                          .all_resident = p->all_resident, .resident_bytes = p->resident_bytes};
+    snprintf(out->budget_source, sizeof out->budget_source, "%s", p->budget_source);
 }
 
 int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                           k3_error *err)
 {
-    return m->weights->probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
+    return k3_weights_probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
 }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
@@ -162,10 +181,8 @@ int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs
         k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
         return NULL;
     }
-    char msg[512];
-    int *ids = m->cfg.is_k3 ? k3_chat_render_xtml(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg)
-                            : k3_chat_render_kimi(m->tok, msgs, n_msgs, add_generation_prompt, n_out, msg, sizeof msg);
-    if (!ids) k3_err(err, "%s", msg);
+    int *ids = m->cfg.is_k3 ? k3_chat_render_xtml(m->tok, msgs, n_msgs, add_generation_prompt, n_out, err)
+                            : k3_chat_render_kimi(m->tok, msgs, n_msgs, add_generation_prompt, n_out, err);
     return ids;
 }
 
@@ -173,103 +190,12 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
 {
     if (!m->tok) return k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
     if (m->cfg.is_k3) {
-        int n = k3_chat_xtml_close_ids(m->tok, ids, max_ids);
-        return n < 0 ? k3_err(err, "tokenizer_config.json lacks the XTML tokens") : n;
+        return k3_chat_xtml_close_ids(m->tok, ids, max_ids, err);
     }
     int id = k3_tokenizer_special_id(m->tok, "<|im_end|>");
     if (id < 0 || max_ids < 1) return k3_err(err, "tokenizer_config.json has no <|im_end|> token");
     ids[0] = id;
     return 1;
-}
-
-/* Allocate the chunk scratch (sizes follow the config); with dry_bytes set,
- * only add up the bytes it would take (for the memory planner). */
-static int scratch_alloc(k3_session *s, size_t *dry_bytes)
-{
-    const k3_config *c = &s->m->cfg;
-    k3_scratch *sc = &s->sc;
-    const size_t T = K3_CHUNK_TOKENS, D = (size_t)c->hidden;
-    const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
-    const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
-    const size_t L = (size_t)c->kv_lora_rank;
-    const size_t threads = (size_t)s->m->n_threads + 1;   /* per-thread rows, indexed by omp_get_thread_num() */
-    size_t max_inter = (size_t)c->dense_inter;
-    if ((size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1) > max_inter)
-        max_inter = (size_t)c->moe_inter * (c->n_shared_experts > 1 ? c->n_shared_experts : 1);
-    const size_t max_rank = D;   /* KDA low-rank widths; the loader refuses rank > hidden */
-    size_t attn = P > HV ? P : HV;
-    size_t row = L > (size_t)c->v_head_dim ? L : (size_t)c->v_head_dim;
-    const size_t D_or_latent = (size_t)c->latent_dim > D ? (size_t)c->latent_dim : D;
-    const size_t max_snap = c->attn_res_block ? (size_t)(c->n_layers + c->attn_res_block - 1) / c->attn_res_block : 0;
-    float **bufs[] = {&sc->q_low, &sc->mla_gate, &sc->latent_in, &sc->latent_acc, &sc->snapshots,
-                      &sc->mix_scores, &sc->h, &sc->xn, &sc->out, &sc->proj[0], &sc->proj[1], &sc->proj[2],
-                      &sc->qkv[0], &sc->qkv[1], &sc->qkv[2], &sc->gate_low, &sc->forget,
-                      &sc->out_gate, &sc->beta, &sc->attn, &sc->q, &sc->kv, &sc->q_latent,
-                      &sc->ctx, &sc->scores, &sc->row, &sc->router, &sc->topw,
-                      &sc->inter_gate, &sc->inter_up, &sc->expert_out};
-    size_t sizes[] = {T * (size_t)c->q_lora_rank, T * HV, T * (size_t)c->latent_dim, T * (size_t)c->latent_dim,
-                      T * max_snap * D, max_snap + 1, T * D, T * D, T * D, T * P, T * P, T * P, T * P, T * P, T * P,
-                      T * max_rank, T * P, T * P, T * c->kda_heads, T * attn,
-                      T * c->mla_heads * (c->qk_nope_dim + c->qk_rope_dim),
-                      T * (L + c->qk_rope_dim), T * c->mla_heads * L, T * c->mla_heads * L,
-                      threads * s->max_tokens, threads * row, T * c->n_experts, T * c->top_k,
-                      T * max_inter, T * max_inter, T * D_or_latent};
-    /* per-thread expert buffers: routed experts of a chunk run in parallel */
-    const int n_workers = s->m->n_threads > 0 ? s->m->n_threads : 1;
-    const size_t expert_inter = (size_t)c->moe_inter;
-    const size_t worker_floats = T * D_or_latent * 2 + T * expert_inter * 2;
-    if (dry_bytes) {
-        size_t total = 0;
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) total += sizes[i] * sizeof(float);
-        total += T * c->top_k * (sizeof(int) + D_or_latent * sizeof(float)) + (size_t)c->n_experts * sizeof(int);
-        total += (size_t)n_workers * (worker_floats * sizeof(float) + T * sizeof(int));
-        total += (size_t)c->n_experts * sizeof(k3_mlp_weights);
-        *dry_bytes = total;
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
-        *bufs[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(float));
-        if (!*bufs[i]) return -1;
-    }
-    sc->topk = calloc(T * c->top_k, sizeof(int));
-    sc->distinct = calloc((size_t)c->n_experts, sizeof(int));
-    sc->expert_results = calloc(T * c->top_k * D_or_latent, sizeof(float));
-    sc->wave = calloc((size_t)c->n_experts, sizeof *sc->wave);
-    sc->workers = calloc((size_t)n_workers, sizeof *sc->workers);
-    if (!sc->topk || !sc->distinct || !sc->expert_results || !sc->wave || !sc->workers) return -1;
-    sc->n_workers = n_workers;
-    for (int w = 0; w < n_workers; w++) {
-        k3_expert_work *wk = &sc->workers[w];
-        wk->gathered = calloc(T * D_or_latent, sizeof(float));
-        wk->out = calloc(T * D_or_latent, sizeof(float));
-        wk->inter_gate = calloc(T * expert_inter, sizeof(float));
-        wk->inter_up = calloc(T * expert_inter, sizeof(float));
-        wk->rows = calloc(T, sizeof(int));
-        if (!wk->gathered || !wk->out || !wk->inter_gate || !wk->inter_up || !wk->rows) return -1;
-    }
-    return 0;
-}
-
-static void scratch_free(k3_scratch *sc)
-{
-    float *bufs[] = {sc->q_low, sc->mla_gate, sc->latent_in, sc->latent_acc, sc->snapshots,
-                     sc->mix_scores, sc->h, sc->xn, sc->out, sc->proj[0], sc->proj[1], sc->proj[2], sc->qkv[0],
-                     sc->qkv[1], sc->qkv[2], sc->gate_low, sc->forget, sc->out_gate, sc->beta,
-                     sc->attn, sc->q, sc->kv, sc->q_latent, sc->ctx, sc->scores, sc->row,
-                     sc->router, sc->topw, sc->inter_gate, sc->inter_up, sc->expert_out};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    for (int w = 0; sc->workers && w < sc->n_workers; w++) {
-        free(sc->workers[w].gathered);
-        free(sc->workers[w].out);
-        free(sc->workers[w].inter_gate);
-        free(sc->workers[w].inter_up);
-        free(sc->workers[w].rows);
-    }
-    free(sc->workers);
-    free(sc->wave);
-    free(sc->topk);
-    free(sc->distinct);
-    free(sc->expert_results);
 }
 
 /* Bytes one session of ctx tokens holds: states, MLA cache, scratch. */
@@ -280,10 +206,7 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
     bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
-    k3_session probe = {.m = m, .max_tokens = ctx};
-    size_t scratch = 0;
-    scratch_alloc(&probe, &scratch);
-    return bytes + scratch;
+    return bytes + k3_scratch_bytes(c, m->n_threads, ctx);
 }
 
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
@@ -309,7 +232,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->kda_conv_saved || !s->kda_state_saved ||
         !s->mla_cache || !s->logits ||
-        scratch_alloc(s, NULL)) {
+        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
         return NULL;
@@ -320,7 +243,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
 void k3_session_free(k3_session *s)
 {
     if (!s) return;
-    scratch_free(&s->sc);
+    k3_scratch_free(&s->sc);
     free(s->tokens);
     free(s->kda_conv);
     free(s->kda_state);

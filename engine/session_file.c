@@ -15,7 +15,13 @@
 #include "file_read.h"
 #include "forward.h"
 
-#define K3_ENGINE_BUILD "k3-engine-1"
+/* The engine build a snapshot belongs to: derived by the Makefile from the
+ * sources that decide numerics (K3_NUMERICS_KEY), so a change to a kernel or
+ * to the state layout can never load a snapshot the old code computed. */
+#ifndef K3_NUMERICS_KEY
+#error "K3_NUMERICS_KEY is defined by the Makefile (a hash of the numeric sources)"
+#endif
+#define K3_ENGINE_BUILD "k3-engine-" K3_NUMERICS_KEY
 
 typedef struct session_header {
     char magic[8];
@@ -33,11 +39,7 @@ typedef struct hashed_file {
     int failed;
 } hashed_file;
 
-static void hash_bytes(uint64_t *h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++) *h = (*h ^ b[i]) * 1099511628211ull;
-}
+static void hash_bytes(uint64_t *h, const void *p, size_t n) { *h = k3_fnv1a64(*h, p, n); }
 
 static void put(hashed_file *hf, const void *p, size_t n)
 {
@@ -74,7 +76,7 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
     const k3_config *c = &s->m->cfg;
     FILE *f = fopen(path, "wb");
     if (!f) return k3_err(err, "%s: cannot create: %s", path, strerror(errno));
-    hashed_file hf = {f, 1469598103934665603ull, 0};
+    hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h;
     fill_header(s, &h);
     put(&hf, &h, sizeof h);
@@ -101,7 +103,7 @@ int k3_session_load(k3_session *s, const char *path, k3_error *err)
     const k3_config *c = &s->m->cfg;
     FILE *f = k3_fopen_regular(path, err);
     if (!f) return -1;
-    hashed_file hf = {f, 1469598103934665603ull, 0};
+    hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h, want;
     fill_header(s, &want);
     int rc = 0;

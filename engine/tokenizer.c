@@ -54,15 +54,7 @@ static int vec_push(id_vec *v, int id)
 /* ---------------------------------------------------------------- lookup */
 
 /* FNV-1a: token byte strings are short; this is cheap and spreads well. */
-static uint64_t hash_bytes(const uint8_t *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t hash_bytes(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
 
 /* Rank of a byte string, or -1: the one question BPE keeps asking. */
 static int rank_of(const k3_tokenizer *t, const uint8_t *s, size_t n)
@@ -94,12 +86,12 @@ static int rank_insert(k3_tokenizer *t, int r)
 
 /* Whole-file read for the two tokenizer files: regular files only, capped
  * (k3_read_file), with the message in this file's error convention. */
-static char *read_whole_file(const char *path, size_t max_bytes, size_t *len_out, char *err, size_t errlen)
+static char *read_whole_file(const char *path, size_t max_bytes, size_t *len_out, k3_error *err)
 {
     k3_error e;
     char *buf = NULL;
     if (k3_read_file(path, max_bytes, &buf, len_out, &e)) {
-        snprintf(err, errlen, "%s", e.msg);
+        k3_err(err, "%s", e.msg);
         return NULL;
     }
     return buf;
@@ -182,10 +174,10 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
 
 /* Parse tiktoken.model into the arena, ranks and hash table, checking every
  * line: base64, rank range, duplicate ranks and duplicate byte strings. */
-static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errlen)
+static int load_vocab(k3_tokenizer *t, const char *path, k3_error *err)
 {
     size_t len;
-    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err, errlen);
+    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err);
     if (!text) return -1;
     int rc = -1;
     int *line_of_rank = NULL;
@@ -198,11 +190,11 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         i = e + 1;
     }
     if (n_lines == 0) {
-        snprintf(err, errlen, "%s: no tokens in file", path);
+        k3_err(err, "%s: no tokens in file", path);
         goto done;
     }
     if (n_lines > INT_MAX / 2) {
-        snprintf(err, errlen, "%s: too many tokens (%zu)", path, n_lines);
+        k3_err(err, "%s: too many tokens (%zu)", path, n_lines);
         goto done;
     }
     t->n_base = (int)n_lines;
@@ -215,7 +207,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
     t->slots = malloc(slots * sizeof *t->slots);
     line_of_rank = calloc(n_lines, sizeof *line_of_rank);
     if (!t->arena || !t->tok_off || !t->tok_len || !t->slots || !line_of_rank) {
-        snprintf(err, errlen, "%s: out of memory", path);
+        k3_err(err, "%s: out of memory", path);
         goto done;
     }
     memset(t->slots, 0xff, slots * sizeof *t->slots);
@@ -232,13 +224,13 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         if (line_len == 0) continue;
         vocab_line vl;
         if (split_vocab_line(line, line_len, &vl)) {
-            snprintf(err, errlen, "%s:%d: expected 'base64 rank'", path, lineno);
+            k3_err(err, "%s:%d: expected 'base64 rank'", path, lineno);
             goto done;
         }
         long nbytes = b64_decode(vl.b64, vl.b64_len, t->arena + arena_used);
         if (nbytes <= 0) {
             char shown[128];
-            snprintf(err, errlen, "%s:%d: bad base64 '%s'", path, lineno,
+            k3_err(err, "%s:%d: bad base64 '%s'", path, lineno,
                      printable_field(vl.b64, vl.b64_len, shown, sizeof shown));
             goto done;
         }
@@ -252,12 +244,12 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         }
         if (rank < 0 || rank >= (long long)n_lines) {
             char shown[128];
-            snprintf(err, errlen, "%s:%d: rank '%s' is not an integer in 0..%zu (one per token line)",
+            k3_err(err, "%s:%d: rank '%s' is not an integer in 0..%zu (one per token line)",
                      path, lineno, printable_field(vl.rank, vl.rank_len, shown, sizeof shown), n_lines - 1);
             goto done;
         }
         if (line_of_rank[rank]) {
-            snprintf(err, errlen, "%s:%d: rank %lld already given on line %d", path, lineno, rank,
+            k3_err(err, "%s:%d: rank %lld already given on line %d", path, lineno, rank,
                      line_of_rank[rank]);
             goto done;
         }
@@ -266,7 +258,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         t->tok_len[rank] = (uint32_t)nbytes;
         int dup = rank_insert(t, (int)rank);
         if (dup >= 0) {
-            snprintf(err, errlen, "%s:%d: token bytes duplicate those of line %d", path, lineno,
+            k3_err(err, "%s:%d: token bytes duplicate those of line %d", path, lineno,
                      line_of_rank[dup]);
             goto done;
         }
@@ -277,7 +269,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, char *err, size_t errle
         uint8_t byte = (uint8_t)b;
         t->byte_rank[b] = rank_of(t, &byte, 1);
         if (t->byte_rank[b] < 0) {
-            snprintf(err, errlen, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
+            k3_err(err, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
             goto done;
         }
     }
@@ -315,22 +307,22 @@ static int compare_special_names(const void *a, const void *b, void *user)
 
 /* Special-token names: added_tokens_decoder entries, then the tokenization_kimi.py
  * default "<|reserved_token_{id}|>" for every unnamed slot. */
-static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t errlen)
+static int load_specials(k3_tokenizer *t, const char *path, k3_error *err)
 {
     json_error_t jerr;
     size_t text_len;
-    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err, errlen);
+    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err);
     if (!text) return -1;
     json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
     if (!root) {
-        snprintf(err, errlen, "%s:%d: %s", path, jerr.line, jerr.text);
+        k3_err(err, "%s:%d: %s", path, jerr.line, jerr.text);
         return -1;
     }
     int rc = -1;
     json_t *decoder = json_is_object(root) ? json_object_get(root, "added_tokens_decoder") : NULL;
     if (!json_is_object(decoder)) {
-        snprintf(err, errlen, "%s: no \"added_tokens_decoder\" object", path);
+        k3_err(err, "%s: no \"added_tokens_decoder\" object", path);
         goto done;
     }
     const char *key;
@@ -340,12 +332,12 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
     json_object_foreach(decoder, key, entry) {
         int slot, bad = parse_special_key(key, t->n_base, &slot);
         if (bad == -2) {
-            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" collides with a BPE rank of "
+            k3_err(err, "%s: added_tokens_decoder key \"%.40s\" collides with a BPE rank of "
                      "tiktoken.model (ranks 0..%d)", path, key, t->n_base - 1);
             goto done;
         }
         if (bad) {
-            snprintf(err, errlen, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
+            k3_err(err, "%s: added_tokens_decoder key \"%.40s\" is not an id in %d..%d",
                      path, key, t->n_base, t->n_base + K3_MAX_SPECIAL - 1);
             goto done;
         }
@@ -360,7 +352,7 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
         json_t *content = json_is_object(entry) ? json_object_get(entry, "content") : NULL;
         if (!json_is_string(content) || json_string_length(content) == 0 ||
             memchr(json_string_value(content), 0, json_string_length(content))) {
-            snprintf(err, errlen, "%s: added_tokens_decoder[\"%s\"] needs a non-empty \"content\" string",
+            k3_err(err, "%s: added_tokens_decoder[\"%s\"] needs a non-empty \"content\" string",
                      path, key);
             goto done;
         }
@@ -385,7 +377,7 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
     for (int i = 1; i < t->n_special; i++)
         if (!strcmp(t->special[order[i - 1]], t->special[order[i]])) {
             int a = order[i - 1] < order[i] ? order[i - 1] : order[i], b = order[i - 1] ^ order[i] ^ a;
-            snprintf(err, errlen, "%s: special token \"%.40s\" named twice (ids %d and %d)",
+            k3_err(err, "%s: special token \"%.40s\" named twice (ids %d and %d)",
                      path, t->special[a], t->n_base + a, t->n_base + b);
             free(order);
             goto done;
@@ -394,7 +386,7 @@ static int load_specials(k3_tokenizer *t, const char *path, char *err, size_t er
     rc = 0;
     goto done;
 oom:
-    snprintf(err, errlen, "%s: out of memory", path);
+    k3_err(err, "%s: out of memory", path);
 done:
     json_decref(root);
     return rc;
@@ -402,27 +394,27 @@ done:
 
 /* Both files are needed: the model's ids above n_base only make sense with
  * the special names, and chat framing needs them. */
-k3_tokenizer *k3_tokenizer_load(const char *dir, char *err, size_t errlen)
+k3_tokenizer *k3_tokenizer_load(const char *dir, k3_error *err)
 {
     k3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
-        snprintf(err, errlen, "%s: out of memory", dir);
+        k3_err(err, "%s: out of memory", dir);
         return NULL;
     }
     size_t plen = strlen(dir) + 32;
     char *path = malloc(plen);
     if (!path) {
-        snprintf(err, errlen, "%s: out of memory", dir);
+        k3_err(err, "%s: out of memory", dir);
         free(t);
         return NULL;
     }
     snprintf(path, plen, "%s/tiktoken.model", dir);
-    int ok = load_vocab(t, path, err, errlen) == 0;
+    int ok = load_vocab(t, path, err) == 0;
     if (ok) {
         snprintf(path, plen, "%s/tokenizer_config.json", dir);
-        ok = load_specials(t, path, err, errlen) == 0;
+        ok = load_specials(t, path, err) == 0;
     }
-    if (ok) ok = (t->pretok = k3_pretok_new(err, errlen)) != NULL;
+    if (ok) ok = (t->pretok = k3_pretok_new(err)) != NULL;
     free(path);
     if (!ok) {
         k3_tokenizer_free(t);
@@ -601,8 +593,7 @@ typedef struct {
     bpe_scratch scratch;
     id_vec out;
     int allow_special;
-    char *err;
-    size_t errlen;
+    k3_error *err;
 } encode_state;
 
 /* k3_pretok_split callback: one regex piece through BPE. */
@@ -610,7 +601,7 @@ static int encode_piece(void *ud, const char *piece, size_t len)
 {
     encode_state *st = ud;
     if (bpe_piece(st->tok, &st->scratch, (const uint8_t *)piece, len, &st->out)) {
-        snprintf(st->err, st->errlen, "tokenizer: out of memory");
+        k3_err(st->err, "tokenizer: out of memory");
         return -1;
     }
     return 0;
@@ -646,12 +637,12 @@ static int encode_chunk(void *ud, const char *s, size_t len)
         size_t end = st->allow_special ? find_special(st->tok, s, len, pos, &slot) : len;
         if (end > pos) {
             int rc = k3_pretok_split(st->tok->pretok, s + pos, end - pos, encode_piece, st,
-                                     st->err, st->errlen);
+                                     st->err);
             if (rc) return rc;
         }
         if (end == len) break;
         if (vec_push(&st->out, st->tok->n_base + slot)) {
-            snprintf(st->err, st->errlen, "tokenizer: out of memory");
+            k3_err(st->err, "tokenizer: out of memory");
             return -1;
         }
         pos = end + st->tok->special_len[slot];
@@ -662,25 +653,25 @@ static int encode_chunk(void *ud, const char *s, size_t len)
 /* Validate once (so PCRE2 can skip its own per-call check, which would make
  * long texts quadratic), then chunk, split at specials, regex, BPE. */
 int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
-                         int allow_special, int *n_out, char *err, size_t errlen)
+                         int allow_special, int *n_out, k3_error *err)
 {
     size_t bad = k3_utf8_invalid_at(text, len);
     if (bad < len) {
-        snprintf(err, errlen, "invalid UTF-8 at byte %zu", bad);
+        k3_err(err, "invalid UTF-8 at byte %zu", bad);
         return NULL;
     }
-    encode_state st = {.tok = t, .allow_special = allow_special, .err = err, .errlen = errlen};
+    encode_state st = {.tok = t, .allow_special = allow_special, .err = err};
     int rc = k3_pretok_chunks(text, len, encode_chunk, &st);
     free(st.scratch.next);
     free(st.scratch.prev);
     free(st.scratch.stamp);
     free(st.scratch.heap);
     if (rc == 0 && st.out.n > INT_MAX) {
-        snprintf(err, errlen, "tokenizer: text too long");
+        k3_err(err, "tokenizer: text too long");
         rc = -1;
     }
     if (rc == 0 && !st.out.ids && !(st.out.ids = malloc(sizeof(int)))) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         rc = -1;
     }
     if (rc) {
@@ -821,30 +812,30 @@ size_t k3_detok_flush(k3_detok *d, char *out, size_t outcap)
 /* ------------------------------------------------------------------- chat */
 
 /* Append one special token by name; the framing names must exist. */
-static int push_special(const k3_tokenizer *t, id_vec *v, const char *name, char *err, size_t errlen)
+static int push_special(const k3_tokenizer *t, id_vec *v, const char *name, k3_error *err)
 {
     int id = k3_tokenizer_special_id(t, name);
     if (id < 0) {
-        snprintf(err, errlen, "tokenizer_config.json: no special token %s for the chat framing", name);
+        k3_err(err, "tokenizer_config.json: no special token %s for the chat framing", name);
         return -1;
     }
     if (vec_push(v, id)) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         return -1;
     }
     return 0;
 }
 
 /* Append ordinary text (never special tokens: users cannot inject framing). */
-static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, char *err, size_t errlen)
+static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, k3_error *err)
 {
     int n;
-    int *ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, err, errlen);
+    int *ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, err);
     if (!ids) return -1;
     for (int i = 0; i < n; i++)
         if (vec_push(v, ids[i])) {
             free(ids);
-            snprintf(err, errlen, "tokenizer: out of memory");
+            k3_err(err, "tokenizer: out of memory");
             return -1;
         }
     free(ids);
@@ -853,17 +844,17 @@ static int push_text(const k3_tokenizer *t, id_vec *v, const char *text, char *e
 
 /* One turn header: <|im_X|>ROLE<|im_middle|>. */
 static int push_header(const k3_tokenizer *t, id_vec *v, const char *start, const char *role,
-                       char *err, size_t errlen)
+                       k3_error *err)
 {
-    if (push_special(t, v, start, err, errlen)) return -1;
-    if (push_text(t, v, role, err, errlen)) return -1;
-    return push_special(t, v, "<|im_middle|>", err, errlen);
+    if (push_special(t, v, start, err)) return -1;
+    if (push_text(t, v, role, err)) return -1;
+    return push_special(t, v, "<|im_middle|>", err);
 }
 
-/* K2 framing (spec §7.4): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
+/* K2 framing (docs/MODEL.md, "Tokenizer and chat format"): <|im_X|>ROLE<|im_middle|>CONTENT<|im_end|> per
  * message, role names as ordinary text, tool turns under <|im_system|>. */
 int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
-                         int add_generation_prompt, int *n_out, char *err, size_t errlen)
+                         int add_generation_prompt, int *n_out, k3_error *err)
 {
     id_vec v = {0};
     for (int m = 0; m < n_msgs; m++) {
@@ -873,22 +864,22 @@ int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_m
         else if (!strcmp(role, "user")) start = "<|im_user|>";
         else if (!strcmp(role, "assistant")) start = "<|im_assistant|>";
         else {
-            snprintf(err, errlen, "message %d: unknown role '%.40s' (expected system, user, assistant or tool)",
+            k3_err(err, "message %d: unknown role '%.40s' (expected system, user, assistant or tool)",
                      m + 1, role);
             goto fail;
         }
-        if (push_header(t, &v, start, role, err, errlen)) goto fail;
-        char sub[200];
-        if (push_text(t, &v, msgs[m].content ? msgs[m].content : "", sub, sizeof sub)) {
-            snprintf(err, errlen, "message %d: %s", m + 1, sub);
+        if (push_header(t, &v, start, role, err)) goto fail;
+        k3_error sub;
+        if (push_text(t, &v, msgs[m].content ? msgs[m].content : "", &sub)) {
+            k3_err(err, "message %d: %s", m + 1, sub.msg);
             goto fail;
         }
-        if (push_special(t, &v, "<|im_end|>", err, errlen)) goto fail;
+        if (push_special(t, &v, "<|im_end|>", err)) goto fail;
     }
-    if (add_generation_prompt && push_header(t, &v, "<|im_assistant|>", "assistant", err, errlen))
+    if (add_generation_prompt && push_header(t, &v, "<|im_assistant|>", "assistant", err))
         goto fail;
     if (!v.ids && !(v.ids = malloc(sizeof(int)))) {
-        snprintf(err, errlen, "tokenizer: out of memory");
+        k3_err(err, "tokenizer: out of memory");
         goto fail;
     }
     *n_out = (int)v.n;

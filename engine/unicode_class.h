@@ -29,7 +29,7 @@ size_t k3_utf8_invalid_at(const char *s, size_t len);
 uint32_t k3_utf8_decode_valid(const uint8_t *s, size_t *n);
 
 /* Python's str.isspace(): the split rule of tiktoken's long-run workaround
- * (kimi_linear_spec.md §7.1) is written with it, so it is not \s. */
+ * (docs/MODEL.md, "Tokenizer and chat format") is written with it, so it is not \s. */
 int k3_unicode_is_py_space(uint32_t cp);
 
 /* The UTF-8 encoding of U+FFFD, written for every invalid subpart. */

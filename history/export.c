@@ -407,3 +407,67 @@ int history_check(history *h, char **report, history_error *err)
     *report = text;
     return text ? 1 : 0;
 }
+
+/* Milliseconds as ISO 8601 UTC, for people reading the JSON. */
+static json_t *utc_string(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    char buf[32];
+    if (!gmtime_r(&t, &tm) || !strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm)) return json_null();
+    return json_string(buf);
+}
+
+/* Print a JSON value (a line per document, as llm logs --json does). */
+static int dump_json(json_t *v, FILE *out)
+{
+    if (!v) return -1;
+    int rc = json_dumpf(v, out, JSON_FLAGS) == 0 && fputc('\n', out) != EOF ? 0 : -1;
+    json_decref(v);
+    return rc;
+}
+
+/* See history.h. */
+int history_list_json(history *h, int limit, FILE *out, history_error *err)
+{
+    history_conversation *list = NULL;
+    size_t n = 0;
+    if (history_conv_list(h, limit, &list, &n, err)) return -1;
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        const history_conversation *c = &list[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "id", json_string(c->uid));
+        json_object_set_new(o, "title", json_string(c->title));
+        json_object_set_new(o, "model_path", json_string(c->model_path));
+        json_object_set_new(o, "model_fingerprint", json_string(c->model_fingerprint));
+        json_object_set_new(o, "created_ms", json_integer(c->created_ms));
+        json_object_set_new(o, "updated_ms", json_integer(c->updated_ms));
+        json_object_set_new(o, "updated_utc", utc_string(c->updated_ms));
+        json_object_set_new(o, "turns", json_integer(c->n_turns));
+        json_object_set_new(o, "messages", json_integer(c->n_messages));
+        json_array_append_new(arr, o);
+    }
+    history_conv_list_free(list, n);
+    if (dump_json(arr, out)) return hist_err(err, "%s: cannot write the list (out of memory or output error)", h->path);
+    return 0;
+}
+
+/* See history.h. */
+int history_hits_json(const history_hit *hits, size_t n, FILE *out)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "conversation_id", json_string(hits[i].uid));
+        json_object_set_new(o, "title", json_string(hits[i].title ? hits[i].title : ""));
+        json_object_set_new(o, "seq", json_integer(hits[i].seq));
+        json_object_set_new(o, "role", json_string(hits[i].role));
+        json_object_set_new(o, "snippet", json_string(hits[i].snippet ? hits[i].snippet : ""));
+        json_object_set_new(o, "score", json_real(hits[i].score));
+        json_object_set_new(o, "created_ms", json_integer(hits[i].created_ms));
+        json_object_set_new(o, "created_utc", utc_string(hits[i].created_ms));
+        json_array_append_new(arr, o);
+    }
+    return dump_json(arr, out);
+}

@@ -1,5 +1,5 @@
 /* history.h - the conversation history store: the only door the chat front
- * ends and `k3 history` use. SQLite stays behind it (DESIGN §8).
+ * ends and `k3 history` use. SQLite stays behind it (docs/ARCHITECTURE.md, "History").
  *
  * One database file holds conversations, their messages (with status, token
  * counts, timings and engine stats), a full-text index over message text and
@@ -244,7 +244,8 @@ typedef struct history_hit {
 } history_hit;
 
 /* Search message text. The query is plain text: quotes, apostrophes and FTS
- * operators match literally. Ranked by bm25; when the full-text index finds
+ * operators match literally, except `word*` (prefix) and `a OR b` (either),
+ * which are tried first, then literally. Ranked by bm25; when the full-text index finds
  * nothing (e.g. a query of punctuation only) it falls back to a substring
  * match and sets *used_substring (may be NULL). Markers NULL = "[" "]". */
 int history_msg_search(history *h, const char *query, int limit, const char *mark_on,
@@ -267,6 +268,12 @@ char *history_export_string(history *h, int64_t conversation_id, history_format 
  * Returns the new conversation id or -1. */
 int64_t history_import_json(history *h, const char *json_text, const char *source,
                             history_conversation *out, history_error *err);
+
+/* `history list --json`: a JSON array of the conversations, most recently
+ * updated first (limit <= 0 = all): id, title, model, times, counts. */
+int history_list_json(history *h, int limit, FILE *out, history_error *err);
+/* `history search --json`: the hits as a JSON array. */
+int history_hits_json(const history_hit *hits, size_t n, FILE *out);
 
 /* Integrity check of the database, the full-text index, foreign keys and
  * snapshot files. Returns 0 healthy, 1 problems (described in *report,

@@ -1,9 +1,13 @@
 /* search.c - full-text search over message text.
  *
- * The user's words are plain text, never FTS syntax: each whitespace-
- * separated word becomes a double-quoted FTS5 string (inner quotes doubled),
- * so `don't`, `a AND b`, `NEAR(`, `-x`, `*` and a lone `"` all mean what
- * they look like; the words are ANDed and ranked by bm25. Words with no
+ * The user's words are plain text, not FTS syntax, with two exceptions
+ * people expect: `rout*` (a word ending in `*`) matches words starting with
+ * "rout", and a bare `OR` between two words matches either. Every word
+ * becomes a double-quoted FTS5 string (inner quotes doubled), so `don't`,
+ * `a AND b`, `NEAR(`, `-x`, a lone `*` and a lone `"` mean what they look
+ * like; the words are ANDed and ranked by bm25. When the query with the
+ * operators finds nothing, the all-literal query is tried (so `OR` and
+ * `x*` can still be found as text). Words with no
  * letters or digits tokenize to nothing, so when FTS finds nothing we fall
  * back to a case-insensitive substring match (LIKE). */
 #include <stdio.h>
@@ -33,6 +37,43 @@ static char *fts_quote_words(const char *query)
         out[o++] = '"';
     }
     out[o] = 0;
+    return out;
+}
+
+/* The user's words with the two operators people type: a trailing `*` is a
+ * prefix search (`rout*` -> `"rout"*`) and a bare `OR` between two words
+ * joins them; everything else is quoted as in fts_quote_words. NULL when
+ * nothing is an operator (the literal query says it all). */
+static char *fts_operator_words(const char *query)
+{
+    char *copy = strdup(query), *out = malloc(strlen(query) * 3 + 8);
+    if (!copy || !out) { free(copy); free(out); return NULL; }
+    char *words[256];
+    int n = 0, ops = 0;
+    for (char *save = NULL, *w = strtok_r(copy, " \t\n\r", &save); w && n < 256; w = strtok_r(NULL, " \t\n\r", &save))
+        words[n++] = w;
+    size_t o = 0;
+    for (int i = 0; i < n; i++) {
+        const char *w = words[i];
+        size_t len = strlen(w);
+        if (!strcmp(w, "OR") && i > 0 && i + 1 < n && strcmp(words[i - 1], "OR") && strcmp(words[i + 1], "OR")) {
+            o += (size_t)sprintf(out + o, " OR");
+            ops++;
+            continue;
+        }
+        int prefix = len > 1 && w[len - 1] == '*' && w[len - 2] != '*';
+        if (o) out[o++] = ' ';
+        out[o++] = '"';
+        for (size_t k = 0; k < len - (size_t)prefix; k++) {
+            if (w[k] == '"') out[o++] = '"';
+            out[o++] = w[k];
+        }
+        out[o++] = '"';
+        if (prefix) { out[o++] = '*'; ops++; }
+    }
+    out[o] = 0;
+    free(copy);
+    if (!ops) { free(out); return NULL; }
     return out;
 }
 
@@ -173,6 +214,12 @@ int history_msg_search(history *h, const char *query, int limit, const char *mar
     if (limit <= 0) limit = 20;
     if (!mark_on) mark_on = "[";
     if (!mark_off) mark_off = "]";
+    char *ops = fts_operator_words(query);       /* rout* and a OR b, when typed */
+    if (ops) {
+        int rc = search_fts(h, ops, limit, mark_on, mark_off, out, n_out, err);
+        free(ops);
+        if (rc || *n_out) return rc;
+    }
     char *fts = fts_quote_words(query);
     if (!fts) return hist_err(err, "%s: out of memory", h->path);
     int rc = search_fts(h, fts, limit, mark_on, mark_off, out, n_out, err);

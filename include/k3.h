@@ -37,6 +37,16 @@
 typedef struct k3_model k3_model;
 typedef struct k3_session k3_session;
 
+/* Defaults written once: reads in flight (4 keep an NVMe busy with 1-4 MiB
+ * expert reads, docs/PERFORMANCE.md) and the context a session plans for. */
+#define K3_IO_DEPTH_DEFAULT 4
+#define K3_CTX_TOKENS_DEFAULT 4096
+
+/* Expert-cache eviction policies, named "lru" and "lfru" (--cache-policy). */
+typedef enum { K3_CACHE_LRU = 0, K3_CACHE_LFRU = 1 } k3_cache_policy;
+/* The policy a name means, or -1. */
+int k3_cache_policy_parse(const char *s);
+
 typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
                               * calls k3_session_eval (0 = all cores) */
@@ -46,13 +56,12 @@ typedef struct k3_options {
                               * it fits in available memory, else derived from it */
     int io_buffered;         /* --io buffered (default: O_DIRECT) */
     int io_uring;            /* --io-backend uring (default: pread pool) */
-    int io_depth;            /* reads in flight (default 4) */
+    int io_depth;            /* reads in flight (default K3_IO_DEPTH_DEFAULT) */
     int cache_lru;           /* --cache-policy lru (default lfru: measured better on traces) */
-    int ctx_tokens;          /* context limit sessions will use (default 4096) */
+    int ctx_tokens;          /* context limit sessions will use (default K3_CTX_TOKENS_DEFAULT) */
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
-    int quiet;               /* do not print the memory plan */
 } k3_options;
 
 /* Public facts about a loaded model. */
@@ -65,6 +74,10 @@ typedef struct k3_model_info {
     int n_experts, top_k;
     int bos_id;              /* -1 if unknown */
     uint64_t weight_bytes;   /* bytes of all tensors */
+    int random_weights;      /* config.json says "k3_random_weights": true (k3 gen) */
+    char dtype[24];          /* declared weight dtype ("bfloat16"), "" if not declared */
+    int experts_mxfp4;       /* routed experts stored as MXFP4 */
+    int ctx_tokens;          /* context the memory plan was made for */
 } k3_model_info;
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
@@ -153,7 +166,7 @@ const int *k3_session_tokens(const k3_session *s);
 /* The model a session runs on. */
 k3_model *k3_session_model(const k3_session *s);
 
-/* ---- live statistics (DESIGN §7) ----------------------------------------
+/* ---- live statistics (docs/ARCHITECTURE.md, "Threading contract") ----------------------------------------
  * The engine keeps these counters as it runs; any thread may read a copy
  * at any time without locks: each field is read with one atomic load, so no
  * counter is ever torn (it never goes backwards between two reads), though
@@ -209,6 +222,26 @@ typedef struct k3_stats {
 
 void k3_stats_read(const k3_model *m, k3_stats *out);
 
+/* The memory plan in force, as data: the engine never prints, the front ends
+ * show it (app/cli.c prints the "k3: plan:" lines when a budget is in force). */
+typedef struct k3_plan_info {
+    uint64_t budget_bytes;       /* 0 = no budget: the model is fully resident */
+    uint64_t fixed_bytes;        /* process, session state, scratch and margin */
+    uint64_t state_bytes;        /* of which one session's state + scratch */
+    uint64_t min_budget_bytes;
+    int ctx_tokens;              /* the context the state is sized for */
+    int n_trunk, n_pinned;       /* trunk units (layers + head), of which pinned */
+    uint64_t pinned_bytes;
+    int n_ring;                  /* ring slots for the streamed trunk units */
+    uint64_t ring_slot_bytes;
+    int n_expert_slots, n_experts_total;
+    uint64_t expert_slot_bytes;
+    int all_resident;            /* every unit pinned and every expert cached */
+    uint64_t resident_bytes;     /* what holding everything resident takes */
+    char budget_source[200];     /* where a derived budget came from (a cgroup, MemAvailable); "" = --mem */
+} k3_plan_info;
+void k3_model_plan(const k3_model *m, k3_plan_info *out);
+
 /* The memory plan as a JSON object (budget, pinned units, ring, expert slots). */
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 
@@ -257,6 +290,22 @@ void k3_output_abort(k3_output *o);
 #define K3_MAX_TOKENIZER_BYTES  (64u << 20)   /* tiktoken.model */
 #define K3_MAX_PROMPT_BYTES     (16u << 20)   /* --prompt-file, --text-file, --chat FILE */
 #define K3_MAX_IMPORT_BYTES     (256u << 20)  /* history import */
+
+/* Exactly n bytes at offset off of fd (EINTR and short reads retried); a file
+ * that ends early is an error naming path. */
+int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err);
+
+/* Test hooks (engine/test_hooks.c lists them): the only environment the
+ * engine reads; 0 when unset. */
+int k3_test_hook(const char *name);
+const char *k3_test_hook_text(const char *name);
+
+/* FNV-1a 64, continued from h (start with K3_FNV_INIT): names, fingerprints,
+ * file checksums. k3_fnv1a64_str hashes a string from K3_FNV_INIT. */
+#define K3_FNV_INIT 1469598103934665603ull
+#define K3_FNV_PRIME 1099511628211ull
+uint64_t k3_fnv1a64(uint64_t h, const void *data, size_t n);
+uint64_t k3_fnv1a64_str(const char *s);
 
 /* ---- planning before downloading (k3 plan) --------------------------------
  * From a model directory, or a config.json alone: the engine's own memory

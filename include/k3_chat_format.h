@@ -1,4 +1,4 @@
-/* chat_xtml.h - the Kimi K3 XTML chat format (see chat_xtml.c). */
+/* k3_chat_format.h - the Kimi K3 XTML chat format (see chat_xtml.c). */
 #ifndef K3_CHAT_XTML_H
 #define K3_CHAT_XTML_H
 
@@ -8,10 +8,11 @@
 /* Render messages (roles system/user/assistant/tool) with the optional
  * generation prompt; malloc'd ids or NULL with err set. */
 int *k3_chat_render_xtml(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
-                         int add_generation_prompt, int *n_out, char *err, size_t errlen);
+                         int add_generation_prompt, int *n_out, k3_error *err);
 
 /* The ids that close an assistant message after its content:
- * close(response) close(message) <|end_of_msg|>. Returns the count or -1. */
-int k3_chat_xtml_close_ids(const k3_tokenizer *t, int *ids, int max_ids);
+ * close(response) close(message) <|end_of_msg|>. Returns the count, or -1
+ * with err set (XTML tokens missing, more than max_ids, out of memory). */
+int k3_chat_xtml_close_ids(const k3_tokenizer *t, int *ids, int max_ids, k3_error *err);
 
 #endif

@@ -1,4 +1,4 @@
-/* error.h - one-line error messages carried out of the engine.
+/* k3_error.h - one-line error messages carried out of the engine.
  *
  * Every failure in the engine fills a k3_error with a single line naming the
  * file or input and what is wrong ("model/x.safetensors: header length

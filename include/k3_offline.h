@@ -7,7 +7,7 @@
 #define K3_OFFLINE_H
 /* Packing: convert a Hugging Face checkpoint into the packed layout (`k3 pack`).
  *
- * The packed directory (DESIGN §5, manifest.h) is what the streaming runtime
+ * The packed directory (docs/ARCHITECTURE.md, "The packed layout", manifest.h) is what the streaming runtime
  * reads from disk: one 4 KiB-aligned run per layer in trunk.bin, one
  * fixed-size page per routed expert in experts.bin, embedding rows readable
  * one at a time in embed.bin, the final norm and lm_head in head.bin.

@@ -1,4 +1,4 @@
-/* sampler.h - choose the next token from logits.
+/* k3_sampler.h - choose the next token from logits.
  *
  * temperature 0 = greedy (argmax, lowest id on ties). Otherwise the filters
  * apply in the llama.cpp order: top-k, then top-p (nucleus) and min-p on the

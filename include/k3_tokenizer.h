@@ -1,8 +1,8 @@
-/* tokenizer.h - Kimi tiktoken-style byte-level BPE tokenizer.
+/* k3_tokenizer.h - Kimi tiktoken-style byte-level BPE tokenizer.
  *
  * Loads `tiktoken.model` (one "base64(bytes) rank" per line; rank = id) and
  * the special tokens from `tokenizer_config.json` (`added_tokens_decoder`),
- * pre-tokenises with the Kimi regex (kimi_linear_spec.md §7.2) and merges by
+ * pre-tokenises with the Kimi regex (docs/MODEL.md, "Tokenizer and chat format") and merges by
  * lowest rank. Special tokens occupy ids n_base .. n_base+257; unnamed slots
  * are "<|reserved_token_N|>" with N = id - n_base. */
 #ifndef K3_TOKENIZER_H
@@ -10,13 +10,14 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "k3_error.h"
 
 typedef struct k3_tokenizer k3_tokenizer;
 
 /* Load from a model directory (reads DIR/tiktoken.model and
  * DIR/tokenizer_config.json). On failure returns NULL and writes one line
- * naming the file and the problem into err (errlen bytes). */
-k3_tokenizer *k3_tokenizer_load(const char *dir, char *err, size_t errlen);
+ * naming the file and the problem into err. */
+k3_tokenizer *k3_tokenizer_load(const char *dir, k3_error *err);
 void k3_tokenizer_free(k3_tokenizer *t);
 
 int k3_tokenizer_n_base(const k3_tokenizer *t);     /* number of BPE ranks */
@@ -30,7 +31,7 @@ int k3_tokenizer_special_id(const k3_tokenizer *t, const char *text);
  * encoded as plain text. Returns a malloc'd id array, count in *n_out, or NULL
  * with err set (e.g. invalid UTF-8: "invalid UTF-8 at byte 17"). */
 int *k3_tokenizer_encode(const k3_tokenizer *t, const char *text, size_t len,
-                         int allow_special, int *n_out, char *err, size_t errlen);
+                         int allow_special, int *n_out, k3_error *err);
 
 /* Bytes of one token (not NUL-terminated); NULL for an id out of range.
  * A special token's bytes are its name. */
@@ -68,12 +69,12 @@ typedef struct k3_chat_msg {
     const char *content;
 } k3_chat_msg;
 
-/* Render messages with the Kimi K2 framing (kimi_linear_spec.md §7.4), no
+/* Render messages with the Kimi K2 framing (docs/MODEL.md, "Tokenizer and chat format"), no
  * injected system prompt, no BOS, and (if add_generation_prompt) the
  * assistant header. Framing tokens are emitted as special ids; message
  * content is encoded with allow_special = 0 (a user cannot inject framing).
  * Returns malloc'd ids or NULL with err set. */
 int *k3_chat_render_kimi(const k3_tokenizer *t, const k3_chat_msg *msgs, int n_msgs,
-                         int add_generation_prompt, int *n_out, char *err, size_t errlen);
+                         int add_generation_prompt, int *n_out, k3_error *err);
 
 #endif

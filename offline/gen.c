@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "k3.h"
 #include <sys/stat.h>
 #include "k3_offline.h"
 #include "kernels.h"
@@ -27,28 +28,47 @@ typedef struct gen_preset {
     int dense_inter, moe_inter, experts, top_k, shared;
     int n_base;                  /* BPE ranks; vocab = n_base + 256 */
     const char *full_attn;       /* 1-based MLA layers */
-    /* Kimi K3 layout (kimi_k3_spec.md) when q_lora > 0 */
+    /* Kimi K3 layout (docs/MODEL.md, "Kimi K3") when q_lora > 0 */
     int q_lora, latent, attn_res_block;
 } gen_preset;
 
 static const gen_preset presets[] = {
-    {"tiny", 64, 4, 2, 16, 16, 2, 32, 16, 8, 16, 128, 32, 8, 2, 1, 512, "2,4", 0, 0, 0},
-    {"small", 256, 8, 4, 32, 32, 4, 64, 32, 16, 32, 512, 128, 16, 4, 1, 1024, "4,8", 0, 0, 0},
-    {"demo", 768, 12, 6, 128, 128, 6, 256, 64, 32, 64, 2048, 384, 24, 4, 1, 2048, "4,8,12", 0, 0, 0},
+    {.name = "tiny", .hidden = 64, .layers = 4, .kda_heads = 2, .kda_head_dim = 16, .gate_rank = 16,
+     .mla_heads = 2, .kv_lora = 32, .nope = 16, .rope = 8, .v_dim = 16, .dense_inter = 128, .moe_inter = 32,
+     .experts = 8, .top_k = 2, .shared = 1, .n_base = 512, .full_attn = "2,4", .q_lora = 0, .latent = 0,
+     .attn_res_block = 0},
+    {.name = "small", .hidden = 256, .layers = 8, .kda_heads = 4, .kda_head_dim = 32, .gate_rank = 32,
+     .mla_heads = 4, .kv_lora = 64, .nope = 32, .rope = 16, .v_dim = 32, .dense_inter = 512, .moe_inter = 128,
+     .experts = 16, .top_k = 4, .shared = 1, .n_base = 1024, .full_attn = "4,8", .q_lora = 0, .latent = 0,
+     .attn_res_block = 0},
+    {.name = "demo", .hidden = 768, .layers = 12, .kda_heads = 6, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 6, .kv_lora = 256, .nope = 64, .rope = 32, .v_dim = 64, .dense_inter = 2048,
+     .moe_inter = 384, .experts = 24, .top_k = 4, .shared = 1, .n_base = 2048, .full_attn = "4,8,12",
+     .q_lora = 0, .latent = 0, .attn_res_block = 0},
     /* K3: AttnRes blocks of 2 (boundaries 0,2,4,6), last two layers MLA, MXFP4 experts */
-    {"k3-tiny", 64, 7, 2, 16, 16, 2, 32, 16, 8, 16, 128, 64, 12, 3, 2, 512, "4,6,7", 32, 32, 2},
+    {.name = "k3-tiny", .hidden = 64, .layers = 7, .kda_heads = 2, .kda_head_dim = 16, .gate_rank = 16,
+     .mla_heads = 2, .kv_lora = 32, .nope = 16, .rope = 8, .v_dim = 16, .dense_inter = 128, .moe_inter = 64,
+     .experts = 12, .top_k = 3, .shared = 2, .n_base = 512, .full_attn = "4,6,7", .q_lora = 32, .latent = 32,
+     .attn_res_block = 2},
     /* K3's proportions at a few GB: 256 experts top-16, 1.2 MiB pages, experts > 90% of bytes */
-    {"k3-sim", 1024, 12, 8, 128, 128, 8, 256, 64, 32, 64, 4096, 1536, 256, 16, 2, 2048, "4,8,11,12", 512, 512, 3},
+    {.name = "k3-sim", .hidden = 1024, .layers = 12, .kda_heads = 8, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 8, .kv_lora = 256, .nope = 64, .rope = 32, .v_dim = 64, .dense_inter = 4096,
+     .moe_inter = 1536, .experts = 256, .top_k = 16, .shared = 2, .n_base = 2048, .full_attn = "4,8,11,12",
+     .q_lora = 512, .latent = 512, .attn_res_block = 3},
     /* a ~15 GB K3-shaped model, the size the closest peer is measured on (benchmarks only) */
-    {"k3-16g", 3072, 24, 24, 128, 128, 24, 512, 128, 64, 128, 12288, 1536, 128, 16, 2, 2048,
-     "4,8,12,16,20,23,24", 768, 1536, 6},
+    {.name = "k3-16g", .hidden = 3072, .layers = 24, .kda_heads = 24, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 24, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128, .dense_inter = 12288,
+     .moe_inter = 1536, .experts = 128, .top_k = 16, .shared = 2, .n_base = 2048,
+     .full_attn = "4,8,12,16,20,23,24", .q_lora = 768, .latent = 1536, .attn_res_block = 6},
     /* Kimi K3 at its real widths, two layers (benchmarks only, ~24.5 GB):
      * layer 0 KDA (96 heads x 128) + the dense 33792 MLP, layer 1 gated
      * q-LoRA MLA + MoE of 896 MXFP4 experts (3584 latent x 3072, the real
      * 17.5 MB page) top-16 + 2 shared; the real vocabulary's embedding and
      * head (163840 x 7168) */
-    {"k3-real-widths", 7168, 2, 96, 128, 128, 96, 512, 128, 64, 128, 33792, 3072, 896, 16, 2, 163584,
-     "2", 1536, 3584, 12},
+    {.name = "k3-real-widths", .hidden = 7168, .layers = 2, .kda_heads = 96, .kda_head_dim = 128,
+     .gate_rank = 128, .mla_heads = 96, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128,
+     .dense_inter = 33792, .moe_inter = 3072, .experts = 896, .top_k = 16, .shared = 2, .n_base = 163584,
+     .full_attn = "2", .q_lora = 1536, .latent = 3584, .attn_res_block = 12},
 };
 
 typedef enum {
@@ -121,8 +141,7 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
 {
     gen_state *g = user;
     const gen_tensor *gt = &g->list[i];
-    uint64_t h = 1469598103934665603ull ^ g->seed;
-    for (const char *p = t->name; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    uint64_t h = k3_fnv1a64(K3_FNV_INIT ^ g->seed, t->name, strlen(t->name));
     uint64_t n = st_out_tensor_bytes(t) / k3_dtype_size(t->dtype);
     if (gt->init == INIT_MX_PACKED || gt->init == INIT_ZERO) {
         uint8_t *b = dst;
@@ -159,9 +178,9 @@ static void fill_tensor(void *user, int i, const st_out_tensor *t, void *dst)
     }
 }
 
-/* The KDA attention tensors of layer l (kimi_linear_spec.md §2.3; K3: A_log
+/* The KDA attention tensors of layer l (docs/MODEL.md, "Tensors"; K3: A_log
  * shipped as 128 floats, full-rank output gate g_proj, F32 o_norm). Conv
- * taps, A_log and dt_bias are F32 as the runtimes keep them (spec §2.6). */
+ * taps, A_log and dt_bias are F32 as the runtimes keep them (docs/MODEL.md, "Tensors"). */
 static void add_kda_tensors(gen_state *g, const gen_preset *p, int l, const char *prefix, k3_dtype W,
                             k3_dtype o_norm_dtype, int k3)
 {
@@ -247,7 +266,7 @@ static int by_name(const void *a, const void *b)
     return strcmp(((const gen_tensor *)a)->t.name, ((const gen_tensor *)b)->t.name);
 }
 
-/* The Kimi K3 tensor set (kimi_k3_spec.md §4-7), prefixed "language_model.";
+/* The Kimi K3 tensor set (docs/MODEL.md, "Kimi K3"), prefixed "language_model.";
  * routed experts MXFP4 (weight_packed + weight_scale), written in the
  * lexicographic name order of the real release (experts.10 before
  * experts.2), so an expert's six tensors are contiguous but pages are not in
@@ -399,7 +418,7 @@ static json_t *make_config(const gen_preset *p, int f32)
 }
 
 /* The Kimi K3 config: wrapper kimi_k3 with the decoder in text_config
- * (kimi_k3_spec.md §2), MXFP4 quantization_config as released. */
+ * (docs/MODEL.md, "Config"), MXFP4 quantization_config as released. */
 static json_t *make_config_k3(const gen_preset *p, int f32)
 {
     json_t *tc = make_config(p, f32);
@@ -443,7 +462,7 @@ static json_t *make_config_k3(const gen_preset *p, int f32)
     return top;
 }
 
-/* K3 renamed the special tokens at the same ids (kimi_k3_spec.md §8):
+/* K3 renamed the special tokens at the same ids (docs/MODEL.md, "XTML chat format"):
  * rewrite added_tokens_decoder of the generated tokenizer_config.json. */
 static int rename_specials_k3(const char *dir, int n_base, k3_error *err)
 {
@@ -558,16 +577,16 @@ int k3_gen_model(const char *out, const k3_gen_opts *o, k3_gen_result *res, k3_e
     json_decref(weight_map);
     free(g.list);
     if (rc) return -1;
-    if (write_json(out, "config.json", p->q_lora ? make_config_k3(p, g.gen_dtype_f32) : make_config(p, g.gen_dtype_f32),
-                   err))
-        return -1;
+    json_t *config = p->q_lora ? make_config_k3(p, g.gen_dtype_f32) : make_config(p, g.gen_dtype_f32);
+    /* the marker the app shows: these weights are random, the model talks nonsense */
+    json_object_set_new(config, "k3_random_weights", json_true());
+    if (write_json(out, "config.json", config, err)) return -1;
     json_t *gc = json_object();
     json_object_set_new(gc, "bos_token_id", json_integer(p->n_base));
     json_object_set_new(gc, "eos_token_id", json_integer(p->n_base + 2));
     json_object_set_new(gc, "max_length", json_integer(1048576));
     if (write_json(out, "generation_config.json", gc, err)) return -1;
-    char msg[512];
-    if (k3_tokenizer_generate(out, p->n_base, msg, sizeof msg)) return k3_err(err, "%s", msg);
+    if (k3_tokenizer_generate(out, p->n_base, err)) return -1;
     if (p->q_lora && rename_specials_k3(out, p->n_base, err)) return -1;
     if (res) res->weight_bytes = total;
     return 0;

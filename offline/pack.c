@@ -1,5 +1,5 @@
-/* pack.c - `k3 pack`: Hugging Face checkpoint -> packed layout (see pack.h,
- * manifest.h, DESIGN §5).
+/* pack.c - `k3 pack`: Hugging Face checkpoint -> packed layout (see k3_offline.h,
+ * manifest.h, docs/ARCHITECTURE.md, "The packed layout").
  *
  * Phases: plan (headers only: classify every tensor, compute every output
  * offset), check the destination (space, emptiness, stale DST.partial),
@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "k3.h"
+#include "config.h"
 #include "manifest.h"
 #include "unit_sums.h"
 #include "k3_offline.h"
@@ -64,31 +65,10 @@ typedef struct pk_plan {
 /* ------------------------------------------------------------------ helpers */
 
 /* Monotonic seconds, for rates and the throttle. */
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+static double now_s(void) { return (double)k3_now_ns() * 1e-9; }
 
 /* Round x up to a multiple of a (offsets, pads). */
 static uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
-
-/* Whole-buffer pread: loops over short reads and EINTR; a short file is an error. */
-static int pread_full(int fd, void *buf, size_t n, uint64_t off, const char *what, k3_error *err)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) return k3_err(err, "%s: read error at byte %llu: %s", what, (unsigned long long)(off + got),
-                                 strerror(errno));
-        if (r == 0) return k3_err(err, "%s: unexpected end of file at byte %llu (file changed while packing?)",
-                                  what, (unsigned long long)(off + got));
-        got += (size_t)r;
-    }
-    return 0;
-}
 
 /* Whole-buffer pwrite: loops over short writes and EINTR; ENOSPC says so plainly. */
 static int pwrite_full(int fd, const void *buf, size_t n, uint64_t off, const char *what, k3_error *err)
@@ -671,7 +651,7 @@ static int copy_tensors(pk_run *r, k3_error *err)
             fh_init(&h);
             for (uint64_t off = 0; off < t0->nbytes && rc == 0; off += r->buf_len) {
                 size_t n = t0->nbytes - off < r->buf_len ? (size_t)(t0->nbytes - off) : r->buf_len;
-                if ((rc = pread_full(sh->fd, r->buf, n, t0->file_offset + off, sh->path, err))) break;
+                if ((rc = k3_pread_full(sh->fd, r->buf, n, t0->file_offset + off, sh->path, err))) break;
                 fh_update(&h, r->buf, n);
                 if ((rc = pwrite_full(r->fds[it->file], r->buf, n, it->dst + off, r->paths[it->file], err))) break;
                 done += n;
@@ -692,7 +672,7 @@ static int copy_tensors(pk_run *r, k3_error *err)
                 break;
             if (t->file_offset + t->nbytes > end) end = t->file_offset + t->nbytes;
         }
-        if ((rc = pread_full(sh->fd, r->buf, (size_t)(end - start), start, sh->path, err))) break;
+        if ((rc = k3_pread_full(sh->fd, r->buf, (size_t)(end - start), start, sh->path, err))) break;
         for (int q = k; q < j && rc == 0; q++) {
             pk_item *it = &p->items[order[q]];
             const st_tensor *t = &ix->tensors[it->src];
@@ -825,7 +805,7 @@ static int verify_outputs(pk_run *r, double *verify_s, k3_error *err)
         fast_hash h;
         int open_item = -1, cur = 0;
         size_t n = size < half ? (size_t)size : half;
-        if (n && pread_full(fd, bufs[0], n, 0, r->paths[f], err)) return -1;
+        if (n && k3_pread_full(fd, bufs[0], n, 0, r->paths[f], err)) return -1;
         for (uint64_t off = 0; off < size;) {
             job.data = bufs[cur];
             job.n = n;
@@ -835,7 +815,7 @@ static int verify_outputs(pk_run *r, double *verify_s, k3_error *err)
             int rc = scan_chunk(r, f, bufs[cur], off, n, &i, &open_item, &h, err);
             uint64_t next_off = off + n;
             size_t next_n = size - next_off < half ? (size_t)(size - next_off) : half;
-            if (rc == 0 && next_n) rc = pread_full(fd, bufs[cur ^ 1], next_n, next_off, r->paths[f], err);
+            if (rc == 0 && next_n) rc = k3_pread_full(fd, bufs[cur ^ 1], next_n, next_off, r->paths[f], err);
             if (threaded) pthread_join(th, NULL);
             if (rc) return -1;
             done += n;
@@ -867,8 +847,8 @@ static int compare_slice(pk_run *r, const pk_item *it, uint64_t off, size_t n, k
     size_t half = r->buf_len / 2;
     for (uint64_t o = 0; o < n; o += half) {
         size_t k = n - o < half ? (size_t)(n - o) : half;
-        if (pread_full(sh->fd, r->buf, k, t->file_offset + off + o, sh->path, err) ||
-            pread_full(r->fds[it->file], r->buf + half, k, it->dst + off + o, r->paths[it->file], err))
+        if (k3_pread_full(sh->fd, r->buf, k, t->file_offset + off + o, sh->path, err) ||
+            k3_pread_full(r->fds[it->file], r->buf + half, k, it->dst + off + o, r->paths[it->file], err))
             return -1;
         if (memcmp(r->buf, r->buf + half, k))
             return k3_err(err, "%s: tensor '%s' differs from the source %s near byte %llu", r->paths[it->file],
@@ -1174,7 +1154,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     int lock_fd = -1, created = 0, rc = -1;
 
     if (plan_config(&plan, src, err)) goto out;
-    if (st_index_open(&plan.ix, src, 0, err)) goto out;
+    if (st_index_open(&plan.ix, src, err)) goto out;
     if (plan_layout(&plan, src, err)) goto out;
     run.buf = aligned_alloc(4096, run.buf_len);
     if (!run.buf) { k3_err(err, "out of memory for the %zu-byte copy buffer", run.buf_len); goto out; }

@@ -169,15 +169,7 @@ typedef struct {
 } gen_vocab;
 
 /* FNV-1a over token bytes (same role as in tokenizer.c). */
-static uint64_t gen_hash(const uint8_t *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= s[i];
-        h *= 1099511628211ull;
-    }
-    return h;
-}
+static uint64_t gen_hash(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
 
 /* Id of a byte string already in the vocabulary, or -1. */
 static int vocab_find(const gen_vocab *v, const uint8_t *s, size_t n)
@@ -436,12 +428,12 @@ static void put_base64(FILE *f, const uint8_t *s, size_t n)
 
 /* Through k3_output (temp file, fsync, rename), so a crash never leaves
  * half a file. */
-static int write_vocab_file(const gen_vocab *v, const char *path, char *err, size_t errlen)
+static int write_vocab_file(const gen_vocab *v, const char *path, k3_error *err)
 {
     k3_output out;
     k3_error e;
     if (k3_output_open(&out, path, &e)) {
-        snprintf(err, errlen, "%s", e.msg);
+        *err = e;
         return -1;
     }
     for (int id = 0; id < v->n; id++) {
@@ -449,13 +441,13 @@ static int write_vocab_file(const gen_vocab *v, const char *path, char *err, siz
         fprintf(out.f, " %d\n", id);
     }
     if (k3_output_close(&out, &e)) {
-        snprintf(err, errlen, "%s", e.msg);
+        *err = e;
         return -1;
     }
     return 0;
 }
 
-/* Named special tokens at their real offsets from n_base (spec §7.3). */
+/* Named special tokens at their real offsets from n_base (docs/MODEL.md, "Tokenizer and chat format"). */
 static const struct { int offset; const char *name; } gen_specials[] = {
     {0, "[BOS]"}, {1, "[EOS]"}, {2, "<|im_end|>"}, {3, "<|im_user|>"}, {4, "<|im_assistant|>"},
     {6, "<|start_header_id|>"}, {7, "<|end_header_id|>"}, {9, "[EOT]"}, {10, "<|im_system|>"},
@@ -465,7 +457,7 @@ static const struct { int offset; const char *name; } gen_specials[] = {
 };
 
 /* tokenizer_config.json in the Hugging Face shape the loader (and HF) read. */
-static int write_config_file(int n_base, const char *path, char *err, size_t errlen)
+static int write_config_file(int n_base, const char *path, k3_error *err)
 {
     json_t *root = json_object(), *decoder = json_object();
     if (!root || !decoder) goto oom;
@@ -496,51 +488,51 @@ static int write_config_file(int n_base, const char *path, char *err, size_t err
         rc = k3_output_close(&out, &e);
     }
     json_decref(root);
-    if (rc) snprintf(err, errlen, "%s", e.msg);
+    if (rc) *err = e;
     return rc;
 oom:
     json_decref(decoder);
     json_decref(root);
-    snprintf(err, errlen, "%s: out of memory", path);
+    k3_err(err, "%s: out of memory", path);
     return -1;
 }
 
 /* Learn, fill if the text ran out of pairs, then write both files. The same
  * n_base always gives byte-identical files. */
-int k3_tokenizer_generate(const char *dir, int n_base, char *err, size_t errlen)
+int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
 {
     if (n_base < 256 || n_base > (1 << 24)) {
-        snprintf(err, errlen, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
+        k3_err(err, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
         return -1;
     }
     if (strlen(dir) > 4000) {
-        snprintf(err, errlen, "tokenizer: directory name too long");
+        k3_err(err, "tokenizer: directory name too long");
         return -1;
     }
     if (mkdir(dir, 0755) && errno != EEXIST) {
-        snprintf(err, errlen, "%s: %s", dir, strerror(errno));
+        k3_err(err, "%s: %s", dir, strerror(errno));
         return -1;
     }
     gen_vocab v = {0};
     gen_corpus c = {0};
     int rc = -1;
-    k3_pretok *p = k3_pretok_new(err, errlen);
+    k3_pretok *p = k3_pretok_new(err);
     if (!p) return -1;
     if (vocab_init(&v, n_base)) goto oom;
     int split = k3_pretok_split(p, learning_text, sizeof learning_text - 1, corpus_add_word, &c,
-                                err, errlen);
+                                err);
     if (split > 0) goto oom;
     if (split < 0) goto done;
     if (learn_merges(&v, &c, n_base) || fill_vocab(&v, n_base)) goto oom;
     char path[4096 + 32];
     snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    if (write_vocab_file(&v, path, err, errlen)) goto done;
+    if (write_vocab_file(&v, path, err)) goto done;
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    if (write_config_file(n_base, path, err, errlen)) goto done;
+    if (write_config_file(n_base, path, err)) goto done;
     rc = 0;
     goto done;
 oom:
-    snprintf(err, errlen, "tokenizer: out of memory while learning merges");
+    k3_err(err, "tokenizer: out of memory while learning merges");
 done:
     corpus_free(&c);
     vocab_free(&v);

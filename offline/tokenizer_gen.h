@@ -12,6 +12,6 @@
 
 /* Learn n_base - 256 merges and write DIR/tiktoken.model and
  * DIR/tokenizer_config.json. Returns 0, or -1 with err set. n_base >= 256. */
-int k3_tokenizer_generate(const char *dir, int n_base, char *err, size_t errlen);
+int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err);
 
 #endif

@@ -99,3 +99,11 @@ for m in tiny small_f32 k3_tiny py_f16 py_fp8 py_mixed; do
     fi
 done
 echo "$A: logits comparison took $(($(date +%s) - start)) s${RUN:+ under $RUN}" >&2
+
+# `k3 bench --json` names the kernels this build runs.
+if $RUN $K3 bench $M/tiny --tokens 2 --prompt-tokens 4 --no-probe --no-resident --json > $OUT/bench.json 2>$OUT/bench.err &&
+   $PY -c "import json,sys; k=json.load(open('$OUT/bench.json'))['kernels']; sys.exit(0 if k.startswith('$EXPECT') else 1)"; then
+    echo "PASS $A: k3 bench --json reports its kernels ($(sed 's/.*"kernels":"\([^"]*\)".*/\1/' $OUT/bench.json))"
+else
+    echo "FAIL $A: k3 bench --json does not report $EXPECT kernels: $(head -c 200 $OUT/bench.json) $(cat $OUT/bench.err)"
+fi

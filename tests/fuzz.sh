@@ -21,7 +21,9 @@ TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest session
 OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
-FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -mavx2 -mfma -mf16c -Iinclude -Iengine -Ioffline"
+# The kernels' flags of this machine's ARCH (x86-64-v3: AVX2/FMA/F16C), as the Makefile sets them.
+ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
+FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine -Ioffline"
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
 [ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
@@ -34,7 +36,7 @@ for target in $TARGETS; do
     extra=""
     case $target in
     safetensors)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c"
+        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
         # seeds: small valid shards (every dtype, 1-4 dims) and a real shard
         /usr/bin/python3 -c "
 import struct, json
@@ -52,7 +54,7 @@ open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
 "
         cp $SEEDMODEL/model.safetensors $corpus/seed_shard ;;
     index)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c"
+        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
         /usr/bin/python3 -c "
 import json, struct
 raw = open('$SEEDMODEL/model.safetensors', 'rb').read()
@@ -61,17 +63,17 @@ wm = {k: 'model.safetensors' for k in h if k != '__metadata__'}
 json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpus/seed_index', 'w'), indent=2)
 " ;;
     config)
-        srcs="engine/config.c engine/error.c engine/file_read.c"
+        srcs="engine/config.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL/config.json $corpus/seed_config
         [ -f tests/out/asan/k3tiny/config.json ] && cp tests/out/asan/k3tiny/config.json $corpus/seed_config_k3 ;;
     tiktoken)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c"
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL/tiktoken.model $corpus/seed_tiktoken ;;
     tokenizer_config)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c"
+        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     manifest)
-        srcs="engine/manifest.c engine/dtype.c engine/error.c engine/file_read.c"
+        srcs="engine/manifest.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
     session)
         srcs="$ENGINE_SRCS"

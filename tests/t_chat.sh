@@ -30,12 +30,12 @@ ${K3_TESTBIN:-build/tests}/tool_chat interrupt $M $OUT/interrupt.db
 jfield() { $PY -c "import json,sys; print(json.loads(sys.stdin.readlines()[$2])['$1'])"; }
 
 # uninterrupted three turns
-printf 'First question\nSecond one\nThird and last\n' | $K3 chat $M --db $OUT/a.db --json -n 10 > $OUT/full.jsonl 2>$OUT/full.err
+printf 'First question\nSecond one\nThird and last\n' | $K3 chat --lines $M --db $OUT/a.db --json -n 10 > $OUT/full.jsonl 2>$OUT/full.err
 [ $(wc -l < $OUT/full.jsonl) -eq 3 ] && echo "PASS plain --json chat: one JSON line per turn" || echo "FAIL plain --json chat: $(cat $OUT/full.err)"
 # two turns, exit, resume for the third
-printf 'First question\nSecond one\n' | $K3 chat $M --db $OUT/b.db --json -n 10 > $OUT/part1.jsonl 2>/dev/null
+printf 'First question\nSecond one\n' | $K3 chat --lines $M --db $OUT/b.db --json -n 10 > $OUT/part1.jsonl 2>/dev/null
 ID=$(jfield conversation_id 0 < $OUT/part1.jsonl)
-printf 'Third and last\n' | $K3 chat $M --db $OUT/b.db --json -n 10 --resume $ID > $OUT/part2.jsonl 2>$OUT/part2.err
+printf 'Third and last\n' | $K3 chat --lines $M --db $OUT/b.db --json -n 10 --resume $ID > $OUT/part2.jsonl 2>$OUT/part2.err
 NEW=$(printf '[{"role":"user","content":"Third and last"}]' > $OUT/t3.json; $K3 tokenize $M --chat $OUT/t3.json | wc -w)
 R=$(jfield resumed_from_snapshot 0 < $OUT/part2.jsonl)
 P=$(jfield prefilled_tokens 0 < $OUT/part2.jsonl)
@@ -48,19 +48,19 @@ N2=$(printf '[{"role":"user","content":"Second one"}]' > $OUT/t2.json; $K3 token
 [ "$P2" = "$N2" ] && echo "PASS turn 2 prefilled_tokens ($P2) = its new tokens only" || echo "FAIL turn 2 prefilled $P2, want $N2"
 
 # corrupted snapshot: fall back to re-prefill, same answer
-printf 'First question\nSecond one\n' | $K3 chat $M --db $OUT/c.db --json -n 10 > $OUT/c1.jsonl 2>/dev/null
+printf 'First question\nSecond one\n' | $K3 chat --lines $M --db $OUT/c.db --json -n 10 > $OUT/c1.jsonl 2>/dev/null
 ID=$(jfield conversation_id 0 < $OUT/c1.jsonl)
 for f in $OUT/c.db.snapshots/*; do printf 'garbage!' | dd of=$f bs=1 seek=100 conv=notrunc 2>/dev/null; done
-printf 'Third and last\n' | $K3 chat $M --db $OUT/c.db --json -n 10 --resume $ID > $OUT/c2.jsonl 2>$OUT/c2.err
+printf 'Third and last\n' | $K3 chat --lines $M --db $OUT/c.db --json -n 10 --resume $ID > $OUT/c2.jsonl 2>$OUT/c2.err
 R=$(jfield resumed_from_snapshot 0 < $OUT/c2.jsonl); B=$(jfield text 0 < $OUT/c2.jsonl)
 P=$(jfield prefilled_tokens 0 < $OUT/c2.jsonl)
 if [ "$R" = "False" ] && grep -q "unusable.*re-prefilling" $OUT/c2.err && grep -q "prefilling the conversation: " $OUT/c2.err && [ "$P" = "$NEW" ] && [ "$A" = "$B" ]; then
     echo "PASS corrupted snapshot: refused with a notice, the stored token ids re-prefilled, same answer as uninterrupted"
 else echo "FAIL corrupted snapshot: resumed=$R answer [$B] stderr: $(cat $OUT/c2.err)"; fi
 # snapshot from another model: not used
-printf 'Third and last\n' | $K3 chat $M2 --db $OUT/b.db --json -n 10 --resume $ID > /dev/null 2>$OUT/other.err
+printf 'Third and last\n' | $K3 chat --lines $M2 --db $OUT/b.db --json -n 10 --resume $ID > /dev/null 2>$OUT/other.err
 ID_B=$(jfield conversation_id 0 < $OUT/part1.jsonl)
-printf 'Fourth\n' | $K3 chat $M2 --db $OUT/b.db --json -n 4 --resume $ID_B > $OUT/o.jsonl 2>$OUT/o.err
+printf 'Fourth\n' | $K3 chat --lines $M2 --db $OUT/b.db --json -n 4 --resume $ID_B > $OUT/o.jsonl 2>$OUT/o.err
 R=$(jfield resumed_from_snapshot 0 < $OUT/o.jsonl)
 if [ "$R" = "False" ] && grep -q "re-prefilling" $OUT/o.err; then echo "PASS snapshot of another model is not loaded: $(grep -m1 snapshot $OUT/o.err)"
 else echo "FAIL another model's snapshot: resumed=$R: $(cat $OUT/o.err)"; fi
@@ -74,11 +74,11 @@ rm -f $DB $DB-wal $DB-shm
 rm -rf $DB.snapshots
 ok=0 committed=0
 for i in $(seq 1 20); do
-    ( for l in 1 2 3 4 5 6; do echo "message $i.$l"; sleep 0.05; done ) | $K3 chat $M --db $DB --json -n 30 > $OUT/crash.out 2>/dev/null &
+    ( for l in 1 2 3 4 5 6; do echo "message $i.$l"; sleep 0.05; done ) | $K3 chat --lines $M --db $DB --json -n 30 > $OUT/crash.out 2>/dev/null &
     pid=$!
     sleep 0.$(( (i * 37) % 9 + 1 ))
     kill -9 $(pgrep -P $pid k3) $pid 2>/dev/null
-    pkill -9 -f "k3 chat $M --db $DB" 2>/dev/null
+    pkill -9 -f "k3 chat --lines $M --db $DB" 2>/dev/null
     wait $pid 2>/dev/null
     if ! $K3 history check --db $DB > $OUT/check.out 2>&1; then echo "FAIL crash $i: history check: $(cat $OUT/check.out)"; continue; fi
     n=$($PY - $DB $i <<'PY'
@@ -111,8 +111,8 @@ fi
 # and both conversations must be there whole (3 questions, 3 answers each)
 rm -f $OUT/shared.db $OUT/shared.db-wal $OUT/shared.db-shm
 rm -rf $OUT/shared.db.snapshots
-( printf 'a1\na2\na3\n' | $K3 chat $M --db $OUT/shared.db -n 20 > /dev/null 2>$OUT/s1.err; echo $? > $OUT/s1.rc ) &
-( printf 'b1\nb2\nb3\n' | $K3 chat $M --db $OUT/shared.db -n 20 > /dev/null 2>$OUT/s2.err; echo $? > $OUT/s2.rc ) &
+( printf 'a1\na2\na3\n' | $K3 chat --lines $M --db $OUT/shared.db -n 20 > /dev/null 2>$OUT/s1.err; echo $? > $OUT/s1.rc ) &
+( printf 'b1\nb2\nb3\n' | $K3 chat --lines $M --db $OUT/shared.db -n 20 > /dev/null 2>$OUT/s2.err; echo $? > $OUT/s2.rc ) &
 wait
 shared=$($PY - $OUT/shared.db <<'PY'
 import sqlite3, sys

@@ -25,7 +25,7 @@ ${K3_TESTBIN:-build/tests}/tool_chat redo $M $OUT/redo.db
 sql() { $PY -c "import sqlite3,sys; [print('|'.join(str(c) for c in r)) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]" "$1" "$2"; }
 
 printf 'Hello there\n/help\nWhat is two plus two?\n/retry\n/undo\n/quit\nnever sent\n' |
-    $K3 chat $M --db $OUT/p.db --plain --json -n 8 > $OUT/p.jsonl 2> $OUT/p.err
+    $K3 chat $M --db $OUT/p.db --plain --lines --json -n 8 > $OUT/p.jsonl 2> $OUT/p.err
 N=$(wc -l < $OUT/p.jsonl)
 A2=$(sed -n 2p $OUT/p.jsonl | $PY -c 'import json,sys; print(json.load(sys.stdin)["text"])')
 A3=$(sed -n 3p $OUT/p.jsonl | $PY -c 'import json,sys; print(json.load(sys.stdin)["text"])')
@@ -42,17 +42,17 @@ case "$MSGS" in
         else echo "FAIL --plain record: $MSGS"; fi ;;
     *) echo "FAIL --plain record: $MSGS" ;;
 esac
-printf '/help\n' | $K3 chat $M --db $OUT/raw.db --plain --raw --json -n 4 > $OUT/raw.jsonl 2>$OUT/raw.err
+printf '/help\n' | $K3 chat $M --db $OUT/raw.db --plain --raw --lines --json -n 4 > $OUT/raw.jsonl 2>$OUT/raw.err
 if [ "$(sql $OUT/raw.db "SELECT content FROM messages WHERE role = 'user'")" = "/help" ]; then
     echo "PASS --raw sends '/help' to the model as text"
 else echo "FAIL --raw: $(cat $OUT/raw.err)"; fi
-printf '/nosuch\n' | $K3 chat $M --db $OUT/raw.db --plain -n 4 > /dev/null 2>$OUT/unk.err
+printf '/nosuch\n' | $K3 chat $M --db $OUT/raw.db --plain --lines -n 4 > /dev/null 2>$OUT/unk.err
 grep -q 'unknown command /nosuch' $OUT/unk.err && echo "PASS --plain unknown command: $(grep -m1 unknown $OUT/unk.err)" ||
     echo "FAIL --plain unknown command: $(cat $OUT/unk.err)"
 
 # exports: a message with an escape sequence in it
 printf 'make it \033[31mred\033[0m please\n/export md ~/e.md\n/export md ~/e.md\n/export json ~/e.md --force\n' |
-    $K3 chat $M --db $OUT/e.db --plain -n 4 > /dev/null 2> $OUT/e.err
+    $K3 chat $M --db $OUT/e.db --plain --lines -n 4 > /dev/null 2> $OUT/e.err
 MODE=$(stat -c %a $OUT/home/e.md 2>/dev/null)
 if [ "$MODE" = 600 ] && grep -q 'exists (use --force' $OUT/e.err && head -c 1 $OUT/home/e.md | grep -q '{'; then
     echo "PASS /export: ~ expanded, mode 0600, refused to overwrite without --force, --force replaced it"

@@ -26,7 +26,7 @@ kill_mid_answer() {
     $PY - "$1" "$DB" "$K3" "$M" "$OUT/$1.err" <<'PYEOF'
 import os, signal, sqlite3, subprocess, sys, time
 sig, db, k3, model, errf = sys.argv[1:6]
-p = subprocess.Popen([k3, "chat", model, "--db", db, "--plain", "--resume", "last", "-n", "6000", "--ctx", "8192",
+p = subprocess.Popen([k3, "chat", model, "--db", db, "--plain", "--lines", "--resume", "last", "-n", "6000", "--ctx", "8192",
                       "--threads", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=open(errf, "w"))
 con = sqlite3.connect(db, timeout=5)
 def answers():

@@ -17,23 +17,28 @@ OUT=${FORWARD_OUT:-tests/out/forward}
 mkdir -p $OUT
 K3=${K3:-./k3}
 TOOL=${TOOL:-${K3_TESTBIN:-build/tests}/tool_engine}
+# FORWARD_MODELS narrows the run (make check: one preset and one python
+# checkpoint); the default is every model below.
+ALL="tiny_bf16_1 tiny_f32_3 small_bf16_1 small_f32_4 py_mixed py_f16_noindex py_fp8 py_tie_conv2d py_wide"
+MODELS=${FORWARD_MODELS:-$ALL}
+want() { case " $MODELS " in *" $1 "*) return 0 ;; esac; return 1; }
 
 gen_models() {
-    [ -f $OUT/tiny_bf16_1/config.json ] || $K3 gen $OUT/tiny_bf16_1 --preset tiny --seed 3 >/dev/null 2>&1
-    [ -f $OUT/tiny_f32_3/config.json ] || $K3 gen $OUT/tiny_f32_3 --preset tiny --dtype f32 --shards 3 --seed 4 >/dev/null 2>&1
-    [ -f $OUT/small_bf16_1/config.json ] || $K3 gen $OUT/small_bf16_1 --preset small --seed 5 >/dev/null 2>&1
-    [ -f $OUT/small_f32_4/config.json ] || $K3 gen $OUT/small_f32_4 --preset small --dtype f32 --shards 4 --seed 6 >/dev/null 2>&1
-    [ -f $OUT/py_mixed/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_mixed --dtype mixed --shards 3 --seed 11 >/dev/null
-    [ -f $OUT/py_f16_noindex/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_f16_noindex --dtype f16 --shards 2 --no-index --seed 12 >/dev/null
-    [ -f $OUT/py_fp8/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_fp8 --dtype fp8 --shards 2 --seed 13 --hidden 160 --moe-inter 136 >/dev/null
-    [ -f $OUT/py_tie_conv2d/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_tie_conv2d --dtype bf16 --tie --conv-2d --layers 5 --seed 14 >/dev/null
-    [ -f $OUT/py_wide/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_wide --dtype bf16 --hidden 200 --kda-heads 3 --kda-head-dim 24 --mla-heads 3 --kv-lora 40 --nope 12 --rope 6 --v-dim 20 --experts 12 --topk 3 --shared 2 --moe-inter 48 --layers 6 --full-attn "1,5,6" --seed 15 >/dev/null
+    want tiny_bf16_1 && { [ -f $OUT/tiny_bf16_1/config.json ] || $K3 gen $OUT/tiny_bf16_1 --preset tiny --seed 3 >/dev/null 2>&1; }
+    want tiny_f32_3 && { [ -f $OUT/tiny_f32_3/config.json ] || $K3 gen $OUT/tiny_f32_3 --preset tiny --dtype f32 --shards 3 --seed 4 >/dev/null 2>&1; }
+    want small_bf16_1 && { [ -f $OUT/small_bf16_1/config.json ] || $K3 gen $OUT/small_bf16_1 --preset small --seed 5 >/dev/null 2>&1; }
+    want small_f32_4 && { [ -f $OUT/small_f32_4/config.json ] || $K3 gen $OUT/small_f32_4 --preset small --dtype f32 --shards 4 --seed 6 >/dev/null 2>&1; }
+    want py_mixed && { [ -f $OUT/py_mixed/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_mixed --dtype mixed --shards 3 --seed 11 >/dev/null; }
+    want py_f16_noindex && { [ -f $OUT/py_f16_noindex/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_f16_noindex --dtype f16 --shards 2 --no-index --seed 12 >/dev/null; }
+    want py_fp8 && { [ -f $OUT/py_fp8/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_fp8 --dtype fp8 --shards 2 --seed 13 --hidden 160 --moe-inter 136 >/dev/null; }
+    want py_tie_conv2d && { [ -f $OUT/py_tie_conv2d/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_tie_conv2d --dtype bf16 --tie --conv-2d --layers 5 --seed 14 >/dev/null; }
+    want py_wide && { [ -f $OUT/py_wide/config.json ] || $PY tests/ref/gen_ckpt.py $OUT/py_wide --dtype bf16 --hidden 200 --kda-heads 3 --kda-head-dim 24 --mla-heads 3 --kv-lora 40 --nope 12 --rope 6 --v-dim 20 --experts 12 --topk 3 --shared 2 --moe-inter 48 --layers 6 --full-attn "1,5,6" --seed 15 >/dev/null; }
 }
 gen_models
 
 vocab_of() { $PY -c "import json,sys; print(json.load(open('$1/config.json'))['vocab_size'])"; }
 
-for m in tiny_bf16_1 tiny_f32_3 small_bf16_1 small_f32_4 py_mixed py_f16_noindex py_fp8 py_tie_conv2d py_wide; do
+for m in $MODELS; do
     dir=$OUT/$m
     V=$(vocab_of $dir)
     IDS=$($PY -c "import random; random.seed('$m'); print(' '.join(str(random.randrange($V)) for _ in range(40)))")
@@ -52,6 +57,7 @@ for m in tiny_bf16_1 tiny_f32_3 small_bf16_1 small_f32_4 py_mixed py_f16_noindex
 done
 # prefill(T) == prefill(T-k) + k steps, on two presets and a python checkpoint
 for m in tiny_bf16_1 small_f32_4 py_wide; do
+    want $m || continue
     IDS=$($PY -c "import random; random.seed(7); print(' '.join(str(random.randrange(200)) for _ in range(45)))")
     $TOOL split $OUT/$m "$IDS" 9 | sed "s/^\(PASS\|FAIL\) /\1 $m: /"
 done

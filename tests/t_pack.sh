@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_pack.sh - `k3 pack`: the packed layout (DESIGN §5) and its refusals.
+# t_pack.sh - `k3 pack`: the packed layout (docs/ARCHITECTURE.md, "The packed layout") and its refusals.
 #
 # Packs tiny (1 shard), small (3 shards), a tied-embedding and an fp8 (with
 # _scale_inv companions) checkpoint from tests/ref/gen_ckpt.py, k3-tiny (K3

@@ -22,7 +22,7 @@ sql() { $PY -c "import sqlite3,sys; [print('|'.join(str(c) for c in r)) for r in
 printf 'hello there\n' | $K3 chat $M --db $DB --plain -n 4 > /dev/null 2>&1
 FIRST=$(sql $DB "SELECT uid FROM conversations")
 : | $K3 chat $M --db $DB --plain -n 4 > /dev/null 2> $OUT/empty.err
-printf '/system ignored\n/set temp=0.5\n' | $K3 chat $M --db $DB --plain -n 4 > /dev/null 2>>$OUT/empty.err
+printf '/system ignored\n/set temp=0.5\n' | $K3 chat $M --db $DB --plain --lines -n 4 > /dev/null 2>>$OUT/empty.err
 N=$(sql $DB "SELECT count(*) FROM conversations")
 $K3 history show last --db $DB > $OUT/last.txt 2>&1
 if [ "$N" = 1 ] && grep -q "conversation $FIRST" $OUT/last.txt && grep -q 'nothing saved' $OUT/empty.err; then
@@ -30,7 +30,7 @@ if [ "$N" = 1 ] && grep -q "conversation $FIRST" $OUT/last.txt && grep -q 'nothi
 else echo "FAIL empty conversations: $N stored; last: $(head -1 $OUT/last.txt); $(cat $OUT/empty.err)"; fi
 
 printf 'first question\n/set temp=0.7\nsecond question\n/system be terse\n' |
-    $K3 chat $M --db $OUT/s.db --plain -n 4 > /dev/null 2> $OUT/s.err
+    $K3 chat $M --db $OUT/s.db --plain --lines -n 4 > /dev/null 2> $OUT/s.err
 T1=$(sql $OUT/s.db "SELECT json_extract(sampling_json, '\$.temperature') FROM messages WHERE role = 'assistant' ORDER BY seq LIMIT 1")
 T2=$(sql $OUT/s.db "SELECT json_extract(sampling_json, '\$.temperature') FROM messages WHERE role = 'assistant' ORDER BY seq DESC LIMIT 1")
 SYS=$(sql $OUT/s.db "SELECT system_prompt FROM conversations")

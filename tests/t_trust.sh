@@ -53,7 +53,7 @@ $TOOL probe $M "$IDS" $((MIN + 40)) | sed 's/^\(PASS\|FAIL\) /\1 (fully resident
 
 # ---- statistics read from another thread ----
 $TOOL stats-torn
-$TOOL stats-stream $M "$(echo $IDS | cut -d' ' -f1-16)" $((MIN + 2))
+$TOOL stats-stream $M "$(echo $IDS | cut -d' ' -f1-8)" $((MIN + 2))
 
 # ---- cgroup v2 through a fake tree ----
 FAKE=$OUT/fake_v2

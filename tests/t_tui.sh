@@ -192,7 +192,8 @@ fi
 
 # 10. quitting restores the terminal: shell prompt back, main screen, same tty modes
 $TM send-keys -t k3 C-d
-if wait_for 'K3SHELL\$' 10 && grep -q "resume with: .*--resume $FIRST" $WORK/screen.txt; then
+# (-J joins the hint's wrapped lines: it carries --mem and --ctx and is wider than the pane)
+if wait_for 'K3SHELL\$' 10 && $TM capture-pane -t k3 -p -J | grep -q "resume with: .*--resume $FIRST"; then
     $TM send-keys -t k3 "stty -a > $WORK/stty_after.txt" Enter
     sleep 0.5
     alt=$($TM display -p -t k3 '#{alternate_on}')

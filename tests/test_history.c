@@ -379,7 +379,8 @@ static int search_has(history *h, const char *query, const char *want, size_t *n
 }
 
 /* User text is plain text: quotes, apostrophes and FTS syntax never error
- * and match literally; punctuation-only queries use the substring path. */
+ * and match literally, except `word*` (prefix) and `a OR b` (either), which
+ * people expect; punctuation-only queries use the substring path. */
 static void test_search(void)
 {
     TEST_BEGIN("history_search_plain_text");
@@ -408,7 +409,10 @@ static void test_search(void)
     int sub;
     CHECK(search_has(h, "don't", "<don't>", &n, &sub) == 1 && !sub, "apostrophe");
     CHECK(search_has(h, "a AND b", "<a> <and> <b>", &n, &sub) == 1 && n == 1, "AND as a word (%zu hits)", n);
-    CHECK(search_has(h, "cats OR dogs", "cats", &n, &sub) == 0, "OR treated as an operator");
+    CHECK(search_has(h, "cats OR dogs", "<cats>", &n, &sub) == 1 && n == 1 && !sub, "a OR b matches either");
+    CHECK(search_has(h, "ca*", "<cats>", &n, &sub) == 1 && !sub, "ca* is a prefix search");
+    CHECK(search_has(h, "dogs OR", "", &n, &sub) == 0 && n == 0, "a trailing OR is a word (no hits)");
+    CHECK(search_has(h, "OR cats", "", &n, &sub) == 0 && n == 0, "a leading OR is a word (no hits)");
     CHECK(search_has(h, "NEAR(", "<near>", &n, &sub) == 1, "NEAR(");
     CHECK(search_has(h, "*", "<*>", &n, &sub) == 1 && sub, "lone * via substring");
     CHECK(search_has(h, "-x", "<x>", &n, &sub) == 1 && !sub, "-x");

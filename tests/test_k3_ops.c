@@ -1,5 +1,5 @@
 /* test_k3_ops.c - the Kimi K3 numeric pieces against plain scalar references
- * written here from kimi_k3_spec.md, with adversarial inputs: SiTU with both
+ * written here from docs/MODEL.md, "Kimi K3", with adversarial inputs: SiTU with both
  * caps saturated, the AttnRes mix, the lower-bounded KDA decay, and MXFP4
  * decode / dot products (the spec's test vector, a swapped-nibble negative,
  * E8M0 edge bytes, SIMD vs scalar, matmul vs matvec). */
@@ -20,7 +20,7 @@ static double urand(void)
     return (rng >> 11) * (1.0 / 9007199254740992.0);
 }
 
-/* §6.3 in double precision. */
+/* docs/MODEL.md, "Latent MoE and SiTU" in double precision. */
 static double situ_ref(double g, double u, double b, double bl)
 {
     return b * tanh(g / b) * (1.0 / (1.0 + exp(-g))) * (bl * tanh(u / bl));

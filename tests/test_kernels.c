@@ -300,7 +300,7 @@ static const k3_dtype kernel_dtypes[] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT
 #define N_KERNEL_DTYPES ((int)(sizeof kernel_dtypes / sizeof kernel_dtypes[0]))
 
 /* A random matrix of the given dtype whose data starts `misalign` bytes past
- * a malloc'd address (rows in mmap'd files need not be aligned). Values are
+ * a malloc'd address (rows inside read buffers need not be aligned). Values are
  * spread over several binades. fp8 never gets the NaN code; with_scale adds
  * 128x128 block scales. */
 typedef struct {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "manifest.h"
@@ -97,6 +98,50 @@ static void expect_refusal(const char *name, const char *from, const char *to, c
     CHECK(strchr(err.msg, '\n') == NULL, "message has a newline");
     CHECK(strstr(err.msg, dir) != NULL, "message '%s' does not name the directory", err.msg);
     CHECK(m.tensors == NULL && m.dir == NULL, "out not emptied on failure");
+    if (rc == 0) k3_manifest_free(&m);
+    TEST_END();
+}
+
+/* Issue 10 defect 4: a small manifest naming 2,000 layers and one expert id
+ * near 2^20 made the reader allocate n_layers x (max id + 1) x 8 bytes
+ * (16 GiB) before checking anything. Under an address-space limit of 1 GiB
+ * more than now, the load must refuse it for what it is (a missing page),
+ * not run out of memory: every allocation is bounded by what the file lists. */
+static void test_page_table_bounded(void)
+{
+    TEST_BEGIN("manifest: a huge expert id in a small file allocates nothing large (issue 10 defect 4)");
+    write_bins();
+    const char *g = good_manifest();
+    const char *layers_end = "{\"trunk_offset\": 4096, \"trunk_bytes\": 4096}";
+    const char *at = strstr(g, layers_end), *pages = strstr(g, "[1, 1, 4096]]");
+    CHECK(at && pages, "anchors not found");
+    size_t cap = strlen(g) + 2000 * 48 + 64;
+    char *text = malloc(cap);
+    size_t n = (size_t)snprintf(text, cap, "%.*s%s", (int)(at - g), g, layers_end);
+    for (int l = 2; l < 2000; l++) n += (size_t)snprintf(text + n, cap - n, ",\n  {\"trunk_offset\": 8192, \"trunk_bytes\": 0}");
+    at += strlen(layers_end);
+    n += (size_t)snprintf(text + n, cap - n, "%.*s[1, 1, 4096], [1999, 1048575, 4096]]%s", (int)(pages - at), at,
+                          pages + strlen("[1, 1, 4096]]"));
+    write_manifest_text(text);
+    CHECK(n < 200000, "the manifest is %zu bytes, meant to be small", n);
+    free(text);
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_AS, &old);
+    long vm_kb = 0;
+    FILE *st = fopen("/proc/self/status", "r");
+    char line[256];
+    while (st && fgets(line, sizeof line, st))
+        if (sscanf(line, "VmSize: %ld kB", &vm_kb) == 1) break;
+    if (st) fclose(st);
+    lim = old;
+    lim.rlim_cur = (rlim_t)vm_kb * 1024 + (1ull << 30);
+    CHECK(vm_kb > 0 && setrlimit(RLIMIT_AS, &lim) == 0, "cannot limit the address space");
+    k3_manifest m;
+    k3_error err = {{0}};
+    int rc = k3_manifest_load(dir, &m, &err);
+    setrlimit(RLIMIT_AS, &old);
+    CHECK(rc == -1, "loaded a manifest whose layer 1 lacks expert 2");
+    CHECK(strstr(err.msg, "lacks (layer 1, expert 2)") != NULL, "refused for the wrong reason: '%s'", err.msg);
     if (rc == 0) k3_manifest_free(&m);
     TEST_END();
 }
@@ -232,8 +277,8 @@ int main(void)
     expect_refusal("manifest: wrong alignment", "\"alignment\": 4096", "\"alignment\": 512", "alignment 512");
     expect_refusal("manifest: duplicate key", "\"alignment\": 4096", "\"alignment\": 4096, \"version\": 1", "twice");
     expect_refusal("manifest: syntax error", "\"tensors\": [\n", "\"tensors\": [\n,", "byte");
-    expect_refusal("manifest: trailing garbage", "\n}\n", "\n}\n}", "end of the file");
-    expect_refusal("manifest: config not an object", "\"config\": {", "\"config\": [{", "\"config\" must be an object");
+    expect_refusal("manifest: trailing garbage", "\n}\n", "\n}\n}", "end of file");
+    expect_refusal("manifest: config not an object", "\"config\": {", "\"config\": [], \"configx\": {", "\"config\" must be an object");
 
     TEST_BEGIN("manifest: truncated manifest");
     write_bins();
@@ -264,6 +309,8 @@ int main(void)
     CHECK(k3_manifest_load("/nonexistent/k3", &mm, &err) == -1 && strstr(err.msg, "not a directory"), "no dir: %s",
           err.msg);
     TEST_END();
+
+    test_page_table_bounded();
 
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

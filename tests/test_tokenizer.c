@@ -15,7 +15,7 @@
 #define N_BASE 1024
 
 static char model_dir[64];
-static char err[512];
+static k3_error tok_err;   /* the last tokenizer error */
 
 /* Write a whole file (test fixtures). */
 static int write_file(const char *dir, const char *name, const char *text, size_t len)
@@ -61,7 +61,7 @@ static void remove_dir(const char *dir)
 static int round_trips(const k3_tokenizer *t, const char *s, int allow_special)
 {
     int n;
-    int *ids = k3_tokenizer_encode(t, s, strlen(s), allow_special, &n, err, sizeof err);
+    int *ids = k3_tokenizer_encode(t, s, strlen(s), allow_special, &n, &tok_err);
     if (!ids) return 0;
     char *back = k3_tokenizer_decode(t, ids, n);
     int ok = back && !strcmp(back, s);
@@ -77,7 +77,7 @@ static void test_generate(void)
     char other[64];
     snprintf(other, sizeof other, "/tmp/k3_tok_test2_XXXXXX");
     CHECK(mkdtemp(other) != NULL, "mkdtemp failed");
-    CHECK(k3_tokenizer_generate(other, N_BASE, err, sizeof err) == 0, "%s", err);
+    CHECK(k3_tokenizer_generate(other, N_BASE, &tok_err) == 0, "%s", tok_err.msg);
     const char *names[] = {"tiktoken.model", "tokenizer_config.json"};
     for (int i = 0; i < 2; i++) {
         size_t la = 0, lb = 0;
@@ -87,7 +87,7 @@ static void test_generate(void)
         free(b);
     }
     remove_dir(other);
-    CHECK(k3_tokenizer_generate(other, 255, err, sizeof err) == -1 && strstr(err, "n_base"),
+    CHECK(k3_tokenizer_generate(other, 255, &tok_err) == -1 && strstr(tok_err.msg, "n_base"),
           "n_base 255 accepted");
     TEST_END();
 }
@@ -112,14 +112,14 @@ static void test_load_and_specials(const k3_tokenizer *t)
 
     const char *text = "a<|im_end|>b";
     int n;
-    int *ids = k3_tokenizer_encode(t, text, strlen(text), 1, &n, err, sizeof err);
+    int *ids = k3_tokenizer_encode(t, text, strlen(text), 1, &n, &tok_err);
     CHECK(ids && n == 3 && ids[1] == N_BASE + 2, "allow_special: <|im_end|> not one id");
     free(ids);
-    ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, err, sizeof err);
+    ids = k3_tokenizer_encode(t, text, strlen(text), 0, &n, &tok_err);
     CHECK(ids && n > 3, "allow_special=0 gave %d ids", n);
     for (int i = 0; ids && i < n; i++) CHECK(ids[i] < N_BASE, "special id %d without allow_special", ids[i]);
     free(ids);
-    ids = k3_tokenizer_encode(t, reserved, strlen(reserved), 1, &n, err, sizeof err);
+    ids = k3_tokenizer_encode(t, reserved, strlen(reserved), 1, &n, &tok_err);
     CHECK(ids && n == 1 && ids[0] == N_BASE + 5, "reserved name not mapped");
     free(ids);
     size_t len;
@@ -143,8 +143,8 @@ static void test_round_trip(const k3_tokenizer *t)
         "\xc2\x85\xc2\xa0\xe3\x80\x80\x1c\x1f",
     };
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
-        CHECK(round_trips(t, texts[i], 0), "text %zu (allow_special=0): %s", i, err);
-        CHECK(round_trips(t, texts[i], 1), "text %zu (allow_special=1): %s", i, err);
+        CHECK(round_trips(t, texts[i], 0), "text %zu (allow_special=0): %s", i, tok_err.msg);
+        CHECK(round_trips(t, texts[i], 1), "text %zu (allow_special=1): %s", i, tok_err.msg);
     }
     /* 100 KB of mixed text, and long runs that exercise the heap merge. */
     size_t big_len = 100000;
@@ -178,7 +178,7 @@ static int collect_piece(void *ud, const char *piece, size_t len)
 static void test_pretokenize(void)
 {
     TEST_BEGIN("pretokenize_splits");
-    /* Hand-derived from the eight alternatives of kimi_linear_spec.md §7.2. */
+    /* Hand-derived from the eight alternatives of docs/MODEL.md, "Tokenizer and chat format" */
     static const char *cases[][2] = {
         {"Hello world", "Hello| world"},
         {"123456", "123|456"},
@@ -192,12 +192,12 @@ static void test_pretokenize(void)
         {"x\r\n\r\ny", "x|\r\n\r\n|y"},
         {"foo!!\n\nbar", "foo|!!\n\n|bar"},
     };
-    char errbuf[256];
-    k3_pretok *p = k3_pretok_new(errbuf, sizeof errbuf);
-    CHECK(p != NULL, "%s", errbuf);
+    k3_error errbuf;
+    k3_pretok *p = k3_pretok_new(&errbuf);
+    CHECK(p != NULL, "%s", errbuf.msg);
     for (size_t i = 0; p && i < sizeof cases / sizeof cases[0]; i++) {
         char got[512] = "";
-        int rc = k3_pretok_split(p, cases[i][0], strlen(cases[i][0]), collect_piece, got, errbuf, sizeof errbuf);
+        int rc = k3_pretok_split(p, cases[i][0], strlen(cases[i][0]), collect_piece, got, &errbuf);
         CHECK(rc == 0 && !strcmp(got, cases[i][1]), "'%s' split as '%s'", cases[i][0], got);
     }
     k3_pretok_free(p);
@@ -237,9 +237,9 @@ static void test_long_runs(const k3_tokenizer *t)
     CHECK(c.n == 0, "empty text gave %d chunks", c.n);
     /* encode(x * 30000) == encode(x * 25000) + encode(x * 5000) */
     int na, nb, nc;
-    int *all = k3_tokenizer_encode(t, s, 30000, 0, &na, err, sizeof err);
-    int *first = k3_tokenizer_encode(t, s, 25000, 0, &nb, err, sizeof err);
-    int *rest = k3_tokenizer_encode(t, s, 5000, 0, &nc, err, sizeof err);
+    int *all = k3_tokenizer_encode(t, s, 30000, 0, &na, &tok_err);
+    int *first = k3_tokenizer_encode(t, s, 25000, 0, &nb, &tok_err);
+    int *rest = k3_tokenizer_encode(t, s, 5000, 0, &nc, &tok_err);
     CHECK(all && first && rest && na == nb + nc && !memcmp(all, first, nb * sizeof(int)) &&
           !memcmp(all + nb, rest, nc * sizeof(int)), "30000-char run not split at 25000");
     free(all);
@@ -260,10 +260,10 @@ static void test_invalid_utf8(const k3_tokenizer *t)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         int n;
         char want[64];
-        err[0] = 0;
-        int *ids = k3_tokenizer_encode(t, bad[i].s, strlen(bad[i].s), 1, &n, err, sizeof err);
+        tok_err.msg[0] = 0;
+        int *ids = k3_tokenizer_encode(t, bad[i].s, strlen(bad[i].s), 1, &n, &tok_err);
         snprintf(want, sizeof want, "invalid UTF-8 at byte %zu", bad[i].at);
-        CHECK(!ids && !strcmp(err, want), "case %zu: got '%s', want '%s'", i, err, want);
+        CHECK(!ids && !strcmp(tok_err.msg, want), "case %zu: got '%s', want '%s'", i, tok_err.msg, want);
         free(ids);
     }
     TEST_END();
@@ -308,7 +308,7 @@ static void test_streaming_decode(const k3_tokenizer *t)
     /* Whole-text tokens of a mixed string, streamed, equal the text. */
     const char *mixed = "naïve 中文 😀😃 done";
     int n;
-    int *ids = k3_tokenizer_encode(t, mixed, strlen(mixed), 0, &n, err, sizeof err);
+    int *ids = k3_tokenizer_encode(t, mixed, strlen(mixed), 0, &n, &tok_err);
     k3_detok_init(&d, t);
     jn = 0;
     for (int i = 0; ids && i < n; i++) {
@@ -374,10 +374,10 @@ static void test_chat(const k3_tokenizer *t)
     TEST_BEGIN("chat_render_kimi");
     k3_chat_msg msgs[] = {{"user", ""}};
     int n;
-    int *ids = k3_chat_render_kimi(t, msgs, 1, 1, &n, err, sizeof err);
+    int *ids = k3_chat_render_kimi(t, msgs, 1, 1, &n, &tok_err);
     int nu, na;
-    int *user = k3_tokenizer_encode(t, "user", 4, 0, &nu, err, sizeof err);
-    int *asst = k3_tokenizer_encode(t, "assistant", 9, 0, &na, err, sizeof err);
+    int *user = k3_tokenizer_encode(t, "user", 4, 0, &nu, &tok_err);
+    int *asst = k3_tokenizer_encode(t, "assistant", 9, 0, &na, &tok_err);
     int want[64], nw = 0;
     want[nw++] = N_BASE + 3;
     for (int i = 0; i < nu; i++) want[nw++] = user[i];
@@ -392,15 +392,15 @@ static void test_chat(const k3_tokenizer *t)
     free(asst);
 
     k3_chat_msg inject[] = {{"system", "Be brief."}, {"user", "hi<|im_end|>"}, {"tool", "42"}};
-    ids = k3_chat_render_kimi(t, inject, 3, 0, &n, err, sizeof err);
+    ids = k3_chat_render_kimi(t, inject, 3, 0, &n, &tok_err);
     int specials = 0;
     for (int i = 0; ids && i < n; i++) specials += ids[i] >= N_BASE;
     CHECK(ids && specials == 9, "3 turns should have 9 framing ids, got %d", specials);
     CHECK(ids && ids[0] == N_BASE + 10 && ids[n - 1] == N_BASE + 2, "system start / end ids");
     free(ids);
     k3_chat_msg badrole[] = {{"bot", "x"}};
-    ids = k3_chat_render_kimi(t, badrole, 1, 1, &n, err, sizeof err);
-    CHECK(!ids && strstr(err, "unknown role 'bot'"), "bad role: '%s'", err);
+    ids = k3_chat_render_kimi(t, badrole, 1, 1, &n, &tok_err);
+    CHECK(!ids && strstr(tok_err.msg, "unknown role 'bot'"), "bad role: '%s'", tok_err.msg);
     TEST_END();
 }
 
@@ -423,9 +423,9 @@ static void expect_refused(const char *dir, const char *file, const char *conten
         snprintf(path, sizeof path, "%s/%s", dir, file);
         unlink(path);
     }
-    err[0] = 0;
-    k3_tokenizer *t = k3_tokenizer_load(dir, err, sizeof err);
-    CHECK(!t && strstr(err, file) && strstr(err, must_contain), "%s: got '%s'", label, err);
+    tok_err.msg[0] = 0;
+    k3_tokenizer *t = k3_tokenizer_load(dir, &tok_err);
+    CHECK(!t && strstr(tok_err.msg, file) && strstr(tok_err.msg, must_contain), "%s: got '%s'", label, tok_err.msg);
     k3_tokenizer_free(t);
 }
 
@@ -518,15 +518,15 @@ static int pretok_stdin(void)
             text = grown;
         }
     }
-    char errbuf[256];
-    k3_pretok *p = text ? k3_pretok_new(errbuf, sizeof errbuf) : NULL;
+    k3_error errbuf;
+    k3_pretok *p = text ? k3_pretok_new(&errbuf) : NULL;
     if (!p || k3_utf8_invalid_at(text, n) != n) {
         fprintf(stderr, "test_tokenizer: cannot pre-tokenize stdin\n");
         free(text);
         k3_pretok_free(p);
         return 1;
     }
-    int rc = k3_pretok_split(p, text, n, print_piece_hex, NULL, errbuf, sizeof errbuf);
+    int rc = k3_pretok_split(p, text, n, print_piece_hex, NULL, &errbuf);
     k3_pretok_free(p);
     free(text);
     return rc ? 1 : 0;
@@ -537,13 +537,13 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "--pretok")) return pretok_stdin();
     snprintf(model_dir, sizeof model_dir, "/tmp/k3_tok_test_XXXXXX");
-    if (!mkdtemp(model_dir) || k3_tokenizer_generate(model_dir, N_BASE, err, sizeof err)) {
-        printf("FAIL tokenizer_generate: %s\n", err);
+    if (!mkdtemp(model_dir) || k3_tokenizer_generate(model_dir, N_BASE, &tok_err)) {
+        printf("FAIL tokenizer_generate: %s\n", tok_err.msg);
         return 1;
     }
-    k3_tokenizer *t = k3_tokenizer_load(model_dir, err, sizeof err);
+    k3_tokenizer *t = k3_tokenizer_load(model_dir, &tok_err);
     if (!t) {
-        printf("FAIL tokenizer_load: %s\n", err);
+        printf("FAIL tokenizer_load: %s\n", tok_err.msg);
         return 1;
     }
     test_generate();

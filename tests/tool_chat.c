@@ -28,7 +28,7 @@ static int equivalence(const char *dir, const char *db_path, char **msgs)
 {
     k3_error err;
     history_error herr;
-    k3_options opt = {.need_tokenizer = 1, .quiet = 1};
+    k3_options opt = {.need_tokenizer = 1};
     k3_model *m = k3_model_open(dir, &opt, &err);
     history *db = m ? history_open(db_path, 0, &herr) : NULL;
     if (!m || !db) { printf("FAIL equivalence setup: %s\n", m ? herr.msg : err.msg); return 1; }
@@ -76,7 +76,7 @@ static int interrupted_prefill(const char *dir, const char *db_path)
 {
     k3_error err;
     history_error herr;
-    k3_options opt = {.need_tokenizer = 1, .quiet = 1};
+    k3_options opt = {.need_tokenizer = 1};
     k3_model *m = k3_model_open(dir, &opt, &err);
     history *db = m ? history_open(db_path, 0, &herr) : NULL;
     if (!m || !db) { printf("FAIL interrupt setup\n"); return 1; }
@@ -148,7 +148,7 @@ static int redo(const char *dir, const char *db_path)
 {
     k3_error err;
     history_error herr;
-    k3_options opt = {.need_tokenizer = 1, .quiet = 1};
+    k3_options opt = {.need_tokenizer = 1};
     k3_model *m = k3_model_open(dir, &opt, &err);
     history *db = m ? history_open(db_path, 0, &herr) : NULL;
     if (!m || !db) { printf("FAIL redo setup\n"); return 1; }

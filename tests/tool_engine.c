@@ -104,7 +104,7 @@ static unsigned long long proc_read_bytes(void)
 
 static int iocheck(const char *dir, const int *ids, int n, const char *mem)
 {
-    k3_options opt = {.mem_bytes = (uint64_t)strtoull(mem, NULL, 10) << 20, .ctx_tokens = n, .quiet = 1};
+    k3_options opt = {.mem_bytes = (uint64_t)strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
     k3_error err;
     unsigned long long before_open = proc_read_bytes();
     k3_model *m = k3_model_open(dir, &opt, &err);
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
         return 2;
     }
     k3_error err;
-    k3_options quiet = {.quiet = 1};
+    k3_options quiet = {0};
     k3_model *m = k3_model_open(argv[2], &quiet, &err);
     if (!m) { printf("FAIL open %s: %s\n", argv[2], err.msg); return 1; }
     int n, *ids = parse_ids(argv[3], &n), k = atoi(argv[4]), rc;

@@ -79,7 +79,7 @@ static void *eval_thread(void *arg)
 static int threads_check(const char *dir, const int *ids, int n)
 {
     k3_error err;
-    k3_options one = {.quiet = 1, .n_threads = 1, .ctx_tokens = n};
+    k3_options one = {.n_threads = 1, .ctx_tokens = n};
     k3_model *m = k3_model_open(dir, &one, &err);
     if (!m) { printf("FAIL threads open: %s\n", err.msg); return 1; }
     k3_model_info info;
@@ -93,7 +93,7 @@ static int threads_check(const char *dir, const int *ids, int n)
     int fails = 0;
     const int counts[] = {1, 5, 3};
     for (int i = 0; i < 3; i++) {
-        k3_options o = {.quiet = 1, .n_threads = counts[i], .ctx_tokens = n};
+        k3_options o = {.n_threads = counts[i], .ctx_tokens = n};
         m = k3_model_open(dir, &o, &err);
         s = m ? k3_session_new(m, n, &err) : NULL;   /* created here, evaluated on another thread */
         if (!s) { printf("FAIL threads open %d: %s\n", counts[i], err.msg); return 1; }
@@ -145,7 +145,7 @@ static int files_equal(const char *a, const char *b)
 static int rollback_check(const char *dir, const int *ids, int n, const char *mem)
 {
     k3_error err;
-    k3_options opt = {.quiet = 1, .mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
     const int half = n / 2;
     /* a dry run: how many reads the model makes by the end of the first half
      * and of the second, so the failure can be aimed into the second */
@@ -241,7 +241,7 @@ static int rollback_check(const char *dir, const int *ids, int n, const char *me
 static int probe_check(const char *dir, const int *ids, int n, const char *mem)
 {
     k3_error err;
-    k3_options opt = {.quiet = 1, .mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
     float *logits[2];
     double gbps = 0;
     uint64_t read_bytes = 0, rss0 = 0, rss1 = 0;
@@ -407,7 +407,7 @@ static void *stats_hammer(void *arg)
 static int stats_stream_check(const char *dir, const int *ids, int n, const char *mem)
 {
     k3_error err;
-    k3_options opt = {.quiet = 1, .mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
     k3_model *m = k3_model_open(dir, &opt, &err);
     k3_session *s = m ? k3_session_new(m, n, &err) : NULL;
     if (!s) { printf("FAIL stats stream open: %s\n", err.msg); return 1; }

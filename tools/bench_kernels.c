@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include "k3.h"
 #include "kernels.h"
 #include "kernels_arch.h"
 
@@ -26,12 +27,7 @@ static int json_output;
 static int quick_mode;
 
 /* Wall clock in seconds. */
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+static double now_seconds(void) { return (double)k3_now_ns() * 1e-9; }
 
 /* Runnable threads other than this one, from /proc/stat procs_running (which
  * counts us once; call it while single-threaded): the minimum of 5 samples

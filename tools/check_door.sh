@@ -1,7 +1,7 @@
 #!/bin/sh
 # check_door.sh DEPFILE - fail if a front-end object (app/ chat/ ui/ history/)
 # depends on a header inside engine/ or offline/. The front ends see the
-# engine only through include/ (docs/ARCHITECTURE.md, "The door"); the
+# engine only through include/ (docs/ARCHITECTURE.md, "Layers and the door"); the
 # compiler's own dependency list (-MMD) is the proof, so no spelling of the
 # path (relative, absolute, through a symlink) slips past.
 dep=$1

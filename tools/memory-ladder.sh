@@ -25,7 +25,7 @@ fi
 
 # the resident decode time, measured once outside any limit
 RES=$($K3 bench "$MODEL" --tokens $TOKENS --prompt-tokens $PROMPT --json --no-probe 2>/dev/null |
-      $PY -c "import json,sys; print(json.load(sys.stdin)['resident_s_per_token'])" 2>/dev/null)
+      $PY -c "import json,sys; print(json.load(sys.stdin)['resident_s_per_token'] or 0)" 2>/dev/null)
 [ -n "$RES" ] || RES=0
 
 to_bytes() { $PY -c "

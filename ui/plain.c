@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "commands.h"
 #include "line_input.h"
+#include "multiline.h"
 #include "plain.h"
 
 static volatile sig_atomic_t interrupted, generating, terminated;
@@ -39,7 +40,86 @@ static void on_sigint(int sig)
 
 typedef struct plain_ui {
     int json;
+    k3_model *model;             /* for the per-token counters of --stream */
+    uint64_t t0_ns, prev_ns;     /* when the message was sent, the previous token */
+    uint64_t prev_bytes, prev_lookups, prev_hits;
+    size_t prev_text_len;        /* bytes of the answer already reported */
+    k3_stats stats;              /* scratch for k3_stats_read */
 } plain_ui;
+
+/* Disk bytes and expert lookups/hits so far (the engine's running totals). */
+static void read_counters(plain_ui *ui, uint64_t *bytes, uint64_t *lookups, uint64_t *hits)
+{
+    k3_stats_read(ui->model, &ui->stats);
+    *bytes = ui->stats.bytes_read_trunk + ui->stats.bytes_read_experts + ui->stats.bytes_read_other;
+    *lookups = ui->stats.expert_lookups;
+    *hits = ui->stats.expert_hits;
+}
+
+/* --json --stream: one object per token for scripts that watch per-token
+ * behaviour (called with the answer so far after each token). t_ms = since
+ * the message was sent, ms = this token (the first includes the prompt),
+ * bytes_read and hit = this token's disk bytes and expert-cache hit rate
+ * (null without expert lookups); text = what the token added (empty while
+ * a character is incomplete, or for a special token). */
+static void stream_token(void *user, const generate_result *g)
+{
+    plain_ui *ui = user;
+    if (g->n_generated <= 0) return;
+    uint64_t now = k3_now_ns(), bytes, lookups, hits;
+    read_counters(ui, &bytes, &lookups, &hits);
+    uint64_t dl = lookups - ui->prev_lookups, dh = hits - ui->prev_hits;
+    size_t text_len = g->text ? strlen(g->text) : 0;
+    if (text_len < ui->prev_text_len) ui->prev_text_len = 0;
+    json_t *o = json_object();
+    json_object_set_new(o, "text", json_stringn(g->text ? g->text + ui->prev_text_len : "", text_len - ui->prev_text_len));
+    json_object_set_new(o, "id", json_integer(g->ids[g->n_generated - 1]));
+    json_object_set_new(o, "t_ms", json_real((double)(now - ui->t0_ns) / 1e6));
+    json_object_set_new(o, "ms", json_real((double)(now - ui->prev_ns) / 1e6));
+    json_object_set_new(o, "bytes_read", json_integer((json_int_t)(bytes - ui->prev_bytes)));
+    json_object_set_new(o, "hit", dl ? json_real((double)dh / (double)dl) : json_null());
+    char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    if (line) printf("%s\n", line);
+    fflush(stdout);
+    free(line);
+    json_decref(o);
+    ui->prev_ns = now;
+    ui->prev_bytes = bytes;
+    ui->prev_lookups = lookups;
+    ui->prev_hits = hits;
+    ui->prev_text_len = text_len;
+}
+
+/* A turn starts: the per-token figures of --stream count from here. */
+static void stream_begin(plain_ui *ui)
+{
+    ui->t0_ns = ui->prev_ns = k3_now_ns();
+    ui->prev_text_len = 0;
+    read_counters(ui, &ui->prev_bytes, &ui->prev_lookups, &ui->prev_hits);
+}
+
+/* All of a piped stdin as one message (as llm does), trailing newlines
+ * dropped; NULL when it is empty. */
+static char *read_all_stdin(void)
+{
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+        len += got;
+        if (cap - len < 2) {
+            char *g = realloc(buf, cap * 2);
+            if (!g) { free(buf); return NULL; }
+            buf = g;
+            cap *= 2;
+        }
+    }
+    while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r')) len--;
+    buf[len] = 0;
+    if (!len) { free(buf); return NULL; }
+    return buf;
+}
 
 static void stream_text(void *user, const char *text, size_t len)
 {
@@ -159,6 +239,7 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         fflush(stdout);
         return 0;
     case CHAT_ACT_STATS: print_stats(c); return 0;
+    case CHAT_ACT_RAW: fprintf(stderr, "k3: line mode always prints answers as the model wrote them\n"); return 0;
     case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
     case CHAT_ACT_RESUME: {
         int from_snapshot = 0;
@@ -186,6 +267,7 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_RETRY:
         interrupted = 0;
         generating = 1;
+        stream_begin(ui);
         t = conversation_retry(c, &interrupted, stream_text, ui, &r, &err);
         generating = 0;
         return report_turn(c, opt, t, &r, &err);
@@ -198,6 +280,7 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         if (!*text) { free(text); fprintf(stderr, "k3: /edit: nothing sent\n"); return 0; }
         interrupted = 0;
         generating = 1;
+        stream_begin(ui);
         t = conversation_edit(c, text, &interrupted, stream_text, ui, &r, &err);
         generating = 0;
         free(text);
@@ -209,8 +292,11 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
 
 int plain_chat_run(conversation *c, history *db, const plain_options *opt)
 {
-    plain_ui ui = {opt->json};
+    plain_ui ui = {.json = opt->json, .model = k3_session_model(conversation_session(c))};
+    if (opt->stream) conversation_set_token_observer(c, stream_token);
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    int whole_stdin = !isatty(STDIN_FILENO) && !opt->lines;
+    multiline ml = {0};
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
@@ -219,31 +305,49 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     sigaction(SIGTERM, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
                      *conversation_uid(c) ? conversation_uid(c) : "(new)");
-    chat_cmd_ctx x = {.conv = c, .db = db, .model = k3_session_model(conversation_session(c)),
+    k3_model_info info;
+    k3_model_get_info(ui.model, &info);
+    if (info.random_weights)              /* said once, on stderr, whatever the mode */
+        fprintf(stderr, "k3: %s has random weights (k3 gen): its answers are noise; k3 help models says how to get "
+                        "a real one\n", opt->model_dir ? opt->model_dir : "this model");
+    chat_cmd_ctx x = {.conv = c, .db = db, .model = k3_session_model(conversation_session(c)), .model_dir = opt->model_dir,
                       .system = opt->system ? strdup(opt->system) : NULL, .say = say, .ui = &ui};
     line_input_open(tty);
     int rc = 0;
-    char *line;
-    while ((line = line_input_read(tty, "> "))) {
+    char *input;
+    int stdin_done = 0;
+    while (!stdin_done && (input = whole_stdin ? read_all_stdin() : line_input_read(tty, ml.open ? "... " : "> "))) {
+        stdin_done = whole_stdin;
+        /* several piped lines are one message; one line is what it would be typed (a command too) */
+        int as_text = whole_stdin && strchr(input, '\n');
+        char *line = input;
+        if (!whole_stdin) {                 /* """ blocks: collect until closed */
+            int mrc = multiline_feed(&ml, input, &line);
+            free(input);
+            if (mrc <= 0) continue;
+        }
         if (!*line) { free(line); continue; }
-        if (!opt->raw && chat_is_command(line)) {
+        if (!opt->raw && !as_text && chat_is_command(line)) {
             int q = run_command(&x, opt, tty, &ui, line);
             free(line);
             if (q < 0) rc = 1;
             if (q || terminated) break;
             continue;
         }
+        stream_begin(&ui);
         turn_result r;
         k3_error err;
         interrupted = 0;
         generating = 1;
-        int t = conversation_turn(c, opt->raw || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
+        int t = conversation_turn(c, opt->raw || as_text || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
                                   &r, &err);
         generating = 0;
         free(line);
         if (report_turn(c, opt, t, &r, &err)) { rc = 1; break; }
         if (terminated) break;
     }
+    if (ml.open) fprintf(stderr, "k3: input ended inside a \"\"\" block; that message was not sent\n");
+    multiline_free(&ml);
     if (terminated) rc = 143;
     line_input_close(tty);
     free(x.system);

@@ -1,5 +1,7 @@
 /* plain.h - the line-oriented chat front end: one user message per input
- * line (GNU readline on a terminal), the answer streamed to stdout, stats
+ * line (GNU readline on a terminal; """ opens a multi-line message), or
+ * all of a piped stdin as one message (unless --lines); the answer streamed
+ * to stdout (per token as JSON with --json --stream), stats
  * and command output on stderr, or one JSON object per turn with --json.
  * Lines starting with / are the same commands as in the full screen
  * (chat/commands.c) unless raw is set. Used when stdin or stdout is not a
@@ -15,12 +17,17 @@ typedef struct plain_options {
     int raw;                     /* every line is text for the model, even "/..." */
     const char *system;          /* the system prompt for /new */
     const char *resume_hint;     /* "k3 chat MODEL --db FILE": printed on exit with --resume ID */
+    int stream;                  /* --json --stream: one JSON object per token as well */
+    int lines;                   /* --lines: piped input is one message per line */
+    const char *model_dir;       /* for /show */
 } plain_options;
 
 /* Re-prefill progress on stderr (n/N and a bar), for conversation_resume. */
 void plain_show_progress(void *user, int done, int total);
 
-/* Runs until end of input or /quit; returns the process exit code. */
+/* Runs until end of input or /quit; returns the process exit code. A piped
+ * stdin of several lines is one message (as llm) unless opt->lines; a
+ * single piped line is taken as typed (a / command too). */
 int plain_chat_run(conversation *c, history *db, const plain_options *opt);
 
 #endif

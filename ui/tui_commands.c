@@ -66,6 +66,7 @@ void tui_commands_init(tui *t, const char *system)
     t->cx.conv = t->conv;
     t->cx.db = t->db;
     t->cx.model = t->model;
+    t->cx.model_dir = t->opt.model_dir;
     t->cx.system = system ? strdup(system) : NULL;
     t->cx.say = say;
     t->cx.ui = t;
@@ -131,6 +132,11 @@ int tui_command(tui *t, const char *line)
         break;
     }
     case CHAT_ACT_UNDO: start_job(t, TJ_UNDO, NULL); break;
+    case CHAT_ACT_RAW:
+        tui_transcript_set_raw(&t->tr, !t->tr.raw);
+        tui_transcript_notice(&t->tr, TE_NOTICE, t->tr.raw ? "answers shown as raw text (/raw again renders markdown)"
+                                                            : "answers rendered as markdown (/raw shows the raw text)");
+        break;
     case CHAT_ACT_EDIT:
         tui_input_set_text(t->cx.edit_text);
         t->editing = 1;
@@ -174,8 +180,8 @@ char **tui_command_complete(void *ctx, const char *line, int start, int end, con
         add_candidate(&list, &n, "md");
         add_candidate(&list, &n, "json");
     } else if (!strncmp(line, "/set ", 5)) {
-        const char *keys[] = {"temp=", "top_p=", "top_k=", "min_p=", "seed="};
-        for (size_t i = 0; i < 5; i++) add_candidate(&list, &n, keys[i]);
+        const char *keys[] = {"temp=", "top_p=", "top_k=", "min_p=", "seed=", "n=", "parameter"};
+        for (size_t i = 0; i < 7; i++) add_candidate(&list, &n, keys[i]);
     } else if (!strncmp(line, "/resume ", 8) && !tui_worker_busy(&t->w)) {
         history_conversation *convs = NULL;
         size_t nc = 0;

@@ -1,5 +1,5 @@
-/* tui_input.c - see tui_input.h. The pattern (DESIGN §9, chat_ux_anchors
- * §3): readline reads from our byte buffer through rl_getc_function and
+/* tui_input.c - see tui_input.h. The pattern (docs/ARCHITECTURE.md,
+ * "Layers and the door"): readline reads from our byte buffer through rl_getc_function and
  * rl_input_available_hook, writes nothing (rl_outstream is /dev/null), and
  * its redisplay hook only marks the line changed; the UI draws the line in
  * its own frame, so readline never draws at an odd moment. */

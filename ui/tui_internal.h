@@ -29,6 +29,7 @@
 #include "commands.h"
 #include "conversation.h"
 #include "k3.h"
+#include "multiline.h"
 #include "tui.h"
 #include "tui_text.h"
 
@@ -110,6 +111,9 @@ typedef struct tui_line {
     tui_line_part part;
     int first;                   /* first line of the entry (gets the prefix) */
     size_t off, len;
+    int md;                      /* md_kind (markdown.h) of a rendered answer line, else MD_NONE */
+    int level;                   /* heading level */
+    size_t src_start;            /* start of the source line (bold state before off) */
 } tui_line;
 
 typedef struct tui_transcript {
@@ -122,6 +126,7 @@ typedef struct tui_transcript {
     int scroll;                  /* lines the view is scrolled up from the bottom (0 = follow) */
     int view_rows;               /* rows of the last draw (for paging) */
     int right_margin;            /* blank columns kept at the right (a gutter before the gauges) */
+    int raw;                     /* 1 = answers as raw text, 0 = markdown rendered (/raw) */
 } tui_transcript;
 
 void tui_transcript_free(tui_transcript *t);
@@ -139,6 +144,8 @@ void tui_transcript_pop(tui_transcript *t);
 /* Scroll by pages (+ = up toward older text). */
 void tui_transcript_page(tui_transcript *t, int pages);
 void tui_transcript_draw(tui_transcript *t, WINDOW *w);
+/* Markdown rendering of answers on (0) or off (1); everything is wrapped again. */
+void tui_transcript_set_raw(tui_transcript *t, int raw);
 
 /* ---- tui_gauges.c: live statistics ------------------------------------- */
 
@@ -299,6 +306,8 @@ typedef struct tui {
     double input_lat_max_s, input_lat_sum_s;
     uint64_t n_input_lat;
     int exit_code;
+    multiline ml;                /* a """ multi-line message being entered */
+    int ml_entry;                /* the transcript entry showing it, or -1 */
 } tui;
 
 /* tui_layout.c */

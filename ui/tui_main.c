@@ -22,12 +22,7 @@
 #define IDLE_FRAME_S 1.0             /* gauges (rss, sparkline) refresh when nothing happens */
 
 /* Monotonic seconds for frame pacing and latency figures. */
-double tui_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+double tui_now_s(void) { return (double)k3_now_ns() * 1e-9; }
 
 /* The store and the session belong to the worker while it runs a job. */
 int tui_refuse_if_busy(tui *t, const char *what)
@@ -92,6 +87,9 @@ static void on_ctrl_c(tui *t)
             t->stopping = 1;
         }
         t->ctrl_c_armed = 0;
+    } else if (tui_input_is_empty() && t->ml.open) {        /* drop a half-entered """ block */
+        multiline_reset(&t->ml);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "multi-line message dropped");
     } else if (!tui_input_is_empty() || tui_input_in_search()) {
         tui_input_cancel();
         t->editing = 0;
@@ -103,15 +101,36 @@ static void on_ctrl_c(tui *t)
     }
 }
 
+/* A line of a """ block: shown as it grows (one notice), sent when closed. */
+static void multiline_line(tui *t, const char *line)
+{
+    char *msg = NULL;
+    int was_open = t->ml.open;
+    int rc = multiline_feed(&t->ml, line, &msg);
+    if (rc == 0) {
+        if (!was_open || t->ml_entry < 0 || t->ml_entry >= t->tr.n_entries)   /* new, or the screen was cleared */
+            t->ml_entry = tui_transcript_add(&t->tr, TE_NOTICE, "multi-line message (end it with \"\"\"):");
+        tui_transcript_append(&t->tr, t->ml_entry, "\n", 1);
+        tui_transcript_append(&t->tr, t->ml_entry, line, strlen(line));
+        return;
+    }
+    if (was_open && t->ml_entry == t->tr.n_entries - 1) tui_transcript_pop(&t->tr);
+    t->ml_entry = -1;
+    if (rc == 1 && *msg) tui_send_message(t, msg);
+    free(msg);
+}
+
 /* An accepted input line: a command, or a message ("//x" sends "/x"). */
 static void handle_line(tui *t, char *line)
 {
     t->ctrl_c_armed = 0;
     const char *p = line;
     while (*p == ' ' || *p == '\t' || *p == '\n') p++;
-    if (*p) {
+    if (*p || t->ml.open) {
         tui_input_remember(line);
-        if (line[0] == '/' && line[1] != '/') {
+        if (t->ml.open || !strncmp(line, "\"\"\"", 3)) {
+            multiline_line(t, line);
+        } else if (line[0] == '/' && line[1] != '/') {
             if (tui_command(t, line)) request_quit(t);
         } else {
             tui_send_message(t, line[0] == '/' ? line + 1 : line);
@@ -531,6 +550,11 @@ static void set_model_name(tui *t, const char *dir)
     size_t start = len;
     while (start > 0 && d[start - 1] != '/') start--;
     snprintf(t->model_name, sizeof t->model_name, "%.*s", (int)(len - start), d + start);
+    k3_model_info info;
+    k3_model_get_info(t->model, &info);
+    if (info.random_weights)                     /* nobody should mistake the demo for a real model */
+        snprintf(t->model_name, sizeof t->model_name, "%.*s (random weights)", (int)(len - start < 40 ? len - start : 40),
+                 d + start);
 }
 
 /* Completion candidates readline wants listed go to the transcript. */
@@ -570,6 +594,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->wake_fd = wake_fd;
     t->want_gauges = 1;
     t->answer_entry = -1;
+    t->ml_entry = -1;
     tui_commands_init(t, opt->system);
     set_model_name(t, opt->model_dir);
     tui_term_signals(wake_fd);
@@ -594,6 +619,9 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
                           *conversation_uid(c) ? conversation_uid(c) : "(new)",
                           conversation_turns(c) ? (conversation_resumed_from_snapshot(c) ? " (resumed from its snapshot)" : " (resumed)") : "",
                           tui_glyph()->bullet, tui_glyph()->bullet, tui_glyph()->bullet);
+    if (strstr(t->model_name, "(random weights)"))
+        tui_transcript_notice(&t->tr, TE_NOTICE, "this model has random weights (k3 gen): its answers are noise; "
+                              "k3 help models says how to get a real one");
     draw_frame(t, tui_now_s());
     loop(t);
     tui_worker_stop(&t->w);
@@ -610,6 +638,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
         fprintf(stderr, "k3: no message sent, nothing saved\n");
     if (t->exit_code) rc = t->exit_code;
     tui_transcript_free(&t->tr);
+    multiline_free(&t->ml);
     tui_commands_free(t);
     free(t->last_sent);
     free(t->paste);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "markdown.h"
 #include "tui_internal.h"
 
 /* At exit. */
@@ -126,8 +127,88 @@ static int push_line(tui_transcript *t, int entry, tui_line_part part, int first
         t->wrapped_lines = g;
         t->cap_lines = cap;
     }
-    t->wrapped_lines[t->n_lines++] = (tui_line){entry, part, first, off, len};
+    t->wrapped_lines[t->n_lines++] = (tui_line){entry, part, first, off, len, MD_NONE, 0, off};
     return 0;
+}
+
+/* /raw: the same entries wrapped again another way. */
+void tui_transcript_set_raw(tui_transcript *t, int raw)
+{
+    t->raw = raw;
+    t->width = 0;                                /* forces a full rewrap at the next draw */
+}
+
+/* Columns of s[i] as drawn: a bold marker takes none. */
+static int md_char(const char *s, size_t i, size_t end, int markers, int *cols)
+{
+    if (markers && md_is_bold_marker(s, i, end)) { *cols = 0; return 2; }
+    uint32_t cp;
+    int len = tui_utf8_decode(s + i, end - i, &cp);
+    *cols = tui_cp_width(cp);
+    return len;
+}
+
+/* Wrap one markdown source range into lines of at most avail columns: at the
+ * last space that fits (hard = anywhere, for code), bold markers taking no
+ * room. Every line is tagged with its kind for drawing. */
+static void wrap_md_range(tui_transcript *t, int entry, const md_line *ml, size_t start, size_t end, int avail,
+                          int hard, int markers)
+{
+    if (avail < 1) avail = 1;
+    size_t pos = start;
+    do {
+        size_t i = pos, space_end = 0;
+        int w = 0, cw;
+        while (i < end) {
+            int len = md_char(t->entries[entry].text, i, end, markers, &cw);
+            if (w + cw > avail) break;
+            w += cw;
+            i += (size_t)len;
+            if (t->entries[entry].text[i - 1] == ' ') space_end = i;
+        }
+        size_t stop = i;
+        if (i < end) {
+            if (!hard && space_end > pos) stop = space_end;
+            else if (i == pos) stop = pos + (size_t)md_char(t->entries[entry].text, i, end, markers, &cw);
+        }
+        push_line(t, entry, TL_TEXT, 0, pos, stop - pos);
+        tui_line *L = &t->wrapped_lines[t->n_lines - 1];
+        L->md = ml->kind;
+        L->level = ml->level;
+        L->src_start = start;
+        pos = stop;
+    } while (pos < end);
+}
+
+/* An answer rendered: code blocks as boxes (a top line with the language,
+ * verbatim lines, a bottom line), headings and paragraphs word-wrapped. */
+static void wrap_markdown(tui_transcript *t, int entry, int width)
+{
+    const tui_entry *e = &t->entries[entry];
+    const char *s = e->text ? e->text : "";
+    size_t n = e->len, pos = 0;
+    int in_fence = 0;
+    md_line ml;
+    do {
+        size_t next = md_next_line(s, n, pos, &in_fence, &ml);
+        switch (ml.kind) {
+        case MD_FENCE_OPEN:
+        case MD_FENCE_CLOSE:
+            push_line(t, entry, TL_TEXT, 0, ml.body, ml.body_end - ml.body);
+            t->wrapped_lines[t->n_lines - 1].md = ml.kind;
+            break;
+        case MD_CODE:
+            wrap_md_range(t, entry, &ml, ml.start, ml.end, width - 4, 1, 0);
+            break;
+        case MD_HEADING:
+            wrap_md_range(t, entry, &ml, ml.body, ml.body_end, width, 0, 0);
+            break;
+        default:
+            wrap_md_range(t, entry, &ml, ml.start, ml.end, width, 0, md_line_has_bold(s, ml.start, ml.end));
+            break;
+        }
+        pos = next;
+    } while (pos < n);
 }
 
 /* What goes in front of an entry's first line, and how far its other lines
@@ -208,7 +289,8 @@ static int rewrap(tui_transcript *t, int width)
         int indent;
         const char *prefix = entry_prefix(en->kind, &indent);
         int pw = tui_text_width(prefix, strlen(prefix));
-        wrap_text(t, e, TL_TEXT, en->text ? en->text : "", en->len, pw, indent, width);
+        if (en->kind == TE_ASSISTANT && !t->raw && en->len) wrap_markdown(t, e, width);
+        else wrap_text(t, e, TL_TEXT, en->text ? en->text : "", en->len, pw, indent, width);
         if (en->footer) wrap_text(t, e, TL_FOOTER, en->footer, strlen(en->footer), indent, indent, width);
     }
     t->wrapped_entries = t->n_entries;
@@ -224,6 +306,78 @@ static attr_t entry_attr(tui_entry_kind k)
     case TE_NOTICE: return tui_attr(TR_NOTICE);
     case TE_ERROR: return tui_attr(TR_ERROR);
     default: return A_NORMAL;
+    }
+}
+
+/* A horizontal rule of n cells. */
+static void put_rule(WINDOW *w, int n)
+{
+    const char *h = tui_glyph()->hline;
+    for (int i = 0; i < n; i++) waddstr(w, h);
+}
+
+/* One rendered answer line: box parts in the dim colour, headings bold
+ * (and underlined at level 1), paragraphs with **bold** spans. */
+static void draw_md_line(const tui_transcript *t, WINDOW *w, const tui_line *L, const char *s, size_t n)
+{
+    const int uni = tui_glyph()->unicode, width = t->width;
+    attr_t dim = tui_attr(TR_DIM);
+    if (L->md == MD_FENCE_OPEN || L->md == MD_FENCE_CLOSE) {
+        int top = L->md == MD_FENCE_OPEN;
+        wattrset(w, dim);
+        waddstr(w, top ? (uni ? "\u250c" : "+") : (uni ? "\u2514" : "+"));
+        int used = 1;
+        if (top && L->len) {
+            put_rule(w, 1);
+            waddch(w, ' ');
+            wattrset(w, dim | A_BOLD);
+            used += 2 + tui_put_text(w, s + L->off, L->len, width - 6);
+            wattrset(w, dim);
+            waddch(w, ' ');
+            used++;
+        }
+        if (width - used - 1 > 0) put_rule(w, width - used - 1);
+        waddstr(w, top ? (uni ? "\u2510" : "+") : (uni ? "\u2518" : "+"));
+        return;
+    }
+    if (L->md == MD_CODE) {
+        const char *bar = uni ? "\u2502" : "|";
+        int y = getcury(w);
+        wattrset(w, dim);
+        waddstr(w, bar);
+        waddch(w, ' ');
+        wattrset(w, A_NORMAL);
+        tui_put_text(w, s + L->off, L->len, width - 4);
+        wattrset(w, dim);
+        mvwaddstr(w, y, width - 1, bar);
+        return;
+    }
+    if (L->md == MD_HEADING) {
+        wattrset(w, A_BOLD | (L->level == 1 ? A_UNDERLINE : 0));
+        tui_put_text(w, s + L->off, L->len, width);
+        return;
+    }
+    /* paragraph: bold state at the start of this wrapped piece, then toggles */
+    size_t line_end = L->off + L->len;
+    while (line_end < n && s[line_end] != '\n') line_end++;
+    int markers = md_line_has_bold(s, L->src_start, line_end), bold = 0;
+    for (size_t i = L->src_start; markers && i < L->off; i++)
+        if (md_is_bold_marker(s, i, line_end)) { bold = !bold; i++; }
+    size_t i = L->off, seg = i, end = L->off + L->len;
+    int used = 0;
+    while (i <= end) {
+        int at_marker = i < end && markers && md_is_bold_marker(s, i, end);
+        if (i == end || at_marker) {
+            wattrset(w, bold ? A_BOLD : A_NORMAL);
+            used += tui_put_text(w, s + seg, i - seg, width - used);
+            if (i == end) break;
+            bold = !bold;
+            i += 2;
+            seg = i;
+            continue;
+        }
+        uint32_t cp;
+        i += (size_t)tui_utf8_decode(s + i, end - i, &cp);
     }
 }
 
@@ -256,7 +410,8 @@ void tui_transcript_draw(tui_transcript *t, WINDOW *w)
         if (L->first) used = tui_put(w, prefix, cols);
         else if (L->part == TL_FOOTER || indent) { wmove(w, r, indent); used = indent; }
         const char *src = L->part == TL_FOOTER ? e->footer : e->text;
-        if (src) tui_put_text(w, src + L->off, L->len, t->width - used);
+        if (L->md != MD_NONE && src) draw_md_line(t, w, L, src, e->len);
+        else if (src) tui_put_text(w, src + L->off, L->len, t->width - used);
         wattrset(w, A_NORMAL);
     }
     wnoutrefresh(w);

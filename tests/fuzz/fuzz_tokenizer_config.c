@@ -20,8 +20,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f) return 0;
     fwrite(data, 1, size, f);
     fclose(f);
-    char err[512];
-    k3_tokenizer *t = k3_tokenizer_load(dir, err, sizeof err);
+    k3_error err;
+    k3_tokenizer *t = k3_tokenizer_load(dir, &err);
     if (t) k3_tokenizer_free(t);
     return 0;
 }

@@ -2,7 +2,7 @@
 """gen_ckpt.py - write a random Kimi Linear checkpoint in exact Hugging Face layout.
 
 An independent writer (numpy only, no code shared with the C engine), so the C loader can be tested
-on checkpoints "written by another tool". Tensor names and shapes follow kimi_linear_spec.md §2:
+on checkpoints "written by another tool". Tensor names and shapes follow docs/MODEL.md, "Tensors":
 A_log as [1,1,H,1], conv weights as [C,1,W] (or [C,W] with --conv-2d), experts as
 block_sparse_moe.experts.E.w1/w2/w3, shared experts as shared_experts.gate_proj/up_proj/down_proj,
 the dense MLP on layers < first_k_dense_replace as mlp.gate_proj/up_proj/down_proj.
@@ -98,7 +98,7 @@ def make_config(a):
         "num_hidden_layers": a.layers,
         "num_attention_heads": a.mla_heads,
         "num_key_value_heads": a.mla_heads,
-        "head_dim": a.hidden // a.mla_heads,       # not used by any computation (spec §1)
+        "head_dim": a.hidden // a.mla_heads,       # not used by any computation (docs/MODEL.md, "Tensors")
         "q_lora_rank": None,
         "kv_lora_rank": a.kv_lora,
         "qk_nope_head_dim": a.nope,
@@ -164,7 +164,7 @@ def make_model(a):
         norm(p + "input_layernorm.weight", D)
         norm(p + "post_attention_layernorm.weight", D)
         s = p + "self_attn."
-        if (L + 1) not in full:             # KDA (spec §2.3)
+        if (L + 1) not in full:             # KDA (docs/MODEL.md, "Tensors")
             for n in "qkv":
                 lin(s + n + "_proj.weight", P, D)
                 shape = (P, W) if a.conv_2d else (P, 1, W)
@@ -178,14 +178,14 @@ def make_model(a):
             lin(s + "g_b_proj.weight", P, K)
             norm(s + "o_norm.weight", K)
             lin(s + "o_proj.weight", D, P)
-        else:                               # MLA (spec §2.4)
+        else:                               # MLA (docs/MODEL.md, "Tensors")
             lin(s + "q_proj.weight", a.mla_heads * (a.nope + a.rope), D)
             lin(s + "kv_a_proj_with_mqa.weight", a.kv_lora + a.rope, D)
             norm(s + "kv_a_layernorm.weight", a.kv_lora)
             lin(s + "kv_b_proj.weight", a.mla_heads * (a.nope + a.v_dim), a.kv_lora)
             lin(s + "o_proj.weight", D, a.mla_heads * a.v_dim)
         moe = a.experts > 0 and L >= a.first_dense and L % a.moe_freq == 0
-        if not moe:                         # dense SwiGLU (spec §2.5)
+        if not moe:                         # dense SwiGLU (docs/MODEL.md, "Tensors")
             lin(p + "mlp.gate_proj.weight", a.dense_inter, D)
             lin(p + "mlp.up_proj.weight", a.dense_inter, D)
             lin(p + "mlp.down_proj.weight", D, a.dense_inter)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """k3_gen.py - write a random tiny Kimi K3 checkpoint in the real K3 layout (gen_ckpt.py --arch k3).
 
-Follows /work/shared/kimi_k3_spec.md §2 and §7: a kimi_k3 wrapper config with the decoder in
-text_config (quantization_config inside it), tensors prefixed language_model., BF16 trunk with the §7.4
+Follows docs/MODEL.md, "Kimi K3": a kimi_k3 wrapper config with the decoder in
+text_config (quantization_config inside it), tensors prefixed language_model., BF16 trunk with the docs/MODEL.md, "MXFP4 experts"
 F32 exceptions (conv weights, dt_bias, A_log [alog_len], KDA o_norm, e_score_correction_bias), routed
 experts as compressed-tensors MXFP4 (weight_packed U8 [rows, cols/2], weight_scale U8 [rows, cols/32]),
 dummy vision_tower.* / mm_projector.* tensors in the last shard, shards named
@@ -31,7 +31,7 @@ PREFIX = "language_model."
 GROUP = 32
 E2M1_MAG = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 IGNORE = ["re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*",
-          "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"]        # spec §7.3, verbatim
+          "re:.*lm_head.*", "re:.*vision_tower.*", "re:.*mm_projector.*"]        # docs/MODEL.md, "MXFP4 experts", verbatim
 
 
 def parse_k3(argv):
@@ -70,7 +70,7 @@ def parse_k3(argv):
     ap.add_argument("--tie", action="store_true")
     ap.add_argument("--shards", type=int, default=3)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f32"],
-                    help="bf16: the release's dtypes (spec §7.4); f32: every non-expert tensor F32")
+                    help="bf16: the release's dtypes (docs/MODEL.md, 'MXFP4 experts'); f32: every non-expert tensor F32")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--full-attn", default=None,
                     help='1-based MLA layers (default: every 4th layer plus the last two)')
@@ -110,7 +110,7 @@ def full_list(a):
 
 
 def quant_config():
-    """As the release (spec §7.3), in the standard compressed-tensors nesting."""
+    """As the release (docs/MODEL.md, "MXFP4 experts"), in the standard compressed-tensors nesting."""
     w = {"num_bits": 4, "type": "float", "group_size": GROUP, "strategy": "group", "symmetric": True,
          "dynamic": False, "actorder": None, "block_structure": None, "scale_dtype": "torch.uint8",
          "zp_dtype": None, "observer": "minmax", "observer_kwargs": {}}
@@ -249,7 +249,7 @@ def make_model(a):
         res(p + "self_attention_res")
         res(p + "mlp_res")
         s = p + "self_attn."
-        if (L + 1) not in full:                     # KDA (spec §4)
+        if (L + 1) not in full:                     # KDA (docs/MODEL.md, "KDA in K3")
             for n in "qkv":
                 lin(s + n + "_proj.weight", P, D)
                 t[s + n + "_conv1d.weight"] = rng.normal(0.0, 0.5, size=(P, 1, W))
@@ -263,7 +263,7 @@ def make_model(a):
             lin(s + "g_proj.weight", P, D)
             t[s + "o_norm.weight"] = 1.0 + 0.1 * rng.normal(size=K)
             lin(s + "o_proj.weight", D, P)
-        else:                                       # gated MLA with q-LoRA (spec §5)
+        else:                                       # gated MLA with q-LoRA (docs/MODEL.md, "Gated MLA with q-LoRA")
             lin(s + "q_a_proj.weight", a.q_lora, D)
             norm(s + "q_a_layernorm.weight", a.q_lora)
             lin(s + "q_b_proj.weight", a.mla_heads * (a.nope + a.rope), a.q_lora)
@@ -272,11 +272,11 @@ def make_model(a):
             lin(s + "kv_b_proj.weight", a.mla_heads * (a.nope + a.v_dim), a.kv_lora)
             lin(s + "o_proj.weight", D, a.mla_heads * a.v_dim)
             lin(s + "g_proj.weight", a.mla_heads * a.v_dim, D)
-        if not (L >= a.first_dense and L % a.moe_freq == 0):      # dense SiTU MLP (spec §6.4)
+        if not (L >= a.first_dense and L % a.moe_freq == 0):      # dense SiTU MLP (docs/MODEL.md, "Latent MoE and SiTU")
             lin(p + "mlp.gate_proj.weight", a.dense_inter, D, gain=2.5)
             lin(p + "mlp.up_proj.weight", a.dense_inter, D)
             lin(p + "mlp.down_proj.weight", D, a.dense_inter)
-        else:                                       # Latent MoE (spec §6.1, §6.2)
+        else:                                       # Latent MoE (docs/MODEL.md, "Latent MoE and SiTU")
             m = p + "block_sparse_moe."
             lin(m + "gate.weight", a.experts, D)
             t[m + "gate.e_score_correction_bias"] = 0.1 * rng.normal(size=a.experts)
@@ -311,7 +311,7 @@ F32_SUFFIXES = ("conv1d.weight", "dt_bias", "A_log", "e_score_correction_bias", 
 
 
 def dtype_for(name, mode):
-    """spec §7.4: F32 for the KDA conv weights, dt_bias, A_log, KDA o_norm, e_score_correction_bias;
+    """docs/MODEL.md, "MXFP4 experts": F32 for the KDA conv weights, dt_bias, A_log, KDA o_norm, e_score_correction_bias;
     BF16 for everything else (matrices, RMSNorm weights, *_res_proj rows)."""
     if mode == "f32" or name.endswith(F32_SUFFIXES):
         return "F32"

@@ -1,18 +1,18 @@
 #!/usr/bin/python3
 """k3_ref.py - the Kimi K3 part of the independent numpy (float64) reference.
 
-Written from /work/shared/kimi_k3_spec.md (read as differences from kimi_linear_spec.md), without
+Written from docs/MODEL.md, "Kimi K3" (read as differences from "Kimi Linear"), without
 looking at the C engine. kimi_ref.py dispatches here when config.json has model_type "kimi_k3"; the CLI
 is kimi_ref.py's. What is K3-specific (spec section in brackets):
-  * config: wrapper "kimi_k3", decoder in text_config (model_type kimi_linear), every §2 field required
-  * tensors prefixed "language_model."; "vision_tower." / "mm_projector." ignored (§7.1)
-  * Attention Residuals: blocks of attn_res_block_size, three softmax mixes, raw snapshots (§3, §3.1)
-  * KDA: lower-bounded sigmoid decay, A_log sliced per head, full-rank output gate g_proj (§4)
-  * MLA: q-LoRA with q_a_layernorm (eps 1e-6, like kv_a_layernorm), sigmoid gate before o_proj (§5)
+  * config: wrapper "kimi_k3", decoder in text_config (model_type kimi_linear), every docs/MODEL.md, "Config" field required
+  * tensors prefixed "language_model."; "vision_tower." / "mm_projector." ignored (docs/MODEL.md, "MXFP4 experts")
+  * Attention Residuals: blocks of attn_res_block_size, three softmax mixes, raw snapshots (docs/MODEL.md, "Attention Residuals")
+  * KDA: lower-bounded sigmoid decay, A_log sliced per head, full-rank output gate g_proj (docs/MODEL.md, "KDA in K3")
+  * MLA: q-LoRA with q_a_layernorm (eps 1e-6, like kv_a_layernorm), sigmoid gate before o_proj (docs/MODEL.md, "Gated MLA with q-LoRA")
   * Latent MoE: full-width router, down-projection, routed experts in the latent, RMSNorm of the
-    weighted sum, up-projection; fused shared experts at full width added unweighted (§6)
-  * SiTU-GLU in every FFN (§6.3)
-  * MXFP4 routed experts (compressed-tensors mxfp4-pack-quantized), decoded exactly (§7.3)
+    weighted sum, up-projection; fused shared experts at full width added unweighted (docs/MODEL.md, "Latent MoE and SiTU")
+  * SiTU-GLU in every FFN (docs/MODEL.md, "Latent MoE and SiTU")
+  * MXFP4 routed experts (compressed-tensors mxfp4-pack-quantized), decoded exactly (docs/MODEL.md, "MXFP4 experts")
 """
 import json
 import math
@@ -28,10 +28,10 @@ from kimi_ref import sigmoid, silu, rmsnorm, l2norm  # noqa: E402
 
 PREFIX = "language_model."
 IGNORED_PREFIXES = ("vision_tower.", "mm_projector.")
-MLA_Q_NORM_EPS = 1e-6      # spec §5.1 ⚠: q_a_layernorm / kv_a_layernorm take KimiRMSNorm's default 1e-6
+MLA_Q_NORM_EPS = 1e-6      # docs/MODEL.md, "Gated MLA with q-LoRA": q_a_layernorm / kv_a_layernorm take KimiRMSNorm's default 1e-6
 MLA_KV_NORM_EPS = 1e-6
 
-# FP4 E2M1, index = nibble, bit 3 = sign (spec §7.3)
+# FP4 E2M1, index = nibble, bit 3 = sign (docs/MODEL.md, "MXFP4 experts")
 E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
                  -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float64)
 
@@ -40,7 +40,7 @@ E2M1 = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
 # elementwise pieces
 
 def situ(g, u, beta, lbeta):
-    """SiTU-GLU (spec §6.3): [beta*tanh(g/beta) * sigmoid(g)] * [lbeta*tanh(u/lbeta)].
+    """SiTU-GLU (docs/MODEL.md, "Latent MoE and SiTU"): [beta*tanh(g/beta) * sigmoid(g)] * [lbeta*tanh(u/lbeta)].
     The sigmoid takes the UNCAPPED gate. lbeta None disables the up-cap (HF linear_beta=None)."""
     g = np.asarray(g, dtype=np.float64)
     u = np.asarray(u, dtype=np.float64)
@@ -53,14 +53,14 @@ def situ_mlp(c, x, wg, wu, wd):
 
 
 def safe_gate(f, dt_bias, A_log_heads, lower_bound):
-    """K3 KDA decay (spec §4 step 4): g[h,i] = lb * sigmoid(exp(A_log[h]) * (f[h,i] + dt_bias[h,i])).
+    """K3 KDA decay (docs/MODEL.md, "KDA in K3" step 4): g[h,i] = lb * sigmoid(exp(A_log[h]) * (f[h,i] + dt_bias[h,i])).
     f: [T,H,K], dt_bias: [H,K], A_log_heads: [H] (already sliced). Returns log-decays in (lb, 0)."""
     A = np.exp(np.asarray(A_log_heads, dtype=np.float64))
     return lower_bound * sigmoid(A[None, :, None] * (f + dt_bias[None]))
 
 
 def attnres_mix(V, w, eps):
-    """AttnRes mix (spec §3): V [n, T, E] sources, w [E] folded score vector (norm.weight * proj.weight).
+    """AttnRes mix (docs/MODEL.md, "Attention Residuals"): V [n, T, E] sources, w [E] folded score vector (norm.weight * proj.weight).
     keys = RMS-normalised sources, values = RAW sources, softmax over the n sources per token."""
     V = np.asarray(V, dtype=np.float64)
     keys = V / np.sqrt(np.mean(V * V, axis=-1, keepdims=True) + eps)
@@ -72,7 +72,7 @@ def attnres_mix(V, w, eps):
 
 
 def mxfp4_decode(packed, scale, group=32):
-    """compressed-tensors mxfp4-pack-quantized (spec §7.3). packed [rows, cols/2] bytes (LOW nibble =
+    """compressed-tensors mxfp4-pack-quantized (docs/MODEL.md, "MXFP4 experts"). packed [rows, cols/2] bytes (LOW nibble =
     EVEN column), scale [rows, cols/group] E8M0 bytes (2^(byte-127)); groups run along the columns.
     A scale byte of 255 (NaN in OCP MX; the spec gives two different decodings and says it should not
     occur) is refused."""
@@ -89,7 +89,7 @@ def mxfp4_decode(packed, scale, group=32):
             or scale.max(initial=0) > 255:
         raise ValueError("mxfp4: bytes out of range")
     if (scale == 255).any():
-        raise ValueError("mxfp4: E8M0 scale byte 255 (NaN) present; its decoding is not settled (spec §7.3)")
+        raise ValueError("mxfp4: E8M0 scale byte 255 (NaN) present; its decoding is not settled (docs/MODEL.md, 'MXFP4 experts')")
     nib = np.empty((rows, cols), dtype=np.int64)
     nib[:, 0::2] = packed & 0x0F
     nib[:, 1::2] = packed >> 4
@@ -128,13 +128,13 @@ class K3Config:
         self.text = d
         for k in TEXT_FIELDS:
             if k not in d:
-                raise ValueError("config.json: text_config.%s is missing (Kimi K3 spec §2)" % k)
+                raise ValueError("config.json: text_config.%s is missing (docs/MODEL.md, 'Config')" % k)
         la = d["linear_attn_config"]
         if not isinstance(la, dict):
             raise ValueError("config.json: text_config.linear_attn_config is not an object")
         for k in LA_FIELDS:
             if k not in la:
-                raise ValueError("config.json: text_config.linear_attn_config.%s is missing (spec §2)" % k)
+                raise ValueError("config.json: text_config.linear_attn_config.%s is missing (docs/MODEL.md, 'Config')" % k)
         # special ids: the root or text_config ([COLI] reads either); not used by the forward pass
         for k in ("bos_token_id", "eos_token_id", "pad_token_id"):
             v = top.get(k, d.get(k))
@@ -148,7 +148,7 @@ class K3Config:
         elif "quantization_config" in top:
             self.qc = top["quantization_config"]
         else:
-            raise ValueError("config.json: quantization_config is missing (spec §2/§7.3; null = no quantisation)")
+            raise ValueError("config.json: quantization_config is missing (docs/MODEL.md, 'Config'; null = no quantisation)")
         self._parse_qc()
 
         self.D = int(d["hidden_size"])
@@ -157,7 +157,7 @@ class K3Config:
         self.eps = float(d["rms_norm_eps"])
         self.tie = bool(d["tie_word_embeddings"])
         self.max_pos = int(d["max_position_embeddings"])
-        self.kv_heads = int(d["num_key_value_heads"])          # unused by the MLA math (spec §2)
+        self.kv_heads = int(d["num_key_value_heads"])          # unused by the MLA math (docs/MODEL.md, "Config")
         self.mtp = int(d["num_nextn_predict_layers"])          # MTP layers are not part of the forward
         if d["hidden_act"] != "situ":
             raise ValueError("config.json: hidden_act=%r, Kimi K3 uses 'situ'" % d["hidden_act"])
@@ -172,7 +172,7 @@ class K3Config:
         self.rope = int(d["qk_rope_head_dim"])
         self.v_dim = int(d["v_head_dim"])
         if d["mla_use_nope"] is not True:
-            raise ValueError("config.json: mla_use_nope=%r; K3 MLA is NoPE (spec §5.1)" % d["mla_use_nope"])
+            raise ValueError("config.json: mla_use_nope=%r; K3 MLA is NoPE (docs/MODEL.md, 'Gated MLA with q-LoRA')" % d["mla_use_nope"])
         self.mla_gate = bool(d["mla_use_output_gate"])
         # KDA
         self.kda_layers = [int(i) for i in la["kda_layers"]]           # 1-based
@@ -202,7 +202,7 @@ class K3Config:
         if d["topk_method"] != "noaux_tc":
             raise ValueError("config.json: topk_method=%r, K3 uses noaux_tc" % d["topk_method"])
         ng, tg = int(d["num_expert_group"] or 1), int(d["topk_group"] or 1)
-        if d["use_grouped_topk"] and ng > 1 and ng > tg:      # spec §6.1: only then does grouping act
+        if d["use_grouped_topk"] and ng > 1 and ng > tg:      # docs/MODEL.md, "Latent MoE and SiTU": only then does grouping act
             raise ValueError("config.json: effective grouped top-k (%d groups, topk_group %d) not supported"
                              % (ng, tg))
         if self.n_experts < 1 or not (1 <= self.topk <= self.n_experts):
@@ -216,7 +216,7 @@ class K3Config:
         self.layer_types = [self._layer_type(L) for L in range(self.n_layers)]
 
     def _layer_type(self, L):
-        in_kda = (L + 1) in self.kda_layers        # 1-based lists (spec §2, §11 #1)
+        in_kda = (L + 1) in self.kda_layers        # 1-based lists (docs/MODEL.md, "Config")
         in_full = (L + 1) in self.full_layers
         if in_kda == in_full:
             raise ValueError("config.json: layer %d (1-based %d) is in %s of kda_layers/full_attn_layers"
@@ -238,7 +238,7 @@ class K3Config:
         fmt = qc.get("format")
         groups = qc.get("config_groups") or {}
         schemes = [(g.get("weights"), g.get("format", fmt)) for g in groups.values()]
-        if "weights" in qc:                              # flat form, as the spec's §7.3 listing reads
+        if "weights" in qc:                              # flat form, as docs/MODEL.md, "MXFP4 experts" listing reads
             schemes.append((qc["weights"], fmt))
         schemes = [s for s in schemes if s[0] is not None]
         if not schemes:
@@ -273,7 +273,7 @@ class K3Config:
 # checkpoint
 
 def expected_shape(c, name):
-    """[out, in] shape a tensor must have (spec §4, §5, §6, §7.2), or None when not checked here
+    """[out, in] shape a tensor must have (docs/MODEL.md, "KDA in K3"), or None when not checked here
     (conv weights, A_log and dt_bias are checked where they are used)."""
     D, V = c.D, c.vocab
     m = re.match(r"model\.layers\.(\d+)\.(.*)$", name)
@@ -412,7 +412,7 @@ def expect_shape(name, a, shape):
 
 
 def a_log_heads(ck, p, H):
-    """A_log stored as [128] (or any N >= H) floats; heads are entries 0..H-1 (spec §4, §11 #2)."""
+    """A_log stored as [128] (or any N >= H) floats; heads are entries 0..H-1 (docs/MODEL.md, "KDA in K3")."""
     a = ck.get(p + "A_log").reshape(-1)
     if a.size < H:
         raise ValueError("%sA_log has %d elements, fewer than the %d heads" % (p, a.size, H))
@@ -420,7 +420,7 @@ def a_log_heads(ck, p, H):
 
 
 def kda_layer(ck, L, x, state):
-    """K3 KDA (spec §4). state: {'conv': [3, W-1, P] raw projections (oldest first), 'S': [H, K, V]}."""
+    """K3 KDA (docs/MODEL.md, "KDA in K3"). state: {'conv': [3, W-1, P] raw projections (oldest first), 'S': [H, K, V]}."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     H, K = c.kda_heads, c.kda_dim
@@ -468,7 +468,7 @@ def mla_q(ck, p, x):
 
 
 def mla_layer(ck, L, x, state):
-    """K3 gated MLA (spec §5.1), naive decompressed form, NoPE, causal.
+    """K3 gated MLA (docs/MODEL.md, "Gated MLA with q-LoRA"), naive decompressed form, NoPE, causal.
     state: {'c': [N, kv_lora] normalised latents, 'kpe': [N, rope]} of past tokens."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
@@ -498,7 +498,7 @@ def mla_layer(ck, L, x, state):
 
 
 def route(c, logits, bias):
-    """K3 router (spec §6.1): select top-k of sigmoid + bias, weights = UNBIASED sigmoid,
+    """K3 router (docs/MODEL.md, "Latent MoE and SiTU"): select top-k of sigmoid + bias, weights = UNBIASED sigmoid,
     renormalised (+1e-20) when moe_renormalize and top_k > 1, times routed_scaling_factor."""
     s = sigmoid(logits)
     idx = np.argsort(-(s + bias), axis=1, kind="stable")[:, :c.topk]   # ties -> lowest id
@@ -550,7 +550,7 @@ class K3Model:
         return {"n": 0, "layers": [dict() for _ in range(self.c.n_layers)]}
 
     def score_vec(self, pre):
-        """Folded AttnRes score vector: X_res_norm.weight * X_res_proj.weight (spec §3)."""
+        """Folded AttnRes score vector: X_res_norm.weight * X_res_proj.weight (docs/MODEL.md, "Attention Residuals")."""
         if pre not in self._w:
             nw = self.ck.get(pre + "_norm.weight").reshape(-1)
             pw = self.ck.get(pre + "_proj.weight")
@@ -611,7 +611,7 @@ def load(model_dir, top):
 # self-test helpers: literal transcriptions and the absorbed MLA
 
 def kda_step_literal(ck, L, x, st_):
-    """Spec §4 steps 1-7 transcribed loop by loop for one token (self-test only)."""
+    """docs/MODEL.md, "KDA in K3" steps 1-7 transcribed loop by loop for one token (self-test only)."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     H, K, W = c.kda_heads, c.kda_dim, c.conv_w
@@ -664,7 +664,7 @@ def kda_step_literal(ck, L, x, st_):
 
 
 def mla_absorbed(ck, L, x):
-    """Absorbed-latent MLA (spec §5.3) with q-LoRA and gate, whole sequence from an empty cache."""
+    """Absorbed-latent MLA (docs/MODEL.md, "Gated MLA with q-LoRA") with q-LoRA and gate, whole sequence from an empty cache."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     Hm, dn, dr, dv, r = c.mla_heads, c.nope, c.rope, c.v_dim, c.kv_lora
@@ -687,7 +687,7 @@ def mla_absorbed(ck, L, x):
 
 
 def moe_literal(ck, L, x):
-    """Spec §6.1/§6.2 for one token, loop by loop (self-test only)."""
+    """docs/MODEL.md, "Latent MoE and SiTU" for one token, loop by loop (self-test only)."""
     c = ck.config
     p = "model.layers.%d.block_sparse_moe." % L
     Wg, b = ck.get(p + "gate.weight"), ck.get(p + "gate.e_score_correction_bias")
@@ -714,7 +714,7 @@ def moe_literal(ck, L, x):
 
 
 def real_k3_config():
-    """The released text config as listed in spec §2 (no weights needed; layer-map test)."""
+    """The released text config as listed in docs/MODEL.md, "Config" (no weights needed; layer-map test)."""
     full = list(range(4, 93, 4)) + [93]
     return {
         "model_type": "kimi_k3", "architectures": ["KimiK3ForConditionalGeneration"],
@@ -847,7 +847,7 @@ def selftest(check):
     ok = ok and np.all(np.exp(g) >= math.exp(-5))
     check("k3_safe_gate_decay", bool(ok), "g %r" % g)
 
-    # --- layer map of the real K3 config (spec §2): MLA at 1-based 4,8,..,92,93; AttnRes boundaries
+    # --- layer map of the real K3 config (docs/MODEL.md, "Config"): MLA at 1-based 4,8,..,92,93; AttnRes boundaries
     rc = K3Config(real_k3_config())
     got = "".join("K" if t_ == "kda" else "M" for t_ in rc.layer_types)
     want = "".join("M" if (L % 4 == 3 or L == 92) else "K" for L in range(93))

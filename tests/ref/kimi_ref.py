@@ -2,8 +2,8 @@
 """kimi_ref.py - independent numpy (float64) reference of the Kimi Linear forward pass.
 (Kimi K3, config model_type "kimi_k3": see k3_ref.py; this CLI dispatches on model_type.)
 
-Written from /work/shared/kimi_linear_spec.md (sections 1-6, 9, 10) and DESIGN.md section 4, without
-looking at the C engine. Numerics choices (DESIGN section 4):
+Written from docs/MODEL.md ("Kimi Linear", "Choices"), without
+looking at the C engine. Numerics choices (docs/ARCHITECTURE.md, "Numerics"):
   * everything in float64, no bf16 rounding of activations; RMSNorm y = w * x / sqrt(mean(x^2) + eps)
   * MoE: selection by top-k of sigmoid(s) + e_score_correction_bias, mixing weights from the UNBIASED
     sigmoid scores, renormalised with +1e-20 (if moe_renormalize), times routed_scaling_factor
@@ -27,8 +27,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np as st  # noqa: E402
 
-MLA_KV_NORM_EPS = 1e-6   # spec §9 #12 / DESIGN §4
-L2_EPS = 1e-6            # spec §4.1 step 3
+MLA_KV_NORM_EPS = 1e-6   # docs/MODEL.md, "Choices"
+L2_EPS = 1e-6            # docs/MODEL.md, "KDA" step 3
 SOFTPLUS_THRESHOLD = 20.0
 
 
@@ -80,9 +80,9 @@ class Config:
         self.rope = int(d["qk_rope_head_dim"])
         self.v_dim = int(d["v_head_dim"])
         if g("q_lora_rank") is not None:
-            raise ValueError("config.json: q_lora_rank=%r; Kimi Linear has no q-LoRA (spec §2.4)" % g("q_lora_rank"))
+            raise ValueError("config.json: q_lora_rank=%r; Kimi Linear has no q-LoRA (docs/MODEL.md, 'Tensors')" % g("q_lora_rank"))
         if g("mla_use_nope", True) is False:
-            raise ValueError("config.json: mla_use_nope=false is not Kimi Linear (MLA is NoPE, spec §5.1)")
+            raise ValueError("config.json: mla_use_nope=false is not Kimi Linear (MLA is NoPE, docs/MODEL.md, 'MLA')")
         if g("mla_use_output_gate", False):
             raise ValueError("config.json: mla_use_output_gate is a Kimi K3 feature, not Kimi Linear")
         # KDA
@@ -116,7 +116,7 @@ class Config:
             raise ValueError("config.json: num_experts_per_token=%r out of range" % self.topk)
 
     def _layer_type(self, L):
-        in_kda = (L + 1) in self.kda_layers        # spec §1.1: 1-based lists
+        in_kda = (L + 1) in self.kda_layers        # docs/MODEL.md, "Tensors": 1-based lists
         in_full = (L + 1) in self.full_layers
         if self.full_layers and in_kda == in_full:
             raise ValueError("config.json: layer %d (1-based %d) is in %s of kda_layers/full_attn_layers"
@@ -191,7 +191,7 @@ def scan_shards(model_dir):
 
 
 def dequant_block(w, s, block=(128, 128)):
-    """W[i][j] = W8[i][j] * scale_inv[i // bm][j // bn] (spec §8.2, the 'inverse' scale is multiplied)."""
+    """W[i][j] = W8[i][j] * scale_inv[i // bm][j // bn] (docs/ARCHITECTURE.md, "Numerics", the 'inverse' scale is multiplied)."""
     bm, bn = block
     M, N = w.shape
     if s.shape != ((M + bm - 1) // bm, (N + bn - 1) // bn):
@@ -218,7 +218,7 @@ class DictCheckpoint:
 # layers. Every function takes x as [T, D] (T tokens at once) and a per-layer state dict.
 
 def kda_layer(ck, L, x, state):
-    """KDA (spec §4). state: {'conv': [3, W-1, P] raw projections (oldest first), 'S': [H, K, V]}."""
+    """KDA (docs/MODEL.md, "KDA"). state: {'conv': [3, W-1, P] raw projections (oldest first), 'S': [H, K, V]}."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     H, K = c.kda_heads, c.kda_dim
@@ -256,7 +256,7 @@ def kda_layer(ck, L, x, state):
 
 
 def kda_recurrent(q, k, v, g, beta, S):
-    """Token-by-token delta rule (spec §4.1 step 6 / §4.2). q,k: [T,H,K], v: [T,H,V], g: [T,H,K]
+    """Token-by-token delta rule (docs/MODEL.md, "KDA" step 6 / docs/MODEL.md, "KDA"). q,k: [T,H,K], v: [T,H,V], g: [T,H,K]
     log decays, beta: [T,H], S: [H,K,V]. Returns (o [T,H,V], S)."""
     S = S.copy()
     T = q.shape[0]
@@ -271,7 +271,7 @@ def kda_recurrent(q, k, v, g, beta, S):
 
 
 def mla_layer(ck, L, x, state):
-    """MLA, naive decompressed form (spec §5.2), NoPE, causal.
+    """MLA, naive decompressed form (docs/MODEL.md, "MLA"), NoPE, causal.
     state: {'c': [N, kv_lora] normalised latents, 'kpe': [N, rope]} of past tokens."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
@@ -303,7 +303,7 @@ def swiglu(x, wg, wu, wd):
 
 
 def route(c, logits, bias):
-    """Router (spec §6.2, DESIGN §4). logits [T,E] -> (idx [T,k], weights [T,k])."""
+    """Router (docs/MODEL.md, "FFN and router", docs/ARCHITECTURE.md, "Numerics"). logits [T,E] -> (idx [T,k], weights [T,k])."""
     s = sigmoid(logits)
     sc = s + bias
     idx = np.argsort(-sc, axis=1, kind="stable")[:, :c.topk]   # ties -> lowest expert id
@@ -402,7 +402,7 @@ def greedy(model, ids, n):
 # self-tests
 
 def kda_chunked(q, k, v, g, beta, S, C=64):
-    """Chunked KDA (spec §4.3), one head at a time; used only to cross-check the recurrence."""
+    """Chunked KDA (docs/MODEL.md, "KDA"), one head at a time; used only to cross-check the recurrence."""
     T, H, K = q.shape
     o = np.zeros(v.shape)
     S = S.copy()
@@ -432,7 +432,7 @@ def kda_chunked(q, k, v, g, beta, S, C=64):
 
 
 def mla_absorbed(ck, L, x):
-    """Absorbed MLA (spec §5.4) over a whole sequence from an empty cache."""
+    """Absorbed MLA (docs/MODEL.md, "MLA") over a whole sequence from an empty cache."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     Hm, dn, dr, dv, r = c.mla_heads, c.nope, c.rope, c.v_dim, c.kv_lora
@@ -455,7 +455,7 @@ def mla_absorbed(ck, L, x):
 
 
 def kda_step_literal(ck, L, x, st_):
-    """Spec §4.2 pseudocode transcribed loop by loop (one token); only for the self-test."""
+    """docs/MODEL.md, "KDA" pseudocode transcribed loop by loop (one token); only for the self-test."""
     c = ck.config
     p = "model.layers.%d.self_attn." % L
     H, K, W = c.kda_heads, c.kda_dim, c.conv_w
@@ -512,7 +512,7 @@ def kda_step_literal(ck, L, x, st_):
 
 
 def moe_literal(ck, L, x):
-    """Spec §10 moe() for one token with DESIGN §4 weights (unbiased s); only for the self-test."""
+    """docs/MODEL.md, "FFN and router" moe() for one token with docs/ARCHITECTURE.md, "Numerics" weights (unbiased s); only for the self-test."""
     c = ck.config
     p = "model.layers.%d.block_sparse_moe." % L
     Wg, bias = ck.get(p + "gate.weight"), ck.get(p + "gate.e_score_correction_bias")
@@ -574,7 +574,7 @@ def selftest():
         err = np.abs(a1 - a2).max() / np.abs(a1).max()
         check("mla_naive_eq_absorbed_layer%d" % L, err < 1e-12, "max rel diff %.3g" % err)
 
-    # vectorised KDA layer == literal transcription of the §4.2 pseudocode, token by token
+    # vectorised KDA layer == literal transcription of the docs/MODEL.md, "KDA" pseudocode, token by token
     x = rng.normal(size=(7, 64))
     for L in (0, 3):
         a1 = kda_layer(ck, L, x, {})
@@ -614,7 +614,7 @@ def selftest():
     check("moe_select_biased_weight_unbiased", list(idx[0]) == [2, 0] and np.allclose(w[0], expect),
           "idx %r w %r" % (idx[0], w[0]))
 
-    # layer map of the real 48B config (spec §1.1)
+    # layer map of the real 48B config (docs/MODEL.md, "Tensors")
     real = {"model_type": "kimi_linear", "hidden_size": 2304, "num_hidden_layers": 27,
             "vocab_size": 163840, "num_attention_heads": 32, "kv_lora_rank": 512,
             "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "q_lora_rank": None,

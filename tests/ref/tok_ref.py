@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """tok_ref.py - independent Python reference of the Kimi tokenizer.
 
-Written from kimi_linear_spec.md §7 (not from the C code), using the `regex`
+Written from docs/MODEL.md, "Tokenizer and chat format" (not from the C code), using the `regex`
 module, which supports the `&&` class intersection of the original pat_str in
 its V1 mode. Run with /usr/bin/python3 (Debian's python3-regex).
 
@@ -20,7 +20,7 @@ import sys
 
 import regex
 
-# §7.2, alternatives joined with "|" in this order.
+# docs/MODEL.md, "Tokenizer and chat format", alternatives joined with "|" in this order.
 PAT_STR = "|".join([
     r"""[\p{Han}]+""",
     r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
@@ -33,8 +33,8 @@ PAT_STR = "|".join([
 ])
 PATTERN = regex.compile(PAT_STR, flags=regex.V1)
 
-NUM_SPECIAL = 256 + 2          # num_reserved_special_tokens + 2 (§7.1)
-MAX_CHUNK_CHARS = 400_000      # tiktoken limit workaround (§7.1)
+NUM_SPECIAL = 256 + 2          # num_reserved_special_tokens + 2 (docs/MODEL.md, "Tokenizer and chat format")
+MAX_CHUNK_CHARS = 400_000      # tiktoken limit workaround (docs/MODEL.md, "Tokenizer and chat format")
 MAX_RUN_CHARS = 25_000
 
 
@@ -143,7 +143,7 @@ class Tokenizer:
     @staticmethod
     def split_runs(s, limit):
         """Cut so no piece holds more than `limit` consecutive whitespace or
-        non-whitespace characters (str.isspace), as in §7.1."""
+        non-whitespace characters (str.isspace), as in docs/MODEL.md, "Tokenizer and chat format"."""
         run, is_space, start = 0, (s[0].isspace() if s else False), 0
         for i, ch in enumerate(s):
             now = ch.isspace()
@@ -167,7 +167,7 @@ class Tokenizer:
         data = b"".join(self.id_to_bytes.get(i, "\ufffd".encode()) for i in ids)
         return data.decode("utf-8", errors="replace")
 
-    # §7.4 K2 framing; no default system prompt, no [BOS].
+    # docs/MODEL.md, "Tokenizer and chat format" K2 framing; no default system prompt, no [BOS].
     def chat(self, messages, add_generation_prompt=True):
         start_of = {"system": "<|im_system|>", "tool": "<|im_system|>",
                     "user": "<|im_user|>", "assistant": "<|im_assistant|>"}
@@ -187,7 +187,7 @@ class Tokenizer:
         return ids
 
 
-    # Kimi K3 XTML (kimi_k3_spec.md §8), thinking off; every segment encoded
+    # Kimi K3 XTML (docs/MODEL.md, "XTML chat format"), thinking off; every segment encoded
     # on its own with specials disallowed; structural markers are special ids.
     def chat_xtml(self, messages, add_generation_prompt=True):
         sp = self.special_to_id

@@ -1,0 +1,82 @@
+/* weights.h - the weight store: every tensor of a Hugging Face or packed
+ * model directory, held in a planned memory budget (docs/ARCHITECTURE.md,
+ * "Weights and the memory budget").
+ *
+ * At open every tensor the config implies is checked (weights_schema.c); the
+ * big matrices are grouped into units read as a whole (weights_units.c): one
+ * per layer's trunk, one for the head, one per routed expert. The planner
+ * splits the budget (weights_plan.c): pinned units are read once at open,
+ * the other trunk units stream through a ring of slots (weights_trunk.c),
+ * routed experts live in an expert cache of fixed slots
+ * (weights_experts.c). When everything fits, everything is pinned: "fully
+ * resident" is the same code with no unit reads after open (embedding rows
+ * are still read per token, weights_embed.c), so logits are bit-identical at
+ * every budget. One implementation, called directly. */
+#ifndef K3_WEIGHTS_H
+#define K3_WEIGHTS_H
+
+#include "model.h"
+#include "planner.h"
+
+typedef struct k3_weights k3_weights;
+
+/* Open dir (HF shards or a packed directory), check every tensor, plan the
+ * budget and read what is pinned. NULL with err set on any failure. */
+k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
+                            k3_stats *stats, k3_error *err);
+void k3_weights_close(k3_weights *w);
+
+/* The layer's non-expert tensors, valid until k3_weights_release_layer. */
+const k3_layer_weights *k3_weights_acquire_layer(k3_weights *w, int layer, k3_error *err);
+void k3_weights_release_layer(k3_weights *w, int layer);
+/* The layer's weights if they are resident without any read (pinned), else
+ * NULL: lets the forward pass run a later layer's router early. */
+const k3_layer_weights *k3_weights_peek_layer(k3_weights *w, int layer);
+
+/* Make routed experts of a layer resident, as many as the cache can hold at
+ * once: reorders experts[0..n) so the claimed ones come first (resident ones
+ * before those being read) and returns how many were claimed (>= 1), or -1
+ * with err set. count_lookup: count these as cache lookups (the first call
+ * of a layer step; waves after it do not). */
+int k3_weights_claim_experts(k3_weights *w, int layer, int *experts, int n, int count_lookup, k3_error *err);
+/* Speculative: start reading experts a layer is predicted to need, only when
+ * the disk is idle, into evictable slots (never a pinned one). A prefetched
+ * expert that the layer then uses counts as prefetch_used, not as a cache
+ * hit; one evicted unused counts as prefetch_unused. */
+void k3_weights_prefetch_experts(k3_weights *w, int layer, const int *experts, int n);
+/* 1 if a claimed expert's bytes are already in memory (acquire will not wait). */
+int k3_weights_expert_ready(k3_weights *w, int layer, int expert);
+/* A claimed expert, waiting for its read; valid until release_expert. */
+int k3_weights_acquire_expert(k3_weights *w, int layer, int expert, k3_mlp_weights *out, k3_error *err);
+void k3_weights_release_expert(k3_weights *w, int layer, int expert);
+
+/* Row `token` of the embedding table, as fp32 (one read per token). */
+int k3_weights_embed_row(k3_weights *w, int token, float *out, k3_error *err);
+/* Final norm weight [hidden]; K3's model-level AttnRes score vector [hidden]
+ * (NULL otherwise). */
+const float *k3_weights_final_norm(k3_weights *w);
+const float *k3_weights_output_res_score(k3_weights *w);
+/* lm_head [vocab, hidden], valid until release_head. */
+const k3_weight *k3_weights_acquire_head(k3_weights *w, k3_error *err);
+void k3_weights_release_head(k3_weights *w);
+
+/* Measure the device: O_DIRECT-or-not reads of one expert slot's size at
+ * random aligned offsets of the largest file, at the reader's depth, for
+ * about `seconds`. Writes GB/s and the read size. */
+int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
+                            k3_error *err);
+/* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
+ * (layers, then the head), the expert slot size, routed experts in all
+ * layers, the embedding row buffer. */
+void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes);
+/* Close what the store writes (the --trace file), reporting a failed write;
+ * 0 when there is nothing to close. */
+int k3_weights_finish(k3_weights *w, k3_error *err);
+/* The memory plan in force. */
+const k3_plan *k3_weights_plan(const k3_weights *w);
+/* Hash of what identifies the weights (shard names, sizes, headers); a
+ * shard that cannot be read is an error, never a different hash. */
+int k3_weights_content_hash(k3_weights *w, uint64_t *hash, k3_error *err);
+
+#endif

@@ -1,0 +1,120 @@
+/* weights_plan.c - split the budget (planner.c) over the units found at
+ * open, allocate the ring and expert-cache slots, and read what is pinned. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "weights_internal.h"
+
+/* Current resident set size, to charge what the process already holds. */
+static uint64_t current_rss(void)
+{
+    uint64_t rss, peak;
+    stats_read_rss(&rss, &peak);
+    return rss;
+}
+
+/* Plan the budget, allocate slots, read what is pinned. */
+int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
+{
+    if (rp->opt.sizes_only) return 0;
+    const k3_config *c = rp->cfg;
+    const int n_trunk = c->n_layers + 1;
+    uint64_t *trunk_bytes = malloc((size_t)n_trunk * sizeof *trunk_bytes);
+    if (!trunk_bytes) return k3_err(err, "out of memory");
+    uint64_t expert_bytes, embed_buf_bytes;
+    int n_experts_total;
+    k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes);
+    uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
+    uint64_t budget = rp->opt.mem_bytes;
+    char source[256] = "";                /* where a derived budget comes from (printed) */
+    if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
+        uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
+        for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
+        k3_mem_limit lim;
+        k3_mem_limit_read(current_rss(), &lim);
+        const uint64_t avail = lim.avail_bytes;
+        /* 9/10: the last tenth is left to the page cache (the streamed
+         * files), the kernel and whatever else runs beside us; under a
+         * cgroup limit the budget is always in force (and printed) */
+        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        if (lim.from_cgroup)
+            snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
+                     lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
+        else
+            snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", avail / 1048576.0);
+    }
+    k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
+                        expert_bytes, n_experts_total, c->top_k, source};
+    int rc = k3_plan_make(&in, &rp->plan, err);
+    free(trunk_bytes);
+    if (rc) return -1;
+    k3_stats *st = rp->stats;
+    stats_set64(&st->budget_bytes, budget);
+    stats_set64(&st->resident_bytes, rp->plan.resident_bytes);
+    stats_set64(&st->pinned_trunk_bytes, rp->plan.pinned_bytes);
+    stats_set64(&st->ring_bytes, (uint64_t)rp->plan.n_ring * rp->plan.ring_slot_bytes);
+    stats_set64(&st->expert_cache_bytes, (uint64_t)rp->plan.n_expert_slots * expert_bytes);
+    stats_set64(&st->state_bytes, rp->opt.session_bytes);
+    stats_set64(&st->other_bytes, fixed - rp->opt.session_bytes);
+    stats_set32(&st->pinned_layers, (uint32_t)rp->plan.n_pinned);
+    stats_set32(&st->ring_slots, (uint32_t)rp->plan.n_ring);
+    stats_set32(&st->expert_slots, (uint32_t)rp->plan.n_expert_slots);
+
+    /* pinned trunk units: read now, views rebased once */
+    for (int i = 0; i < n_trunk; i++) {
+        if (!rp->plan.pinned[i]) continue;
+        if (weights_read_pinned(rp, i, K3_READ_TRUNK, err)) return -1;
+        if (i < c->n_layers) weights_rebase_layer(rp, i, rp->units[i].pinned);
+    }
+    rp->n_ring = rp->plan.n_ring;
+    rp->ring = calloc((size_t)(rp->n_ring ? rp->n_ring : 1), sizeof *rp->ring);
+    if (!rp->ring) return k3_err(err, "out of memory");
+    for (int i = 0; i < rp->n_ring; i++) {
+        rp->ring[i].unit = -1;
+        rp->ring[i].mem = aligned_alloc(K3_IO_ALIGN, rp->plan.ring_slot_bytes);
+        if (!rp->ring[i].mem) return k3_err(err, "out of memory for the trunk ring");
+    }
+    if (k3_expert_cache_init(&rp->cache, (k3_cache_policy)rp->opt.cache_policy, rp->plan.n_expert_slots,
+                             c->n_layers, c->n_experts))
+        return k3_err(err, "out of memory");
+    rp->cache_slots = calloc((size_t)(rp->plan.n_expert_slots ? rp->plan.n_expert_slots : 1), sizeof *rp->cache_slots);
+    if (!rp->cache_slots) return k3_err(err, "out of memory");
+    for (int i = 0; i < rp->plan.n_expert_slots; i++) {
+        rp->cache_slots[i].unit = -1;
+        rp->cache_slots[i].mem = aligned_alloc(K3_IO_ALIGN, expert_bytes ? expert_bytes : K3_IO_ALIGN);
+        if (!rp->cache_slots[i].mem) return k3_err(err, "out of memory for the expert cache");
+    }
+    if (rp->plan.all_resident) {          /* fully resident: every expert read at open */
+        for (int l = 0; l < c->n_layers; l++) {
+            if (!c->is_moe[l]) continue;
+            for (int e = 0; e < c->n_experts; e++) {
+                int s = k3_expert_cache_insert(&rp->cache, l, e);
+                if (weights_start_read(rp, &rp->cache_slots[s], expert_unit(rp, l, e), K3_READ_EXPERT, err)) return -1;
+            }
+        }
+        for (int s = 0; s < rp->plan.n_expert_slots; s++)
+            if (weights_wait_slot(rp, &rp->cache_slots[s], err)) return -1;
+    }
+    return 0;
+}
+
+/* The planner's inputs as the units were laid out (k3 plan opens with
+ * sizes_only and plans from these, so its sizes are the engine's own). */
+void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t *expert_bytes,
+                           int *n_experts_total, uint64_t *embed_buf_bytes)
+{
+    const k3_config *c = rp->cfg;
+    for (int i = 0; i <= c->n_layers; i++) trunk_bytes[i] = rp->units[i].bytes;
+    *expert_bytes = 0;
+    *n_experts_total = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) continue;
+        for (int e = 0; e < c->n_experts; e++) {
+            const unit *u = &rp->units[expert_unit(rp, l, e)];
+            if (u->bytes > *expert_bytes) *expert_bytes = u->bytes;
+            (*n_experts_total)++;
+        }
+    }
+    *embed_buf_bytes = rp->embed_buf_bytes;
+}
