@@ -122,11 +122,11 @@ static int parse(int argc, char **argv, bench_options *o)
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
+    set.model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
-    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
@@ -264,7 +264,7 @@ int cmd_bench(int argc, char **argv)
                      "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", st.resident_bytes / 1048576.0,
                      limit / 1048576.0);
         } else {
-            k3_options res_opt = {.n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
+            k3_options res_opt = {.skip_tokenizer = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
                                   .mem_bytes = limit};
             k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
             k3_stats rs;
