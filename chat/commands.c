@@ -343,6 +343,7 @@ static const chat_command commands[] = {
     {"clear", "", "clear the screen (the record keeps everything)", 0, cmd_clear},
     {"quit", "", "leave (the conversation is saved)", 0, cmd_quit},
     {"exit", "", "leave (the conversation is saved)", 0, cmd_quit},
+    {"bye", "", "leave (ollama's spelling of /quit)", 0, cmd_quit},
     {"show", "[info]", "the model: architecture, experts, dtype, context, size, plan", 0, chat_cmd_show},
     {"copy", "", "copy the last answer to the clipboard (OSC 52)", 1, chat_cmd_copy},
     {"rename", "TITLE", "rename this conversation", 1, chat_cmd_rename},

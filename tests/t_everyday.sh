@@ -127,7 +127,7 @@ H=$(hits 'OR')
 [ -z "$H" ] && pass "history search: a lone OR is literal text (no match, no error)" || fail "search lone OR" "got '$H'"
 
 # 7. the shared commands in plain mode
-printf '/show\n/set parameter num_predict 2\nhello\n/set\n/rename Plain title\n/copy\n/raw\n' |
+printf '/show\n/set parameter num_predict 2\nhello\n/set\n/rename Plain title\n/copy\n/raw\n/bye\nnever sent\n' |
     $K3 chat $M --db $OUT/c.db --plain --lines --json > $OUT/cmds.jsonl 2>$OUT/cmds.err
 missing=""
 for s in "random weights (k3 gen)" "architecture  kimi_linear: 8 layers (6 KDA" "experts       16 routed, top 4" \
@@ -136,6 +136,7 @@ for s in "random weights (k3 gen)" "architecture  kimi_linear: 8 layers (6 KDA" 
     grep -q -- "$s" $OUT/cmds.err || missing="$missing '$s'"
 done
 G=$($PY -c "import json; print(json.loads(open('$OUT/cmds.jsonl').readline())['generated_tokens'])" 2>/dev/null)
-if [ -z "$missing" ] && [ "$G" = 2 ] && $K3 history list --db $OUT/c.db | grep -q 'Plain title'; then
-    pass "plain mode: /show, /set parameter num_predict 2 (answer of 2 tokens), /set, /rename, /copy, /raw"
+if [ -z "$missing" ] && [ "$G" = 2 ] && $K3 history list --db $OUT/c.db | grep -q 'Plain title' \
+    && [ "$(wc -l < $OUT/cmds.jsonl)" -eq 1 ]; then
+    pass "plain mode: /show, /set parameter num_predict 2 (answer of 2 tokens), /set, /rename, /copy, /raw, /bye"
 else fail "plain-mode commands" "generated '$G', missing$missing"; fi

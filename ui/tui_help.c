@@ -38,7 +38,7 @@ static const char *const help_lines[] = {
     "  \"\"\"                      start or end a multi-line message (as in ollama)",
     "  /stats                   engine and screen statistics",
     "  /clear                   clear the screen's transcript (the store keeps it)",
-    "  /quit                    quit (also /exit)",
+    "  /quit                    quit (also /exit, /bye)",
     "",
     "#Gauges (F2)",
     "  disk     read rate over >= 0.5 s, sparkline of the last minute; bytes of the",
