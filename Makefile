@@ -59,7 +59,7 @@ CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
 ENGINE_INC := -Iinclude -Iengine
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
-APPLIBS := -lncursesw -lreadline -lsqlite3
+APPLIBS := -lncursesw -lreadline -lsqlite3 -lmicrohttpd -lcurl
 PY      := /usr/bin/python3
 
 # The host's own ARCH builds into build/ and ./k3; any other into its own
@@ -103,7 +103,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine check readme-options print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -173,7 +173,12 @@ $(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(B
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 -lcurl $(LDLIBS)
+
+# The remote /metrics parser's unit test links that one chat object.
+$(BUILD)/tests/test_remote_metrics: tests/test_remote_metrics.c $(BUILD)/chat/remote_metrics.o tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/chat/remote_metrics.o -lm
 
 $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
@@ -181,6 +186,7 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 
 deps:
 	@sh tools/deps.sh
+	@sh tools/node_deps.sh
 
 # The aarch64 cross toolchain, qemu-user and the arm64 libraries (multiarch)
 # that tests/t_arch.sh needs; separate because only CI and porters need it.
@@ -208,6 +214,8 @@ test-engine: all
 # For scripts: the ARCH and build folder this invocation resolves to.
 print-arch:
 	@echo $(ARCH)
+print-numerics-key:
+	@echo $(K3_NUMERICS_KEY)
 print-build:
 	@echo $(BUILD)
 print-arch-flags:

@@ -17,6 +17,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_history(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_models(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_version(int argc, char **argv);

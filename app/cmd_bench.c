@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "remote_cli.h"
 #include "k3.h"
 #include "options.h"
 #include "generate.h"
@@ -42,6 +43,9 @@ static void usage(FILE *f)
                "  --no-resident              skip the fully resident decode pass\n"
                "  --resident-s-per-token S   use S as the resident decode time\n");
     cli_print_options(f, OPTS_MODEL);
+    fprintf(f, "\nk3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]: N chat requests\n"
+               "(default 5, greedy, N tokens each, default 64) to an OpenAI-compatible server, one after another;\n"
+               "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n%s", remote_cli_help);
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */
@@ -118,11 +122,11 @@ static int parse(int argc, char **argv, bench_options *o)
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
+    set.model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
-    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
@@ -177,6 +181,8 @@ static void json_escape(char *dst, size_t len, const char *src)
 int cmd_bench(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    for (int i = 1; i < argc; i++)   /* a remote server: no model to load (cmd_run_remote.c) */
+        if (!strcmp(argv[i], "--endpoint")) return cmd_bench_remote(argc, argv);
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
@@ -258,7 +264,7 @@ int cmd_bench(int argc, char **argv)
                      "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", st.resident_bytes / 1048576.0,
                      limit / 1048576.0);
         } else {
-            k3_options res_opt = {.n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
+            k3_options res_opt = {.skip_tokenizer = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
                                   .mem_bytes = limit};
             k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
             k3_stats rs;

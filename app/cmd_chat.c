@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cli.h"
+#include "remote_cli.h"
 #include "history.h"
 #include "k3.h"
 #include "options.h"
@@ -21,6 +22,8 @@ typedef struct chat_options {
     k3_options model;
     k3_sampler sampler;
     char model_args[512];        /* the model options as typed (--mem 2G ...), for the resume hint */
+    remote_cli remote;           /* --endpoint: an OpenAI-compatible server (cmd_chat_remote.c) */
+    int model_given;             /* MODEL was on the command line */
 } chat_options;
 
 static void usage(FILE *f)
@@ -46,7 +49,9 @@ static void usage(FILE *f)
                "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
                );
     cli_print_options(f, OPTS_ALL);
-    fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n");
+    fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n"
+               "With --endpoint the answers come from an OpenAI-compatible server (the conversation is stored\n"
+               "locally and records the server; --resume goes back to it):\n%s", remote_cli_help);
 }
 
 static int parse_options(int argc, char **argv, chat_options *o)
@@ -58,6 +63,9 @@ static int parse_options(int argc, char **argv, chat_options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int ro = remote_cli_option(argc, argv, &i, &o->remote);
+        if (ro < 0) return -1;
+        if (ro) continue;
         int first = i;
         int so = cli_parse_option(argc, argv, &i, OPTS_CONTEXT | OPTS_GENERATE, &set);
         if (so < 0) return -1;
@@ -84,6 +92,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
             return -1;
         } else if (!o->model_dir) {
             o->model_dir = a;
+            o->model_given = 1;
         } else {
             cli_error("chat: unexpected argument '%s'", a);
             return -1;
@@ -118,6 +127,21 @@ int cmd_chat(int argc, char **argv)
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     chat_options o;
     if (parse_options(argc, argv, &o)) return K3_EXIT_USAGE;
+    char *rec_endpoint = NULL, *rec_model = NULL;
+    if (!o.remote.endpoint && o.resume && !o.model_given &&
+        chat_remote_backend_of(o.db_path, o.resume, &rec_endpoint, &rec_model) == 0 && rec_endpoint[0]) {
+        o.remote.endpoint = rec_endpoint;   /* the conversation's own server */
+        if (!o.remote.model) o.remote.model = rec_model;
+    }
+    if (o.remote.endpoint) {
+        if (o.model_given) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
+        int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.max_new, &o.sampler);
+        free(rec_endpoint);
+        free(rec_model);
+        return rrc;
+    }
+    free(rec_endpoint);
+    free(rec_model);
     k3_error err;
     history_error herr;
     o.model.need_tokenizer = 1;

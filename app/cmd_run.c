@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "remote_cli.h"
 #include "generate.h"
 #include "k3.h"
 #include "options.h"
@@ -32,6 +33,8 @@ static void usage(FILE *f)
                "  --chat                   wrap the prompt as one user turn in the model's chat format\n"
                "  --system TEXT            system message (with --chat)\n");
     cli_print_options(f, OPTS_ALL);
+    fprintf(f, "With --endpoint the prompt goes, as one user message, to an OpenAI-compatible server:\n%s",
+            remote_cli_help);
     fprintf(f, "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n");
 }
 
@@ -42,9 +45,13 @@ int cmd_run(int argc, char **argv)
     int chat = 0;
     cli_settings set;
     cli_settings_defaults(&set);
+    remote_cli remote_opt = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        int ro = remote_cli_option(argc, argv, &i, &remote_opt);
+        if (ro < 0) return K3_EXIT_USAGE;
+        if (ro) continue;
         int mo = cli_parse_option(argc, argv, &i, OPTS_ALL, &set);
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
@@ -59,6 +66,16 @@ int cmd_run(int argc, char **argv)
     if (!prompt == !prompt_file) {
         cli_error("run: give exactly one of -p TEXT or --prompt-file FILE");
         return K3_EXIT_USAGE;
+    }
+    if (remote_opt.endpoint) {   /* an OpenAI-compatible server instead of a local model */
+        if (model_dir) { cli_error("run: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
+        size_t text_len;
+        char *text = prompt_file ? cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &text_len) : NULL;
+        if (prompt_file && !text) return K3_EXIT_ERROR;
+        int rc = run_remote(&remote_opt, text ? text : prompt, system, (int)set.max_new, set.sampler.temperature,
+                            set.sampler.top_p, (long long)set.sampler.seed);
+        free(text);
+        return rc;
     }
     if (!model_dir) model_dir = cli_default_model();
     char model_dir_buf[4096];

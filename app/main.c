@@ -21,6 +21,7 @@ static const subcommand subcommands[] = {
     {"tokenize", cmd_tokenize, "encode text or a chat, or decode ids"},
     {"gen",      cmd_gen,      "write a synthetic checkpoint in Hugging Face layout"},
     {"pack",     cmd_pack,     "write the packed layout (streaming runtime) of a checkpoint"},
+    {"serve",    cmd_serve,    "OpenAI-compatible HTTP server (chat and completions, SSE, /metrics)"},
     {"bench",    cmd_bench,    "prompt and decode speed under a memory budget (figures, JSON)"},
     {"models",   cmd_models,   "list model directories; k3 help models: getting a real model"},
     {"plan",     cmd_plan,     "predict memory plan and speed of a model from its config alone"},

@@ -11,6 +11,7 @@
 #include <string.h>
 #include "generate.h"
 #include "conversation.h"
+#include "remote.h"
 
 struct conversation {
     k3_model *model;
@@ -29,7 +30,13 @@ struct conversation {
     int stale;                   /* a prompt was interrupted mid-prefill: rebuild before the next turn */
     int restored_tokens;         /* tokens the last restore loaded from a snapshot */
     char *pending_system;        /* system prompt of a conversation not stored yet */
+    remote *remote;              /* an OpenAI-compatible server instead of model/session (remote turns below) */
+    char remote_model[256];
+    int remote_timeout_s, remote_retries;
 };
+
+static int remote_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err);
 
 void turn_result_free(turn_result *r)
 {
@@ -123,7 +130,7 @@ int conversation_start(conversation *c, const char *system, k3_error *err)
     c->turn = 0;
     c->resumed_from_snapshot = 0;
     c->stale = 0;
-    k3_session_reset(c->session);
+    if (c->session) k3_session_reset(c->session);   /* none for a remote backend */
     return 0;
 }
 
@@ -133,8 +140,10 @@ static int ensure_row(conversation *c, k3_error *err)
     if (c->have_row) return 0;
     history_error herr;
     char *sj = sampling_json(&c->sampler);
+    char remote_fp[300];
+    snprintf(remote_fp, sizeof remote_fp, "remote:%s", c->remote_model);
     history_conversation fields = {.model_path = c->model_dir,
-                                   .model_fingerprint = (char *)k3_model_fingerprint(c->model),
+                                   .model_fingerprint = c->remote ? remote_fp : (char *)k3_model_fingerprint(c->model),
                                    .system_prompt = c->pending_system, .sampling_json = sj};
     int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
     free(sj);
@@ -142,6 +151,8 @@ static int ensure_row(conversation *c, k3_error *err)
     c->have_row = 1;
     if (history_conv_lock(c->db, &c->row, &herr))           /* nobody else knows its id yet */
         fprintf(stderr, "k3: warning: %s\n", herr.msg);
+    if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
+        return k3_err(err, "%s", herr.msg);
     return 0;
 }
 
@@ -262,6 +273,10 @@ static int restore_state(conversation *c, history_message *msgs, size_t n, conve
                          void *user, k3_error *err)
 {
     history_error herr;
+    if (c->remote) {                 /* no local state: the transcript is re-sent each turn */
+        c->resumed_from_snapshot = 0;
+        return 0;
+    }
     k3_session_reset(c->session);
     c->resumed_from_snapshot = 0;
     c->restored_tokens = 0;
@@ -390,6 +405,8 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
     c->turn = 0;
     for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
     apply_sampling_json(&c->sampler, c->row.sampling_json);
+    if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
+        fprintf(stderr, "k3: warning: %s\n", herr.msg);   /* it talks to this server from now on */
     if (close_cut_answer(c, msgs, n, err)) {
         history_msg_list_free(msgs, n);
         return -1;
@@ -513,6 +530,7 @@ static void saver_progress(void *user, const generate_result *g)
 int conversation_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
 {
+    if (c->remote) return remote_turn(c, user_text, interrupt_flag, on_text, user, r, err);
     history_error herr;
     memset(r, 0, sizeof *r);
     if (c->stale && c->have_row) {        /* the last prompt was cut mid-prefill: rebuild the state */
@@ -706,4 +724,124 @@ const char *conversation_system(const conversation *c)
 char *conversation_sampling_json(const conversation *c)
 {
     return sampling_json(&c->sampler);
+}
+
+/* ---- a remote backend --------------------------------------------------
+ * No local state: every turn sends the stored transcript (system prompt,
+ * every message, the new one) to the server, which may reuse its own
+ * cache. Messages are committed as they happen, as for a local model; an
+ * answer cut by Ctrl-C or a failure is kept with its status. /undo, /retry
+ * and /edit work on the record alone (restore_state has nothing to do). */
+
+conversation *conversation_create_remote(remote *r, const char *model_name, history *db, const k3_sampler *sampler,
+                                         int max_new, int timeout_s, int max_retries, k3_error *err)
+{
+    conversation *c = calloc(1, sizeof *c);
+    if (!c) { k3_err(err, "out of memory"); return NULL; }
+    c->remote = r;
+    snprintf(c->remote_model, sizeof c->remote_model, "%s", model_name);
+    c->db = db;
+    c->model_dir = strdup(remote_url(r));
+    c->sampler = *sampler;   /* parameters only: sampling happens on the server */
+    c->sampler.probs = NULL;
+    c->sampler.order = NULL;
+    c->max_new = max_new;
+    c->remote_timeout_s = timeout_s;
+    c->remote_retries = max_retries;
+    if (!c->model_dir) { free(c); k3_err(err, "out of memory"); return NULL; }
+    return c;
+}
+
+remote *conversation_remote(conversation *c) { return c->remote; }
+const char *conversation_remote_model(const conversation *c) { return c->remote ? c->remote_model : ""; }
+
+typedef struct remote_sink {
+    conversation_text_fn on_text;
+    void *user;
+} remote_sink;
+
+static void remote_text(void *user, const char *text, size_t len)
+{
+    remote_sink *rs = user;
+    if (rs->on_text) rs->on_text(rs->user, text, len);
+}
+
+/* 429 retries and the like, one line each (the front ends own stdout). */
+static void remote_notice(void *user, const char *line)
+{
+    (void)user;
+    fprintf(stderr, "\nk3: %s\n", line);
+}
+
+static int remote_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
+                       conversation_text_fn on_text, void *user, turn_result *r, k3_error *err)
+{
+    history_error herr;
+    memset(r, 0, sizeof *r);
+    r->cached_tokens = -1;
+    if (ensure_row(c, err)) return -1;
+    history_message *stored = NULL;
+    size_t n_stored = 0;
+    if (history_msg_list(c->db, c->row.id, &stored, &n_stored, &herr)) return k3_err(err, "%s", herr.msg);
+    k3_chat_msg *msgs = calloc(n_stored + 2, sizeof *msgs);
+    if (!msgs) { history_msg_list_free(stored, n_stored); return k3_err(err, "out of memory"); }
+    int nm = 0;
+    const char *system = system_prompt(c);
+    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
+    for (size_t i = 0; i < n_stored; i++)
+        if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content};
+    msgs[nm++] = (k3_chat_msg){"user", user_text};
+    history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
+    if (history_msg_add(c->db, c->row.id, &um, &herr) < 0) {
+        free(msgs);
+        history_msg_list_free(stored, n_stored);
+        return k3_err(err, "%s", herr.msg);
+    }
+    r->turn = ++c->turn;
+    remote_params p = {.temperature = c->sampler.temperature, .top_p = c->sampler.top_p,
+                       .seed = (long long)c->sampler.seed, .max_tokens = c->max_new,
+                       .timeout_s = c->remote_timeout_s, .max_retries = c->remote_retries};
+    remote_sink sink = {on_text, user};
+    remote_result res;
+    k3_error rerr;
+    int rc = remote_chat(c->remote, c->remote_model, msgs, nm, &p, interrupt_flag, remote_text, remote_notice, &sink,
+                         &res, &rerr);
+    free(msgs);
+    history_msg_list_free(stored, n_stored);
+    const int generated = res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks;
+    r->prefilled_tokens = res.prompt_tokens >= 0 ? res.prompt_tokens - (res.cached_tokens > 0 ? res.cached_tokens : 0) : 0;
+    r->cached_tokens = res.cached_tokens;
+    r->generated_tokens = generated;
+    r->ttft_ms = res.ttft_ms;
+    r->prefill_ms = res.ttft_ms;
+    r->decode_ms = res.total_ms - res.ttft_ms;
+    r->decode_tok_s = res.tok_s;
+    r->itl_p50_ms = res.itl_p50_ms;
+    r->itl_p90_ms = res.itl_p90_ms;
+    r->net_bytes_s = res.total_ms > 0 ? res.bytes_in / (res.total_ms * 1e-3) : 0;
+    r->retries = res.retries;
+    r->interrupted = res.interrupted;
+    r->error = rc != 0;
+    if (rc) snprintf(r->error_msg, sizeof r->error_msg, "%s", rerr.msg);
+    r->text = res.text;
+    res.text = NULL;
+    history_status st = rc ? HISTORY_ERROR : res.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;
+    r->status = history_status_name(st);
+    history_message am = history_message_make("assistant", r->text, st);
+    am.prompt_tokens = res.prompt_tokens >= 0 ? res.prompt_tokens : 0;
+    am.generated_tokens = generated;
+    am.ttft_ms = r->ttft_ms;
+    am.decode_ms = r->decode_ms;
+    json_t *stats = json_pack("{s:s, s:s, s:I, s:i, s:f, s:f, s:i}", "endpoint", remote_url(c->remote), "model",
+                              c->remote_model, "bytes_in", (json_int_t)res.bytes_in, "cached_tokens", res.cached_tokens,
+                              "itl_p50_ms", res.itl_p50_ms, "itl_p90_ms", res.itl_p90_ms, "retries", res.retries);
+    am.engine_stats_json = stats ? json_dumps(stats, JSON_COMPACT) : NULL;
+    json_decref(stats);
+    char *answer_sampling = sampling_json(&c->sampler);
+    am.sampling_json = answer_sampling;
+    int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    free(am.engine_stats_json);
+    free(answer_sampling);
+    if (am_id < 0) return k3_err(err, "%s", herr.msg);
+    return 0;
 }

@@ -22,6 +22,11 @@ typedef struct turn_result {
     int length_limit;            /* the answer was cut by the -n limit */
     const char *status;          /* "complete" / "interrupted" / "error" */
     char *text;                  /* the answer (malloc'd; freed by turn_result_free) */
+    /* a remote backend (conversation_create_remote) */
+    int cached_tokens;           /* prompt tokens the server reused (-1 if it does not say) */
+    double itl_p50_ms, itl_p90_ms, net_bytes_s;
+    int retries;                 /* 429s retried */
+    char error_msg[512];         /* why the turn failed (r->error), the conversation intact */
 } turn_result;
 
 void turn_result_free(turn_result *r);
@@ -36,6 +41,19 @@ typedef void (*conversation_progress_fn)(void *user, int done, int total);
 conversation *conversation_create(k3_model *m, history *db, const char *model_dir,
                                   const k3_sampler *sampler, int max_new, int ctx, k3_error *err);
 void conversation_free(conversation *c);
+
+/* A conversation whose answers come from an OpenAI-compatible server
+ * (chat/remote.h, which the caller keeps open): the transcript lives in the
+ * local store and is re-sent each turn; the server's failures end a turn
+ * with r->error and a message, the conversation intact. The sampler's
+ * temperature, top_p and seed are sent; max_new is max_tokens. There is no
+ * local session: conversation_session() is NULL. */
+typedef struct remote remote;
+conversation *conversation_create_remote(remote *r, const char *model_name, history *db, const k3_sampler *sampler,
+                                         int max_new, int timeout_s, int max_retries, k3_error *err);
+/* The server, or NULL for a local model. */
+remote *conversation_remote(conversation *c);
+const char *conversation_remote_model(const conversation *c);
 
 /* Start a new conversation (system may be NULL). It is stored with its
  * first message: a conversation nobody wrote in leaves no record. */

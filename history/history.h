@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 4
+#define HISTORY_SCHEMA_VERSION 5
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -179,6 +179,14 @@ int history_status_parse(const char *name);
 /* Engine stats as the compact JSON object stored with a message
  * (negative = omitted). Free with free(). */
 char *history_stats_json(int64_t bytes_read, double hit_rate, int64_t peak_rss_bytes);
+
+/* ---- remote backends (history/backend.c) ------------------------------ */
+
+/* Record that a conversation talks to an OpenAI-compatible server (endpoint
+ * URL and model name; "" "" = a local model). The API key is never stored. */
+int history_conv_set_backend(history *h, int64_t id, const char *endpoint, const char *model, history_error *err);
+/* The recorded backend (malloc'd strings, "" for a local model). */
+int history_conv_get_backend(history *h, int64_t id, char **endpoint, char **model, history_error *err);
 
 /* ---- state snapshots ------------------------------------------------- */
 

@@ -254,7 +254,8 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
  * token ids (int32 little-endian), so a resume can re-prefill exactly. v4:
  * the sampling each answer was made with (the conversation's own
  * sampling_json is the current setting), and in_progress = 1 on an answer
- * row still being written as it streams (a crash leaves it so). */
+ * row still being written as it streams (a crash leaves it so). v5: the
+ * remote backend (endpoint, model) of a conversation (`k3 chat --endpoint`). */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -314,6 +315,11 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
 
     "ALTER TABLE messages ADD COLUMN sampling_json TEXT;"
     "ALTER TABLE messages ADD COLUMN in_progress INTEGER NOT NULL DEFAULT 0;",
+
+    /* v5: the backend a conversation talks to when it is not a local model
+     * (`k3 chat --endpoint`): the server URL and its model name. */
+    "ALTER TABLE conversations ADD COLUMN backend_endpoint TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE conversations ADD COLUMN backend_model TEXT NOT NULL DEFAULT '';",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the

@@ -166,6 +166,23 @@ const int *k3_session_tokens(const k3_session *s);
 /* The model a session runs on. */
 k3_model *k3_session_model(const k3_session *s);
 
+/* ---- conversation state in memory ---------------------------------------- */
+
+/* A copy of a session's state (tokens, KDA states, the used MLA cache rows,
+ * the last logits) kept in memory, e.g. by a server at the end of each
+ * prompt: KDA state cannot be rolled back, so work is reused by copying it.
+ * Restoring into a session of the same model gives bit-identical logits. */
+typedef struct k3_state k3_state;
+k3_state *k3_state_capture(const k3_session *s, k3_error *err);
+int k3_state_restore(k3_session *s, const k3_state *st, k3_error *err);
+void k3_state_free(k3_state *st);
+size_t k3_state_bytes(const k3_state *st);
+size_t k3_state_bytes_for(const k3_model *m, int n_tokens);
+int k3_state_n_tokens(const k3_state *st);
+const int *k3_state_tokens(const k3_state *st);
+/* dst takes src's state (same model; dst's context must hold it). */
+int k3_session_copy(k3_session *dst, const k3_session *src, k3_error *err);
+
 /* ---- live statistics (docs/ARCHITECTURE.md, "Threading contract") ----------------------------------------
  * The engine keeps these counters as it runs; any thread may read a copy
  * at any time without locks: each field is read with one atomic load, so no

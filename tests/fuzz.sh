@@ -23,7 +23,7 @@ mkdir -p $OUT
 CC=clang
 # The kernels' flags of this machine's ARCH (x86-64-v3: AVX2/FMA/F16C), as the Makefile sets them.
 ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
-FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine -Ioffline"
+FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
 [ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1

@@ -6,12 +6,14 @@
 set -e
 PKGS="gcc make libc6-dev pkg-config libjansson-dev libpcre2-dev liburing-dev \
 libncurses-dev libreadline-dev libsqlite3-dev python3 python3-numpy python3-regex \
-clang libclang-rt-14-dev tmux time procps ncurses-bin sqlite3"
+clang libclang-rt-14-dev tmux time procps ncurses-bin sqlite3 \
+libmicrohttpd-dev libcurl4-openssl-dev curl nodejs"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 if [ "$1" = "--cross" ]; then
     PKGS="gcc-aarch64-linux-gnu qemu-user libc6:arm64 libgomp1:arm64 libjansson-dev:arm64 \
-libpcre2-dev:arm64 liburing-dev:arm64 libncurses-dev:arm64 libreadline-dev:arm64 libsqlite3-dev:arm64"
+libpcre2-dev:arm64 liburing-dev:arm64 libncurses-dev:arm64 libreadline-dev:arm64 libsqlite3-dev:arm64 \
+libmicrohttpd-dev:arm64 libcurl4-openssl-dev:arm64"
     if ! dpkg --print-foreign-architectures | grep -qx arm64; then
         $SUDO dpkg --add-architecture arm64
     fi

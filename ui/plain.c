@@ -9,6 +9,8 @@
 #include "line_input.h"
 #include "multiline.h"
 #include "plain.h"
+#include "remote.h"
+#include "remote_metrics.h"
 
 static volatile sig_atomic_t interrupted, generating, terminated;
 
@@ -50,6 +52,7 @@ typedef struct plain_ui {
 /* Disk bytes and expert lookups/hits so far (the engine's running totals). */
 static void read_counters(plain_ui *ui, uint64_t *bytes, uint64_t *lookups, uint64_t *hits)
 {
+    if (!ui->model) { *bytes = *lookups = *hits = 0; return; }   /* a remote endpoint: no local engine */
     k3_stats_read(ui->model, &ui->stats);
     *bytes = ui->stats.bytes_read_trunk + ui->stats.bytes_read_experts + ui->stats.bytes_read_other;
     *lookups = ui->stats.expert_lookups;
@@ -182,6 +185,11 @@ static void print_help(void)
 static void print_stats(conversation *c)
 {
     k3_stats s;
+    if (!conversation_session(c)) {   /* a remote backend: the server's figures are its own */
+        fprintf(stderr, "remote: %s, model %s: no local engine\n", "see /metrics of the server",
+                conversation_remote_model(c));
+        return;
+    }
     k3_stats_read(k3_session_model(conversation_session(c)), &s);
     fprintf(stderr, "engine: %llu tokens prefilled in %.0f ms, %llu decoded in %.0f ms; read %llu bytes "
                     "(trunk %llu, experts %llu); expert cache %llu lookups, %llu hits; rss %llu bytes, peak %llu\n",
@@ -190,6 +198,25 @@ static void print_stats(conversation *c)
             (unsigned long long)s.bytes_read_trunk, (unsigned long long)s.bytes_read_experts,
             (unsigned long long)s.expert_lookups, (unsigned long long)s.expert_hits,
             (unsigned long long)s.rss_bytes, (unsigned long long)s.peak_rss_bytes);
+}
+
+/* The server's own figures after a remote turn, from its /metrics (vLLM,
+ * SGLang, k3 serve); what it does not give is named, not shown as zero. */
+static void print_remote_figures(conversation *c)
+{
+    k3_error err;
+    size_t len = 0;
+    char *text = remote_get_metrics(conversation_remote(c), &len, 3, &err);
+    if (!text) {
+        fprintf(stderr, "k3: server figures not available (%s)\n", err.msg);
+        return;
+    }
+    remote_metrics m;
+    remote_metrics_parse(text, len, &m);
+    free(text);
+    char line[1024];
+    remote_metrics_summary(&m, line, sizeof line);
+    fprintf(stderr, "k3: %s\n", line);
 }
 
 /* How one turn ended: its text went out as it streamed; now the figures.
@@ -206,8 +233,16 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
         turn_result_free(r);
         return -1;
     }
+    if (r->error && r->error_msg[0])     /* a remote failure: one line, the conversation goes on */
+        fprintf(stderr, "k3: %s\n", r->error_msg);
     if (opt->json) {
         print_json(c, r);
+    } else if (conversation_remote(c)) {
+        fprintf(stderr, "k3: turn %d: %s: ttft %.0f ms, %d tokens at %.2f tok/s, inter-token p50 %.1f ms p90 %.1f ms, "
+                "%.1f kB/s%s%s\n", r->turn, conversation_remote_model(c), r->ttft_ms, r->generated_tokens,
+                r->decode_tok_s, r->itl_p50_ms, r->itl_p90_ms, r->net_bytes_s / 1e3,
+                r->interrupted ? " (interrupted)" : "", r->error ? " (failed; the partial answer is kept)" : "");
+        print_remote_figures(c);
     } else {
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
@@ -262,7 +297,7 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         t = conversation_undo(c, plain_show_progress, NULL, &err);
         if (t) fprintf(stderr, "k3: %s\n", err.msg);
         else fprintf(stderr, "k3: the last exchange was undone (%d tokens of state kept)\n",
-                     k3_session_n_tokens(conversation_session(c)));
+                     conversation_session(c) ? k3_session_n_tokens(conversation_session(c)) : 0);
         return t < 0 ? -1 : 0;
     case CHAT_ACT_RETRY:
         interrupted = 0;
@@ -292,7 +327,8 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
 
 int plain_chat_run(conversation *c, history *db, const plain_options *opt)
 {
-    plain_ui ui = {.json = opt->json, .model = k3_session_model(conversation_session(c))};
+    plain_ui ui = {.json = opt->json,
+                   .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL};
     if (opt->stream) conversation_set_token_observer(c, stream_token);
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int whole_stdin = !isatty(STDIN_FILENO) && !opt->lines;
@@ -305,12 +341,12 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
     sigaction(SIGTERM, &sa, NULL);
     if (tty) fprintf(stderr, "k3 chat: conversation %s. /help lists commands; Ctrl-C stops an answer; Ctrl-D quits.\n",
                      *conversation_uid(c) ? conversation_uid(c) : "(new)");
-    k3_model_info info;
-    k3_model_get_info(ui.model, &info);
+    k3_model_info info = {0};
+    if (ui.model) k3_model_get_info(ui.model, &info);   /* no local model behind a remote endpoint */
     if (info.random_weights)              /* said once, on stderr, whatever the mode */
         fprintf(stderr, "k3: %s has random weights (k3 gen): its answers are noise; k3 help models says how to get "
                         "a real one\n", opt->model_dir ? opt->model_dir : "this model");
-    chat_cmd_ctx x = {.conv = c, .db = db, .model = k3_session_model(conversation_session(c)), .model_dir = opt->model_dir,
+    chat_cmd_ctx x = {.conv = c, .db = db, .model = ui.model, .model_dir = opt->model_dir,
                       .system = opt->system ? strdup(opt->system) : NULL, .say = say, .ui = &ui};
     line_input_open(tty);
     int rc = 0;

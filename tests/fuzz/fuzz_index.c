@@ -23,6 +23,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(f);
     st_index ix;
     k3_error err;
-    if (st_index_open(&ix, dir, 0, &err) == 0) st_index_close(&ix);
+    if (st_index_open(&ix, dir, &err) == 0) st_index_close(&ix);
     return 0;
 }

@@ -18,7 +18,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     const char *dir = getenv("K3_FUZZ_MODEL") ? getenv("K3_FUZZ_MODEL") : "tests/out/fuzz_seed_model";
-    k3_options opt = {.n_threads = 1, .quiet = 1, .ctx_tokens = 64, .skip_tokenizer = 1};
+    k3_options opt = {.n_threads = 1, .ctx_tokens = 64, .skip_tokenizer = 1};
     k3_error err;
     if (!(model = k3_model_open(dir, &opt, &err)) || !(session = k3_session_new(model, 64, &err))) {
         fprintf(stderr, "fuzz_session: %s\n", err.msg);

@@ -22,12 +22,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f) return 0;
     fwrite(data, 1, size, f);
     fclose(f);
-    char err[512];
-    k3_tokenizer *t = k3_tokenizer_load(dir, err, sizeof err);
+    k3_error err;
+    k3_tokenizer *t = k3_tokenizer_load(dir, &err);
     if (t) {
         const char *text = "Hello, world! 123 <|im_end|> caf\xc3\xa9";
         int n = 0;
-        int *ids = k3_tokenizer_encode(t, text, strlen(text), 1, &n, err, sizeof err);
+        int *ids = k3_tokenizer_encode(t, text, strlen(text), 1, &n, &err);
         if (ids) {
             char *back = k3_tokenizer_decode(t, ids, n);
             free(back);

@@ -1,0 +1,198 @@
+/* cmd_run_remote.c - `k3 run --endpoint URL` and `k3 bench --endpoint URL`:
+ * the same prompt and figures as the local commands, against any
+ * OpenAI-compatible server, so a local streaming run and a cluster can be
+ * compared side by side (TTFT, tokens/s, inter-token percentiles). */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cli.h"
+#include "remote.h"
+#include "remote_cli.h"
+
+const char remote_cli_help[] =
+    "  --endpoint URL       an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model\n"
+    "  --model NAME         the server's model (default: the first it lists)\n"
+    "  --api-key-env VAR    send $VAR as the API key (never on the command line, never stored)\n"
+    "  --timeout S          fail when the server sends nothing for S seconds (default 120)\n"
+    "  --retries N          retries of a 429 (after the server's Retry-After; default 3)\n";
+
+int remote_cli_option(int argc, char **argv, int *i, remote_cli *o)
+{
+    const char *a = argv[*i];
+    int more = *i + 1 < argc;
+    long long v;
+    if (!strcmp(a, "--endpoint") && more) o->endpoint = argv[++*i];
+    else if (!strcmp(a, "--model") && more) o->model = argv[++*i];
+    else if (!strcmp(a, "--api-key-env") && more) o->api_key_env = argv[++*i];
+    else if (!strcmp(a, "--timeout") && more) {
+        if (cli_parse_int(a, argv[++*i], 1, 86400, &v)) return -1;
+        o->timeout_s = (int)v;
+    } else if (!strcmp(a, "--retries") && more) {
+        if (cli_parse_int(a, argv[++*i], 0, 100, &v)) return -1;
+        o->retries = (int)v + 1;   /* stored +1 so 0 means "default" */
+    } else return 0;
+    return 1;
+}
+
+const char *remote_cli_key(const remote_cli *o, int *bad)
+{
+    *bad = 0;
+    if (!o->api_key_env) return NULL;
+    const char *k = getenv(o->api_key_env);
+    if (!k || !*k) {
+        cli_error("--api-key-env %s: the variable is not set or empty", o->api_key_env);
+        *bad = 1;
+    }
+    return k;
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+static void print_text(void *user, const char *text, size_t len)
+{
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
+static void print_notice(void *user, const char *line)
+{
+    (void)user;
+    fprintf(stderr, "k3: %s\n", line);
+}
+
+/* Open the endpoint and settle the model name. */
+static remote *open_remote(const remote_cli *o, char *model, size_t len)
+{
+    int bad;
+    const char *key = remote_cli_key(o, &bad);
+    if (bad) return NULL;
+    k3_error err;
+    remote *r = remote_open(o->endpoint, key, &err);
+    if (!r) { cli_error("%s", err.msg); return NULL; }
+    if (remote_pick_model(r, o->model, model, len, &err)) {
+        cli_error("%s", err.msg);
+        remote_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+static remote_params params_of(const remote_cli *o, int max_new, double temp, double top_p, long long seed)
+{
+    return (remote_params){.temperature = temp, .top_p = top_p, .seed = seed, .max_tokens = max_new,
+                           .timeout_s = o->timeout_s, .max_retries = o->retries ? o->retries - 1 : 3};
+}
+
+int run_remote(const remote_cli *o, const char *prompt, const char *system, int max_new, double temp, double top_p,
+               long long seed)
+{
+    char model[256];
+    remote *r = open_remote(o, model, sizeof model);
+    if (!r) return K3_EXIT_ERROR;
+    k3_chat_msg msgs[2];
+    int n = 0;
+    if (system) msgs[n++] = (k3_chat_msg){"system", system};
+    msgs[n++] = (k3_chat_msg){"user", prompt};
+    remote_params p = params_of(o, max_new, temp, top_p, seed);
+    signal(SIGINT, on_sigint);
+    remote_result res;
+    k3_error err;
+    int rc = remote_chat(r, model, msgs, n, &p, &interrupted, print_text, print_notice, NULL, &res, &err);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (rc) cli_error("%s", err.msg);
+    if (!rc || res.n_chunks) fprintf(stderr, "k3: %s (%s): prompt %d tokens (%d cached); ttft %.0f ms; generated %d tokens, %.2f tok/s; "
+                    "inter-token p50 %.1f ms p90 %.1f ms; %llu bytes%s\n",
+            remote_url(r), model, res.prompt_tokens, res.cached_tokens > 0 ? res.cached_tokens : 0, res.ttft_ms,
+            res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks, res.tok_s, res.itl_p50_ms, res.itl_p90_ms,
+            (unsigned long long)res.bytes_in, res.interrupted ? " (interrupted)" : "");
+    remote_result_free(&res);
+    remote_close(r);
+    return rc ? K3_EXIT_ERROR : res.interrupted ? K3_EXIT_INTERRUPTED : K3_EXIT_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int bench_remote(const remote_cli *o, int n_requests, int max_new, const char *prompt, int json)
+{
+    char model[256];
+    remote *r = open_remote(o, model, sizeof model);
+    if (!r) return K3_EXIT_ERROR;
+    signal(SIGINT, on_sigint);
+    double *ttft = calloc((size_t)n_requests, sizeof *ttft), *p50 = calloc((size_t)n_requests, sizeof *p50);
+    double *p90 = calloc((size_t)n_requests, sizeof *p90), tok_s_sum = 0;
+    int done = 0, tokens = 0, rc = K3_EXIT_OK;
+    for (int i = 0; i < n_requests && !interrupted && ttft && p50 && p90; i++) {
+        k3_chat_msg msg = {"user", prompt};
+        remote_params p = params_of(o, max_new, 0, 1, 1);
+        remote_result res;
+        k3_error err;
+        if (remote_chat(r, model, &msg, 1, &p, &interrupted, NULL, print_notice, NULL, &res, &err)) {
+            cli_error("%s", err.msg);
+            remote_result_free(&res);
+            rc = K3_EXIT_ERROR;
+            break;
+        }
+        ttft[done] = res.ttft_ms;
+        p50[done] = res.itl_p50_ms;
+        p90[done] = res.itl_p90_ms;
+        tok_s_sum += res.tok_s;
+        tokens += res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks;
+        done++;
+        if (!json)
+            fprintf(stderr, "k3 bench: request %d: ttft %.1f ms, %.2f tok/s, inter-token p50 %.2f ms p90 %.2f ms\n", i + 1,
+                    res.ttft_ms, res.tok_s, res.itl_p50_ms, res.itl_p90_ms);
+        remote_result_free(&res);
+    }
+    if (done) {
+        qsort(ttft, (size_t)done, sizeof *ttft, cmp_double);
+        qsort(p50, (size_t)done, sizeof *p50, cmp_double);
+        qsort(p90, (size_t)done, sizeof *p90, cmp_double);
+        double t50 = ttft[(done - 1) / 2], t90 = ttft[(int)((done - 1) * 0.9)];
+        if (json)
+            printf("{\"endpoint\":\"%s\",\"model\":\"%s\",\"requests\":%d,\"tokens\":%d,\"ttft_ms_p50\":%.2f,"
+                   "\"ttft_ms_p90\":%.2f,\"tok_s\":%.3f,\"itl_ms_p50\":%.3f,\"itl_ms_p90\":%.3f}\n",
+                   remote_url(r), model, done, tokens, t50, t90, tok_s_sum / done, p50[(done - 1) / 2], p90[(done - 1) / 2]);
+        else
+            printf("%s (%s): %d requests, %d tokens: TTFT p50 %.1f ms p90 %.1f ms; %.2f tok/s; inter-token p50 %.2f ms "
+                   "p90 %.2f ms (medians over requests)\n",
+                   remote_url(r), model, done, tokens, t50, t90, tok_s_sum / done, p50[(done - 1) / 2],
+                   p90[(done - 1) / 2]);
+    }
+    free(ttft);
+    free(p50);
+    free(p90);
+    remote_close(r);
+    return interrupted ? K3_EXIT_INTERRUPTED : rc;
+}
+
+/* `k3 bench --endpoint URL`: its own options (no model is loaded). */
+int cmd_bench_remote(int argc, char **argv)
+{
+    remote_cli o = {0};
+    long long n_requests = 5, tokens = 64;
+    const char *prompt = "Write a short paragraph about the sea.";
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        int ro = remote_cli_option(argc, argv, &i, &o);
+        if (ro < 0) return K3_EXIT_USAGE;
+        if (ro) continue;
+        if (!strcmp(a, "--requests") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 100000, &n_requests)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--tokens") && more) {
+            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &tokens)) return K3_EXIT_USAGE;
+        } else if (!strcmp(a, "--prompt") && more) prompt = argv[++i];
+        else if (!strcmp(a, "--json")) json = 1;
+        else { cli_error("bench --endpoint: unknown option or missing value '%s' (see k3 bench --help)", a); return K3_EXIT_USAGE; }
+    }
+    return bench_remote(&o, (int)n_requests, (int)tokens, prompt, json);
+}

@@ -1,0 +1,32 @@
+/* remote_cli.h - the --endpoint side of `k3 run` and `k3 bench`
+ * (chat/remote.h does the talking). */
+#ifndef K3_REMOTE_CLI_H
+#define K3_REMOTE_CLI_H
+
+/* The options every --endpoint command shares. */
+typedef struct remote_cli {
+    const char *endpoint;        /* NULL = local engine */
+    const char *model;           /* --model NAME (NULL = the server's first) */
+    const char *api_key_env;     /* --api-key-env VAR */
+    int timeout_s, retries;
+} remote_cli;
+
+/* If argv[*i] is --endpoint, --model, --api-key-env, --timeout or
+ * --retries, consume it and its value: 1; 0 if not one; -1 bad value. */
+int remote_cli_option(int argc, char **argv, int *i, remote_cli *o);
+extern const char remote_cli_help[];
+/* The key from the named variable: NULL if none asked; "" + message if unset. */
+const char *remote_cli_key(const remote_cli *o, int *bad);
+
+int run_remote(const remote_cli *o, const char *prompt, const char *system, int max_new, double temp, double top_p,
+               long long seed);
+/* `k3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]`. */
+int cmd_bench_remote(int argc, char **argv);
+
+/* cmd_chat_remote.c: the backend a stored conversation recorded ("" = local). */
+int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model);
+struct k3_sampler;
+int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
+                    int plain, int max_new, const struct k3_sampler *sampler);
+
+#endif

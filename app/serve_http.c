@@ -1,0 +1,365 @@
+/* serve_http.c - the HTTP side of `k3 serve` on libmicrohttpd (see serve.h).
+ *
+ * A thread per connection: a request is read (body bounded, headers bounded
+ * by the connection memory limit), checked (API key, route, JSON), queued
+ * for the engine, and answered either at once (non-stream) or as
+ * Server-Sent Events that follow the engine token by token. A client that
+ * goes away is noticed at the next write (stream) or by peeking at its
+ * socket while waiting (non-stream), and its generation is halted at the
+ * next token. No part of a request is ever used as a file name. */
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include "serve.h"
+
+typedef struct conn_ctx {
+    char *body;
+    size_t len, cap;
+    int too_big;
+} conn_ctx;
+
+/* Queue a response with a body we own (copied by MHD) and a content type. */
+static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
+                               const char *retry_after)
+{
+    const char *b = body ? body : "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\"}}";
+    struct MHD_Response *r = MHD_create_response_from_buffer(strlen(b), (void *)b, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", type);
+    if (retry_after) MHD_add_response_header(r, "Retry-After", retry_after);
+    enum MHD_Result ok = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ok;
+}
+
+static enum MHD_Result respond_json(struct MHD_Connection *c, unsigned status, char *json)
+{
+    enum MHD_Result ok = respond(c, status, "application/json", json, NULL);
+    free(json);
+    return ok;
+}
+
+static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, const char *msg, const char *type,
+                                     const char *param, const char *code, const char *retry_after)
+{
+    char *j = serve_json_error(msg, type, param, code);
+    enum MHD_Result ok = respond(c, status, "application/json", j, retry_after);
+    free(j);
+    return ok;
+}
+
+/* True when the peer has closed its side (a read would return 0). */
+static int peer_gone(int fd)
+{
+    char b;
+    if (fd < 0) return 0;
+    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0;
+}
+
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
+/* Append an SSE frame to the job's output buffer (under mu). */
+static void out_put(serve_job *job, const char *a, const char *b, const char *c)
+{
+    const char *parts[3] = {a, b, c};
+    for (int i = 0; i < 3; i++) {
+        if (!parts[i]) continue;
+        size_t n = strlen(parts[i]);
+        if (job->out_len + n > job->out_cap) {
+            size_t cap = job->out_cap ? job->out_cap * 2 : 1024;
+            while (cap < job->out_len + n) cap *= 2;
+            char *g = realloc(job->out, cap);
+            if (!g) return;
+            job->out = g;
+            job->out_cap = cap;
+        }
+        memcpy(job->out + job->out_len, parts[i], n);
+        job->out_len += n;
+    }
+}
+
+static void out_chunk(serve_job *job, char *json)
+{
+    if (json) out_put(job, "data: ", json, "\n\n");
+    free(json);
+}
+
+/* libmicrohttpd asks for more of the event stream: hand out what is
+ * buffered, else turn new text (held back while it could still be the start
+ * of a stop string) into chunks, else wait for the engine. */
+static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    serve_job *job = cls;
+    serve *sv = job->sv;
+    pthread_mutex_lock(&sv->mu);
+    for (;;) {
+        if (job->out_pos < job->out_len) {
+            size_t n = job->out_len - job->out_pos < max ? job->out_len - job->out_pos : max;
+            memcpy(buf, job->out + job->out_pos, n);
+            job->out_pos += n;
+            if (job->out_pos == job->out_len) job->out_pos = job->out_len = 0;
+            job->last_write_ns = k3_now_ns();
+            pthread_mutex_unlock(&sv->mu);
+            return (ssize_t)n;
+        }
+        if (job->stream_phase == 3) {
+            pthread_mutex_unlock(&sv->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        if (job->cancelled) {
+            pthread_mutex_unlock(&sv->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        if (job->stream_phase == 0) {
+            if (job->kind == SERVE_CHAT) out_chunk(job, serve_json_chunk(sv, job, "", 0, 1, NULL, 0));
+            job->stream_phase = 1;
+            continue;
+        }
+        const int done = job->state == JOB_DONE;
+        size_t safe = job->len;
+        if (!done && job->max_stop_len > 0) safe = safe + 1 > job->max_stop_len ? safe + 1 - job->max_stop_len : 0;
+        while (safe > job->sent && safe < job->len && (job->text[safe] & 0xC0) == 0x80) safe--;
+        if (safe > job->sent && !job->http_status) {
+            out_chunk(job, serve_json_chunk(sv, job, job->text + job->sent, safe - job->sent, 0, NULL, 0));
+            job->sent = safe;
+            continue;
+        }
+        if (done) {
+            if (job->http_status) {
+                char *e = serve_json_error(job->error, "server_error", NULL, NULL);
+                out_chunk(job, e);
+            } else {
+                out_chunk(job, serve_json_chunk(sv, job, NULL, 0, 0, job->finish ? job->finish : "stop", 0));
+                if (job->include_usage) out_chunk(job, serve_json_chunk(sv, job, NULL, 0, 0, NULL, 1));
+            }
+            out_put(job, "data: [DONE]\n\n", NULL, NULL);
+            job->stream_phase = 3;
+            continue;
+        }
+        cond_wait_ms(&sv->job_cv, &sv->mu, 500);
+        if (job->state != JOB_DONE && peer_gone(job->conn_fd)) {
+            job->cancelled = 1;
+            job->halt = 1;
+        } else if (job->out_len == 0 && k3_now_ns() - job->last_write_ns > 5000000000ull) {
+            out_put(job, ": waiting\n\n", NULL, NULL);   /* an SSE comment: keeps proxies and the peer check alive */
+        }
+    }
+}
+
+/* The response is gone (finished, or the client disconnected): an unfinished
+ * generation is cancelled at its next token. */
+static void stream_free(void *cls)
+{
+    serve_job *job = cls;
+    serve *sv = job->sv;
+    pthread_mutex_lock(&sv->mu);
+    if (job->state != JOB_DONE || job->stream_phase != 3) {
+        job->cancelled = 1;
+        job->halt = 1;
+    }
+    pthread_mutex_unlock(&sv->mu);
+    serve_job_release(sv, job);
+}
+
+static int connection_fd(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *cx, int kind)
+{
+    serve_job *job = serve_job_new();
+    if (!job) return respond_error(c, 500, "out of memory", "server_error", NULL, NULL, NULL);
+    job->sv = sv;
+    char msg[512], param[64];
+    int status = kind == SERVE_CHAT ? serve_parse_chat(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param, sizeof param)
+                                    : serve_parse_completion(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param,
+                                                             sizeof param);
+    if (status) {
+        serve_job_release(sv, job);
+        return respond_error(c, (unsigned)status, msg, status == 500 ? "server_error" : "invalid_request_error", param,
+                             status == 404 ? "model_not_found" : NULL, NULL);
+    }
+    job->conn_fd = connection_fd(c);
+    if (serve_submit(sv, job)) {
+        serve_job_release(sv, job);
+        return respond_error(c, 429, "the server is busy: the request queue is full; retry later", "rate_limit_error",
+                             NULL, "queue_full", "1");
+    }
+    if (job->stream) {
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_reader, job, stream_free);
+        if (!r) { stream_free(job); return MHD_NO; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ok;
+    }
+    pthread_mutex_lock(&sv->mu);
+    while (job->state != JOB_DONE) {
+        cond_wait_ms(&sv->job_cv, &sv->mu, 200);
+        if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd)) {
+            job->cancelled = 1;
+            job->halt = 1;
+        }
+    }
+    const int cancelled = job->cancelled;
+    pthread_mutex_unlock(&sv->mu);
+    enum MHD_Result ok;
+    if (cancelled) ok = MHD_NO;   /* nobody to answer: close */
+    else if (job->http_status) ok = respond_error(c, (unsigned)job->http_status, job->error, "server_error", NULL, NULL, NULL);
+    else ok = respond_json(c, 200, serve_json_result(sv, job));
+    serve_job_release(sv, job);
+    return ok;
+}
+
+/* Constant-time comparison of the presented key with ours. */
+static int key_ok(serve *sv, struct MHD_Connection *c)
+{
+    if (!sv->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    const char *k = h + 7;
+    size_t a = strlen(k), b = strlen(sv->api_key);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < a && i < b; i++) diff |= (unsigned)(k[i] ^ sv->api_key[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *url, const char *method, conn_ctx *cx)
+{
+    const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    if (!strcmp(url, "/health")) {
+        if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
+        return respond(c, 200, "application/json", "{\"status\":\"ok\"}", NULL);
+    }
+    if (!key_ok(sv, c))
+        return respond_error(c, 401, "Incorrect API key provided (send it as 'Authorization: Bearer KEY')",
+                             "invalid_request_error", NULL, "invalid_api_key", NULL);
+    if (cx->too_big) {
+        char m[128];
+        snprintf(m, sizeof m, "the request body exceeds %zu bytes", sv->max_body_bytes);
+        return respond_error(c, 413, m, "invalid_request_error", NULL, NULL, NULL);
+    }
+    if (!strcmp(url, "/metrics")) {
+        if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
+        char *t = serve_metrics_text(sv);
+        enum MHD_Result ok = respond(c, t ? 200 : 500, "text/plain; version=0.0.4", t ? t : "out of memory\n", NULL);
+        free(t);
+        return ok;
+    }
+    if (!strcmp(url, "/v1/models")) {
+        if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
+        return respond_json(c, 200, serve_json_models(sv));
+    }
+    if (!strncmp(url, "/v1/models/", 11)) {
+        if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
+        if (strcmp(url + 11, sv->model_name))
+            return respond_error(c, 404, "The model does not exist on this server", "invalid_request_error", "model",
+                                 "model_not_found", NULL);
+        return respond_json(c, 200, serve_json_model(sv));
+    }
+    if (!strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions")) {
+        if (!post) return respond_error(c, 405, "use POST", "invalid_request_error", NULL, NULL, NULL);
+        return generate(sv, c, cx, url[4] == 'c' && url[5] == 'h' ? SERVE_CHAT : SERVE_COMPLETION);
+    }
+    return respond_error(c, 404, "no such endpoint (this server has /v1/chat/completions, /v1/completions, "
+                         "/v1/models, /health, /metrics)", "invalid_request_error", NULL, "not_found", NULL);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+{
+    (void)version;
+    serve *sv = cls;
+    conn_ctx *cx = *con_cls;
+    if (!cx) {
+        cx = calloc(1, sizeof *cx);
+        if (!cx) return MHD_NO;
+        *con_cls = cx;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > sv->max_body_bytes) cx->too_big = 1;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!cx->too_big && cx->len + *upload_size > sv->max_body_bytes) {
+            cx->too_big = 1;
+            free(cx->body);
+            cx->body = NULL;
+            cx->len = cx->cap = 0;
+        }
+        if (!cx->too_big) {
+            if (cx->len + *upload_size > cx->cap) {
+                size_t cap = cx->cap ? cx->cap * 2 : 4096;
+                while (cap < cx->len + *upload_size) cap *= 2;
+                char *g = realloc(cx->body, cap);
+                if (!g) return MHD_NO;
+                cx->body = g;
+                cx->cap = cap;
+            }
+            memcpy(cx->body + cx->len, upload, *upload_size);
+            cx->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return route(sv, c, url, method, cx);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    conn_ctx *cx = *con_cls;
+    if (cx) {
+        free(cx->body);
+        free(cx);
+    }
+    *con_cls = NULL;
+}
+
+int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t *stop, k3_error *err)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char port_s[16];
+    snprintf(port_s, sizeof port_s, "%d", port);
+    int gai = getaddrinfo(host, port_s, &hints, &ai);
+    if (gai) return k3_err(err, "--host %s: %s", host, gai_strerror(gai));
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    struct MHD_Daemon *d = MHD_start_daemon(
+        flags, (uint16_t)port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)(sv->queue_max + 32),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!d) return k3_err(err, "cannot listen on %s port %d (in use, or not an address of this machine)", host, port);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = di ? di->port : port;
+    fprintf(stderr, "k3 serve: listening on http://%s%s%s:%d (model '%s', context %d, queue %d%s)\n",
+            strchr(host, ':') ? "[" : "", host, strchr(host, ':') ? "]" : "", bound, sv->model_name, sv->ctx_tokens,
+            sv->queue_max, sv->api_key ? ", API key required" : "");
+    fflush(stderr);
+    while (!*stop) usleep(100 * 1000);
+    fprintf(stderr, "k3 serve: shutting down\n");
+    serve_engine_stop(sv);   /* wakes every waiting connection */
+    MHD_stop_daemon(d);
+    return 0;
+}
