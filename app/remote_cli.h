@@ -9,6 +9,7 @@ typedef struct remote_cli {
     const char *model;           /* --model NAME (NULL = the server's first) */
     const char *api_key_env;     /* --api-key-env VAR */
     int timeout_s, retries;
+    int lines;                   /* k3 chat --lines: piped input is one message per line */
 } remote_cli;
 
 /* If argv[*i] is --endpoint, --model, --api-key-env, --timeout or
