@@ -27,6 +27,6 @@ int cmd_bench_remote(int argc, char **argv);
 int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model);
 struct k3_sampler;
 int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
-                    int plain, int max_new, const struct k3_sampler *sampler);
+                    int plain, int lines, int raw, int max_new, const struct k3_sampler *sampler);
 
 #endif
