@@ -135,8 +135,8 @@ int cmd_chat(int argc, char **argv)
     }
     if (o.remote.endpoint) {
         if (o.model_given) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
-        o.remote.lines = o.lines;
-        int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.max_new, &o.sampler);
+        int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.lines, o.raw,
+                                  o.max_new, &o.sampler);
         free(rec_endpoint);
         free(rec_model);
         return rrc;

@@ -31,7 +31,7 @@ int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint
 }
 
 int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
-                    int plain, int max_new, const k3_sampler *sampler)
+                    int plain, int lines, int raw, int max_new, const k3_sampler *sampler)
 {
     int bad;
     const char *key = remote_cli_key(ro, &bad);
@@ -63,7 +63,7 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     char hint[1400];
     snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
              db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "");
-    plain_options popt = {.json = json, .system = system, .resume_hint = hint, .lines = ro->lines};
+    plain_options popt = {.json = json, .raw = raw, .lines = lines, .system = system, .resume_hint = hint};
     rc = plain_chat_run(c, db, &popt);
 out:
     conversation_free(c);

@@ -9,7 +9,6 @@ typedef struct remote_cli {
     const char *model;           /* --model NAME (NULL = the server's first) */
     const char *api_key_env;     /* --api-key-env VAR */
     int timeout_s, retries;
-    int lines;                   /* k3 chat --lines: piped input is one message per line */
 } remote_cli;
 
 /* If argv[*i] is --endpoint, --model, --api-key-env, --timeout or
@@ -28,6 +27,6 @@ int cmd_bench_remote(int argc, char **argv);
 int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model);
 struct k3_sampler;
 int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
-                    int plain, int max_new, const struct k3_sampler *sampler);
+                    int plain, int lines, int raw, int max_new, const struct k3_sampler *sampler);
 
 #endif
