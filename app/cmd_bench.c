@@ -118,11 +118,11 @@ static int parse(int argc, char **argv, bench_options *o)
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
+    set.model.skip_tokenizer = 1;  /* bench feeds ids: the tokenizer is not needed */
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
     o->probe = o->resident = 1;
-    o->model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
