@@ -122,7 +122,7 @@ static int parse(int argc, char **argv, bench_options *o)
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
-    set.model.skip_tokenizer = 1;   /* bench feeds ids: the tokenizer is not needed */
+    set.model.skip_tokenizer = 1;  /* bench feeds ids: the tokenizer is not needed */
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
