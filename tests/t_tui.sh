@@ -15,7 +15,7 @@ MODEL=$OUT/tui_model
 DB=$OUT/tui.db
 WORK=$OUT/tui_work
 SOCK=k3tui$$
-MEM=${TUI_MEM:-40M}          # small enough that the weights stream from disk
+MEM=${TUI_MEM:-}             # default: just above the minimum, so the weights stream from disk
 mkdir -p $OUT
 if ! command -v tmux >/dev/null 2>&1; then
     echo "FAIL tui: tmux is not installed"
@@ -70,6 +70,10 @@ $TM new-session -d -s k3 -x 120 -y 40 \
 sleep 0.3
 $TM send-keys -t k3 "stty -a > $WORK/stty_before.txt; clear" Enter
 sleep 0.3
+if [ -z "$MEM" ]; then   # the minimum depends on the build (ASan's is larger)
+    MIN=$($K3 chat $MODEL --db $WORK/min.db --mem 1M --ctx 8192 < /dev/null 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
+    MEM=$((${MIN:-40} + 6))M
+fi
 $TM send-keys -t k3 "$K3 chat $MODEL --db $DB --mem $MEM --ctx 8192 -n 4000" Enter
 if ! wait_for 'Enter sends' 15; then
     fail "tui starts" "no chat screen after 15 s: $(cap | grep -v '^$' | tail -3 | tr '\n' ' ')"

@@ -160,7 +160,8 @@ $TM send-keys -t k3 C-d
 wait_for 'K3SHELL' 10
 
 # 7. NO_COLOR: the token legend does not speak of colours
-$TM send-keys -t k3 "env LANG=C.UTF-8 NO_COLOR=1 $K3 chat $M --db $OUT/nc.db --mem 40M -n 40" Enter
+NCMIN=$($K3 chat $M --db $OUT/nc_min.db --mem 1M < /dev/null 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
+$TM send-keys -t k3 "env LANG=C.UTF-8 NO_COLOR=1 $K3 chat $M --db $OUT/nc.db --mem $((${NCMIN:-40} + 6))M -n 40" Enter
 wait_for 'Enter sends' 15
 send "tell me everything"
 if wait_for 'hit rate' 60 && grep -q 'bold = hit rate' $OUT/screen.txt && ! grep -q 'colour = hit rate' $OUT/screen.txt; then
