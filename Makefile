@@ -103,7 +103,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-run deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -184,9 +184,14 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_INC) -o $@ $< $(ENGINE_LIB) $(LDLIBS)
 
-deps:
-	@sh tools/deps.sh
+# Everything `make test` needs on a fresh machine, the cross toolchain of
+# tests/t_arch.sh included (so `make deps && make test` runs the whole suite).
+deps: deps-run deps-cross
 	@sh tools/node_deps.sh
+
+# What the chat itself needs (`make run`).
+deps-run:
+	@sh tools/deps.sh
 
 # The aarch64 cross toolchain, qemu-user and the arm64 libraries (multiarch)
 # that tests/t_arch.sh needs; separate because only CI and porters need it.
@@ -240,7 +245,7 @@ fuzz: all
 models/demo/config.json: | $(K3BIN)
 	./$(K3BIN) gen models/demo --preset demo
 
-run: deps
+run: deps-run
 	@$(MAKE) --no-print-directory $(K3BIN)
 	@$(MAKE) --no-print-directory models/demo/config.json
 	./k3 chat models/demo --mem 300M
