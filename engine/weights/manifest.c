@@ -429,25 +429,24 @@ static int check_files(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
+/* A tensor's name (the key the name lookup compares). */
+static const void *tensor_name_key(const void *owner, int32_t i, size_t *len)
+{
+    const k3_manifest *m = owner;
+    *len = strlen(m->tensors[i].name);
+    return m->tensors[i].name;
+}
+
 /* Names into the lookup table (no name twice); every tensor's bytes equal
  * dtype x shape and lie inside its file, aligned. */
 static int check_tensors(load_state *s, const char *mpath, k3_error *err)
 {
     k3_manifest *m = s->m;
-    int slots = 16;
-    while (slots < m->n_tensors * 2) slots *= 2;
-    m->slots_ = malloc((size_t)slots * sizeof *m->slots_);
-    if (!m->slots_) return k3_err(err, "%s: out of memory", mpath);
-    m->n_slots_ = slots;
-    memset(m->slots_, 0xff, (size_t)slots * sizeof *m->slots_);
+    if (k3_strtab_init(&m->by_name_, (size_t)m->n_tensors)) return k3_err(err, "%s: out of memory", mpath);
     for (int i = 0; i < m->n_tensors; i++) {
         k3_manifest_tensor *t = &m->tensors[i];
-        uint64_t mask = (uint64_t)slots - 1;
-        uint64_t h = k3_fnv1a64_str(t->name) & mask;
-        for (; m->slots_[h] >= 0; h = (h + 1) & mask)
-            if (!strcmp(m->tensors[m->slots_[h]].name, t->name))
-                return k3_err(err, "%s: tensor '%s' is listed twice", mpath, t->name);
-        m->slots_[h] = i;
+        if (k3_strtab_insert(&m->by_name_, i, tensor_name_key, m) >= 0)
+            return k3_err(err, "%s: tensor '%s' is listed twice", mpath, t->name);
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > UINT64_MAX / 16 / (uint64_t)t->shape[d])
@@ -714,20 +713,15 @@ void k3_manifest_free(k3_manifest *m)
     free(m->page_offsets);
     free(m->moe_row);
     free(m->names_);
-    free(m->slots_);
+    k3_strtab_free(&m->by_name_);
     memset(m, 0, sizeof *m);
 }
 
-/* Open-addressing lookup built at load (names are unique). */
+/* The name lookup built at load (names are unique). */
 const k3_manifest_tensor *k3_manifest_find(const k3_manifest *m, const char *name)
 {
-    if (!m->n_slots_) return NULL;
-    uint64_t mask = (uint64_t)m->n_slots_ - 1;
-    for (uint64_t i = k3_fnv1a64_str(name) & mask;; i = (i + 1) & mask) {
-        int k = m->slots_[i];
-        if (k < 0) return NULL;
-        if (!strcmp(m->tensors[k].name, name)) return &m->tensors[k];
-    }
+    int32_t i = k3_strtab_find(&m->by_name_, name, strlen(name), tensor_name_key, m);
+    return i < 0 ? NULL : &m->tensors[i];
 }
 
 /* The run the reader fetches in one read per layer. */

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include "dtype.h"
 #include "k3.h"
+#include "strtab.h"
 
 #define K3_PACK_FORMAT "k3-packed"
 #define K3_PACK_VERSION 1
@@ -77,8 +78,7 @@ typedef struct k3_manifest {
 
     /* private */
     char *names_;
-    int *slots_;
-    int n_slots_;
+    k3_strtab by_name_;              /* tensor name -> index */
 } k3_manifest;
 
 /* Parse and check DIR/manifest.json and the files it names. 0, or -1 with

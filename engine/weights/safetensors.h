@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "dtype.h"
 #include "k3.h"
+#include "strtab.h"
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES (256u << 20)
@@ -39,8 +40,7 @@ typedef struct st_index {
     int n_shards;
     st_tensor *tensors;
     int n_tensors;
-    int *hash_slots;        /* open addressing: tensor index or -1 */
-    int n_hash_slots;
+    k3_strtab by_name;      /* tensor name -> index */
 } st_index;
 
 /* Parse one shard's header from its first bytes. `buf` holds the first
