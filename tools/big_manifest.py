@@ -70,7 +70,7 @@ for L in layers: body += struct.pack("<QQ", L["trunk_offset"], L["trunk_bytes"])
 for l, e, o in pages: body += struct.pack("<IIQ", l, e, o)
 names = b"".join(t["name"].encode() + b"\0" for t in tensors)
 body += names
-h = 14695981039346656037
+h = 1469598103934665603   # K3_FNV_INIT (include/k3.h)
 for c in bytes(body): h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
 header = struct.pack("<8sIIIIIIQQ16x", b"K3TABLES", 1, 64, len(tensors), len(layers), len(pages), 88, len(names), h)
 with open(os.path.join(out, "tables.bin"), "wb") as f: f.write(header + body)
