@@ -96,12 +96,12 @@ static const char *get_string(load_state *s, json_t *obj, const char *key, const
     return json_string_value(v);
 }
 
-/* obj[key] as an object or array (want_array), with the refusal otherwise. */
-static json_t *get_container(load_state *s, json_t *obj, const char *key, const char *where, int want_array)
+/* obj[key] as an object, with the refusal otherwise. */
+static json_t *get_object(load_state *s, json_t *obj, const char *key, const char *where)
 {
     json_t *v = member(s, obj, key, where);
-    if (v && !(want_array ? json_is_array(v) : json_is_object(v))) {
-        fail(s, "\"%s\" must be an %s", key, want_array ? "array" : "object");
+    if (v && !json_is_object(v)) {
+        fail(s, "\"%s\" must be an object", key);
         return NULL;
     }
     return v;
@@ -264,14 +264,14 @@ static int parse_document(load_state *s, json_t *root)
     if (!json_is_object(root)) return fail(s, "manifest.json must hold a JSON object");
     if (check_format(s, root)) return -1;
     json_t *v;
-    if (!(v = get_container(s, root, "source", "the manifest", 0)) || parse_source(s, v)) return -1;
-    if (!(v = get_container(s, root, "config", "the manifest", 0)) || parse_config(s, v)) return -1;
-    if (!(v = get_container(s, root, "tables", "the manifest", 0)) || parse_tables(s, v)) return -1;
-    if (!(v = get_container(s, root, "experts", "the manifest", 0)) || parse_experts(s, v)) return -1;
-    if (!(v = get_container(s, root, "embed", "the manifest", 0)) || parse_embed(s, v)) return -1;
-    if (!(v = get_container(s, root, "head", "the manifest", 0)) || parse_head(s, v)) return -1;
-    if (!(v = get_container(s, root, "files", "the manifest", 0)) || parse_files(s, v, 0)) return -1;
-    if (!(v = get_container(s, root, "checksums", "the manifest", 0)) || parse_files(s, v, 1)) return -1;
+    if (!(v = get_object(s, root, "source", "the manifest")) || parse_source(s, v)) return -1;
+    if (!(v = get_object(s, root, "config", "the manifest")) || parse_config(s, v)) return -1;
+    if (!(v = get_object(s, root, "tables", "the manifest")) || parse_tables(s, v)) return -1;
+    if (!(v = get_object(s, root, "experts", "the manifest")) || parse_experts(s, v)) return -1;
+    if (!(v = get_object(s, root, "embed", "the manifest")) || parse_embed(s, v)) return -1;
+    if (!(v = get_object(s, root, "head", "the manifest")) || parse_head(s, v)) return -1;
+    if (!(v = get_object(s, root, "files", "the manifest")) || parse_files(s, v, 0)) return -1;
+    if (!(v = get_object(s, root, "checksums", "the manifest")) || parse_files(s, v, 1)) return -1;
     return 0;
 }
 

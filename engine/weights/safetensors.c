@@ -167,6 +167,24 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
     return rc;
 }
 
+/* The one spelling of what a shard's file name looks like. */
+int st_is_shard_name(const char *name)
+{
+    size_t l = strlen(name);
+    return l > 12 && !strcmp(name + l - 12, ".safetensors");
+}
+
+/* Stops at the first shard; an unreadable directory has none. */
+int st_dir_has_shards(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) found = st_is_shard_name(e->d_name);
+    closedir(d);
+    return found;
+}
+
 /* A tensor's name (the key the lookup compares). */
 static const void *tensor_name_key(const void *owner, int32_t k, size_t *len)
 {
@@ -264,8 +282,7 @@ static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, 
         }
         struct dirent *e;
         while ((e = readdir(d))) {
-            size_t l = strlen(e->d_name);
-            if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
+            if (st_is_shard_name(e->d_name)) {
                 char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
                 if (!g) break;
                 names = g;

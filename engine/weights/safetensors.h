@@ -59,6 +59,12 @@ void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);
 
+/* 1 if a file name ends in ".safetensors" (a shard of a checkpoint). */
+int st_is_shard_name(const char *name);
+
+/* 1 if directory dir holds at least one *.safetensors file. */
+int st_dir_has_shards(const char *dir);
+
 /* Continue the FNV-1a 64 fingerprint h with one shard: its base name, its
  * size (8 bytes LE), its first 8 + header bytes, and four 4 KiB samples of
  * its data area (start, 1/3, 2/3, end), so two checkpoints with the same
