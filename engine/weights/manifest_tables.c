@@ -3,7 +3,8 @@
  *
  * The records are decoded in chunks straight into the manifest's compact
  * arrays: the memory used is those arrays plus one 1 MiB buffer, whatever the
- * model's size. Every count is checked against the file's real size before
+ * model's size (less for a small model: the buffer is never larger than the
+ * file). Every count is checked against the file's real size before
  * anything is allocated, and the file's FNV-1a must equal both its header and
  * manifest.json before a record is trusted. */
 #include <errno.h>
@@ -15,7 +16,7 @@
 #include "file_read.h"
 #include "manifest_tables.h"
 
-#define CHUNK_BYTES ((size_t)1 << 20)
+#define CHUNK_BYTES ((size_t)1 << 20)   /* read at most this much at a time */
 
 /* Little-endian fields of a record. */
 static uint32_t le32(const uint8_t *p)
@@ -31,10 +32,11 @@ typedef struct tables_file {
     const char *path;
     uint64_t at;
     uint64_t hash;
-    uint8_t *buf;
+    uint8_t *buf;                 /* the records' read buffer */
+    size_t buf_bytes;             /* CHUNK_BYTES, or the whole file when smaller */
 } tables_file;
 
-/* The next n bytes of the file (n <= CHUNK_BYTES) into tf->buf, hashed. */
+/* The next n bytes of the file (n <= tf->buf_bytes) into tf->buf, hashed. */
 static int read_next(tables_file *tf, size_t n, k3_error *err)
 {
     if (k3_pread_full(tf->fd, tf->buf, n, tf->at, tf->path, err)) return -1;
@@ -73,7 +75,7 @@ static int decode_tensor(const uint8_t *r, int i, const k3_tables_expect *want, 
 typedef int (*decode_fn)(const uint8_t *r, int i, void *ctx, k3_error *err);
 static int read_records(tables_file *tf, int n, size_t rec_bytes, decode_fn decode, void *ctx, k3_error *err)
 {
-    size_t per_chunk = CHUNK_BYTES / rec_bytes;
+    size_t per_chunk = tf->buf_bytes / rec_bytes;
     for (int i = 0; i < n;) {
         size_t k = (size_t)(n - i) < per_chunk ? (size_t)(n - i) : per_chunk;
         if (read_next(tf, k * rec_bytes, err)) return -1;
@@ -193,6 +195,10 @@ static int read_tables(tables_file *tf, k3_manifest *m, const k3_tables_expect *
     if (fstat(tf->fd, &st) != 0) return k3_err(err, "%s: %s", tf->path, strerror(errno));
     uint32_t counts[3] = {0, 0, 0};
     uint64_t names_bytes = 0, checksum = 0;
+    tf->buf_bytes = (uint64_t)st.st_size < CHUNK_BYTES ? (size_t)st.st_size : CHUNK_BYTES;
+    if (tf->buf_bytes < K3_TABLES_HEADER_BYTES + K3_TABLES_TENSOR_BYTES)
+        tf->buf_bytes = K3_TABLES_HEADER_BYTES + K3_TABLES_TENSOR_BYTES;   /* a header, then a record */
+    if (!(tf->buf = malloc(tf->buf_bytes))) return k3_err(err, "%s: out of memory", tf->path);
     if (read_header(tf, want, (uint64_t)st.st_size, counts, &names_bytes, &checksum, err)) return -1;
     m->tensors = calloc(counts[0] ? counts[0] : 1, sizeof *m->tensors);
     m->layers = calloc(counts[1] ? counts[1] : 1, sizeof *m->layers);
@@ -220,8 +226,7 @@ int k3_manifest_tables_read(k3_manifest *m, const k3_tables_expect *want, k3_man
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", m->dir, K3_TABLES_FILE);
-    tables_file tf = {-1, path, 0, K3_FNV_INIT, malloc(CHUNK_BYTES)};
-    if (!tf.buf) return k3_err(err, "%s: out of memory", path);
+    tables_file tf = {-1, path, 0, K3_FNV_INIT, NULL, 0};
     int rc = -1;
     tf.fd = k3_open_regular(path, O_RDONLY, err);
     if (tf.fd >= 0) {
