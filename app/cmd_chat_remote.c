@@ -40,8 +40,8 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     if (bad) return K3_EXIT_USAGE;
     k3_error err;
     history_error herr;
-    remote *r = remote_open(ro->endpoint, key, &err);
-    if (!r) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    remote *r = remote_cli_open(ro, key);
+    if (!r) return K3_EXIT_ERROR;
     char model[256];
     if (remote_pick_model(r, ro->model, model, sizeof model, &err)) {
         cli_error("%s", err.msg);
@@ -60,9 +60,10 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     }
     if (resume) fprintf(stderr, "k3: resumed conversation %s against %s (%s): the transcript is re-sent each turn\n",
                         conversation_uid(c), remote_url(r), model);
-    char hint[1400];
-    snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
-             db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "");
+    char hint[2400];
+    snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
+             db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "",
+             ro->ca_cert ? " --ca-cert " : "", ro->ca_cert ? ro->ca_cert : "");
     plain_options popt = {.json = json, .raw = raw, .lines = lines, .system = system, .resume_hint = hint};
     if (!plain && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {   /* the full screen, as for a local model */
         tui_options topt = {.model_dir = remote_url(r), .system = system, .resume_hint = hint};
