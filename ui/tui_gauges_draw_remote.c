@@ -38,11 +38,33 @@ static void make_text(const tui_gauges *g, remote_text *f)
     fmt_ms(f->p50, sizeof f->p50, rg->itl_p50_ms);
     fmt_ms(f->p90, sizeof f->p90, rg->itl_p90_ms);
     if (rg->cached_tokens >= 0 && rg->prompt_tokens >= 0)
-        snprintf(f->cached, sizeof f->cached, "%d of %d prompt tokens reused", rg->cached_tokens, rg->prompt_tokens);
+        snprintf(f->cached, sizeof f->cached, "reused %d of %d prompt tokens", rg->cached_tokens, rg->prompt_tokens);
     else if (g->busy || rg->ttft_ms < 0)
-        snprintf(f->cached, sizeof f->cached, "prompt reuse: after the answer");
+        snprintf(f->cached, sizeof f->cached, "prompt reuse %s", dash);
     else
-        snprintf(f->cached, sizeof f->cached, "prompt reuse: not available (no usage)");
+        snprintf(f->cached, sizeof f->cached, "prompt reuse not reported");
+}
+
+/* Text over up to max_rows rows of the panel, broken at spaces; returns the rows used. */
+static int put_wrapped(WINDOW *w, int y, int x, tui_role role, const char *text, int max_rows)
+{
+    int width = getmaxx(w) - x, used = 0;
+    size_t len = strlen(text), at = 0;
+    while (at < len && used < max_rows && width > 8) {
+        size_t take = len - at;
+        if (take > (size_t)width) {                      /* ASCII-safe cut: the texts here are ASCII */
+            take = (size_t)width;
+            while (take > 0 && text[at + take] != ' ') take--;
+            if (take == 0) take = (size_t)width;
+        }
+        char line[256];
+        snprintf(line, sizeof line, "%.*s", (int)take, text + at);
+        wmove(w, y + used++, x);
+        tui_draw_role(w, role, line, width);
+        at += take;
+        while (at < len && text[at] == ' ') at++;
+    }
+    return used;
 }
 
 /* The SERVER lines: each figure the server gives, then those it does not.
@@ -55,15 +77,15 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     char line[512];
     const char *bul = tui_glyph()->bullet;
     if (!rg->have_m) {                    /* no /metrics: every server figure is unknown */
-        wmove(w, y + used++, x);
-        if (rg->m_err[0]) snprintf(line, sizeof line, "/metrics: %s", rg->m_err);
+        const char *why = rg->m_err;
+        size_t ul = strlen(remote_url(rg->r));
+        if (!strncmp(why, remote_url(rg->r), ul)) why += ul;   /* "/metrics: HTTP 404" without the URL again */
+        if (rg->m_err[0]) snprintf(line, sizeof line, "no server figures (%s)", why);
         else snprintf(line, sizeof line, "/metrics: asking%s", tui_glyph()->ellipsis);
-        tui_draw_role(w, TR_DIM, line, cols - x);
-        if (used < max_rows && rg->m_err[0]) {
-            wmove(w, y + used++, x);
-            tui_draw_role(w, TR_DIM, "not available: running and waiting requests, KV cache use, "
-                          "prefix-cache hit rate, server tokens/s", cols - x);
-        }
+        used += put_wrapped(w, y, x, TR_DIM, line, max_rows);
+        if (used < max_rows && rg->m_err[0])
+            used += put_wrapped(w, y + used, x, TR_DIM, "not available: running and waiting requests, KV cache use, "
+                                "prefix-cache hit rate, server tokens/s", max_rows - used);
         return used;
     }
     char figs[256] = "";
@@ -89,8 +111,7 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     remote_metrics_missing(m, missing, sizeof missing);
     if (used < max_rows && missing[0]) {
         snprintf(line, sizeof line, "not available: %s", missing);
-        wmove(w, y + used++, x);
-        tui_draw_role(w, TR_DIM, line, cols - x);
+        used += put_wrapped(w, y + used, x, TR_DIM, line, max_rows - used);
     }
     return used;
 }
@@ -116,11 +137,13 @@ int tui_remote_draw_side(const tui_gauges *g, WINDOW *w, int y)
     snprintf(line, sizeof line, "inter-token p50 %s  %s p90 %s", f.p50, bul, f.p90);
     tui_put(w, line, cols - 1);
     wmove(w, y++, 1);
-    snprintf(line, sizeof line, "%d pieces  %s %s", g->remote.n_pieces, bul, f.cached);
+    snprintf(line, sizeof line, "%d pieces", g->remote.n_pieces);
     tui_put(w, line, cols - 1);
+    wmove(w, y++, 1);
+    tui_put(w, f.cached, cols - 1);
     if (y >= rows) return y;
     tui_draw_title_rule(w, y++, "SERVER");
-    y += server_lines(g, w, y, 1, rows - y > 3 ? 3 : rows - y);
+    y += server_lines(g, w, y, 1, rows - y > 6 ? 6 : rows - y);
     return y;
 }
 
