@@ -111,6 +111,10 @@ fault() {  # fault SLUG DESCRIPTION URL PATTERN [extra options]
 fake ok; FOK=$FPORT
 $K3 run --endpoint http://127.0.0.1:$FOK -p hi > $OUT/fok.txt 2>$OUT/fok.err
 ok $([ "$(cat $OUT/fok.txt)" = "Hello from the fake server." ] && echo 1) "endpoint: k3 run --endpoint streams a plain OpenAI server's answer" "$(cat $OUT/fok.txt $OUT/fok.err)"
+printf '/set\n/show\n' | $K3 chat --lines --endpoint http://127.0.0.1:$FOK --db $OUT/cmds.db > $OUT/cmds.out 2>&1
+rc=$?
+ok $([ $rc = 0 ] && grep -q "context: the server's" $OUT/cmds.out && grep -q "served by *http://127.0.0.1:$FOK" $OUT/cmds.out && echo 1) \
+   "endpoint: /set and /show answer for a remote backend (no local session or model)" "rc $rc: $(cat $OUT/cmds.out)"
 fake 401; fault 401 "401" http://127.0.0.1:$FPORT "HTTP 401: Incorrect API key provided (check the key"
 # the key goes in from the environment, never the command line
 printf 'hi\n' | K3_TEST_KEY=right-key $K3 chat --endpoint http://127.0.0.1:$FPORT --api-key-env K3_TEST_KEY --db $OUT/key.db --json > $OUT/key.out 2>&1
