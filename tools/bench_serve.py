@@ -7,7 +7,9 @@
    `k3 serve` (streamed, greedy, N tokens), alternating, R runs each
    (default 7); the engine-side rate from the server log and the
    client-side rate; the ratio of each adjacent pair, and their median (a
-   shared machine's load moves both sides of a pair alike).
+   shared machine's load moves both sides of a pair alike); and within each
+   request the client's ms/token minus the engine's: what the HTTP/SSE path
+   costs per token, free of the load that moves run-to-run figures.
 2. TTFT of a follow-up request (the first request's history plus one new
    message) on a server with state reuse and on one with --state-cache 0.
 3. Queue: 8 concurrent streaming clients on one server (queue 16): each
@@ -83,6 +85,10 @@ for i in range(RUNS):
     runs_engine.append(float(m.group(2)))
     gen = usage["completion_tokens"]
     runs_client.append((gen - 1) / (total - ttft) if gen > 1 and total > ttft else 0)
+same = [1e3 / c - 1e3 / e for e, c in zip(runs_engine, runs_client) if c > 0 and e > 0]
+print(f"1. serving cost per token within each request (client-side minus engine-side ms/token, the same stream): "
+      f"{[round(x, 3) for x in same]}, median {statistics.median(same):.3f} ms "
+      f"(engine side median {1e3 / statistics.median(runs_engine):.2f} ms/token)")
 pair_engine = [l / e for l, e in zip(runs_local, runs_engine)]
 pair_client = [l / c for l, c in zip(runs_local, runs_client) if c > 0]
 print(f"1. per-pair ratio of ms/token, serve over run: engine side {[round(x, 3) for x in pair_engine]}, median "
