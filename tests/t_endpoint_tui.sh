@@ -181,6 +181,28 @@ else
     echo "FAIL endpoint tui: a server without /metrics: $(grep -v '^$' $OUT/screen.txt | tail -4 | tr '\n' '|')"
 fi
 
+# a server failure on the full screen: one error line, the turn stored as error, the chat goes on
+$PY tests/fake_openai.py 500 > $OUT/fake500.out 2>&1 &
+PIDS="$PIDS $!"
+for i in $(seq 1 50); do F5=$(sed -n 's/^port //p' $OUT/fake500.out); [ -n "$F5" ] && break; sleep 0.1; done
+$TM send-keys -t k3 "clear; $K3 chat --endpoint http://127.0.0.1:$F5 --db $PWD/$OUT/f500.db" Enter
+if wait_for 'Enter sends' 20; then
+    $TM send-keys -t k3 -l "hello"
+    $TM send-keys -t k3 Enter
+    wait_for 'HTTP 500' 20
+    r=$?
+    cap > $OUT/f500_screen.txt
+    $TM send-keys -t k3 C-d
+    wait_for 'resume with' 10
+    DB_SAVE=$DB; DB=$PWD/$OUT/f500.db; last_json; DB=$DB_SAVE
+    st=$(jget "d['messages'][1]['status']")
+    ok $([ $r = 0 ] && grep -q 'HTTP 500: the GPUs are on fire (server error)' $OUT/f500_screen.txt && grep -q 'error' $OUT/f500_screen.txt && [ "$st" = error ] && echo 1) \
+       "endpoint tui: a server error (HTTP 500) is one line on the full screen, the answer stored as error" \
+       "seen $r, status $st: $(grep -v '^$' $OUT/f500_screen.txt | tail -5 | tr '\n' '|')"
+else
+    echo "FAIL endpoint tui: the chat against a failing server did not start: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
+fi
+
 # kill -9 of the client mid-answer: the partial answer is in the store
 DB9=$OUT/kill9.db
 (printf 'Tell me a very long story\n'; sleep 60) | $K3 chat --lines --endpoint $URL --db $DB9 -n 3000 > $OUT/kill9.out 2>&1 &

@@ -24,10 +24,11 @@ static void show_stats(tui *t)
         const tui_remote_gauges *rg = &t->g.remote;
         if (rg->have_m) remote_metrics_summary(&rg->m, line, sizeof line);
         else snprintf(line, sizeof line, "/metrics of %s: %s", rg->host, rg->m_err[0] ? rg->m_err : "not read yet");
+        char answer[512];
         tui_fmt_bytes(b[0], sizeof b[0], (double)remote_bytes_in(rg->r));
-        tui_transcript_notice(&t->tr, TE_NOTICE, "%s\nnetwork: %s received from %s; last answer: %d pieces, "
-                              "TTFT %.1f ms, %.1f tok/s, inter-token p50 %.1f ms p90 %.1f ms", line, b[0], rg->host,
-                              rg->n_pieces, rg->ttft_ms, rg->tok_s, rg->itl_p50_ms, rg->itl_p90_ms);
+        tui_remote_answer_text(&t->g, answer, sizeof answer);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "%s\nnetwork: %s received from %s\nlast answer: %s", line, b[0],
+                              rg->host, answer);
         return;
     }
     tui_fmt_bytes(b[0], sizeof b[0], (double)s->bytes_read_trunk);

@@ -116,6 +116,15 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     return used;
 }
 
+/* The answer's figures in one line, for /stats. */
+void tui_remote_answer_text(const tui_gauges *g, char *buf, size_t cap)
+{
+    remote_text f;
+    make_text(g, &f);
+    snprintf(buf, cap, "%d pieces, TTFT %s, %s, inter-token p50 %s p90 %s, %s", g->remote.n_pieces, f.ttft, f.tok_s,
+             f.p50, f.p90, f.cached);
+}
+
 /* Tall column: NETWORK, ANSWER, SERVER. */
 int tui_remote_draw_side(const tui_gauges *g, WINDOW *w, int y)
 {

@@ -283,6 +283,8 @@ int tui_gauges_band_rows(int total_rows);
  * from row y; return the next free row. */
 int tui_remote_draw_side(const tui_gauges *g, WINDOW *w, int y);
 int tui_remote_draw_band(const tui_gauges *g, WINDOW *w, int y);
+/* The last (or current) answer's figures in one line, unknown ones as dashes. */
+void tui_remote_answer_text(const tui_gauges *g, char *buf, size_t cap);
 
 /* ---- tui_worker.c: the engine thread ----------------------------------- */
 

@@ -358,12 +358,14 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         if (conversation_remote(t->conv) && r->generated_tokens > 1)    /* a server: the gaps as they arrived */
             n += snprintf(footer + n, sizeof footer - (size_t)n, " %s inter-token p50 %.1f ms p90 %.1f ms", bul,
                           r->itl_p50_ms, r->itl_p90_ms);
-        if (rc < 0) snprintf(footer + n, sizeof footer - (size_t)n, " %s error", bul);
+        if (rc < 0 || r->error) snprintf(footer + n, sizeof footer - (size_t)n, " %s error", bul);
         else if (r->interrupted) snprintf(footer + n, sizeof footer - (size_t)n, " %s interrupted", bul);
         else if (r->context_full) snprintf(footer + n, sizeof footer - (size_t)n, " %s context full: /new starts over", bul);
         else if (r->length_limit) snprintf(footer + n, sizeof footer - (size_t)n, " %s length limit reached (-n)", bul);
         tui_transcript_set_footer(&t->tr, t->answer_entry, footer);
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+        else if (r->error && r->error_msg[0])          /* a server's failure: the conversation goes on */
+            tui_transcript_notice(&t->tr, TE_ERROR, "%s", r->error_msg);
     }
     tui_gauges_turn_end(&t->g, rc == 1 ? NULL : r);
 }
