@@ -143,7 +143,7 @@ int tui_remote_draw_side(const tui_gauges *g, WINDOW *w, int y)
     snprintf(line, sizeof line, "gen %s  %s TTFT %s", f.tok_s, bul, f.ttft);
     tui_put(w, line, cols - 1);
     wmove(w, y++, 1);
-    snprintf(line, sizeof line, "inter-token p50 %s  %s p90 %s", f.p50, bul, f.p90);
+    snprintf(line, sizeof line, "inter-token p50 %s p90 %s", f.p50, f.p90);   /* fits 40 columns */
     tui_put(w, line, cols - 1);
     wmove(w, y++, 1);
     snprintf(line, sizeof line, "%d pieces", g->remote.n_pieces);
