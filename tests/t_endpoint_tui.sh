@@ -181,6 +181,24 @@ else
     echo "FAIL endpoint tui: a server without /metrics: $(grep -v '^$' $OUT/screen.txt | tail -4 | tr '\n' '|')"
 fi
 
+# vLLM's and SGLang's own figures (their /metrics fixtures served by the fake server)
+for kind in vllm sglang; do
+    $PY tests/fake_openai.py ok --metrics tests/fixtures/metrics_$kind.txt > $OUT/fake_$kind.out 2>&1 &
+    PIDS="$PIDS $!"
+    for i in $(seq 1 50); do FK=$(sed -n 's/^port //p' $OUT/fake_$kind.out); [ -n "$FK" ] && break; sleep 0.1; done
+    $TM send-keys -t k3 "clear; $K3 chat --endpoint http://127.0.0.1:$FK --db $PWD/$OUT/$kind.db" Enter
+    if wait_for "running [0-9]" 20; then
+        srv=$(panel $OUT/screen.txt SERVER | sed 's/ | / /g; s/[ |]*$//')
+        if [ $kind = vllm ]; then want='vLLM at 127.0.0.1.*running [0-9]*.*waiting [0-9]*.*KV cache [0-9]*%.*prefix-cache hit [0-9]*%.*not available: server tokens/s'
+        else want='SGLang at 127.0.0.1.*running [0-9]*.*waiting [0-9]*.*KV cache [0-9]*%.*prefix-cache hit [0-9]*%.*[0-9.]* tok/s'; fi
+        ok $(echo "$srv" | grep -q "$want" && echo 1) "endpoint tui: a $kind server's own figures in the panel [$srv]" "[$srv]"
+    else
+        echo "FAIL endpoint tui: a $kind server's own figures in the panel: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
+    fi
+    $TM send-keys -t k3 C-d
+    wait_for 'no message sent\|resume with' 10
+done
+
 # a server failure on the full screen: one error line, the turn stored as error, the chat goes on
 $PY tests/fake_openai.py 500 > $OUT/fake500.out 2>&1 &
 PIDS="$PIDS $!"

@@ -181,13 +181,14 @@ static void print_help(void)
     fprintf(stderr, "Ctrl-C stops an answer; Ctrl-D quits.\n");
 }
 
-/* The engine counters in one paragraph (/stats). */
+static void print_remote_figures(conversation *c);
+
+/* The engine counters in one paragraph (/stats); a server's from its /metrics. */
 static void print_stats(conversation *c)
 {
     k3_stats s;
-    if (!conversation_session(c)) {   /* a remote backend: the server's figures are its own */
-        fprintf(stderr, "remote: %s, model %s: no local engine\n", "see /metrics of the server",
-                conversation_remote_model(c));
+    if (!conversation_session(c)) {   /* a remote backend: no local engine */
+        print_remote_figures(c);
         return;
     }
     k3_stats_read(k3_session_model(conversation_session(c)), &s);

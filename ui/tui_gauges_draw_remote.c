@@ -45,14 +45,16 @@ static void make_text(const tui_gauges *g, remote_text *f)
         snprintf(f->cached, sizeof f->cached, "prompt reuse not reported");
 }
 
-/* Text over up to max_rows rows of the panel, broken at spaces; returns the rows used. */
+/* Text over up to max_rows rows of the panel, broken at spaces (a byte
+ * count: a multi-byte bullet only makes a row a little shorter); returns
+ * the rows used. */
 static int put_wrapped(WINDOW *w, int y, int x, tui_role role, const char *text, int max_rows)
 {
     int width = getmaxx(w) - x, used = 0;
     size_t len = strlen(text), at = 0;
     while (at < len && used < max_rows && width > 8) {
         size_t take = len - at;
-        if (take > (size_t)width) {                      /* ASCII-safe cut: the texts here are ASCII */
+        if (take > (size_t)width) {                      /* cut at a space, never inside a character */
             take = (size_t)width;
             while (take > 0 && text[at + take] != ' ') take--;
             if (take == 0) take = (size_t)width;
@@ -103,10 +105,7 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     snprintf(head, sizeof head, "%s at %s", remote_server_name(m->kind), rg->host);
     wmove(w, y + used++, x);
     tui_put(w, head, cols - x);
-    if (used < max_rows && figs[0]) {
-        wmove(w, y + used++, x);
-        tui_put(w, figs, cols - x);
-    }
+    if (used < max_rows && figs[0]) used += put_wrapped(w, y + used, x, TR_PLAIN, figs, max_rows - used);
     char missing[256];
     remote_metrics_missing(m, missing, sizeof missing);
     if (used < max_rows && missing[0]) {
