@@ -297,8 +297,9 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_UNDO:
         t = conversation_undo(c, plain_show_progress, NULL, &err);
         if (t) fprintf(stderr, "k3: %s\n", err.msg);
+        else if (!conversation_session(c)) fprintf(stderr, "k3: the last exchange was undone\n");   /* a server keeps no state here */
         else fprintf(stderr, "k3: the last exchange was undone (%d tokens of state kept)\n",
-                     conversation_session(c) ? k3_session_n_tokens(conversation_session(c)) : 0);
+                     k3_session_n_tokens(conversation_session(c)));
         return t < 0 ? -1 : 0;
     case CHAT_ACT_RETRY:
         interrupted = 0;
