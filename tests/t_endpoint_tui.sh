@@ -93,9 +93,10 @@ EOF
 last_json() { $K3 history export last --db $DB --format json > $OUT/last.json 2>/dev/null; }
 jget() { $PY -c "import json; d=json.load(open('$OUT/last.json')); print($1)" 2>/dev/null; }
 
-$TM new-session -d -s k3 -x 120 -y 40 "env HOME=$PWD/$OUT/home XDG_DATA_HOME=$PWD/$OUT/xdg PS1='K3SHELL\$ ' sh"
+case $K3 in /*) K3T=$K3 ;; *) K3T=$PWD/$K3 ;; esac   # the pane's shell: this tree's k3, wherever tmux starts it
+$TM new-session -d -s k3 -x 120 -y 40 -c "$PWD" "env HOME=$PWD/$OUT/home XDG_DATA_HOME=$PWD/$OUT/xdg PS1='K3SHELL\$ ' sh"
 sleep 0.3
-$TM send-keys -t k3 "$K3 chat --endpoint $URL --db $DB -n 3000" Enter
+$TM send-keys -t k3 "$K3T chat --endpoint $URL --db $DB -n 3000" Enter
 if ! wait_for 'Enter sends' 20 || ! wait_for 'SERVER MEMORY' 10; then
     echo "FAIL endpoint tui: no full-screen chat with the server's panel: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
     exit 0
@@ -145,7 +146,7 @@ if wait_for 'streaming \([3-9]\|[1-9][0-9]\)' 120; then   # a few pieces in (slo
     CID=$(jget "d['id']")
     $TM send-keys -t k3 C-d
     wait_for 'resume with' 15
-    $TM send-keys -t k3 "clear; $K3 chat --db $DB --resume $CID -n 8" Enter
+    $TM send-keys -t k3 "clear; $K3T chat --db $DB --resume $CID -n 8" Enter
     if wait_for 'resumed' 20 && wait_for "small @ 127.0.0.1:$PORT" 5; then
         $TM send-keys -t k3 -l "Go on"
         $TM send-keys -t k3 Enter
@@ -169,7 +170,7 @@ fi
 $PY tests/fake_openai.py ok > $OUT/fake.out 2>&1 &
 PIDS="$PIDS $!"
 for i in $(seq 1 50); do FPORT=$(sed -n 's/^port //p' $OUT/fake.out 2>/dev/null); [ -n "$FPORT" ] && break; sleep 0.1; done
-$TM send-keys -t k3 "clear; $K3 chat --endpoint http://127.0.0.1:$FPORT --db $OUT/fake.db" Enter
+$TM send-keys -t k3 "clear; $K3T chat --endpoint http://127.0.0.1:$FPORT --db $PWD/$OUT/fake.db" Enter
 if wait_for 'not available' 20; then
     $TM send-keys -t k3 -l "hello"
     $TM send-keys -t k3 Enter
@@ -191,7 +192,7 @@ for kind in vllm sglang; do
     $PY tests/fake_openai.py ok --metrics tests/fixtures/metrics_$kind.txt > $OUT/fake_$kind.out 2>&1 &
     PIDS="$PIDS $!"
     for i in $(seq 1 50); do FK=$(sed -n 's/^port //p' $OUT/fake_$kind.out 2>/dev/null); [ -n "$FK" ] && break; sleep 0.1; done
-    $TM send-keys -t k3 "clear; $K3 chat --endpoint http://127.0.0.1:$FK --db $PWD/$OUT/$kind.db" Enter
+    $TM send-keys -t k3 "clear; $K3T chat --endpoint http://127.0.0.1:$FK --db $PWD/$OUT/$kind.db" Enter
     if wait_for "running [0-9]" 20; then
         srv=$(panel $OUT/screen.txt SERVER | sed 's/ | / /g; s/[ |]*$//')
         if [ $kind = vllm ]; then want='vLLM at 127.0.0.1.*running [0-9]*.*waiting [0-9]*.*KV cache [0-9]*%.*prefix-cache hit [0-9]*%.*not available: server tokens/s'
@@ -208,7 +209,7 @@ done
 $PY tests/fake_openai.py 500 > $OUT/fake500.out 2>&1 &
 PIDS="$PIDS $!"
 for i in $(seq 1 50); do F5=$(sed -n 's/^port //p' $OUT/fake500.out 2>/dev/null); [ -n "$F5" ] && break; sleep 0.1; done
-$TM send-keys -t k3 "clear; $K3 chat --endpoint http://127.0.0.1:$F5 --db $PWD/$OUT/f500.db" Enter
+$TM send-keys -t k3 "clear; $K3T chat --endpoint http://127.0.0.1:$F5 --db $PWD/$OUT/f500.db" Enter
 if wait_for 'Enter sends' 20; then
     $TM send-keys -t k3 -l "hello"
     $TM send-keys -t k3 Enter
