@@ -177,12 +177,13 @@ int tui_remote_draw_band(const tui_gauges *g, WINDOW *w, int y)
     tui_put(w, line, cols - lab);
     wmove(w, y, 0);
     tui_draw_role(w, TR_TITLE, "server", lab);
-    if (g->remote.have_m) {               /* one line: the summary names what is not available */
+    if (tui_remote_has_engine(g)) {       /* one line: the engine's rows follow */
         remote_metrics_summary(&g->remote.m, line, sizeof line);
         wmove(w, y++, lab);
         tui_put(w, line, cols - lab);
-    } else {
-        y += server_lines(g, w, y, lab, 1);
+    } else {                              /* the band's other rows are free: the figures and what is missing */
+        int free_rows = getmaxy(w) - 1 - y;
+        y += server_lines(g, w, y, lab, free_rows > 1 ? free_rows : 1);
     }
     return y;
 }
