@@ -45,7 +45,8 @@ static void usage(FILE *f)
     cli_print_options(f, OPTS_MODEL);
     fprintf(f, "\nk3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]: N chat requests\n"
                "(default 5, greedy, N tokens each, default 64) to an OpenAI-compatible server, one after another;\n"
-               "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n%s", remote_cli_help);
+               "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n");
+    cli_print_options(f, OPTS_REMOTE | OPTS_BENCH_REMOTE);
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */

@@ -19,7 +19,7 @@ static void usage(FILE *f)
                "Runs the ids through the model (teacher forced; no BOS or template added) and writes\n"
                "float32 little-endian logits [n_tokens x vocab] to OUT.f32: row t is the prediction\n"
                "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n");
-    cli_print_options(f, OPTS_MODEL);
+    cli_print_options(f, OPTS_EVAL | OPTS_MODEL);
 }
 
 /* Ids fed in pieces of this many (a multiple of the engine's 32-token
@@ -44,23 +44,15 @@ static int eval_with_progress(k3_session *s, const int *ids, int n, float *logit
 int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
+    const char *model_dir = NULL;
     cli_settings set;
     cli_settings_defaults(&set);
     set.model.skip_tokenizer = 1;         /* ids only: a broken tokenizer must not matter */
+    int n_args;
+    if (cli_parse_args("eval", argc, argv, OPTS_EVAL | OPTS_MODEL, &set, &model_dir, 1, &n_args))
+        return K3_EXIT_USAGE;
     k3_options opt = set.model;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        opt = set.model;
-        if (mo < 0) return K3_EXIT_USAGE;
-        if (mo) continue;
-        if (!strcmp(a, "--ids") && i + 1 < argc) ids_text = argv[++i];
-        else if (!strcmp(a, "--logits") && i + 1 < argc) out_path = argv[++i];
-        else if (a[0] == '-') { cli_error("eval: unknown option '%s' (see k3 eval --help)", a); return K3_EXIT_USAGE; }
-        else if (!model_dir) model_dir = a;
-        else { cli_error("eval: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
-    }
+    const char *ids_text = set.eval.ids, *out_path = set.eval.logits_path;
     if (!ids_text || !out_path) {
         cli_error("eval: --ids and --logits are required (see k3 eval --help)");
         return K3_EXIT_USAGE;

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "k3_offline.h"
 #include "options.h"
+#include "serve.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
@@ -96,6 +97,67 @@ static int set_pack_sample(cli_settings *s, const opt_value *v) { s->pack.sample
 static int set_pack_verify(cli_settings *s, const opt_value *v) { s->pack.verify_dir = v->s; return 0; }
 static int set_pack_free(cli_settings *s, const opt_value *v) { s->pack.simulate_free_bytes = v->i; return 0; }
 
+/* Options of more than one command with one meaning. */
+static int set_system(cli_settings *s, const opt_value *v) { s->system = v->s; return 0; }
+static int set_json(cli_settings *s, const opt_value *v) { s->json = (int)v->i; return 0; }
+
+/* --endpoint and its companions (run, chat, bench). */
+static int set_endpoint(cli_settings *s, const opt_value *v) { s->remote.endpoint = v->s; return 0; }
+static int set_remote_model(cli_settings *s, const opt_value *v) { s->remote.model = v->s; return 0; }
+static int set_remote_key_env(cli_settings *s, const opt_value *v) { s->remote.api_key_env = v->s; return 0; }
+static int set_ca_cert(cli_settings *s, const opt_value *v) { s->remote.ca_cert = v->s; return 0; }
+static int set_timeout(cli_settings *s, const opt_value *v) { s->remote.timeout_s = (int)v->i; return 0; }
+static int set_retries(cli_settings *s, const opt_value *v) { s->remote.retries = (int)v->i; return 0; }
+
+/* k3 plan. --disk is "auto" (probe: 0) or a speed, so it is text checked here. */
+static int set_plan_disk(cli_settings *s, const opt_value *v)
+{
+    if (!strcmp(v->s, "auto")) {
+        s->plan.disk_gbps = 0;
+        return 0;
+    }
+    return cli_parse_float("--disk", v->s, 0.001, 1000, &s->plan.disk_gbps);
+}
+static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
+static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
+static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
+static int set_plan_fixed(cli_settings *s, const opt_value *v) { s->plan.fixed_bytes = (uint64_t)v->i; return 0; }
+static int set_plan_reprobe(cli_settings *s, const opt_value *v) { s->plan.reprobe = (int)v->i; return 0; }
+
+/* k3 serve. */
+static int set_serve_host(cli_settings *s, const opt_value *v) { s->serve.host = v->s; return 0; }
+static int set_serve_port(cli_settings *s, const opt_value *v) { s->serve.port = (int)v->i; return 0; }
+static int set_serve_key_env(cli_settings *s, const opt_value *v) { s->serve.key_env = v->s; return 0; }
+static int set_serve_name(cli_settings *s, const opt_value *v) { s->serve.model_name = v->s; return 0; }
+static int set_serve_max_tokens(cli_settings *s, const opt_value *v) { s->serve.max_tokens = (int)v->i; return 0; }
+static int set_serve_queue(cli_settings *s, const opt_value *v) { s->serve.queue = (int)v->i; return 0; }
+static int set_serve_max_body(cli_settings *s, const opt_value *v) { s->serve.max_body_bytes = (uint64_t)v->i; return 0; }
+static int set_serve_state_cache(cli_settings *s, const opt_value *v) { s->serve.state_cache_bytes = (uint64_t)v->i; return 0; }
+static int set_serve_entries(cli_settings *s, const opt_value *v) { s->serve.state_cache_entries = (int)v->i; return 0; }
+static int set_serve_quiet(cli_settings *s, const opt_value *v) { s->serve.quiet = (int)v->i; return 0; }
+
+/* k3 chat. */
+static int set_chat_resume(cli_settings *s, const opt_value *v) { s->chat.resume = v->s; return 0; }
+static int set_chat_db(cli_settings *s, const opt_value *v) { s->chat.db_path = v->s; return 0; }
+static int set_chat_plain(cli_settings *s, const opt_value *v) { s->chat.plain = (int)v->i; return 0; }
+static int set_chat_stream(cli_settings *s, const opt_value *v) { s->chat.stream = (int)v->i; return 0; }
+static int set_chat_lines(cli_settings *s, const opt_value *v) { s->chat.lines = (int)v->i; return 0; }
+static int set_chat_raw(cli_settings *s, const opt_value *v) { s->chat.raw = (int)v->i; return 0; }
+
+/* k3 run. */
+static int set_run_prompt(cli_settings *s, const opt_value *v) { s->run.prompt = v->s; return 0; }
+static int set_run_prompt_file(cli_settings *s, const opt_value *v) { s->run.prompt_file = v->s; return 0; }
+static int set_run_chat(cli_settings *s, const opt_value *v) { s->run.chat = (int)v->i; return 0; }
+
+/* k3 eval. */
+static int set_eval_ids(cli_settings *s, const opt_value *v) { s->eval.ids = v->s; return 0; }
+static int set_eval_logits(cli_settings *s, const opt_value *v) { s->eval.logits_path = v->s; return 0; }
+
+/* k3 bench --endpoint. */
+static int set_bench_requests(cli_settings *s, const opt_value *v) { s->bench_remote.requests = (int)v->i; return 0; }
+static int set_bench_tokens(cli_settings *s, const opt_value *v) { s->bench_remote.tokens = (int)v->i; return 0; }
+static int set_bench_prompt(cli_settings *s, const opt_value *v) { s->bench_remote.prompt = v->s; return 0; }
+
 /* The policy names are the engine's (k3_cache_policy_parse), not spelled here. */
 static int set_cache_policy(cli_settings *s, const opt_value *v)
 {
@@ -165,6 +227,90 @@ static const cli_option options[] = {
      "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
     {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
      "TEST ONLY: assume the destination filesystem has N bytes free"},
+    {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
+     "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
+    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH_REMOTE, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_json,
+     "JSON on stdout (plan, bench: one object; chat: one object per turn) instead of the text"},
+
+    {"--endpoint", NULL, OPTS_REMOTE, OPT_TEXT, "URL", NULL, 0, 0, NULL, "none: the local model", set_endpoint,
+     "an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model"},
+    {"--model", NULL, OPTS_REMOTE, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "the first the server lists", set_remote_model,
+     "the server's model"},
+    {"--api-key-env", NULL, OPTS_REMOTE, OPT_TEXT, "VAR", NULL, 0, 0, NULL, "none", set_remote_key_env,
+     "send $VAR as the API key (never on the command line, never stored)"},
+    {"--ca-cert", NULL, OPTS_REMOTE, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "the system's", set_ca_cert,
+     "trust the CA certificates in FILE (PEM) for an https:// server"},
+    {"--timeout", NULL, OPTS_REMOTE, OPT_INT, "S", NULL, 1, 86400, "120", NULL, set_timeout,
+     "fail when the server sends nothing for S seconds"},
+    {"--retries", NULL, OPTS_REMOTE, OPT_INT, "N", NULL, 0, 100, "3", NULL, set_retries,
+     "retries of a 429 (after the server's Retry-After)"},
+
+    {"--disk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, "auto", NULL, set_plan_disk,
+     "speed of random expert-sized reads: auto probes the model's files, else the cache folder's filesystem"},
+    {"--prompt", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 1 << 20, "512", NULL, set_plan_prompt,
+     "prompt length for the prompt time"},
+    {"--cores", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 4096, NULL, "this machine's", set_plan_cores,
+     "predict for a machine with N such cores (kernel rates x N / threads)"},
+    {"--rates", NULL, OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe", set_plan_rates,
+     "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format)"},
+    {"--fixed", NULL, OPTS_PLAN, OPT_SIZE, "SIZE", NULL, 1, 0, NULL, "estimated as the engine counts it",
+     set_plan_fixed, "the plan's fixed claim"},
+    {"--reprobe", NULL, OPTS_PLAN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_plan_reprobe,
+     "measure the kernels again instead of using the cache"},
+
+    {"--host", NULL, OPTS_SERVE, OPT_TEXT, "ADDR", NULL, 0, 0, "127.0.0.1", NULL, set_serve_host,
+     "address to listen on; any other than loopback needs --api-key-env"},
+    {"--port", NULL, OPTS_SERVE, OPT_INT, "N", NULL, 0, 65535, "8080", NULL, set_serve_port,
+     "port (0 = any free port, printed on stderr)"},
+    {"--api-key-env", NULL, OPTS_SERVE, OPT_TEXT, "VAR", NULL, 0, 0, NULL, "none", set_serve_key_env,
+     "require 'Authorization: Bearer $VAR' on every endpoint but /health"},
+    {"--model-name", NULL, OPTS_SERVE, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "the directory's name", set_serve_name,
+     "the model id clients send"},
+    {"--max-tokens", NULL, OPTS_SERVE, OPT_INT, "N", NULL, 1, 1 << 24, "4096", NULL, set_serve_max_tokens,
+     "largest max_tokens a request may ask (at most the context less one)"},
+    {"--queue", NULL, OPTS_SERVE, OPT_INT, "N", NULL, 0, 1024, "16", NULL, set_serve_queue,
+     "requests that may wait; past it 429"},
+    {"--max-body", NULL, OPTS_SERVE, OPT_SIZE, "SIZE", NULL, 1, 0, "1M", NULL, set_serve_max_body,
+     "largest request body"},
+    {"--state-cache", NULL, OPTS_SERVE, OPT_SIZE, "SIZE", NULL, 0, 0, "256M", "256M; 0 = off", set_serve_state_cache,
+     "memory for kept prompt states (state reuse), taken out of --mem when a budget is given"},
+    {"--state-cache-entries", NULL, OPTS_SERVE, OPT_INT, "N", NULL, 1, SERVE_STATE_SLOTS, "8", NULL, set_serve_entries,
+     "at most N kept states"},
+    {"--quiet", NULL, OPTS_SERVE, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_serve_quiet,
+     "no per-request log line on stderr"},
+
+    {"--resume", NULL, OPTS_CHAT, OPT_TEXT, "ID|last", NULL, 0, 0, NULL, "a new conversation", set_chat_resume,
+     "continue a stored conversation with the sampling it was left with (sampling options given here override "
+     "it); last = the last conversation with a message"},
+    {"--db", NULL, OPTS_CHAT, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "$XDG_DATA_HOME/k3/history.db", set_chat_db,
+     "history database"},
+    {"--plain", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "when stdin or stdout is not a terminal, or TERM=dumb",
+     set_chat_plain, "line mode instead of the full-screen UI"},
+    {"--stream", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_chat_stream,
+     "with --json: also one object per token (text, id, t_ms, ms, bytes_read, hit) as it is generated"},
+    {"--lines", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off: a piped stdin of several lines is one message",
+     set_chat_lines, "piped input is one message (or command) per line"},
+    {"--raw", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_chat_raw,
+     "line mode: every line is a message, even one starting with / (else /help, /retry ... are commands)"},
+
+    {"--prompt", "-p", OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none: this or --prompt-file", set_run_prompt,
+     "prompt text (UTF-8)"},
+    {"--prompt-file", NULL, OPTS_RUN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_run_prompt_file,
+     "read the prompt from FILE"},
+    {"--chat", NULL, OPTS_RUN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_run_chat,
+     "wrap the prompt as one user turn in the model's chat format"},
+
+    {"--ids", NULL, OPTS_EVAL, OPT_TEXT, "\"1 2 3\"", NULL, 0, 0, NULL, "none: required", set_eval_ids,
+     "the token ids, separated by spaces or commas"},
+    {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: required", set_eval_logits,
+     "where the float32 logits [n_tokens x vocab] go"},
+
+    {"--requests", NULL, OPTS_BENCH_REMOTE, OPT_INT, "N", NULL, 1, 100000, "5", NULL, set_bench_requests,
+     "chat requests, one after another"},
+    {"--tokens", NULL, OPTS_BENCH_REMOTE, OPT_INT, "N", NULL, 1, 1 << 20, "64", NULL, set_bench_tokens,
+     "max_tokens of each request"},
+    {"--prompt", NULL, OPTS_BENCH_REMOTE, OPT_TEXT, "TEXT", NULL, 0, 0, "Write a short paragraph about the sea.", NULL,
+     set_bench_prompt, "the user message of each request"},
 };
 enum { N_OPTIONS = sizeof options / sizeof options[0] };
 
@@ -234,6 +380,27 @@ int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_setting
     return 0;
 }
 
+int cli_parse_args(const char *cmd, int argc, char **argv, unsigned groups, cli_settings *s, const char **args,
+                   int max_args, int *n_args)
+{
+    *n_args = 0;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_parse_option(argc, argv, &i, groups, s);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (argv[i][0] == '-') {
+            cli_error("%s: unknown option '%s' (see k3 %s --help)", cmd, argv[i], cmd);
+            return -1;
+        }
+        if (*n_args == max_args) {
+            cli_error("%s: unexpected argument '%s'", cmd, argv[i]);
+            return -1;
+        }
+        args[(*n_args)++] = argv[i];
+    }
+    return 0;
+}
+
 /* "--io direct|buffered", "-n, --max-tokens N" */
 static void option_label(const cli_option *o, char *buf, size_t len)
 {
@@ -285,9 +452,20 @@ static void print_markdown_table(FILE *f, unsigned groups)
 
 void cli_print_options_markdown(FILE *f)
 {
+    static const struct { const char *title; unsigned groups; } commands[] = {
+        {"`k3 run`, `k3 chat` and `k3 bench --endpoint URL`: the server", OPTS_REMOTE},
+        {"`k3 run [MODEL]`", OPTS_RUN},
+        {"`k3 chat [MODEL]`", OPTS_CHAT},
+        {"`k3 eval [MODEL]`", OPTS_EVAL},
+        {"`k3 serve [MODEL]` (with the model options and --ctx)", OPTS_SERVE},
+        {"`k3 plan MODEL_OR_CONFIG` (with the model options and --ctx)", OPTS_PLAN},
+        {"`k3 bench --endpoint URL`", OPTS_BENCH_REMOTE},
+        {"`k3 gen OUT_DIR`", OPTS_GEN},
+        {"`k3 pack SRC DST`", OPTS_PACK},
+    };
     print_markdown_table(f, OPTS_ALL);
-    fprintf(f, "\n`k3 gen OUT_DIR`:\n\n");
-    print_markdown_table(f, OPTS_GEN);
-    fprintf(f, "\n`k3 pack SRC DST`:\n\n");
-    print_markdown_table(f, OPTS_PACK);
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        fprintf(f, "\n%s:\n\n", commands[c].title);
+        print_markdown_table(f, commands[c].groups);
+    }
 }

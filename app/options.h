@@ -1,16 +1,19 @@
 /* options.h - the one table of command-line options: the model, runtime and
  * sampling options that several commands share (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
- * --temp, --top-k, --top-p, --min-p, --seed) and those of the offline tools
- * `k3 gen` and `k3 pack`: name, type, default, bounds and help in one row
- * each, as in Redis's config table. The table feeds the parser, every
+ * --temp, --top-k, --top-p, --min-p, --seed), the --endpoint options of the
+ * remote commands, and each command's own (plan, serve, chat, run, eval,
+ * bench --endpoint, gen, pack): name, type, default, bounds and help in one
+ * row each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
- * tests/t_docs.sh). */
+ * tests/t_docs.sh); tests/t_options.sh checks that no command parses an
+ * option outside it. */
 #ifndef K3_OPTIONS_H
 #define K3_OPTIONS_H
 
 #include <stdio.h>
 #include "k3.h"
+#include "remote_cli.h"
 
 /* Which rows a command accepts. */
 enum {
@@ -19,7 +22,14 @@ enum {
     OPTS_GENERATE = 4,   /* -n and the sampler: commands that generate */
     OPTS_ALL = 7,
     OPTS_GEN = 8,        /* k3 gen: the synthetic checkpoint writer */
-    OPTS_PACK = 16       /* k3 pack: the packed layout writer */
+    OPTS_PACK = 16,      /* k3 pack: the packed layout writer */
+    OPTS_PLAN = 32,      /* k3 plan: the prediction's own inputs */
+    OPTS_SERVE = 64,     /* k3 serve: the HTTP server */
+    OPTS_REMOTE = 128,   /* --endpoint and what goes with it: run, chat, bench */
+    OPTS_CHAT = 256,     /* k3 chat: the conversation and its front end */
+    OPTS_RUN = 512,      /* k3 run: the prompt */
+    OPTS_EVAL = 1024,    /* k3 eval: ids in, logits out */
+    OPTS_BENCH_REMOTE = 2048   /* k3 bench --endpoint: the requests */
 };
 
 /* What `k3 gen` options set. */
@@ -40,15 +50,63 @@ typedef struct cli_pack_settings {
     long long simulate_free_bytes;   /* -1 = not simulated */
 } cli_pack_settings;
 
-/* What the shared options set. */
+/* What `k3 plan` options set (--ctx, --threads, --trace, --cache-policy
+ * come from the shared rows). */
+typedef struct cli_plan_settings {
+    double disk_gbps;        /* 0 = probe (--disk auto) */
+    int prompt_tokens, cores, reprobe;
+    const char *rates_path;  /* --rates FILE instead of this machine's probe */
+    uint64_t fixed_bytes;    /* 0 = estimated */
+} cli_plan_settings;
+
+/* What `k3 serve` options set (--ctx is the shared row). */
+typedef struct cli_serve_settings {
+    const char *host, *key_env, *model_name;   /* model_name NULL = the directory's name */
+    int port, max_tokens, queue, state_cache_entries, quiet;
+    uint64_t max_body_bytes, state_cache_bytes;
+} cli_serve_settings;
+
+/* What `k3 chat`'s own options set. */
+typedef struct cli_chat_settings {
+    const char *resume, *db_path;
+    int plain, lines, stream, raw;
+} cli_chat_settings;
+
+/* What `k3 run`'s own options set. */
+typedef struct cli_run_settings {
+    const char *prompt, *prompt_file;
+    int chat;
+} cli_run_settings;
+
+/* What `k3 eval`'s own options set. */
+typedef struct cli_eval_settings {
+    const char *ids, *logits_path;
+} cli_eval_settings;
+
+/* What `k3 bench --endpoint` options set. */
+typedef struct cli_bench_remote_settings {
+    int requests, tokens;
+    const char *prompt;
+} cli_bench_remote_settings;
+
+/* What the options set. */
 typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
     k3_sampler sampler;      /* temperature, top_k, top_p, min_p, seed */
     int max_new;             /* -n */
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
+    const char *system;      /* --system TEXT: chat, run */
+    int json;                /* --json: plan, chat, bench --endpoint */
+    remote_cli remote;       /* --endpoint ... */
     cli_gen_settings gen;
     cli_pack_settings pack;
+    cli_plan_settings plan;
+    cli_serve_settings serve;
+    cli_chat_settings chat;
+    cli_run_settings run;
+    cli_eval_settings eval;
+    cli_bench_remote_settings bench_remote;
 } cli_settings;
 
 /* Every row's default applied (then a command may change one, e.g. chat's
@@ -60,10 +118,17 @@ void cli_settings_defaults(cli_settings *s);
  * (message printed). */
 int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_settings *s);
 
+/* A command's whole command line: every argv[1..] is an option of the
+ * groups (consumed by cli_parse_option) or one of at most max_args
+ * positional arguments, stored in args[] (count in *n_args). 0, or -1 after
+ * one line naming the unknown option or the extra argument. */
+int cli_parse_args(const char *cmd, int argc, char **argv, unsigned groups, cli_settings *s, const char **args,
+                   int max_args, int *n_args);
+
 /* The --help lines of the groups' options. */
 void cli_print_options(FILE *f, unsigned groups);
 
-/* The options as Markdown tables: the shared ones, then gen's and pack's
+/* The options as Markdown tables: the shared ones, then each command's
  * (README's list; `k3 help options`). */
 void cli_print_options_markdown(FILE *f);
 
