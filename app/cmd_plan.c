@@ -46,7 +46,7 @@ static void usage(FILE *f)
             "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
             "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
             "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n");
-    cli_print_options(f, OPTS_MODEL | OPTS_CONTEXT | OPTS_PLAN);
+    cli_print_options(f, OPTS_MODEL | OPTS_PLAN);
 }
 
 static double gib(double b) { return b / 1073741824.0; }
@@ -247,7 +247,7 @@ static int parse_args(int argc, char **argv, plan_options *o)
     cli_settings set;
     cli_settings_defaults(&set);
     int n_args;
-    if (cli_parse_args("plan", argc, argv, OPTS_MODEL | OPTS_CONTEXT | OPTS_PLAN, &set, &o->model, 1, &n_args))
+    if (cli_parse_args("plan", argc, argv, OPTS_MODEL | OPTS_PLAN, &set, &o->model, 1, &n_args))
         return -1;
     if (!n_args) { cli_error("plan: MODEL_OR_CONFIG is required (k3 plan --help)"); return -1; }
     o->m = set.model;

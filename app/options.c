@@ -245,6 +245,8 @@ static const cli_option options[] = {
     {"--retries", NULL, OPTS_REMOTE, OPT_INT, "N", NULL, 0, 100, "3", NULL, set_retries,
      "retries of a 429 (after the server's Retry-After)"},
 
+    {"--ctx", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 1 << 24, STR(K3_CTX_TOKENS_DEFAULT), NULL, set_ctx,
+     "context limit planned for (any the engine takes: k3 bench plans for prompt + tokens, which may be under 16)"},
     {"--disk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, "auto", NULL, set_plan_disk,
      "speed of random expert-sized reads: auto probes the model's files, else the cache folder's filesystem"},
     {"--prompt", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 1 << 20, "512", NULL, set_plan_prompt,
@@ -458,7 +460,7 @@ void cli_print_options_markdown(FILE *f)
         {"`k3 chat [MODEL]`", OPTS_CHAT},
         {"`k3 eval [MODEL]`", OPTS_EVAL},
         {"`k3 serve [MODEL]` (with the model options and --ctx)", OPTS_SERVE},
-        {"`k3 plan MODEL_OR_CONFIG` (with the model options and --ctx)", OPTS_PLAN},
+        {"`k3 plan MODEL_OR_CONFIG` (with the model options)", OPTS_PLAN},
         {"`k3 bench --endpoint URL`", OPTS_BENCH_REMOTE},
         {"`k3 gen OUT_DIR`", OPTS_GEN},
         {"`k3 pack SRC DST`", OPTS_PACK},
