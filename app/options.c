@@ -158,6 +158,27 @@ static int set_bench_requests(cli_settings *s, const opt_value *v) { s->bench_re
 static int set_bench_tokens(cli_settings *s, const opt_value *v) { s->bench_remote.tokens = (int)v->i; return 0; }
 static int set_bench_prompt(cli_settings *s, const opt_value *v) { s->bench_remote.prompt = v->s; return 0; }
 
+/* k3 tokenize: one mode per run, so a second mode option is an error. */
+static int set_tokenize_mode(cli_settings *s, cli_tokenize_mode mode, const char *opt, const char *arg)
+{
+    if (s->tokenize.mode != TOKENIZE_NONE) {
+        cli_error("tokenize: %s and %s cannot be combined", s->tokenize.opt, opt);
+        return -1;
+    }
+    s->tokenize = (cli_tokenize_settings){.mode = mode, .arg = arg, .opt = opt};
+    return 0;
+}
+static int set_tokenize_text(cli_settings *s, const opt_value *v) { return set_tokenize_mode(s, TOKENIZE_TEXT, "--text", v->s); }
+static int set_tokenize_text_file(cli_settings *s, const opt_value *v)
+{
+    return set_tokenize_mode(s, TOKENIZE_TEXT_FILE, "--text-file", v->s);
+}
+static int set_tokenize_chat(cli_settings *s, const opt_value *v) { return set_tokenize_mode(s, TOKENIZE_CHAT, "--chat", v->s); }
+static int set_tokenize_decode(cli_settings *s, const opt_value *v)
+{
+    return set_tokenize_mode(s, TOKENIZE_DECODE, "--decode", v->s);
+}
+
 /* The policy names are the engine's (k3_cache_policy_parse), not spelled here. */
 static int set_cache_policy(cli_settings *s, const opt_value *v)
 {
@@ -306,6 +327,17 @@ static const cli_option options[] = {
      "the token ids, separated by spaces or commas"},
     {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: required", set_eval_logits,
      "where the float32 logits [n_tokens x vocab] go"},
+
+    {"--text", NULL, OPTS_TOKENIZE, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none",
+     set_tokenize_text, "print the token ids of TEXT (special-token strings such as <|im_end|> become their ids; "
+     "no [BOS] is added)"},
+    {"--text-file", NULL, OPTS_TOKENIZE, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_tokenize_text_file,
+     "same for the contents of FILE"},
+    {"--chat", NULL, OPTS_TOKENIZE, OPT_TEXT, "FILE.json", NULL, 0, 0, NULL, "none", set_tokenize_chat,
+     "render a JSON array of {\"role\": ..., \"content\": ...} messages (system, user, assistant, tool) with the "
+     "model's chat framing and the assistant generation prompt, and print the ids"},
+    {"--decode", NULL, OPTS_TOKENIZE, OPT_TEXT, "IDS", NULL, 0, 0, NULL, "none", set_tokenize_decode,
+     "print the text of IDS (separated by spaces or commas); a newline is added only when stdout is a terminal"},
 
     {"--requests", NULL, OPTS_BENCH_REMOTE, OPT_INT, "N", NULL, 1, 100000, "5", NULL, set_bench_requests,
      "chat requests, one after another"},
@@ -462,6 +494,7 @@ void cli_print_options_markdown(FILE *f)
         {"`k3 serve [MODEL]` (with the model options and --ctx)", OPTS_SERVE},
         {"`k3 plan MODEL_OR_CONFIG` (with the model options)", OPTS_PLAN},
         {"`k3 bench --endpoint URL`", OPTS_BENCH_REMOTE},
+        {"`k3 tokenize [MODEL]` (one of)", OPTS_TOKENIZE},
         {"`k3 gen OUT_DIR`", OPTS_GEN},
         {"`k3 pack SRC DST`", OPTS_PACK},
     };

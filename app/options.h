@@ -3,7 +3,7 @@
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
  * --temp, --top-k, --top-p, --min-p, --seed), the --endpoint options of the
  * remote commands, and each command's own (plan, serve, chat, run, eval,
- * bench --endpoint, gen, pack): name, type, default, bounds and help in one
+ * bench --endpoint, tokenize, gen, pack): name, type, default, bounds and help in one
  * row each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
  * tests/t_docs.sh); tests/t_options.sh checks that no command parses an
@@ -29,7 +29,8 @@ enum {
     OPTS_CHAT = 256,     /* k3 chat: the conversation and its front end */
     OPTS_RUN = 512,      /* k3 run: the prompt */
     OPTS_EVAL = 1024,    /* k3 eval: ids in, logits out */
-    OPTS_BENCH_REMOTE = 2048   /* k3 bench --endpoint: the requests */
+    OPTS_BENCH_REMOTE = 2048,  /* k3 bench --endpoint: the requests */
+    OPTS_TOKENIZE = 4096       /* k3 tokenize: what to encode or decode */
 };
 
 /* What `k3 gen` options set. */
@@ -89,6 +90,14 @@ typedef struct cli_bench_remote_settings {
     const char *prompt;
 } cli_bench_remote_settings;
 
+/* What `k3 tokenize` does: one of its four options, which take turns. */
+typedef enum { TOKENIZE_NONE, TOKENIZE_TEXT, TOKENIZE_TEXT_FILE, TOKENIZE_CHAT, TOKENIZE_DECODE } cli_tokenize_mode;
+typedef struct cli_tokenize_settings {
+    cli_tokenize_mode mode;
+    const char *arg;         /* TEXT, FILE, FILE.json or IDS */
+    const char *opt;         /* the option that set the mode */
+} cli_tokenize_settings;
+
 /* What the options set. */
 typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
@@ -107,6 +116,7 @@ typedef struct cli_settings {
     cli_run_settings run;
     cli_eval_settings eval;
     cli_bench_remote_settings bench_remote;
+    cli_tokenize_settings tokenize;
 } cli_settings;
 
 /* Every row's default applied (then a command may change one, e.g. chat's

@@ -28,7 +28,6 @@ not_moved = {
     "app/main.c": "the dispatcher: --version, --help",
     "app/cli.c": "cli_wants_help: --help, -h",
     "app/cmd_history.c": "k3 history's subcommands (not yet in the table)",
-    "app/cmd_tokenize.c": "k3 tokenize's modes (not yet in the table)",
     "app/cmd_bench.c": "k3 bench's local options (not yet in the table; bench --endpoint is)",
 }
 hand = re.compile(r'strcmp\s*\([^;]*"-[-a-zA-Z]|\{\s*"--[a-z]')
@@ -57,7 +56,7 @@ def help_names(cmd):
             found += re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", m.group(1))
     return found
 
-commands = [["run"], ["chat"], ["eval"], ["serve"], ["plan"], ["gen"], ["pack"]]
+commands = [["run"], ["chat"], ["eval"], ["serve"], ["plan"], ["tokenize"], ["gen"], ["pack"]]
 missing, twice, empty = [], [], []
 for cmd in commands:
     found = help_names(cmd)
