@@ -76,7 +76,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     }
     o->remote = set.remote;
     o->resume = set.chat.resume;
-    o->db_path = set.chat.db_path;
+    o->db_path = set.db_path;
     o->system = set.system;
     o->plain = set.chat.plain;
     o->json = set.json;

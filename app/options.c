@@ -100,6 +100,7 @@ static int set_pack_free(cli_settings *s, const opt_value *v) { s->pack.simulate
 /* Options of more than one command with one meaning. */
 static int set_system(cli_settings *s, const opt_value *v) { s->system = v->s; return 0; }
 static int set_json(cli_settings *s, const opt_value *v) { s->json = (int)v->i; return 0; }
+static int set_db(cli_settings *s, const opt_value *v) { s->db_path = v->s; return 0; }
 
 /* --endpoint and its companions (run, chat, bench). */
 static int set_endpoint(cli_settings *s, const opt_value *v) { s->remote.endpoint = v->s; return 0; }
@@ -138,7 +139,6 @@ static int set_serve_quiet(cli_settings *s, const opt_value *v) { s->serve.quiet
 
 /* k3 chat. */
 static int set_chat_resume(cli_settings *s, const opt_value *v) { s->chat.resume = v->s; return 0; }
-static int set_chat_db(cli_settings *s, const opt_value *v) { s->chat.db_path = v->s; return 0; }
 static int set_chat_plain(cli_settings *s, const opt_value *v) { s->chat.plain = (int)v->i; return 0; }
 static int set_chat_stream(cli_settings *s, const opt_value *v) { s->chat.stream = (int)v->i; return 0; }
 static int set_chat_lines(cli_settings *s, const opt_value *v) { s->chat.lines = (int)v->i; return 0; }
@@ -178,6 +178,16 @@ static int set_tokenize_decode(cli_settings *s, const opt_value *v)
 {
     return set_tokenize_mode(s, TOKENIZE_DECODE, "--decode", v->s);
 }
+
+/* k3 history. */
+static int set_history_help(cli_settings *s, const opt_value *v) { s->history.help = (int)v->i; return 0; }
+static int set_history_format(cli_settings *s, const opt_value *v) { s->history.format = v->s; return 0; }
+static int set_history_output(cli_settings *s, const opt_value *v) { s->history.output = v->s; return 0; }
+static int set_history_force(cli_settings *s, const opt_value *v) { s->history.force = (int)v->i; return 0; }
+static int set_history_yes(cli_settings *s, const opt_value *v) { s->history.yes = (int)v->i; return 0; }
+static int set_history_limit(cli_settings *s, const opt_value *v) { s->history.limit = (int)v->i; return 0; }
+static int set_history_n(cli_settings *s, const opt_value *v) { s->history.n = (int)v->i; return 0; }
+static int set_history_ids(cli_settings *s, const opt_value *v) { s->history.ids_file = v->s; return 0; }
 
 /* The policy names are the engine's (k3_cache_policy_parse), not spelled here. */
 static int set_cache_policy(cli_settings *s, const opt_value *v)
@@ -250,8 +260,11 @@ static const cli_option options[] = {
      "TEST ONLY: assume the destination filesystem has N bytes free"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
-    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH_REMOTE, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_json,
-     "JSON on stdout (plan, bench: one object; chat: one object per turn) instead of the text"},
+    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",
+     set_json, "JSON on stdout (plan, bench: one object; chat: one object per turn; history: a JSON array, or show's "
+     "export) instead of the text"},
+    {"--db", NULL, OPTS_CHAT | OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL,
+     "$XDG_DATA_HOME/k3/history.db, else ~/.local/share/k3/history.db", set_db, "history database"},
 
     {"--endpoint", NULL, OPTS_REMOTE, OPT_TEXT, "URL", NULL, 0, 0, NULL, "none: the local model", set_endpoint,
      "an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model"},
@@ -305,8 +318,6 @@ static const cli_option options[] = {
     {"--resume", NULL, OPTS_CHAT, OPT_TEXT, "ID|last", NULL, 0, 0, NULL, "a new conversation", set_chat_resume,
      "continue a stored conversation with the sampling it was left with (sampling options given here override "
      "it); last = the last conversation with a message"},
-    {"--db", NULL, OPTS_CHAT, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "$XDG_DATA_HOME/k3/history.db", set_chat_db,
-     "history database"},
     {"--plain", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "when stdin or stdout is not a terminal, or TERM=dumb",
      set_chat_plain, "line mode instead of the full-screen UI"},
     {"--stream", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_chat_stream,
@@ -338,6 +349,23 @@ static const cli_option options[] = {
      "model's chat framing and the assistant generation prompt, and print the ids"},
     {"--decode", NULL, OPTS_TOKENIZE, OPT_TEXT, "IDS", NULL, 0, 0, NULL, "none", set_tokenize_decode,
      "print the text of IDS (separated by spaces or commas); a newline is added only when stdout is a terminal"},
+
+    {"--help", "-h", OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_history_help,
+     "the subcommand's usage"},
+    {"--limit", NULL, OPTS_HISTORY, OPT_INT, "N", NULL, 1, 1000000, NULL, "list: all; search: 20", set_history_limit,
+     "list, search: at most N"},
+    {"--format", NULL, OPTS_HISTORY, OPT_CHOICE, NULL, "md|markdown|json", 0, 0, NULL, "none: export needs it",
+     set_history_format, "export: Markdown, or JSON (which import reads)"},
+    {"--output", "-o", OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "stdout", set_history_output,
+     "export: a private file (mode 0600); \"~/\" is your home"},
+    {"--force", "-f", OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_history_force,
+     "export: replace an existing FILE"},
+    {"--yes", "-y", OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "ask on a terminal, else refuse", set_history_yes,
+     "rm: delete without asking"},
+    {"--n", NULL, OPTS_HISTORY, OPT_INT, "N", NULL, 1, 100000000, NULL, "1000", set_history_n,
+     "TEST ONLY: stress appends N messages"},
+    {"--ids", NULL, OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_history_ids,
+     "TEST ONLY: check verifies that the ids listed in FILE are present"},
 
     {"--requests", NULL, OPTS_BENCH_REMOTE, OPT_INT, "N", NULL, 1, 100000, "5", NULL, set_bench_requests,
      "chat requests, one after another"},
@@ -418,11 +446,16 @@ int cli_parse_args(const char *cmd, int argc, char **argv, unsigned groups, cli_
                    int max_args, int *n_args)
 {
     *n_args = 0;
+    int options_end = 0;
     for (int i = 1; i < argc; i++) {
-        int r = cli_parse_option(argc, argv, &i, groups, s);
+        if (!options_end && !strcmp(argv[i], "--")) {
+            options_end = 1;
+            continue;
+        }
+        int r = options_end ? 0 : cli_parse_option(argc, argv, &i, groups, s);
         if (r < 0) return -1;
         if (r > 0) continue;
-        if (argv[i][0] == '-') {
+        if (!options_end && argv[i][0] == '-') {
             cli_error("%s: unknown option '%s' (see k3 %s --help)", cmd, argv[i], cmd);
             return -1;
         }
@@ -495,6 +528,7 @@ void cli_print_options_markdown(FILE *f)
         {"`k3 plan MODEL_OR_CONFIG` (with the model options)", OPTS_PLAN},
         {"`k3 bench --endpoint URL`", OPTS_BENCH_REMOTE},
         {"`k3 tokenize [MODEL]` (one of)", OPTS_TOKENIZE},
+        {"`k3 history SUBCOMMAND` (before or after the subcommand)", OPTS_HISTORY},
         {"`k3 gen OUT_DIR`", OPTS_GEN},
         {"`k3 pack SRC DST`", OPTS_PACK},
     };

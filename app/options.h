@@ -3,7 +3,7 @@
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
  * --temp, --top-k, --top-p, --min-p, --seed), the --endpoint options of the
  * remote commands, and each command's own (plan, serve, chat, run, eval,
- * bench --endpoint, tokenize, gen, pack): name, type, default, bounds and help in one
+ * bench --endpoint, tokenize, history, gen, pack): name, type, default, bounds and help in one
  * row each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
  * tests/t_docs.sh); tests/t_options.sh checks that no command parses an
@@ -30,7 +30,8 @@ enum {
     OPTS_RUN = 512,      /* k3 run: the prompt */
     OPTS_EVAL = 1024,    /* k3 eval: ids in, logits out */
     OPTS_BENCH_REMOTE = 2048,  /* k3 bench --endpoint: the requests */
-    OPTS_TOKENIZE = 4096       /* k3 tokenize: what to encode or decode */
+    OPTS_TOKENIZE = 4096,      /* k3 tokenize: what to encode or decode */
+    OPTS_HISTORY = 8192        /* k3 history and its subcommands */
 };
 
 /* What `k3 gen` options set. */
@@ -69,7 +70,7 @@ typedef struct cli_serve_settings {
 
 /* What `k3 chat`'s own options set. */
 typedef struct cli_chat_settings {
-    const char *resume, *db_path;
+    const char *resume;
     int plain, lines, stream, raw;
 } cli_chat_settings;
 
@@ -98,6 +99,18 @@ typedef struct cli_tokenize_settings {
     const char *opt;         /* the option that set the mode */
 } cli_tokenize_settings;
 
+/* What `k3 history` options set (--db and --json are shared rows). */
+typedef struct cli_history_settings {
+    int help;
+    const char *format;      /* export --format md|markdown|json */
+    const char *output;      /* export -o FILE */
+    int force;               /* export --force: replace an existing file */
+    int yes;                 /* rm --yes: no question */
+    int limit;               /* list/search --limit (0 = the subcommand's default) */
+    int n;                   /* stress --n (test only; 0 = 1000) */
+    const char *ids_file;    /* check --ids (test only) */
+} cli_history_settings;
+
 /* What the options set. */
 typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
@@ -106,7 +119,8 @@ typedef struct cli_settings {
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
     const char *system;      /* --system TEXT: chat, run */
-    int json;                /* --json: plan, chat, bench --endpoint */
+    const char *db_path;     /* --db FILE: chat, history (NULL = the default database) */
+    int json;                /* --json: plan, chat, history, bench --endpoint */
     remote_cli remote;       /* --endpoint ... */
     cli_gen_settings gen;
     cli_pack_settings pack;
@@ -117,6 +131,7 @@ typedef struct cli_settings {
     cli_eval_settings eval;
     cli_bench_remote_settings bench_remote;
     cli_tokenize_settings tokenize;
+    cli_history_settings history;
 } cli_settings;
 
 /* Every row's default applied (then a command may change one, e.g. chat's
@@ -130,8 +145,9 @@ int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_setting
 
 /* A command's whole command line: every argv[1..] is an option of the
  * groups (consumed by cli_parse_option) or one of at most max_args
- * positional arguments, stored in args[] (count in *n_args). 0, or -1 after
- * one line naming the unknown option or the extra argument. */
+ * positional arguments, stored in args[] (count in *n_args); everything
+ * after "--" is positional (text that starts with '-'). 0, or -1 after one
+ * line naming the unknown option or the extra argument. */
 int cli_parse_args(const char *cmd, int argc, char **argv, unsigned groups, cli_settings *s, const char **args,
                    int max_args, int *n_args);
 

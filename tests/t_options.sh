@@ -27,7 +27,6 @@ def check(name, problems):
 not_moved = {
     "app/main.c": "the dispatcher: --version, --help",
     "app/cli.c": "cli_wants_help: --help, -h",
-    "app/cmd_history.c": "k3 history's subcommands (not yet in the table)",
     "app/cmd_bench.c": "k3 bench's local options (not yet in the table; bench --endpoint is)",
 }
 hand = re.compile(r'strcmp\s*\([^;]*"-[-a-zA-Z]|\{\s*"--[a-z]')
@@ -56,7 +55,7 @@ def help_names(cmd):
             found += re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", m.group(1))
     return found
 
-commands = [["run"], ["chat"], ["eval"], ["serve"], ["plan"], ["tokenize"], ["gen"], ["pack"]]
+commands = [["run"], ["chat"], ["eval"], ["serve"], ["plan"], ["tokenize"], ["history"], ["gen"], ["pack"]]
 missing, twice, empty = [], [], []
 for cmd in commands:
     found = help_names(cmd)
@@ -102,10 +101,10 @@ same_error("--disk fast", [["plan", m, "--disk", "fast"]], "k3: --disk: expected
 refused = []
 for args, opt in [(["run", m, "-p", "x", "--port", "1"], "--port"), (["serve", m, "--system", "x"], "--system"),
                   (["plan", m, "--endpoint", "http://127.0.0.1:9"], "--endpoint"), (["eval", m, "--temp", "1"], "--temp"),
-                  (["chat", m, "--disk", "2"], "--disk")]:
+                  (["chat", m, "--disk", "2"], "--disk"), (["history", "list", "--temp", "1"], "--temp")]:
     rc, e = err(args)
     if rc != 2 or "unknown option '%s'" % opt not in e:
         refused.append("k3 %s: exit %d, %r" % (" ".join(args), rc, e))
 check("options: a command refuses another command's option (run --port, serve --system, plan --endpoint, "
-      "eval --temp, chat --disk)", refused)
+      "eval --temp, chat --disk, history list --temp)", refused)
 PY
