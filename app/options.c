@@ -483,7 +483,7 @@ void cli_print_options(FILE *f, unsigned groups)
         if (!(o->group & groups)) continue;
         char label[64];
         option_label(o, label, sizeof label);
-        fprintf(f, "  %-24s %s (default %s)\n", label, o->help, o->def_note ? o->def_note : o->def);
+        fprintf(f, "  %-25s %s (default %s)\n", label, o->help, o->def_note ? o->def_note : o->def);
     }
 }
 

@@ -50,7 +50,7 @@ def help_names(cmd):
     text = subprocess.run([k3] + cmd + ["--help"], capture_output=True, text=True).stdout
     found = []
     for line in text.split("\n"):
-        m = re.match(r"  (-\S.*?)(  |$)", line)
+        m = re.match(r"  (-\S.*?)  +\S", line)       # the label, then two spaces and its help
         if m:
             found += re.findall(r"(?<![\w-])(--?[a-z][a-z0-9-]*)", m.group(1))
     return found
