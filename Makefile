@@ -103,7 +103,7 @@ NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -186,8 +186,12 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 
 # Everything `make test` needs on a fresh machine, the cross toolchain of
 # tests/t_arch.sh included (so `make deps && make test` runs the whole suite).
-deps: deps-run deps-cross
+deps: deps-run deps-cross deps-test
 	@sh tools/node_deps.sh
+
+# PyTorch and a word list: the checks of the trained demo model (models/k3-mini).
+deps-test:
+	@sh tools/deps.sh --test
 
 # What the chat itself needs (`make run`).
 deps-run:

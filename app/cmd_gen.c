@@ -8,7 +8,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 gen OUT_DIR --preset tiny|small|demo [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
+    fprintf(f, "usage: k3 gen OUT_DIR --preset tiny|small|demo [--seed N] [--dtype bf16|f32] [--shards K]\n"
+               "       k3 gen OUT_DIR --tokenizer-corpus FILE [--n-base N]\n\n"
                "Writes a synthetic Kimi Linear checkpoint in Hugging Face layout: config.json,\n"
                "K safetensors shards (+ model.safetensors.index.json when K > 1), tiktoken.model,\n"
                "tokenizer_config.json and generation_config.json. Weights are deterministic per\n"
@@ -20,25 +21,35 @@ static void usage(FILE *f)
                "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n"
                "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
                "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
-               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n");
+               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n"
+               "With --tokenizer-corpus, only a Kimi K3 tokenizer is written: N - 256 BPE merges\n"
+               "(default N 3840; vocabulary N + 256) learned from FILE (tools/train_demo.py).\n");
 }
 
 int cmd_gen(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *out = NULL, *preset_name = NULL, *dtype = "bf16";
-    long long seed = 1, shards = 1;
+    const char *out = NULL, *preset_name = NULL, *dtype = "bf16", *corpus = NULL;
+    long long seed = 1, shards = 1, n_base = 3840;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--preset") && i + 1 < argc) preset_name = argv[++i];
         else if (!strcmp(a, "--seed") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE; }
         else if (!strcmp(a, "--shards") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 1, 64, &shards)) return K3_EXIT_USAGE; }
         else if (!strcmp(a, "--dtype") && i + 1 < argc) dtype = argv[++i];
+        else if (!strcmp(a, "--tokenizer-corpus") && i + 1 < argc) corpus = argv[++i];
+        else if (!strcmp(a, "--n-base") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 256, 1 << 20, &n_base)) return K3_EXIT_USAGE; }
         else if (a[0] == '-') { cli_error("gen: unknown option '%s' (see k3 gen --help)", a); return K3_EXIT_USAGE; }
         else if (!out) out = a;
         else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (!out || !preset_name) {
+    if (out && corpus && !preset_name) {
+        k3_error err;
+        if (k3_gen_tokenizer(out, (int)n_base, corpus, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+        fprintf(stderr, "k3: wrote %s: a Kimi K3 tokenizer, %lld BPE ranks learned from %s\n", out, n_base, corpus);
+        return K3_EXIT_OK;
+    }
+    if (!out || !preset_name || corpus) {
         cli_error("gen: OUT_DIR and --preset are required (see k3 gen --help)");
         return K3_EXIT_USAGE;
     }

@@ -242,20 +242,57 @@ typedef struct {
     size_t *n_syms;       /* [n_words] current length */
     long *count;          /* [n_words] */
     size_t n_words, cap_words, syms_n, syms_cap;
+    int64_t *word_slots;  /* open-addressing hash: word index or -1 */
+    size_t word_mask;     /* slots - 1; kept at most half full */
 } gen_corpus;
 
-/* k3_pretok_split callback: add a pre-token, or count it again. Linear
- * search over distinct words is fine for a few KB of text. Returns 1 when
- * out of memory (pre-tokenizer failures are -1). */
+/* Same bytes as distinct word w (words are still bytes while they are
+ * being collected: merges start after the whole text is read)? */
+static int corpus_word_is(const gen_corpus *c, size_t w, const char *piece, size_t len)
+{
+    if (c->n_syms[w] != len) return 0;
+    for (size_t k = 0; k < len; k++)
+        if (c->syms[c->start[w] + k] != (uint8_t)piece[k]) return 0;
+    return 1;
+}
+
+/* Double the word hash (or make the first one) and re-insert every word.
+ * Returns 1 when out of memory. */
+static int corpus_grow_slots(gen_corpus *c)
+{
+    size_t slots = c->word_slots ? (c->word_mask + 1) * 2 : 1024;
+    int64_t *t = malloc(slots * sizeof *t);
+    if (!t) return 1;
+    memset(t, 0xff, slots * sizeof *t);
+    for (size_t w = 0; w < c->n_words; w++) {
+        uint8_t buf[256];
+        size_t n = c->n_syms[w] < sizeof buf ? c->n_syms[w] : sizeof buf;
+        for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)c->syms[c->start[w] + k];
+        size_t i = (size_t)gen_hash(buf, n) & (slots - 1);
+        while (t[i] >= 0) i = (i + 1) & (slots - 1);
+        t[i] = (int64_t)w;
+    }
+    free(c->word_slots);
+    c->word_slots = t;
+    c->word_mask = slots - 1;
+    return 0;
+}
+
+/* k3_pretok_split callback: add a pre-token, or count it again. Distinct
+ * words are found through a hash (of at most their first 256 bytes), so a
+ * corpus of megabytes takes seconds. Returns 1 when out of memory
+ * (pre-tokenizer failures are -1). */
 static int corpus_add_word(void *ud, const char *piece, size_t len)
 {
     gen_corpus *c = ud;
-    for (size_t w = 0; w < c->n_words; w++) {
-        if (c->n_syms[w] != len) continue;
-        size_t k = 0;
-        while (k < len && c->syms[c->start[w] + k] == (uint8_t)piece[k]) k++;
-        if (k == len) { c->count[w]++; return 0; }
-    }
+    if ((!c->word_slots || (c->n_words + 1) * 2 > c->word_mask + 1) && corpus_grow_slots(c)) return 1;
+    size_t i = (size_t)gen_hash((const uint8_t *)piece, len < 256 ? len : 256) & c->word_mask;
+    for (; c->word_slots[i] >= 0; i = (i + 1) & c->word_mask)
+        if (corpus_word_is(c, (size_t)c->word_slots[i], piece, len)) {
+            c->count[c->word_slots[i]]++;
+            return 0;
+        }
+    c->word_slots[i] = (int64_t)c->n_words;
     if (c->n_words == c->cap_words) {
         size_t cap = c->cap_words ? c->cap_words * 2 : 256;
         size_t *start = realloc(c->start, cap * sizeof *start);
@@ -289,6 +326,7 @@ static void corpus_free(gen_corpus *c)
     free(c->start);
     free(c->n_syms);
     free(c->count);
+    free(c->word_slots);
 }
 
 /* Pair counts for one round, reset by bumping a generation stamp. */
@@ -501,6 +539,12 @@ oom:
  * n_base always gives byte-identical files. */
 int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
 {
+    return k3_tokenizer_generate_from(dir, n_base, learning_text, sizeof learning_text - 1, err);
+}
+
+/* The same learning on a caller's text (a trained model's corpus). */
+int k3_tokenizer_generate_from(const char *dir, int n_base, const char *text, size_t text_len, k3_error *err)
+{
     if (n_base < 256 || n_base > (1 << 24)) {
         k3_err(err, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
         return -1;
@@ -519,8 +563,7 @@ int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
     k3_pretok *p = k3_pretok_new(err);
     if (!p) return -1;
     if (vocab_init(&v, n_base)) goto oom;
-    int split = k3_pretok_split(p, learning_text, sizeof learning_text - 1, corpus_add_word, &c,
-                                err);
+    int split = k3_pretok_split(p, text, text_len, corpus_add_word, &c, err);
     if (split > 0) goto oom;
     if (split < 0) goto done;
     if (learn_merges(&v, &c, n_base) || fill_vocab(&v, n_base)) goto oom;
