@@ -249,10 +249,11 @@ fuzz: all
 models/demo/config.json: | $(K3BIN)
 	./$(K3BIN) gen models/demo --preset demo
 
+# The chat on the trained demo model (models/k3-mini, committed; tools/train_demo.py).
+# The random `demo` preset (models/demo) stays for size and speed tests.
 run: deps-run
 	@$(MAKE) --no-print-directory $(K3BIN)
-	@$(MAKE) --no-print-directory models/demo/config.json
-	./k3 chat models/demo --mem 300M
+	./k3 chat models/k3-mini
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
 # needs nothing else at run time; models and the history live elsewhere).

@@ -600,8 +600,11 @@ int k3_gen_tokenizer(const char *dir, int n_base, const char *corpus_path, k3_er
 {
     char *text = NULL;
     size_t len = 0;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return k3_err(err, "%s: %s", dir, strerror(errno));
     if (k3_read_file(corpus_path, (size_t)1 << 30, &text, &len, err)) return -1;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        free(text);
+        return k3_err(err, "%s: %s", dir, strerror(errno));
+    }
     int rc = k3_tokenizer_generate_from(dir, n_base, text, len, err);
     free(text);
     if (rc == 0) rc = rename_specials_k3(dir, n_base, err);

@@ -322,13 +322,14 @@ def load_docs(work, name, tok, eos, limit=None):
 
 
 def pack(docs, T, pad):
-    """Rows of T+1 tokens, each starting at a document start (documents cut at the row end)."""
+    """Rows of T+1 tokens, each starting at a document start; later documents fill the row and the
+    last one is cut at its end (so a row carries no padding, and every row begins as a chat does)."""
     rows, cur = [], []
     for d in docs:
-        if cur and len(cur) + len(d) > T + 1:
-            rows.append(cur + [pad] * (T + 1 - len(cur)))
-            cur = []
         cur = cur + list(d[:T + 1 - len(cur)])
+        if len(cur) == T + 1:
+            rows.append(cur)
+            cur = []
     if cur:
         rows.append(cur + [pad] * (T + 1 - len(cur)))
     return torch.tensor(rows, dtype=torch.long)
@@ -411,7 +412,7 @@ def cmd_train(argv):
     T, BS = 96, 12
     t0 = time.time()
     train = pack(load_docs(work, "train.jsonl", tok, eos, limit=40000), T, pad)
-    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), T, pad)[:256]
+    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), T, pad)[:96]
     print("train_demo: %d training rows x %d tokens, %d held-out rows; data %.0f s"
           % (len(train), T + 1, len(held), time.time() - t0), flush=True)
     params = [v for k, v in p.items() if v.requires_grad]
@@ -507,7 +508,7 @@ def cmd_loss(argv):
     d, work = argv[0], argv[1]
     tok = CachedTokenizer(os.path.join(work, "tok"))
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
-    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:256]
+    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
     if "--unigram" in argv:                      # add-one unigram of the training tokens
         counts = np.bincount(np.concatenate(load_docs(work, "train.jsonl", tok, eos, limit=40000)),
                              minlength=tok.n_base + 256).astype(np.float64) + 1.0
