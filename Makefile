@@ -2,6 +2,11 @@
 #
 # The folders are the architecture (docs/ARCHITECTURE.md):
 #   engine/   model, kernels, weights and I/O, tokenizer   -> build/libk3engine.a
+#     model/    the forward pass (KDA, MLA, MoE), config, sessions
+#     kernels/  matvec and the number formats, a scalar reference beside each SIMD path
+#     weights/  checkpoints and packed layouts, the I/O engine, the expert cache, planning
+#     text/     tokenizer, pre-tokenizer, chat template, sampler
+#     base/     errors, hashing, file reads and writes, statistics, test hooks
 #   offline/  gen and pack (never run by a chat)           -> build/libk3offline.a
 #   chat/ ui/ history/ app/   the front ends               -> ./k3
 #   include/  the door: the only engine headers the front ends may see
@@ -13,11 +18,11 @@ CC      ?= gcc
 OPT     ?= -O2
 
 # ---- ARCH: the numeric kernels' back end, chosen at compile time ----------
-#   x86-64-v3  AVX2 + FMA + F16C (engine/kernels_x86.h)
-#   aarch64    NEON (engine/kernels_neon.h); native, or CC=aarch64-linux-gnu-gcc
-#   generic    portable C11, no SIMD header (engine/kernels_generic.h)
+#   x86-64-v3  AVX2 + FMA + F16C (engine/kernels/kernels_x86.h)
+#   aarch64    NEON (engine/kernels/kernels_neon.h); native, or CC=aarch64-linux-gnu-gcc
+#   generic    portable C11, no SIMD header (engine/kernels/kernels_generic.h)
 # Default: the target of $(CC). All three give bit-identical logits (the
-# canonical summation order of engine/matvec.c); only x86-64-v3 adds x86
+# canonical summation order of engine/kernels/matvec.c); only x86-64-v3 adds x86
 # flags. README.md "Platforms" says how to build and test each.
 CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
@@ -47,7 +52,7 @@ else
 $(error ARCH=$(ARCH): expected x86-64-v3, aarch64 or generic)
 endif
 # io_uring is optional: without liburing's header the pool of pread threads
-# is the only I/O backend (engine/io.c, K3_HAVE_URING).
+# is the only I/O backend (engine/weights/io.c, K3_HAVE_URING).
 K3_HAVE_URING ?= $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
 ifeq ($(K3_HAVE_URING),1)
 ARCH_FLAGS += -DK3_HAVE_URING
@@ -56,7 +61,8 @@ endif
 
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
-ENGINE_INC := -Iinclude -Iengine
+ENGINE_DIRS := model kernels weights text base
+ENGINE_INC := -Iinclude $(addprefix -Iengine/,$(ENGINE_DIRS))
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
 APPLIBS := -lncursesw -lreadline -lsqlite3 -lmicrohttpd -lcurl
@@ -75,7 +81,7 @@ endif
 # Objects remember the ARCH and compiler they were built for: changing
 # either in the same BUILD rebuilds everything instead of mixing back ends.
 ARCH_STAMP := $(BUILD)/arch-$(ARCH)-$(notdir $(CC)).stamp
-ENGINE_SRC  := $(wildcard engine/*.c)
+ENGINE_SRC  := $(wildcard $(addsuffix /*.c,$(addprefix engine/,$(ENGINE_DIRS))))
 OFFLINE_SRC := $(wildcard offline/*.c)
 FRONT_SRC   := $(wildcard app/*.c chat/*.c ui/*.c history/*.c)
 TEST_SRC    := $(wildcard tests/test_*.c)
@@ -95,11 +101,11 @@ ENGINE_LIB  := $(BUILD)/libk3engine.a
 # config parsing), comments stripped. Session files carry it; a file written
 # by a build whose numerics differ is refused (docs/ARCHITECTURE.md, "Session
 # files"), and no one has to remember to bump a version by hand.
-NUMERIC_SRC := $(wildcard engine/matvec.c engine/convert.c engine/mxfp4.c engine/dtype.c engine/ops.c \
-               engine/ops.h engine/kernels.h engine/kernels_arch.h engine/kernels_x86.h \
-               engine/kernels_neon.h engine/kernels_generic.h engine/kda.c engine/mla.c engine/moe.c engine/forward.c \
-               engine/forward.h engine/model.h engine/config.c engine/config.h engine/session.c \
-               engine/session_file.c)
+NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engine/kernels/mxfp4.c engine/kernels/dtype.c engine/kernels/ops.c \
+               engine/kernels/ops.h engine/kernels/kernels.h engine/kernels/kernels_arch.h engine/kernels/kernels_x86.h \
+               engine/kernels/kernels_neon.h engine/kernels/kernels_generic.h engine/model/kda.c engine/model/mla.c engine/model/moe.c engine/model/forward.c \
+               engine/model/forward.h engine/model/model.h engine/model/config.c engine/model/config.h engine/model/session.c \
+               engine/model/session_file.c)
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
@@ -116,8 +122,8 @@ $(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
 
 # session_file.o embeds the key, so it is rebuilt whenever a numeric source changes.
-$(BUILD)/engine/session_file.o: CFLAGS += -DK3_NUMERICS_KEY='"$(K3_NUMERICS_KEY)"'
-$(BUILD)/engine/session_file.o: $(NUMERIC_SRC)
+$(BUILD)/engine/model/session_file.o: CFLAGS += -DK3_NUMERICS_KEY='"$(K3_NUMERICS_KEY)"'
+$(BUILD)/engine/model/session_file.o: $(NUMERIC_SRC)
 
 $(BUILD)/offline/%.o: offline/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)

@@ -312,7 +312,7 @@ void k3_output_abort(k3_output *o);
  * that ends early is an error naming path. */
 int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k3_error *err);
 
-/* Test hooks (engine/test_hooks.c lists them): the only environment the
+/* Test hooks (engine/base/test_hooks.c lists them): the only environment the
  * engine reads; 0 when unset. */
 int k3_test_hook(const char *name);
 const char *k3_test_hook_text(const char *name);
@@ -327,7 +327,7 @@ uint64_t k3_fnv1a64_str(const char *s);
 /* ---- planning before downloading (k3 plan) --------------------------------
  * From a model directory, or a config.json alone: the engine's own memory
  * plan at a budget, the bytes a decode token reads, the expert hit rate and
- * predicted times on this machine (engine/plan_model.c states the model). */
+ * predicted times on this machine (engine/weights/plan_model.c states the model). */
 
 /* Kernel rates measured on this machine: bytes of weights per second of the
  * decode kernel (one token per pass) and of the prompt kernel (32 tokens

@@ -3,7 +3,7 @@
 # ASan+UBSan) and run each for SECONDS seconds from a seed corpus made of
 # real files at their real sizes (-max_len is at least the largest seed).
 # Every parser that reads a file from outside has a target:
-#   safetensors       a shard's header (engine/safetensors.c)
+#   safetensors       a shard's header (engine/weights/safetensors.c)
 #   index             model.safetensors.index.json beside a real shard
 #   config            config.json
 #   tiktoken          tiktoken.model (then one encode + decode)
@@ -23,11 +23,11 @@ mkdir -p $OUT
 CC=clang
 # The kernels' flags of this machine's ARCH (x86-64-v3: AVX2/FMA/F16C), as the Makefile sets them.
 ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
-FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
+FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine/model -Iengine/kernels -Iengine/weights -Iengine/text -Iengine/base -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
 [ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
-ENGINE_SRCS=$(ls engine/*.c)
+ENGINE_SRCS=$(ls engine/*/*.c)
 export K3_FUZZ_MODEL=$SEEDMODEL K3_FUZZ_PACKED=$SEEDMODEL.packed
 for target in $TARGETS; do
     corpus=$OUT/corpus_$target
@@ -36,7 +36,7 @@ for target in $TARGETS; do
     extra=""
     case $target in
     safetensors)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         # seeds: small valid shards (every dtype, 1-4 dims) and a real shard
         /usr/bin/python3 -c "
 import struct, json
@@ -54,7 +54,7 @@ open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
 "
         cp $SEEDMODEL/model.safetensors $corpus/seed_shard ;;
     index)
-        srcs="engine/safetensors.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         /usr/bin/python3 -c "
 import json, struct
 raw = open('$SEEDMODEL/model.safetensors', 'rb').read()
@@ -63,17 +63,17 @@ wm = {k: 'model.safetensors' for k in h if k != '__metadata__'}
 json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpus/seed_index', 'w'), indent=2)
 " ;;
     config)
-        srcs="engine/config.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/model/config.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         cp $SEEDMODEL/config.json $corpus/seed_config
         [ -f tests/out/asan/k3tiny/config.json ] && cp tests/out/asan/k3tiny/config.json $corpus/seed_config_k3 ;;
     tiktoken)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         cp $SEEDMODEL/tiktoken.model $corpus/seed_tiktoken ;;
     tokenizer_config)
-        srcs="engine/tokenizer.c engine/pretokenize.c engine/unicode_class.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     manifest)
-        srcs="engine/manifest.c engine/dtype.c engine/error.c engine/file_read.c engine/fnv.c"
+        srcs="engine/weights/manifest.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
     session)
         srcs="$ENGINE_SRCS"
@@ -93,7 +93,7 @@ json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpu
         continue ;;
     esac
     bin=$OUT/fuzz_$target
-    newest=$(ls -t tests/fuzz/fuzz_$target.c $srcs engine/*.h include/*.h history/*.h 2>/dev/null | head -1)
+    newest=$(ls -t tests/fuzz/fuzz_$target.c $srcs engine/*/*.h include/*.h history/*.h 2>/dev/null | head -1)
     if [ ! -x $bin ] || [ "$newest" -nt $bin ]; then
         # shellcheck disable=SC2086
         if ! $CC $FLAGS $extra -o $bin tests/fuzz/fuzz_$target.c $srcs $libs 2>$OUT/build_$target.log; then

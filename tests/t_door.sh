@@ -2,7 +2,7 @@
 # t_door.sh - the architecture's door is enforced by the build: a front-end
 # file (app/ chat/ ui/ history/) that includes an engine-internal header does
 # not compile, whether it names the header plainly ("kernels.h") or reaches
-# for it by a relative path ("../engine/kernels.h"); the same file including
+# for it by a relative path ("../engine/kernels/kernels.h"); the same file including
 # only include/ headers compiles. Prints "PASS name" / "FAIL name: why".
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/door
@@ -33,6 +33,6 @@ try() {
 for d in app chat ui history; do
     try public_$d $d k3.h ok
     try plain_$d $d kernels.h fail
-    try relative_$d $d ../engine/planner.h fail
+    try relative_$d $d ../engine/weights/planner.h fail
     try offline_$d $d ../offline/safetensors_write.h fail
 done

@@ -182,7 +182,7 @@ static void test_mxfp4_dot(void)
     TEST_END();
 }
 
-/* The MXFP4 order of engine/mxfp4.c written out lane by lane in plain C:
+/* The MXFP4 order of engine/kernels/mxfp4.c written out lane by lane in plain C:
  * per 32-column group g, on doubled E2M1 values f (exact integers),
  * ta = fma(f2, x2, f0 * x0) and tb = fma(f3, x3, f1 * x1) per lane (fk =
  * columns 8k..8k+7), then acc = fma(ta + tb, scale / 2, acc) into acc0 for

@@ -704,7 +704,7 @@ static void test_e4m3_nan_blocks(void)
 /* The canonical order, written out independently of every back end          */
 /* ------------------------------------------------------------------------ */
 
-/* Row r of m by the canonical order of engine/matvec.c, one lane at a time
+/* Row r of m by the canonical order of engine/kernels/matvec.c, one lane at a time
  * in plain C: 16-column chunks (the tail zero-padded), lanes c % 8 of two
  * 8-lane fma accumulators (A0 for chunk columns 0-7, A1 for 8-15); fp8 sums
  * each 128-column block apart on weights e4m3 / 256 and folds the block in

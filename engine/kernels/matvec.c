@@ -46,7 +46,7 @@
  * prefetch ~100% (2 threads: 76% -> 84% -> 100%). tools/bench_kernels.c
  * measures this.
  *
- * K3_DT_MXFP4 weights are dispatched to engine/mxfp4.c (decode a row, then
+ * K3_DT_MXFP4 weights are dispatched to engine/kernels/mxfp4.c (decode a row, then
  * k3_dot_f32 - whose order is the canonical one above). */
 #include <omp.h>
 #include <stdlib.h>
@@ -426,7 +426,7 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
-    if (W->dtype == K3_DT_MXFP4) {          /* Kimi K3 experts: engine/mxfp4.c */
+    if (W->dtype == K3_DT_MXFP4) {          /* Kimi K3 experts: engine/kernels/mxfp4.c */
         k3_mxfp4_rows(y, W, x, row_begin, row_end);
         return;
     }
