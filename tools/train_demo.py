@@ -11,7 +11,7 @@ every FFN. Training adds what MoE training uses: an auxiliary load-balancing los
 bias update of auxiliary-loss-free balancing; the final steps train through an MXFP4 fake
 quantisation of the routed experts (straight-through), so the exported MXFP4 model loses little.
 
-  train_demo.py train WORK_DIR OUT_DIR [--minutes M] [--seed S]
+  train_demo.py train WORK_DIR OUT_DIR [--minutes M | --steps N] [--seed S]
       WORK_DIR holds train.jsonl/heldout.jsonl (tools/demo_corpus.py) and tok/ (the tokenizer
       `k3 gen --tokenizer-corpus` learned); OUT_DIR gets the checkpoint in the K3 release layout.
   train_demo.py eval MODEL_DIR --ids "1 2 3" --out logits.f32 [--greedy N]
@@ -21,7 +21,9 @@ quantisation of the routed experts (straight-through), so the exported MXFP4 mod
       held-out loss (nats/token) of the exported model; --random: of the same shapes, untrained;
       --unigram: of the training set's unigram distribution (add-one).
 
-Deterministic given the seed: torch.manual_seed, deterministic algorithms, 2 threads.
+Deterministic given the seed and --steps N (torch.manual_seed, deterministic algorithms, one
+thread): the schedule then follows the step count. With --minutes (what the shipped model used)
+the schedule follows the wall clock, so the number of steps depends on the machine's speed.
 """
 import json
 import math
@@ -421,12 +423,13 @@ def cmd_train(argv):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=3e-3, betas=(0.9, 0.95))
     budget_s = minutes * 60
+    max_steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 0
     qat_from = 0.85                               # the last 15% of the time trains through MXFP4
     order = torch.randperm(len(train))
     step, pos, start = 0, 0, time.time()
     log = []
     while True:
-        frac = (time.time() - start) / budget_s
+        frac = step / max_steps if max_steps else (time.time() - start) / budget_s
         if frac >= 1.0:
             break
         lr = 4e-3 * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
