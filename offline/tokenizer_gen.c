@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include "k3.h"
 #include "pretokenize.h"
+#include "strtab.h"
 #include "tokenizer_gen.h"
 
 /* The learning text: English prose, chat words, code with tabs and
@@ -164,23 +165,21 @@ typedef struct {
     size_t *off;
     size_t *len;
     int n, cap;
-    int32_t *slots;
-    size_t slot_mask;
+    k3_strtab ids;       /* token bytes -> id */
 } gen_vocab;
 
-/* FNV-1a over token bytes (same role as in tokenizer.c). */
-static uint64_t gen_hash(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
+/* The bytes of token id (the key the id table compares). */
+static const void *vocab_key(const void *owner, int32_t id, size_t *len)
+{
+    const gen_vocab *v = owner;
+    *len = v->len[id];
+    return v->arena + v->off[id];
+}
 
 /* Id of a byte string already in the vocabulary, or -1. */
 static int vocab_find(const gen_vocab *v, const uint8_t *s, size_t n)
 {
-    size_t i = (size_t)gen_hash(s, n) & v->slot_mask;
-    for (;;) {
-        int32_t id = v->slots[i];
-        if (id < 0) return -1;
-        if (v->len[id] == n && !memcmp(v->arena + v->off[id], s, n)) return id;
-        i = (i + 1) & v->slot_mask;
-    }
+    return k3_strtab_find(&v->ids, s, n, vocab_key, v);
 }
 
 /* Append a new token (caller checked it is absent). Returns its id or -1. */
@@ -198,26 +197,19 @@ static int vocab_add(gen_vocab *v, const uint8_t *s, size_t n)
     v->off[id] = v->arena_n;
     v->len[id] = n;
     v->arena_n += n;
-    size_t i = (size_t)gen_hash(s, n) & v->slot_mask;
-    while (v->slots[i] >= 0) i = (i + 1) & v->slot_mask;
-    v->slots[i] = id;
+    k3_strtab_insert(&v->ids, id, vocab_key, v);   /* absent: always inserted */
     return id;
 }
 
 /* All tables sized once for n_base tokens (the hash at most half full). */
 static int vocab_init(gen_vocab *v, int n_base)
 {
-    size_t slots = 1;
-    while (slots < (size_t)n_base * 2) slots <<= 1;
     v->cap = n_base;
     v->arena_cap = 4096;
     v->arena = malloc(v->arena_cap);
     v->off = malloc((size_t)n_base * sizeof *v->off);
     v->len = malloc((size_t)n_base * sizeof *v->len);
-    v->slots = malloc(slots * sizeof *v->slots);
-    v->slot_mask = slots - 1;
-    if (!v->arena || !v->off || !v->len || !v->slots) return -1;
-    memset(v->slots, 0xff, slots * sizeof *v->slots);
+    if (!v->arena || !v->off || !v->len || k3_strtab_init(&v->ids, (size_t)n_base)) return -1;
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         if (vocab_add(v, &byte, 1) < 0) return -1;
@@ -231,7 +223,7 @@ static void vocab_free(gen_vocab *v)
     free(v->arena);
     free(v->off);
     free(v->len);
-    free(v->slots);
+    k3_strtab_free(&v->ids);
 }
 
 /* The pre-tokenised learning text: distinct words (as current symbol ids)
@@ -242,57 +234,43 @@ typedef struct {
     size_t *n_syms;       /* [n_words] current length */
     long *count;          /* [n_words] */
     size_t n_words, cap_words, syms_n, syms_cap;
-    int64_t *word_slots;  /* open-addressing hash: word index or -1 */
-    size_t word_mask;     /* slots - 1; kept at most half full */
+    uint8_t *bytes;       /* each word's bytes, at the same offsets as syms (the table's keys) */
+    k3_strtab words;      /* word bytes -> word index; rebuilt larger when full */
 } gen_corpus;
 
-/* Same bytes as distinct word w (words are still bytes while they are
- * being collected: merges start after the whole text is read)? */
-static int corpus_word_is(const gen_corpus *c, size_t w, const char *piece, size_t len)
+/* strtab key of word w: its bytes as first read (merges change syms, not these). */
+static const void *corpus_key(const void *owner, int32_t w, size_t *len)
 {
-    if (c->n_syms[w] != len) return 0;
-    for (size_t k = 0; k < len; k++)
-        if (c->syms[c->start[w] + k] != (uint8_t)piece[k]) return 0;
-    return 1;
+    const gen_corpus *c = owner;
+    *len = c->n_syms[w];
+    return c->bytes + c->start[w];
 }
 
-/* Double the word hash (or make the first one) and re-insert every word.
+/* The word table sized for twice as many words, every word re-inserted.
  * Returns 1 when out of memory. */
-static int corpus_grow_slots(gen_corpus *c)
+static int corpus_grow_table(gen_corpus *c)
 {
-    size_t slots = c->word_slots ? (c->word_mask + 1) * 2 : 1024;
-    int64_t *t = malloc(slots * sizeof *t);
-    if (!t) return 1;
-    memset(t, 0xff, slots * sizeof *t);
-    for (size_t w = 0; w < c->n_words; w++) {
-        uint8_t buf[256];
-        size_t n = c->n_syms[w] < sizeof buf ? c->n_syms[w] : sizeof buf;
-        for (size_t k = 0; k < n; k++) buf[k] = (uint8_t)c->syms[c->start[w] + k];
-        size_t i = (size_t)gen_hash(buf, n) & (slots - 1);
-        while (t[i] >= 0) i = (i + 1) & (slots - 1);
-        t[i] = (int64_t)w;
-    }
-    free(c->word_slots);
-    c->word_slots = t;
-    c->word_mask = slots - 1;
+    k3_strtab t;
+    if (k3_strtab_init(&t, c->words.n_max ? c->words.n_max * 2 : 1024)) return 1;
+    for (size_t w = 0; w < c->n_words; w++) k3_strtab_insert(&t, (int32_t)w, corpus_key, c);
+    k3_strtab_free(&c->words);
+    c->words = t;
     return 0;
 }
 
 /* k3_pretok_split callback: add a pre-token, or count it again. Distinct
- * words are found through a hash (of at most their first 256 bytes), so a
- * corpus of megabytes takes seconds. Returns 1 when out of memory
- * (pre-tokenizer failures are -1). */
+ * words are found through the string table, so a corpus of megabytes takes
+ * seconds. Returns 1 when out of memory (pre-tokenizer failures are -1). */
 static int corpus_add_word(void *ud, const char *piece, size_t len)
 {
     gen_corpus *c = ud;
-    if ((!c->word_slots || (c->n_words + 1) * 2 > c->word_mask + 1) && corpus_grow_slots(c)) return 1;
-    size_t i = (size_t)gen_hash((const uint8_t *)piece, len < 256 ? len : 256) & c->word_mask;
-    for (; c->word_slots[i] >= 0; i = (i + 1) & c->word_mask)
-        if (corpus_word_is(c, (size_t)c->word_slots[i], piece, len)) {
-            c->count[c->word_slots[i]]++;
-            return 0;
-        }
-    c->word_slots[i] = (int64_t)c->n_words;
+    if (c->n_words >= c->words.n_max && corpus_grow_table(c)) return 1;
+    if (c->n_words >= (size_t)INT32_MAX) return 1;
+    int32_t w = k3_strtab_find(&c->words, piece, len, corpus_key, c);
+    if (w >= 0) {
+        c->count[w]++;
+        return 0;
+    }
     if (c->n_words == c->cap_words) {
         size_t cap = c->cap_words ? c->cap_words * 2 : 256;
         size_t *start = realloc(c->start, cap * sizeof *start);
@@ -307,14 +285,18 @@ static int corpus_add_word(void *ud, const char *piece, size_t len)
     if (c->syms_n + len > c->syms_cap) {
         size_t cap = c->syms_cap * 2 + len + 1024;
         int32_t *syms = realloc(c->syms, cap * sizeof *syms);
-        if (!syms) return 1;
-        c->syms = syms;
+        if (syms) c->syms = syms;
+        uint8_t *bytes = realloc(c->bytes, cap);
+        if (bytes) c->bytes = bytes;
+        if (!syms || !bytes) return 1;
         c->syms_cap = cap;
     }
     c->start[c->n_words] = c->syms_n;
     c->n_syms[c->n_words] = len;
     c->count[c->n_words] = 1;
+    memcpy(c->bytes + c->syms_n, piece, len);
     for (size_t k = 0; k < len; k++) c->syms[c->syms_n++] = (uint8_t)piece[k];
+    k3_strtab_insert(&c->words, (int32_t)c->n_words, corpus_key, c);
     c->n_words++;
     return 0;
 }
@@ -326,7 +308,8 @@ static void corpus_free(gen_corpus *c)
     free(c->start);
     free(c->n_syms);
     free(c->count);
-    free(c->word_slots);
+    free(c->bytes);
+    k3_strtab_free(&c->words);
 }
 
 /* Pair counts for one round, reset by bumping a generation stamp. */
