@@ -87,6 +87,8 @@ static int set_gen_preset(cli_settings *s, const opt_value *v)
 static int set_gen_seed(cli_settings *s, const opt_value *v) { s->gen.seed = (uint64_t)v->i; return 0; }
 static int set_gen_dtype(cli_settings *s, const opt_value *v) { s->gen.f32 = (int)v->i; return 0; }
 static int set_gen_shards(cli_settings *s, const opt_value *v) { s->gen.shards = (int)v->i; return 0; }
+static int set_gen_corpus(cli_settings *s, const opt_value *v) { s->gen.tokenizer_corpus = v->s; return 0; }
+static int set_gen_n_base(cli_settings *s, const opt_value *v) { s->gen.n_base = (int)v->i; return 0; }
 
 /* k3 pack. */
 static int set_pack_force(cli_settings *s, const opt_value *v) { s->pack.force = (int)v->i; return 0; }
@@ -243,6 +245,10 @@ static const cli_option options[] = {
      "dtype of the dense weights"},
     {"--shards", NULL, OPTS_GEN, OPT_INT, "K", NULL, 1, 64, "1", NULL, set_gen_shards,
      "safetensors shards (an index file when K > 1)"},
+    {"--tokenizer-corpus", NULL, OPTS_GEN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_gen_corpus,
+     "instead of a model: only a Kimi K3 tokenizer, its BPE merges learned from FILE (tools/train_demo.py)"},
+    {"--n-base", NULL, OPTS_GEN, OPT_INT, "N", NULL, 256, 1 << 20, "3840", NULL, set_gen_n_base,
+     "with --tokenizer-corpus: N - 256 merges, a vocabulary of N + 256"},
 
     {"--force", NULL, OPTS_PACK, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_pack_force,
      "replace DST if it is an existing packed model"},

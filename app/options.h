@@ -40,6 +40,8 @@ typedef struct cli_gen_settings {
     uint64_t seed;
     int f32;                 /* --dtype f32 */
     int shards;
+    const char *tokenizer_corpus;   /* --tokenizer-corpus FILE: only a tokenizer, learned from FILE */
+    int n_base;              /* --n-base N: its base vocabulary (N - 256 merges) */
 } cli_gen_settings;
 
 /* What `k3 pack` options set (copied into k3_pack_opts). */
