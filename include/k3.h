@@ -62,6 +62,9 @@ typedef struct k3_options {
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
+    int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
+                              * budget allows (k3_model_chunk_tokens says which and why) */
+    int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
 } k3_options;
 
 /* Public facts about a loaded model. */
@@ -262,6 +265,22 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out);
 /* The memory plan as a JSON object (budget, pinned units, ring, expert slots). */
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 
+/* Tokens per prompt chunk this model runs (a prompt of n tokens takes
+ * ceil(n / chunk) passes over the weights); why (optional) gets the reason
+ * in one line. */
+int k3_model_chunk_tokens(const k3_model *m, char *why, size_t why_len);
+
+/* Bytes a prompt must read at least, for the prompts evaluated since the
+ * model was opened: every distinct routed expert they chose once, plus the
+ * trunk units that are not pinned (read once per chunk; pinned ones were
+ * read at open). */
+uint64_t k3_model_prefill_bytes_min(const k3_model *m);
+
+/* Transparent huge pages: the kernel's mode ("always", "madvise", "never",
+ * "unavailable"), whether this model asked for them, and the bytes of the
+ * process on huge pages now (AnonHugePages). */
+void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, uint64_t *anon_huge_bytes);
+
 /* Measure the device with the runtime's own read size and queue depth. */
 int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
                           k3_error *err);
@@ -378,6 +397,7 @@ typedef struct k3_plan_estimate {
     double io_s, compute_s, decode_s;                 /* decode_s = max(io_s, compute_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
+    int chunk_tokens;            /* tokens per prompt chunk, chosen from the budget as the engine does */
     double prompt_s;
 } k3_plan_estimate;
 

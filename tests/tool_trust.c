@@ -195,7 +195,7 @@ static int rollback_check(const char *dir, const int *ids, int n, const char *me
         if (rc == 0) {
             printf("FAIL rollback: read %s did not fail inside the second evaluation\n", nth);
             fails++;
-        } else if (kept < half || kept >= n || (kept - half) % K3_CHUNK_TOKENS) {
+        } else if (kept < half || kept >= n || (kept - half) % k3_model_chunk_tokens(m, NULL, 0)) {
             printf("FAIL rollback: after the error the session holds %d tokens, not a chunk boundary after %d\n",
                    kept, half);
             fails++;

@@ -63,7 +63,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
 /* A chunk either completes or leaves the session as it was (k3.h). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
-    assert(T >= 1 && T <= K3_CHUNK_TOKENS);
+    assert(T >= 1 && T <= s->sc.chunk_tokens);
     int n_saved = 0;
     int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
     if (rc) kda_restore(s, n_saved);

@@ -26,6 +26,12 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
                             k3_stats *stats, k3_error *err);
 void k3_weights_close(k3_weights *w);
 
+/* Bytes a prompt had to read at least: the distinct experts routed to since
+ * open once each, plus the trunk units that are not pinned. */
+uint64_t k3_weights_prefill_bytes_min(const k3_weights *w);
+/* The plan's prompt chunk (tokens) and why. */
+int k3_weights_chunk_tokens(const k3_weights *w, const char **why);
+
 /* The layer's non-expert tensors, valid until k3_weights_release_layer. */
 const k3_layer_weights *k3_weights_acquire_layer(k3_weights *w, int layer, k3_error *err);
 void k3_weights_release_layer(k3_weights *w, int layer);
