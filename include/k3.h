@@ -281,9 +281,24 @@ uint64_t k3_model_prefill_bytes_min(const k3_model *m);
  * process on huge pages now (AnonHugePages). */
 void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, uint64_t *anon_huge_bytes);
 
-/* Measure the device with the runtime's own read size and queue depth. */
-int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                          k3_error *err);
+/* The device as the runtime reads it (k3_model_probe_device). */
+typedef struct k3_device_probe {
+    double gbps;                 /* at the runtime's own depth: what the I/O floor uses */
+    uint64_t read_bytes;         /* bytes of one read (an expert page, or a slot) */
+    int depth;                   /* the runtime's reads in flight */
+    int n_depths;                /* depths measured, ascending; the last is `depth` */
+    int depths[4];
+    double depth_gbps[4];
+    int files;                   /* files the reads were spread over */
+    uint64_t bytes_total;
+    double seconds;
+} k3_device_probe;
+
+/* Measure the device with the runtime's own reads: random routed experts'
+ * pages (spread over every file that holds them), at depth 1, 2 and the
+ * reader's depth, at least `seconds` in all (a model without routed experts:
+ * random slot-sized reads of its largest file). */
+int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err);
 
 /* ---- small shared utilities ---------------------------------------------- */
 

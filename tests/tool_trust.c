@@ -258,9 +258,15 @@ static int probe_check(const char *dir, const int *ids, int n, const char *mem)
         k3_stats st;
         k3_stats_read(m, &st);
         rss0 = st.rss_bytes;
-        if (probe && k3_model_probe_device(m, 0.3, &gbps, &read_bytes, &depth, &err)) {
+        k3_device_probe dp;
+        if (probe && k3_model_probe_device(m, 0.3, &dp, &err)) {
             printf("FAIL probe: %s\n", err.msg);
             return 1;
+        }
+        if (probe) {
+            gbps = dp.gbps;
+            read_bytes = dp.read_bytes;
+            depth = dp.depth;
         }
         k3_stats_read(m, &st);
         rss1 = st.rss_bytes;

@@ -164,10 +164,9 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out)
     snprintf(out->budget_source, sizeof out->budget_source, "%s", p->budget_source);
 }
 
-int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                          k3_error *err)
+int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err)
 {
-    return k3_weights_probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
+    return k3_weights_probe_device(m->weights, seconds, out, err);
 }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }

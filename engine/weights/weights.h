@@ -66,11 +66,10 @@ const float *k3_weights_output_res_score(k3_weights *w);
 const k3_weight *k3_weights_acquire_head(k3_weights *w, k3_error *err);
 void k3_weights_release_head(k3_weights *w);
 
-/* Measure the device: O_DIRECT-or-not reads of one expert slot's size at
- * random aligned offsets of the largest file, at the reader's depth, for
- * about `seconds`. Writes GB/s and the read size. */
-int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                            k3_error *err);
+/* Measure the device with the runtime's reads: random routed experts' own
+ * windows (every file that holds experts) into borrowed expert slots, at
+ * depths 1, 2 and the reader's, about `seconds` in all (weights_probe.c). */
+int k3_weights_probe_device(k3_weights *w, double seconds, k3_device_probe *out, k3_error *err);
 /* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
  * (layers, then the head), the expert slot size, routed experts in all
  * layers, the embedding row buffer. */
