@@ -2,7 +2,8 @@
  * with the disk measured in the same run.
  *
  * Passes (each on a freshly opened model, so none inherits another's cache):
- *   1. the prompt token by token (bytes read: what chunking saves),
+ *   1. the prompt token by token (bytes read: what chunking saves; not with
+ *      --no-token-by-token),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
  *      read into the expert cache's own slots (no memory beyond the plan),
@@ -27,7 +28,7 @@
 
 typedef struct bench_options {
     const char *model_dir;
-    int tokens, prompt_tokens, json, probe, resident;
+    int tokens, prompt_tokens, json, probe, resident, token_by_token;
     double resident_s_per_token;     /* given instead of measured (--resident-s-per-token) */
     k3_options model;
 } bench_options;
@@ -40,6 +41,7 @@ static void usage(FILE *f)
                "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
                "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
                "  --no-probe                 skip the device measurement\n"
+               "  --no-token-by-token        skip the pass that reads the prompt one token at a time\n"
                "  --no-resident              skip the fully resident decode pass\n"
                "  --resident-s-per-token S   use S as the resident decode time\n");
     cli_print_options(f, OPTS_MODEL);
@@ -128,7 +130,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
-    o->probe = o->resident = 1;
+    o->probe = o->resident = o->token_by_token = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
@@ -145,6 +147,8 @@ static int parse(int argc, char **argv, bench_options *o)
             o->json = 1;
         } else if (!strcmp(a, "--no-probe")) {
             o->probe = 0;
+        } else if (!strcmp(a, "--no-token-by-token")) {
+            o->token_by_token = 0;
         } else if (!strcmp(a, "--no-resident")) {
             o->resident = 0;
         } else if (!strcmp(a, "--resident-s-per-token") && i + 1 < argc) {
@@ -205,7 +209,7 @@ int cmd_bench(int argc, char **argv)
     k3_model_get_info(m, &info);
     int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
-    int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
+    int rc = o.token_by_token ? run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err) : 0;
     if (rc == 0) rc = k3_model_finish(m, &err);
     k3_model_close(m);
     if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
@@ -243,8 +247,10 @@ int cmd_bench(int argc, char **argv)
         char why[256];
         printf("prefill    %.5f s/token in chunks of %d tokens (%s)\n", main_pass.prefill_s / o.prompt_tokens,
                k3_model_chunk_tokens(m, why, sizeof why), why);
-        printf("prefill    read %.1f MB (least possible %.1f MB) vs %.1f MB token by token\n",
-               main_pass.prefill_bytes / 1e6, main_pass.prefill_bytes_min / 1e6, tbt.prefill_bytes / 1e6);
+        printf("prefill    read %.1f MB (least possible %.1f MB)", main_pass.prefill_bytes / 1e6,
+               main_pass.prefill_bytes_min / 1e6);
+        if (o.token_by_token) printf(" vs %.1f MB token by token", tbt.prefill_bytes / 1e6);
+        printf("\n");
         printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", hit * 100,
                (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused);
         printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
@@ -335,7 +341,8 @@ int cmd_bench(int argc, char **argv)
     const double prefill_s_per_token = main_pass.prefill_s / o.prompt_tokens;
     if (o.json) {
         char why_json[1300], probe_json[1300], resident_field[64], device_field[64], chunk_json[600];
-        char before_json[300], after_json[300], note_json[700];
+        char before_json[300], after_json[300], note_json[700], tbt_field[32] = "null";
+        if (o.token_by_token) snprintf(tbt_field, sizeof tbt_field, "%llu", (unsigned long long)tbt.prefill_bytes);
         json_escape(why_json, sizeof why_json, resident_why);
         json_escape(probe_json, sizeof probe_json, probe_failed);
         json_escape(chunk_json, sizeof chunk_json, chunk_why);
@@ -351,7 +358,7 @@ int cmd_bench(int argc, char **argv)
                "\"chunk_tokens\":%d,\"chunk_why\":\"%s\","
                "\"huge_pages\":{\"mode\":\"%s\",\"requested\":%s,\"anon_huge_bytes\":%llu},"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
-               "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%llu,"
+               "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%s,"
                "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_spread\":%.3f,"
                "\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d,\"before\":%s,\"after\":%s},"
                "\"device_probe_error\":%s%s%s,"
@@ -365,7 +372,7 @@ int cmd_bench(int argc, char **argv)
                o.prompt_tokens / main_pass.prefill_s, prefill_s_per_token, chunk_tokens, chunk_json, huge_mode_buf,
                huge_requested ? "true" : "false", (unsigned long long)anon_huge_bytes, bytes_per_token,
                main_pass.decode_trunk / n, main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
-               (unsigned long long)main_pass.prefill_bytes_min, (unsigned long long)tbt.prefill_bytes, read_gbps,
+               (unsigned long long)main_pass.prefill_bytes_min, tbt_field, read_gbps,
                device_field, device_spread, (unsigned long long)probe_bytes, probe_depth, before_json, after_json,
                probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
                probe_failed[0] ? "\"" : "", hit, (unsigned long long)main_pass.prefetch_used,
