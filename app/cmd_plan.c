@@ -56,7 +56,8 @@ static void usage(FILE *f)
             "  --ctx N        context limit planned for (default 4096, as the engine)\n"
             "  --trace FILE   hit rate from a routing trace recorded with k3 run/bench --trace\n"
             "                 (default: uniform routing)\n"
-            "  --fixed SIZE   the plan's fixed claim (default: estimated as the engine counts it)\n"
+            "  --fixed SIZE   the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json:\n"
+            "                 plan.fixed_bytes - plan.chunk_scratch_bytes; default: estimated as the engine counts it)\n"
             "  --reprobe      measure the kernels again instead of using the cache\n"
             "  --json         one JSON object\n");
 }

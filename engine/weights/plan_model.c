@@ -514,7 +514,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     k3_plan plan;
     if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
     out->budget_bytes = budget;
-    out->fixed_bytes = fixed;
+    out->fixed_bytes = plan.fixed_bytes;  /* with the prompt chunk's scratch, as the engine reports it */
     out->min_budget_bytes = plan.min_budget_bytes;
     out->trunk_units = plan.n_trunk;
     out->pinned_units = plan.n_pinned;

@@ -52,6 +52,7 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     k3_plan_free(out);
     if (plan_for_fixed(&bigger, out, err)) return -1;
     out->chunk_tokens = lo + (int)more;
+    out->chunk_scratch_bytes = more * in->chunk_token_bytes;
     if (out->chunk_tokens == hi)
         snprintf(out->chunk_why, sizeof out->chunk_why,
                  "%d tokens: the most allowed (context or engine limit); %.1f KiB of scratch per token, %.1f MiB "
@@ -163,12 +164,13 @@ int k3_plan_json(const k3_plan *p, char *buf, size_t len)
                     "\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
                     "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
                     "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s,"
-                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d}",
+                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d,\"chunk_scratch_bytes\":%llu}",
                     (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
                     (unsigned long long)p->state_bytes, p->ctx_tokens, (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
                     (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
                     p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
-                    p->all_resident ? "true" : "false", (unsigned long long)p->resident_bytes, p->chunk_tokens);
+                    p->all_resident ? "true" : "false", (unsigned long long)p->resident_bytes, p->chunk_tokens,
+                    (unsigned long long)p->chunk_scratch_bytes);
 }
 
 int64_t k3_parse_size(const char *s)

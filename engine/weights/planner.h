@@ -48,6 +48,7 @@ typedef struct k3_plan {
     uint64_t resident_bytes;      /* what holding everything resident takes */
     char budget_source[200];      /* printed on the plan's first line */
     int chunk_tokens;             /* prompt tokens per chunk (its scratch is in fixed_bytes) */
+    uint64_t chunk_scratch_bytes; /* the part of fixed_bytes beyond the input's (the chunk's growth) */
     char chunk_why[200];          /* why that many, one line */
 } k3_plan;
 
