@@ -271,9 +271,9 @@ int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 int k3_model_chunk_tokens(const k3_model *m, char *why, size_t why_len);
 
 /* Bytes a prompt must read at least, for the prompts evaluated since the
- * model was opened: every distinct routed expert they chose once, plus the
- * trunk units that are not pinned (read once per chunk; pinned ones were
- * read at open). */
+ * model was opened: every distinct routed expert they chose once (none when
+ * the model is fully resident: all were read at open), plus the trunk units
+ * that are not pinned (read once per chunk; pinned ones were read at open). */
 uint64_t k3_model_prefill_bytes_min(const k3_model *m);
 
 /* Transparent huge pages: the kernel's mode ("always", "madvise", "never",

@@ -133,15 +133,15 @@ void k3_weights_release_expert(k3_weights *rp, int layer, int expert)
 }
 
 /* The least a prompt can read: each distinct expert routed to since open
- * once, and each trunk unit that is not pinned once (pinned ones are read at
- * open, before any prompt). */
+ * once (none when every expert was read at open), and each trunk unit that
+ * is not pinned once (pinned ones are read at open, before any prompt). */
 uint64_t k3_weights_prefill_bytes_min(const k3_weights *rp)
 {
     const k3_config *c = rp->cfg;
     uint64_t bytes = 0;
     for (int i = 0; i <= c->n_layers; i++)
         if (!rp->units[i].pinned) bytes += rp->units[i].bytes;
-    if (rp->expert_used)
+    if (rp->expert_used && !rp->plan.all_resident)
         for (int l = 0; l < c->n_layers; l++)
             for (int e = 0; e < c->n_experts; e++)
                 if (rp->expert_used[(size_t)l * c->n_experts + e]) bytes += rp->units[expert_unit(rp, l, e)].bytes;
