@@ -63,7 +63,10 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
 /* A chunk either completes or leaves the session as it was (k3.h). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
-    assert(T >= 1 && T <= s->sc.chunk_tokens);
+    assert(T >= 1);
+    if (T > s->sc.chunk_tokens)   /* the scratch holds chunk_tokens (k3_session_eval splits a prompt) */
+        return k3_err(err, "a pass of %d tokens exceeds this session's chunk of %d (--chunk-tokens)", T,
+                      s->sc.chunk_tokens);
     int n_saved = 0;
     int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
     if (rc) kda_restore(s, n_saved);
