@@ -216,23 +216,35 @@ int cmd_bench(int argc, char **argv)
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
-    /* pass 1: token by token */
-    k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
-    if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    k3_model_info info;
-    k3_model_get_info(m, &info);
-    int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
+    k3_model *m = NULL;
+    int *prompt = NULL, rc = 0;
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
-    int rc = o.token_by_token ? run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err) : 0;
-    if (rc == 0) rc = k3_model_finish(m, &err);
-    k3_model_close(m);
-    if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (o.token_by_token) {               /* pass 1: token by token */
+        m = k3_model_open(o.model_dir, &o.model, &err);
+        if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        prompt = make_prompt(o.prompt_tokens, info.vocab_size);
+        rc = prompt ? run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err) : k3_err(&err, "out of memory");
+        if (rc == 0) rc = k3_model_finish(m, &err);
+        k3_model_close(m);
+        if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    }
     /* pass 2: chunked prompt + decode */
     k3_options main_opt = o.model;
     const double open_t0 = k3_now_ns() / 1e9;   /* cold start: reads and first touch of every arena */
     m = k3_model_open(o.model_dir, &main_opt, &err);
     const double open_s = k3_now_ns() / 1e9 - open_t0;
     if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (!prompt) {
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        if (!(prompt = make_prompt(o.prompt_tokens, info.vocab_size))) {
+            cli_error("out of memory");
+            k3_model_close(m);
+            return K3_EXIT_ERROR;
+        }
+    }
     if (!o.json) cli_print_plan(m);
     /* the device before the run (and again after it): the host's caches
      * and other tenants move it from one minute to the next */
