@@ -45,7 +45,7 @@ typedef struct k3_expert_work {
     int *rows;                /* [T] (token, choice) row of each gathered token */
 } k3_expert_work;
 
-/* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
+/* Scratch for one chunk of up to chunk_tokens tokens (the plan picks it). */
 typedef struct k3_scratch {
     float *h;                 /* [T][D] residual stream */
     float *xn;                /* [T][D] normalised input of a block */
