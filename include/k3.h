@@ -132,9 +132,11 @@ int k3_session_max_tokens(const k3_session *s);
 int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
 
 /* An interrupt flag (set from a signal handler or another thread) that
- * k3_session_eval checks between prompt chunks: when set, eval stops at the
- * chunk boundary and returns K3_EVAL_INTERRUPTED; the session then holds the
- * chunks completed so far (a clean token boundary). NULL = none. */
+ * k3_session_eval checks between prompt chunks, and between the layers of a
+ * chunk of more than 32 tokens (that chunk is then undone): when set, eval
+ * stops at a chunk boundary and returns K3_EVAL_INTERRUPTED; the session
+ * then holds the chunks completed so far (a clean token boundary). NULL =
+ * none. */
 #define K3_EVAL_INTERRUPTED 1
 void k3_session_set_interrupt(k3_session *s, volatile int *flag);
 
