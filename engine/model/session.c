@@ -148,7 +148,13 @@ const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
-    return k3_plan_json(k3_weights_plan(m->weights), buf, len);
+    int n = k3_plan_json(k3_weights_plan(m->weights), buf, len);
+    /* the arenas' page size belongs to the plan too: the kernel's THP mode
+     * and whether this model asked for huge pages */
+    if (n > 1 && (size_t)n < len && buf[n - 1] == '}')
+        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1), ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s}",
+                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false");
+    return n;
 }
 
 void k3_model_plan(const k3_model *m, k3_plan_info *out)
