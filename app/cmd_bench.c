@@ -37,15 +37,11 @@ typedef struct bench_options {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 bench [MODEL] [--mem SIZE] [--tokens N] [--prompt-tokens P] [--json] [options]\n\n"
-               "Runs a P-token prompt (default 64) and N decode steps (default 32) and reports\n"
+               "Runs a P-token prompt and N decode steps and reports\n"
                "decode_s_per_token, prefill_tokens_per_s, bytes_read_per_token (total, trunk, experts),\n"
                "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
-               "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
-               "  --no-probe                 skip the device measurement\n"
-               "  --no-token-by-token        skip the pass that reads the prompt one token at a time\n"
-               "  --no-resident              skip the fully resident decode pass\n"
-               "  --resident-s-per-token S   use S as the resident decode time\n");
-    cli_print_options(f, OPTS_MODEL);
+               "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n");
+    cli_print_options(f, OPTS_BENCH | OPTS_MODEL);
     fprintf(f, "\nk3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]: N chat requests\n"
                "(default 5, greedy, N tokens each, default 64) to an OpenAI-compatible server, one after another;\n"
                "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n");
@@ -135,52 +131,24 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     return rc;
 }
 
+/* The table's bench and model rows; one positional MODEL. */
 static int parse(int argc, char **argv, bench_options *o)
 {
-    long long v;
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
     set.model.skip_tokenizer = 1;  /* bench feeds ids: the tokenizer is not needed */
+    int n_args;
+    if (cli_parse_args("bench", argc, argv, OPTS_BENCH | OPTS_MODEL, &set, &o->model_dir, 1, &n_args)) return -1;
+    const cli_bench_settings *b = &set.bench;
     o->model = set.model;
-    o->tokens = 32;
-    o->prompt_tokens = 64;
-    o->probe = o->resident = o->token_by_token = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        o->model = set.model;
-        if (mo < 0) return -1;
-        if (mo) continue;
-        if (!strcmp(a, "--tokens") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->tokens = (int)v;
-        } else if (!strcmp(a, "--prompt-tokens") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->prompt_tokens = (int)v;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--no-probe")) {
-            o->probe = 0;
-        } else if (!strcmp(a, "--no-token-by-token")) {
-            o->token_by_token = 0;
-        } else if (!strcmp(a, "--no-resident")) {
-            o->resident = 0;
-        } else if (!strcmp(a, "--resident-s-per-token") && i + 1 < argc) {
-            double d;
-            if (cli_parse_float(a, argv[++i], 0, 1e6, &d)) return -1;
-            o->resident_s_per_token = d;
-            o->resident = 0;
-        } else if (a[0] == '-') {
-            cli_error("bench: unknown option or missing value '%s' (see k3 bench --help)", a);
-            return -1;
-        } else if (!o->model_dir) {
-            o->model_dir = a;
-        } else {
-            cli_error("bench: unexpected argument '%s'", a);
-            return -1;
-        }
-    }
+    o->tokens = b->tokens;
+    o->prompt_tokens = b->prompt_tokens;
+    o->json = set.json;
+    o->probe = !b->no_probe;
+    o->token_by_token = !b->no_token_by_token;
+    o->resident = !b->no_resident;
+    o->resident_s_per_token = b->resident_s_per_token;
     if (!o->model_dir) o->model_dir = cli_default_model();
     o->model.ctx_tokens = o->prompt_tokens + o->tokens + 1;
     return 0;

@@ -157,6 +157,19 @@ static int set_run_chat(cli_settings *s, const opt_value *v) { s->run.chat = (in
 static int set_eval_ids(cli_settings *s, const opt_value *v) { s->eval.ids = v->s; return 0; }
 static int set_eval_logits(cli_settings *s, const opt_value *v) { s->eval.logits_path = v->s; return 0; }
 
+/* k3 bench. A resident time given is one not measured. */
+static int set_bench_steps(cli_settings *s, const opt_value *v) { s->bench.tokens = (int)v->i; return 0; }
+static int set_bench_prompt_tokens(cli_settings *s, const opt_value *v) { s->bench.prompt_tokens = (int)v->i; return 0; }
+static int set_bench_no_probe(cli_settings *s, const opt_value *v) { s->bench.no_probe = (int)v->i; return 0; }
+static int set_bench_no_tbt(cli_settings *s, const opt_value *v) { s->bench.no_token_by_token = (int)v->i; return 0; }
+static int set_bench_no_resident(cli_settings *s, const opt_value *v) { s->bench.no_resident = (int)v->i; return 0; }
+static int set_bench_resident_s(cli_settings *s, const opt_value *v)
+{
+    s->bench.resident_s_per_token = v->d;
+    s->bench.no_resident = 1;
+    return 0;
+}
+
 /* k3 bench --endpoint. */
 static int set_bench_requests(cli_settings *s, const opt_value *v) { s->bench_remote.requests = (int)v->i; return 0; }
 static int set_bench_tokens(cli_settings *s, const opt_value *v) { s->bench_remote.tokens = (int)v->i; return 0; }
@@ -272,7 +285,7 @@ static const cli_option options[] = {
      "TEST ONLY: assume the destination filesystem has N bytes free"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
-    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",
+    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",
      set_json, "JSON on stdout (plan, bench: one object; chat: one object per turn; history: a JSON array, or show's "
      "export) instead of the text"},
     {"--db", NULL, OPTS_CHAT | OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL,
@@ -379,6 +392,19 @@ static const cli_option options[] = {
      "TEST ONLY: stress appends N messages"},
     {"--ids", NULL, OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_history_ids,
      "TEST ONLY: check verifies that the ids listed in FILE are present"},
+
+    {"--tokens", NULL, OPTS_BENCH, OPT_INT, "N", NULL, 1, 1 << 20, "32", NULL, set_bench_steps,
+     "decode steps"},
+    {"--prompt-tokens", NULL, OPTS_BENCH, OPT_INT, "P", NULL, 1, 1 << 20, "64", NULL, set_bench_prompt_tokens,
+     "prompt length in tokens"},
+    {"--no-probe", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_probe,
+     "skip the device measurement"},
+    {"--no-token-by-token", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_tbt,
+     "skip the pass that reads the prompt one token at a time"},
+    {"--no-resident", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_resident,
+     "skip the fully resident decode pass"},
+    {"--resident-s-per-token", NULL, OPTS_BENCH, OPT_FLOAT, "S", NULL, 0, 1e6, NULL, "measured",
+     set_bench_resident_s, "use S as the resident decode time (no resident pass)"},
 
     {"--requests", NULL, OPTS_BENCH_REMOTE, OPT_INT, "N", NULL, 1, 100000, "5", NULL, set_bench_requests,
      "chat requests, one after another"},
@@ -539,6 +565,7 @@ void cli_print_options_markdown(FILE *f)
         {"`k3 eval [MODEL]`", OPTS_EVAL},
         {"`k3 serve [MODEL]` (with the model options and --ctx)", OPTS_SERVE},
         {"`k3 plan MODEL_OR_CONFIG` (with the model options)", OPTS_PLAN},
+        {"`k3 bench [MODEL]` (with the model options)", OPTS_BENCH},
         {"`k3 bench --endpoint URL`", OPTS_BENCH_REMOTE},
         {"`k3 tokenize [MODEL]` (one of)", OPTS_TOKENIZE},
         {"`k3 history SUBCOMMAND` (before or after the subcommand)", OPTS_HISTORY},

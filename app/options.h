@@ -3,7 +3,7 @@
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
  * --temp, --top-k, --top-p, --min-p, --seed), the --endpoint options of the
  * remote commands, and each command's own (plan, serve, chat, run, eval,
- * bench --endpoint, tokenize, history, gen, pack): name, type, default, bounds and help in one
+ * bench, bench --endpoint, tokenize, history, gen, pack): name, type, default, bounds and help in one
  * row each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
  * tests/t_docs.sh); tests/t_options.sh checks that no command parses an
@@ -31,7 +31,8 @@ enum {
     OPTS_EVAL = 1024,    /* k3 eval: ids in, logits out */
     OPTS_BENCH_REMOTE = 2048,  /* k3 bench --endpoint: the requests */
     OPTS_TOKENIZE = 4096,      /* k3 tokenize: what to encode or decode */
-    OPTS_HISTORY = 8192        /* k3 history and its subcommands */
+    OPTS_HISTORY = 8192,       /* k3 history and its subcommands */
+    OPTS_BENCH = 16384         /* k3 bench on a local model */
 };
 
 /* What `k3 gen` options set. */
@@ -87,6 +88,13 @@ typedef struct cli_eval_settings {
     const char *ids, *logits_path;
 } cli_eval_settings;
 
+/* What `k3 bench`'s own options set (on a local model). */
+typedef struct cli_bench_settings {
+    int tokens, prompt_tokens;
+    int no_probe, no_token_by_token, no_resident;
+    double resident_s_per_token;   /* given instead of measured (0 = measure) */
+} cli_bench_settings;
+
 /* What `k3 bench --endpoint` options set. */
 typedef struct cli_bench_remote_settings {
     int requests, tokens;
@@ -122,7 +130,7 @@ typedef struct cli_settings {
                               * seed 16 (they override a resumed conversation's sampling) */
     const char *system;      /* --system TEXT: chat, run */
     const char *db_path;     /* --db FILE: chat, history (NULL = the default database) */
-    int json;                /* --json: plan, chat, history, bench --endpoint */
+    int json;                /* --json: plan, chat, history, bench */
     remote_cli remote;       /* --endpoint ... */
     cli_gen_settings gen;
     cli_pack_settings pack;
@@ -131,6 +139,7 @@ typedef struct cli_settings {
     cli_chat_settings chat;
     cli_run_settings run;
     cli_eval_settings eval;
+    cli_bench_settings bench;
     cli_bench_remote_settings bench_remote;
     cli_tokenize_settings tokenize;
     cli_history_settings history;
