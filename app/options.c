@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "draft.h"
 #include "options.h"
 
 #define STR_(x) #x
@@ -41,6 +42,7 @@ static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path 
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
 static int set_max_new(cli_settings *s, const opt_value *v) { s->max_new = (int)v->i; return 0; }
+static int set_draft(cli_settings *s, const opt_value *v) { s->draft = v->i ? DRAFT_NGRAM : DRAFT_NONE; return 0; }
 static int set_temp(cli_settings *s, const opt_value *v)
 {
     s->sampler.temperature = (float)v->d;
@@ -117,6 +119,8 @@ static const cli_option options[] = {
      "drop tokens below P x p(most likely token)"},
     {"--seed", NULL, OPTS_GENERATE, OPT_INT, "S", NULL, 0, -1, "1", NULL, set_seed,
      "random seed of the sampler"},
+    {"--draft", NULL, OPTS_GENERATE, OPT_CHOICE, NULL, "none|ngram", 0, 0, "ngram", NULL, set_draft,
+     "speculative decoding: drafts from n-grams of the conversation, verified in one pass (same output)"},
 };
 enum { N_OPTIONS = sizeof options / sizeof options[0] };
 

@@ -1,0 +1,65 @@
+/* draft.c - see draft.h. The verification rule: a draft proposes one token
+ * per position with certainty, so the standard speculative rejection rule
+ * (accept with probability min(1, p/q), else draw from the rest) reduces to
+ * "draw from the model's distribution at that position and keep the draft
+ * token if the draw equals it". Drawing exactly as plain decoding does, one
+ * k3_sample per position in order, gives the same tokens as plain decoding
+ * for greedy and for any seed: the logits are bit-identical (a chunk equals
+ * single steps) and the generator advances once per sampled token in both. */
+#include <string.h>
+#include "draft.h"
+
+int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *matched)
+{
+    *matched = 0;
+    for (int n = DRAFT_NGRAM_MAX; n >= 1; n--) {
+        if (n_ctx <= n) continue;
+        const int *tail = ctx + n_ctx - n;
+        for (int start = n_ctx - n - 1; start >= 0; start--) {   /* the latest occurrence first */
+            if (memcmp(ctx + start, tail, (size_t)n * sizeof *ctx)) continue;
+            int avail = n_ctx - (start + n), k = avail < max_draft ? avail : max_draft;
+            memcpy(draft, ctx + start + n, (size_t)k * sizeof *draft);
+            *matched = n;
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* The state of one pass, for the keep callback. */
+typedef struct verify_run {
+    k3_sampler *sp;
+    const int *ids;
+    const int *stop_ids;
+    int n_stop_ids, max_out;
+    draft_outcome *out;
+} verify_run;
+
+/* Sample each position in order: see draft_verify. */
+static int keep_sampled(void *user, const float *logits, int n, int vocab)
+{
+    verify_run *v = user;
+    for (int i = 0; i < n; i++) {
+        int y = k3_sample(v->sp, logits + (size_t)i * vocab);
+        for (int j = 0; j < v->n_stop_ids; j++)
+            if (y == v->stop_ids[j]) v->out->stopped_on = y;
+        if (v->out->stopped_on >= 0) return i + 1;
+        v->out->tokens[v->out->n_tokens++] = y;
+        if (v->out->n_tokens == v->max_out || i == n - 1 || y != v->ids[i + 1]) return i + 1;
+        v->out->kept_drafts++;
+    }
+    return n;
+}
+
+int draft_verify(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
+                 int n_stop_ids, int max_out, draft_outcome *out, k3_error *err)
+{
+    int ids[K3_DRAFT_MAX_TOKENS];
+    if (n_draft > K3_DRAFT_MAX_TOKENS - 1) n_draft = K3_DRAFT_MAX_TOKENS - 1;
+    ids[0] = pending;
+    memcpy(ids + 1, draft, (size_t)n_draft * sizeof *ids);
+    memset(out, 0, sizeof *out);
+    out->stopped_on = -1;
+    verify_run v = {.sp = sp, .ids = ids, .stop_ids = stop_ids, .n_stop_ids = n_stop_ids, .max_out = max_out, .out = out};
+    return k3_session_eval_draft(s, ids, 1 + n_draft, keep_sampled, &v, err);
+}
