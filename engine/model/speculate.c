@@ -114,6 +114,7 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
         s->has_logits = 1;
     }
 
+    rec.n_tokens = (uint32_t)n_keep;      /* the tokens this step decoded */
     rec.ms = (float)((k3_now_ns() - t0) * 1e-6);
     rec.index = st->n_records;
     rec.bytes_trunk = st->bytes_read_trunk - trunk0;
