@@ -6,6 +6,7 @@
  * k3_sample per position in order, gives the same tokens as plain decoding
  * for greedy and for any seed: the logits are bit-identical (a chunk equals
  * single steps) and the generator advances once per sampled token in both. */
+#include <stdlib.h>
 #include <string.h>
 #include "draft.h"
 
@@ -51,8 +52,8 @@ static int keep_sampled(void *user, const float *logits, int n, int vocab)
     return n;
 }
 
-int draft_verify(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
-                 int n_stop_ids, int max_out, draft_outcome *out, k3_error *err)
+int draft_step(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
+               int n_stop_ids, int max_out, draft_outcome *out, k3_error *err)
 {
     int ids[K3_DRAFT_MAX_TOKENS];
     if (n_draft > K3_DRAFT_MAX_TOKENS - 1) n_draft = K3_DRAFT_MAX_TOKENS - 1;
@@ -61,5 +62,34 @@ int draft_verify(k3_session *s, k3_sampler *sp, int pending, const int *draft, i
     memset(out, 0, sizeof *out);
     out->stopped_on = -1;
     verify_run v = {.sp = sp, .ids = ids, .stop_ids = stop_ids, .n_stop_ids = n_stop_ids, .max_out = max_out, .out = out};
-    return k3_session_eval_draft(s, ids, 1 + n_draft, keep_sampled, &v, err);
+    if (n_draft > 0) return k3_session_eval_draft(s, ids, 1 + n_draft, keep_sampled, &v, err);
+    /* no draft: the plain step */
+    if (k3_session_eval(s, &pending, 1, NULL, err)) return -1;
+    k3_model_info info;
+    k3_model_get_info(k3_session_model(s), &info);
+    keep_sampled(&v, k3_session_logits(s), 1, info.vocab_size);
+    return 0;
+}
+
+int draft_propose(draft_context *c, const k3_session *s, int pending, int max_draft, int *draft, k3_error *err)
+{
+    const int n = k3_session_n_tokens(s);
+    if (max_draft <= 0) return 0;
+    if (c->cap < n + 1) {
+        int cap = (n + 1) * 2, *grown = realloc(c->ids, (size_t)cap * sizeof *grown);
+        if (!grown) return k3_err(err, "out of memory");
+        c->ids = grown;
+        c->cap = cap;
+    }
+    memcpy(c->ids, k3_session_tokens(s), (size_t)n * sizeof *c->ids);
+    c->ids[n] = pending;
+    int matched;
+    return draft_ngram(c->ids, n + 1, max_draft, draft, &matched);
+}
+
+void draft_context_free(draft_context *c)
+{
+    free(c->ids);
+    c->ids = NULL;
+    c->cap = 0;
 }

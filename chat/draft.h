@@ -26,14 +26,27 @@ typedef struct draft_outcome {
     int kept_drafts;                   /* draft tokens the session kept */
 } draft_outcome;
 
-/* Feed `pending` and the draft after it in one pass and sample from each
- * position in order, exactly as plain decoding would (the same sampler
- * calls on bit-identical logits, so seeded sampling draws the same numbers):
- * stop at the first draft token the sampler did not choose (its choice is
- * the pass's last token), at a stop id, or after max_out tokens. The session
- * keeps what plain decoding would have fed by then. Returns 0, or -1 with
- * err set (the session then as before). */
-int draft_verify(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
-                 int n_stop_ids, int max_out, draft_outcome *out, k3_error *err);
+/* The conversation so far (the session's tokens and the pending one) as
+ * one array for the drafter, kept between passes. */
+typedef struct draft_context {
+    int *ids;
+    int cap;
+} draft_context;
+
+/* An n-gram draft of up to max_draft tokens after the session's tokens and
+ * `pending`. Returns the count (0 = none), or -1 with err set. */
+int draft_propose(draft_context *c, const k3_session *s, int pending, int max_draft, int *draft, k3_error *err);
+void draft_context_free(draft_context *c);
+
+/* One pass over the model: feed `pending` and the draft after it (n_draft
+ * may be 0: a plain step) and sample from each position in order, exactly
+ * as plain decoding would (the same sampler calls on bit-identical logits,
+ * so seeded sampling draws the same numbers): stop at the first draft token
+ * the sampler did not choose (its choice is the pass's last token), at a
+ * stop id, or after max_out (>= 1) tokens. The session keeps what plain
+ * decoding would have fed by then. Returns 0, or -1 with err set (the
+ * session then as before). */
+int draft_step(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
+               int n_stop_ids, int max_out, draft_outcome *out, k3_error *err);
 
 #endif

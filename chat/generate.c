@@ -74,11 +74,11 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     const double t0 = (k3_now_ns() / 1e9);
     double t_first = t0;
     int rc = 0;
-    int *ctx = NULL, ctx_cap = 0;                 /* the conversation so far, for the drafter */
+    draft_context ctx = {0};                      /* the conversation so far, for the drafter */
     while (out->n_generated < max_new) {
         if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
         int sampled[K3_DRAFT_MAX_TOKENS], n_sampled = 0;
-        if (out->pending_token >= 0) {          /* feed the previous token, then sample anew */
+        if (out->pending_token >= 0) {          /* feed the previous token (and a draft), then sample anew */
             const int n_ctx = k3_session_n_tokens(s);
             if (n_ctx >= k3_session_max_tokens(s)) { out->context_full = 1; break; }
             /* a draft: no further than the context or the answer's limit allows */
@@ -86,34 +86,19 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             int max_draft = draft == DRAFT_NGRAM ? DRAFT_NGRAM_TOKENS : 0;
             if (max_draft > room) max_draft = room;
             if (max_draft > left) max_draft = left;
-            int guess[K3_DRAFT_MAX_TOKENS], n_guess = 0, matched = 0;
-            if (max_draft > 0) {
-                if (ctx_cap < n_ctx + 1) {
-                    int *grown = realloc(ctx, (size_t)(n_ctx + 1) * 2 * sizeof *grown);
-                    if (!grown) { rc = k3_err(err, "out of memory"); break; }
-                    ctx = grown;
-                    ctx_cap = (n_ctx + 1) * 2;
-                }
-                memcpy(ctx, k3_session_tokens(s), (size_t)n_ctx * sizeof *ctx);
-                ctx[n_ctx] = out->pending_token;
-                n_guess = draft_ngram(ctx, n_ctx + 1, max_draft, guess, &matched);
-            }
+            int guess[K3_DRAFT_MAX_TOKENS];
+            int n_guess = draft_propose(&ctx, s, out->pending_token, max_draft, guess, err);
+            if (n_guess < 0) { rc = -1; break; }
+            draft_outcome d;
+            if (draft_step(s, sp, out->pending_token, guess, n_guess, stop_ids, n_stop_ids, max_new - out->n_generated,
+                           &d, err)) { rc = -1; break; }
+            out->pending_token = -1;
             out->n_passes++;
-            if (n_guess > 0) {
-                draft_outcome d;
-                if (draft_verify(s, sp, out->pending_token, guess, n_guess, stop_ids, n_stop_ids,
-                                 max_new - out->n_generated, &d, err)) { rc = -1; break; }
-                out->pending_token = -1;
-                out->n_drafted += n_guess;
-                out->n_draft_kept += d.kept_drafts;
-                memcpy(sampled, d.tokens, (size_t)d.n_tokens * sizeof *sampled);
-                n_sampled = d.n_tokens;
-                out->stopped_on = d.stopped_on;
-            } else {
-                if (k3_session_eval(s, &out->pending_token, 1, NULL, err)) { rc = -1; break; }
-                out->pending_token = -1;
-                if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
-            }
+            out->n_drafted += n_guess;
+            out->n_draft_kept += d.kept_drafts;
+            memcpy(sampled, d.tokens, (size_t)d.n_tokens * sizeof *sampled);
+            n_sampled = d.n_tokens;
+            out->stopped_on = d.stopped_on;
         }
         if (n_sampled == 0 && out->stopped_on < 0) {
             int next = k3_sample(sp, k3_session_logits(s));
@@ -125,7 +110,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
                                                                        on_text, on_progress, user, t0, &t_first, err);
         if (rc || out->stopped_on >= 0) break;
     }
-    free(ctx);
+    draft_context_free(&ctx);
     out->length_limit = rc == 0 && out->n_generated >= max_new && out->stopped_on < 0 && !out->interrupted;
     size_t n = k3_detok_flush(&dt, piece, sizeof piece);
     if (n && append_text(&text.buf, &text.len, &text.cap, piece, n) == 0 && on_text) on_text(user, piece, n);
