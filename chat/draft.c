@@ -27,6 +27,59 @@ int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *match
     return 0;
 }
 
+/* Prior: half the drafts kept, one more token costs a quarter of a step
+ * (optimistic enough to try, corrected by the first measured passes). */
+void draft_policy_init(draft_policy *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kept = 1.0;
+    p->tried = 2.0;
+    p->step_ms = 1.0;
+    p->extra_ms = 0.25;
+}
+
+/* Tokens per unit of time of a pass with k drafts (see draft.h). */
+static double draft_gain(const draft_policy *p, int k)
+{
+    const double a = p->kept / p->tried;
+    double tokens = 1.0, ak = 1.0;
+    for (int i = 0; i < k; i++) tokens += (ak *= a);
+    const double extra = p->extra_ms > 0 ? p->extra_ms : 0;
+    return tokens / (p->step_ms + k * extra);
+}
+
+int draft_policy_length(draft_policy *p, int max_draft)
+{
+    int best = 0;
+    double best_gain = draft_gain(p, 0);
+    for (int k = 1; k <= max_draft; k++) {
+        double g = draft_gain(p, k);
+        if (g > best_gain * 1.02) best = k, best_gain = g;   /* a clear gain, not noise */
+    }
+    if (best == 0 && max_draft > 0 && ++p->idle_passes >= DRAFT_RETRY_PASSES) {
+        p->idle_passes = 0;                 /* look again now and then: the text may start repeating */
+        best = max_draft < 2 ? max_draft : 2;
+    }
+    return best;
+}
+
+void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms)
+{
+    const double keep = 0.9;                /* the last ~10 passes weigh most */
+    if (n_draft == 0) {
+        p->step_ms = p->steps_seen++ ? 0.8 * p->step_ms + 0.2 * ms : ms;
+        if (!p->drafts_seen) p->extra_ms = 0.25 * p->step_ms;   /* the prior, in this model's units */
+        return;
+    }
+    p->idle_passes = 0;
+    p->kept = keep * p->kept + kept;
+    p->tried = keep * p->tried + kept + (kept < n_draft);       /* the first rejection is judged, the rest not */
+    if (p->steps_seen) {
+        double extra = (ms - p->step_ms) / n_draft;
+        p->extra_ms = p->drafts_seen++ ? 0.8 * p->extra_ms + 0.2 * extra : extra;
+    }
+}
+
 /* The state of one pass, for the keep callback. */
 typedef struct verify_run {
     k3_sampler *sp;

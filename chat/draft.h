@@ -18,6 +18,30 @@ enum { DRAFT_NONE = 0, DRAFT_NGRAM = 1 };
  * were written to draft (0 = no earlier occurrence). *matched gets n. */
 int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *matched);
 
+/* How long a draft to risk, learned while decoding. A draft pass of 1 + k
+ * tokens costs about step + k * extra (extra: what one more token adds to a
+ * pass: near a whole step when compute dominates and every token routes to
+ * its own experts, near nothing when the pass is bound by reading a trunk
+ * that streams) and yields 1 + a + a^2 + ... + a^k tokens on average (a:
+ * the chance a draft token is kept after the one before it was). The
+ * length chosen maximises tokens per unit of time; 0 = a plain step. Both
+ * figures are running averages of what the passes measured, so drafting
+ * turns itself off where it loses (random-weight models, which never repeat)
+ * and on where it wins. */
+typedef struct draft_policy {
+    double kept, tried;          /* decayed counts of draft tokens kept / judged */
+    double step_ms, extra_ms;    /* running averages */
+    int steps_seen, drafts_seen;
+    int idle_passes;             /* passes since the last draft (a retry every DRAFT_RETRY_PASSES) */
+} draft_policy;
+#define DRAFT_RETRY_PASSES 16
+
+void draft_policy_init(draft_policy *p);
+/* The draft length for the next pass, at most max_draft. */
+int draft_policy_length(draft_policy *p, int max_draft);
+/* What a pass of 1 + n_draft tokens kept and how long it took. */
+void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms);
+
 /* What one verified pass produced. */
 typedef struct draft_outcome {
     int tokens[K3_DRAFT_MAX_TOKENS];   /* sampled in order, stop token excluded */

@@ -75,6 +75,8 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     double t_first = t0;
     int rc = 0;
     draft_context ctx = {0};                      /* the conversation so far, for the drafter */
+    draft_policy policy;                          /* how long a draft pays (draft.h) */
+    draft_policy_init(&policy);
     while (out->n_generated < max_new) {
         if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
         int sampled[K3_DRAFT_MAX_TOKENS], n_sampled = 0;
@@ -86,12 +88,15 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             int max_draft = draft == DRAFT_NGRAM ? DRAFT_NGRAM_TOKENS : 0;
             if (max_draft > room) max_draft = room;
             if (max_draft > left) max_draft = left;
+            if (max_draft > 0) max_draft = draft_policy_length(&policy, max_draft);
             int guess[K3_DRAFT_MAX_TOKENS];
             int n_guess = draft_propose(&ctx, s, out->pending_token, max_draft, guess, err);
             if (n_guess < 0) { rc = -1; break; }
             draft_outcome d;
+            const uint64_t pass_t0 = k3_now_ns();
             if (draft_step(s, sp, out->pending_token, guess, n_guess, stop_ids, n_stop_ids, max_new - out->n_generated,
                            &d, err)) { rc = -1; break; }
+            if (draft == DRAFT_NGRAM) draft_policy_update(&policy, n_guess, d.kept_drafts, (k3_now_ns() - pass_t0) * 1e-6);
             out->pending_token = -1;
             out->n_passes++;
             out->n_drafted += n_guess;
