@@ -1,13 +1,14 @@
 /* tool_draft.c - exactness of draft passes (k3_session_eval_draft), driven by
  * tests/t_draft.sh (not part of k3).
  *
- *   tool_draft MODEL OUTDIR [--mem SIZE]
+ *   tool_draft MODEL OUTDIR [--mem SIZE] [--quick]
  *
  * For greedy and for seeded sampling (temperature 0.8, top-p 0.9, seed 7):
  * decode N tokens plainly (one k3_session_eval per token, sampling each from
  * the logits), then decode again with draft passes whose drafts are chosen
  * to be all right, all wrong, right for a varying number of tokens then wrong
- * (partial), at draft lengths 3 and K3_DRAFT_MAX_TOKENS - 1. A pass samples
+ * (partial), at draft lengths 3 and K3_DRAFT_MAX_TOKENS - 1 (--quick: the
+ * longer only, for the larger models). A pass samples
  * its rows in order with the same sampler and keeps the tokens up to the
  * first draft token sampling did not choose. Checked, bit for bit: every
  * sampled token, every row of logits sampled from (against the plain run's
@@ -97,10 +98,14 @@ static int make_draft(int policy, int pass, int k, const int *ref, int at, int v
 
 int main(int argc, char **argv)
 {
-    if (argc < 3) { fprintf(stderr, "usage: tool_draft MODEL OUTDIR [--mem SIZE]\n"); return 2; }
+    if (argc < 3) { fprintf(stderr, "usage: tool_draft MODEL OUTDIR [--mem SIZE] [--quick]\n"); return 2; }
     const char *dir = argv[1], *out = argv[2];
     k3_options o = {.skip_tokenizer = 1, .ctx_tokens = N_PROMPT + N_TOKENS + 16};
-    if (argc >= 5 && !strcmp(argv[3], "--mem")) o.mem_bytes = (uint64_t)k3_parse_size(argv[4]);
+    int quick = 0;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--mem") && i + 1 < argc) o.mem_bytes = (uint64_t)k3_parse_size(argv[++i]);
+        else if (!strcmp(argv[i], "--quick")) quick = 1;
+    }
     k3_error err;
     k3_model *m = k3_model_open(dir, &o, &err);
     if (!m) { printf("FAIL draft %s: %s\n", dir, err.msg); return 1; }
@@ -135,7 +140,7 @@ int main(int argc, char **argv)
         static const char *const policy_name[] = {"all accepted", "none accepted", "partially accepted"};
         const int lengths[2] = {3, K3_DRAFT_MAX_TOKENS - 1};
         for (int policy = 0; policy < 3; policy++) {
-            for (int li = 0; li < 2; li++) {
+            for (int li = quick; li < 2; li++) {
                 const int k = lengths[li];
                 run r = {.vocab = V, .ref_tokens = ref, .ref_logits = ref_logits};
                 sampler_setup(&r.sp, seeded, V);
