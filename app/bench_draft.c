@@ -18,7 +18,7 @@ enum { MODE_NONE, MODE_NGRAM, MODE_ORACLE };
 /* Greedy decode of `tokens` tokens after the prompt in mode; fills ids and
  * the pass counts; returns the seconds of decoding, or -1 with err set. */
 static double decode_run(k3_model *m, const int *prompt, int n_prompt, int tokens, int mode, const int *oracle,
-                         int *ids, int *passes, int *drafted, int *kept, k3_error *err)
+                         int *ids, int *passes, int *drafted, int *kept, uint64_t *bytes_read, k3_error *err)
 {
     k3_model_info info;
     k3_model_get_info(m, &info);
@@ -36,6 +36,8 @@ static double decode_run(k3_model *m, const int *prompt, int n_prompt, int token
     double seconds = -1;
     *passes = *drafted = *kept = 0;
     if (k3_session_eval(s, prompt, n_prompt, NULL, err) == 0) {
+        k3_stats before, after;
+        k3_stats_read(m, &before);
         const uint64_t t0 = k3_now_ns();
         int n = 0, rc = 0;
         ids[n++] = k3_sample(&sp, k3_session_logits(s));
@@ -61,6 +63,9 @@ static double decode_run(k3_model *m, const int *prompt, int n_prompt, int token
             *kept += d.kept_drafts;
         }
         if (rc == 0) seconds = (k3_now_ns() - t0) * 1e-9;
+        k3_stats_read(m, &after);
+        *bytes_read = (after.bytes_read_trunk + after.bytes_read_experts + after.bytes_read_other) -
+                      (before.bytes_read_trunk + before.bytes_read_experts + before.bytes_read_other);
     }
     draft_context_free(&ctx);
     k3_sampler_free(&sp);
@@ -87,10 +92,12 @@ int bench_draft(k3_model *m, const int *paragraph, int n_paragraph, int tokens, 
     f->identical = 1;
     /* the plain run first: the reference tokens (and the oracle's drafts) */
     int passes, drafted, kept;
-    if (rc == 0 && decode_run(m, prompt, n_prompt, tokens, MODE_NONE, NULL, ref, &passes, &drafted, &kept, err) < 0) rc = -1;
+    uint64_t bytes;
+    if (rc == 0 && decode_run(m, prompt, n_prompt, tokens, MODE_NONE, NULL, ref, &passes, &drafted, &kept, &bytes, err) < 0)
+        rc = -1;
     for (int r = 0; r < rounds && rc == 0; r++) {
         for (int mode = MODE_NONE; mode <= MODE_ORACLE && rc == 0; mode++) {   /* alternating */
-            double s = decode_run(m, prompt, n_prompt, tokens, mode, ref, ids, &passes, &drafted, &kept, err);
+            double s = decode_run(m, prompt, n_prompt, tokens, mode, ref, ids, &passes, &drafted, &kept, &bytes, err);
             if (s < 0) { rc = -1; break; }
             if (memcmp(ids, ref, (size_t)tokens * sizeof *ids)) f->identical = 0;
             bench_draft_mode *bm = mode == MODE_NONE ? &f->none : mode == MODE_NGRAM ? &f->ngram : &f->oracle;
@@ -98,6 +105,7 @@ int bench_draft(k3_model *m, const int *paragraph, int n_paragraph, int tokens, 
             bm->passes += passes;
             bm->drafted += drafted;
             bm->kept += kept;
+            bm->bytes_read += bytes;
         }
     }
     free(prompt);

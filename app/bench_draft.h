@@ -8,6 +8,7 @@
 typedef struct bench_draft_mode {
     double seconds;          /* decode time after the first token */
     int passes, drafted, kept;
+    uint64_t bytes_read;     /* from disk, while decoding */
 } bench_draft_mode;
 
 typedef struct bench_draft_figures {

@@ -209,10 +209,12 @@ static void print_draft_json(const bench_draft_figures *dr, int have, const char
            dr->rounds, dr->identical ? "true" : "false");
     for (int i = 0; i < 3; i++) {
         const double tok_s = bench_draft_tok_s(dr, modes[i]);
-        printf(",\"%s\":{\"tok_per_s\":%.3f,\"speedup\":%.3f,\"accept_rate\":%.4f,\"tokens_per_pass\":%.3f}", names[i],
+        printf(",\"%s\":{\"tok_per_s\":%.3f,\"speedup\":%.3f,\"accept_rate\":%.4f,\"tokens_per_pass\":%.3f,"
+               "\"bytes_read_per_token\":%.0f}", names[i],
                tok_s, none_tok_s > 0 ? tok_s / none_tok_s : 0,
                modes[i]->drafted ? (double)modes[i]->kept / modes[i]->drafted : 0,
-               modes[i]->passes ? (double)(dr->tokens - 1) * dr->rounds / modes[i]->passes : 0);
+               modes[i]->passes ? (double)(dr->tokens - 1) * dr->rounds / modes[i]->passes : 0,
+               (double)modes[i]->bytes_read / ((double)(dr->tokens - 1) * dr->rounds));
     }
     printf("}");
 }
@@ -282,12 +284,14 @@ int cmd_bench(int argc, char **argv)
     const int have_draft = o.draft_rounds && dr.rounds && !draft_failed[0];
     if (!o.json && have_draft) {
         printf("draft      %d rounds alternating, %d-token repetitive prompt, %d tokens: none %.2f tok/s; ngram %.2f tok/s "
-               "(%d of %d drafted kept, %.2f tokens/pass); oracle %.2f tok/s (%.2f tokens/pass); %s\n",
+               "(%d of %d drafted kept, %.2f tokens/pass); oracle %.2f tok/s (%.2f tokens/pass); "
+               "read %.1f / %.1f / %.1f MB/token; %s\n",
                dr.rounds, dr.prompt_tokens, dr.tokens, bench_draft_tok_s(&dr, &dr.none), bench_draft_tok_s(&dr, &dr.ngram),
                dr.ngram.kept, dr.ngram.drafted, dr.ngram.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.ngram.passes : 0,
                bench_draft_tok_s(&dr, &dr.oracle),
                dr.oracle.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.oracle.passes : 0,
-               dr.identical ? "tokens identical" : "TOKENS DIFFER");
+               dr.none.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.ngram.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds),
+               dr.oracle.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.identical ? "tokens identical" : "TOKENS DIFFER");
         fflush(stdout);
     } else if (!o.json && draft_failed[0]) {
         printf("draft      not measured: %s\n", draft_failed);
