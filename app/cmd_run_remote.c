@@ -14,6 +14,7 @@ const char remote_cli_help[] =
     "  --endpoint URL       an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model\n"
     "  --model NAME         the server's model (default: the first it lists)\n"
     "  --api-key-env VAR    send $VAR as the API key (never on the command line, never stored)\n"
+    "  --ca-cert FILE       trust the CA certificates in FILE (PEM) for an https:// server (default: the system's)\n"
     "  --timeout S          fail when the server sends nothing for S seconds (default 120)\n"
     "  --retries N          retries of a 429 (after the server's Retry-After; default 3)\n";
 
@@ -25,6 +26,7 @@ int remote_cli_option(int argc, char **argv, int *i, remote_cli *o)
     if (!strcmp(a, "--endpoint") && more) o->endpoint = argv[++*i];
     else if (!strcmp(a, "--model") && more) o->model = argv[++*i];
     else if (!strcmp(a, "--api-key-env") && more) o->api_key_env = argv[++*i];
+    else if (!strcmp(a, "--ca-cert") && more) o->ca_cert = argv[++*i];
     else if (!strcmp(a, "--timeout") && more) {
         if (cli_parse_int(a, argv[++*i], 1, 86400, &v)) return -1;
         o->timeout_s = (int)v;
@@ -63,6 +65,19 @@ static void print_notice(void *user, const char *line)
     fprintf(stderr, "k3: %s\n", line);
 }
 
+remote *remote_cli_open(const remote_cli *o, const char *key)
+{
+    k3_error err;
+    remote *r = remote_open(o->endpoint, key, &err);
+    if (!r) { cli_error("%s", err.msg); return NULL; }
+    if (o->ca_cert && remote_set_ca_cert(r, o->ca_cert, &err)) {
+        cli_error("%s", err.msg);
+        remote_close(r);
+        return NULL;
+    }
+    return r;
+}
+
 /* Open the endpoint and settle the model name. */
 static remote *open_remote(const remote_cli *o, char *model, size_t len)
 {
@@ -70,8 +85,8 @@ static remote *open_remote(const remote_cli *o, char *model, size_t len)
     const char *key = remote_cli_key(o, &bad);
     if (bad) return NULL;
     k3_error err;
-    remote *r = remote_open(o->endpoint, key, &err);
-    if (!r) { cli_error("%s", err.msg); return NULL; }
+    remote *r = remote_cli_open(o, key);
+    if (!r) return NULL;
     if (remote_pick_model(r, o->model, model, len, &err)) {
         cli_error("%s", err.msg);
         remote_close(r);
