@@ -49,16 +49,6 @@ const char *remote_cli_key(const remote_cli *o, int *bad)
     return k;
 }
 
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
-
-static void print_text(void *user, const char *text, size_t len)
-{
-    (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-}
-
 static void print_notice(void *user, const char *line)
 {
     (void)user;
@@ -112,10 +102,10 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     if (system) msgs[n++] = (k3_chat_msg){"system", system};
     msgs[n++] = (k3_chat_msg){"user", prompt};
     remote_params p = params_of(o, max_new, temp, top_p, seed);
-    signal(SIGINT, on_sigint);
+    cli_catch_sigint();
     remote_result res;
     k3_error err;
-    int rc = remote_chat(r, model, msgs, n, &p, &interrupted, print_text, print_notice, NULL, &res, &err);
+    int rc = remote_chat(r, model, msgs, n, &p, &cli_interrupted, cli_print_text, print_notice, NULL, &res, &err);
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) cli_error("%s", err.msg);
@@ -140,16 +130,16 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     char model[256];
     remote *r = open_remote(o, model, sizeof model);
     if (!r) return K3_EXIT_ERROR;
-    signal(SIGINT, on_sigint);
+    cli_catch_sigint();
     double *ttft = calloc((size_t)n_requests, sizeof *ttft), *p50 = calloc((size_t)n_requests, sizeof *p50);
     double *p90 = calloc((size_t)n_requests, sizeof *p90), tok_s_sum = 0;
     int done = 0, tokens = 0, rc = K3_EXIT_OK;
-    for (int i = 0; i < n_requests && !interrupted && ttft && p50 && p90; i++) {
+    for (int i = 0; i < n_requests && !cli_interrupted && ttft && p50 && p90; i++) {
         k3_chat_msg msg = {"user", prompt};
         remote_params p = params_of(o, max_new, 0, 1, 1);
         remote_result res;
         k3_error err;
-        if (remote_chat(r, model, &msg, 1, &p, &interrupted, NULL, print_notice, NULL, &res, &err)) {
+        if (remote_chat(r, model, &msg, 1, &p, &cli_interrupted, NULL, print_notice, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             remote_result_free(&res);
             rc = K3_EXIT_ERROR;
@@ -185,7 +175,7 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     free(p50);
     free(p90);
     remote_close(r);
-    return interrupted ? K3_EXIT_INTERRUPTED : rc;
+    return cli_interrupted ? K3_EXIT_INTERRUPTED : rc;
 }
 
 /* `k3 bench --endpoint URL`: its own options (no model is loaded). */
