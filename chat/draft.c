@@ -56,8 +56,13 @@ int draft_policy_length(draft_policy *p, int max_draft)
         double g = draft_gain(p, k);
         if (g > best_gain * 1.02) best = k, best_gain = g;   /* a clear gain, not noise */
     }
-    if (best == 0 && max_draft > 0 && ++p->idle_passes >= DRAFT_RETRY_PASSES) {
-        p->idle_passes = 0;                 /* look again now and then: the text may start repeating */
+    /* look again now and then (the text may start repeating), but spend at
+     * most about 1/DRAFT_RETRY_SHARE of the time on looking: a retry pass of
+     * 2 drafts waits for that many plain steps' worth of time */
+    const double extra = p->extra_ms > 0 ? p->extra_ms : 0;
+    if (best == 0 && max_draft > 0 && ++p->idle_passes >= DRAFT_RETRY_PASSES &&
+        p->idle_passes * p->step_ms >= DRAFT_RETRY_SHARE * (p->step_ms + 2 * extra)) {
+        p->idle_passes = 0;
         best = max_draft < 2 ? max_draft : 2;
     }
     return best;

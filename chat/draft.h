@@ -32,9 +32,11 @@ typedef struct draft_policy {
     double kept, tried;          /* decayed counts of draft tokens kept / judged */
     double step_ms, extra_ms;    /* running averages */
     int steps_seen, drafts_seen;
-    int idle_passes;             /* passes since the last draft (a retry every DRAFT_RETRY_PASSES) */
+    int idle_passes;             /* passes since the last draft (a retry after DRAFT_RETRY_PASSES,
+                                  * and after DRAFT_RETRY_SHARE times the retry's own cost) */
 } draft_policy;
 #define DRAFT_RETRY_PASSES 16
+#define DRAFT_RETRY_SHARE 8
 
 void draft_policy_init(draft_policy *p);
 /* The draft length for the next pass, at most max_draft. */

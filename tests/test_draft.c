@@ -60,6 +60,16 @@ static void test_policy(void)
     CHECK(k == 0, "a pass of 5 costs 5 steps, length %d", k);
     TEST_END();
 
+    TEST_BEGIN("draft_policy: costly drafts are looked at again less often (at most 1/DRAFT_RETRY_SHARE of the time)");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 1.0);
+    for (int i = 0; i < 20; i++) draft_policy_update(&p, 2, 0, 21.0);   /* a draft token costs 10 steps */
+    int idle = 0;
+    while (draft_policy_length(&p, 7) == 0 && idle < 10000) idle++;
+    CHECK(idle + 1 >= DRAFT_RETRY_SHARE * 21, "retried after %d idle passes; a retry costs 21 steps", idle);
+    CHECK(idle < 10000, "never retried");
+    TEST_END();
+
     TEST_BEGIN("draft_policy: the longest draft when drafts are kept and cheap");
     draft_policy_init(&p);
     draft_policy_update(&p, 0, 0, 10.0);
