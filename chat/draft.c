@@ -114,7 +114,9 @@ int draft_step(k3_session *s, k3_sampler *sp, int pending, const int *draft, int
                int n_stop_ids, int max_out, draft_outcome *out, k3_error *err)
 {
     int ids[K3_DRAFT_MAX_TOKENS];
+    const int chunk = k3_model_chunk_tokens(k3_session_model(s), NULL, 0);   /* a pass is one chunk */
     if (n_draft > K3_DRAFT_MAX_TOKENS - 1) n_draft = K3_DRAFT_MAX_TOKENS - 1;
+    if (n_draft > chunk - 1) n_draft = chunk - 1;
     ids[0] = pending;
     memcpy(ids + 1, draft, (size_t)n_draft * sizeof *ids);
     memset(out, 0, sizeof *out);
@@ -132,6 +134,8 @@ int draft_step(k3_session *s, k3_sampler *sp, int pending, const int *draft, int
 int draft_propose(draft_context *c, const k3_session *s, int pending, int max_draft, int *draft, k3_error *err)
 {
     const int n = k3_session_n_tokens(s);
+    const int chunk = k3_model_chunk_tokens(k3_session_model(s), NULL, 0);   /* a pass is one chunk (--chunk-tokens) */
+    if (max_draft > chunk - 1) max_draft = chunk - 1;
     if (max_draft <= 0) return 0;
     if (c->cap < n + 1) {
         int cap = (n + 1) * 2, *grown = realloc(c->ids, (size_t)cap * sizeof *grown);
