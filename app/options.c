@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "draft.h"
 #include "k3_offline.h"
 #include "options.h"
 #include "serve.h"
@@ -45,6 +46,7 @@ static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path 
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
 static int set_max_new(cli_settings *s, const opt_value *v) { s->max_new = (int)v->i; return 0; }
+static int set_draft(cli_settings *s, const opt_value *v) { s->draft = v->i ? DRAFT_NGRAM : DRAFT_NONE; return 0; }
 static int set_temp(cli_settings *s, const opt_value *v)
 {
     s->sampler.temperature = (float)v->d;
@@ -163,6 +165,8 @@ static int set_bench_prompt_tokens(cli_settings *s, const opt_value *v) { s->ben
 static int set_bench_no_probe(cli_settings *s, const opt_value *v) { s->bench.no_probe = (int)v->i; return 0; }
 static int set_bench_no_tbt(cli_settings *s, const opt_value *v) { s->bench.no_token_by_token = (int)v->i; return 0; }
 static int set_bench_no_resident(cli_settings *s, const opt_value *v) { s->bench.no_resident = (int)v->i; return 0; }
+static int set_bench_no_draft(cli_settings *s, const opt_value *v) { (void)v; s->bench.draft_rounds = 0; return 0; }
+static int set_bench_draft_rounds(cli_settings *s, const opt_value *v) { s->bench.draft_rounds = (int)v->i; return 0; }
 static int set_bench_resident_s(cli_settings *s, const opt_value *v)
 {
     s->bench.resident_s_per_token = v->d;
@@ -255,6 +259,8 @@ static const cli_option options[] = {
      "drop tokens below P x p(most likely token)"},
     {"--seed", NULL, OPTS_GENERATE, OPT_INT, "S", NULL, 0, -1, "1", NULL, set_seed,
      "random seed of the sampler"},
+    {"--draft", NULL, OPTS_GENERATE, OPT_CHOICE, NULL, "none|ngram", 0, 0, "ngram", NULL, set_draft,
+     "speculative decoding: drafts from n-grams of the conversation, verified in one pass (same output)"},
 
     {"--preset", NULL, OPTS_GEN, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "none: required", set_gen_preset,
      "the model to write: tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths"},
@@ -399,6 +405,11 @@ static const cli_option options[] = {
      "prompt length in tokens"},
     {"--no-probe", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_probe,
      "skip the device measurement"},
+    {"--no-draft", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_draft,
+     "skip the speculative decoding pass (--draft none, ngram and an oracle draft, alternating: draft_accept_rate, "
+     "tokens_per_pass)"},
+    {"--draft-rounds", NULL, OPTS_BENCH, OPT_INT, "N", NULL, 1, 100, "2", NULL, set_bench_draft_rounds,
+     "rounds of the speculative decoding pass"},
     {"--no-token-by-token", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_tbt,
      "skip the pass that reads the prompt one token at a time"},
     {"--no-resident", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_resident,

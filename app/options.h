@@ -1,7 +1,7 @@
 /* options.h - the one table of command-line options: the model, runtime and
  * sampling options that several commands share (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
- * --temp, --top-k, --top-p, --min-p, --seed), the --endpoint options of the
+ * --temp, --top-k, --top-p, --min-p, --seed, --draft), the --endpoint options of the
  * remote commands, and each command's own (plan, serve, chat, run, eval,
  * bench, bench --endpoint, tokenize, history, gen, pack): name, type, default, bounds and help in one
  * row each, as in Redis's config table. The table feeds the parser, every
@@ -93,6 +93,7 @@ typedef struct cli_bench_settings {
     int tokens, prompt_tokens;
     int no_probe, no_token_by_token, no_resident;
     double resident_s_per_token;   /* given instead of measured (0 = measure) */
+    int draft_rounds;        /* rounds of the speculative decoding pass (0 = --no-draft) */
 } cli_bench_settings;
 
 /* What `k3 bench --endpoint` options set. */
@@ -126,6 +127,7 @@ typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
     k3_sampler sampler;      /* temperature, top_k, top_p, min_p, seed */
     int max_new;             /* -n */
+    int draft;               /* --draft: DRAFT_NONE or DRAFT_NGRAM (chat/draft.h) */
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
     const char *system;      /* --system TEXT: chat, run */
