@@ -159,6 +159,9 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err);
  * truncated file or a checksum mismatch is refused with a message; s is then
  * left reset (empty), never half-loaded. */
 int k3_session_load(k3_session *s, const char *path, k3_error *err);
+/* The same from the file's bytes in memory (what names them in messages):
+ * the fuzzer's entry, and a way to restore a snapshot read elsewhere. */
+int k3_session_load_mem(k3_session *s, const void *data, size_t size, const char *what, k3_error *err);
 
 /* The token ids the session holds (n = k3_session_n_tokens). */
 const int *k3_session_tokens(const k3_session *s);

@@ -1,12 +1,12 @@
 /* fuzz_session.c - libFuzzer target: session (conversation snapshot) files,
  * as `k3 chat --resume` loads them from <db>.snapshots/. A small model
  * (K3_FUZZ_MODEL, default tests/out/fuzz_seed_model) is opened once; each
- * input is written to a file and loaded into a session. With
- * K3_FUZZ_SESSION_SEED=FILE set, the initializer first writes a real
- * session file there (a few tokens evaluated) to seed the corpus. */
+ * input is loaded into a session from memory (k3_session_load_mem, the
+ * reader k3_session_load runs on a file). With K3_FUZZ_SESSION_SEED=FILE
+ * set, the initializer first writes a real session file there (a few
+ * tokens evaluated) to seed the corpus. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <unistd.h>
 #include "k3.h"
 
 static k3_model *model;
@@ -37,13 +37,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/k3fuzz_session_%d.k3state", (int)getpid());
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    fwrite(data, 1, size, f);
-    fclose(f);
     k3_error err;
-    k3_session_load(session, path, &err);
+    k3_session_load_mem(session, data, size, "fuzz.k3state", &err);
     return 0;
 }
