@@ -62,7 +62,15 @@ typedef struct k3_options {
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
+    int logit_rows;          /* rows of [vocab] float32 logits the caller holds beside its
+                              * sessions (k3 eval: one chunk, K3_EVAL_CHUNK_TOKENS); counted
+                              * in the memory budget like the session itself */
 } k3_options;
+
+/* Tokens per forward chunk: prompts run in chunks of this many, and a
+ * caller that wants every position's logits needs at most this many rows at
+ * a time (k3_session_eval gives the same logits however the ids are split). */
+#define K3_EVAL_CHUNK_TOKENS 32
 
 /* Public facts about a loaded model. */
 typedef struct k3_model_info {

@@ -78,7 +78,9 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .io_depth = opt && opt->io_depth ? opt->io_depth : K3_IO_DEPTH_DEFAULT,
                               .cache_policy = opt && opt->cache_lru ? 0 : 1,
                               .ctx_tokens = m->ctx_tokens,
-                              .session_bytes = k3_session_bytes(m, m->ctx_tokens),
+                              .session_bytes = k3_session_bytes(m, m->ctx_tokens) +
+                                               (size_t)(opt && opt->logit_rows > 0 ? opt->logit_rows : 0) *
+                                                   (size_t)m->cfg.vocab_size * sizeof(float),
                               .trace_path = opt ? opt->trace_path : NULL,
                               .prefetch = opt ? opt->prefetch : 0};
     #pragma omp parallel num_threads(m->n_threads)
@@ -197,6 +199,8 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
     ids[0] = id;
     return 1;
 }
+
+_Static_assert(K3_EVAL_CHUNK_TOKENS == K3_CHUNK_TOKENS, "k3.h's chunk size is the forward pass's");
 
 /* Bytes one session of ctx tokens holds: states, MLA cache, scratch. */
 size_t k3_session_bytes(k3_model *m, int ctx)
