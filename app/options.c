@@ -101,7 +101,7 @@ static const cli_option options[] = {
      "read the next layer's predicted experts while the disk is idle"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
-    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "all cores", set_threads,
+    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS or all cores", set_threads,
      "compute threads"},
     {"--ctx", NULL, OPTS_CONTEXT, OPT_INT, "N", NULL, 16, 1 << 24, STR(K3_CTX_TOKENS_DEFAULT), NULL, set_ctx,
      "context limit in tokens (the state is planned for it)"},

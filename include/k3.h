@@ -49,7 +49,8 @@ int k3_cache_policy_parse(const char *s);
 
 typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
-                              * calls k3_session_eval (0 = all cores) */
+                              * calls k3_session_eval (0 = OMP_NUM_THREADS if set, else
+                              * all cores) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if

@@ -16,6 +16,17 @@
 #include "weights.h"
 #include "stats.h"
 
+/* Compute threads when none are asked for: OMP_NUM_THREADS when it is set
+ * (as for any OpenMP program; the ThreadSanitizer run uses 1), else every
+ * core. Read from the environment, not the calling thread's OpenMP state,
+ * which an earlier model may have changed. */
+static int default_thread_count(void)
+{
+    const char *env = getenv("OMP_NUM_THREADS");
+    int n = env ? atoi(env) : 0;
+    return n > 0 ? n : omp_get_num_procs();
+}
+
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
     char path[4096];
@@ -37,7 +48,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
-    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
+    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : default_thread_count();
     if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
