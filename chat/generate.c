@@ -38,12 +38,12 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     double t_first = t0;
     int rc = 0;
     while (out->n_generated < max_new) {
-        if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
+        if (interrupt_flag && __atomic_load_n(interrupt_flag, __ATOMIC_RELAXED)) { out->interrupted = 1; break; }
         if (out->pending_token >= 0) {          /* feed the previous token, then sample anew */
             if (k3_session_n_tokens(s) >= k3_session_max_tokens(s)) { out->context_full = 1; break; }
             if (k3_session_eval(s, &out->pending_token, 1, NULL, err)) { rc = -1; break; }
             out->pending_token = -1;
-            if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
+            if (interrupt_flag && __atomic_load_n(interrupt_flag, __ATOMIC_RELAXED)) { out->interrupted = 1; break; }
         }
         int next = k3_sample(sp, k3_session_logits(s));
         for (int i = 0; i < n_stop_ids; i++)

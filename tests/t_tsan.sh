@@ -9,6 +9,8 @@
 #    prefetch too; the logits must equal a fully resident evaluation's;
 #  - an evaluation on a thread other than the model's creator (the
 #    full-screen chat's worker thread; tool_trust threads);
+#  - the full-screen chat (t_tui.sh on this build): the UI thread draws
+#    and takes Ctrl-C while its worker thread runs the turn;
 #  - `k3 serve` with concurrent clients (streamed and not, one that
 #    disconnects mid-stream, /metrics while generating), then SIGTERM.
 # libgomp is not instrumented for ThreadSanitizer (its barriers are futexes
@@ -59,6 +61,10 @@ run_part stats-stream $TOOL stats-stream $M "$(echo $IDS | cut -d' ' -f1-8)" $TM
 
 # ---- another thread than the creator's ----
 run_part threads $TOOL threads $M "$IDS" 1
+
+# ---- the full-screen chat: the UI thread and its engine worker ----
+# (t_tui.sh drives it in tmux: streaming, gauges, Ctrl-C mid-answer, /resume)
+run_part t_tui.sh env K3=$K sh tests/t_tui.sh
 
 # ---- the I/O engine: pread pool, io_uring, prefetch ----
 ./k3 eval $M --ids "$IDS" --logits $OUT/ref.f32 2>/dev/null

@@ -163,10 +163,14 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "%s", t->model_name);
     f[n].role = TR_STATUS;
     f[n++].priority = 6;
-    snprintf(f[n].text, sizeof f[n].text, "conv %s", *conversation_uid(t->conv) ? conversation_uid(t->conv) : "new");
+    if (!t->g.busy) {   /* the worker is idle: the conversation is the UI thread's to read */
+        snprintf(t->status_uid, sizeof t->status_uid, "%s", conversation_uid(t->conv));
+        t->status_turns = conversation_turns(t->conv);
+    }
+    snprintf(f[n].text, sizeof f[n].text, "conv %s", *t->status_uid ? t->status_uid : "new");
     f[n].role = TR_STATUS;
     f[n++].priority = 7;
-    snprintf(f[n].text, sizeof f[n].text, "turn %d", conversation_turns(t->conv));
+    snprintf(f[n].text, sizeof f[n].text, "turn %d", t->status_turns);
     f[n].role = TR_STATUS;
     f[n++].priority = 3;
     ctx_field(t, &f[n++]);
