@@ -25,7 +25,7 @@ static void usage(FILE *f)
 
 /* Feed the ids one forward chunk at a time and write each chunk's logits to
  * out as soon as they are computed, so eval holds one chunk of logits
- * (counted in the plan through k3_options.logit_rows), never n x vocab. A
+ * (counted in the plan: see cmd_eval), never n x vocab. A
  * long list (2048 ids or more) shows its progress on stderr, one line per
  * 1024 tokens. */
 static int eval_streaming(k3_session *s, const int *ids, int n, float *chunk_logits, int vocab, FILE *out,
@@ -76,14 +76,26 @@ int cmd_eval(int argc, char **argv)
 
     k3_error err;
     opt.ctx_tokens = n;
-    opt.logit_rows = n < K3_EVAL_CHUNK_TOKENS ? n : K3_EVAL_CHUNK_TOKENS;
+    /* One chunk of logits, allocated and touched before the model opens: the
+     * plan counts the process's resident memory when it is made, so the
+     * buffer is inside --mem. (A config.json that does not parse is left to
+     * k3_model_open to report.) */
+    const size_t rows = n < K3_EVAL_CHUNK_TOKENS ? (size_t)n : K3_EVAL_CHUNK_TOKENS;
+    int vocab = 0;
+    float *logits = NULL;
+    if (k3_model_peek_vocab(model_dir, &vocab, &err) == 0 && vocab > 0 &&
+        (logits = malloc(rows * (size_t)vocab * sizeof(float))))
+        memset(logits, 0, rows * (size_t)vocab * sizeof(float));
     k3_model *m = k3_model_open(model_dir, &opt, &err);
-    if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
+    if (!m) { cli_error("%s", err.msg); free(logits); free(ids); return K3_EXIT_ERROR; }
     cli_print_plan(m);
     k3_model_info info;
     k3_model_get_info(m, &info);
     int rc = K3_EXIT_ERROR;
-    float *logits = malloc((size_t)opt.logit_rows * info.vocab_size * sizeof(float));
+    if (info.vocab_size != vocab) {   /* config.json changed under us: size it now */
+        free(logits);
+        logits = malloc(rows * (size_t)info.vocab_size * sizeof(float));
+    }
     k3_session *s = k3_session_new(m, n, &err);
     k3_output out;
     if (!logits || !s) {

@@ -167,6 +167,11 @@ void cli_settings_defaults(cli_settings *s)
     for (int i = 0; i < N_OPTIONS; i++)
         if (options[i].def && apply(&options[i], options[i].def, s)) abort();   /* a bad table is a bug */
     s->sampling_given = 0;                 /* defaults are not typed */
+    /* OpenMP's own variable sets the compute threads when --threads is not
+     * given (as for any OpenMP program; the ThreadSanitizer run uses 1) */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    int n = omp ? atoi(omp) : 0;
+    if (n > 0) s->model.n_threads = n < 1024 ? n : 1024;
 }
 
 int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_settings *s)

@@ -49,8 +49,7 @@ int k3_cache_policy_parse(const char *s);
 
 typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
-                              * calls k3_session_eval (0 = OMP_NUM_THREADS if set, else
-                              * all cores) */
+                              * calls k3_session_eval (0 = all cores) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
@@ -63,9 +62,6 @@ typedef struct k3_options {
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
-    int logit_rows;          /* rows of [vocab] float32 logits the caller holds beside its
-                              * sessions (k3 eval: one chunk, K3_EVAL_CHUNK_TOKENS); counted
-                              * in the memory budget like the session itself */
 } k3_options;
 
 /* Tokens per forward chunk: prompts run in chunks of this many, and a
@@ -88,6 +84,11 @@ typedef struct k3_model_info {
     int experts_mxfp4;       /* routed experts stored as MXFP4 */
     int ctx_tokens;          /* context the memory plan was made for */
 } k3_model_info;
+
+/* vocab_size from DIR/config.json alone, without opening the model (cheap):
+ * for a caller that sizes its own buffers before k3_model_open, so the plan
+ * counts them in the process's memory (k3 eval's chunk of logits). */
+int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */
@@ -168,9 +169,6 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err);
  * truncated file or a checksum mismatch is refused with a message; s is then
  * left reset (empty), never half-loaded. */
 int k3_session_load(k3_session *s, const char *path, k3_error *err);
-/* The same from the file's bytes in memory (what names them in messages):
- * the fuzzer's entry, and a way to restore a snapshot read elsewhere. */
-int k3_session_load_mem(k3_session *s, const void *data, size_t size, const char *what, k3_error *err);
 
 /* The token ids the session holds (n = k3_session_n_tokens). */
 const int *k3_session_tokens(const k3_session *s);

@@ -16,17 +16,6 @@
 #include "weights.h"
 #include "stats.h"
 
-/* Compute threads when none are asked for: OMP_NUM_THREADS when it is set
- * (as for any OpenMP program; the ThreadSanitizer run uses 1), else every
- * core. Read from the environment, not the calling thread's OpenMP state,
- * which an earlier model may have changed. */
-static int default_thread_count(void)
-{
-    const char *env = getenv("OMP_NUM_THREADS");
-    int n = env ? atoi(env) : 0;
-    return n > 0 ? n : omp_get_num_procs();
-}
-
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
     char path[4096];
@@ -48,7 +37,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
-    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : default_thread_count();
+    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
     if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
@@ -89,9 +78,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .io_depth = opt && opt->io_depth ? opt->io_depth : K3_IO_DEPTH_DEFAULT,
                               .cache_policy = opt && opt->cache_lru ? 0 : 1,
                               .ctx_tokens = m->ctx_tokens,
-                              .session_bytes = k3_session_bytes(m, m->ctx_tokens) +
-                                               (size_t)(opt && opt->logit_rows > 0 ? opt->logit_rows : 0) *
-                                                   (size_t)m->cfg.vocab_size * sizeof(float),
+                              .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
                               .prefetch = opt ? opt->prefetch : 0};
     #pragma omp parallel num_threads(m->n_threads)
@@ -211,8 +198,6 @@ int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *
     return 1;
 }
 
-_Static_assert(K3_EVAL_CHUNK_TOKENS == K3_CHUNK_TOKENS, "k3.h's chunk size is the forward pass's");
-
 /* Bytes one session of ctx tokens holds: states, MLA cache, scratch. */
 size_t k3_session_bytes(k3_model *m, int ctx)
 {
@@ -305,7 +290,7 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     stats_set32(&st->chunk_done, 0);
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
-        if (done > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) {   /* at a chunk boundary */
+        if (done > 0 && s->interrupt && *s->interrupt) {   /* stop at a chunk boundary */
             rc = K3_EVAL_INTERRUPTED;
             break;
         }

@@ -98,11 +98,11 @@ int k3_session_save(const k3_session *s, const char *path, k3_error *err)
     return 0;
 }
 
-/* Read a session from an open stream; path names it in messages. The stream
- * must end right after the checksum. */
-static int load_stream(k3_session *s, FILE *f, const char *path, k3_error *err)
+int k3_session_load(k3_session *s, const char *path, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
+    FILE *f = k3_fopen_regular(path, err);
+    if (!f) return -1;
     hashed_file hf = {f, K3_FNV_INIT, 0};
     session_header h, want;
     fill_header(s, &want);
@@ -152,29 +152,8 @@ static int load_stream(k3_session *s, FILE *f, const char *path, k3_error *err)
             }
         }
     }
+    fclose(f);
     if (rc) k3_session_reset(s);
-    return rc;
-}
-
-int k3_session_load(k3_session *s, const char *path, k3_error *err)
-{
-    FILE *f = k3_fopen_regular(path, err);
-    if (!f) return -1;
-    int rc = load_stream(s, f, path, err);
-    fclose(f);
-    return rc;
-}
-
-int k3_session_load_mem(k3_session *s, const void *data, size_t size, const char *what, k3_error *err)
-{
-    if (size == 0) {   /* fmemopen refuses an empty buffer */
-        k3_session_reset(s);
-        return k3_err(err, "%s: truncated session file", what);
-    }
-    FILE *f = fmemopen((void *)data, size, "rb");
-    if (!f) return k3_err(err, "%s: cannot read: %s", what, strerror(errno));
-    int rc = load_stream(s, f, what, err);
-    fclose(f);
     return rc;
 }
 
