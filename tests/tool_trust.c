@@ -411,7 +411,11 @@ static void *stats_hammer(void *arg)
 static int stats_stream_check(const char *dir, const int *ids, int n, const char *mem)
 {
     k3_error err;
-    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    /* compute threads as the command line sets them (OMP_NUM_THREADS, else all
+     * cores): the ThreadSanitizer run gives 1 */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n,
+                      .n_threads = omp ? atoi(omp) : 0};
     k3_model *m = k3_model_open(dir, &opt, &err);
     k3_session *s = m ? k3_session_new(m, n, &err) : NULL;
     if (!s) { printf("FAIL stats stream open: %s\n", err.msg); return 1; }
