@@ -172,3 +172,23 @@ const char *cli_default_model(void)
     return (m && *m) ? m : "models/demo";
 }
 
+
+volatile sig_atomic_t cli_interrupted;
+
+/* The handler only sets the flag: the loop finishes its step and stops. */
+static void on_sigint(int sig)
+{
+    (void)sig;
+    cli_interrupted = 1;
+}
+
+/* SIGINT sets cli_interrupted instead of killing the process. */
+void cli_catch_sigint(void) { signal(SIGINT, on_sigint); }
+
+/* Stream each piece of the answer as soon as it is complete. */
+void cli_print_text(void *user, const char *text, size_t len)
+{
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}

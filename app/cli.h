@@ -6,6 +6,8 @@
 #ifndef K3_CLI_H
 #define K3_CLI_H
 
+#include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include "k3.h"
 
@@ -51,6 +53,15 @@ void cli_print_plan(const k3_model *m);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
  * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
 char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
+
+/* Ctrl-C during `k3 run`: set by the handler cli_catch_sigint installs,
+ * polled by the token loop (local or remote) to stop the answer. */
+extern volatile sig_atomic_t cli_interrupted;
+void cli_catch_sigint(void);
+
+/* A text callback of the token loops: the piece to stdout, flushed, so the
+ * answer streams as it is made. */
+void cli_print_text(void *user, const char *text, size_t len);
 
 /* The options shared by several commands are in one table: options.h. */
 

@@ -1,6 +1,7 @@
 /* cmd_chat_remote.c - `k3 chat --endpoint URL`: the same conversation,
  * store and line front end as a local chat, the answers from an
- * OpenAI-compatible server (chat/remote.h). A conversation records its
+ * OpenAI-compatible server (chat/remote.h), in the full-screen view on a
+ * terminal (its gauges show the server's figures) or the line mode. A conversation records its
  * server, so `k3 chat --resume ID` goes back to it; `--resume` with
  * another backend re-sends the transcript. */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "plain.h"
 #include "remote.h"
 #include "remote_cli.h"
+#include "tui.h"
 
 int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model)
 {
@@ -38,8 +40,8 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     if (bad) return K3_EXIT_USAGE;
     k3_error err;
     history_error herr;
-    remote *r = remote_open(ro->endpoint, key, &err);
-    if (!r) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    remote *r = remote_cli_open(ro, key);
+    if (!r) return K3_EXIT_ERROR;
     char model[256];
     if (remote_pick_model(r, ro->model, model, sizeof model, &err)) {
         cli_error("%s", err.msg);
@@ -58,13 +60,18 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     }
     if (resume) fprintf(stderr, "k3: resumed conversation %s against %s (%s): the transcript is re-sent each turn\n",
                         conversation_uid(c), remote_url(r), model);
-    if (!plain && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO))
-        fprintf(stderr, "k3: the full-screen view does not drive a remote endpoint yet; using the line mode\n");
-    char hint[1400];
-    snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
-             db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "");
+    char hint[2400];
+    snprintf(hint, sizeof hint, "k3 chat --endpoint %s --model %s%s%s%s%s%s%s", remote_url(r), model, db_path ? " --db " : "",
+             db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "",
+             ro->ca_cert ? " --ca-cert " : "", ro->ca_cert ? ro->ca_cert : "");
     plain_options popt = {.json = json, .raw = raw, .lines = lines, .system = system, .resume_hint = hint};
-    rc = plain_chat_run(c, db, &popt);
+    if (!plain && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {   /* the full screen, as for a local model */
+        tui_options topt = {.model_dir = remote_url(r), .system = system, .resume_hint = hint};
+        rc = tui_chat_run(c, NULL, db, &topt);
+        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, db, &popt);   /* TERM=dumb or unknown */
+    } else {
+        rc = plain_chat_run(c, db, &popt);
+    }
 out:
     conversation_free(c);
     if (db) history_close(db);

@@ -5,10 +5,11 @@
 #include <string.h>
 #include "cli.h"
 #include "k3_offline.h"
+#include "options.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 gen OUT_DIR --preset tiny|small|demo [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
+    fprintf(f, "usage: k3 gen OUT_DIR --preset NAME [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
                "Writes a synthetic Kimi Linear checkpoint in Hugging Face layout: config.json,\n"
                "K safetensors shards (+ model.safetensors.index.json when K > 1), tiktoken.model,\n"
                "tokenizer_config.json and generation_config.json. Weights are deterministic per\n"
@@ -20,41 +21,35 @@ static void usage(FILE *f)
                "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n"
                "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
                "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
-               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n");
+               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n\n");
+    cli_print_options(f, OPTS_GEN);
 }
 
 int cmd_gen(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *out = NULL, *preset_name = NULL, *dtype = "bf16";
-    long long seed = 1, shards = 1;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    const char *out = NULL;
     for (int i = 1; i < argc; i++) {
+        int mo = cli_parse_option(argc, argv, &i, OPTS_GEN, &set);
+        if (mo < 0) return K3_EXIT_USAGE;
+        if (mo) continue;
         const char *a = argv[i];
-        if (!strcmp(a, "--preset") && i + 1 < argc) preset_name = argv[++i];
-        else if (!strcmp(a, "--seed") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &seed)) return K3_EXIT_USAGE; }
-        else if (!strcmp(a, "--shards") && i + 1 < argc) { if (cli_parse_int(a, argv[++i], 1, 64, &shards)) return K3_EXIT_USAGE; }
-        else if (!strcmp(a, "--dtype") && i + 1 < argc) dtype = argv[++i];
-        else if (a[0] == '-') { cli_error("gen: unknown option '%s' (see k3 gen --help)", a); return K3_EXIT_USAGE; }
+        if (a[0] == '-') { cli_error("gen: unknown option '%s' (see k3 gen --help)", a); return K3_EXIT_USAGE; }
         else if (!out) out = a;
         else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (!out || !preset_name) {
+    if (!out || !set.gen.preset) {
         cli_error("gen: OUT_DIR and --preset are required (see k3 gen --help)");
         return K3_EXIT_USAGE;
     }
-    if (!k3_gen_preset_exists(preset_name)) {
-        cli_error("gen: unknown preset '%s' (%s)", preset_name, k3_gen_preset_names());
-        return K3_EXIT_USAGE;
-    }
-    if (strcmp(dtype, "bf16") && strcmp(dtype, "f32")) {
-        cli_error("gen: --dtype must be bf16 or f32, got '%s'", dtype);
-        return K3_EXIT_USAGE;
-    }
-    k3_gen_opts o = {.preset = preset_name, .seed = (uint64_t)seed, .f32 = !strcmp(dtype, "f32"), .shards = (int)shards};
+    const cli_gen_settings *g = &set.gen;
+    k3_gen_opts o = {.preset = g->preset, .seed = g->seed, .f32 = g->f32, .shards = g->shards};
     k3_gen_result r;
     k3_error err;
     if (k3_gen_model(out, &o, &r, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    fprintf(stderr, "k3: wrote %s: preset %s, %.1f MB of weights in %lld shard%s\n", out, preset_name,
-            r.weight_bytes / 1e6, shards, shards > 1 ? "s" : "");
+    fprintf(stderr, "k3: wrote %s: preset %s, %.1f MB of weights in %d shard%s\n", out, g->preset,
+            r.weight_bytes / 1e6, g->shards, g->shards > 1 ? "s" : "");
     return K3_EXIT_OK;
 }

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "k3.h"
 #include "k3_offline.h"
+#include "options.h"
 
 static volatile sig_atomic_t pack_cancel;
 
@@ -37,16 +38,9 @@ static void usage(FILE *f)
         "Peak memory: the copy buffer (64 MiB; --buffer) plus at most about %u bytes per source\n"
         "tensor for the tensor tables. Measured peak RSS: 68 MiB for demo (1k tensors);\n"
         "320 MiB for a 480k-tensor, 40-shard checkpoint (Kimi K3 has ~500k). Reads and writes\n"
-        "go through the page cache, which the kernel may grow and reclaim as usual.\n\n"
-        "  --force            replace DST if it is an existing packed model\n"
-        "  --progress         progress on stderr even when it is not a terminal\n"
-        "  --buffer MIB       copy buffer size in MiB (default 64, min 1)\n"
-        "  --throttle MB/S    cap the copy rate (default: unlimited)\n"
-        "  --sample N         tensors compared with the source after writing (default 16)\n"
-        "  --verify DIR       load DIR's manifest (all bounds checks) and re-verify every unit's and\n"
-        "                     file's checksum, naming the unit that differs (--check is the same)\n"
-        "  --simulate-free-bytes N   TEST ONLY: assume the destination filesystem has N bytes free\n",
+        "go through the page cache, which the kernel may grow and reclaim as usual.\n\n",
         K3_PACK_BYTES_PER_TENSOR);
+    cli_print_options(f, OPTS_PACK);
 }
 
 typedef struct progress_state {
@@ -95,41 +89,35 @@ static int check_dir(const char *dir)
 int cmd_pack(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    k3_pack_opts o;
-    k3_pack_default_opts(&o);
-    const char *src = NULL, *dst = NULL, *check = NULL;
-    int want_progress = 0;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    const char *src = NULL, *dst = NULL;
     for (int i = 1; i < argc; i++) {
+        int mo = cli_parse_option(argc, argv, &i, OPTS_PACK, &set);
+        if (mo < 0) return K3_EXIT_USAGE;
+        if (mo) continue;
         const char *a = argv[i];
-        long long v;
-        double d;
-        if (!strcmp(a, "--force")) o.force = 1;
-        else if (!strcmp(a, "--progress")) want_progress = 1;
-        else if ((!strcmp(a, "--check") || !strcmp(a, "--verify")) && i + 1 < argc) check = argv[++i];
-        else if (!strcmp(a, "--buffer") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 16384, &v)) return K3_EXIT_USAGE;
-            o.buffer_bytes = (size_t)v << 20;
-        } else if (!strcmp(a, "--throttle") && i + 1 < argc) {
-            if (cli_parse_float(a, argv[++i], 0.001, 1e6, &d)) return K3_EXIT_USAGE;
-            o.throttle_mb_s = d;
-        } else if (!strcmp(a, "--sample") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 0, 1000000, &v)) return K3_EXIT_USAGE;
-            o.sample_tensors = (int)v;
-        } else if (!strcmp(a, "--simulate-free-bytes") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 0, INT64_MAX, &v)) return K3_EXIT_USAGE;
-            o.simulate_free_bytes = v;
-        } else if (a[0] == '-' && a[1]) {
-            cli_error("pack: unknown option or missing value '%s' (see k3 pack --help)", a);
+        if (a[0] == '-' && a[1]) {
+            cli_error("pack: unknown option '%s' (see k3 pack --help)", a);
             return K3_EXIT_USAGE;
         } else if (!src) src = a;
         else if (!dst) dst = a;
         else { cli_error("pack: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (check) {
+    const cli_pack_settings *ps_set = &set.pack;
+    if (ps_set->verify_dir) {
         if (src) { cli_error("pack: --verify takes only the directory to check"); return K3_EXIT_USAGE; }
-        return check_dir(check);
+        return check_dir(ps_set->verify_dir);
     }
     if (!src || !dst) { cli_error("pack: need SRC and DST (see k3 pack --help)"); return K3_EXIT_USAGE; }
+    k3_pack_opts o;
+    k3_pack_default_opts(&o);
+    o.force = ps_set->force;
+    o.buffer_bytes = (size_t)ps_set->buffer_mib << 20;
+    o.throttle_mb_s = ps_set->throttle_mb_s;
+    o.sample_tensors = ps_set->sample_tensors;
+    o.simulate_free_bytes = ps_set->simulate_free_bytes;
+    int want_progress = ps_set->progress;
 
     progress_state ps = {.tty = isatty(2)};
     if (ps.tty || want_progress) {

@@ -14,18 +14,6 @@
 #include "k3.h"
 #include "options.h"
 
-static volatile sig_atomic_t interrupted;
-
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
-
-/* Stream each piece of the answer as soon as it is complete. */
-static void print_text(void *user, const char *text, size_t len)
-{
-    (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-}
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n"
@@ -131,7 +119,7 @@ int cmd_run(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     int stops[8], n_stops = k3_model_stop_ids(m, stops, 8);
-    signal(SIGINT, on_sigint);
+    cli_catch_sigint();
 
     int rc = K3_EXIT_OK;
     double t0 = (k3_now_ns() / 1e9);
@@ -141,7 +129,7 @@ int cmd_run(int argc, char **argv)
         rc = K3_EXIT_ERROR;
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
-        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &interrupted, print_text, NULL, NULL, &res, &err)) {
+        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &cli_interrupted, cli_print_text, NULL, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
@@ -150,12 +138,12 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
                 n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
-                interrupted ? " (interrupted)" : res.context_full ? " (context full)"
+                cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
                 : res.length_limit ? " (length limit reached: -n raises it)" : "");
     }
     free(res.text);
     free(res.ids);
-    if (interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
+    if (cli_interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
     k3_sampler_free(&sp);
     free(ids);
     k3_session_free(s);

@@ -14,6 +14,7 @@ const char remote_cli_help[] =
     "  --endpoint URL       an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model\n"
     "  --model NAME         the server's model (default: the first it lists)\n"
     "  --api-key-env VAR    send $VAR as the API key (never on the command line, never stored)\n"
+    "  --ca-cert FILE       trust the CA certificates in FILE (PEM) for an https:// server (default: the system's)\n"
     "  --timeout S          fail when the server sends nothing for S seconds (default 120)\n"
     "  --retries N          retries of a 429 (after the server's Retry-After; default 3)\n";
 
@@ -25,6 +26,7 @@ int remote_cli_option(int argc, char **argv, int *i, remote_cli *o)
     if (!strcmp(a, "--endpoint") && more) o->endpoint = argv[++*i];
     else if (!strcmp(a, "--model") && more) o->model = argv[++*i];
     else if (!strcmp(a, "--api-key-env") && more) o->api_key_env = argv[++*i];
+    else if (!strcmp(a, "--ca-cert") && more) o->ca_cert = argv[++*i];
     else if (!strcmp(a, "--timeout") && more) {
         if (cli_parse_int(a, argv[++*i], 1, 86400, &v)) return -1;
         o->timeout_s = (int)v;
@@ -47,20 +49,23 @@ const char *remote_cli_key(const remote_cli *o, int *bad)
     return k;
 }
 
-static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) { (void)sig; interrupted = 1; }
-
-static void print_text(void *user, const char *text, size_t len)
-{
-    (void)user;
-    fwrite(text, 1, len, stdout);
-    fflush(stdout);
-}
-
 static void print_notice(void *user, const char *line)
 {
     (void)user;
     fprintf(stderr, "k3: %s\n", line);
+}
+
+remote *remote_cli_open(const remote_cli *o, const char *key)
+{
+    k3_error err;
+    remote *r = remote_open(o->endpoint, key, &err);
+    if (!r) { cli_error("%s", err.msg); return NULL; }
+    if (o->ca_cert && remote_set_ca_cert(r, o->ca_cert, &err)) {
+        cli_error("%s", err.msg);
+        remote_close(r);
+        return NULL;
+    }
+    return r;
 }
 
 /* Open the endpoint and settle the model name. */
@@ -70,8 +75,8 @@ static remote *open_remote(const remote_cli *o, char *model, size_t len)
     const char *key = remote_cli_key(o, &bad);
     if (bad) return NULL;
     k3_error err;
-    remote *r = remote_open(o->endpoint, key, &err);
-    if (!r) { cli_error("%s", err.msg); return NULL; }
+    remote *r = remote_cli_open(o, key);
+    if (!r) return NULL;
     if (remote_pick_model(r, o->model, model, len, &err)) {
         cli_error("%s", err.msg);
         remote_close(r);
@@ -97,10 +102,10 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     if (system) msgs[n++] = (k3_chat_msg){"system", system};
     msgs[n++] = (k3_chat_msg){"user", prompt};
     remote_params p = params_of(o, max_new, temp, top_p, seed);
-    signal(SIGINT, on_sigint);
+    cli_catch_sigint();
     remote_result res;
     k3_error err;
-    int rc = remote_chat(r, model, msgs, n, &p, &interrupted, print_text, print_notice, NULL, &res, &err);
+    int rc = remote_chat(r, model, msgs, n, &p, &cli_interrupted, cli_print_text, print_notice, NULL, &res, &err);
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) cli_error("%s", err.msg);
@@ -125,16 +130,16 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     char model[256];
     remote *r = open_remote(o, model, sizeof model);
     if (!r) return K3_EXIT_ERROR;
-    signal(SIGINT, on_sigint);
+    cli_catch_sigint();
     double *ttft = calloc((size_t)n_requests, sizeof *ttft), *p50 = calloc((size_t)n_requests, sizeof *p50);
     double *p90 = calloc((size_t)n_requests, sizeof *p90), tok_s_sum = 0;
     int done = 0, tokens = 0, rc = K3_EXIT_OK;
-    for (int i = 0; i < n_requests && !interrupted && ttft && p50 && p90; i++) {
+    for (int i = 0; i < n_requests && !cli_interrupted && ttft && p50 && p90; i++) {
         k3_chat_msg msg = {"user", prompt};
         remote_params p = params_of(o, max_new, 0, 1, 1);
         remote_result res;
         k3_error err;
-        if (remote_chat(r, model, &msg, 1, &p, &interrupted, NULL, print_notice, NULL, &res, &err)) {
+        if (remote_chat(r, model, &msg, 1, &p, &cli_interrupted, NULL, print_notice, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             remote_result_free(&res);
             rc = K3_EXIT_ERROR;
@@ -170,7 +175,7 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     free(p50);
     free(p90);
     remote_close(r);
-    return interrupted ? K3_EXIT_INTERRUPTED : rc;
+    return cli_interrupted ? K3_EXIT_INTERRUPTED : rc;
 }
 
 /* `k3 bench --endpoint URL`: its own options (no model is loaded). */

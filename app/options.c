@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "k3_offline.h"
 #include "options.h"
 
 #define STR_(x) #x
@@ -72,6 +73,29 @@ static int set_seed(cli_settings *s, const opt_value *v)
     return 0;
 }
 
+/* k3 gen: the preset names are the generator's (k3_gen_preset_exists). */
+static int set_gen_preset(cli_settings *s, const opt_value *v)
+{
+    if (!k3_gen_preset_exists(v->s)) {
+        cli_error("--preset: unknown preset '%s' (%s)", v->s, k3_gen_preset_names());
+        return -1;
+    }
+    s->gen.preset = v->s;
+    return 0;
+}
+static int set_gen_seed(cli_settings *s, const opt_value *v) { s->gen.seed = (uint64_t)v->i; return 0; }
+static int set_gen_dtype(cli_settings *s, const opt_value *v) { s->gen.f32 = (int)v->i; return 0; }
+static int set_gen_shards(cli_settings *s, const opt_value *v) { s->gen.shards = (int)v->i; return 0; }
+
+/* k3 pack. */
+static int set_pack_force(cli_settings *s, const opt_value *v) { s->pack.force = (int)v->i; return 0; }
+static int set_pack_progress(cli_settings *s, const opt_value *v) { s->pack.progress = (int)v->i; return 0; }
+static int set_pack_buffer(cli_settings *s, const opt_value *v) { s->pack.buffer_mib = v->i; return 0; }
+static int set_pack_throttle(cli_settings *s, const opt_value *v) { s->pack.throttle_mb_s = v->d; return 0; }
+static int set_pack_sample(cli_settings *s, const opt_value *v) { s->pack.sample_tensors = (int)v->i; return 0; }
+static int set_pack_verify(cli_settings *s, const opt_value *v) { s->pack.verify_dir = v->s; return 0; }
+static int set_pack_free(cli_settings *s, const opt_value *v) { s->pack.simulate_free_bytes = v->i; return 0; }
+
 /* The policy names are the engine's (k3_cache_policy_parse), not spelled here. */
 static int set_cache_policy(cli_settings *s, const opt_value *v)
 {
@@ -117,6 +141,30 @@ static const cli_option options[] = {
      "drop tokens below P x p(most likely token)"},
     {"--seed", NULL, OPTS_GENERATE, OPT_INT, "S", NULL, 0, -1, "1", NULL, set_seed,
      "random seed of the sampler"},
+
+    {"--preset", NULL, OPTS_GEN, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "none: required", set_gen_preset,
+     "the model to write: tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths"},
+    {"--seed", NULL, OPTS_GEN, OPT_INT, "N", NULL, 0, -1, "1", NULL, set_gen_seed,
+     "seed of the weights (each tensor's values depend on it and the tensor's name only)"},
+    {"--dtype", NULL, OPTS_GEN, OPT_CHOICE, NULL, "bf16|f32", 0, 0, "bf16", NULL, set_gen_dtype,
+     "dtype of the dense weights"},
+    {"--shards", NULL, OPTS_GEN, OPT_INT, "K", NULL, 1, 64, "1", NULL, set_gen_shards,
+     "safetensors shards (an index file when K > 1)"},
+
+    {"--force", NULL, OPTS_PACK, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_pack_force,
+     "replace DST if it is an existing packed model"},
+    {"--progress", NULL, OPTS_PACK, OPT_FLAG, NULL, NULL, 0, 0, NULL, "on a terminal only", set_pack_progress,
+     "progress on stderr even when it is not a terminal"},
+    {"--buffer", NULL, OPTS_PACK, OPT_INT, "MIB", NULL, 1, 16384, "64", NULL, set_pack_buffer,
+     "copy buffer in MiB: the bulk of pack's peak memory"},
+    {"--throttle", NULL, OPTS_PACK, OPT_FLOAT, "MB/S", NULL, 0.001, 1e6, NULL, "unlimited", set_pack_throttle,
+     "cap the copy rate"},
+    {"--sample", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, 1000000, "16", NULL, set_pack_sample,
+     "tensors compared byte for byte with the source after writing"},
+    {"--verify", "--check", OPTS_PACK, OPT_TEXT, "DIR", NULL, 0, 0, NULL, "none", set_pack_verify,
+     "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
+    {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
+     "TEST ONLY: assume the destination filesystem has N bytes free"},
 };
 enum { N_OPTIONS = sizeof options / sizeof options[0] };
 
@@ -164,6 +212,7 @@ static int apply(const cli_option *o, const char *text, cli_settings *s)
 void cli_settings_defaults(cli_settings *s)
 {
     memset(s, 0, sizeof *s);
+    s->pack.simulate_free_bytes = -1;      /* rows without a default: their "off" */
     for (int i = 0; i < N_OPTIONS; i++)
         if (options[i].def && apply(&options[i], options[i].def, s)) abort();   /* a bad table is a bug */
     s->sampling_given = 0;                 /* defaults are not typed */
@@ -218,11 +267,13 @@ static void md_cell(FILE *f, const char *s)
     }
 }
 
-void cli_print_options_markdown(FILE *f)
+/* One Markdown table of the rows of groups. */
+static void print_markdown_table(FILE *f, unsigned groups)
 {
     fprintf(f, "| option | meaning | default | range |\n|---|---|---|---|\n");
     for (int k = 0; k < N_OPTIONS; k++) {
         const cli_option *o = &options[k];
+        if (!(o->group & groups)) continue;
         char label[64], range[64] = "";
         option_label(o, label, sizeof label);
         if (o->type == OPT_INT && o->hi < 0) snprintf(range, sizeof range, "%.0f to 2^63-1", o->lo);
@@ -235,4 +286,13 @@ void cli_print_options_markdown(FILE *f)
         md_cell(f, range);
         fputs(" |\n", f);
     }
+}
+
+void cli_print_options_markdown(FILE *f)
+{
+    print_markdown_table(f, OPTS_ALL);
+    fprintf(f, "\n`k3 gen OUT_DIR`:\n\n");
+    print_markdown_table(f, OPTS_GEN);
+    fprintf(f, "\n`k3 pack SRC DST`:\n\n");
+    print_markdown_table(f, OPTS_PACK);
 }

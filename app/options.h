@@ -1,7 +1,8 @@
-/* options.h - the one table of the model, runtime and sampling options that
- * several commands share (--mem, --io, --io-backend, --io-depth,
- * --cache-policy, --prefetch, --trace, --threads, --ctx, -n, --temp, --top-k,
- * --top-p, --min-p, --seed): name, type, default, bounds and help in one row
+/* options.h - the one table of command-line options: the model, runtime and
+ * sampling options that several commands share (--mem, --io, --io-backend,
+ * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
+ * --temp, --top-k, --top-p, --min-p, --seed) and those of the offline tools
+ * `k3 gen` and `k3 pack`: name, type, default, bounds and help in one row
  * each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
  * tests/t_docs.sh). */
@@ -16,8 +17,28 @@ enum {
     OPTS_MODEL = 1,      /* how the model is held and read: every model-loading command */
     OPTS_CONTEXT = 2,    /* --ctx: commands that keep a session */
     OPTS_GENERATE = 4,   /* -n and the sampler: commands that generate */
-    OPTS_ALL = 7
+    OPTS_ALL = 7,
+    OPTS_GEN = 8,        /* k3 gen: the synthetic checkpoint writer */
+    OPTS_PACK = 16       /* k3 pack: the packed layout writer */
 };
+
+/* What `k3 gen` options set. */
+typedef struct cli_gen_settings {
+    const char *preset;      /* NULL until given: required */
+    uint64_t seed;
+    int f32;                 /* --dtype f32 */
+    int shards;
+} cli_gen_settings;
+
+/* What `k3 pack` options set (copied into k3_pack_opts). */
+typedef struct cli_pack_settings {
+    int force, progress;
+    long long buffer_mib;
+    double throttle_mb_s;    /* 0 = unlimited */
+    int sample_tensors;
+    const char *verify_dir;  /* --verify / --check DIR, or NULL */
+    long long simulate_free_bytes;   /* -1 = not simulated */
+} cli_pack_settings;
 
 /* What the shared options set. */
 typedef struct cli_settings {
@@ -26,6 +47,8 @@ typedef struct cli_settings {
     int max_new;             /* -n */
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
+    cli_gen_settings gen;
+    cli_pack_settings pack;
 } cli_settings;
 
 /* Every row's default applied (then a command may change one, e.g. chat's
@@ -40,7 +63,8 @@ int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_setting
 /* The --help lines of the groups' options. */
 void cli_print_options(FILE *f, unsigned groups);
 
-/* The options as a Markdown table (README's list; `k3 help options`). */
+/* The options as Markdown tables: the shared ones, then gen's and pack's
+ * (README's list; `k3 help options`). */
 void cli_print_options_markdown(FILE *f);
 
 #endif

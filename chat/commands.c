@@ -186,9 +186,12 @@ static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
     char line[256];
     if (!*args) {                             /* everything a turn runs with */
         chat_format_sampling(sp, line, sizeof line);
-        chat_say(x, CHAT_SAY_NOTICE, "%s n=%d (answer length)\ncontext %d tokens; system prompt: %s", line,
-                 conversation_max_new(x->conv), k3_session_max_tokens(conversation_session(x->conv)),
-                 x->system && *x->system ? x->system : "(none)");
+        k3_session *s = conversation_session(x->conv);   /* none for a remote backend: the server's context */
+        char ctx[64];
+        if (s) snprintf(ctx, sizeof ctx, "context %d tokens", k3_session_max_tokens(s));
+        else snprintf(ctx, sizeof ctx, "context: the server's");
+        chat_say(x, CHAT_SAY_NOTICE, "%s n=%d (answer length)\n%s; system prompt: %s", line,
+                 conversation_max_new(x->conv), ctx, x->system && *x->system ? x->system : "(none)");
         return CHAT_ACT_NONE;
     }
     k3_sampler next = *sp;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "commands.h"
+#include "remote.h"
 #include "model_facts.h"
 
 /* /show [info]: ollama's `/show info`, from the loaded model (no store
@@ -17,6 +18,12 @@ chat_action chat_cmd_show(chat_cmd_ctx *x, const char *args)
 {
     if (*args && strcmp(args, "info")) {
         chat_say(x, CHAT_SAY_ERROR, "usage: /show [info]");
+        return CHAT_ACT_NONE;
+    }
+    if (!x->model) {                      /* a server: what it was asked for and where */
+        remote *r = conversation_remote(x->conv);
+        chat_say(x, CHAT_SAY_NOTICE, "model         %s\nserved by     %s (an OpenAI-compatible server; /stats shows "
+                 "its /metrics figures)", conversation_remote_model(x->conv), r ? remote_url(r) : "?");
         return CHAT_ACT_NONE;
     }
     char *text = model_facts_text(x->model, x->model_dir);

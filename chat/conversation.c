@@ -755,15 +755,56 @@ conversation *conversation_create_remote(remote *r, const char *model_name, hist
 remote *conversation_remote(conversation *c) { return c->remote; }
 const char *conversation_remote_model(const conversation *c) { return c->remote ? c->remote_model : ""; }
 
+/* A remote answer is as durable as a local one: its row is inserted with
+ * in_progress = 1 when the request goes out and rewritten with the text so
+ * far every SAVE_EVERY_S or SAVE_EVERY_TOKENS pieces (stream_saver's
+ * rhythm), so a kill -9 of the client loses at most that much; a resume
+ * shows it as incomplete. */
 typedef struct remote_sink {
     conversation_text_fn on_text;
     void *user;
+    conversation *c;
+    int64_t message_id;          /* the in-progress row, or -1 when it could not be written */
+    char *text;                  /* the answer so far */
+    size_t len, cap;
+    int pieces, saved_pieces;
+    double last_save_s;
+    const char *sampling;
 } remote_sink;
+
+/* Rewrite the in-progress row with the text so far (a failure costs only durability). */
+static void remote_save_partial(remote_sink *rs)
+{
+    history_message pm = history_message_make("assistant", rs->text ? rs->text : "", HISTORY_INTERRUPTED);
+    pm.generated_tokens = rs->pieces;
+    pm.sampling_json = (char *)rs->sampling;
+    pm.in_progress = 1;
+    history_error herr;
+    if (history_msg_update(rs->c->db, rs->message_id, &pm, &herr) && rs->saved_pieces >= 0)
+        fprintf(stderr, "k3: warning: the answer so far was not saved: %s\n", herr.msg);
+    rs->saved_pieces = rs->pieces;
+    rs->last_save_s = k3_now_ns() / 1e9;
+}
 
 static void remote_text(void *user, const char *text, size_t len)
 {
     remote_sink *rs = user;
     if (rs->on_text) rs->on_text(rs->user, text, len);
+    if (rs->message_id < 0) return;
+    if (rs->len + len + 1 > rs->cap) {
+        size_t cap = rs->cap ? rs->cap * 2 : 4096;
+        while (cap < rs->len + len + 1) cap *= 2;
+        char *g = realloc(rs->text, cap);
+        if (!g) return;
+        rs->text = g;
+        rs->cap = cap;
+    }
+    memcpy(rs->text + rs->len, text, len);
+    rs->len += len;
+    rs->text[rs->len] = 0;
+    rs->pieces++;
+    if (rs->pieces - rs->saved_pieces >= SAVE_EVERY_TOKENS || k3_now_ns() / 1e9 - rs->last_save_s >= SAVE_EVERY_S)
+        remote_save_partial(rs);
 }
 
 /* 429 retries and the like, one line each (the front ends own stdout). */
@@ -801,7 +842,19 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     remote_params p = {.temperature = c->sampler.temperature, .top_p = c->sampler.top_p,
                        .seed = (long long)c->sampler.seed, .max_tokens = c->max_new,
                        .timeout_s = c->remote_timeout_s, .max_retries = c->remote_retries};
-    remote_sink sink = {on_text, user};
+    char *answer_sampling = sampling_json(&c->sampler);
+    remote_sink sink = {.on_text = on_text, .user = user, .c = c, .sampling = answer_sampling,
+                        .last_save_s = k3_now_ns() / 1e9};
+    history_message pm = history_message_make("assistant", "", HISTORY_INTERRUPTED);
+    pm.sampling_json = answer_sampling;
+    pm.in_progress = 1;               /* on disk before the first byte comes back */
+    sink.message_id = history_msg_add(c->db, c->row.id, &pm, &herr);
+    if (sink.message_id < 0) {
+        free(answer_sampling);
+        free(msgs);
+        history_msg_list_free(stored, n_stored);
+        return k3_err(err, "%s", herr.msg);
+    }
     remote_result res;
     k3_error rerr;
     int rc = remote_chat(c->remote, c->remote_model, msgs, nm, &p, interrupt_flag, remote_text, remote_notice, &sink,
@@ -837,11 +890,11 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
                               "itl_p50_ms", res.itl_p50_ms, "itl_p90_ms", res.itl_p90_ms, "retries", res.retries);
     am.engine_stats_json = stats ? json_dumps(stats, JSON_COMPACT) : NULL;
     json_decref(stats);
-    char *answer_sampling = sampling_json(&c->sampler);
     am.sampling_json = answer_sampling;
-    int64_t am_id = history_msg_add(c->db, c->row.id, &am, &herr);
+    int failed = history_msg_update(c->db, sink.message_id, &am, &herr);   /* in_progress = 0: the answer ended */
     free(am.engine_stats_json);
     free(answer_sampling);
-    if (am_id < 0) return k3_err(err, "%s", herr.msg);
+    free(sink.text);
+    if (failed) return k3_err(err, "%s", herr.msg);
     return 0;
 }

@@ -1,5 +1,6 @@
 /* remote.c - see remote.h. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 struct remote {
     char url[1024];              /* scheme://host[:port][/prefix], no trailing /v1 */
     char *auth;                  /* "Authorization: Bearer KEY" or NULL */
+    char *ca_cert;               /* --ca-cert: the CA bundle that signs the server's certificate, or NULL (the system's) */
     uint64_t bytes_in;           /* atomically updated */
 };
 
@@ -43,7 +45,24 @@ void remote_close(remote *r)
 {
     if (!r) return;
     free(r->auth);
+    free(r->ca_cert);
     free(r);
+}
+
+/* A CA of one's own (a self-signed or company certificate): checked here so
+ * a wrong path is its own clear error, not a TLS failure later. */
+int remote_set_ca_cert(remote *r, const char *path, k3_error *err)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return k3_err(err, "--ca-cert %s: %s", path, strerror(errno));
+    char head[64] = "";
+    size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = 0;
+    if (!strstr(head, "-----BEGIN")) return k3_err(err, "--ca-cert %s: not a PEM certificate file", path);
+    free(r->ca_cert);
+    if (!(r->ca_cert = strdup(path))) return k3_err(err, "out of memory");
+    return 0;
 }
 
 const char *remote_url(const remote *r) { return r->url; }
@@ -118,7 +137,9 @@ static void transport_error(const remote *r, CURLcode rc, const char *curl_msg, 
     case CURLE_SSL_CIPHER:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_ISSUER_ERROR:
-        k3_err(err, "%s: TLS error: %s", r->url, curl_msg[0] ? curl_msg : curl_easy_strerror(rc));
+        k3_err(err, "%s: TLS error: %s%s", r->url, curl_msg[0] ? curl_msg : curl_easy_strerror(rc),
+               rc == CURLE_PEER_FAILED_VERIFICATION && !r->ca_cert
+                   ? " (the server's certificate is not trusted here: give its CA with --ca-cert FILE)" : "");
         break;
     default:
         k3_err(err, "%s: %s%s%s", r->url, curl_easy_strerror(rc), curl_msg[0] ? ": " : "", curl_msg);
@@ -150,6 +171,7 @@ static CURL *easy_for(const remote *r, const char *path, struct curl_slist **hdr
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, (long)(timeout_s > 0 ? timeout_s : 120));
     curl_easy_setopt(c, CURLOPT_USERAGENT, "k3");
+    if (r->ca_cert) curl_easy_setopt(c, CURLOPT_CAINFO, r->ca_cert);
     *hdrs = NULL;
     if (r->auth) *hdrs = curl_slist_append(*hdrs, r->auth);
     errbuf[0] = 0;

@@ -51,6 +51,9 @@ typedef void (*remote_text_fn)(void *user, const char *text, size_t len);
 /* base_url: "http://host:port" or ".../v1". api_key may be NULL. */
 remote *remote_open(const char *base_url, const char *api_key, k3_error *err);
 void remote_close(remote *r);
+/* Trust the CA certificates in this PEM file (instead of the system's) for
+ * https:// endpoints; 0, or -1 with err when the file is not readable PEM. */
+int remote_set_ca_cert(remote *r, const char *path, k3_error *err);
 const char *remote_url(const remote *r);     /* normalised, without /v1 */
 
 /* Check want (if not NULL) against /v1/models, or take the first model

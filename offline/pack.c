@@ -27,6 +27,7 @@
 #include "k3.h"
 #include "config.h"
 #include "manifest.h"
+#include "tables_write.h"
 #include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
@@ -936,11 +937,55 @@ static void put_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Write manifest.json (via a temp name, fsync'd, renamed): the last file. */
+/* tables.bin: every tensor, layer run and expert page of the plan in fixed
+ * records (layout in manifest.h). What manifest.json must say of it goes to w. */
+static int write_tables(pk_run *r, k3_tables_written *w, k3_error *err)
+{
+    pk_plan *p = r->p;
+    k3_manifest_tensor *tensors = calloc((size_t)(p->n_items ? p->n_items : 1), sizeof *tensors);
+    k3_manifest_layer *layers = calloc((size_t)(p->n_layers ? p->n_layers : 1), sizeof *layers);
+    k3_manifest_page *pages = calloc((size_t)(p->n_pages ? p->n_pages : 1), sizeof *pages);
+    int rc = -1, pg = 0;
+    if (!tensors || !layers || !pages) {
+        k3_err(err, "%s: out of memory for the tables of %d tensors", r->partial, p->n_items);
+        goto out;
+    }
+    for (int i = 0; i < p->n_items; i++) {
+        const pk_item *it = &p->items[i];
+        const st_tensor *t = &p->ix.tensors[it->src];
+        tensors[i] = (k3_manifest_tensor){.name = t->name, .offset = it->dst, .bytes = t->nbytes, .layer = -1,
+                                          .expert = -1, .dtype = t->dtype, .ndim = (uint8_t)t->ndim,
+                                          .file = (uint8_t)it->file};
+        for (int d = 0; d < t->ndim; d++) tensors[i].shape[d] = t->shape[d];
+        int first_of_page = it->file == K3_PK_EXPERTS &&
+                            !(i > 0 && p->items[i - 1].file == K3_PK_EXPERTS && p->items[i - 1].layer == it->layer &&
+                              p->items[i - 1].expert == it->expert);
+        if (first_of_page && pg < p->n_pages) {
+            pages[pg] = (k3_manifest_page){it->layer, it->expert, (uint64_t)pg * p->page_bytes};
+            pg++;
+        }
+    }
+    for (int l = 0; l < p->n_layers; l++) layers[l] = (k3_manifest_layer){p->run_off[l], p->run_bytes[l], 0};
+    char path[4300];
+    snprintf(path, sizeof path, "%s/%s", r->partial, K3_TABLES_FILE);
+    rc = k3_tables_write(path, tensors, p->n_items, layers, p->n_layers, pages, pg, w, err);
+out:
+    free(tensors);
+    free(layers);
+    free(pages);
+    return rc;
+}
+
+/* Write tables.bin, then manifest.json (via a temp name, fsync'd, renamed):
+ * the last file, small whatever the model's size. */
 static int write_manifest(pk_run *r, k3_error *err)
 {
     pk_plan *p = r->p;
     st_index *ix = &p->ix;
+    k3_tables_written tw;
+    if (write_tables(r, &tw, err)) return -1;
+    char tables_json[1024];
+    k3_tables_json(&tw, tables_json, sizeof tables_json);
     char tmp[4300], path[4300];
     snprintf(tmp, sizeof tmp, "%s/manifest.json.tmp", r->partial);
     snprintf(path, sizeof path, "%s/manifest.json", r->partial);
@@ -957,35 +1002,11 @@ static int write_manifest(pk_run *r, k3_error *err)
     }
     fprintf(f, "]},\n\"config\": ");
     fwrite(p->config_text, 1, p->config_len, f);
-    fprintf(f, ",\n\"tensors\": [");
-    for (int i = 0; i < p->n_items; i++) {
-        const pk_item *it = &p->items[i];
-        const st_tensor *t = &ix->tensors[it->src];
-        fprintf(f, "%s\n  {\"name\": ", i ? "," : "");
-        put_json_string(f, t->name);
-        fprintf(f, ", \"dtype\": \"%s\", \"shape\": [", k3_dtype_name(t->dtype));
-        for (int d = 0; d < t->ndim; d++) fprintf(f, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        fprintf(f, "], \"file\": \"%s\", \"offset\": %llu, \"bytes\": %llu}", k3_pk_file_key((k3_pk_file)it->file),
-                (unsigned long long)it->dst, (unsigned long long)t->nbytes);
-    }
-    fprintf(f, "\n],\n\"layers\": [");
-    for (int l = 0; l < p->n_layers; l++)
-        fprintf(f, "%s\n  {\"trunk_offset\": %llu, \"trunk_bytes\": %llu}", l ? "," : "",
-                (unsigned long long)p->run_off[l], (unsigned long long)p->run_bytes[l]);
-    fprintf(f, "\n],\n\"experts\": {\"page_bytes\": %llu, \"n_layers_moe\": %d, \"n_experts\": %d, \"pages\": [",
+    fprintf(f, ",\n\"tables\": %s,\n", tables_json);
+    fprintf(f, "\"experts\": {\"page_bytes\": %llu, \"n_layers_moe\": %d, \"n_experts\": %d},\n",
             (unsigned long long)p->page_bytes, p->n_layers_moe, p->n_experts);
-    int pg = 0;
-    for (int i = 0; i < p->n_items; i++) {
-        const pk_item *it = &p->items[i];
-        if (it->file != K3_PK_EXPERTS || (i > 0 && p->items[i - 1].file == K3_PK_EXPERTS &&
-                                           p->items[i - 1].layer == it->layer && p->items[i - 1].expert == it->expert))
-            continue;
-        fprintf(f, "%s%s[%d, %d, %llu]", pg ? "," : "", pg % 8 == 0 ? "\n  " : " ", it->layer, it->expert,
-                (unsigned long long)((uint64_t)pg * p->page_bytes));
-        pg++;
-    }
     const st_tensor *emb = &ix->tensors[p->items[p->embed].src];
-    fprintf(f, "\n]},\n\"embed\": {\"name\": ");
+    fprintf(f, "\"embed\": {\"name\": ");
     put_json_string(f, emb->name);
     fprintf(f, ", \"row_bytes\": %llu, \"rows\": %lld, \"dtype\": \"%s\"},\n",
             (unsigned long long)(emb->nbytes / (uint64_t)emb->shape[0]), (long long)emb->shape[0],

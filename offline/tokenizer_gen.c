@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include "k3.h"
 #include "pretokenize.h"
+#include "strtab.h"
 #include "tokenizer_gen.h"
 
 /* The learning text: English prose, chat words, code with tabs and
@@ -164,23 +165,21 @@ typedef struct {
     size_t *off;
     size_t *len;
     int n, cap;
-    int32_t *slots;
-    size_t slot_mask;
+    k3_strtab ids;       /* token bytes -> id */
 } gen_vocab;
 
-/* FNV-1a over token bytes (same role as in tokenizer.c). */
-static uint64_t gen_hash(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
+/* The bytes of token id (the key the id table compares). */
+static const void *vocab_key(const void *owner, int32_t id, size_t *len)
+{
+    const gen_vocab *v = owner;
+    *len = v->len[id];
+    return v->arena + v->off[id];
+}
 
 /* Id of a byte string already in the vocabulary, or -1. */
 static int vocab_find(const gen_vocab *v, const uint8_t *s, size_t n)
 {
-    size_t i = (size_t)gen_hash(s, n) & v->slot_mask;
-    for (;;) {
-        int32_t id = v->slots[i];
-        if (id < 0) return -1;
-        if (v->len[id] == n && !memcmp(v->arena + v->off[id], s, n)) return id;
-        i = (i + 1) & v->slot_mask;
-    }
+    return k3_strtab_find(&v->ids, s, n, vocab_key, v);
 }
 
 /* Append a new token (caller checked it is absent). Returns its id or -1. */
@@ -198,26 +197,19 @@ static int vocab_add(gen_vocab *v, const uint8_t *s, size_t n)
     v->off[id] = v->arena_n;
     v->len[id] = n;
     v->arena_n += n;
-    size_t i = (size_t)gen_hash(s, n) & v->slot_mask;
-    while (v->slots[i] >= 0) i = (i + 1) & v->slot_mask;
-    v->slots[i] = id;
+    k3_strtab_insert(&v->ids, id, vocab_key, v);   /* absent: always inserted */
     return id;
 }
 
 /* All tables sized once for n_base tokens (the hash at most half full). */
 static int vocab_init(gen_vocab *v, int n_base)
 {
-    size_t slots = 1;
-    while (slots < (size_t)n_base * 2) slots <<= 1;
     v->cap = n_base;
     v->arena_cap = 4096;
     v->arena = malloc(v->arena_cap);
     v->off = malloc((size_t)n_base * sizeof *v->off);
     v->len = malloc((size_t)n_base * sizeof *v->len);
-    v->slots = malloc(slots * sizeof *v->slots);
-    v->slot_mask = slots - 1;
-    if (!v->arena || !v->off || !v->len || !v->slots) return -1;
-    memset(v->slots, 0xff, slots * sizeof *v->slots);
+    if (!v->arena || !v->off || !v->len || k3_strtab_init(&v->ids, (size_t)n_base)) return -1;
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
         if (vocab_add(v, &byte, 1) < 0) return -1;
@@ -231,7 +223,7 @@ static void vocab_free(gen_vocab *v)
     free(v->arena);
     free(v->off);
     free(v->len);
-    free(v->slots);
+    k3_strtab_free(&v->ids);
 }
 
 /* The pre-tokenised learning text: distinct words (as current symbol ids)

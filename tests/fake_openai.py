@@ -2,18 +2,26 @@
 """fake_openai.py - a tiny misbehaving OpenAI-compatible server for the fault
 tests of `k3 chat --endpoint` (tests/t_endpoint.sh).
 
-  fake_openai.py MODE    prints "port N" on stdout, serves 127.0.0.1:N,
+  fake_openai.py MODE [--metrics FILE] [--tls CERT KEY]
+                         prints "port N" on stdout, serves 127.0.0.1:N,
                          exits by itself after 120 s
+
+--metrics FILE serves FILE as /metrics (a vLLM or SGLang fixture), else
+/metrics is a 404 as on a server without Prometheus. --tls serves HTTPS
+with that certificate and key (python's ssl module).
 
 MODE: ok (a good stream), malformed (garbage in the event stream), cut (the
 connection closes mid-answer), slow (headers, then silence), 401 (wants key
 "right-key"), 429 (two 429s with Retry-After: 1, then a good stream),
 429forever, 500.
 """
-import json, sys, threading, time
+import json, ssl, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODE = sys.argv[1]
+ARGS = sys.argv[2:]
+METRICS = ARGS[ARGS.index("--metrics") + 1] if "--metrics" in ARGS else None
+TLS = ARGS[ARGS.index("--tls") + 1:ARGS.index("--tls") + 3] if "--tls" in ARGS else None
 STATE = {"posts": 0}
 
 
@@ -45,6 +53,13 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        elif self.path == "/metrics" and METRICS:
+            body = open(METRICS, "rb").read()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         else:
             self.send_json(404, {"error": {"message": "no such path"}})
 
@@ -87,6 +102,10 @@ class Handler(BaseHTTPRequestHandler):
 
 srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
 srv.daemon_threads = True
+if TLS:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(TLS[0], TLS[1])
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 print("port", srv.server_address[1], flush=True)
 threading.Timer(120, lambda: __import__("os")._exit(0)).start()
 srv.serve_forever()

@@ -9,6 +9,8 @@
 #   tiktoken          tiktoken.model (then one encode + decode)
 #   tokenizer_config  tokenizer_config.json (the added tokens)
 #   manifest          manifest.json of a packed model, its .bin files present
+#   manifest_tables   tables.bin of a packed model (its manifest.json made to
+#                     record the input's size and checksum)
 #   session           a session / snapshot file (k3 chat --resume)
 #   history_import    `k3 history import` JSON
 # `make test` runs it briefly (t_fuzz.sh); `make fuzz` runs it for longer.
@@ -17,7 +19,7 @@
 cd "$(dirname "$0")/.." || exit 1
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest session history_import}
+TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest manifest_tables session history_import}
 OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
@@ -26,7 +28,7 @@ ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
 FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine/model -Iengine/kernels -Iengine/weights -Iengine/text -Iengine/base -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
-[ -f $SEEDMODEL.packed/manifest.json ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
+[ -f $SEEDMODEL.packed/tables.bin ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
 ENGINE_SRCS=$(ls engine/*/*.c)
 export K3_FUZZ_MODEL=$SEEDMODEL K3_FUZZ_PACKED=$SEEDMODEL.packed
 for target in $TARGETS; do
@@ -36,7 +38,7 @@ for target in $TARGETS; do
     extra=""
     case $target in
     safetensors)
-        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: small valid shards (every dtype, 1-4 dims) and a real shard.
         # An input is a u64 LE count of the file bytes after it, then the
         # file's first bytes (fuzz_safetensors.c): the real shard's seed is
@@ -60,7 +62,7 @@ open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
     index)
-        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         /usr/bin/python3 -c "
 import json, struct
 raw = open('$SEEDMODEL/model.safetensors', 'rb').read()
@@ -69,18 +71,23 @@ wm = {k: 'model.safetensors' for k in h if k != '__metadata__'}
 json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpus/seed_index', 'w'), indent=2)
 " ;;
     config)
-        srcs="engine/model/config.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/model/config.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/config.json $corpus/seed_config
         [ -f tests/out/asan/k3tiny/config.json ] && cp tests/out/asan/k3tiny/config.json $corpus/seed_config_k3 ;;
     tiktoken)
-        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/tiktoken.model $corpus/seed_tiktoken ;;
     tokenizer_config)
-        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     manifest)
-        srcs="engine/weights/manifest.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c"
+        srcs="engine/weights/manifest.c engine/weights/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
+    manifest_tables)
+        srcs="engine/weights/manifest.c engine/weights/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        cp $SEEDMODEL.packed/tables.bin $corpus/seed_tables
+        # a second seed: the same tables with the expert pages of a MoE layout, when t_pack made one
+        [ -f tests/out/pack/p_k3tiny/tables.bin ] && cp tests/out/pack/p_k3tiny/tables.bin $corpus/seed_tables_k3tiny ;;
     session)
         srcs="$ENGINE_SRCS"
         libs="-fopenmp -ljansson -lpcre2-8 -luring -lm -lpthread"

@@ -12,24 +12,22 @@
 #    429 with Retry-After (retried visibly, then answered; or given up),
 #    malformed SSE, a stream cut mid-answer, a slow server (timeout), the
 #    server killed mid-stream;
-#  - in tmux (a terminal): the answer streams, Ctrl-C cancels it (kept,
-#    marked interrupted), and the conversation resumes;
+#  - TLS (python's https server, an openssl self-signed certificate): an
+#    untrusted certificate is refused with one line, --ca-cert trusts it;
+#    (the full-screen view in tmux is tests/t_endpoint_tui.sh)
 #  - k3 bench --endpoint prints TTFT, tokens/s and inter-token percentiles.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 OUT=tests/out/endpoint
 rm -rf $OUT
 mkdir -p $OUT
-K3=./k3
+K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/small
 $K3 gen $M --preset small --seed 41 >/dev/null 2>&1
 PIDS=""
-SOCK=k3ep$$
-TM="tmux -L $SOCK"
 cleanup() {
     for p in $PIDS; do kill $p 2>/dev/null; done
-    $TM kill-server >/dev/null 2>&1
 }
 trap cleanup EXIT INT TERM
 ok() {  # ok FLAG NAME WHY: FLAG is 1 on success (an empty FLAG vanishes, leaving NAME WHY)
@@ -50,13 +48,14 @@ serve() {
     echo "FAIL endpoint: k3 serve did not start: $(cat $OUT/serve.log)"
     exit 0
 }
-# fake MODE: sets FPORT
+# fake MODE [--tls CERT KEY]: sets FPORT
 fake() {
-    $PY tests/fake_openai.py $1 > $OUT/fake.out 2>&1 &
+    NFAKE=$((${NFAKE:-0} + 1))         # a file per server: never the previous one's port
+    $PY tests/fake_openai.py "$@" > $OUT/fake$NFAKE.out 2>&1 &
     PIDS="$PIDS $!"
     FPORT=""
     for i in $(seq 1 50); do
-        FPORT=$(sed -n 's/^port //p' $OUT/fake.out)
+        FPORT=$(sed -n 's/^port //p' $OUT/fake$NFAKE.out 2>/dev/null)
         [ -n "$FPORT" ] && return 0
         sleep 0.1
     done
@@ -112,6 +111,10 @@ fault() {  # fault SLUG DESCRIPTION URL PATTERN [extra options]
 fake ok; FOK=$FPORT
 $K3 run --endpoint http://127.0.0.1:$FOK -p hi > $OUT/fok.txt 2>$OUT/fok.err
 ok $([ "$(cat $OUT/fok.txt)" = "Hello from the fake server." ] && echo 1) "endpoint: k3 run --endpoint streams a plain OpenAI server's answer" "$(cat $OUT/fok.txt $OUT/fok.err)"
+printf '/set\n/show\n' | $K3 chat --lines --endpoint http://127.0.0.1:$FOK --db $OUT/cmds.db > $OUT/cmds.out 2>&1
+rc=$?
+ok $([ $rc = 0 ] && grep -q "context: the server's" $OUT/cmds.out && grep -q "served by *http://127.0.0.1:$FOK" $OUT/cmds.out && echo 1) \
+   "endpoint: /set and /show answer for a remote backend (no local session or model)" "rc $rc: $(cat $OUT/cmds.out)"
 fake 401; fault 401 "401" http://127.0.0.1:$FPORT "HTTP 401: Incorrect API key provided (check the key"
 # the key goes in from the environment, never the command line
 printf 'hi\n' | K3_TEST_KEY=right-key $K3 chat --endpoint http://127.0.0.1:$FPORT --api-key-env K3_TEST_KEY --db $OUT/key.db --json > $OUT/key.out 2>&1
@@ -147,39 +150,26 @@ ok $([ $rc = 0 ] && [ "$st" = error ] && [ -n "$part" ] && grep -q "cut mid-answ
    "endpoint fault: server killed mid-stream: $(grep -m1 'k3: http' $OUT/kill.err | cut -c1-100); partial answer ($part bytes) stored as error" \
    "rc $rc status $st part $part: $(cat $OUT/kill.err)"
 
-# in a terminal (tmux): streams, Ctrl-C cancels (kept, interrupted), resumes
-serve
-URL=http://127.0.0.1:$PORT
-DBT=$PWD/$OUT/tmux.db
-$TM new-session -d -s k3 -x 120 -y 40 "env HOME=$PWD/$OUT/home XDG_DATA_HOME=$PWD/$OUT/xdg sh"
-sleep 0.3
-$TM send-keys -t k3 "$K3 chat --endpoint $URL --db $DBT -n 3000" Enter
-wait_screen() { i=0; while [ $i -lt $(($2 * 10)) ]; do $TM capture-pane -t k3 -p > $OUT/screen.txt; grep -q -- "$1" $OUT/screen.txt && return 0; sleep 0.1; i=$((i + 1)); done; return 1; }
-if wait_screen "Ctrl-C stops an answer" 15; then
-    $TM send-keys -t k3 "Tell me a very long story" Enter
-    # Ctrl-C as soon as the answer (1213 tokens) shows below the message
-    for i in $(seq 1 300); do
-        $TM capture-pane -t k3 -p > $OUT/screen.txt
-        $PY -c "
-import sys; l=open('$OUT/screen.txt').read().split('\n')
-i=[k for k,x in enumerate(l) if x.startswith('> Tell me a very long story')]
-sys.exit(0 if i and i[-1]+1 < len(l) and l[i[-1]+1].strip() else 1)" && break
-        sleep 0.05
-    done
-    $TM send-keys -t k3 C-c
-    wait_screen "(interrupted)" 15
-    r1=$?
-    $TM send-keys -t k3 C-d
-    wait_screen "resume with" 10
-    last_json $DBT
-    st=$(jget "d['messages'][1]['status']" 2>/dev/null); n=$(jget "len(d['messages'][1]['content'])" 2>/dev/null)
-    ok $([ $r1 = 0 ] && [ "$st" = interrupted ] && [ "${n:-0}" -gt 0 ] && echo 1) \
-       "endpoint tmux: the answer streams on the terminal, Ctrl-C cancels it, kept ($n bytes) and marked interrupted" \
-       "screen: $(grep -v '^$' $OUT/screen.txt | tail -4 | tr '\n' '|') status $st"
-    CID=$(jget "d['id']" 2>/dev/null)
-    $TM send-keys -t k3 "printf 'Go on\n' | $K3 chat --lines --db $DBT --resume $CID -n 5 --json > $PWD/$OUT/tres.out 2>&1" Enter
-    for i in $(seq 1 600); do grep -q status $OUT/tres.out 2>/dev/null && break; sleep 0.1; done
-    ok $(grep -q '"turn":2' $OUT/tres.out && grep -q '"status":"complete"' $OUT/tres.out && echo 1) "endpoint tmux: the conversation resumes against its server" "$(cat $OUT/tres.out)"
-else
-    echo "FAIL endpoint tmux: k3 chat --endpoint did not start: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
-fi
+# TLS: a self-signed certificate (openssl) on a python https server on 127.0.0.1
+openssl req -x509 -newkey rsa:2048 -nodes -keyout $OUT/tls_key.pem -out $OUT/tls_cert.pem -days 1 \
+    -subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 > $OUT/openssl.log 2>&1
+fake ok --tls $OUT/tls_cert.pem $OUT/tls_key.pem
+TLS=https://127.0.0.1:$FPORT
+$K3 run --endpoint $TLS -p hi -n 5 > $OUT/tls1.out 2> $OUT/tls1.err
+rc=$?
+ok $([ $rc = 1 ] && [ "$(wc -l < $OUT/tls1.err)" = 1 ] && grep -q "^k3: $TLS: TLS error: .*certificate.*give its CA with --ca-cert FILE" $OUT/tls1.err && [ ! -s $OUT/tls1.out ] && echo 1) \
+   "endpoint tls: an untrusted (self-signed) certificate is refused with one line: $(cut -c1-140 $OUT/tls1.err)" "rc $rc: $(cat $OUT/tls1.err $OUT/openssl.log)"
+$K3 run --endpoint $TLS -p hi -n 5 --ca-cert $OUT/tls_cert.pem > $OUT/tls2.out 2> $OUT/tls2.err
+rc=$?
+ok $([ $rc = 0 ] && [ "$(cat $OUT/tls2.out)" = "Hello from the fake server." ] && echo 1) \
+   "endpoint tls: with --ca-cert the same server is trusted and answers" "rc $rc: $(cat $OUT/tls2.out $OUT/tls2.err)"
+printf 'hi\n' | $K3 chat --lines --endpoint $TLS --ca-cert $OUT/tls_cert.pem --db $OUT/tls.db --json > $OUT/tls3.out 2> $OUT/tls3.err
+ok $(grep -q '"status":"complete"' $OUT/tls3.out && grep -q -- "--ca-cert $OUT/tls_cert.pem --resume" $OUT/tls3.err && echo 1) \
+   "endpoint tls: k3 chat --endpoint https:// --ca-cert answers, and the resume hint carries --ca-cert" "$(cat $OUT/tls3.out $OUT/tls3.err)"
+$K3 run --endpoint $TLS -p hi --ca-cert $OUT/nothere.pem > /dev/null 2> $OUT/tls4.err
+rc1=$?
+$K3 run --endpoint $TLS -p hi --ca-cert tests/t_endpoint.sh > /dev/null 2> $OUT/tls5.err
+rc2=$?
+ok $([ $rc1 = 1 ] && [ $rc2 = 1 ] && grep -q "^k3: --ca-cert $OUT/nothere.pem: No such file or directory$" $OUT/tls4.err &&
+     grep -q "^k3: --ca-cert tests/t_endpoint.sh: not a PEM certificate file$" $OUT/tls5.err && echo 1) \
+   "endpoint tls: a missing or non-PEM --ca-cert is one clear line" "rc $rc1 $rc2: $(cat $OUT/tls4.err $OUT/tls5.err)"

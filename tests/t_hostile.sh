@@ -13,7 +13,7 @@ OUT=${HOSTILE_OUT:-tests/out/hostile}
 mkdir -p $OUT
 GOOD=$OUT/good
 [ -f $GOOD/config.json ] || ./k3 gen $GOOD --preset tiny --seed 2 >/dev/null 2>&1
-[ -f $GOOD.packed/manifest.json ] || ./k3 pack $GOOD $GOOD.packed >/dev/null 2>&1
+[ -f $GOOD.packed/tables.bin ] || ./k3 pack $GOOD $GOOD.packed >/dev/null 2>&1
 
 # expect NAME WANT_CODE WANT_TEXT command... : exit code, one stderr line
 # containing WANT_TEXT (empty: anything), and no sanitizer report.
@@ -148,12 +148,13 @@ expect "pack --verify names a trunk run overwritten past the sampled bytes" 1 "l
     $K3 pack --verify $OUT/integ
 
 # ---- defect 14: small items
-for c in empty garbage version; do
+for c in empty garbage version old; do
     rm -rf $OUT/mf && cp -r $GOOD.packed $OUT/mf
     case $c in
     empty) : > $OUT/mf/manifest.json; want="end of file" ;;          # jansson's words
     garbage) echo 'xx{' > $OUT/mf/manifest.json; want="'{' expected" ;;
-    version) sed -i 's/"version": *1,/"version": 99,/' $OUT/mf/manifest.json; want="version 99 is not supported" ;;
+    version) sed -i 's/"version": *2,/"version": 99,/' $OUT/mf/manifest.json; want="version 99 is not supported" ;;
+    old) sed -i 's/"version": *2,/"version": 1,/' $OUT/mf/manifest.json; want="re-pack it with .k3 pack SRC" ;;
     esac
     expect "manifest.json $c says what is wrong" 1 "manifest.json: .*$want" $K3 eval $OUT/mf --ids "1 2" --logits $OUT/x.f32
 done

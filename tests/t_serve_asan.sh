@@ -64,10 +64,10 @@ else
 fi
 # the client on a malformed and a cut stream
 for mode in malformed cut; do
-    python3 tests/fake_openai.py $mode > $OUT/fake.out 2>&1 &
+    python3 tests/fake_openai.py $mode > $OUT/fake_$mode.out 2>&1 &
     FP=$!
     PIDS="$FP"
-    for i in $(seq 1 50); do FPORT=$(sed -n 's/^port //p' $OUT/fake.out); [ -n "$FPORT" ] && break; sleep 0.1; done
+    for i in $(seq 1 50); do FPORT=$(sed -n 's/^port //p' $OUT/fake_$mode.out 2>/dev/null); [ -n "$FPORT" ] && break; sleep 0.1; done
     printf 'hi\n' | $K chat --lines --endpoint http://127.0.0.1:$FPORT --db $OUT/f.db --json > /dev/null 2> $OUT/f.err
     rc=$?
     kill $FP 2>/dev/null

@@ -1,7 +1,8 @@
 /* test_manifest.c - the packed-directory manifest reader against a good
  * manifest and against malformed ones (missing fields, offsets past the
  * files, misaligned or overlapping pages, wrong sizes, broken JSON), each in
- * a temp directory. Every refusal must be one line naming the file. */
+ * a temp directory, and tables.bin against changed records, a bad header,
+ * truncation and corruption. Every refusal must be one line naming the file. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "manifest.h"
+#include "tables_write.h"
 #include "test.h"
 
 static char dir[256];
@@ -33,32 +35,87 @@ static void write_bins(void)
     }
 }
 
-/* A valid manifest for: 2 layers (layer 1 MoE with 2 experts), embed, head. */
+/* The tables of a valid packed model: 2 layers (layer 1 MoE with 2
+ * experts), embed, head. Tests copy them, change one field, and write. */
+typedef struct tables {
+    k3_manifest_tensor t[8];
+    k3_manifest_layer l[2000];
+    k3_manifest_page p[3];
+    int nt, nl, np;
+} tables;
+
+#define TENSOR(nm, d0, d1, nd, f, off, b) \
+    (k3_manifest_tensor){.name = nm, .offset = off, .bytes = b, .shape = {d0, d1}, .layer = -1, .expert = -1, \
+                         .dtype = K3_DT_BF16, .ndim = nd, .file = f}
+static tables good_tables(void)
+{
+    tables tb = {.nt = 8, .nl = 2, .np = 2};
+    tb.t[0] = TENSOR("model.embed_tokens.weight", 4, 8, 2, K3_PK_EMBED, 0, 64);
+    tb.t[1] = TENSOR("model.layers.0.input_layernorm.weight", 8, 0, 1, K3_PK_TRUNK, 0, 16);
+    tb.t[2] = TENSOR("model.layers.0.mlp.gate_proj.weight", 4, 8, 2, K3_PK_TRUNK, 64, 64);
+    tb.t[3] = TENSOR("model.layers.1.input_layernorm.weight", 8, 0, 1, K3_PK_TRUNK, 4096, 16);
+    tb.t[4] = TENSOR("model.layers.1.block_sparse_moe.experts.0.w1.weight", 4, 8, 2, K3_PK_EXPERTS, 0, 64);
+    tb.t[5] = TENSOR("model.layers.1.block_sparse_moe.experts.1.w1.weight", 4, 8, 2, K3_PK_EXPERTS, 4096, 64);
+    tb.t[6] = TENSOR("model.norm.weight", 8, 0, 1, K3_PK_HEAD, 0, 16);
+    tb.t[7] = TENSOR("lm_head.weight", 4, 8, 2, K3_PK_HEAD, 64, 64);
+    tb.l[0] = (k3_manifest_layer){0, 4096, 0};
+    tb.l[1] = (k3_manifest_layer){4096, 4096, 0};
+    tb.p[0] = (k3_manifest_page){1, 0, 0};
+    tb.p[1] = (k3_manifest_page){1, 1, 4096};
+    return tb;
+}
+
+static char tables_path[300];
+static k3_tables_written written;   /* what manifest.json must say of tables.bin */
+
+/* Write tables.bin from tb (remembering its size, checksum, dtypes). */
+static void write_tables(const tables *tb)
+{
+    k3_error err = {{0}};
+    snprintf(tables_path, sizeof tables_path, "%s/tables.bin", dir);
+    if (k3_tables_write(tables_path, tb->t, tb->nt, tb->l, tb->nl, tb->p, tb->np, &written, &err))
+        fprintf(stderr, "test_manifest: %s\n", err.msg);
+}
+
+/* Overwrite one byte of tables.bin; with fix_sum, the header's checksum and
+ * the one manifest.json will record follow, so only the field itself is wrong. */
+static void patch_tables(long at, uint8_t byte, int fix_sum)
+{
+    FILE *fp = fopen(tables_path, "r+b");
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    uint8_t *b = malloc((size_t)n);
+    fseek(fp, 0, SEEK_SET);
+    if (fread(b, 1, (size_t)n, fp) != (size_t)n) fprintf(stderr, "test_manifest: short read\n");
+    b[at < 0 ? n + at : at] = byte;
+    if (fix_sum) {
+        written.checksum = k3_fnv1a64(K3_FNV_INIT, b + K3_TABLES_HEADER_BYTES, (size_t)n - K3_TABLES_HEADER_BYTES);
+        for (int i = 0; i < 8; i++) b[40 + i] = (uint8_t)(written.checksum >> (8 * i));
+    }
+    fseek(fp, 0, SEEK_SET);
+    fwrite(b, 1, (size_t)n, fp);
+    fclose(fp);
+    free(b);
+}
+
+/* A valid manifest.json for the tables last written. */
 static char *good_manifest(void)
 {
     static char buf[8192];
+    char tables_json[512];
+    k3_tables_json(&written, tables_json, sizeof tables_json);
     snprintf(buf, sizeof buf,
-        "{\n\"format\": \"k3-packed\",\n\"version\": 1,\n\"alignment\": 4096,\n"
+        "{\n\"format\": \"k3-packed\",\n\"version\": 2,\n\"alignment\": 4096,\n"
         "\"source\": {\"fingerprint\": \"0123456789abcdef\", \"shards\": [{\"name\": \"model.safetensors\", \"bytes\": 1}]},\n"
         "\"config\": {\"model_type\": \"kimi_linear\", \"num_hidden_layers\": 2, \"nested\": {\"a\": [1, 2.5e-3, null, true, \"x\\\"y\"]}},\n"
-        "\"tensors\": [\n"
-        "  {\"name\": \"model.embed_tokens.weight\", \"dtype\": \"BF16\", \"shape\": [4, 8], \"file\": \"embed\", \"offset\": 0, \"bytes\": 64},\n"
-        "  {\"name\": \"model.layers.0.input_layernorm.weight\", \"dtype\": \"BF16\", \"shape\": [8], \"file\": \"trunk\", \"offset\": 0, \"bytes\": 16},\n"
-        "  {\"name\": \"model.layers.0.mlp.gate_proj.weight\", \"dtype\": \"BF16\", \"shape\": [4, 8], \"file\": \"trunk\", \"offset\": 64, \"bytes\": 64},\n"
-        "  {\"name\": \"model.layers.1.input_layernorm.weight\", \"dtype\": \"BF16\", \"shape\": [8], \"file\": \"trunk\", \"offset\": 4096, \"bytes\": 16},\n"
-        "  {\"name\": \"model.layers.1.block_sparse_moe.experts.0.w1.weight\", \"dtype\": \"BF16\", \"shape\": [4, 8], \"file\": \"experts\", \"offset\": 0, \"bytes\": 64},\n"
-        "  {\"name\": \"model.layers.1.block_sparse_moe.experts.1.w1.weight\", \"dtype\": \"BF16\", \"shape\": [4, 8], \"file\": \"experts\", \"offset\": 4096, \"bytes\": 64},\n"
-        "  {\"name\": \"model.norm.weight\", \"dtype\": \"BF16\", \"shape\": [8], \"file\": \"head\", \"offset\": 0, \"bytes\": 16},\n"
-        "  {\"name\": \"lm_head.weight\", \"dtype\": \"BF16\", \"shape\": [4, 8], \"file\": \"head\", \"offset\": 64, \"bytes\": 64}\n"
-        "],\n"
-        "\"layers\": [\n  {\"trunk_offset\": 0, \"trunk_bytes\": 4096},\n  {\"trunk_offset\": 4096, \"trunk_bytes\": 4096}\n],\n"
-        "\"experts\": {\"page_bytes\": 4096, \"n_layers_moe\": 1, \"n_experts\": 2, \"pages\": [[1, 0, 0], [1, 1, 4096]]},\n"
+        "\"tables\": %s,\n"
+        "\"experts\": {\"page_bytes\": 4096, \"n_layers_moe\": 1, \"n_experts\": 2},\n"
         "\"embed\": {\"name\": \"model.embed_tokens.weight\", \"row_bytes\": 16, \"rows\": 4, \"dtype\": \"BF16\"},\n"
         "\"head\": {\"norm\": \"model.norm.weight\", \"lm_head\": \"lm_head.weight\", \"tied\": false},\n"
         "\"files\": {\"trunk.bin\": 8192, \"experts.bin\": 8192, \"embed.bin\": 4096, \"head.bin\": 4096},\n"
         "\"checksums\": {\"trunk.bin\": \"%016llx\", \"experts.bin\": \"%016llx\", \"embed.bin\": \"%016llx\", "
         "\"head.bin\": \"%016llx\"}\n}\n",
-        (unsigned long long)bin_sums[0], (unsigned long long)bin_sums[1], (unsigned long long)bin_sums[2],
+        tables_json, (unsigned long long)bin_sums[0], (unsigned long long)bin_sums[1], (unsigned long long)bin_sums[2],
         (unsigned long long)bin_sums[3]);
     return buf;
 }
@@ -84,12 +141,10 @@ static int write_mutated(const char *from, const char *to)
     return 0;
 }
 
-/* Expect the load to fail with one line containing want (and no crash). */
-static void expect_refusal(const char *name, const char *from, const char *to, const char *want)
+/* Load, expecting a refusal: one line containing want, naming the directory,
+ * the manifest left empty (and no crash). */
+static void check_refused(const char *want)
 {
-    TEST_BEGIN(name);
-    write_bins();
-    if (from) CHECK(write_mutated(from, to) == 0, "mutation anchor '%s' not found", from);
     k3_manifest m;
     k3_error err = {{0}};
     int rc = k3_manifest_load(dir, &m, &err);
@@ -99,6 +154,42 @@ static void expect_refusal(const char *name, const char *from, const char *to, c
     CHECK(strstr(err.msg, dir) != NULL, "message '%s' does not name the directory", err.msg);
     CHECK(m.tensors == NULL && m.dir == NULL, "out not emptied on failure");
     if (rc == 0) k3_manifest_free(&m);
+}
+
+/* A manifest.json mutation (from -> to) over good tables. */
+static void expect_refusal(const char *name, const char *from, const char *to, const char *want)
+{
+    TEST_BEGIN(name);
+    write_bins();
+    tables tb = good_tables();
+    write_tables(&tb);
+    if (from) CHECK(write_mutated(from, to) == 0, "mutation anchor '%s' not found", from);
+    check_refused(want);
+    TEST_END();
+}
+
+/* A tables mutation: tb is the good tables, changed by the caller; the
+ * manifest.json written matches tables.bin, so only the change is wrong. */
+static void expect_tables_refusal(const char *name, const tables *tb, const char *want)
+{
+    TEST_BEGIN(name);
+    write_bins();
+    write_tables(tb);
+    write_manifest_text(good_manifest());
+    check_refused(want);
+    TEST_END();
+}
+
+/* A byte of tables.bin changed after writing (see patch_tables). */
+static void expect_patch_refusal(const char *name, long at, uint8_t byte, int fix_sum, const char *want)
+{
+    TEST_BEGIN(name);
+    write_bins();
+    tables tb = good_tables();
+    write_tables(&tb);
+    patch_tables(at, byte, fix_sum);
+    write_manifest_text(good_manifest());
+    check_refused(want);
     TEST_END();
 }
 
@@ -109,22 +200,18 @@ static void expect_refusal(const char *name, const char *from, const char *to, c
  * not run out of memory: every allocation is bounded by what the file lists. */
 static void test_page_table_bounded(void)
 {
-    TEST_BEGIN("manifest: a huge expert id in a small file allocates nothing large (issue 10 defect 4)");
+    TEST_BEGIN("manifest: a huge expert id in small tables allocates nothing large (issue 10 defect 4)");
     write_bins();
-    const char *g = good_manifest();
-    const char *layers_end = "{\"trunk_offset\": 4096, \"trunk_bytes\": 4096}";
-    const char *at = strstr(g, layers_end), *pages = strstr(g, "[1, 1, 4096]]");
-    CHECK(at && pages, "anchors not found");
-    size_t cap = strlen(g) + 2000 * 48 + 64;
-    char *text = malloc(cap);
-    size_t n = (size_t)snprintf(text, cap, "%.*s%s", (int)(at - g), g, layers_end);
-    for (int l = 2; l < 2000; l++) n += (size_t)snprintf(text + n, cap - n, ",\n  {\"trunk_offset\": 8192, \"trunk_bytes\": 0}");
-    at += strlen(layers_end);
-    n += (size_t)snprintf(text + n, cap - n, "%.*s[1, 1, 4096], [1999, 1048575, 4096]]%s", (int)(pages - at), at,
-                          pages + strlen("[1, 1, 4096]]"));
-    write_manifest_text(text);
-    CHECK(n < 200000, "the manifest is %zu bytes, meant to be small", n);
-    free(text);
+    tables *tb = malloc(sizeof *tb);
+    *tb = good_tables();
+    for (int l = 2; l < 2000; l++) tb->l[l] = (k3_manifest_layer){8192, 0, 0};
+    tb->nl = 2000;
+    tb->p[2] = (k3_manifest_page){1999, 1048575, 4096};
+    tb->np = 3;
+    write_tables(tb);
+    free(tb);
+    write_manifest_text(good_manifest());
+    CHECK(written.bytes < 200000, "tables.bin is %llu bytes, meant to be small", (unsigned long long)written.bytes);
     struct rlimit old, lim;
     getrlimit(RLIMIT_AS, &old);
     long vm_kb = 0;
@@ -141,7 +228,7 @@ static void test_page_table_bounded(void)
     int rc = k3_manifest_load(dir, &m, &err);
     setrlimit(RLIMIT_AS, &old);
     CHECK(rc == -1, "loaded a manifest whose layer 1 lacks expert 2");
-    CHECK(strstr(err.msg, "lacks (layer 1, expert 2)") != NULL, "refused for the wrong reason: '%s'", err.msg);
+    CHECK(strstr(err.msg, "lack (layer 1, expert 2)") != NULL, "refused for the wrong reason: '%s'", err.msg);
     if (rc == 0) k3_manifest_free(&m);
     TEST_END();
 }
@@ -153,6 +240,8 @@ int main(void)
 
     TEST_BEGIN("manifest: good manifest loads, lookups work");
     write_bins();
+    tables good = good_tables();
+    write_tables(&good);
     write_manifest_text(good_manifest());
     k3_manifest m;
     k3_error err = {{0}};
@@ -165,8 +254,8 @@ int main(void)
         CHECK(t && t->file == K3_PK_EXPERTS && t->offset == 4096 && t->layer == 1 && t->expert == 1,
               "expert tensor lookup");
         t = k3_manifest_find(&m, "model.layers.0.mlp.gate_proj.weight");
-        CHECK(t && t->file == K3_PK_TRUNK && t->layer == 0 && t->expert == -1 && t->ndim == 2 && t->shape[1] == 8,
-              "trunk tensor lookup");
+        CHECK(t && t->file == K3_PK_TRUNK && t->layer == 0 && t->expert == -1 && t->ndim == 2 && t->shape[1] == 8 &&
+              t->dtype == K3_DT_BF16 && t->bytes == 64, "trunk tensor lookup");
         CHECK(k3_manifest_find(&m, "nope") == NULL, "found a missing tensor");
         uint64_t o = 0, b = 0;
         CHECK(k3_manifest_layer_extent(&m, 1, &o, &b) == 0 && o == 4096 && b == 4096, "layer extent");
@@ -196,7 +285,7 @@ int main(void)
     CHECK(k3_is_packed_dir(slash) == 1, "is_packed_dir with a trailing slash");
     TEST_END();
 
-    TEST_BEGIN("manifest: k3_is_packed_dir refuses non-packed dirs");
+    TEST_BEGIN("manifest: k3_is_packed_dir refuses non-packed dirs, counts an older version");
     char partial[300];
     snprintf(partial, sizeof partial, "%s.partial", dir);
     rename(dir, partial);
@@ -204,84 +293,116 @@ int main(void)
     rename(partial, dir);
     write_mutated("\"k3-packed\"", "\"other\"");
     CHECK(k3_is_packed_dir(dir) == 0, "wrong format counts as packed");
-    write_mutated("\"version\": 1", "\"version\": 2");
-    CHECK(k3_is_packed_dir(dir) == 0, "wrong version counts as packed");
+    write_mutated("\"version\": 2", "\"version\": 99");
+    CHECK(k3_is_packed_dir(dir) == 0, "a future version counts as packed");
+    write_mutated("\"version\": 2", "\"version\": 1");
+    CHECK(k3_is_packed_dir(dir) == 1, "version 1 does not count as packed (then --force could not replace it)");
     write_manifest_text("{\"format\": \"k3-pa");
     CHECK(k3_is_packed_dir(dir) == 0, "truncated manifest counts as packed");
     CHECK(k3_is_packed_dir("/nonexistent/dir") == 0, "missing dir counts as packed");
     TEST_END();
 
-    /* missing fields */
-    expect_refusal("manifest: missing tensor offset", "\"file\": \"trunk\", \"offset\": 64, ", "\"file\": \"trunk\", ",
-                   "lacks \"offset\"");
-    expect_refusal("manifest: missing layers", "\"layers\"", "\"layerz\"", "missing required key \"layers\"");
+    /* manifest.json: missing fields */
+    expect_refusal("manifest: missing tables", "\"tables\"", "\"tablez\"", "missing required key \"tables\"");
     expect_refusal("manifest: missing files entry", "\"head.bin\": 4096}", "\"other\": 4096}", "lacks \"head.bin\"");
     expect_refusal("manifest: missing page_bytes", "\"page_bytes\": 4096, ", "", "lacks \"page_bytes\"");
     expect_refusal("manifest: missing checksums", "\"checksums\"", "\"checksumz\"", "missing required key \"checksums\"");
     expect_refusal("manifest: missing embed name", "\"embed\": {\"name\": \"model.embed_tokens.weight\", ",
                    "\"embed\": {", "lacks \"name\"");
-    /* offsets past files */
-    expect_refusal("manifest: tensor past end of file", "\"offset\": 64, \"bytes\": 64}\n]",
-                   "\"offset\": 4096, \"bytes\": 64}\n]", "runs past the end of head.bin");
-    expect_refusal("manifest: huge offset (overflow)", "\"offset\": 64, \"bytes\": 64}\n]",
-                   "\"offset\": 9223372036854775744, \"bytes\": 64}\n]", "runs past the end");
-    expect_refusal("manifest: layer run past trunk.bin", "{\"trunk_offset\": 4096, \"trunk_bytes\": 4096}",
-                   "{\"trunk_offset\": 4096, \"trunk_bytes\": 8192}", "runs past the end of trunk.bin");
-    expect_refusal("manifest: page past experts.bin", "[1, 1, 4096]", "[1, 1, 8192]", "runs past the end of experts.bin");
+    expect_refusal("manifest: missing tables checksum", "\"checksum\": \"", "\"checksumz\": \"", "lacks \"checksum\"");
     expect_refusal("manifest: file size mismatch", "\"embed.bin\": 4096,", "\"embed.bin\": 8192,", "8192");
-    /* misaligned */
-    expect_refusal("manifest: misaligned page", "[1, 1, 4096]", "[1, 1, 4160]", "not 4096-byte aligned");
     expect_refusal("manifest: misaligned page_bytes", "\"page_bytes\": 4096", "\"page_bytes\": 2048",
                    "not a positive multiple of 4096");
-    expect_refusal("manifest: misaligned tensor", "\"file\": \"trunk\", \"offset\": 64,", "\"file\": \"trunk\", \"offset\": 72,",
-                   "not 64-byte aligned");
-    expect_refusal("manifest: misaligned layer run", "{\"trunk_offset\": 4096, \"trunk_bytes\": 4096}",
-                   "{\"trunk_offset\": 4000, \"trunk_bytes\": 4096}", "not 4096-byte aligned");
-    /* overlapping */
-    expect_refusal("manifest: overlapping pages", "[1, 1, 4096]", "[1, 1, 0]", "overlap");
-    expect_refusal("manifest: duplicate page", "[1, 1, 4096]", "[1, 0, 4096]", "twice");
-    expect_refusal("manifest: overlapping tensors", "\"file\": \"trunk\", \"offset\": 64,", "\"file\": \"trunk\", \"offset\": 0,",
-                   "overlap in trunk.bin");
-    expect_refusal("manifest: overlapping layer runs", "{\"trunk_offset\": 4096, \"trunk_bytes\": 4096}",
-                   "{\"trunk_offset\": 0, \"trunk_bytes\": 4096}", "inside or before");
-    /* inconsistent content */
-    expect_refusal("manifest: bytes vs dtype x shape", "\"shape\": [8], \"file\": \"head\", \"offset\": 0, \"bytes\": 16",
-                   "\"shape\": [8], \"file\": \"head\", \"offset\": 0, \"bytes\": 32", "dtype BF16 x shape needs 16");
-    expect_refusal("manifest: unknown dtype", "\"dtype\": \"BF16\", \"shape\": [8], \"file\": \"head\"",
-                   "\"dtype\": \"Q4_K\", \"shape\": [8], \"file\": \"head\"", "unsupported dtype");
-    expect_refusal("manifest: unknown file", "\"file\": \"head\", \"offset\": 0", "\"file\": \"tail\", \"offset\": 0",
-                   "not one of trunk");
-    expect_refusal("manifest: duplicate tensor", "\"name\": \"lm_head.weight\", \"dtype\"",
-                   "\"name\": \"model.norm.weight\", \"dtype\"", "listed twice");
-    expect_refusal("manifest: expert tensor across a page end", "\"shape\": [4, 8], \"file\": \"experts\", \"offset\": 0, \"bytes\": 64",
-                   "\"shape\": [8, 8], \"file\": \"experts\", \"offset\": 4032, \"bytes\": 128", "not inside one expert page");
-    expect_refusal("manifest: trunk tensor across a run end", "\"shape\": [4, 8], \"file\": \"trunk\", \"offset\": 64, \"bytes\": 64",
-                   "\"shape\": [8, 8], \"file\": \"trunk\", \"offset\": 4032, \"bytes\": 128", "not inside one layer run");
-    expect_refusal("manifest: missing expert page", "[[1, 0, 0], [1, 1, 4096]]", "[[1, 1, 4096]]", "lacks (layer 1, expert 0)");
-    expect_refusal("manifest: page layer out of range", "[1, 1, 4096]", "[5, 1, 4096]", "names layer 5");
     expect_refusal("manifest: n_layers_moe wrong", "\"n_layers_moe\": 1", "\"n_layers_moe\": 2", "n_layers_moe");
-    expect_refusal("manifest: embed not at 0", "\"file\": \"embed\", \"offset\": 0", "\"file\": \"embed\", \"offset\": 64",
-                   "offset 0 of embed.bin");
     expect_refusal("manifest: embed rows mismatch", "\"rows\": 4", "\"rows\": 5", "do not match");
     expect_refusal("manifest: unknown lm_head", "\"lm_head\": \"lm_head.weight\"", "\"lm_head\": \"missing\"",
                    "head.lm_head 'missing'");
     expect_refusal("manifest: tied but not the embedding", "\"tied\": false", "\"tied\": true", "head.tied");
-    expect_refusal("manifest: negative offset", "\"file\": \"trunk\", \"offset\": 64,", "\"file\": \"trunk\", \"offset\": -64,",
-                   "out of range");
-    expect_refusal("manifest: fractional offset", "\"file\": \"trunk\", \"offset\": 64,", "\"file\": \"trunk\", \"offset\": 64.5,",
-                   "expected an integer");
     expect_refusal("manifest: bad fingerprint", "0123456789abcdef", "0123456789abcdeg", "fingerprint");
+    expect_refusal("manifest: fractional page_bytes", "\"page_bytes\": 4096", "\"page_bytes\": 4096.5",
+                   "expected an integer");
+    expect_refusal("manifest: tables from another pack (checksum)", "\"checksum\": \"", "\"checksum\": \"1",
+                   "expected 16 hex digits");
+    expect_refusal("manifest: unsupported dtype in tables.dtypes", "\"dtypes\": [\"BF16\"]",
+                   "\"dtypes\": [\"Q4_K\"]", "unsupported dtype");
+    expect_refusal("manifest: tables.bytes differs from tables.bin", "{\"bytes\": ", "{\"bytes\": 1",
+                   "from another pack");
     /* format and syntax */
     expect_refusal("manifest: wrong format", "\"k3-packed\"", "\"gguf\"", "\"format\" is \"gguf\"");
-    expect_refusal("manifest: wrong version", "\"version\": 1", "\"version\": 7", "version 7 is not supported");
+    expect_refusal("manifest: wrong version", "\"version\": 2", "\"version\": 7", "version 7 is not supported");
+    expect_refusal("manifest: version 1 (tables inside manifest.json) says to re-pack", "\"version\": 2",
+                   "\"version\": 1", "re-pack it with `k3 pack SRC");
     expect_refusal("manifest: wrong alignment", "\"alignment\": 4096", "\"alignment\": 512", "alignment 512");
-    expect_refusal("manifest: duplicate key", "\"alignment\": 4096", "\"alignment\": 4096, \"version\": 1", "twice");
-    expect_refusal("manifest: syntax error", "\"tensors\": [\n", "\"tensors\": [\n,", "byte");
+    expect_refusal("manifest: duplicate key", "\"alignment\": 4096", "\"alignment\": 4096, \"version\": 2", "twice");
+    expect_refusal("manifest: syntax error", "\"tables\": {", "\"tables\": ,{", "byte");
     expect_refusal("manifest: trailing garbage", "\n}\n", "\n}\n}", "end of file");
-    expect_refusal("manifest: config not an object", "\"config\": {", "\"config\": [], \"configx\": {", "\"config\" must be an object");
+    expect_refusal("manifest: config not an object", "\"config\": {", "\"config\": [], \"configx\": {",
+                   "\"config\" must be an object");
 
-    TEST_BEGIN("manifest: truncated manifest");
+    /* tables.bin: the records (each change written consistently, checksums right) */
+    tables tb;
+    tb = good_tables(); tb.t[7].offset = 4096;
+    expect_tables_refusal("manifest: tensor past end of file", &tb, "runs past the end of head.bin");
+    tb = good_tables(); tb.t[7].offset = 9223372036854775744ull;
+    expect_tables_refusal("manifest: huge offset (overflow)", &tb, "runs past the end");
+    tb = good_tables(); tb.l[1].trunk_bytes = 8192;
+    expect_tables_refusal("manifest: layer run past trunk.bin", &tb, "runs past the end of trunk.bin");
+    tb = good_tables(); tb.p[1].offset = 8192;
+    expect_tables_refusal("manifest: page past experts.bin", &tb, "runs past the end of experts.bin");
+    tb = good_tables(); tb.p[1].offset = 4160;
+    expect_tables_refusal("manifest: misaligned page", &tb, "not 4096-byte aligned");
+    tb = good_tables(); tb.t[2].offset = 72;
+    expect_tables_refusal("manifest: misaligned tensor", &tb, "not 64-byte aligned");
+    tb = good_tables(); tb.l[1].trunk_offset = 4000;
+    expect_tables_refusal("manifest: misaligned layer run", &tb, "not 4096-byte aligned");
+    tb = good_tables(); tb.p[1].offset = 0;
+    expect_tables_refusal("manifest: overlapping pages", &tb, "overlap");
+    tb = good_tables(); tb.p[1].expert = 0;
+    expect_tables_refusal("manifest: duplicate page", &tb, "twice");
+    tb = good_tables(); tb.t[2].offset = 0;
+    expect_tables_refusal("manifest: overlapping tensors", &tb, "overlap in trunk.bin");
+    tb = good_tables(); tb.l[1].trunk_offset = 0;
+    expect_tables_refusal("manifest: overlapping layer runs", &tb, "inside or before");
+    tb = good_tables(); tb.t[6].bytes = 32;
+    expect_tables_refusal("manifest: bytes vs dtype x shape", &tb, "dtype BF16 x shape needs 16");
+    tb = good_tables(); tb.t[7].name = "model.norm.weight";
+    expect_tables_refusal("manifest: duplicate tensor", &tb, "listed twice");
+    tb = good_tables(); tb.t[4] = TENSOR(tb.t[4].name, 8, 8, 2, K3_PK_EXPERTS, 4032, 128);
+    expect_tables_refusal("manifest: expert tensor across a page end", &tb, "not inside one expert page");
+    tb = good_tables(); tb.t[2] = TENSOR(tb.t[2].name, 8, 8, 2, K3_PK_TRUNK, 4032, 128);
+    expect_tables_refusal("manifest: trunk tensor across a run end", &tb, "not inside one layer run");
+    tb = good_tables(); tb.p[0] = tb.p[1]; tb.np = 1;
+    expect_tables_refusal("manifest: missing expert page", &tb, "lack (layer 1, expert 0)");
+    tb = good_tables(); tb.p[1].layer = 5;
+    expect_tables_refusal("manifest: page layer out of range", &tb, "names layer 5");
+    tb = good_tables(); tb.t[0].offset = 64;
+    expect_tables_refusal("manifest: embed not at 0", &tb, "offset 0 of embed.bin");
+    tb = good_tables(); tb.nl = 0;
+    expect_tables_refusal("manifest: no layers", &tb, "no layers");
+
+    /* tables.bin: the format itself */
+    const long rec0 = K3_TABLES_HEADER_BYTES;   /* the first tensor record */
+    expect_patch_refusal("manifest: tables.bin bad magic", 0, 'X', 0, "bad magic");
+    expect_patch_refusal("manifest: tables.bin future version", 8, 9, 0, "version 9 is not supported");
+    expect_patch_refusal("manifest: tables.bin count not matching its size", 16, 9, 0, "truncated or modified");
+    expect_patch_refusal("manifest: tables.bin corrupt body", rec0 + 3, 0x5a, 0, "does not match its header");
+    expect_patch_refusal("manifest: tables.bin header checksum not the manifest's", 40, 0x11, 0, "from another pack");
+    expect_patch_refusal("manifest: tables.bin reserved header byte", 60, 1, 0, "reserved header byte");
+    expect_patch_refusal("manifest: tables.bin dtype index past tables.dtypes", rec0 + 80, 3, 1, "dtype index 3");
+    expect_patch_refusal("manifest: tables.bin more than 8 dimensions", rec0 + 81, 9, 1, "9 dimensions");
+    expect_patch_refusal("manifest: tables.bin unknown file", rec0 + 82, 4, 1, "file 4 is not one of");
+    expect_patch_refusal("manifest: tables.bin reserved record byte", rec0 + 85, 1, 1, "reserved byte 85");
+    expect_patch_refusal("manifest: tables.bin unused dimension not zero", rec0 + 16 + 8 * 5, 1, 1, "shape[5]");
+    expect_patch_refusal("manifest: tables.bin negative dimension", rec0 + 16 + 7, 0x80, 1, "shape[0]");
+    expect_patch_refusal("manifest: tables.bin last name not NUL-terminated", -1, 'x', 1, "not NUL-terminated");
+    expect_patch_refusal("manifest: tables.bin empty name", -(long)strlen("lm_head.weight") - 1, 0, 1,
+                         "the name of tensor 7 is empty");
+    expect_patch_refusal("manifest: tables.bin page expert id out of range", rec0 + 8 * 88 + 2 * 16 + 16 + 6, 0x7f, 1,
+                         "out of range");
+
+    TEST_BEGIN("manifest: truncated manifest.json and tables.bin");
     write_bins();
+    write_tables(&good);
     const char *g = good_manifest();
     char trunc[10000];
     int ok = 1;
@@ -293,16 +414,27 @@ int main(void)
         else if (!strstr(err.msg, "manifest.json")) ok = 0;
     }
     CHECK(ok, "a truncated manifest loaded or gave '%s'", err.msg);
+    write_manifest_text(g);
+    for (uint64_t cut = 0; cut < written.bytes && ok; cut += 29) {
+        if (truncate(tables_path, (off_t)cut)) ok = 0;
+        k3_manifest mm;
+        if (k3_manifest_load(dir, &mm, &err) == 0) { ok = 0; k3_manifest_free(&mm); }
+        else if (!strstr(err.msg, "tables.bin")) ok = 0;
+    }
+    CHECK(ok, "a truncated tables.bin loaded or gave '%s'", err.msg);
     TEST_END();
 
-    TEST_BEGIN("manifest: missing file and missing manifest");
+    TEST_BEGIN("manifest: missing file, missing tables.bin and missing manifest");
     write_bins();
+    write_tables(&good);
     write_manifest_text(good_manifest());
     char p[512];
     snprintf(p, sizeof p, "%s/experts.bin", dir);
     unlink(p);
     k3_manifest mm;
     CHECK(k3_manifest_load(dir, &mm, &err) == -1 && strstr(err.msg, "experts.bin"), "missing experts.bin: %s", err.msg);
+    unlink(tables_path);
+    CHECK(k3_manifest_load(dir, &mm, &err) == -1 && strstr(err.msg, "tables.bin"), "missing tables.bin: %s", err.msg);
     snprintf(p, sizeof p, "%s/manifest.json", dir);
     unlink(p);
     CHECK(k3_manifest_load(dir, &mm, &err) == -1 && strstr(err.msg, "no manifest.json"), "no manifest: %s", err.msg);

@@ -13,21 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
-
-static int *parse_ids(const char *s, int *n)
-{
-    int cap = 64, *ids = malloc(cap * sizeof *ids);
-    *n = 0;
-    char *end;
-    for (;;) {
-        long v = strtol(s, &end, 10);
-        if (end == s) break;
-        if (*n == cap) ids = realloc(ids, (cap *= 2) * sizeof *ids);
-        ids[(*n)++] = (int)v;
-        s = end;
-    }
-    return ids;
-}
+#include "tool_ids.h"
 
 static int split_check(k3_model *m, const int *ids, int n, int k)
 {

@@ -31,21 +31,7 @@
 #include <unistd.h>
 #include "forward.h"
 #include "stats.h"
-
-static int *parse_ids(const char *s, int *n)
-{
-    int cap = 64, *ids = malloc(cap * sizeof *ids);
-    *n = 0;
-    char *end;
-    for (;;) {
-        long v = strtol(s, &end, 10);
-        if (end == s) break;
-        if (*n == cap) ids = realloc(ids, (cap *= 2) * sizeof *ids);
-        ids[(*n)++] = (int)v;
-        s = end;
-    }
-    return ids;
-}
+#include "tool_ids.h"
 
 static int count_tasks(void)
 {

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """bench_serve.py - figures for `k3 serve` (a benchmark: prints, never asserts).
 
-  tools/bench_serve.py MODEL [--tokens N] [--history-tokens N]
+  tools/bench_serve.py MODEL [--tokens N] [--history-tokens N] [--runs R]
 
 1. Overhead per token: `k3 run MODEL --chat` against the same chat through
-   `k3 serve` (streamed, greedy, N tokens), alternating, 3 runs each; the
-   engine-side rate from the server log and the client-side rate.
+   `k3 serve` (streamed, greedy, N tokens), alternating, R runs each
+   (default 7); the engine-side rate from the server log and the
+   client-side rate; the ratio of each adjacent pair, and their median (a
+   shared machine's load moves both sides of a pair alike); and within each
+   request the client's ms/token minus the engine's: what the HTTP/SSE path
+   costs per token, free of the load that moves run-to-run figures.
 2. TTFT of a follow-up request (the first request's history plus one new
    message) on a server with state reuse and on one with --state-cache 0.
 3. Queue: 8 concurrent streaming clients on one server (queue 16): each
@@ -21,6 +25,8 @@ if not args:
 MODEL = args[0]
 N = int(args[args.index("--tokens") + 1]) if "--tokens" in args else 128
 HIST = int(args[args.index("--history-tokens") + 1]) if "--history-tokens" in args else 400
+RUNS = int(args[args.index("--runs") + 1]) if "--runs" in args else 7
+print("load average at the start:", open("/proc/loadavg").read().split()[:3])
 
 
 def start(*extra):
@@ -70,7 +76,7 @@ prompt = "Tell me a very long story"
 srv, port, log = start()
 chat(port, [{"role": "user", "content": "warm up"}], 4)
 runs_local, runs_engine, runs_client = [], [], []
-for i in range(3):
+for i in range(RUNS):
     n, r = local_rate(prompt)
     runs_local.append(r)
     ttft, total, text, usage = chat(port, [{"role": "user", "content": prompt}], N)
@@ -79,6 +85,15 @@ for i in range(3):
     runs_engine.append(float(m.group(2)))
     gen = usage["completion_tokens"]
     runs_client.append((gen - 1) / (total - ttft) if gen > 1 and total > ttft else 0)
+same = [1e3 / c - 1e3 / e for e, c in zip(runs_engine, runs_client) if c > 0 and e > 0]
+print(f"1. serving cost per token within each request (client-side minus engine-side ms/token, the same stream): "
+      f"{[round(x, 3) for x in same]}, median {statistics.median(same):.3f} ms "
+      f"(engine side median {1e3 / statistics.median(runs_engine):.2f} ms/token)")
+pair_engine = [l / e for l, e in zip(runs_local, runs_engine)]
+pair_client = [l / c for l, c in zip(runs_local, runs_client) if c > 0]
+print(f"1. per-pair ratio of ms/token, serve over run: engine side {[round(x, 3) for x in pair_engine]}, median "
+      f"{statistics.median(pair_engine):.3f}; client side {[round(x, 3) for x in pair_client]}, median "
+      f"{statistics.median(pair_client):.3f}")
 ml, me, mc = statistics.median(runs_local), statistics.median(runs_engine), statistics.median(runs_client)
 print(f"1. decode, {n} tokens greedy: k3 run {ml:.1f} tok/s ({1e3 / ml:.2f} ms/token); k3 serve engine side "
       f"{me:.1f} tok/s ({1e3 / me:.2f} ms/token), client side {mc:.1f} tok/s ({1e3 / mc:.2f} ms/token); "
@@ -113,3 +128,4 @@ print(f"3. 8 concurrent clients, up to 32 tokens each, one at a time: {served} o
       f"TTFT min {ttfts[0] * 1e3:.0f} ms, median {statistics.median(ttfts) * 1e3:.0f} ms, max {ttfts[-1] * 1e3:.0f} ms "
       f"(the queue wait); per client total {', '.join(f'{r[1]:.2f}' for r in results)} s")
 srv.terminate()
+print("load average at the end:", open("/proc/loadavg").read().split()[:3])

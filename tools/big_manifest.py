@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""big_manifest.py OUT_DIR [LAYERS EXPERTS] - a manifest.json of the real Kimi
-K3's size (93 layers x 896 MXFP4 experts by default: ~500,000 tensors) with
-sparse .bin files of the sizes it records, to measure the manifest reader
-(tools/manifest_bench.c). No weights are written: the files are holes."""
-import json, os, sys
+"""big_manifest.py OUT_DIR [LAYERS EXPERTS] - a packed directory's manifest.json
+and tables.bin of the real Kimi K3's size (93 layers x 896 MXFP4 experts by
+default: ~500,000 tensors) with sparse .bin files of the sizes they record, to
+measure the manifest reader (tools/manifest_bench.c). No weights are written:
+the files are holes. The tables.bin layout is the one in
+engine/weights/manifest.h, written here independently of the C writer."""
+import json, os, struct, sys
 
 out = sys.argv[1]
 n_layers = int(sys.argv[2]) if len(sys.argv) > 2 else 93
@@ -56,13 +58,30 @@ sizes = {"trunk.bin": trunk_off, "experts.bin": eoff, "embed.bin": up(embed_byte
          "head.bin": up(up(hidden * 2, TA) + embed_bytes, A)}
 for name, size in sizes.items():
     with open(os.path.join(out, name), "wb") as f: f.truncate(size)
-m = {"format": "k3-packed", "version": 1, "alignment": A,
+# tables.bin: header, tensor records, layer records, page records, names
+FILES = {"trunk": 0, "experts": 1, "embed": 2, "head": 3}
+dtypes = sorted({t["dtype"] for t in tensors})
+body = bytearray()
+for t in tensors:
+    shape = t["shape"] + [0] * (8 - len(t["shape"]))
+    body += struct.pack("<QQ8qBBB5x", t["offset"], t["bytes"], *shape, dtypes.index(t["dtype"]), len(t["shape"]),
+                        FILES[t["file"]])
+for L in layers: body += struct.pack("<QQ", L["trunk_offset"], L["trunk_bytes"])
+for l, e, o in pages: body += struct.pack("<IIQ", l, e, o)
+names = b"".join(t["name"].encode() + b"\0" for t in tensors)
+body += names
+h = 1469598103934665603   # K3_FNV_INIT (include/k3.h)
+for c in bytes(body): h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+header = struct.pack("<8sIIIIIIQQ16x", b"K3TABLES", 1, 64, len(tensors), len(layers), len(pages), 88, len(names), h)
+with open(os.path.join(out, "tables.bin"), "wb") as f: f.write(header + body)
+m = {"format": "k3-packed", "version": 2, "alignment": A,
      "source": {"fingerprint": "0123456789abcdef", "shards": []},
      "config": {"model_type": "kimi_k3", "num_hidden_layers": n_layers, "n_routed_experts": n_experts},
-     "tensors": tensors, "layers": layers,
-     "experts": {"page_bytes": page, "n_layers_moe": n_layers, "n_experts": n_experts, "pages": pages},
+     "tables": {"bytes": len(header) + len(body), "checksum": "%016x" % h, "dtypes": dtypes},
+     "experts": {"page_bytes": page, "n_layers_moe": n_layers, "n_experts": n_experts},
      "embed": {"name": "model.embed_tokens.weight", "row_bytes": hidden * 2, "rows": vocab, "dtype": "BF16"},
      "head": {"norm": "model.norm.weight", "lm_head": "lm_head.weight", "tied": False},
      "files": sizes, "checksums": {k: "0000000000000000" for k in sizes}}
 with open(os.path.join(out, "manifest.json"), "w") as f: json.dump(m, f, indent=1)
-print(f"{len(tensors)} tensors, {len(pages)} pages, manifest {os.path.getsize(os.path.join(out, 'manifest.json'))} bytes")
+print(f"{len(tensors)} tensors, {len(pages)} pages, manifest {os.path.getsize(os.path.join(out, 'manifest.json'))} "
+      f"bytes, tables.bin {len(header) + len(body)} bytes")

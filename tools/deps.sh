@@ -7,7 +7,7 @@ set -e
 PKGS="gcc make libc6-dev pkg-config libjansson-dev libpcre2-dev liburing-dev \
 libncurses-dev libreadline-dev libsqlite3-dev python3 python3-numpy python3-regex \
 clang libclang-rt-14-dev tmux time procps ncurses-bin sqlite3 \
-libmicrohttpd-dev libcurl4-openssl-dev curl nodejs"
+libmicrohttpd-dev libcurl4-openssl-dev curl nodejs openssl"
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO=sudo
 if [ "$1" = "--cross" ]; then

@@ -1,6 +1,6 @@
 /* manifest_bench.c DIR - time k3_manifest_load on a packed directory (e.g.
  * one written by tools/big_manifest.py) and report the heap it peaked at:
- * the figure behind reading manifests with jansson (docs/PERFORMANCE.md).
+ * the figures of docs/PERFORMANCE.md, "Manifest".
  * Peak memory is VmHWM of this process, which holds nothing else. */
 #include <stdio.h>
 #include <string.h>

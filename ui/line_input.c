@@ -11,19 +11,18 @@
 static char history_file[4096];
 
 /* The input history lives under the XDG state directory (created 0700). */
-static void find_history_file(void)
+int line_input_history_path(char *path, size_t cap)
 {
     const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
     char dir[4000];
     if (state && *state) snprintf(dir, sizeof dir, "%s/k3", state);
     else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/state/k3", home);
-    else return;
-    char parent[4000];
-    snprintf(parent, sizeof parent, "%s", dir);
-    for (char *p = parent + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(parent, 0700); *p = '/'; }
+    else return -1;
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(dir, 0700); *p = '/'; }
     mkdir(dir, 0700);
-    snprintf(history_file, sizeof history_file, "%s/input_history", dir);
+    snprintf(path, cap, "%.3900s/input_history", dir);
+    return 0;
 }
 
 void line_input_open(int interactive)
@@ -34,8 +33,7 @@ void line_input_open(int interactive)
     rl_variable_bind("input-meta", "on");
     rl_variable_bind("convert-meta", "off");
     rl_variable_bind("output-meta", "on");
-    find_history_file();
-    if (*history_file) read_history(history_file);
+    if (line_input_history_path(history_file, sizeof history_file) == 0) read_history(history_file);
 }
 
 char *line_input_read(int interactive, const char *prompt)

@@ -181,13 +181,14 @@ static void print_help(void)
     fprintf(stderr, "Ctrl-C stops an answer; Ctrl-D quits.\n");
 }
 
-/* The engine counters in one paragraph (/stats). */
+static void print_remote_figures(conversation *c);
+
+/* The engine counters in one paragraph (/stats); a server's from its /metrics. */
 static void print_stats(conversation *c)
 {
     k3_stats s;
-    if (!conversation_session(c)) {   /* a remote backend: the server's figures are its own */
-        fprintf(stderr, "remote: %s, model %s: no local engine\n", "see /metrics of the server",
-                conversation_remote_model(c));
+    if (!conversation_session(c)) {   /* a remote backend: no local engine */
+        print_remote_figures(c);
         return;
     }
     k3_stats_read(k3_session_model(conversation_session(c)), &s);
@@ -296,8 +297,9 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_UNDO:
         t = conversation_undo(c, plain_show_progress, NULL, &err);
         if (t) fprintf(stderr, "k3: %s\n", err.msg);
+        else if (!conversation_session(c)) fprintf(stderr, "k3: the last exchange was undone\n");   /* a server keeps no state here */
         else fprintf(stderr, "k3: the last exchange was undone (%d tokens of state kept)\n",
-                     conversation_session(c) ? k3_session_n_tokens(conversation_session(c)) : 0);
+                     k3_session_n_tokens(conversation_session(c)));
         return t < 0 ? -1 : 0;
     case CHAT_ACT_RETRY:
         interrupted = 0;

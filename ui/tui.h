@@ -20,7 +20,9 @@ typedef struct tui_options {
 } tui_options;
 
 /* Run the chat on the current terminal until the user quits. c must hold a
- * started or resumed conversation. Returns the process exit code, or
+ * started or resumed conversation; m is NULL when its answers come from a
+ * server (conversation_create_remote): the gauges then show the server's
+ * figures. Returns the process exit code, or
  * TUI_UNAVAILABLE before touching the screen when curses cannot start. */
 int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *opt);
 

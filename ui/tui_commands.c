@@ -19,6 +19,18 @@ static void show_stats(tui *t)
     tui_gauges_sample(&t->g, t->model, tui_now_s());
     const k3_stats *s = &t->g.now;
     char b[8][32];
+    if (t->g.remote.r) {                          /* a server: what its /metrics says, and the last answer */
+        char line[1024];
+        const tui_remote_gauges *rg = &t->g.remote;
+        if (rg->have_m) remote_metrics_summary(&rg->m, line, sizeof line);
+        else snprintf(line, sizeof line, "/metrics of %s: %s", rg->host, rg->m_err[0] ? rg->m_err : "not read yet");
+        char answer[512];
+        tui_fmt_bytes(b[0], sizeof b[0], (double)remote_bytes_in(rg->r));
+        tui_remote_answer_text(&t->g, answer, sizeof answer);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "%s\nnetwork: %s received from %s\nlast answer: %s", line, b[0],
+                              rg->host, answer);
+        return;
+    }
     tui_fmt_bytes(b[0], sizeof b[0], (double)s->bytes_read_trunk);
     tui_fmt_bytes(b[1], sizeof b[1], (double)s->bytes_read_experts);
     tui_fmt_bytes(b[2], sizeof b[2], (double)s->bytes_read_other);
@@ -85,8 +97,7 @@ static void start_job(tui *t, tui_job job, const char *arg)
     t->job = job;
     t->progress_done = t->progress_total = 0;
     t->stopping = 0;
-    k3_session *s = conversation_session(t->conv);
-    tui_gauges_turn_start(&t->g, t->model, k3_session_n_tokens(s), k3_session_max_tokens(s), tui_now_s());
+    tui_gauges_turn_start(&t->g, t->model, tui_session_tokens(t), tui_session_limit(t), tui_now_s());
     tui_worker_submit(&t->w, job, arg);
     t->dirty = 1;
 }
@@ -110,7 +121,7 @@ int tui_command(tui *t, const char *line)
     case CHAT_ACT_STATS: show_stats(t); break;
     case CHAT_ACT_NEW:
         tui_transcript_clear(&t->tr);
-        t->g.ctx_at_start = k3_session_n_tokens(conversation_session(t->conv));
+        t->g.ctx_at_start = tui_session_tokens(t);
         tui_transcript_notice(&t->tr, TE_NOTICE, "new conversation%s",
                               t->cx.system && *t->cx.system ? " (with the system prompt)" : "");
         break;

@@ -51,11 +51,13 @@ static void track_token_start(tui_gauges *g)
     if (g->tok_experts0 > s->bytes_read_experts) g->tok_experts0 = s->bytes_read_experts;
 }
 
-/* Called once per frame: one lock-free copy of the counters, then the rate (over at least
+/* Called once per frame: one lock-free copy of the counters (a remote
+ * backend's: the server's engine, m is NULL), then the rate (over at least
  * 500 ms), the per-second history and the start of the token in progress. */
 void tui_gauges_sample(tui_gauges *g, const k3_model *m, double now_s)
 {
-    k3_stats_read(m, &g->now);
+    if (m) k3_stats_read(m, &g->now);
+    else if (g->remote.r) tui_remote_sample(&g->remote, &g->now, now_s);
     g->now_s = now_s;
     const k3_stats *s = &g->now;
     uint64_t bytes = read_bytes_total(s);
@@ -99,12 +101,14 @@ void tui_gauges_turn_start(tui_gauges *g, const k3_model *m, int ctx_used, int c
     g->ctx_at_start = ctx_used;
     g->ctx_limit = ctx_limit;
     g->busy = 1;
+    if (g->remote.r) tui_remote_turn_start(&g->remote);
 }
 
 /* Keep the finished turn's own figures for the idle screen. */
 void tui_gauges_turn_end(tui_gauges *g, const turn_result *r)
 {
     g->busy = 0;
+    if (g->remote.r) tui_remote_turn_end(&g->remote, r);
     if (!r) return;
     if (r->generated_tokens > 0) g->last_ttft_ms = r->ttft_ms;
     if (r->prefill_ms > 0) g->last_prompt_tok_s = r->prefilled_tokens * 1e3 / r->prefill_ms;
@@ -115,6 +119,7 @@ void tui_gauges_turn_end(tui_gauges *g, const turn_result *r)
  * step's compute time); afterwards, the answer's own figure. */
 double tui_gauges_gen_tok_s(const tui_gauges *g)
 {
+    if (g->remote.r) return g->remote.tok_s > 0 ? g->remote.tok_s : 0;   /* pieces as they arrive, then the turn's */
     if (!g->busy) return g->last_gen_tok_s;
     const k3_stats *s = &g->now;
     if (s->tokens_decoded <= g->decoded0) return 0;

@@ -30,7 +30,7 @@ static int utf8_encode(uint32_t cp, char *out)
 }
 
 /* Text in a role's colour, clipped to the window. */
-static int put_role(WINDOW *w, tui_role role, const char *s, int max_cols)
+int tui_draw_role(WINDOW *w, tui_role role, const char *s, int max_cols)
 {
     wattrset(w, tui_attr(role));
     int n = tui_put(w, s, max_cols);
@@ -39,11 +39,11 @@ static int put_role(WINDOW *w, tui_role role, const char *s, int max_cols)
 }
 
 /* A section title followed by a rule to the right edge (tall layout). */
-static void title_rule(WINDOW *w, int y, const char *title)
+void tui_draw_title_rule(WINDOW *w, int y, const char *title)
 {
     int cols = getmaxx(w);
     wmove(w, y, 0);
-    int used = put_role(w, TR_TITLE, title, cols);
+    int used = tui_draw_role(w, TR_TITLE, title, cols);
     wattrset(w, tui_attr(TR_DIM));
     for (int x = used + 1; x < cols; x++) mvwaddstr(w, y, x, tui_glyph()->hline);
     wattrset(w, A_NORMAL);
@@ -206,14 +206,14 @@ static void draw_timeline(const tui_gauges *g, WINDOW *w, int y, int x, int rows
         char cap[128], m[32];
         wmove(w, caption_y, x);
         if (n == 0) {
-            put_role(w, TR_DIM, "no generated tokens yet", wcols - x);
+            tui_draw_role(w, TR_DIM, "no generated tokens yet", wcols - x);
         } else if (by_bytes) {
             tui_fmt_bytes(m, sizeof m, max_bytes);
             snprintf(cap, sizeof cap, tui_term_colour() ? "max %s/token, colour = hit rate" : "max %s/token, bold = hit rate < 50%%", m);
-            put_role(w, TR_DIM, cap, wcols - x);
+            tui_draw_role(w, TR_DIM, cap, wcols - x);
         } else {
             snprintf(cap, sizeof cap, "max %.1f ms/token (no disk reads)", max_ms);
-            put_role(w, TR_DIM, cap, wcols - x);
+            tui_draw_role(w, TR_DIM, cap, wcols - x);
         }
     }
     int x0 = x + width - n;
@@ -240,6 +240,7 @@ typedef struct figures {
     char hit_now[16], hit_total[16];
     char mem_used[32], budget[32], rss[32], peak[32];
     char gen[32], prompt[32], ttft[32];
+    char total[32], trunk_total[32], experts_total[32];
     int have_reads, have_split, ttft_live;
 } figures;
 
@@ -250,6 +251,9 @@ static void make_figures(const tui_gauges *g, figures *f)
     memset(f, 0, sizeof *f);
     f->have_reads = s->bytes_read_trunk + s->bytes_read_experts + s->bytes_read_other > 0;
     fmt_rate(f->rate, sizeof f->rate, g->rate_bps);
+    tui_fmt_bytes(f->total, sizeof f->total, (double)(s->bytes_read_trunk + s->bytes_read_experts + s->bytes_read_other));
+    tui_fmt_bytes(f->trunk_total, sizeof f->trunk_total, (double)s->bytes_read_trunk);
+    tui_fmt_bytes(f->experts_total, sizeof f->experts_total, (double)s->bytes_read_experts);
     float mx = g->rate_bps > 0 ? (float)g->rate_bps : 0;      /* the peak includes "now" */
     for (int i = 0; i < g->n_spark; i++) mx = g->spark[i] > mx ? g->spark[i] : mx;
     fmt_rate(f->spark_max, sizeof f->spark_max, mx);
@@ -307,9 +311,13 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
     char line[256];
     const int lab = 7;
     int y = 0;
+    if (g->remote.r) {                    /* a server: its rows, then (k3 serve) its engine's */
+        y = tui_remote_draw_band(g, w, y);
+        if (!tui_remote_has_engine(g)) goto rule;
+    }
     /* disk */
     wmove(w, y, 0);
-    put_role(w, TR_TITLE, "disk", lab);
+    tui_draw_role(w, TR_TITLE, "disk", lab);
     wmove(w, y, lab);
     snprintf(line, sizeof line, "%-11s", f.rate);
     tui_put(w, line, cols - lab);
@@ -320,33 +328,37 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
     if (spark_w > 30) spark_w = 30;
     draw_sparkline(g, w, y, lab + 11, spark_w);
     wmove(w, y, lab + 11 + (spark_w > 0 ? spark_w : 0));
-    put_role(w, TR_DIM, tail, cols - (lab + 11 + spark_w));
+    tui_draw_role(w, TR_DIM, tail, cols - (lab + 11 + spark_w));
     /* token bytes */
     y++;
     wmove(w, y, lab);
-    if (f.have_reads) {
+    if (g->remote.r) {
+        snprintf(line, sizeof line, "read in all %s (trunk %s, experts %s) on the server", f.total, f.trunk_total,
+                 f.experts_total);
+        tui_put(w, line, cols - lab);
+    } else if (f.have_reads) {
         snprintf(line, sizeof line, "token %s (trunk %s, experts %s) %s last %s %s %u in flight", f.tok_now,
                  f.tok_trunk, f.tok_exp, tui_glyph()->bullet, f.tok_last, tui_glyph()->bullet, s->reads_in_flight);
         tui_put(w, line, cols - lab);
     } else {
-        put_role(w, TR_DIM, "token bytes: none read from disk (weights resident)", cols - lab);
+        tui_draw_role(w, TR_DIM, "token bytes: none read from disk (weights resident)", cols - lab);
     }
     /* cache */
     y++;
     wmove(w, y, 0);
-    put_role(w, TR_TITLE, "cache", lab);
+    tui_draw_role(w, TR_TITLE, "cache", lab);
     wmove(w, y, lab);
     waddstr(w, "hit now ");
-    put_role(w, tui_hit_role(tui_gauges_hit_window(g)), f.hit_now, 5);
+    tui_draw_role(w, tui_hit_role(tui_gauges_hit_window(g)), f.hit_now, 5);
     waddstr(w, "  total ");
-    put_role(w, tui_hit_role(tui_gauges_hit_total(g)), f.hit_total, 5);
+    tui_draw_role(w, tui_hit_role(tui_gauges_hit_total(g)), f.hit_total, 5);
     waddstr(w, "  layers ");
     int cx = getcurx(w);
     draw_layer_strip(g, w, y, cx, cols - cx - 1);
     /* memory */
     y++;
     wmove(w, y, 0);
-    put_role(w, TR_TITLE, "mem", lab);
+    tui_draw_role(w, TR_TITLE, "mem", lab);
     wmove(w, y, lab);
     memory_text(&f, s, line, sizeof line);
     if (f.have_split) {
@@ -359,11 +371,12 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
     } else {
         tui_put(w, line, cols - lab);
     }
+    if (g->remote.r) goto rule;           /* the answer's speed is in the remote rows */
     /* speed */
     y++;
     if (y < rows) {
         wmove(w, y, 0);
-        put_role(w, TR_TITLE, "speed", lab);
+        tui_draw_role(w, TR_TITLE, "speed", lab);
         wmove(w, y, lab);
         snprintf(line, sizeof line, "gen %s  %s  prompt %s  %s  TTFT %s", f.gen, tui_glyph()->bullet, f.prompt,
                  tui_glyph()->bullet, f.ttft);
@@ -374,10 +387,10 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
     int tl_rows = rows - 1 - (y + 1);
     if (y < rows - 2 && tl_rows > 0) {
         wmove(w, y, 0);
-        put_role(w, TR_TITLE, "tokens", lab);
+        tui_draw_role(w, TR_TITLE, "tokens", lab);
         draw_timeline(g, w, y + 1, lab, tl_rows, cols - lab, y);
     }
-    /* the rule closing the band */
+rule:                                     /* the rule closing the band */
     wattrset(w, tui_attr(TR_DIM));
     for (int x = 0; x < cols; x++) mvwaddstr(w, rows - 1, x, tui_glyph()->hline);
     wattrset(w, A_NORMAL);
@@ -394,13 +407,23 @@ static void draw_side(const tui_gauges *g, WINDOW *w)
     char line[256];
     const char *bul = tui_glyph()->bullet;
     int y = 0;
-    title_rule(w, y++, "DISK READ");
+    if (g->remote.r) {                    /* a server: its sections, then (k3 serve) its engine's */
+        y = tui_remote_draw_side(g, w, y);
+        if (!tui_remote_has_engine(g) || y >= rows) return;
+    }
+    tui_draw_title_rule(w, y++, g->remote.r ? "SERVER DISK READ" : "DISK READ");
     wmove(w, y++, 1);
     snprintf(line, sizeof line, "now %s  %s peak %s", f.rate, bul, f.spark_max);
     tui_put(w, line, cols - 1);
     draw_sparkline(g, w, y++, 1, cols - 2);
     wmove(w, y++, 1);
-    if (f.have_reads) {
+    if (g->remote.r) {                    /* per-token figures stay on the server: its totals */
+        snprintf(line, sizeof line, "in all %s", f.total);
+        tui_put(w, line, cols - 1);
+        wmove(w, y++, 1);
+        snprintf(line, sizeof line, "trunk %s  %s experts %s", f.trunk_total, bul, f.experts_total);
+        tui_put(w, line, cols - 1);
+    } else if (f.have_reads) {
         snprintf(line, sizeof line, "this token %s  %s last %s", f.tok_now, bul, f.tok_last);
         tui_put(w, line, cols - 1);
         wmove(w, y++, 1);
@@ -411,22 +434,22 @@ static void draw_side(const tui_gauges *g, WINDOW *w)
                  (unsigned long long)s->reads_done);
         tui_put(w, line, cols - 1);
     } else {
-        put_role(w, TR_DIM, "no disk reads (weights resident)", cols - 1);
+        tui_draw_role(w, TR_DIM, "no disk reads (weights resident)", cols - 1);
     }
     if (y >= rows) return;
-    title_rule(w, y++, "EXPERT CACHE");
+    tui_draw_title_rule(w, y++, g->remote.r ? "SERVER EXPERT CACHE" : "EXPERT CACHE");
     wmove(w, y, 1);
     waddstr(w, "hit now ");
-    put_role(w, tui_hit_role(tui_gauges_hit_window(g)), f.hit_now, 5);
+    tui_draw_role(w, tui_hit_role(tui_gauges_hit_window(g)), f.hit_now, 5);
     waddstr(w, "  total ");
-    put_role(w, tui_hit_role(tui_gauges_hit_total(g)), f.hit_total, 5);
+    tui_draw_role(w, tui_hit_role(tui_gauges_hit_total(g)), f.hit_total, 5);
     y++;
     wmove(w, y, 1);
     waddstr(w, "layers ");
     draw_layer_strip(g, w, y, getcurx(w), cols - getcurx(w) - 1);
     y++;
     if (y >= rows) return;
-    title_rule(w, y++, "MEMORY");
+    tui_draw_title_rule(w, y++, g->remote.r ? "SERVER MEMORY" : "MEMORY");
     memory_text(&f, s, line, sizeof line);
     if (f.have_split) {
         draw_memory_bar(s, w, y++, 1, cols - 2);
@@ -441,11 +464,11 @@ static void draw_side(const tui_gauges *g, WINDOW *w)
         snprintf(line, sizeof line, "rss %s  %s peak %s", f.rss, bul, f.peak);
         tui_put(w, line, cols - 1);
         wmove(w, y++, 1);
-        put_role(w, TR_DIM, s->budget_bytes ? "split by use not reported" : "no budget: weights resident",
+        tui_draw_role(w, TR_DIM, s->budget_bytes ? "split by use not reported" : "no budget: weights resident",
                  cols - 1);
     }
-    if (y >= rows) return;
-    title_rule(w, y++, "SPEED");
+    if (y >= rows || g->remote.r) return;     /* a server's speed is in its ANSWER section */
+    tui_draw_title_rule(w, y++, "SPEED");
     wmove(w, y++, 1);
     snprintf(line, sizeof line, "gen %s  %s prompt %s", f.gen, bul, f.prompt);
     tui_put(w, line, cols - 1);
@@ -453,7 +476,7 @@ static void draw_side(const tui_gauges *g, WINDOW *w)
     snprintf(line, sizeof line, "TTFT %s", f.ttft);
     tui_put(w, line, cols - 1);
     if (y + 3 > rows) return;
-    title_rule(w, y++, "PER-TOKEN I/O");
+    tui_draw_title_rule(w, y++, "PER-TOKEN I/O");
     int tl_rows = rows - y - 1;
     if (tl_rows > 12) tl_rows = 12;
     if (tl_rows < 1) return;

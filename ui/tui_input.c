@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <readline/history.h>
 #include <readline/readline.h>
+#include "line_input.h"
 #include "tui_input.h"
 #include "tui_text.h"
 
@@ -129,15 +130,7 @@ static void display_matches(char **matches, int n, int max_len)
  * line mode), created so that per-line appends work from the first line. */
 static void open_history_file(void)
 {
-    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
-    char dir[3900];
-    if (state && *state) snprintf(dir, sizeof dir, "%s/k3", state);
-    else if (home && *home) snprintf(dir, sizeof dir, "%s/.local/state/k3", home);
-    else return;
-    for (char *p = dir + 1; *p; p++)
-        if (*p == '/') { *p = 0; mkdir(dir, 0700); *p = '/'; }
-    mkdir(dir, 0700);
-    snprintf(in.history_file, sizeof in.history_file, "%s/input_history", dir);
+    if (line_input_history_path(in.history_file, sizeof in.history_file)) return;
     int fd = open(in.history_file, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) { in.history_file[0] = 0; return; }
     close(fd);

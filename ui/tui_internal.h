@@ -14,7 +14,9 @@
  *   tui_input.c       the readline bridge (tui_input.h)
  *   tui_commands.c    the / commands and their Tab completion
  *   tui_help.c        the F1 help view
- *   tui_worker.c      the engine thread and its queue to the UI */
+ *   tui_worker.c      the engine thread and its queue to the UI
+ *   tui_remote.c      a remote backend's figures: /metrics poller, network rate, stream timing
+ *   tui_gauges_draw_remote.c  drawing those figures */
 #ifndef K3_TUI_INTERNAL_H
 #define K3_TUI_INTERNAL_H
 
@@ -30,6 +32,8 @@
 #include "conversation.h"
 #include "k3.h"
 #include "multiline.h"
+#include "remote.h"
+#include "remote_metrics.h"
 #include "tui.h"
 #include "tui_text.h"
 
@@ -159,6 +163,39 @@ typedef struct tui_timeline_col {
     int live;                    /* 1 = the token still being computed */
 } tui_timeline_col;
 
+/* A remote backend (k3 chat --endpoint): what the server says on /metrics
+ * (polled by a thread of its own: a slow server never stalls the screen),
+ * the network rate of the stream, and the answer's timing as the pieces
+ * arrive. r is NULL for a local model. */
+#define TUI_GAPS_MAX 4096
+typedef struct tui_remote_gauges {
+    remote *r;
+    char host[128];              /* host:port of the endpoint, for titles */
+    /* the poller thread and what it last read, under mu */
+    pthread_t poller;
+    int poller_started, stop;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    remote_metrics polled;
+    int polled_ok;               /* the last GET /metrics worked */
+    uint64_t n_polls;
+    char polled_err[256];
+    /* the UI thread's copy, taken each frame */
+    remote_metrics m;
+    int have_m;                  /* 1 = m is the server's latest */
+    uint64_t polls_seen;
+    char m_err[256];             /* why /metrics gave nothing ("" while the first poll runs) */
+    /* network: bytes of the streams over at least 500 ms */
+    double net_t0;
+    uint64_t net_b0, net_turn_b0;
+    double net_bps;              /* < 0 until the first full interval */
+    uint64_t net_answer_bytes;   /* of the answer in progress (or the last) */
+    /* the answer's pieces (from the worker): live while busy, then the turn's result */
+    int n_pieces;
+    double ttft_ms, tok_s, itl_p50_ms, itl_p90_ms;   /* < 0 = not known yet */
+    int cached_tokens, prompt_tokens;                /* -1 = the server did not say */
+} tui_remote_gauges;
+
 typedef struct tui_gauges {
     k3_stats now;                /* the latest k3_stats_read */
     double now_s;
@@ -184,6 +221,7 @@ typedef struct tui_gauges {
     int ctx_at_start, ctx_limit;
     /* the last finished turn (from turn_result) */
     double last_ttft_ms, last_prompt_tok_s, last_gen_tok_s;
+    tui_remote_gauges remote;    /* remote.r != NULL: the backend is a server */
 } tui_gauges;
 
 /* Read the engine's statistics and update rates and histories. */
@@ -212,19 +250,52 @@ void tui_fmt_count(char *buf, size_t cap, double n);
 /* Role for a hit rate (good / warn / bad), reverse of load colours: low is bad. */
 tui_role tui_hit_role(double rate);
 
+/* ---- tui_remote.c: a remote backend's figures --------------------------- */
+
+/* Start polling the server's /metrics (signals blocked, as for the worker); 0 or -1. */
+int tui_remote_start(tui_remote_gauges *rg, remote *r);
+void tui_remote_stop(tui_remote_gauges *rg);
+/* The remote engine's counters (k3 serve) as k3_stats, zeros for other
+ * servers, plus the network rate: the remote counterpart of k3_stats_read. */
+void tui_remote_sample(tui_remote_gauges *rg, k3_stats *out, double now_s);
+/* A turn starts / ends: this answer's figures from zero / from the result. */
+void tui_remote_turn_start(tui_remote_gauges *rg);
+void tui_remote_turn_end(tui_remote_gauges *rg, const turn_result *r);
+/* 1 when the server's /metrics carries a k3 engine panel (disk, cache, memory). */
+int tui_remote_has_engine(const tui_gauges *g);
+struct tui_worker;
+/* While the answer streams: TTFT, tokens/s and inter-token p50/p90 from the worker's piece times. */
+void tui_remote_live(tui_gauges *g, struct tui_worker *w);
+
 /* ---- tui_gauges_draw.c ------------------------------------------------- */
+
+/* Shared by both panel files: text in a role's colour clipped to max_cols,
+ * and a section title with a rule to the right edge. */
+int tui_draw_role(WINDOW *w, tui_role role, const char *s, int max_cols);
+void tui_draw_title_rule(WINDOW *w, int y, const char *title);
 
 /* Draw the panel: compact rows for a band above the transcript (narrow
  * terminals), or a tall column beside it (wide terminals). */
 void tui_gauges_draw(const tui_gauges *g, WINDOW *w, int side);
 /* Rows the compact band needs. */
 int tui_gauges_band_rows(int total_rows);
+/* tui_gauges_draw_remote.c: the remote sections (network, answer, server),
+ * from row y; return the next free row. */
+int tui_remote_draw_side(const tui_gauges *g, WINDOW *w, int y);
+int tui_remote_draw_band(const tui_gauges *g, WINDOW *w, int y);
+/* The last (or current) answer's figures in one line, unknown ones as dashes. */
+void tui_remote_answer_text(const tui_gauges *g, char *buf, size_t cap);
 
 /* ---- tui_worker.c: the engine thread ----------------------------------- */
 
 typedef enum tui_job { TJ_NONE = 0, TJ_TURN, TJ_RESUME, TJ_RETRY, TJ_UNDO, TJ_EDIT } tui_job;
 
 typedef struct tui_worker {
+    /* the answer's pieces as they arrived (worker -> UI, under mu): for a remote backend's timing */
+    int n_pieces;
+    uint64_t first_piece_ns, last_piece_ns;
+    float gaps_ms[TUI_GAPS_MAX];
+    int n_gaps;
     pthread_t thread;
     int started;
     pthread_mutex_t mu;
@@ -343,6 +414,9 @@ void tui_commands_free(tui *t);
 void tui_load_transcript(tui *t);
 
 /* tui_main.c */
+/* Tokens in the session and its limit (0 and 0 for a remote backend: no local session). */
+int tui_session_tokens(tui *t);
+int tui_session_limit(tui *t);
 /* Send a user message to the worker. */
 void tui_send_message(tui *t, const char *text);
 /* A busy job blocks commands that need the store: say so and return 1. */

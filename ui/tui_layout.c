@@ -124,6 +124,12 @@ static void state_field(tui *t, status_field *f)
         snprintf(f->text, sizeof f->text, "idle");
         return;
     }
+    if (t->g.remote.r && t->job != TJ_RESUME && t->job != TJ_UNDO) {   /* a server: the stream, not its engine */
+        if (t->stopping) snprintf(f->text, sizeof f->text, "stopping%s", tui_glyph()->ellipsis);
+        else if (t->g.remote.n_pieces) snprintf(f->text, sizeof f->text, "streaming %d", t->g.remote.n_pieces);
+        else snprintf(f->text, sizeof f->text, "waiting for the server%s", tui_glyph()->ellipsis);
+        return;
+    }
     char layer[32] = "";
     if (s->phase != K3_PHASE_IDLE && s->n_layers)
         snprintf(layer, sizeof layer, " L%u/%u", s->layer + 1, s->n_layers);
@@ -173,7 +179,7 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "turn %d", t->status_turns);
     f[n].role = TR_STATUS;
     f[n++].priority = 3;
-    ctx_field(t, &f[n++]);
+    if (t->g.ctx_limit > 0) ctx_field(t, &f[n++]);   /* a remote backend has no local context */
     const k3_sampler *sp = conversation_sampler(t->conv);
     if (sp->temperature <= 0) snprintf(f[n].text, sizeof f[n].text, "greedy");
     else snprintf(f[n].text, sizeof f[n].text, "temp %.2g top-p %.2g", sp->temperature, sp->top_p);

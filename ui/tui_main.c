@@ -24,6 +24,19 @@
 /* Monotonic seconds for frame pacing and latency figures. */
 double tui_now_s(void) { return (double)k3_now_ns() * 1e-9; }
 
+/* Context in use and its limit; a remote backend keeps no local session. */
+int tui_session_tokens(tui *t)
+{
+    k3_session *s = conversation_session(t->conv);
+    return s ? k3_session_n_tokens(s) : 0;
+}
+
+int tui_session_limit(tui *t)
+{
+    k3_session *s = conversation_session(t->conv);
+    return s ? k3_session_max_tokens(s) : 0;
+}
+
 /* The store and the session belong to the worker while it runs a job. */
 int tui_refuse_if_busy(tui *t, const char *what)
 {
@@ -52,7 +65,6 @@ void tui_send_message(tui *t, const char *text)
         tui_transcript_notice(&t->tr, TE_NOTICE, "still answering: press Enter again when it is done (Ctrl-C stops it)");
         return;
     }
-    k3_session *s = conversation_session(t->conv);
     t->tr.scroll = 0;
     if (t->editing) {                    /* the edited message replaces the last exchange on screen too */
         tui_transcript_clear(&t->tr);
@@ -69,7 +81,7 @@ void tui_send_message(tui *t, const char *text)
     t->stopping = 0;
     free(t->last_sent);
     t->last_sent = strdup(text);
-    tui_gauges_turn_start(&t->g, t->model, k3_session_n_tokens(s), k3_session_max_tokens(s), tui_now_s());
+    tui_gauges_turn_start(&t->g, t->model, tui_session_tokens(t), tui_session_limit(t), tui_now_s());
     tui_worker_submit(&t->w, t->job, text);
     t->editing = 0;
     t->dirty = 1;
@@ -343,12 +355,17 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         int n = snprintf(footer, sizeof footer, "%d tokens", r->generated_tokens);
         if (r->generated_tokens > 1) n += snprintf(footer + n, sizeof footer - (size_t)n, " %s %.1f tok/s", bul, r->decode_tok_s);
         if (r->generated_tokens > 0) n += snprintf(footer + n, sizeof footer - (size_t)n, " %s TTFT %.2f s", bul, r->ttft_ms / 1e3);
-        if (rc < 0) snprintf(footer + n, sizeof footer - (size_t)n, " %s error", bul);
+        if (conversation_remote(t->conv) && r->generated_tokens > 1)    /* a server: the gaps as they arrived */
+            n += snprintf(footer + n, sizeof footer - (size_t)n, " %s inter-token p50 %.1f ms p90 %.1f ms", bul,
+                          r->itl_p50_ms, r->itl_p90_ms);
+        if (rc < 0 || r->error) snprintf(footer + n, sizeof footer - (size_t)n, " %s error", bul);
         else if (r->interrupted) snprintf(footer + n, sizeof footer - (size_t)n, " %s interrupted", bul);
         else if (r->context_full) snprintf(footer + n, sizeof footer - (size_t)n, " %s context full: /new starts over", bul);
         else if (r->length_limit) snprintf(footer + n, sizeof footer - (size_t)n, " %s length limit reached (-n)", bul);
         tui_transcript_set_footer(&t->tr, t->answer_entry, footer);
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+        else if (r->error && r->error_msg[0])          /* a server's failure: the conversation goes on */
+            tui_transcript_notice(&t->tr, TE_ERROR, "%s", r->error_msg);
     }
     tui_gauges_turn_end(&t->g, rc == 1 ? NULL : r);
 }
@@ -385,8 +402,9 @@ static void finish_undo(tui *t, int rc, const k3_error *err)
     tui_transcript_clear(&t->tr);
     tui_load_transcript(t);
     if (rc) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
+    else if (!conversation_session(t->conv)) tui_transcript_notice(&t->tr, TE_NOTICE, "the last exchange was undone");
     else tui_transcript_notice(&t->tr, TE_NOTICE, "the last exchange was undone (%d tokens of state kept)",
-                               k3_session_n_tokens(conversation_session(t->conv)));
+                               tui_session_tokens(t));
 }
 
 /* Take what the worker produced since the last look. */
@@ -429,7 +447,7 @@ static void take_worker_output(tui *t)
     t->answer_entry = -1;
     t->job = TJ_NONE;
     t->stopping = 0;
-    t->g.ctx_at_start = k3_session_n_tokens(conversation_session(t->conv));
+    t->g.ctx_at_start = tui_session_tokens(t);
     t->dirty = 1;
 }
 
@@ -466,6 +484,7 @@ static void draw_frame(tui *t, double now)
     if (!t->lay.too_small && t->lay.input_rows != tui_input_rows(t->lay.cols, tui_layout_max_input_rows(t->lay.rows)))
         tui_layout_build(t);
     tui_gauges_sample(&t->g, t->model, now);
+    tui_remote_live(&t->g, &t->w);
     if (t->lay.too_small) {
         tui_draw_too_small(t);
         curs_set(0);
@@ -554,6 +573,11 @@ static void set_model_name(tui *t, const char *dir)
     size_t start = len;
     while (start > 0 && d[start - 1] != '/') start--;
     snprintf(t->model_name, sizeof t->model_name, "%.*s", (int)(len - start), d + start);
+    if (!t->model) {                             /* a server: its model, and where */
+        snprintf(t->model_name, sizeof t->model_name, "%.30s @ %.30s", conversation_remote_model(t->conv),
+                 t->g.remote.host);
+        return;
+    }
     k3_model_info info;
     k3_model_get_info(t->model, &info);
     if (info.random_weights)                     /* nobody should mistake the demo for a real model */
@@ -600,6 +624,14 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     t->answer_entry = -1;
     t->ml_entry = -1;
     tui_commands_init(t, opt->system);
+    if (!m && (!conversation_remote(c) || tui_remote_start(&t->g.remote, conversation_remote(c)))) {
+        tui_term_close();
+        fprintf(stderr, "k3: cannot start the /metrics reader of the remote endpoint\n");
+        tui_commands_free(t);
+        free(t);
+        close(wake_fd);
+        return 1;
+    }
     set_model_name(t, opt->model_dir);
     tui_term_signals(wake_fd);
     t->stderr_fd = tui_term_capture_stderr();
@@ -615,9 +647,8 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     }
     tui_input_open(tui_glyph()->unicode ? "\u203a " : "> ", tui_command_complete, show_matches, t);
     tui_layout_build(t);
-    k3_session *s = conversation_session(c);
-    t->g.ctx_at_start = k3_session_n_tokens(s);
-    t->g.ctx_limit = k3_session_max_tokens(s);
+    t->g.ctx_at_start = tui_session_tokens(t);
+    t->g.ctx_limit = tui_session_limit(t);
     tui_load_transcript(t);
     tui_transcript_notice(&t->tr, TE_NOTICE, "conversation %s%s %s Enter sends %s F1 help %s Ctrl-D quits",
                           *conversation_uid(c) ? conversation_uid(c) : "(new)",
@@ -629,6 +660,7 @@ int tui_chat_run(conversation *c, k3_model *m, history *db, const tui_options *o
     draw_frame(t, tui_now_s());
     loop(t);
     tui_worker_stop(&t->w);
+    tui_remote_stop(&t->g.remote);
     tui_input_close();
     tui_layout_free(&t->lay);
     if (t->lay.keyreader) delwin(t->lay.keyreader);

@@ -46,6 +46,10 @@ static void on_text(void *user, const char *text, size_t len)
         w->text_len += len;
         w->text[w->text_len] = 0;
     }
+    uint64_t now = k3_now_ns();                 /* arrival times: a remote answer's TTFT and inter-token gaps */
+    if (w->n_pieces++ == 0) w->first_piece_ns = now;
+    else if (w->n_gaps < TUI_GAPS_MAX) w->gaps_ms[w->n_gaps++] = (float)((now - w->last_piece_ns) * 1e-6);
+    w->last_piece_ns = now;
     publish_conv(w);
     pthread_mutex_unlock(&w->mu);
     wake_ui(w);
@@ -158,6 +162,7 @@ void tui_worker_submit(tui_worker *w, tui_job job, const char *arg)
     free(w->arg);
     w->arg = strdup(arg ? arg : "");
     w->progress_done = w->progress_total = 0;
+    w->n_pieces = w->n_gaps = 0;
     w->running = job;            /* busy from now on, even before the thread wakes */
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

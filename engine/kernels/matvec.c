@@ -715,7 +715,10 @@ static void matmul_rows(float *Y, const k3_weight *W, const float *X_padded, int
 /* Prompt processing: each weight row is read from memory once and decoded
  * once for all tokens. Results equal k3_matvec per token bit for bit (the
  * canonical order above); X is copied only when cols is not a multiple of 16
- * (zero padding) or is misaligned for aligned loads. */
+ * (zero padding) or is misaligned for aligned loads. When the copy or a
+ * thread's scratch cannot be allocated, the rows are computed token by token
+ * with k3_matvec_rows, which needs no memory and gives the same bits: an
+ * allocation failure costs speed, never the process (tests/test_alloc_fail.c). */
 void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
 {
     int64_t rows = W->rows, cols = W->cols;
@@ -750,8 +753,11 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
     const float *X_padded = X;
     if (cols_padded != cols || ((uintptr_t)X & 31)) {
         X_copy = aligned_alloc(64, (size_t)(n_tokens * cols_padded * sizeof(float) + 63) & ~(size_t)63);
-        if (!X_copy)
-            abort();
+        if (!X_copy) {                      /* out of memory: same bits without the copy */
+            for (int t = 0; t < n_tokens; t++)
+                k3_matvec(Y + (int64_t)t * rows, W, X + (int64_t)t * cols);
+            return;
+        }
         for (int t = 0; t < n_tokens; t++) {
             memcpy(X_copy + t * cols_padded, X + (int64_t)t * cols, (size_t)cols * sizeof(float));
             memset(X_copy + t * cols_padded + cols, 0, (size_t)(cols_padded - cols) * sizeof(float));
@@ -772,9 +778,11 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         if (begin < end) {
             float *scratch = aligned_alloc(64, scratch_bytes);
             acc_pair *state = aligned_alloc(64, MATMUL_ROW_BLOCK * MATMUL_TOKEN_BLOCK * sizeof(acc_pair));
-            if (!scratch || !state)
-                abort();
-            matmul_rows(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
+            if (scratch && state)
+                matmul_rows(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
+            else                            /* out of memory: same bits, one token at a time */
+                for (int t = 0; t < n_tokens; t++)
+                    k3_matvec_rows(Y + (int64_t)t * rows, W, X + (int64_t)t * cols, begin, end);
             free(scratch);
             free(state);
         }

@@ -122,7 +122,8 @@ void k3_mxfp4_rows(float *y, const k3_weight *W, const float *x, int64_t b, int6
 }
 
 /* Rows [b, e) for n_tokens vectors: each row decoded once, then the same
- * group order as the fused dot, so results equal k3_mxfp4_rows per token. */
+ * group order as the fused dot, so results equal k3_mxfp4_rows per token
+ * (which is also the way out when the decode scratch cannot be allocated). */
 void k3_mxfp4_matmul_rows(float *Y, const k3_weight *W, const float *X, int n_tokens, int64_t b, int64_t e)
 {
     if (k3_kernels_scalar_forced()) {
@@ -135,7 +136,12 @@ void k3_mxfp4_matmul_rows(float *Y, const k3_weight *W, const float *X, int n_to
     const int64_t groups = W->cols / 32;
     v8f *fv = aligned_alloc(32, (size_t)(groups > 0 ? groups * 4 : 1) * sizeof(v8f));
     float *hs = malloc((size_t)(groups ? groups : 1) * sizeof(float));
-    if (!fv || !hs) abort();
+    if (!fv || !hs) {                       /* out of memory: the same bits per token, no scratch */
+        free(fv);
+        free(hs);
+        for (int t = 0; t < n_tokens; t++) k3_mxfp4_rows(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols, b, e);
+        return;
+    }
     for (int64_t r = b; r < e; r++) {
         const uint8_t *packed = (const uint8_t *)W->data + (size_t)r * (W->cols / 2);
         const uint8_t *scale = W->mx_scale + (size_t)r * (W->cols / 32);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "pretokenize.h"
+#include "strtab.h"
 #include "k3.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
@@ -20,8 +21,7 @@ struct k3_tokenizer {
     uint8_t *arena;          /* bytes of every base token, back to back */
     size_t *tok_off;         /* [n_base] offset into arena */
     uint32_t *tok_len;       /* [n_base] */
-    int32_t *slots;          /* open-addressing table: rank or -1 */
-    size_t slot_mask;
+    k3_strtab ranks;         /* token bytes -> rank */
     int byte_rank[256];
     int n_special;                      /* ids n_base .. n_base + n_special - 1 */
     char **special;                     /* [n_special] NUL-terminated names */
@@ -54,33 +54,24 @@ static int vec_push(id_vec *v, int id)
 
 /* ---------------------------------------------------------------- lookup */
 
-/* FNV-1a: token byte strings are short; this is cheap and spreads well. */
-static uint64_t hash_bytes(const uint8_t *s, size_t n) { return k3_fnv1a64(K3_FNV_INIT, s, n); }
+/* The bytes of rank r (the key the rank table compares). */
+static const void *token_key(const void *owner, int32_t r, size_t *len)
+{
+    const k3_tokenizer *t = owner;
+    *len = t->tok_len[r];
+    return t->arena + t->tok_off[r];
+}
 
 /* Rank of a byte string, or -1: the one question BPE keeps asking. */
 static int rank_of(const k3_tokenizer *t, const uint8_t *s, size_t n)
 {
-    size_t i = (size_t)hash_bytes(s, n) & t->slot_mask;
-    for (;;) {
-        int32_t r = t->slots[i];
-        if (r < 0) return -1;
-        if (t->tok_len[r] == n && !memcmp(t->arena + t->tok_off[r], s, n)) return r;
-        i = (i + 1) & t->slot_mask;
-    }
+    return k3_strtab_find(&t->ranks, s, n, token_key, t);
 }
 
 /* Insert rank r; returns the rank already holding the same bytes, or -1. */
 static int rank_insert(k3_tokenizer *t, int r)
 {
-    const uint8_t *s = t->arena + t->tok_off[r];
-    size_t n = t->tok_len[r];
-    size_t i = (size_t)hash_bytes(s, n) & t->slot_mask;
-    for (;;) {
-        int32_t q = t->slots[i];
-        if (q < 0) { t->slots[i] = r; return -1; }
-        if (t->tok_len[q] == n && !memcmp(t->arena + t->tok_off[q], s, n)) return q;
-        i = (i + 1) & t->slot_mask;
-    }
+    return k3_strtab_insert(&t->ranks, r, token_key, t);
 }
 
 /* ------------------------------------------------------------- file input */
@@ -196,19 +187,14 @@ static int load_vocab(k3_tokenizer *t, const char *text, size_t len, const char 
         goto done;
     }
     t->n_base = (int)n_lines;
-    size_t slots = 1;
-    while (slots < n_lines * 2) slots <<= 1;
-    t->slot_mask = slots - 1;
     t->arena = malloc(len / 4 * 3 + 4);
     t->tok_off = calloc(n_lines, sizeof *t->tok_off);
     t->tok_len = calloc(n_lines, sizeof *t->tok_len);
-    t->slots = malloc(slots * sizeof *t->slots);
     line_of_rank = calloc(n_lines, sizeof *line_of_rank);
-    if (!t->arena || !t->tok_off || !t->tok_len || !t->slots || !line_of_rank) {
+    if (!t->arena || !t->tok_off || !t->tok_len || k3_strtab_init(&t->ranks, n_lines) || !line_of_rank) {
         k3_err(err, "%s: out of memory", path);
         goto done;
     }
-    memset(t->slots, 0xff, slots * sizeof *t->slots);
     size_t arena_used = 0;
     int lineno = 0;
     for (size_t i = 0; i < len;) {
@@ -468,7 +454,7 @@ void k3_tokenizer_free(k3_tokenizer *t)
     free(t->arena);
     free(t->tok_off);
     free(t->tok_len);
-    free(t->slots);
+    k3_strtab_free(&t->ranks);
     for (int s = 0; t->special && s < t->n_special; s++) free(t->special[s]);
     free(t->special);
     free(t->special_len);

@@ -1,19 +1,18 @@
 /* manifest.c - bounds-checked reader of a packed directory's manifest.json
- * (see manifest.h).
+ * (see manifest.h); the per-unit tables come from tables.bin
+ * (manifest_tables.c).
  *
- * The JSON is parsed with jansson, the one JSON library of the project, into
- * a tree that lives only while the compact tensor/page tables are filled and
- * checked. A manifest of the real K3's size (93 layers x 896 experts, about
- * 500,000 tensors, 108 MB) parses in seconds and its tree peaks at about
- * 7x the file (docs/PERFORMANCE.md, "Manifest"); the tree is freed and the
- * heap trimmed before the memory plan measures the process. Every allocation
- * sized by the file's contents is bounded by what the file describes: the
- * expert-page table has exactly one entry per listed page. */
+ * The JSON is parsed with jansson, the one JSON library of the project. It
+ * is small whatever the model's size (no per-tensor entries), so its tree
+ * costs nothing; the tables that used to make a manifest of the real K3's
+ * size a 108 MB document peaking at 723 MiB are fixed-size binary records
+ * read straight into the compact arrays (docs/PERFORMANCE.md, "Manifest").
+ * Every allocation sized by the files' contents is bounded by what they
+ * describe: the expert-page table has exactly one entry per listed page. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <malloc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,27 +21,25 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "manifest.h"
+#include "manifest_tables.h"
 
-/* The manifest of the real K3 is ~40 MB; 1 GiB is far past any real one and
- * still refuses a wrong file before jansson builds a tree of it. */
-#define K3_MANIFEST_MAX_BYTES ((size_t)1 << 30)
+/* A manifest is a few KiB plus the model's config.json; 64 MiB is far past any
+ * real one and still refuses a wrong file before jansson builds a tree of it. */
+#define K3_MANIFEST_MAX_BYTES ((size_t)64 << 20)
 
 static const char *const file_names[K3_PK_NFILES] = {"trunk.bin", "experts.bin", "embed.bin", "head.bin"};
-static const char *const file_keys[K3_PK_NFILES] = {"trunk", "experts", "embed", "head"};
 
-/* Names shared with the writer, so the two cannot disagree on spelling. */
+/* The file names, shared with the writer, so the two cannot disagree on spelling. */
 const char *k3_pk_file_name(k3_pk_file f) { return (unsigned)f < K3_PK_NFILES ? file_names[f] : "?"; }
-const char *k3_pk_file_key(k3_pk_file f) { return (unsigned)f < K3_PK_NFILES ? file_keys[f] : "?"; }
 
 /* ---------------------------------------------------------------- loading */
-
-typedef struct page_rec { int32_t layer, expert; uint64_t offset; } page_rec;
 
 typedef struct load_state {
     k3_manifest *m;
     const char *mpath;            /* manifest.json, for messages */
     k3_error *err;
-    page_rec *pages;
+    k3_tables_expect tables;      /* what tables.bin must be */
+    k3_manifest_page *pages;
     int n_pages;
     const char *embed_name, *norm_name, *lm_head_name;   /* inside the JSON tree */
     int64_t n_layers_moe, n_experts_decl;
@@ -99,23 +96,15 @@ static const char *get_string(load_state *s, json_t *obj, const char *key, const
     return json_string_value(v);
 }
 
-/* obj[key] as an object or array (want_array), with the refusal otherwise. */
-static json_t *get_container(load_state *s, json_t *obj, const char *key, const char *where, int want_array)
+/* obj[key] as an object, with the refusal otherwise. */
+static json_t *get_object(load_state *s, json_t *obj, const char *key, const char *where)
 {
     json_t *v = member(s, obj, key, where);
-    if (v && !(want_array ? json_is_array(v) : json_is_object(v))) {
-        fail(s, "\"%s\" must be an %s", key, want_array ? "array" : "object");
+    if (v && !json_is_object(v)) {
+        fail(s, "\"%s\" must be an object", key);
         return NULL;
     }
     return v;
-}
-
-/* Which packed file a "file" value names. */
-static int file_from_key(const char *s)
-{
-    for (int f = 0; f < K3_PK_NFILES; f++)
-        if (!strcmp(s, file_keys[f])) return f;
-    return -1;
 }
 
 /* Sixteen lowercase-or-uppercase hex digits. */
@@ -135,123 +124,41 @@ static int parse_hex64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* "tensors": [{name, dtype, shape, file, offset, bytes}, ...]. The names go
- * into one block sized from the tree first, so they never move. */
-static int parse_tensors(load_state *s, json_t *arr)
+/* "tables": {bytes, checksum, dtypes: ["BF16", ...]}: what tables.bin must be. */
+static int parse_tables(load_state *s, json_t *tb)
 {
-    k3_manifest *m = s->m;
-    size_t n = json_array_size(arr), names_bytes = 1;
-    if (n > INT32_MAX / 2) return fail(s, "\"tensors\" has %zu entries", n);
-    json_t *e;
+    const char *where = "\"tables\"";
+    json_t *bytes = member(s, tb, "bytes", where);
+    if (!bytes || get_uint(s, bytes, "tables.bytes", &s->tables.bytes)) return -1;
+    const char *sum = get_string(s, tb, "checksum", where);
+    if (!sum) return -1;
+    if (parse_hex64(sum, &s->tables.checksum)) return fail(s, "tables.checksum: expected 16 hex digits");
+    json_t *dtypes = member(s, tb, "dtypes", where);
+    if (!dtypes) return -1;
+    if (!json_is_array(dtypes) || json_array_size(dtypes) > K3_TABLES_MAX_DTYPES)
+        return fail(s, "tables.dtypes must be an array of at most %d dtype names", K3_TABLES_MAX_DTYPES);
     size_t i;
-    json_array_foreach(arr, i, e) {
-        json_t *name = json_is_object(e) ? json_object_get(e, "name") : NULL;
-        if (json_is_string(name)) names_bytes += json_string_length(name) + 1;
+    json_t *d;
+    json_array_foreach(dtypes, i, d) {
+        k3_dtype *dt = &s->tables.dtypes[i];
+        if (!json_is_string(d) || k3_dtype_parse(json_string_value(d), dt) != 0 || k3_dtype_size(*dt) == 0)
+            return fail(s, "tables.dtypes[%zu]: unsupported dtype \"%s\"", i, json_is_string(d) ? json_string_value(d) : "?");
     }
-    m->tensors = calloc(n ? n : 1, sizeof *m->tensors);
-    m->names_ = malloc(names_bytes);
-    if (!m->tensors || !m->names_) return fail(s, "out of memory for %zu tensors", n);
-    size_t names_len = 0;
-    json_array_foreach(arr, i, e) {
-        char where[48], field[96];
-        snprintf(where, sizeof where, "tensors[%zu]", i);
-        if (!json_is_object(e)) return fail(s, "%s: expected an object", where);
-        k3_manifest_tensor *t = &m->tensors[i];
-        t->layer = t->expert = -1;
-        const char *name = get_string(s, e, "name", where);
-        if (!name) return -1;
-        if (!name[0]) return fail(s, "%s.name is empty", where);
-        size_t l = strlen(name) + 1;
-        memcpy(m->names_ + names_len, name, l);
-        t->name = m->names_ + names_len;
-        names_len += l;
-        const char *dtype = get_string(s, e, "dtype", where);
-        if (!dtype) return -1;
-        if (k3_dtype_parse(dtype, &t->dtype) != 0 || k3_dtype_size(t->dtype) == 0)
-            return fail(s, "%s.dtype: unsupported dtype \"%s\"", where, dtype);
-        json_t *shape = member(s, e, "shape", where);
-        if (!shape) return -1;
-        snprintf(field, sizeof field, "%s.shape", where);
-        if (!json_is_array(shape)) return fail(s, "%s: expected an array", field);
-        if (json_array_size(shape) > K3_MANIFEST_MAX_DIMS)
-            return fail(s, "%s: more than %d dimensions", field, K3_MANIFEST_MAX_DIMS);
-        size_t d;
-        json_t *dim;
-        json_array_foreach(shape, d, dim)
-            if (get_int(s, dim, field, 0, (int64_t)1 << 40, &t->shape[d])) return -1;
-        t->ndim = (uint8_t)json_array_size(shape);
-        const char *file = get_string(s, e, "file", where);
-        if (!file) return -1;
-        int f = file_from_key(file);
-        if (f < 0) return fail(s, "%s.file: \"%s\" is not one of trunk, experts, embed, head", where, file);
-        t->file = (uint8_t)f;
-        json_t *off = member(s, e, "offset", where), *bytes = off ? member(s, e, "bytes", where) : NULL;
-        if (!bytes) return -1;
-        snprintf(field, sizeof field, "%s.offset", where);
-        if (get_uint(s, off, field, &t->offset)) return -1;
-        snprintf(field, sizeof field, "%s.bytes", where);
-        if (get_uint(s, bytes, field, &t->bytes)) return -1;
-        m->n_tensors++;
-    }
+    s->tables.n_dtypes = (int)json_array_size(dtypes);
     return 0;
 }
 
-/* "layers": [{trunk_offset, trunk_bytes}, ...] */
-static int parse_layers(load_state *s, json_t *arr)
-{
-    k3_manifest *m = s->m;
-    size_t n = json_array_size(arr);
-    if (n > 1 << 16) return fail(s, "\"layers\" has more than 65536 entries");
-    m->layers = calloc(n ? n : 1, sizeof *m->layers);
-    if (!m->layers) return fail(s, "out of memory");
-    json_t *e;
-    size_t i;
-    json_array_foreach(arr, i, e) {
-        char where[48], field[96];
-        snprintf(where, sizeof where, "layers[%zu]", i);
-        if (!json_is_object(e)) return fail(s, "%s: expected an object", where);
-        k3_manifest_layer *L = &m->layers[i];
-        json_t *off = member(s, e, "trunk_offset", where), *bytes = off ? member(s, e, "trunk_bytes", where) : NULL;
-        if (!bytes) return -1;
-        snprintf(field, sizeof field, "%s.trunk_offset", where);
-        if (get_uint(s, off, field, &L->trunk_offset)) return -1;
-        snprintf(field, sizeof field, "%s.trunk_bytes", where);
-        if (get_uint(s, bytes, field, &L->trunk_bytes)) return -1;
-        m->n_layers++;
-    }
-    return 0;
-}
-
-/* "experts": {page_bytes, n_layers_moe, [n_experts], pages: [[layer, expert, offset], ...]} */
+/* "experts": {page_bytes, n_layers_moe, [n_experts]}; the pages are in tables.bin. */
 static int parse_experts(load_state *s, json_t *ex)
 {
     const char *where = "\"experts\"";
     json_t *pb = member(s, ex, "page_bytes", where), *nl = pb ? member(s, ex, "n_layers_moe", where) : NULL;
-    json_t *pages = nl ? member(s, ex, "pages", where) : NULL;
-    if (!pages) return -1;
+    if (!nl) return -1;
     if (get_uint(s, pb, "experts.page_bytes", &s->m->page_bytes) ||
         get_int(s, nl, "experts.n_layers_moe", 0, 1 << 16, &s->n_layers_moe))
         return -1;
     json_t *ne = json_object_get(ex, "n_experts");
     if (ne && get_int(s, ne, "experts.n_experts", 0, 1 << 20, &s->n_experts_decl)) return -1;
-    if (!json_is_array(pages)) return fail(s, "experts.pages must be an array");
-    size_t n = json_array_size(pages);
-    if (n > INT32_MAX / 2) return fail(s, "experts.pages has %zu entries", n);
-    s->pages = malloc((n ? n : 1) * sizeof *s->pages);
-    if (!s->pages) return fail(s, "out of memory for %zu expert pages", n);
-    json_t *e;
-    size_t i;
-    json_array_foreach(pages, i, e) {
-        char field[64];
-        snprintf(field, sizeof field, "experts.pages[%zu]", i);
-        if (!json_is_array(e) || json_array_size(e) != 3) return fail(s, "%s: expected [layer, expert, offset]", field);
-        int64_t l, x, off;
-        if (get_int(s, json_array_get(e, 0), field, 0, (1 << 16) - 1, &l) ||
-            get_int(s, json_array_get(e, 1), field, 0, (1 << 20) - 1, &x) ||
-            get_int(s, json_array_get(e, 2), field, 0, INT64_MAX, &off))
-            return -1;
-        s->pages[s->n_pages++] = (page_rec){(int32_t)l, (int32_t)x, (uint64_t)off};
-    }
     return 0;
 }
 
@@ -327,18 +234,24 @@ static int parse_config(load_state *s, json_t *cfg)
 /* "format", "version" and "alignment": what this build reads. */
 static int check_format(load_state *s, json_t *root)
 {
-    static const char *const keys[] = {"format", "version", "alignment", "source", "config", "tensors",
-                                       "layers", "experts", "embed", "head", "files", "checksums"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (!json_object_get(root, keys[i])) return fail(s, "missing required key \"%s\"", keys[i]);
+    static const char *const keys[] = {"format", "version", "alignment", "source", "config", "tables",
+                                       "experts", "embed", "head", "files", "checksums"};
     json_t *f = json_object_get(root, "format");
+    if (!f) return fail(s, "missing required key \"format\"");
     if (!json_is_string(f) || strcmp(json_string_value(f), K3_PACK_FORMAT))
         return fail(s, "\"format\" is \"%s\", expected \"%s\"", json_is_string(f) ? json_string_value(f) : "?",
                     K3_PACK_FORMAT);
     int64_t v;
-    if (get_int(s, json_object_get(root, "version"), "version", INT64_MIN, INT64_MAX, &v)) return -1;
+    json_t *ver = json_object_get(root, "version");
+    if (!ver) return fail(s, "missing required key \"version\"");
+    if (get_int(s, ver, "version", INT64_MIN, INT64_MAX, &v)) return -1;
+    if (v >= 1 && v < K3_PACK_VERSION)
+        return fail(s, "packed with format version %lld (its tables inside manifest.json), which this build no "
+                    "longer reads: re-pack it with `k3 pack SRC %s --force`", (long long)v, s->m->dir);
     if (v != K3_PACK_VERSION)
         return fail(s, "version %lld is not supported (this build reads version %d)", (long long)v, K3_PACK_VERSION);
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!json_object_get(root, keys[i])) return fail(s, "missing required key \"%s\"", keys[i]);
     if (get_int(s, json_object_get(root, "alignment"), "alignment", INT64_MIN, INT64_MAX, &v)) return -1;
     if (v != K3_PACK_ALIGN) return fail(s, "alignment %lld is not supported (expected %u)", (long long)v, K3_PACK_ALIGN);
     return 0;
@@ -351,15 +264,14 @@ static int parse_document(load_state *s, json_t *root)
     if (!json_is_object(root)) return fail(s, "manifest.json must hold a JSON object");
     if (check_format(s, root)) return -1;
     json_t *v;
-    if (!(v = get_container(s, root, "source", "the manifest", 0)) || parse_source(s, v)) return -1;
-    if (!(v = get_container(s, root, "config", "the manifest", 0)) || parse_config(s, v)) return -1;
-    if (!(v = get_container(s, root, "tensors", "the manifest", 1)) || parse_tensors(s, v)) return -1;
-    if (!(v = get_container(s, root, "layers", "the manifest", 1)) || parse_layers(s, v)) return -1;
-    if (!(v = get_container(s, root, "experts", "the manifest", 0)) || parse_experts(s, v)) return -1;
-    if (!(v = get_container(s, root, "embed", "the manifest", 0)) || parse_embed(s, v)) return -1;
-    if (!(v = get_container(s, root, "head", "the manifest", 0)) || parse_head(s, v)) return -1;
-    if (!(v = get_container(s, root, "files", "the manifest", 0)) || parse_files(s, v, 0)) return -1;
-    if (!(v = get_container(s, root, "checksums", "the manifest", 0)) || parse_files(s, v, 1)) return -1;
+    if (!(v = get_object(s, root, "source", "the manifest")) || parse_source(s, v)) return -1;
+    if (!(v = get_object(s, root, "config", "the manifest")) || parse_config(s, v)) return -1;
+    if (!(v = get_object(s, root, "tables", "the manifest")) || parse_tables(s, v)) return -1;
+    if (!(v = get_object(s, root, "experts", "the manifest")) || parse_experts(s, v)) return -1;
+    if (!(v = get_object(s, root, "embed", "the manifest")) || parse_embed(s, v)) return -1;
+    if (!(v = get_object(s, root, "head", "the manifest")) || parse_head(s, v)) return -1;
+    if (!(v = get_object(s, root, "files", "the manifest")) || parse_files(s, v, 0)) return -1;
+    if (!(v = get_object(s, root, "checksums", "the manifest")) || parse_files(s, v, 1)) return -1;
     return 0;
 }
 
@@ -396,7 +308,7 @@ static int cmp_tensor_pos(const void *a, const void *b)
 /* Order pages by (layer, expert) to find missing and repeated ones. */
 static int cmp_page_layer_expert(const void *a, const void *b)
 {
-    const page_rec *x = a, *y = b;
+    const k3_manifest_page *x = a, *y = b;
     if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
     return (x->expert > y->expert) - (x->expert < y->expert);
 }
@@ -404,7 +316,7 @@ static int cmp_page_layer_expert(const void *a, const void *b)
 /* Order pages by offset to find overlaps and to map tensors to pages. */
 static int cmp_page_offset(const void *a, const void *b)
 {
-    const page_rec *x = a, *y = b;
+    const k3_manifest_page *x = a, *y = b;
     return (x->offset > y->offset) - (x->offset < y->offset);
 }
 
@@ -429,64 +341,63 @@ static int check_files(load_state *s, const char *mpath, k3_error *err)
     return 0;
 }
 
+/* A tensor's name (the key the name lookup compares). */
+static const void *tensor_name_key(const void *owner, int32_t i, size_t *len)
+{
+    const k3_manifest *m = owner;
+    *len = strlen(m->tensors[i].name);
+    return m->tensors[i].name;
+}
+
 /* Names into the lookup table (no name twice); every tensor's bytes equal
  * dtype x shape and lie inside its file, aligned. */
-static int check_tensors(load_state *s, const char *mpath, k3_error *err)
+static int check_tensors(load_state *s, const char *tpath, k3_error *err)
 {
     k3_manifest *m = s->m;
-    int slots = 16;
-    while (slots < m->n_tensors * 2) slots *= 2;
-    m->slots_ = malloc((size_t)slots * sizeof *m->slots_);
-    if (!m->slots_) return k3_err(err, "%s: out of memory", mpath);
-    m->n_slots_ = slots;
-    memset(m->slots_, 0xff, (size_t)slots * sizeof *m->slots_);
+    if (k3_strtab_init(&m->by_name_, (size_t)m->n_tensors)) return k3_err(err, "%s: out of memory", tpath);
     for (int i = 0; i < m->n_tensors; i++) {
         k3_manifest_tensor *t = &m->tensors[i];
-        uint64_t mask = (uint64_t)slots - 1;
-        uint64_t h = k3_fnv1a64_str(t->name) & mask;
-        for (; m->slots_[h] >= 0; h = (h + 1) & mask)
-            if (!strcmp(m->tensors[m->slots_[h]].name, t->name))
-                return k3_err(err, "%s: tensor '%s' is listed twice", mpath, t->name);
-        m->slots_[h] = i;
+        if (k3_strtab_insert(&m->by_name_, i, tensor_name_key, m) >= 0)
+            return k3_err(err, "%s: tensor '%s' is listed twice", tpath, t->name);
         uint64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) {
             if (t->shape[d] && numel > UINT64_MAX / 16 / (uint64_t)t->shape[d])
-                return k3_err(err, "%s: tensor '%s' shape is too large", mpath, t->name);
+                return k3_err(err, "%s: tensor '%s' shape is too large", tpath, t->name);
             numel *= (uint64_t)t->shape[d];
         }
         if (numel * k3_dtype_size(t->dtype) != t->bytes)
-            return k3_err(err, "%s: tensor '%s' has %llu bytes but dtype %s x shape needs %llu", mpath, t->name,
+            return k3_err(err, "%s: tensor '%s' has %llu bytes but dtype %s x shape needs %llu", tpath, t->name,
                           (unsigned long long)t->bytes, k3_dtype_name(t->dtype),
                           (unsigned long long)(numel * k3_dtype_size(t->dtype)));
         uint64_t fb = m->file_bytes[t->file];
         if (t->bytes > fb || t->offset > fb - t->bytes)
-            return k3_err(err, "%s: tensor '%s' [%llu, +%llu) runs past the end of %s (%llu bytes)", mpath,
+            return k3_err(err, "%s: tensor '%s' [%llu, +%llu) runs past the end of %s (%llu bytes)", tpath,
                           t->name, (unsigned long long)t->offset, (unsigned long long)t->bytes,
                           file_names[t->file], (unsigned long long)fb);
         if (t->offset % K3_PACK_TENSOR_ALIGN)
-            return k3_err(err, "%s: tensor '%s' offset %llu in %s is not %u-byte aligned", mpath, t->name,
+            return k3_err(err, "%s: tensor '%s' offset %llu in %s is not %u-byte aligned", tpath, t->name,
                           (unsigned long long)t->offset, file_names[t->file], K3_PACK_TENSOR_ALIGN);
     }
     return 0;
 }
 
 /* Layer runs: aligned, inside trunk.bin, in forward order, disjoint. */
-static int check_layers(load_state *s, const char *mpath, k3_error *err)
+static int check_layers(load_state *s, const char *tpath, k3_error *err)
 {
     k3_manifest *m = s->m;
-    if (m->n_layers < 1) return k3_err(err, "%s: \"layers\" is empty", mpath);
+    if (m->n_layers < 1) return k3_err(err, "%s: no layers", tpath);
     for (int l = 0; l < m->n_layers; l++) {
         const k3_manifest_layer *L = &m->layers[l];
         if (L->trunk_offset % K3_PACK_ALIGN || L->trunk_bytes % K3_PACK_ALIGN)
-            return k3_err(err, "%s: layers[%d] run [%llu, +%llu) is not %u-byte aligned", mpath, l,
+            return k3_err(err, "%s: layers[%d] run [%llu, +%llu) is not %u-byte aligned", tpath, l,
                           (unsigned long long)L->trunk_offset, (unsigned long long)L->trunk_bytes, K3_PACK_ALIGN);
         if (L->trunk_bytes > m->file_bytes[K3_PK_TRUNK] ||
             L->trunk_offset > m->file_bytes[K3_PK_TRUNK] - L->trunk_bytes)
             return k3_err(err, "%s: layers[%d] run [%llu, +%llu) runs past the end of trunk.bin (%llu bytes)",
-                          mpath, l, (unsigned long long)L->trunk_offset, (unsigned long long)L->trunk_bytes,
+                          tpath, l, (unsigned long long)L->trunk_offset, (unsigned long long)L->trunk_bytes,
                           (unsigned long long)m->file_bytes[K3_PK_TRUNK]);
         if (l > 0 && L->trunk_offset < m->layers[l - 1].trunk_offset + m->layers[l - 1].trunk_bytes)
-            return k3_err(err, "%s: layers[%d] run starts at %llu, inside or before layers[%d]'s run", mpath, l,
+            return k3_err(err, "%s: layers[%d] run starts at %llu, inside or before layers[%d]'s run", tpath, l,
                           (unsigned long long)L->trunk_offset, l - 1);
     }
     return 0;
@@ -494,26 +405,26 @@ static int check_layers(load_state *s, const char *mpath, k3_error *err)
 
 /* Expert pages: aligned, inside experts.bin, every MoE layer listing experts
  * 0..n-1 once, no two overlapping; then the page table, one entry per page. */
-static int check_pages(load_state *s, const char *mpath, k3_error *err)
+static int check_pages(load_state *s, const char *tpath, k3_error *err)
 {
     k3_manifest *m = s->m;
     if (s->n_pages > 0) {
         if (m->page_bytes == 0 || m->page_bytes % K3_PACK_ALIGN)
-            return k3_err(err, "%s: experts.page_bytes %llu is not a positive multiple of %u", mpath,
+            return k3_err(err, "%s: experts.page_bytes %llu is not a positive multiple of %u", s->mpath,
                           (unsigned long long)m->page_bytes, K3_PACK_ALIGN);
         int max_e = 0;
         for (int i = 0; i < s->n_pages; i++) {
-            const page_rec *p = &s->pages[i];
+            const k3_manifest_page *p = &s->pages[i];
             if (p->layer >= m->n_layers)
-                return k3_err(err, "%s: experts.pages[%d] names layer %d but there are %d layers", mpath, i,
+                return k3_err(err, "%s: page %d names layer %d but there are %d layers", tpath, i,
                               p->layer, m->n_layers);
             if (p->offset % K3_PACK_ALIGN)
-                return k3_err(err, "%s: experts.pages[%d] (layer %d, expert %d) offset %llu is not %u-byte "
-                              "aligned", mpath, i, p->layer, p->expert, (unsigned long long)p->offset, K3_PACK_ALIGN);
+                return k3_err(err, "%s: page %d (layer %d, expert %d) offset %llu is not %u-byte "
+                              "aligned", tpath, i, p->layer, p->expert, (unsigned long long)p->offset, K3_PACK_ALIGN);
             if (m->page_bytes > m->file_bytes[K3_PK_EXPERTS] ||
                 p->offset > m->file_bytes[K3_PK_EXPERTS] - m->page_bytes)
-                return k3_err(err, "%s: experts.pages[%d] (layer %d, expert %d) [%llu, +%llu) runs past the end "
-                              "of experts.bin (%llu bytes)", mpath, i, p->layer, p->expert,
+                return k3_err(err, "%s: page %d (layer %d, expert %d) [%llu, +%llu) runs past the end "
+                              "of experts.bin (%llu bytes)", tpath, i, p->layer, p->expert,
                               (unsigned long long)p->offset, (unsigned long long)m->page_bytes,
                               (unsigned long long)m->file_bytes[K3_PK_EXPERTS]);
             if (p->expert + 1 > max_e) max_e = p->expert + 1;
@@ -526,32 +437,32 @@ static int check_pages(load_state *s, const char *mpath, k3_error *err)
         qsort(s->pages, (size_t)s->n_pages, sizeof *s->pages, cmp_page_layer_expert);
         int moe = 0;
         for (int i = 0, l = -1, next_e = 0; i <= s->n_pages; i++) {
-            const page_rec *p = i < s->n_pages ? &s->pages[i] : NULL;
+            const k3_manifest_page *p = i < s->n_pages ? &s->pages[i] : NULL;
             if (!p || p->layer != l) {                   /* a layer's run of pages ends */
                 if (l >= 0 && next_e < max_e)
-                    return k3_err(err, "%s: experts.pages lacks (layer %d, expert %d)", mpath, l, next_e);
+                    return k3_err(err, "%s: the expert pages lack (layer %d, expert %d)", tpath, l, next_e);
                 if (!p) break;
                 l = p->layer;
                 next_e = 0;
                 moe++;
             }
             if (p->expert < next_e)
-                return k3_err(err, "%s: experts.pages lists (layer %d, expert %d) twice", mpath, p->layer, p->expert);
+                return k3_err(err, "%s: the expert pages list (layer %d, expert %d) twice", tpath, p->layer, p->expert);
             if (p->expert > next_e)
-                return k3_err(err, "%s: experts.pages lacks (layer %d, expert %d)", mpath, p->layer, next_e);
+                return k3_err(err, "%s: the expert pages lack (layer %d, expert %d)", tpath, p->layer, next_e);
             next_e++;
         }
         if (s->n_experts_decl && s->n_experts_decl != max_e)
-            return k3_err(err, "%s: experts.n_experts is %lld but the pages name experts 0..%d", mpath,
+            return k3_err(err, "%s: experts.n_experts is %lld but tables.bin's pages name experts 0..%d", s->mpath,
                           (long long)s->n_experts_decl, max_e - 1);
         if (moe != s->n_layers_moe)
-            return k3_err(err, "%s: experts.n_layers_moe is %lld but pages cover %d layers", mpath,
+            return k3_err(err, "%s: experts.n_layers_moe is %lld but tables.bin's pages cover %d layers", s->mpath,
                           (long long)s->n_layers_moe, moe);
         assert((uint64_t)moe * (uint64_t)max_e == (uint64_t)s->n_pages);
         m->n_experts = max_e;
         m->moe_row = malloc((size_t)m->n_layers * sizeof *m->moe_row);
         m->page_offsets = malloc((size_t)s->n_pages * sizeof *m->page_offsets);
-        if (!m->moe_row || !m->page_offsets) return k3_err(err, "%s: out of memory", mpath);
+        if (!m->moe_row || !m->page_offsets) return k3_err(err, "%s: out of memory", tpath);
         for (int l = 0, row = 0; l < m->n_layers; l++) m->moe_row[l] = m->layers[l].n_experts ? row++ : -1;
         for (int i = 0; i < s->n_pages; i++)
             m->page_offsets[(size_t)m->moe_row[s->pages[i].layer] * max_e + s->pages[i].expert] = s->pages[i].offset;
@@ -559,10 +470,10 @@ static int check_pages(load_state *s, const char *mpath, k3_error *err)
         for (int i = 1; i < s->n_pages; i++)
             if (s->pages[i].offset < s->pages[i - 1].offset + m->page_bytes)
                 return k3_err(err, "%s: expert pages (layer %d, expert %d) and (layer %d, expert %d) overlap "
-                              "in experts.bin", mpath, s->pages[i - 1].layer, s->pages[i - 1].expert,
+                              "in experts.bin", tpath, s->pages[i - 1].layer, s->pages[i - 1].expert,
                               s->pages[i].layer, s->pages[i].expert);
     } else if (s->n_layers_moe != 0) {
-        return k3_err(err, "%s: experts.n_layers_moe is %lld but there are no pages", mpath,
+        return k3_err(err, "%s: experts.n_layers_moe is %lld but tables.bin lists no pages", s->mpath,
                       (long long)s->n_layers_moe);
     }
     m->n_pages = s->n_pages;
@@ -572,7 +483,7 @@ static int check_pages(load_state *s, const char *mpath, k3_error *err)
 
 /* Each trunk tensor lies inside one layer run and each expert tensor inside
  * one page (which gives their layer and expert). */
-static int check_membership(load_state *s, const char *mpath, k3_error *err)
+static int check_membership(load_state *s, const char *tpath, k3_error *err)
 {
     k3_manifest *m = s->m;
     for (int i = 0; i < m->n_tensors; i++) {
@@ -585,7 +496,7 @@ static int check_membership(load_state *s, const char *mpath, k3_error *err)
                 else hi = mid - 1;
             }
             if (found < 0 || t->offset + t->bytes > m->layers[found].trunk_offset + m->layers[found].trunk_bytes)
-                return k3_err(err, "%s: tensor '%s' [%llu, +%llu) in trunk.bin is not inside one layer run", mpath,
+                return k3_err(err, "%s: tensor '%s' [%llu, +%llu) in trunk.bin is not inside one layer run", tpath,
                               t->name, (unsigned long long)t->offset, (unsigned long long)t->bytes);
             t->layer = found;
         } else if (t->file == K3_PK_EXPERTS) {
@@ -597,7 +508,7 @@ static int check_membership(load_state *s, const char *mpath, k3_error *err)
             }
             if (found < 0 || t->offset + t->bytes > s->pages[found].offset + m->page_bytes)
                 return k3_err(err, "%s: tensor '%s' [%llu, +%llu) in experts.bin is not inside one expert page",
-                              mpath, t->name, (unsigned long long)t->offset, (unsigned long long)t->bytes);
+                              tpath, t->name, (unsigned long long)t->offset, (unsigned long long)t->bytes);
             t->layer = s->pages[found].layer;
             t->expert = s->pages[found].expert;
         }
@@ -606,19 +517,19 @@ static int check_membership(load_state *s, const char *mpath, k3_error *err)
 }
 
 /* No two tensors overlap in a file. */
-static int check_overlaps(load_state *s, const char *mpath, k3_error *err)
+static int check_overlaps(load_state *s, const char *tpath, k3_error *err)
 {
     k3_manifest *m = s->m;
     if (m->n_tensors > 1) {
         int *order = malloc((size_t)m->n_tensors * sizeof *order);
-        if (!order) return k3_err(err, "%s: out of memory", mpath);
+        if (!order) return k3_err(err, "%s: out of memory", tpath);
         for (int i = 0; i < m->n_tensors; i++) order[i] = i;
         sort_tensors_base = m->tensors;
         qsort(order, (size_t)m->n_tensors, sizeof *order, cmp_tensor_pos);
         for (int i = 1; i < m->n_tensors; i++) {
             const k3_manifest_tensor *a = &m->tensors[order[i - 1]], *b = &m->tensors[order[i]];
             if (a->file == b->file && a->bytes && b->bytes && a->offset + a->bytes > b->offset) {
-                k3_err(err, "%s: tensors '%s' and '%s' overlap in %s", mpath, a->name, b->name, file_names[a->file]);
+                k3_err(err, "%s: tensors '%s' and '%s' overlap in %s", tpath, a->name, b->name, file_names[a->file]);
                 free(order);
                 return -1;
             }
@@ -656,12 +567,14 @@ static int check_head(load_state *s, const char *mpath, k3_error *err)
  * membership of each tensor in its run or page, name lookups. */
 static int check_manifest(load_state *s, const char *mpath, k3_error *err)
 {
+    char tpath[4200];
+    snprintf(tpath, sizeof tpath, "%s/%s", s->m->dir, K3_TABLES_FILE);
     if (check_files(s, mpath, err)) return -1;
-    if (check_tensors(s, mpath, err)) return -1;
-    if (check_layers(s, mpath, err)) return -1;
-    if (check_pages(s, mpath, err)) return -1;
-    if (check_membership(s, mpath, err)) return -1;
-    if (check_overlaps(s, mpath, err)) return -1;
+    if (check_tensors(s, tpath, err)) return -1;
+    if (check_layers(s, tpath, err)) return -1;
+    if (check_pages(s, tpath, err)) return -1;
+    if (check_membership(s, tpath, err)) return -1;
+    if (check_overlaps(s, tpath, err)) return -1;
     if (check_head(s, mpath, err)) return -1;
     return 0;
 }
@@ -692,9 +605,9 @@ int k3_manifest_load(const char *dir, k3_manifest *out, k3_error *err)
             s->mpath = mpath;
             s->err = err;
             rc = parse_document(s, root);
+            if (rc == 0) rc = k3_manifest_tables_read(out, &s->tables, &s->pages, &s->n_pages, err);
             if (rc == 0) rc = check_manifest(s, mpath, err);
-            json_decref(root);
-            malloc_trim(0);           /* give the tree's pages back before the plan measures RSS */
+            json_decref(root);        /* after the checks: the head's names point into it */
         }
     }
     free(s->pages);
@@ -714,20 +627,15 @@ void k3_manifest_free(k3_manifest *m)
     free(m->page_offsets);
     free(m->moe_row);
     free(m->names_);
-    free(m->slots_);
+    k3_strtab_free(&m->by_name_);
     memset(m, 0, sizeof *m);
 }
 
-/* Open-addressing lookup built at load (names are unique). */
+/* The name lookup built at load (names are unique). */
 const k3_manifest_tensor *k3_manifest_find(const k3_manifest *m, const char *name)
 {
-    if (!m->n_slots_) return NULL;
-    uint64_t mask = (uint64_t)m->n_slots_ - 1;
-    for (uint64_t i = k3_fnv1a64_str(name) & mask;; i = (i + 1) & mask) {
-        int k = m->slots_[i];
-        if (k < 0) return NULL;
-        if (!strcmp(m->tensors[k].name, name)) return &m->tensors[k];
-    }
+    int32_t i = k3_strtab_find(&m->by_name_, name, strlen(name), tensor_name_key, m);
+    return i < 0 ? NULL : &m->tensors[i];
 }
 
 /* The run the reader fetches in one read per layer. */
@@ -791,7 +699,9 @@ int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3
     return rc;
 }
 
-/* Cheap gate for loaders: reads only up to "format" and "version". */
+/* Cheap gate for loaders: "format" and "version" of a small JSON file. An
+ * older version counts, so loading says to re-pack and `k3 pack --force`
+ * may replace it. */
 int k3_is_packed_dir(const char *dir)
 {
     size_t dl = strlen(dir);
@@ -802,7 +712,8 @@ int k3_is_packed_dir(const char *dir)
     json_t *root = load_json(path, NULL);
     json_t *format = json_object_get(root, "format"), *version = json_object_get(root, "version");
     int format_ok = json_is_string(format) && !strcmp(json_string_value(format), K3_PACK_FORMAT);
-    int version_ok = json_is_integer(version) && json_integer_value(version) == K3_PACK_VERSION;
+    int version_ok = json_is_integer(version) && json_integer_value(version) >= 1 &&
+                     json_integer_value(version) <= K3_PACK_VERSION;
     json_decref(root);
     return format_ok && version_ok;
 }

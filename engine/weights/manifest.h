@@ -1,16 +1,26 @@
-/* manifest.h - read the manifest.json of a packed model directory (`k3 pack`).
+/* manifest.h - read the manifest.json and tables.bin of a packed model
+ * directory (`k3 pack`).
  *
- * A packed directory (docs/ARCHITECTURE.md, "The packed layout") holds trunk.bin, experts.bin, embed.bin,
- * head.bin and manifest.json, which is written last. The manifest gives every
- * tensor's file, absolute offset and size, the 4 KiB-aligned per-layer trunk
- * runs, and one fixed-size 4 KiB-aligned page per routed expert.
+ * A packed directory (docs/ARCHITECTURE.md, "The packed layout") holds
+ * trunk.bin, experts.bin, embed.bin, head.bin, tables.bin and manifest.json,
+ * which is written last. manifest.json is small whatever the model's size:
+ * format and version, the source, the model's config, the embedding and head,
+ * the four files' sizes and checksums, and the size, checksum and dtype names
+ * of tables.bin. tables.bin holds the per-unit tables in fixed-size
+ * little-endian records: every tensor's file, absolute offset, size, dtype and
+ * shape, the 4 KiB-aligned per-layer trunk runs, and one fixed-size 4 KiB-
+ * aligned page per routed expert (layout below). For the real K3 (93 layers x
+ * 896 experts, ~500,000 tensors) the manifest stays a few KiB and the tables
+ * are read straight into the compact arrays below: no JSON tree the size of
+ * the model is ever built (docs/PERFORMANCE.md, "Manifest").
  *
- * k3_manifest_load parses it with jansson (the tree is freed once the
- * compact tables are filled) and checks everything before anything is used: the four files exist with the
- * recorded sizes, every tensor lies inside its file (and inside its layer
- * run or expert page), pages and runs are aligned and do not overlap, sizes
- * match dtype x shape. Any failure is one line naming the file and the
- * problem. */
+ * k3_manifest_load checks everything before anything is used: the tables'
+ * size, version and checksum, the four files exist with the recorded sizes,
+ * every tensor lies inside its file (and inside its layer run or expert page),
+ * pages and runs are aligned and do not overlap, sizes match dtype x shape.
+ * Any failure is one line naming the file and the problem. A directory packed
+ * with format version 1 (tables inside manifest.json) is refused with one line
+ * saying to re-pack it. */
 #ifndef K3_MANIFEST_H
 #define K3_MANIFEST_H
 
@@ -18,14 +28,40 @@
 #include <stdint.h>
 #include "dtype.h"
 #include "k3.h"
+#include "strtab.h"
 
 #define K3_PACK_FORMAT "k3-packed"
-#define K3_PACK_VERSION 1
+#define K3_PACK_VERSION 2            /* 1: the tables were inside manifest.json */
 #define K3_PACK_ALIGN 4096u          /* runs, pages, file sizes */
 #define K3_PACK_TENSOR_ALIGN 64u     /* every tensor's offset */
 #define K3_MANIFEST_MAX_DIMS 8
 
 typedef enum { K3_PK_TRUNK = 0, K3_PK_EXPERTS, K3_PK_EMBED, K3_PK_HEAD, K3_PK_NFILES } k3_pk_file;
+
+/* tables.bin, all integers little-endian:
+ *   header (64 bytes): magic "K3TABLES", u32 version (1), u32 header bytes
+ *     (64), u32 n_tensors, u32 n_layers, u32 n_pages, u32 tensor record bytes
+ *     (88), u64 names bytes, u64 FNV-1a 64 of everything after the header,
+ *     16 zero bytes;
+ *   n_tensors records of 88 bytes: u64 offset, u64 bytes, i64 shape[8] (unused
+ *     dimensions 0), u8 dtype (an index into manifest.json's tables.dtypes),
+ *     u8 ndim, u8 file (a k3_pk_file), 5 zero bytes;
+ *   n_layers records of 16 bytes: u64 trunk_offset, u64 trunk_bytes;
+ *   n_pages records of 16 bytes: u32 layer, u32 expert, u64 offset;
+ *   the names: n_tensors NUL-terminated strings in tensor order.
+ * The file is exactly that long; manifest.json records its size and checksum,
+ * so tables.bin from another pack is refused. */
+#define K3_TABLES_FILE "tables.bin"
+#define K3_TABLES_MAGIC "K3TABLES"
+#define K3_TABLES_VERSION 1u
+#define K3_TABLES_HEADER_BYTES 64u
+#define K3_TABLES_TENSOR_BYTES 88u
+#define K3_TABLES_LAYER_BYTES 16u
+#define K3_TABLES_PAGE_BYTES 16u
+#define K3_TABLES_MAX_DTYPES 32
+
+/* One routed expert's page in experts.bin. */
+typedef struct k3_manifest_page { int32_t layer, expert; uint64_t offset; } k3_manifest_page;
 
 typedef struct k3_manifest_tensor {
     const char *name;
@@ -77,8 +113,7 @@ typedef struct k3_manifest {
 
     /* private */
     char *names_;
-    int *slots_;
-    int n_slots_;
+    k3_strtab by_name_;              /* tensor name -> index */
 } k3_manifest;
 
 /* Parse and check DIR/manifest.json and the files it names. 0, or -1 with
@@ -96,10 +131,8 @@ int k3_manifest_layer_extent(const k3_manifest *m, int layer, uint64_t *offset, 
  * or -1 if there is none (dense layer, id out of range). */
 int64_t k3_manifest_expert_page(const k3_manifest *m, int layer, int expert);
 
-/* "trunk.bin", "experts.bin", ... and the short names used in the tensor
- * table ("trunk", ...). */
+/* "trunk.bin", "experts.bin", ... */
 const char *k3_pk_file_name(k3_pk_file f);
-const char *k3_pk_file_key(k3_pk_file f);
 
 /* DIR/NAME of a packed file into buf. */
 void k3_manifest_path(const k3_manifest *m, k3_pk_file f, char *buf, size_t len);
@@ -109,8 +142,9 @@ void k3_manifest_path(const k3_manifest *m, k3_pk_file f, char *buf, size_t len)
 int k3_manifest_verify_checksums(const k3_manifest *m, void *buf, size_t len, k3_error *err);
 
 /* 1 if dir is a finished packed directory: not named *.partial, with a
- * manifest.json whose "format" is "k3-packed" and "version" is 1 (cheap:
- * the full checks are k3_manifest_load's). 0 otherwise. */
+ * manifest.json whose "format" is "k3-packed" and "version" is one this or an
+ * earlier build wrote (cheap: the full checks, and the refusal of an old
+ * version with the advice to re-pack, are k3_manifest_load's). 0 otherwise. */
 int k3_is_packed_dir(const char *dir);
 
 

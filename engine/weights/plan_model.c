@@ -38,6 +38,7 @@
 #include "manifest.h"
 #include "model.h"
 #include "planner.h"
+#include "safetensors.h"
 #include "weights.h"
 #include "stats.h"
 
@@ -236,16 +237,7 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
 /* 1 if dir holds a checkpoint (safetensors or the packed layout). */
 static int has_weights(const char *dir)
 {
-    if (k3_is_packed_dir(dir)) return 1;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int found = 0;
-    for (struct dirent *e; !found && (e = readdir(d));) {
-        size_t n = strlen(e->d_name);
-        found = n > 12 && !strcmp(e->d_name + n - 12, ".safetensors");
-    }
-    closedir(d);
-    return found;
+    return k3_is_packed_dir(dir) || st_dir_has_shards(dir);
 }
 
 /* The largest regular file of dir (weights), for the disk probe. */

@@ -167,38 +167,48 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
     return rc;
 }
 
-/* FNV-1a: the name hash for the lookup table. */
-static uint64_t name_hash(const char *s) { return k3_fnv1a64_str(s); }
+/* The one spelling of what a shard's file name looks like. */
+int st_is_shard_name(const char *name)
+{
+    size_t l = strlen(name);
+    return l > 12 && !strcmp(name + l - 12, ".safetensors");
+}
+
+/* Stops at the first shard; an unreadable directory has none. */
+int st_dir_has_shards(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    for (struct dirent *e; !found && (e = readdir(d));) found = st_is_shard_name(e->d_name);
+    closedir(d);
+    return found;
+}
+
+/* A tensor's name (the key the lookup compares). */
+static const void *tensor_name_key(const void *owner, int32_t k, size_t *len)
+{
+    const st_index *ix = owner;
+    *len = strlen(ix->tensors[k].name);
+    return ix->tensors[k].name;
+}
 
 const st_tensor *st_find(const st_index *ix, const char *name)
 {
-    if (!ix->n_hash_slots) return NULL;
-    uint64_t mask = (uint64_t)ix->n_hash_slots - 1;
-    for (uint64_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
-        int k = ix->hash_slots[i];
-        if (k < 0) return NULL;
-        if (!strcmp(ix->tensors[k].name, name)) return &ix->tensors[k];
-    }
+    int32_t k = k3_strtab_find(&ix->by_name, name, strlen(name), tensor_name_key, ix);
+    return k < 0 ? NULL : &ix->tensors[k];
 }
 
-/* Build the open-addressing table; refuses a name defined in two shards. */
+/* Build the name lookup; refuses a name defined in two shards. */
 int st_index_build_lookup(st_index *ix, k3_error *err)
 {
-    int slots = 16;
-    while (slots < ix->n_tensors * 2) slots *= 2;
-    ix->hash_slots = malloc((size_t)slots * sizeof *ix->hash_slots);
-    if (!ix->hash_slots) return k3_err(err, "out of memory");
-    ix->n_hash_slots = slots;
-    memset(ix->hash_slots, 0xff, (size_t)slots * sizeof *ix->hash_slots);
-    uint64_t mask = (uint64_t)slots - 1;
+    k3_strtab_free(&ix->by_name);
+    if (k3_strtab_init(&ix->by_name, (size_t)ix->n_tensors)) return k3_err(err, "out of memory");
     for (int k = 0; k < ix->n_tensors; k++) {
-        uint64_t i = name_hash(ix->tensors[k].name) & mask;
-        for (; ix->hash_slots[i] >= 0; i = (i + 1) & mask)
-            if (!strcmp(ix->tensors[ix->hash_slots[i]].name, ix->tensors[k].name))
-                return k3_err(err, "%s: tensor '%s' is also defined in %s",
-                              ix->shards[ix->tensors[k].shard].path, ix->tensors[k].name,
-                              ix->shards[ix->tensors[ix->hash_slots[i]].shard].path);
-        ix->hash_slots[i] = k;
+        int32_t first = k3_strtab_insert(&ix->by_name, k, tensor_name_key, ix);
+        if (first >= 0)
+            return k3_err(err, "%s: tensor '%s' is also defined in %s", ix->shards[ix->tensors[k].shard].path,
+                          ix->tensors[k].name, ix->shards[ix->tensors[first].shard].path);
     }
     return 0;
 }
@@ -274,8 +284,7 @@ static char **list_shards(const char *dir, const char *index_text, size_t index_
         }
         struct dirent *e;
         while ((e = readdir(d))) {
-            size_t l = strlen(e->d_name);
-            if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
+            if (st_is_shard_name(e->d_name)) {
                 char **g = realloc(names, (size_t)(n + 1) * sizeof *names);
                 if (!g) break;
                 names = g;
@@ -390,7 +399,7 @@ void st_index_close(st_index *ix)
     for (int i = 0; i < ix->n_tensors; i++) free(ix->tensors[i].name);
     free(ix->shards);
     free(ix->tensors);
-    free(ix->hash_slots);
+    k3_strtab_free(&ix->by_name);
     memset(ix, 0, sizeof *ix);
 }
 

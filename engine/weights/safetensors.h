@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include "dtype.h"
 #include "k3.h"
+#include "strtab.h"
 
 #define ST_MAX_DIMS 8
 #define ST_MAX_HEADER_BYTES (256u << 20)
@@ -39,8 +40,7 @@ typedef struct st_index {
     int n_shards;
     st_tensor *tensors;
     int n_tensors;
-    int *hash_slots;        /* open addressing: tensor index or -1 */
-    int n_hash_slots;
+    k3_strtab by_name;      /* tensor name -> index */
 } st_index;
 
 /* Parse one shard's header from its first bytes. `buf` holds the first
@@ -61,6 +61,12 @@ int st_index_open_text(st_index *ix, const char *dir, const char *index_text, si
 void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);
+
+/* 1 if a file name ends in ".safetensors" (a shard of a checkpoint). */
+int st_is_shard_name(const char *name);
+
+/* 1 if directory dir holds at least one *.safetensors file. */
+int st_dir_has_shards(const char *dir);
 
 /* Continue the FNV-1a 64 fingerprint h with one shard: its base name, its
  * size (8 bytes LE), its first 8 + header bytes, and four 4 KiB samples of

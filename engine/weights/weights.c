@@ -2,7 +2,6 @@
  * index of a Hugging Face directory or of a packed one's manifest, the
  * files (twice: O_DIRECT for unit reads, buffered for small reads at open),
  * the reader, then schema, layout and plan in their own files. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -139,16 +138,7 @@ static int treat_as_packed(const char *dir)
     if (k3_is_packed_dir(dir)) return 1;
     char path[4200];
     snprintf(path, sizeof path, "%s/manifest.json", dir);
-    if (access(path, F_OK) != 0) return 0;
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    int shards = 0;
-    for (struct dirent *e; !shards && (e = readdir(d));) {
-        size_t l = strlen(e->d_name);
-        shards = l > 12 && !strcmp(e->d_name + l - 12, ".safetensors");
-    }
-    closedir(d);
-    return !shards;
+    return access(path, F_OK) == 0 && !st_dir_has_shards(dir);
 }
 
 /* Open: the index (HF shards or the packed manifest), the files, the
