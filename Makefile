@@ -109,7 +109,7 @@ NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engin
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
+.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -192,8 +192,12 @@ $(BUILD)/tools/%: tools/%.c $(ENGINE_LIB)
 
 # Everything `make test` needs on a fresh machine, the cross toolchain of
 # tests/t_arch.sh included (so `make deps && make test` runs the whole suite).
-deps: deps-run deps-cross
+deps: deps-run deps-cross deps-test
 	@sh tools/node_deps.sh
+
+# PyTorch and a word list: the checks of the trained demo model (models/k3-mini).
+deps-test:
+	@sh tools/deps.sh --test
 
 # What the chat itself needs (`make run`).
 deps-run:
@@ -256,10 +260,11 @@ fuzz: all
 models/demo/config.json: | $(K3BIN)
 	./$(K3BIN) gen models/demo --preset demo
 
+# The chat on the trained demo model (models/k3-mini, committed; tools/train_demo.py).
+# The random `demo` preset (models/demo) stays for size and speed tests.
 run: deps-run
 	@$(MAKE) --no-print-directory $(K3BIN)
-	@$(MAKE) --no-print-directory models/demo/config.json
-	./k3 chat models/demo --mem 300M
+	./k3 chat models/k3-mini
 
 # make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
 # needs nothing else at run time; models and the history live elsewhere).

@@ -9,7 +9,8 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 gen OUT_DIR --preset NAME [--seed N] [--dtype bf16|f32] [--shards K]\n\n"
+    fprintf(f, "usage: k3 gen OUT_DIR --preset NAME [--seed N] [--dtype bf16|f32] [--shards K]\n"
+               "       k3 gen OUT_DIR --tokenizer-corpus FILE [--n-base N]\n\n"
                "Writes a synthetic Kimi Linear checkpoint in Hugging Face layout: config.json,\n"
                "K safetensors shards (+ model.safetensors.index.json when K > 1), tiktoken.model,\n"
                "tokenizer_config.json and generation_config.json. Weights are deterministic per\n"
@@ -21,7 +22,9 @@ static void usage(FILE *f)
                "  k3-sim  ~3.9 GB Kimi K3 proportions: 12 layers, 256 experts top-16, 1.2 MiB MXFP4 pages\n"
                "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
                "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
-               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n\n");
+               "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n"
+               "With --tokenizer-corpus, only a Kimi K3 tokenizer is written: N - 256 BPE merges\n"
+               "(default N 3840; vocabulary N + 256) learned from FILE (tools/train_demo.py).\n\n");
     cli_print_options(f, OPTS_GEN);
 }
 
@@ -30,8 +33,15 @@ int cmd_gen(int argc, char **argv)
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     cli_settings set;
     cli_settings_defaults(&set);
-    const char *out = NULL;
+    const char *out = NULL, *corpus = NULL;
+    long long n_base = 3840;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokenizer-corpus") && i + 1 < argc) { corpus = argv[++i]; continue; }
+        if (!strcmp(argv[i], "--n-base") && i + 1 < argc) {
+            if (cli_parse_int(argv[i], argv[i + 1], 256, 1 << 20, &n_base)) return K3_EXIT_USAGE;
+            i++;
+            continue;
+        }
         int mo = cli_parse_option(argc, argv, &i, OPTS_GEN, &set);
         if (mo < 0) return K3_EXIT_USAGE;
         if (mo) continue;
@@ -40,7 +50,13 @@ int cmd_gen(int argc, char **argv)
         else if (!out) out = a;
         else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
     }
-    if (!out || !set.gen.preset) {
+    if (out && corpus && !set.gen.preset) {
+        k3_error err;
+        if (k3_gen_tokenizer(out, (int)n_base, corpus, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+        fprintf(stderr, "k3: wrote %s: a Kimi K3 tokenizer, %lld BPE ranks learned from %s\n", out, n_base, corpus);
+        return K3_EXIT_OK;
+    }
+    if (!out || !set.gen.preset || corpus) {
         cli_error("gen: OUT_DIR and --preset are required (see k3 gen --help)");
         return K3_EXIT_USAGE;
     }

@@ -101,4 +101,9 @@ int k3_gen_preset_exists(const char *name);
  * with its parents). 0, or -1 with err set. */
 int k3_gen_model(const char *dir, const k3_gen_opts *o, k3_gen_result *res, k3_error *err);
 
+/* Write only a Kimi K3 tokenizer (tiktoken.model, tokenizer_config.json)
+ * into dir, with n_base - 256 BPE merges learned from the text of
+ * corpus_path (at most 1 GiB). 0, or -1 with err set. */
+int k3_gen_tokenizer(const char *dir, int n_base, const char *corpus_path, k3_error *err);
+
 #endif

@@ -591,3 +591,22 @@ int k3_gen_model(const char *out, const k3_gen_opts *o, k3_gen_result *res, k3_e
     if (res) res->weight_bytes = total;
     return 0;
 }
+
+/* A K3 tokenizer alone, its BPE merges learned from a corpus file: what
+ * tools/train_demo.py trains the demo model on (`k3 gen DIR --tokenizer-corpus
+ * FILE --n-base N`). Same learner and the same special tokens as the K3
+ * presets, so the engine reads it like any K3 tokenizer. */
+int k3_gen_tokenizer(const char *dir, int n_base, const char *corpus_path, k3_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (k3_read_file(corpus_path, (size_t)1 << 30, &text, &len, err)) return -1;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        free(text);
+        return k3_err(err, "%s: %s", dir, strerror(errno));
+    }
+    int rc = k3_tokenizer_generate_from(dir, n_base, text, len, err);
+    free(text);
+    if (rc == 0) rc = rename_specials_k3(dir, n_base, err);
+    return rc;
+}

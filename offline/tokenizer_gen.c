@@ -234,19 +234,42 @@ typedef struct {
     size_t *n_syms;       /* [n_words] current length */
     long *count;          /* [n_words] */
     size_t n_words, cap_words, syms_n, syms_cap;
+    uint8_t *bytes;       /* each word's bytes, at the same offsets as syms (the table's keys) */
+    k3_strtab words;      /* word bytes -> word index; rebuilt larger when full */
 } gen_corpus;
 
-/* k3_pretok_split callback: add a pre-token, or count it again. Linear
- * search over distinct words is fine for a few KB of text. Returns 1 when
- * out of memory (pre-tokenizer failures are -1). */
+/* strtab key of word w: its bytes as first read (merges change syms, not these). */
+static const void *corpus_key(const void *owner, int32_t w, size_t *len)
+{
+    const gen_corpus *c = owner;
+    *len = c->n_syms[w];
+    return c->bytes + c->start[w];
+}
+
+/* The word table sized for twice as many words, every word re-inserted.
+ * Returns 1 when out of memory. */
+static int corpus_grow_table(gen_corpus *c)
+{
+    k3_strtab t;
+    if (k3_strtab_init(&t, c->words.n_max ? c->words.n_max * 2 : 1024)) return 1;
+    for (size_t w = 0; w < c->n_words; w++) k3_strtab_insert(&t, (int32_t)w, corpus_key, c);
+    k3_strtab_free(&c->words);
+    c->words = t;
+    return 0;
+}
+
+/* k3_pretok_split callback: add a pre-token, or count it again. Distinct
+ * words are found through the string table, so a corpus of megabytes takes
+ * seconds. Returns 1 when out of memory (pre-tokenizer failures are -1). */
 static int corpus_add_word(void *ud, const char *piece, size_t len)
 {
     gen_corpus *c = ud;
-    for (size_t w = 0; w < c->n_words; w++) {
-        if (c->n_syms[w] != len) continue;
-        size_t k = 0;
-        while (k < len && c->syms[c->start[w] + k] == (uint8_t)piece[k]) k++;
-        if (k == len) { c->count[w]++; return 0; }
+    if (c->n_words >= c->words.n_max && corpus_grow_table(c)) return 1;
+    if (c->n_words >= (size_t)INT32_MAX) return 1;
+    int32_t w = k3_strtab_find(&c->words, piece, len, corpus_key, c);
+    if (w >= 0) {
+        c->count[w]++;
+        return 0;
     }
     if (c->n_words == c->cap_words) {
         size_t cap = c->cap_words ? c->cap_words * 2 : 256;
@@ -262,14 +285,18 @@ static int corpus_add_word(void *ud, const char *piece, size_t len)
     if (c->syms_n + len > c->syms_cap) {
         size_t cap = c->syms_cap * 2 + len + 1024;
         int32_t *syms = realloc(c->syms, cap * sizeof *syms);
-        if (!syms) return 1;
-        c->syms = syms;
+        if (syms) c->syms = syms;
+        uint8_t *bytes = realloc(c->bytes, cap);
+        if (bytes) c->bytes = bytes;
+        if (!syms || !bytes) return 1;
         c->syms_cap = cap;
     }
     c->start[c->n_words] = c->syms_n;
     c->n_syms[c->n_words] = len;
     c->count[c->n_words] = 1;
+    memcpy(c->bytes + c->syms_n, piece, len);
     for (size_t k = 0; k < len; k++) c->syms[c->syms_n++] = (uint8_t)piece[k];
+    k3_strtab_insert(&c->words, (int32_t)c->n_words, corpus_key, c);
     c->n_words++;
     return 0;
 }
@@ -281,6 +308,8 @@ static void corpus_free(gen_corpus *c)
     free(c->start);
     free(c->n_syms);
     free(c->count);
+    free(c->bytes);
+    k3_strtab_free(&c->words);
 }
 
 /* Pair counts for one round, reset by bumping a generation stamp. */
@@ -493,6 +522,12 @@ oom:
  * n_base always gives byte-identical files. */
 int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
 {
+    return k3_tokenizer_generate_from(dir, n_base, learning_text, sizeof learning_text - 1, err);
+}
+
+/* The same learning on a caller's text (a trained model's corpus). */
+int k3_tokenizer_generate_from(const char *dir, int n_base, const char *text, size_t text_len, k3_error *err)
+{
     if (n_base < 256 || n_base > (1 << 24)) {
         k3_err(err, "tokenizer: n_base %d must be in 256..%d", n_base, 1 << 24);
         return -1;
@@ -511,8 +546,7 @@ int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err)
     k3_pretok *p = k3_pretok_new(err);
     if (!p) return -1;
     if (vocab_init(&v, n_base)) goto oom;
-    int split = k3_pretok_split(p, learning_text, sizeof learning_text - 1, corpus_add_word, &c,
-                                err);
+    int split = k3_pretok_split(p, text, text_len, corpus_add_word, &c, err);
     if (split > 0) goto oom;
     if (split < 0) goto done;
     if (learn_merges(&v, &c, n_base) || fill_vocab(&v, n_base)) goto oom;

@@ -14,4 +14,8 @@
  * DIR/tokenizer_config.json. Returns 0, or -1 with err set. n_base >= 256. */
 int k3_tokenizer_generate(const char *dir, int n_base, k3_error *err);
 
+/* The same, learning the merges from text[0..text_len) instead of the
+ * built-in text (tools/train_demo.py: the demo model's corpus). */
+int k3_tokenizer_generate_from(const char *dir, int n_base, const char *text, size_t text_len, k3_error *err);
+
 #endif
