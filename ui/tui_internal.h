@@ -387,6 +387,7 @@ typedef struct tui {
      * them (it writes the conversation while a job runs) */
     char status_uid[16];
     int status_turns;
+    float status_temperature, status_top_p;   /* the sampling shown, as of the last idle frame */
 } tui;
 
 /* tui_layout.c */

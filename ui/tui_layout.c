@@ -180,9 +180,12 @@ void tui_draw_status(tui *t)
     f[n].role = TR_STATUS;
     f[n++].priority = 3;
     if (t->g.ctx_limit > 0) ctx_field(t, &f[n++]);   /* a remote backend has no local context */
-    const k3_sampler *sp = conversation_sampler(t->conv);
-    if (sp->temperature <= 0) snprintf(f[n].text, sizeof f[n].text, "greedy");
-    else snprintf(f[n].text, sizeof f[n].text, "temp %.2g top-p %.2g", sp->temperature, sp->top_p);
+    if (!t->g.busy) {   /* a /resume on the worker sets the resumed conversation's sampling */
+        t->status_temperature = conversation_sampler(t->conv)->temperature;
+        t->status_top_p = conversation_sampler(t->conv)->top_p;
+    }
+    if (t->status_temperature <= 0) snprintf(f[n].text, sizeof f[n].text, "greedy");
+    else snprintf(f[n].text, sizeof f[n].text, "temp %.2g top-p %.2g", t->status_temperature, t->status_top_p);
     f[n].role = TR_STATUS;
     f[n++].priority = 2;
     state_field(t, &f[n++]);
