@@ -18,6 +18,7 @@
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
     int json, plain, raw, max_new, ctx, lines, stream;
+    int draft;                   /* --draft (chat/draft.h) */
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
@@ -106,6 +107,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     o->model = set.model;
     o->sampler = set.sampler;
     o->max_new = set.max_new;
+    o->draft = set.draft;
     o->ctx = set.model.ctx_tokens;
     o->sampling_given = set.sampling_given;
     static char model_dir_buf[4096];
@@ -161,6 +163,7 @@ int cmd_chat(int argc, char **argv)
         cli_error("%s", err.msg);
         goto out;
     }
+    conversation_set_draft(c, o.draft);
     if (o.resume) {
         int from_snapshot = 0;
         if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {

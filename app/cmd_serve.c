@@ -130,6 +130,7 @@ int cmd_serve(int argc, char **argv)
     sv.state_cache_bytes = (size_t)state_cache;
     sv.state_cache_entries = (int)entries;
     sv.verbose = !quiet;
+    sv.draft = set.draft;
     static const double ttft_s[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
     static const double tok_s[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
     static const double e2e_s[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};

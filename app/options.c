@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "draft.h"
 #include "k3_offline.h"
 #include "options.h"
 
@@ -44,6 +45,7 @@ static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path 
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
 static int set_max_new(cli_settings *s, const opt_value *v) { s->max_new = (int)v->i; return 0; }
+static int set_draft(cli_settings *s, const opt_value *v) { s->draft = v->i ? DRAFT_NGRAM : DRAFT_NONE; return 0; }
 static int set_temp(cli_settings *s, const opt_value *v)
 {
     s->sampler.temperature = (float)v->d;
@@ -147,6 +149,8 @@ static const cli_option options[] = {
      "drop tokens below P x p(most likely token)"},
     {"--seed", NULL, OPTS_GENERATE, OPT_INT, "S", NULL, 0, -1, "1", NULL, set_seed,
      "random seed of the sampler"},
+    {"--draft", NULL, OPTS_GENERATE, OPT_CHOICE, NULL, "none|ngram", 0, 0, "ngram", NULL, set_draft,
+     "speculative decoding: drafts from n-grams of the conversation, verified in one pass (same output)"},
 
     {"--preset", NULL, OPTS_GEN, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "none: required", set_gen_preset,
      "the model to write: tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths"},

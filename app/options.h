@@ -1,7 +1,7 @@
 /* options.h - the one table of command-line options: the model, runtime and
  * sampling options that several commands share (--mem, --io, --io-backend,
  * --io-depth, --cache-policy, --prefetch, --trace, --threads, --ctx, -n,
- * --temp, --top-k, --top-p, --min-p, --seed) and those of the offline tools
+ * --temp, --top-k, --top-p, --min-p, --seed, --draft) and those of the offline tools
  * `k3 gen` and `k3 pack`: name, type, default, bounds and help in one row
  * each, as in Redis's config table. The table feeds the parser, every
  * command's --help, `k3 help options` and README's option list (checked by
@@ -45,6 +45,7 @@ typedef struct cli_settings {
     k3_options model;        /* ctx_tokens is --ctx */
     k3_sampler sampler;      /* temperature, top_k, top_p, min_p, seed */
     int max_new;             /* -n */
+    int draft;               /* --draft: DRAFT_NONE or DRAFT_NGRAM (chat/draft.h) */
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
     cli_gen_settings gen;

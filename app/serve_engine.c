@@ -226,7 +226,7 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     text_sink ts = {sv, job};
     generate_result res;
     const uint64_t t_gen = k3_now_ns();
-    rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, &job->halt, on_text, NULL, &ts,
+    rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, sv->draft, &job->halt, on_text, NULL, &ts,
                          &res, &err);
     k3_sampler_free(&sp);
     const uint64_t t_end = k3_now_ns();

@@ -21,6 +21,7 @@ struct conversation {
     k3_sampler sampler;
     int max_new;
     generate_progress_fn on_token;       /* per-token observer (--json --stream), or NULL */
+    int draft;                           /* --draft (chat/draft.h) */
     history_conversation row;
     int have_row;
     int turn;
@@ -609,7 +610,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
             free(answer_sampling);
             return k3_err(err, "%s", herr.msg);
         }
-        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
+        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, c->draft, interrupt_flag,
                              saver_text, saver_progress, &saver, &g, err);
     }
     r->generated_tokens = g.n_generated;
@@ -617,6 +618,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->ttft_ms = (prefill_s + g.first_token_s) * 1e3;
     r->decode_ms = g.decode_s * 1e3;
     r->decode_tok_s = g.n_generated > 1 && g.decode_s > 0 ? (g.n_generated - 1) / g.decode_s : 0;
+    r->decode_passes = g.n_passes;
+    r->drafted_tokens = g.n_drafted;
+    r->draft_kept_tokens = g.n_draft_kept;
     r->interrupted = g.interrupted;
     r->context_full = g.context_full;
     r->length_limit = g.length_limit;
@@ -715,6 +719,8 @@ int conversation_max_new(const conversation *c) { return c->max_new; }
 
 /* Scripts that watch each token: called with the same user pointer as the text callback. */
 void conversation_set_token_observer(conversation *c, generate_progress_fn on_token) { c->on_token = on_token; }
+/* --draft: the same answers, in fewer passes when drafts hit (draft.h). */
+void conversation_set_draft(conversation *c, int draft) { c->draft = draft; }
 const char *conversation_system(const conversation *c)
 {
     const char *s = system_prompt(c);

@@ -218,9 +218,11 @@ typedef struct tui_gauges {
     int busy;                    /* a job runs on the worker */
     double turn_start_s, first_token_s;
     uint64_t prefilled0, decoded0;
+    uint64_t draft_tokens0, draft_kept0;   /* speculative decoding baselines */
     int ctx_at_start, ctx_limit;
     /* the last finished turn (from turn_result) */
     double last_ttft_ms, last_prompt_tok_s, last_gen_tok_s;
+    double last_draft_kept, last_tokens_per_pass;   /* 0 = no draft verified */
     tui_remote_gauges remote;    /* remote.r != NULL: the backend is a server */
 } tui_gauges;
 
@@ -233,6 +235,9 @@ void tui_gauges_turn_end(tui_gauges *g, const turn_result *r);
 double tui_gauges_gen_tok_s(const tui_gauges *g);
 double tui_gauges_prompt_tok_s(const tui_gauges *g);
 double tui_gauges_ttft_ms(const tui_gauges *g, int *live);
+/* Speculative decoding in this answer: the share of draft tokens kept and
+ * tokens per pass over the model; 0 when no draft was verified. */
+int tui_gauges_draft(const tui_gauges *g, double *kept_share, double *tokens_per_pass);
 int tui_gauges_ctx_used(const tui_gauges *g);
 /* Hit rate (0..1) of the last window of tokens / of everything; -1 = no lookups. */
 double tui_gauges_hit_window(const tui_gauges *g);
