@@ -109,7 +109,7 @@ NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engin
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -246,6 +246,11 @@ print-arch-flags:
 asan: all
 	@sh tests/t_sanitize.sh
 
+# The threaded paths on a ThreadSanitizer build (build-tsan/; OpenMP at one
+# thread, libgomp being uninstrumented); also part of `make test`.
+tsan: all
+	@sh tests/t_tsan.sh
+
 bench: all
 	@sh tools/bench.sh
 
@@ -277,6 +282,6 @@ uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
-	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan
+	rm -rf build build-asan build-tsan build-generic build-aarch64 k3 k3-asan
 
 -include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)

@@ -243,7 +243,7 @@ static const cli_option options[] = {
      "large arenas on 2 MiB transparent huge pages"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
-    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "all cores", set_threads,
+    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS or all cores", set_threads,
      "compute threads"},
     {"--ctx", NULL, OPTS_CONTEXT, OPT_INT, "N", NULL, 16, 1 << 24, STR(K3_CTX_TOKENS_DEFAULT), NULL, set_ctx,
      "context limit in tokens (the state is planned for it)"},
@@ -474,6 +474,11 @@ void cli_settings_defaults(cli_settings *s)
     for (int i = 0; i < N_OPTIONS; i++)
         if (options[i].def && apply(&options[i], options[i].def, s)) abort();   /* a bad table is a bug */
     s->sampling_given = 0;                 /* defaults are not typed */
+    /* OpenMP's own variable sets the compute threads when --threads is not
+     * given (as for any OpenMP program; the ThreadSanitizer run uses 1) */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    int n = omp ? atoi(omp) : 0;
+    if (n > 0) s->model.n_threads = n < 1024 ? n : 1024;
 }
 
 int cli_parse_option(int argc, char **argv, int *i, unsigned groups, cli_settings *s)

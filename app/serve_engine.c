@@ -162,7 +162,7 @@ static void on_text(void *user, const char *text, size_t n)
                 job->len = cut;
                 job->text[cut] = 0;
                 job->stop_hit = 1;
-                job->halt = 1;
+                __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* polled by generate_answer */
             }
         }
     }
@@ -346,7 +346,7 @@ void serve_engine_stop(serve *sv)
     }
     sv->queue_head = sv->queue_tail = NULL;
     sv->n_waiting = 0;
-    if (sv->running) sv->running->halt = 1;
+    if (sv->running) __atomic_store_n(&sv->running->halt, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&sv->work_cv);
     pthread_cond_broadcast(&sv->job_cv);
     pthread_mutex_unlock(&sv->mu);

@@ -155,7 +155,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         cond_wait_ms(&sv->job_cv, &sv->mu, 500);
         if (job->state != JOB_DONE && peer_gone(job->conn_fd)) {
             job->cancelled = 1;
-            job->halt = 1;
+            __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         } else if (job->out_len == 0 && k3_now_ns() - job->last_write_ns > 5000000000ull) {
             out_put(job, ": waiting\n\n", NULL, NULL);   /* an SSE comment: keeps proxies and the peer check alive */
         }
@@ -171,7 +171,7 @@ static void stream_free(void *cls)
     pthread_mutex_lock(&sv->mu);
     if (job->state != JOB_DONE || job->stream_phase != 3) {
         job->cancelled = 1;
-        job->halt = 1;
+        __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
     }
     pthread_mutex_unlock(&sv->mu);
     serve_job_release(sv, job);
@@ -217,7 +217,7 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
         cond_wait_ms(&sv->job_cv, &sv->mu, 200);
         if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd)) {
             job->cancelled = 1;
-            job->halt = 1;
+            __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         }
     }
     const int cancelled = job->cancelled;

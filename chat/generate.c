@@ -78,7 +78,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     draft_policy policy;                          /* how long a draft pays (draft.h) */
     draft_policy_init(&policy);
     while (out->n_generated < max_new) {
-        if (interrupt_flag && *interrupt_flag) { out->interrupted = 1; break; }
+        if (interrupt_flag && __atomic_load_n(interrupt_flag, __ATOMIC_RELAXED)) { out->interrupted = 1; break; }
         int sampled[K3_DRAFT_MAX_TOKENS], n_sampled = 0;
         if (out->pending_token >= 0) {          /* feed the previous token (and a draft), then sample anew */
             const int n_ctx = k3_session_n_tokens(s);

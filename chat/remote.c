@@ -403,7 +403,7 @@ static int on_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c, curl_o
 {
     (void)a; (void)b; (void)c; (void)d;
     stream *s = u;
-    return s->interrupt_flag && *s->interrupt_flag;
+    return s->interrupt_flag && __atomic_load_n(s->interrupt_flag, __ATOMIC_RELAXED);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -432,10 +432,10 @@ static char *request_body(const char *model, const k3_chat_msg *msgs, int n_msgs
 static int nap(int seconds, volatile sig_atomic_t *flag)
 {
     for (int i = 0; i < seconds * 10; i++) {
-        if (flag && *flag) return 1;
+        if (flag && __atomic_load_n(flag, __ATOMIC_RELAXED)) return 1;
         usleep(100 * 1000);
     }
-    return flag && *flag;
+    return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
 int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msgs, const remote_params *p,

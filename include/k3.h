@@ -67,6 +67,11 @@ typedef struct k3_options {
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
 } k3_options;
 
+/* Tokens per forward chunk: prompts run in chunks of this many, and a
+ * caller that wants every position's logits needs at most this many rows at
+ * a time (k3_session_eval gives the same logits however the ids are split). */
+#define K3_EVAL_CHUNK_TOKENS 32
+
 /* Public facts about a loaded model. */
 typedef struct k3_model_info {
     char model_type[32];
@@ -82,6 +87,11 @@ typedef struct k3_model_info {
     int experts_mxfp4;       /* routed experts stored as MXFP4 */
     int ctx_tokens;          /* context the memory plan was made for */
 } k3_model_info;
+
+/* vocab_size from DIR/config.json alone, without opening the model (cheap):
+ * for a caller that sizes its own buffers before k3_model_open, so the plan
+ * counts them in the process's memory (k3 eval's chunk of logits). */
+int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */

@@ -311,12 +311,15 @@ typedef struct tui_worker {
     tui_job job;
     char *arg;
     int stop_thread;
-    volatile sig_atomic_t interrupt;
+    volatile sig_atomic_t interrupt;   /* set and read with __atomic (UI thread -> worker) */
     /* results (worker -> UI), under mu */
     tui_job running;             /* job being run (TJ_NONE = idle) */
     char *text;                  /* streamed text not yet taken by the UI */
     size_t text_len, text_cap;
     int progress_done, progress_total;
+    char conv_uid[16];           /* the conversation's id and turns as the worker last saw them */
+    int conv_turns;
+    int conv_published;          /* 1 once the two above are set */
     int finished;                /* a job finished; results below */
     tui_job finished_job;
     int rc;
@@ -384,6 +387,12 @@ typedef struct tui {
     int exit_code;
     multiline ml;                /* a """ multi-line message being entered */
     int ml_entry;                /* the transcript entry showing it, or -1 */
+    /* the conversation's id and turns for the status bar: read from the
+     * conversation when the worker is idle, else as the worker published
+     * them (it writes the conversation while a job runs) */
+    char status_uid[16];
+    int status_turns;
+    float status_temperature, status_top_p;   /* the sampling shown, as of the last idle frame */
 } tui;
 
 /* tui_layout.c */

@@ -332,7 +332,7 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     stats_set32(&st->chunk_done, 0);
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
-        if (done > 0 && s->interrupt && *s->interrupt) {   /* stop at a chunk boundary */
+        if (done > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) {   /* stop at a chunk boundary */
             rc = K3_EVAL_INTERRUPTED;
             break;
         }
