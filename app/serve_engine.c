@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "generate.h"
+#include "text_append.h"
 #include "serve.h"
 
 serve_job *serve_job_new(void)
@@ -142,17 +143,8 @@ static void on_text(void *user, const char *text, size_t n)
     serve_job *job = ts->job;
     pthread_mutex_lock(&ts->sv->mu);
     if (!job->stop_hit) {
-        if (job->len + n + 1 > job->cap) {
-            size_t cap = job->cap ? job->cap * 2 : 256;
-            while (cap < job->len + n + 1) cap *= 2;
-            char *g = realloc(job->text, cap);
-            if (g) { job->text = g; job->cap = cap; }
-        }
-        if (job->len + n + 1 <= job->cap) {
-            size_t from = job->len > job->max_stop_len ? job->len - job->max_stop_len : 0;
-            memcpy(job->text + job->len, text, n);
-            job->len += n;
-            job->text[job->len] = 0;
+        size_t from = job->len > job->max_stop_len ? job->len - job->max_stop_len : 0;
+        if (text_append(&job->text, &job->len, &job->cap, text, n) == 0) {
             size_t cut = job->len;
             for (int i = 0; i < job->n_stop; i++) {
                 char *hit = memmem(job->text + from, job->len - from, job->stop[i], strlen(job->stop[i]));

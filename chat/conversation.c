@@ -12,6 +12,7 @@
 #include "generate.h"
 #include "conversation.h"
 #include "remote.h"
+#include "text_append.h"
 
 struct conversation {
     k3_model *model;
@@ -797,17 +798,7 @@ static void remote_text(void *user, const char *text, size_t len)
     remote_sink *rs = user;
     if (rs->on_text) rs->on_text(rs->user, text, len);
     if (rs->message_id < 0) return;
-    if (rs->len + len + 1 > rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 4096;
-        while (cap < rs->len + len + 1) cap *= 2;
-        char *g = realloc(rs->text, cap);
-        if (!g) return;
-        rs->text = g;
-        rs->cap = cap;
-    }
-    memcpy(rs->text + rs->len, text, len);
-    rs->len += len;
-    rs->text[rs->len] = 0;
+    if (text_append(&rs->text, &rs->len, &rs->cap, text, len)) return;
     rs->pieces++;
     if (rs->pieces - rs->saved_pieces >= SAVE_EVERY_TOKENS || k3_now_ns() / 1e9 - rs->last_save_s >= SAVE_EVERY_S)
         remote_save_partial(rs);

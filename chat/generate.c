@@ -3,23 +3,7 @@
 #include <string.h>
 #include "draft.h"
 #include "generate.h"
-
-/* Append to a growing string. */
-static int append_text(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
-{
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        while (c < *len + n + 1) c *= 2;
-        char *g = realloc(*buf, c);
-        if (!g) return -1;
-        *buf = g;
-        *cap = c;
-    }
-    memcpy(*buf + *len, p, n);
-    *len += n;
-    (*buf)[*len] = 0;
-    return 0;
-}
+#include "text_append.h"
 
 /* The growing answer text. */
 typedef struct answer_text {
@@ -48,7 +32,7 @@ static int emit_token(generate_result *out, int next, int n_base, k3_detok *dt,
      * without --special), still part of the session */
     size_t n = next < n_base ? k3_detok_push(dt, next, piece, sizeof piece) : 0;
     if (n) {
-        if (append_text(&text->buf, &text->len, &text->cap, piece, n)) return k3_err(err, "out of memory");
+        if (text_append(&text->buf, &text->len, &text->cap, piece, n)) return k3_err(err, "out of memory");
         out->text = text->buf;
         if (on_text) on_text(user, piece, n);
     }
@@ -64,7 +48,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     out->stopped_on = -1;
     out->pending_token = -1;
     answer_text text = {0};
-    if (append_text(&text.buf, &text.len, &text.cap, "", 0)) return k3_err(err, "out of memory");
+    if (text_append(&text.buf, &text.len, &text.cap, "", 0)) return k3_err(err, "out of memory");
     out->text = text.buf;
     const k3_tokenizer *tok = k3_model_tokenizer(k3_session_model(s));
     k3_detok dt;
@@ -118,7 +102,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     draft_context_free(&ctx);
     out->length_limit = rc == 0 && out->n_generated >= max_new && out->stopped_on < 0 && !out->interrupted;
     size_t n = k3_detok_flush(&dt, piece, sizeof piece);
-    if (n && append_text(&text.buf, &text.len, &text.cap, piece, n) == 0 && on_text) on_text(user, piece, n);
+    if (n && text_append(&text.buf, &text.len, &text.cap, piece, n) == 0 && on_text) on_text(user, piece, n);
     out->text = text.buf;
     out->decode_s = out->n_generated ? (k3_now_ns() / 1e9) - t_first : 0;
     return rc;

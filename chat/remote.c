@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include "remote.h"
+#include "text_append.h"
 
 struct remote {
     char url[1024];              /* scheme://host[:port][/prefix], no trailing /v1 */
@@ -84,18 +85,7 @@ typedef struct buf {
 static int buf_add(buf *b, const char *p, size_t n)
 {
     if (b->max && b->len + n > b->max) n = b->len < b->max ? b->max - b->len : 0;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *g = realloc(b->s, cap);
-        if (!g) return -1;
-        b->s = g;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = 0;
-    return 0;
+    return text_append(&b->s, &b->len, &b->cap, p, n);
 }
 
 /* The server's own words for an error body: error.message (OpenAI), or
