@@ -14,6 +14,7 @@
 #include "conversation.h"
 #include "plain.h"
 #include "tui.h"
+#include "chat_front_end.h"
 
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
@@ -186,13 +187,8 @@ int cmd_chat(int argc, char **argv)
              o.db_path ? o.db_path : "");
     plain_options popt = {.json = o.json, .raw = o.raw, .system = o.system, .resume_hint = hint,
                           .stream = o.stream, .lines = o.lines, .model_dir = o.model_dir};
-    if (!o.plain && !o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
-        tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
-        rc = tui_chat_run(c, m, db, &topt);
-        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, db, &popt);   /* TERM=dumb or unknown */
-    } else {
-        rc = plain_chat_run(c, db, &popt);
-    }
+    tui_options topt = {.model_dir = o.model_dir, .system = o.system, .resume_hint = hint};
+    rc = chat_front_end_run(c, m, db, o.plain, o.json, &topt, &popt);
 out:
     conversation_free(c);
     if (db) history_close(db);

@@ -15,6 +15,7 @@
 #include "remote.h"
 #include "remote_cli.h"
 #include "tui.h"
+#include "chat_front_end.h"
 
 int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint, char **model)
 {
@@ -65,13 +66,8 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
              db_path ? db_path : "", ro->api_key_env ? " --api-key-env " : "", ro->api_key_env ? ro->api_key_env : "",
              ro->ca_cert ? " --ca-cert " : "", ro->ca_cert ? ro->ca_cert : "");
     plain_options popt = {.json = json, .raw = raw, .lines = lines, .system = system, .resume_hint = hint};
-    if (!plain && !json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {   /* the full screen, as for a local model */
-        tui_options topt = {.model_dir = remote_url(r), .system = system, .resume_hint = hint};
-        rc = tui_chat_run(c, NULL, db, &topt);
-        if (rc == TUI_UNAVAILABLE) rc = plain_chat_run(c, db, &popt);   /* TERM=dumb or unknown */
-    } else {
-        rc = plain_chat_run(c, db, &popt);
-    }
+    tui_options topt = {.model_dir = remote_url(r), .system = system, .resume_hint = hint};
+    rc = chat_front_end_run(c, NULL, db, plain, json, &topt, &popt);   /* the full screen, as for a local model */
 out:
     conversation_free(c);
     if (db) history_close(db);

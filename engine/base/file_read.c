@@ -132,3 +132,18 @@ int k3_pread_full(int fd, void *buf, size_t n, uint64_t off, const char *path, k
     }
     return 0;
 }
+
+/* /proc's memory files all write "Key:   N kB" lines; one reader for them
+ * (memory available, resident set, huge pages in use). */
+unsigned long long k3_proc_kib_field_bytes(const char *path, const char *key)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kib = 0;
+    const size_t key_len = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, key_len)) { kib = strtoull(line + key_len, NULL, 10); break; }
+    fclose(f);
+    return kib * 1024;
+}

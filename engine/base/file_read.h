@@ -18,4 +18,8 @@ int k3_open_regular(const char *path, int flags, k3_error *err);
 /* The same as a read-only stdio stream. */
 FILE *k3_fopen_regular(const char *path, k3_error *err);
 
+/* The "Key: N kB" field of a /proc file (meminfo, status, smaps_rollup) in
+ * bytes; 0 when the file or the field is missing. key includes the colon. */
+unsigned long long k3_proc_kib_field_bytes(const char *path, const char *key);
+
 #endif

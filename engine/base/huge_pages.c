@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include "file_read.h"
 #include "huge_pages.h"
 
 void *k3_huge_alloc(size_t bytes, size_t align, int huge)
@@ -50,12 +51,5 @@ const char *k3_huge_pages_mode(void)
 
 uint64_t k3_huge_pages_anon_bytes(void)
 {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kib = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "AnonHugePages: %llu kB", &kib) == 1) break;
-    fclose(f);
-    return (uint64_t)kib * 1024;
+    return k3_proc_kib_field_bytes("/proc/self/smaps_rollup", "AnonHugePages:");
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "forward.h"
+#include "file_read.h"
 #include "stats.h"
 
 uint64_t k3_now_ns(void)
@@ -33,16 +34,8 @@ void stats_record(k3_stats *s, const k3_token_record *r)
 
 void stats_read_rss(uint64_t *rss_bytes, uint64_t *peak_bytes)
 {
-    *rss_bytes = *peak_bytes = 0;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f) return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf(line, "VmRSS: %llu kB", &kb) == 1) *rss_bytes = kb * 1024;
-        else if (sscanf(line, "VmHWM: %llu kB", &kb) == 1) *peak_bytes = kb * 1024;
-    }
-    fclose(f);
+    *rss_bytes = k3_proc_kib_field_bytes("/proc/self/status", "VmRSS:");
+    *peak_bytes = k3_proc_kib_field_bytes("/proc/self/status", "VmHWM:");
 }
 
 /* Copy the counters with 64-bit atomic loads: every 8-byte field sits in one
@@ -82,4 +75,26 @@ void k3_stats_read(const k3_model *m, k3_stats *out)
     out->n_records = n;
     out->n_valid = valid - stale;
     stats_read_rss(&out->rss_bytes, &out->peak_rss_bytes);
+}
+
+/* One place reads the counters at a step's start (plain decode, prompt
+ * chunks and draft passes all record their steps the same way). */
+void stats_step_begin(const k3_stats *s, stats_step_start *start)
+{
+    start->bytes_trunk = s->bytes_read_trunk;
+    start->bytes_experts = s->bytes_read_experts;
+    start->expert_lookups = s->expert_lookups;
+    start->expert_hits = s->expert_hits;
+    start->t0_ns = k3_now_ns();
+}
+
+void stats_step_record(k3_stats *s, const stats_step_start *start, k3_token_record *rec)
+{
+    rec->ms = (float)((k3_now_ns() - start->t0_ns) * 1e-6);
+    rec->index = s->n_records;
+    rec->bytes_trunk = s->bytes_read_trunk - start->bytes_trunk;
+    rec->bytes_experts = s->bytes_read_experts - start->bytes_experts;
+    rec->expert_lookups = (uint32_t)(s->expert_lookups - start->expert_lookups);
+    rec->expert_hits = (uint32_t)(s->expert_hits - start->expert_hits);
+    stats_record(s, rec);
 }

@@ -24,6 +24,17 @@ static inline void stats_add_ms(double *field, double v)
 /* Append a record to the ring of recent evaluation steps. */
 void stats_record(k3_stats *s, const k3_token_record *r);
 
+/* The clock and counters when an evaluation step starts, so its record
+ * carries what that step alone took and read. */
+typedef struct stats_step_start {
+    uint64_t t0_ns, bytes_trunk, bytes_experts, expert_lookups, expert_hits;
+} stats_step_start;
+void stats_step_begin(const k3_stats *s, stats_step_start *start);
+
+/* Fill the record's time, index and per-step reads since start, and append
+ * it to the ring (the caller has set its phase and token count). */
+void stats_step_record(k3_stats *s, const stats_step_start *start, k3_token_record *rec);
+
 /* Current and peak resident set size from /proc/self. */
 void stats_read_rss(uint64_t *rss_bytes, uint64_t *peak_bytes);
 

@@ -339,22 +339,15 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
         const int chunk = s->sc.chunk_tokens;
         int T = n - done < chunk ? n - done : chunk;
         k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
-        uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;
-        uint64_t lookups0 = st->expert_lookups, hits0 = st->expert_hits;
-        const uint64_t t0 = k3_now_ns();
+        stats_step_start step_start;
+        stats_step_begin(st, &step_start);
         rc = k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err);
         if (rc == 0) {
             memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
             s->n_tokens += T;
             done += T;
         }
-        rec.ms = (float)((k3_now_ns() - t0) * 1e-6);
-        rec.index = st->n_records;
-        rec.bytes_trunk = st->bytes_read_trunk - trunk0;
-        rec.bytes_experts = st->bytes_read_experts - experts0;
-        rec.expert_lookups = (uint32_t)(st->expert_lookups - lookups0);
-        rec.expert_hits = (uint32_t)(st->expert_hits - hits0);
-        stats_record(st, &rec);
+        stats_step_record(st, &step_start, &rec);
         stats_set32(&st->chunk_done, (uint32_t)done);
         if (phase == K3_PHASE_PREFILL) {
             stats_add(&st->tokens_prefilled, (uint64_t)T);

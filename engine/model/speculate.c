@@ -86,9 +86,8 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
     stats_set32(&st->chunk_total, (uint32_t)n);
     stats_set32(&st->chunk_done, 0);
     k3_token_record rec = {.n_tokens = (uint32_t)n, .phase = K3_PHASE_DECODE};
-    const uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;
-    const uint64_t lookups0 = st->expert_lookups, hits0 = st->expert_hits;
-    const uint64_t t0 = k3_now_ns();
+    stats_step_start step_start;
+    stats_step_begin(st, &step_start);
 
     /* the logits before the pass, kept in the row after the pass's rows */
     const int had_logits = s->has_logits;
@@ -115,13 +114,7 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
     }
 
     rec.n_tokens = (uint32_t)n_keep;      /* the tokens this step decoded */
-    rec.ms = (float)((k3_now_ns() - t0) * 1e-6);
-    rec.index = st->n_records;
-    rec.bytes_trunk = st->bytes_read_trunk - trunk0;
-    rec.bytes_experts = st->bytes_read_experts - experts0;
-    rec.expert_lookups = (uint32_t)(st->expert_lookups - lookups0);
-    rec.expert_hits = (uint32_t)(st->expert_hits - hits0);
-    stats_record(st, &rec);
+    stats_step_record(st, &step_start, &rec);
     if (rc == 0) {
         stats_set32(&st->chunk_done, (uint32_t)n);
         stats_add(&st->tokens_decoded, (uint64_t)n_keep);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "file_read.h"
 #include "mem_limit.h"
 
 /* Limits at or above this are "no limit" (v1 writes 2^63 rounded to pages). */
@@ -50,14 +51,7 @@ uint64_t k3_mem_available(void)
 {
     char path[4096];
     sys_path(path, sizeof path, "/proc/meminfo");
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (uint64_t)kb * 1024;
+    return k3_proc_kib_field_bytes(path, "MemAvailable:");
 }
 
 /* Every limit file of one cgroup directory: keep the one with the least
