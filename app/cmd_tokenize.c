@@ -23,7 +23,7 @@ static const char tokenize_usage[] =
     "                     a newline is added only when stdout is a terminal\n"
     "\n"
     "MODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
-    "(--chat also reads config.json); default $K3_MODEL, else models/demo.\n"
+    "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
     "Ids are printed on one line separated by spaces.\n";
 
 typedef enum { MODE_NONE, MODE_TEXT, MODE_TEXT_FILE, MODE_CHAT, MODE_DECODE } tokenize_mode;
