@@ -18,9 +18,10 @@ quantisation of the routed experts (straight-through), so the exported MXFP4 mod
   train_demo.py eval MODEL_DIR --ids "1 2 3" --out logits.f32 [--greedy N]
       float32 forward of an exported checkpoint (weights decoded by tests/ref/k3_ref.py), teacher
       forced; prints the greedy continuation (lowest id wins ties) like kimi_ref.py --greedy.
-  train_demo.py loss MODEL_DIR WORK_DIR [--random | --unigram]
+  train_demo.py loss MODEL_DIR WORK_DIR [--random | --unigram | --answer-head]
       held-out loss (nats/token) of the exported model; --random: of the same shapes, untrained;
-      --unigram: of the training set's unigram distribution (add-one).
+      --unigram: of the training set's unigram distribution (add-one); --answer-head: loss and
+      greedy accuracy on the dialogues' answers up to ' means' only (the copied question word).
 
 Deterministic given the seed and --steps N (torch.manual_seed, deterministic algorithms, one
 thread): the schedule then follows the step count. With --minutes (what the shipped model used)
@@ -43,6 +44,9 @@ import k3_ref  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import tok_ref  # noqa: E402
 
+# One thread by default: on a machine with more runnable threads than cores a second torch thread
+# mostly spin-waits (measured at a load average of 12 on 2 cores: 12-22 CPU seconds per training
+# step with 2 threads against 1.0 with one).
 THREADS = 1
 GROUP = 32
 E2M1_MAG = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
@@ -368,17 +372,22 @@ def pack(docs, T, pad, weights=None):
     return torch.tensor(rows, dtype=torch.long), torch.tensor(wrows, dtype=torch.float32)
 
 
-def heldout_loss(c, p, rows, pad, quant=False, bs=32):
-    tot, n = 0.0, 0
+def heldout_loss(c, p, rows, pad, quant=False, bs=32, only=None, with_accuracy=False):
+    """Mean cross-entropy (nats/token) of rows' next tokens; only: a [rows, T] mask of the targets to
+    count. with_accuracy: also the fraction whose greedy prediction is right (teacher forced)."""
+    tot, n, right = 0.0, 0, 0
     with torch.no_grad():
         for i in range(0, len(rows), bs):
             r = rows[i:i + bs]
             lg = forward(c, p, r[:, :-1], quant=quant)
             tgt = r[:, 1:]
             keep = tgt != pad
+            if only is not None:
+                keep &= only[i:i + bs]
             tot += F.cross_entropy(lg[keep], tgt[keep], reduction="sum").item()
+            right += int((lg[keep].argmax(-1) == tgt[keep]).sum())
             n += int(keep.sum())
-    return tot / n
+    return (tot / n, right / n) if with_accuracy else tot / n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,7 +572,9 @@ def cmd_loss(argv):
     d, work = argv[0], argv[1]
     tok = CachedTokenizer(os.path.join(work, "tok"))
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
-    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
+    docs = load_docs(work, "heldout.jsonl", tok, eos, limit=800)
+    held, held_w = pack(docs, 96, pad, answer_head_weights(docs, tok, 2.0))
+    held, held_w = held[:96], held_w[:96]
     if "--unigram" in argv:                      # add-one unigram of the training tokens
         counts = np.bincount(np.concatenate(load_docs(work, "train.jsonl", tok, eos, limit=40000)),
                              minlength=tok.n_base + 256).astype(np.float64) + 1.0
@@ -577,6 +588,10 @@ def cmd_loss(argv):
         p = {k: v.detach() for k, v in p.items()}
     else:
         c, p = load_params(d)
+    if "--answer-head" in argv:                  # only the answer up to ' means': the copied word
+        loss, acc = heldout_loss(c, p, held, pad, only=held_w[:, 1:] > 1, with_accuracy=True)
+        print("%.4f %.4f" % (loss, acc))
+        return
     print("%.4f" % heldout_loss(c, p, held, pad))
 
 
