@@ -2,7 +2,8 @@
  * with the disk measured in the same run.
  *
  * Passes (each on a freshly opened model, so none inherits another's cache):
- *   1. the prompt token by token (bytes read: what chunking saves),
+ *   1. the prompt token by token (bytes read: what chunking saves; not with
+ *      --no-token-by-token),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
  *      read into the expert cache's own slots (no memory beyond the plan),
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "cli.h"
 #include "remote_cli.h"
 #include "k3.h"
@@ -27,7 +29,7 @@
 
 typedef struct bench_options {
     const char *model_dir;
-    int tokens, prompt_tokens, json, probe, resident;
+    int tokens, prompt_tokens, json, probe, resident, token_by_token;
     double resident_s_per_token;     /* given instead of measured (--resident-s-per-token) */
     k3_options model;
 } bench_options;
@@ -40,6 +42,7 @@ static void usage(FILE *f)
                "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
                "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
                "  --no-probe                 skip the device measurement\n"
+               "  --no-token-by-token        skip the pass that reads the prompt one token at a time\n"
                "  --no-resident              skip the fully resident decode pass\n"
                "  --resident-s-per-token S   use S as the resident decode time\n");
     cli_print_options(f, OPTS_MODEL);
@@ -68,11 +71,22 @@ static int argmax(const float *l, int n)
     return b;
 }
 
+/* CPU seconds of the whole process (every thread): on a shared machine the
+ * wall time counts other tenants' turns on the cores, this does not. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 typedef struct decode_figures {
     double prefill_s, decode_s;
+    double prefill_cpu_s, decode_cpu_s;
     uint64_t prefill_bytes, decode_trunk, decode_experts, decode_other;
     uint64_t decode_lookups, decode_hits, read_busy_ns, wait_trunk_ns, wait_experts_ns;
     uint64_t prefetch_used, prefetch_unused;
+    uint64_t prefill_bytes_min;      /* distinct experts of the prompt + unpinned trunk (k3.h) */
 } decode_figures;
 
 /* Prefill (chunked, or one token at a time), then `tokens` greedy steps. */
@@ -85,22 +99,26 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     if (!s) return -1;
     k3_stats a, b;
     k3_stats_read(m, &a);
-    double t0 = (k3_now_ns() / 1e9);
+    double t0 = (k3_now_ns() / 1e9), c0 = cpu_s();
     int rc = 0;
     if (token_by_token)
         for (int i = 0; i < n_prompt && rc == 0; i++) rc = k3_session_eval(s, prompt + i, 1, NULL, err);
     else
         rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
     f->prefill_s = (k3_now_ns() / 1e9) - t0;
+    f->prefill_cpu_s = cpu_s() - c0;
     k3_stats_read(m, &b);
     f->prefill_bytes = (b.bytes_read_trunk + b.bytes_read_experts + b.bytes_read_other) -
                        (a.bytes_read_trunk + a.bytes_read_experts + a.bytes_read_other);
+    f->prefill_bytes_min = k3_model_prefill_bytes_min(m);
     t0 = (k3_now_ns() / 1e9);
+    c0 = cpu_s();
     for (int i = 0; i < tokens && rc == 0; i++) {
         int next = argmax(k3_session_logits(s), info.vocab_size);
         rc = k3_session_eval(s, &next, 1, NULL, err);
     }
     f->decode_s = (k3_now_ns() / 1e9) - t0;
+    f->decode_cpu_s = cpu_s() - c0;
     k3_stats_read(m, &a);
     f->decode_trunk = a.bytes_read_trunk - b.bytes_read_trunk;
     f->decode_experts = a.bytes_read_experts - b.bytes_read_experts;
@@ -126,7 +144,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->model = set.model;
     o->tokens = 32;
     o->prompt_tokens = 64;
-    o->probe = o->resident = 1;
+    o->probe = o->resident = o->token_by_token = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
@@ -143,6 +161,8 @@ static int parse(int argc, char **argv, bench_options *o)
             o->json = 1;
         } else if (!strcmp(a, "--no-probe")) {
             o->probe = 0;
+        } else if (!strcmp(a, "--no-token-by-token")) {
+            o->token_by_token = 0;
         } else if (!strcmp(a, "--no-resident")) {
             o->resident = 0;
         } else if (!strcmp(a, "--resident-s-per-token") && i + 1 < argc) {
@@ -163,6 +183,16 @@ static int parse(int argc, char **argv, bench_options *o)
     if (!o->model_dir) o->model_dir = cli_default_model();
     o->model.ctx_tokens = o->prompt_tokens + o->tokens + 1;
     return 0;
+}
+
+/* The device probe as JSON: the runtime-depth figure and each depth's. */
+static void device_probe_json(char *dst, size_t len, const k3_device_probe *p)
+{
+    size_t o = (size_t)snprintf(dst, len, "{\"gbps\":%.3f,\"seconds\":%.2f,\"files\":%d,\"depths\":{", p->gbps,
+                                p->seconds, p->files);
+    for (int i = 0; i < p->n_depths && o < len; i++)
+        o += (size_t)snprintf(dst + o, len - o, "%s\"%d\":%.3f", i ? "," : "", p->depths[i], p->depth_gbps[i]);
+    if (o < len) snprintf(dst + o, len - o, "}}");
 }
 
 /* JSON string body: the reasons are ours, but paths may hold quotes. */
@@ -186,22 +216,42 @@ int cmd_bench(int argc, char **argv)
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
     k3_error err;
-    /* pass 1: token by token */
-    k3_model *m = k3_model_open(o.model_dir, &o.model, &err);
-    if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    k3_model_info info;
-    k3_model_get_info(m, &info);
-    int *prompt = make_prompt(o.prompt_tokens, info.vocab_size);
+    k3_model *m = NULL;
+    int *prompt = NULL, rc = 0;
     decode_figures tbt = {0}, main_pass = {0}, resident = {0};
-    int rc = run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err);
-    if (rc == 0) rc = k3_model_finish(m, &err);
-    k3_model_close(m);
-    if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (o.token_by_token) {               /* pass 1: token by token */
+        m = k3_model_open(o.model_dir, &o.model, &err);
+        if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        prompt = make_prompt(o.prompt_tokens, info.vocab_size);
+        rc = prompt ? run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err) : k3_err(&err, "out of memory");
+        if (rc == 0) rc = k3_model_finish(m, &err);
+        k3_model_close(m);
+        if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    }
     /* pass 2: chunked prompt + decode */
     k3_options main_opt = o.model;
+    const double open_t0 = k3_now_ns() / 1e9;   /* cold start: reads and first touch of every arena */
     m = k3_model_open(o.model_dir, &main_opt, &err);
+    const double open_s = k3_now_ns() / 1e9 - open_t0;
     if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    if (!prompt) {
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        if (!(prompt = make_prompt(o.prompt_tokens, info.vocab_size))) {
+            cli_error("out of memory");
+            k3_model_close(m);
+            return K3_EXIT_ERROR;
+        }
+    }
     if (!o.json) cli_print_plan(m);
+    /* the device before the run (and again after it): the host's caches
+     * and other tenants move it from one minute to the next */
+    k3_device_probe probe_before = {0}, probe_after = {0};
+    char probe_failed[600] = "";
+    if (o.probe && k3_model_probe_device(m, 1.0, &probe_before, &err))
+        snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
     rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
     if (rc) { cli_error("%s", err.msg); k3_model_close(m); free(prompt); return K3_EXIT_ERROR; }
     k3_stats st;
@@ -222,8 +272,13 @@ int cmd_bench(int argc, char **argv)
         printf("kernels    %s\n", k3_kernels_name());
         printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s);
-        printf("prefill    %.1f MB chunked vs %.1f MB token by token\n", main_pass.prefill_bytes / 1e6,
-               tbt.prefill_bytes / 1e6);
+        char why[256];
+        printf("prefill    %.5f s/token in chunks of %d tokens (%s)\n", main_pass.prefill_s / o.prompt_tokens,
+               k3_model_chunk_tokens(m, why, sizeof why), why);
+        printf("prefill    read %.1f MB (least possible %.1f MB)", main_pass.prefill_bytes / 1e6,
+               main_pass.prefill_bytes_min / 1e6);
+        if (o.token_by_token) printf(" vs %.1f MB token by token", tbt.prefill_bytes / 1e6);
+        printf("\n");
         printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", hit * 100,
                (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused);
         printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
@@ -234,15 +289,27 @@ int cmd_bench(int argc, char **argv)
                main_pass.read_busy_ns * 1e-9 / n);
         fflush(stdout);
     }
-    /* pass 3: the device, into the model's own expert slots */
-    double device_gbps = 0;
-    uint64_t probe_bytes = 0;
-    int probe_depth = 0;
-    char probe_failed[600] = "";
-    if (o.probe && k3_model_probe_device(m, 1.5, &device_gbps, &probe_bytes, &probe_depth, &err)) {
+    /* pass 3: the device again, into the model's own expert slots; the
+     * floor uses the faster of the two figures (the lower floor), so a
+     * ratio below 1 means the probe missed what the run got */
+    if (o.probe && !probe_failed[0] && k3_model_probe_device(m, 1.0, &probe_after, &err))
         snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
-        device_gbps = 0;
+    double device_gbps = 0, device_spread = 0;
+    if (!probe_failed[0] && o.probe) {
+        const double lo = probe_before.gbps < probe_after.gbps ? probe_before.gbps : probe_after.gbps;
+        device_gbps = probe_before.gbps > probe_after.gbps ? probe_before.gbps : probe_after.gbps;
+        device_spread = lo > 0 ? device_gbps / lo : 0;
     }
+    const uint64_t probe_bytes = probe_after.read_bytes;
+    const int probe_depth = probe_after.depth;
+    char huge_mode_buf[32];
+    const char *huge_mode;
+    int huge_requested;
+    uint64_t anon_huge_bytes;
+    k3_model_huge_pages(m, &huge_mode, &huge_requested, &anon_huge_bytes);
+    snprintf(huge_mode_buf, sizeof huge_mode_buf, "%s", huge_mode);
+    char chunk_why[256];
+    const int chunk_tokens = k3_model_chunk_tokens(m, chunk_why, sizeof chunk_why);
     k3_error trace_err;
     int trace_failed = k3_model_finish(m, &trace_err) != 0;   /* a failed --trace write is an error exit */
     k3_model_close(m);
@@ -250,7 +317,9 @@ int cmd_bench(int argc, char **argv)
         printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", bytes_per_token / 1e6,
                main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6, read_gbps);
         if (probe_failed[0]) printf("device not measured: %s\n", probe_failed);
-        else if (o.probe) printf("device %.2f GB/s\n", device_gbps);
+        else if (o.probe)
+            printf("device %.2f GB/s (before the run %.2f, after %.2f, spread x%.2f)\n", device_gbps,
+                   probe_before.gbps, probe_after.gbps, device_spread);
         else printf("device not measured (--no-probe)\n");
         fflush(stdout);
     }
@@ -290,34 +359,58 @@ int cmd_bench(int argc, char **argv)
     const double floor_s = device_gbps > 0 ? bytes_per_token / (device_gbps * 1e9) : 0;
     const double denom = floor_s > resident_s ? floor_s : resident_s;
     const double ratio = denom > 0 ? s_per_token / denom : 0;
+    /* decode faster than its own floor: the floor was wrong, not the run */
+    char floor_note[300] = "";
+    if (denom > 0 && ratio < 1)
+        snprintf(floor_note, sizeof floor_note,
+                 "unreliable: decode ran %.2fx faster than the floor; the device probe (%.2f GB/s before, %.2f after) "
+                 "missed what the run got (host caching or other tenants)", 1 / ratio, probe_before.gbps,
+                 probe_after.gbps);
+    const double prefill_s_per_token = main_pass.prefill_s / o.prompt_tokens;
     if (o.json) {
-        char why_json[1300], probe_json[1300], resident_field[64], device_field[64];
+        char why_json[1300], probe_json[1300], resident_field[64], device_field[64], chunk_json[600];
+        char before_json[300], after_json[300], note_json[700], tbt_field[32] = "null";
+        if (o.token_by_token) snprintf(tbt_field, sizeof tbt_field, "%llu", (unsigned long long)tbt.prefill_bytes);
         json_escape(why_json, sizeof why_json, resident_why);
         json_escape(probe_json, sizeof probe_json, probe_failed);
+        json_escape(chunk_json, sizeof chunk_json, chunk_why);
+        json_escape(note_json, sizeof note_json, floor_note);
+        device_probe_json(before_json, sizeof before_json, &probe_before);
+        device_probe_json(after_json, sizeof after_json, &probe_after);
         if (resident_why[0]) snprintf(resident_field, sizeof resident_field, "null");
         else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
         if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
         else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
         printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
-               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,"
+               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,\"prefill_s_per_token\":%.6f,"
+               "\"cpu_s_per_token\":{\"prefill\":%.6f,\"decode\":%.6f},\"open_s\":%.3f,"
+               "\"chunk_tokens\":%d,\"chunk_why\":\"%s\","
+               "\"huge_pages\":{\"mode\":\"%s\",\"requested\":%s,\"anon_huge_bytes\":%llu},"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
-               "\"prefill_bytes_chunked\":%llu,\"prefill_bytes_token_by_token\":%llu,"
-               "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d},"
+               "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%s,"
+               "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_spread\":%.3f,"
+               "\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d,\"before\":%s,\"after\":%s},"
                "\"device_probe_error\":%s%s%s,"
                "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
                "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
+               "\"floor_reliable\":%s,\"floor_note\":%s%s%s,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
                "\"read_busy\":%.6f}}\n",
                o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
-               o.prompt_tokens / main_pass.prefill_s, bytes_per_token, main_pass.decode_trunk / n,
-               main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
-               (unsigned long long)tbt.prefill_bytes, read_gbps, device_field, (unsigned long long)probe_bytes,
-               probe_depth, probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
+               o.prompt_tokens / main_pass.prefill_s, prefill_s_per_token, main_pass.prefill_cpu_s / o.prompt_tokens,
+               main_pass.decode_cpu_s / n, open_s, chunk_tokens, chunk_json, huge_mode_buf,
+               huge_requested ? "true" : "false", (unsigned long long)anon_huge_bytes, bytes_per_token,
+               main_pass.decode_trunk / n, main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
+               (unsigned long long)main_pass.prefill_bytes_min, tbt_field, read_gbps,
+               device_field, device_spread, (unsigned long long)probe_bytes, probe_depth, before_json, after_json,
+               probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
                probe_failed[0] ? "\"" : "", hit, (unsigned long long)main_pass.prefetch_used,
                (unsigned long long)main_pass.prefetch_unused, (unsigned long long)st.peak_rss_bytes,
                (unsigned long long)st.budget_bytes, plan, floor_s, resident_field, resident_why[0] ? "\"" : "",
                resident_why[0] ? why_json : "null", resident_why[0] ? "\"" : "", ratio,
+               floor_note[0] ? "false" : "true", floor_note[0] ? "\"" : "", floor_note[0] ? note_json : "null",
+               floor_note[0] ? "\"" : "",
                main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
@@ -326,6 +419,7 @@ int cmd_bench(int argc, char **argv)
         if (resident_why[0]) printf("resident not measured (%s), ", resident_why);
         else printf("resident %.4f s/token, ", resident_s);
         printf("floor ratio %.2f\n", ratio);
+        if (floor_note[0]) printf("floor      %s\n", floor_note);
     }
     if (trace_failed) {
         cli_error("%s", trace_err.msg);

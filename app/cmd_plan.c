@@ -56,7 +56,8 @@ static void usage(FILE *f)
             "  --ctx N        context limit planned for (default 4096, as the engine)\n"
             "  --trace FILE   hit rate from a routing trace recorded with k3 run/bench --trace\n"
             "                 (default: uniform routing)\n"
-            "  --fixed SIZE   the plan's fixed claim (default: estimated as the engine counts it)\n"
+            "  --fixed SIZE   the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json:\n"
+            "                 plan.fixed_bytes - plan.chunk_scratch_bytes; default: estimated as the engine counts it)\n"
             "  --reprobe      measure the kernels again instead of using the cache\n"
             "  --json         one JSON object\n");
 }
@@ -231,14 +232,14 @@ static void print_estimate_text(const k3_plan_estimate *e)
            e->bytes_head / 1e9, 100 * e->hit_rate);
     printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s at %.2f GB/s, compute %.4f s)\n", e->decode_s,
            1 / e->decode_s, e->io_s, e->disk_gbps, e->compute_s);
-    printf("prompt: %d tokens in %d chunks: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->prompt_s,
+    printf("prompt: %d tokens in %d chunks of up to %d: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->chunk_tokens, e->prompt_s,
            e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
 }
 
 static json_t *estimate_json(const k3_plan_estimate *e)
 {
     return json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,"
-                     "s:i,s:i,s:f}",
+                     "s:i,s:i,s:i,s:f}",
                      "budget_bytes", (json_int_t)e->budget_bytes, "fixed_bytes", (json_int_t)e->fixed_bytes,
                      "min_budget_bytes", (json_int_t)e->min_budget_bytes, "pinned_units", e->pinned_units,
                      "trunk_units", e->trunk_units, "pinned_bytes", (json_int_t)e->pinned_bytes,
@@ -250,7 +251,7 @@ static json_t *estimate_json(const k3_plan_estimate *e)
                      e->bytes_experts, "head_embedding", e->bytes_head, "disk_gbps", e->disk_gbps,
                      "io_s_per_token", e->io_s, "compute_s_per_token", e->compute_s, "decode_s_per_token",
                      e->decode_s, "prompt_tokens", e->prompt_tokens, "prompt_chunks", e->prompt_chunks,
-                     "prompt_s", e->prompt_s);
+                     "chunk_tokens", e->chunk_tokens, "prompt_s", e->prompt_s);
 }
 
 static int parse_args(int argc, char **argv, plan_options *o)

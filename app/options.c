@@ -38,6 +38,8 @@ static int set_io(cli_settings *s, const opt_value *v) { s->model.io_buffered = 
 static int set_backend(cli_settings *s, const opt_value *v) { s->model.io_uring = (int)v->i; return 0; }
 static int set_depth(cli_settings *s, const opt_value *v) { s->model.io_depth = (int)v->i; return 0; }
 static int set_prefetch(cli_settings *s, const opt_value *v) { s->model.prefetch = (int)v->i; return 0; }
+static int set_chunk(cli_settings *s, const opt_value *v) { s->model.chunk_tokens = (int)v->i; return 0; }
+static int set_huge(cli_settings *s, const opt_value *v) { s->model.no_huge_pages = (int)v->i; return 0; }
 static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path = v->s; return 0; }
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
@@ -123,6 +125,10 @@ static const cli_option options[] = {
      "expert cache eviction"},
     {"--prefetch", NULL, OPTS_MODEL, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_prefetch,
      "read the next layer's predicted experts while the disk is idle"},
+    {"--chunk-tokens", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 65536, NULL, "the largest the budget allows",
+     set_chunk, "prompt tokens per pass over the weights"},
+    {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,
+     "large arenas on 2 MiB transparent huge pages"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
     {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "all cores", set_threads,

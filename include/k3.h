@@ -62,6 +62,9 @@ typedef struct k3_options {
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
     int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
                               * no gain on this disk, docs/PERFORMANCE.md) */
+    int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
+                              * budget allows (k3_model_chunk_tokens says which and why) */
+    int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
 } k3_options;
 
 /* Public facts about a loaded model. */
@@ -129,9 +132,11 @@ int k3_session_max_tokens(const k3_session *s);
 int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err);
 
 /* An interrupt flag (set from a signal handler or another thread) that
- * k3_session_eval checks between prompt chunks: when set, eval stops at the
- * chunk boundary and returns K3_EVAL_INTERRUPTED; the session then holds the
- * chunks completed so far (a clean token boundary). NULL = none. */
+ * k3_session_eval checks between prompt chunks, and between the layers of a
+ * chunk of more than 32 tokens (that chunk is then undone): when set, eval
+ * stops at a chunk boundary and returns K3_EVAL_INTERRUPTED; the session
+ * then holds the chunks completed so far (a clean token boundary). NULL =
+ * none. */
 #define K3_EVAL_INTERRUPTED 1
 void k3_session_set_interrupt(k3_session *s, volatile int *flag);
 
@@ -262,9 +267,40 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out);
 /* The memory plan as a JSON object (budget, pinned units, ring, expert slots). */
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len);
 
-/* Measure the device with the runtime's own read size and queue depth. */
-int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                          k3_error *err);
+/* Tokens per prompt chunk this model runs (a prompt of n tokens takes
+ * ceil(n / chunk) passes over the weights); why (optional) gets the reason
+ * in one line. */
+int k3_model_chunk_tokens(const k3_model *m, char *why, size_t why_len);
+
+/* Bytes a prompt must read at least, for the prompts evaluated since the
+ * model was opened: every distinct routed expert they chose once (none when
+ * the model is fully resident: all were read at open), plus the trunk units
+ * that are not pinned (read once per chunk; pinned ones were read at open). */
+uint64_t k3_model_prefill_bytes_min(const k3_model *m);
+
+/* Transparent huge pages: the kernel's mode ("always", "madvise", "never",
+ * "unavailable"), whether this model asked for them, and the bytes of the
+ * process on huge pages now (AnonHugePages). */
+void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, uint64_t *anon_huge_bytes);
+
+/* The device as the runtime reads it (k3_model_probe_device). */
+typedef struct k3_device_probe {
+    double gbps;                 /* at the runtime's own depth: what the I/O floor uses */
+    uint64_t read_bytes;         /* bytes of one read (an expert page, or a slot) */
+    int depth;                   /* the runtime's reads in flight */
+    int n_depths;                /* depths measured, ascending; the last is `depth` */
+    int depths[4];
+    double depth_gbps[4];
+    int files;                   /* files the reads were spread over */
+    uint64_t bytes_total;
+    double seconds;
+} k3_device_probe;
+
+/* Measure the device with the runtime's own reads: random routed experts'
+ * pages (spread over every file that holds them), at depth 1, 2 and the
+ * reader's depth, at least `seconds` in all (a model without routed experts:
+ * random slot-sized reads of its largest file). */
+int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err);
 
 /* ---- small shared utilities ---------------------------------------------- */
 
@@ -378,6 +414,7 @@ typedef struct k3_plan_estimate {
     double io_s, compute_s, decode_s;                 /* decode_s = max(io_s, compute_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
+    int chunk_tokens;            /* tokens per prompt chunk, chosen from the budget as the engine does */
     double prompt_s;
 } k3_plan_estimate;
 

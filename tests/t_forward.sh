@@ -61,3 +61,19 @@ for m in tiny_bf16_1 small_f32_4 py_wide; do
     IDS=$($PY -c "import random; random.seed(7); print(' '.join(str(random.randrange(200)) for _ in range(45)))")
     $TOOL split $OUT/$m "$IDS" 9 | sed "s/^\(PASS\|FAIL\) /\1 $m: /"
 done
+# the prompt chunk changes no bit: 45 ids in chunks of 1, 7 and 32 tokens
+# (--chunk-tokens) against the chunk the budget picks (the whole prompt here)
+for m in tiny_bf16_1 py_wide; do
+    want $m || continue
+    IDS=$($PY -c "import random; random.seed(8); print(' '.join(str(random.randrange(200)) for _ in range(45)))")
+    $K3 eval $OUT/$m --ids "$IDS" --logits $OUT/$m.chunk_auto.f32 2>/dev/null
+    for c in 1 7 32; do
+        if ! $K3 eval $OUT/$m --chunk-tokens $c --ids "$IDS" --logits $OUT/$m.chunk_$c.f32 2>$OUT/$m.chunk.err; then
+            echo "FAIL $m: k3 eval --chunk-tokens $c failed: $(cat $OUT/$m.chunk.err)"
+        elif [ -s $OUT/$m.chunk_auto.f32 ] && cmp -s $OUT/$m.chunk_auto.f32 $OUT/$m.chunk_$c.f32; then
+            echo "PASS $m: logits of 45 ids in chunks of $c tokens = in one chunk (bit-identical)"
+        else
+            echo "FAIL $m: logits of 45 ids in chunks of $c tokens differ from one chunk"
+        fi
+    done
+done

@@ -24,7 +24,7 @@ check_plan() {
     $K3 bench $2 --mem ${3}M --json --tokens 1 --prompt-tokens 1 --no-probe --no-resident \
         > $OUT/bench.json 2>$OUT/bench.err
     if [ $? -ne 0 ]; then echo "FAIL plan $1 --mem ${3}M: k3 bench failed: $(tail -1 $OUT/bench.err)"; return; fi
-    fixed=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['fixed_bytes'])")
+    fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
     ctx=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['ctx_tokens'])")
     $K3 plan $2 --mem ${3}M --fixed $fixed --ctx $ctx --disk 2 --json > $OUT/plan.json 2>$OUT/plan.err
     if [ $? -ne 0 ]; then echo "FAIL plan $1 --mem ${3}M: k3 plan failed: $(cat $OUT/plan.err)"; return; fi
@@ -32,7 +32,7 @@ check_plan() {
 import json, sys
 name, b, p = sys.argv[1], json.load(open(sys.argv[2]))['plan'], json.load(open(sys.argv[3]))['plan']
 keys = ['pinned_units', 'trunk_units', 'pinned_bytes', 'ring_slots', 'ring_slot_bytes', 'expert_slots',
-        'experts_total', 'expert_slot_bytes', 'min_budget_bytes', 'fully_resident']
+        'experts_total', 'expert_slot_bytes', 'min_budget_bytes', 'fully_resident', 'chunk_tokens']
 diff = [f"{k}: engine {b[k]} plan {p[k]}" for k in keys if b[k] != p[k]]
 if diff: print(f"FAIL plan {name}: differs from the engine's: " + "; ".join(diff))
 else: print(f"PASS plan {name}: equals the engine's (pinned {p['pinned_units']}/{p['trunk_units']}, "

@@ -111,7 +111,9 @@ try:
 except Exception as e:
     print(f"FAIL bench --json: not JSON ({e})"); sys.exit(0)
 need = ["decode_s_per_token", "prefill_tokens_per_s", "bytes_read_per_token", "read_gbps", "device_gbps",
-        "true_hit_rate", "peak_rss_bytes", "budget_bytes", "plan", "io_floor_s_per_token", "floor_ratio"]
+        "true_hit_rate", "peak_rss_bytes", "budget_bytes", "plan", "io_floor_s_per_token", "floor_ratio",
+        "prefill_s_per_token", "prefill_bytes", "prefill_bytes_min", "chunk_tokens", "chunk_why", "huge_pages",
+        "floor_reliable", "device_spread"]
 missing = [k for k in need if k not in b]
 print(("FAIL bench --json lacks " + ", ".join(missing)) if missing else "PASS bench --json has every field")
 if missing:
@@ -131,14 +133,36 @@ if not 0 < b["peak_rss_bytes"] <= (b["budget_bytes"] if not os.environ.get("K3_S
 planned = p["fixed_bytes"] + p["pinned_bytes"] + p["ring_slots"] * p["ring_slot_bytes"] + p["expert_slots"] * p["expert_slot_bytes"]
 if planned > p["budget_bytes"]: bad.append("plan adds up to %d > budget" % planned)
 if p["fully_resident"] or p["expert_slots"] >= p["experts_total"]: bad.append("a plan just above the minimum claims to be resident")
+if not 0 < b["prefill_bytes_min"] <= b["prefill_bytes"]: bad.append("prefill_bytes %d below its least possible %d" % (b["prefill_bytes"], b["prefill_bytes_min"]))
+if b["chunk_tokens"] != p["chunk_tokens"] or not b["chunk_tokens"] >= 1 or not b["chunk_why"]: bad.append("chunk_tokens %r / plan %r" % (b["chunk_tokens"], p["chunk_tokens"]))
+if abs(b["prefill_s_per_token"] * b["prefill_tokens_per_s"] - 1) > 0.02: bad.append("prefill s/token is not 1 / tok/s")
 print(("FAIL bench --json figures: " + "; ".join(bad)) if bad else
       "PASS bench --json figures are consistent (%.4f s/token, %d bytes/token, hit rate %.2f, peak RSS %d <= budget)"
       % (b["decode_s_per_token"], r["total"], b["true_hit_rate"], b["peak_rss_bytes"]))
-c, t = b["prefill_bytes_chunked"], b["prefill_bytes_token_by_token"]
+c, t = b["prefill_bytes"], b["prefill_bytes_token_by_token"]
 if os.environ.get("K3_SANITIZER"):
     # the ASan budget is doubled (above), so the cache may hold every expert:
     # only the run itself is checked there
     print(("PASS" if c > 0 and t > 0 else "FAIL") + f" chunked prefill and token-by-token both ran ({c}, {t} bytes)")
 else:
     print(("PASS" if c * 2 <= t else "FAIL") + f" chunked prefill read {c} bytes vs {t} token by token")
+PY
+
+# a budget whose room above the minimum holds a chunk of the whole 64-token
+# prompt: the prompt reads each expert it routes to once (within 1.2x of the
+# least possible: the distinct experts, the unpinned trunk once)
+$K3 bench $M --mem $((BMIN + 12))M --tokens 2 --prompt-tokens 64 --json --no-probe --no-resident --no-token-by-token \
+    > $OUT/bench_chunk.json 2>$OUT/bench_chunk.err
+/usr/bin/python3 - $OUT/bench_chunk.json <<'PY'
+import json, sys
+try:
+    b = json.load(open(sys.argv[1]))
+except Exception as e:
+    print(f"FAIL bench --json (one chunk): not JSON ({e})"); sys.exit(0)
+c, lo, ch = b["prefill_bytes"], b["prefill_bytes_min"], b["chunk_tokens"]
+if ch < 64:
+    print(f"FAIL a 64-token prompt at this budget runs in chunks of {ch} tokens ({b['chunk_why']})")
+else:
+    print(("PASS" if 0 < lo <= c <= 1.2 * lo else "FAIL") +
+          f" a 64-token prompt in one chunk of {ch} read {c} bytes, least possible {lo} ({c / max(lo, 1):.3f}x)")
 PY

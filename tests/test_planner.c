@@ -2,7 +2,10 @@
  * thousands of random inputs from a fixed seed: a plan never uses more than
  * its budget, always has at least top_k expert slots (or every expert), and
  * its ring slot holds every unpinned trunk unit; a budget is refused only
- * when it is below the minimum the plan reports. */
+ * when it is below the minimum the plan reports. The prompt chunk it picks
+ * lies in its range, its scratch is in the fixed claim, and that scratch
+ * beyond the smallest chunk's takes at most an eighth of what the budget
+ * leaves above the smallest chunk's minimum. */
 #include <string.h>
 #include "planner.h"
 #include "test.h"
@@ -39,6 +42,8 @@ int main(void)
     enum { N_PLANS = 20000, MAX_TRUNK = 64 };
     uint64_t trunk[MAX_TRUNK];
     int over_budget = 0, few_slots = 0, small_ring = 0, bad_refusal = 0, bad_sum = 0, refused = 0, streamed = 0;
+    int bad_chunk = 0, big_chunks = 0, min_chunks = 0;
+    char first_chunk[256] = "";
     char first[256] = "";
     for (int it = 0; it < N_PLANS; it++) {
         const int n_trunk = (int)rnd_range(1, MAX_TRUNK);
@@ -52,22 +57,48 @@ int main(void)
         k3_plan_input in = {.budget_bytes = rnd() % 16 == 0 ? 0 : rnd_range(1, total + total / 4),
                             .fixed_bytes = fixed, .state_bytes = fixed / 2, .ctx_tokens = 4096,
                             .n_trunk = n_trunk, .trunk_bytes = trunk, .expert_bytes = expert_bytes,
-                            .n_experts_total = n_experts, .top_k = (int)rnd_range(1, 16)};
-        k3_plan p;
+                            .n_experts_total = n_experts, .top_k = (int)rnd_range(1, 16),
+                            .chunk_min = 32, .chunk_max = (int)rnd_range(32, 4096),
+                            .chunk_token_bytes = rnd() % 4 == 0 ? 0 : rnd_range(1024, rnd() % 2 ? 1 << 20 : 1ull << 30),
+                            .chunk_room_bytes = rnd_range(0, 8ull << 30)};
+        k3_plan p, at_min;
         k3_error err;
+        k3_plan_input smallest = in;      /* the same plan at the smallest chunk */
+        smallest.chunk_token_bytes = 0;
+        const int min_ok = k3_plan_make(&smallest, &at_min, &err) == 0;
         const int min_slots = in.top_k < n_experts ? in.top_k : n_experts;
         if (k3_plan_make(&in, &p, &err)) {
             refused++;
-            if (in.budget_bytes == 0 || in.budget_bytes >= p.min_budget_bytes) bad_refusal++;
+            if (in.budget_bytes == 0 || in.budget_bytes >= p.min_budget_bytes || min_ok) bad_refusal++;
             k3_plan_free(&p);
+            k3_plan_free(&at_min);
             continue;
         }
+        {
+            const uint64_t extra = (uint64_t)(p.chunk_tokens - in.chunk_min) * in.chunk_token_bytes;
+            const uint64_t room = !min_ok ? 0
+                                  : in.budget_bytes && !at_min.all_resident ? in.budget_bytes - at_min.min_budget_bytes
+                                  : in.budget_bytes ? in.budget_bytes - at_min.resident_bytes : in.chunk_room_bytes;
+            const char *why = NULL;
+            if (!min_ok) why = "planned at its chunk but refused at the smallest";
+            else if (p.chunk_tokens < in.chunk_min || p.chunk_tokens > in.chunk_max) why = "chunk outside its range";
+            else if (p.fixed_bytes != fixed + extra) why = "the chunk's scratch is not in the fixed claim";
+            else if (extra > room / 8) why = "the chunk's scratch takes more than an eighth of the room";
+            else if (in.chunk_token_bytes && p.chunk_tokens < in.chunk_max &&
+                     extra + in.chunk_token_bytes <= room / 8) why = "a bigger chunk would have fitted";
+            if (why && !bad_chunk++)
+                snprintf(first_chunk, sizeof first_chunk, "plan %d: %s (chunk %d of %d..%d, %llu bytes per token)", it,
+                         why, p.chunk_tokens, in.chunk_min, in.chunk_max, (unsigned long long)in.chunk_token_bytes);
+            big_chunks += p.chunk_tokens == in.chunk_max && in.chunk_max > in.chunk_min;
+            min_chunks += p.chunk_tokens == in.chunk_min && in.chunk_token_bytes && in.chunk_max > in.chunk_min;
+        }
+        k3_plan_free(&at_min);
         uint64_t pinned_sum = 0, largest_unpinned = 0;
         for (int i = 0; i < n_trunk; i++) {
             if (p.pinned[i]) pinned_sum += trunk[i];
             else if (trunk[i] > largest_unpinned) largest_unpinned = trunk[i];
         }
-        const uint64_t used = fixed + pinned_sum + (uint64_t)p.n_ring * p.ring_slot_bytes +
+        const uint64_t used = p.fixed_bytes + pinned_sum + (uint64_t)p.n_ring * p.ring_slot_bytes +
                               (uint64_t)p.n_expert_slots * expert_bytes;
         if (in.budget_bytes && used > in.budget_bytes) {
             if (!over_budget++)
@@ -94,6 +125,11 @@ int main(void)
     CHECK(bad_refusal == 0, "%d budgets at or above the reported minimum were refused", bad_refusal);
     /* the random inputs must reach every branch, or the checks above say little */
     CHECK(refused > 100 && streamed > 1000, "inputs too easy: %d refused, %d with streamed trunk", refused, streamed);
+    TEST_END();
+    TEST_BEGIN("planner_sizes_the_prompt_chunk_from_the_budget");
+    CHECK(bad_chunk == 0, "%d plans with a wrong chunk; first: %s", bad_chunk, first_chunk);
+    CHECK(big_chunks > 100 && min_chunks > 100, "inputs too easy: %d at the largest chunk, %d at the smallest",
+          big_chunks, min_chunks);
     TEST_END();
     printf("# %d random plans: %d refused, %d with a streamed trunk\n", N_PLANS, refused, streamed);
     TEST_EXIT();

@@ -181,7 +181,7 @@ static int rollback_check(const char *dir, const int *ids, int n, const char *me
         if (rc == 0) {
             printf("FAIL rollback: read %s did not fail inside the second evaluation\n", nth);
             fails++;
-        } else if (kept < half || kept >= n || (kept - half) % K3_CHUNK_TOKENS) {
+        } else if (kept < half || kept >= n || (kept - half) % k3_model_chunk_tokens(m, NULL, 0)) {
             printf("FAIL rollback: after the error the session holds %d tokens, not a chunk boundary after %d\n",
                    kept, half);
             fails++;
@@ -244,9 +244,15 @@ static int probe_check(const char *dir, const int *ids, int n, const char *mem)
         k3_stats st;
         k3_stats_read(m, &st);
         rss0 = st.rss_bytes;
-        if (probe && k3_model_probe_device(m, 0.3, &gbps, &read_bytes, &depth, &err)) {
+        k3_device_probe dp;
+        if (probe && k3_model_probe_device(m, 0.3, &dp, &err)) {
             printf("FAIL probe: %s\n", err.msg);
             return 1;
+        }
+        if (probe) {
+            gbps = dp.gbps;
+            read_bytes = dp.read_bytes;
+            depth = dp.depth;
         }
         k3_stats_read(m, &st);
         rss1 = st.rss_bytes;

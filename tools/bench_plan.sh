@@ -38,7 +38,7 @@ for m in $models; do
         [ $mem -gt $MIN ] || continue
         "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident \
             --trace $OUT/trace.txt > $OUT/bench.json 2>$OUT/bench.err || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
-        fixed=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['fixed_bytes'])")
+        fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
         dev=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['device_gbps'])")
         # the disk as k3 bench probed it right after its decode pass; the
         # kernels probed again now (--reprobe), under the same load

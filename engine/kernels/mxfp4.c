@@ -110,6 +110,29 @@ static float row_dot_decoded(const v8f *fv, const float *half_scales, int64_t gr
     return v8_hsum(v8_add(acc0, acc1));
 }
 
+/* The same for two tokens at once: each group's decoded values are loaded
+ * once for both (a prompt's matmul is bound by these loads), and each token
+ * gets exactly the operations of row_dot_decoded, so the bits are the same. */
+static void row_dot_decoded_pair(const v8f *fv, const float *half_scales, int64_t groups, const float *x0,
+                                 const float *x1, float *y0, float *y1)
+{
+    v8f a0 = v8_zero(), a1 = v8_zero(), b0 = v8_zero(), b1 = v8_zero();
+    int64_t g = 0;
+    for (; g + 1 < groups; g += 2) {
+        const v8f *f = fv + g * 4, *f_next = fv + (g + 1) * 4;
+        a0 = group_step(f, x0 + g * 32, half_scales[g], a0);
+        b0 = group_step(f, x1 + g * 32, half_scales[g], b0);
+        a1 = group_step(f_next, x0 + (g + 1) * 32, half_scales[g + 1], a1);
+        b1 = group_step(f_next, x1 + (g + 1) * 32, half_scales[g + 1], b1);
+    }
+    if (g < groups) {
+        a0 = group_step(fv + g * 4, x0 + g * 32, half_scales[g], a0);
+        b0 = group_step(fv + g * 4, x1 + g * 32, half_scales[g], b0);
+    }
+    *y0 = v8_hsum(v8_add(a0, a1));
+    *y1 = v8_hsum(v8_add(b0, b1));
+}
+
 /* Rows [b, e) for one activation vector (k3_matvec_rows on MXFP4). */
 void k3_mxfp4_rows(float *y, const k3_weight *W, const float *x, int64_t b, int64_t e)
 {
@@ -149,8 +172,11 @@ void k3_mxfp4_matmul_rows(float *Y, const k3_weight *W, const float *X, int n_to
             v32_from_mxfp4_doubled(packed + g * 16, fv + g * 4);
             hs[g] = 0.5f * k3_e8m0_to_f32(scale[g]);
         }
-        for (int t = 0; t < n_tokens; t++)
-            Y[(size_t)t * W->rows + r] = row_dot_decoded(fv, hs, groups, X + (size_t)t * W->cols);
+        int t = 0;
+        for (; t + 1 < n_tokens; t += 2)
+            row_dot_decoded_pair(fv, hs, groups, X + (size_t)t * W->cols, X + (size_t)(t + 1) * W->cols,
+                                 &Y[(size_t)t * W->rows + r], &Y[(size_t)(t + 1) * W->rows + r]);
+        if (t < n_tokens) Y[(size_t)t * W->rows + r] = row_dot_decoded(fv, hs, groups, X + (size_t)t * W->cols);
     }
     free(fv);
     free(hs);

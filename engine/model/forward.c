@@ -60,10 +60,15 @@ static void kda_restore(k3_session *s, int n_saved)
 
 static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, int *n_saved, k3_error *err);
 
-/* A chunk either completes or leaves the session as it was (k3.h). */
+/* A chunk either completes or leaves the session as it was (k3.h): on a
+ * read error (-1), or on an interrupt between layers of a chunk larger than
+ * K3_CHUNK_TOKENS (K3_EVAL_INTERRUPTED). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err)
 {
-    assert(T >= 1 && T <= K3_CHUNK_TOKENS);
+    assert(T >= 1);
+    if (T > s->sc.chunk_tokens)   /* the scratch holds chunk_tokens (k3_session_eval splits a prompt) */
+        return k3_err(err, "a pass of %d tokens exceeds this session's chunk of %d (--chunk-tokens)", T,
+                      s->sc.chunk_tokens);
     int n_saved = 0;
     int rc = forward_chunk(s, ids, T, all_logits, &n_saved, err);
     if (rc) kda_restore(s, n_saved);
@@ -86,6 +91,10 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
         if (k3_weights_embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
+        /* a chunk larger than K3_CHUNK_TOKENS can take long: an interrupt
+         * stops it between layers and the caller undoes it (a smaller chunk
+         * completes, as before) */
+        if (T > K3_CHUNK_TOKENS && l > 0 && s->interrupt && *s->interrupt) return K3_EVAL_INTERRUPTED;
         stats_set32(&m->stats.layer, (uint32_t)l);
         const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
         if (!lw) return -1;

@@ -9,8 +9,11 @@
 #include "weights.h"
 
 /* Tokens processed together per layer in a prompt chunk: each weight matrix
- * (and each routed expert) is read once per chunk. */
+ * (and each routed expert) is read once per chunk. A model's chunk is chosen
+ * at open from its budget by the planner (planner.c): K3_CHUNK_TOKENS when the
+ * budget leaves no room for more, up to K3_CHUNK_TOKENS_MAX. */
 #define K3_CHUNK_TOKENS 32
+#define K3_CHUNK_TOKENS_MAX 4096
 
 /* Upper bound on a model's compute threads (per-thread scratch rows). */
 #define K3_MAX_THREADS 1024
@@ -26,6 +29,9 @@ struct k3_model {
     k3_stats stats;           /* live counters (stats.h) */
     int ctx_tokens;           /* context planned in the memory budget */
     int budgeted;             /* a --mem budget is in force */
+    int chunk_tokens;         /* prompt tokens per chunk (the plan's choice) */
+    char chunk_why[160];      /* why that many, one line */
+    int huge_pages;           /* large arenas asked onto 2 MiB pages (huge_pages.c) */
 };
 
 /* Bytes one session of ctx tokens holds (for the memory plan). */
@@ -39,7 +45,7 @@ typedef struct k3_expert_work {
     int *rows;                /* [T] (token, choice) row of each gathered token */
 } k3_expert_work;
 
-/* Scratch for one chunk of up to K3_CHUNK_TOKENS tokens. */
+/* Scratch for one chunk of up to chunk_tokens tokens (the plan picks it). */
 typedef struct k3_scratch {
     float *h;                 /* [T][D] residual stream */
     float *xn;                /* [T][D] normalised input of a block */
@@ -79,12 +85,17 @@ typedef struct k3_scratch {
     float *snapshots;         /* [T][max snapshots][D] AttnRes block snapshots */
     float *mix_scores;        /* [max snapshots + 1] */
     uint8_t *arena;           /* every buffer above lives in it (scratch.c) */
+    int chunk_tokens;         /* T of the largest chunk the buffers hold */
 } k3_scratch;
 
 /* The chunk scratch (scratch.c): its bytes for the plan, and one arena that
  * holds every buffer, sized by the same table. */
-size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens);
-int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens);
+size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens);
+int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int huge);
+
+/* Scratch bytes one more token of chunk costs (the planner sizes the chunk
+ * from it: planner.c). */
+size_t k3_scratch_bytes_per_chunk_token(const k3_config *c, int n_threads, int max_tokens);
 void k3_scratch_free(k3_scratch *sc);
 
 struct k3_session {
@@ -108,7 +119,7 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
 
-/* One chunk of T <= K3_CHUNK_TOKENS tokens through all layers. */
+/* One chunk of T <= the model's chunk_tokens tokens through all layers. */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);
 
 #endif

@@ -74,6 +74,9 @@ typedef struct k3_provider_options {
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
     int prefetch;                 /* router-lookahead prefetch (off by default) */
     int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
+    int chunk_min, chunk_max;     /* prompt chunk range; session_bytes holds chunk_min's scratch */
+    uint64_t chunk_token_bytes;   /* scratch per chunk token beyond chunk_min (0 = chunk_min as given) */
+    int huge_pages;               /* large arenas on 2 MiB pages (huge_pages.c) */
 } k3_provider_options;
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "forward.h"
+#include "huge_pages.h"
 
 /* Each buffer starts on a 64-byte boundary (a cache line, and the widest
  * vector load the kernels issue). */
@@ -22,9 +23,10 @@ static void *take(uint8_t *arena, size_t *at, size_t n, size_t elem)
 /* The table: every buffer of k3_scratch and its size for this config,
  * n_threads compute threads and a context of max_tokens. Returns the arena
  * bytes; with arena set, points every buffer into it. */
-static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, uint8_t *arena)
+static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens,
+                             uint8_t *arena)
 {
-    const size_t T = K3_CHUNK_TOKENS, D = (size_t)c->hidden;
+    const size_t T = (size_t)chunk_tokens, D = (size_t)c->hidden;
     const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
     const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
     const size_t L = (size_t)c->kv_lora_rank;
@@ -87,23 +89,38 @@ static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, 
 }
 
 /* Bytes of a session's scratch (what the plan charges for it). */
-size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens)
+size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens)
 {
     k3_scratch sizing;
-    return scratch_layout(&sizing, c, n_threads, max_tokens, NULL);
+    return scratch_layout(&sizing, c, n_threads, max_tokens, chunk_tokens, NULL);
 }
 
-/* One zeroed arena with every buffer placed in it; -1 when out of memory. */
-int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens)
+/* One zeroed arena with every buffer placed in it (on huge pages when
+ * asked); -1 when out of memory. */
+int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int huge)
 {
     memset(sc, 0, sizeof *sc);
-    const size_t bytes = (k3_scratch_bytes(c, n_threads, max_tokens) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
-    uint8_t *arena = aligned_alloc(SCRATCH_ALIGN, bytes);
+    const size_t bytes =
+        (k3_scratch_bytes(c, n_threads, max_tokens, chunk_tokens) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    uint8_t *arena = k3_huge_alloc(bytes, SCRATCH_ALIGN, huge);
     if (!arena) return -1;
     memset(arena, 0, bytes);
-    scratch_layout(sc, c, n_threads, max_tokens, arena);
+    scratch_layout(sc, c, n_threads, max_tokens, chunk_tokens, arena);
     sc->arena = arena;
+    sc->chunk_tokens = chunk_tokens;
     return 0;
+}
+
+/* Scratch bytes each prompt token of a chunk adds, for the planner's
+ * choice of chunk (k3_plan_make in planner.c). The table is linear in the
+ * chunk but for each buffer's rounding to SCRATCH_ALIGN; the slope is
+ * rounded up and a SCRATCH_ALIGN per buffer added, so the planner's charge
+ * is never below the arena k3_scratch_alloc then makes. */
+size_t k3_scratch_bytes_per_chunk_token(const k3_config *c, int n_threads, int max_tokens)
+{
+    const size_t base = k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS);
+    const size_t n_buffers = 40 + 5 * (size_t)(n_threads > 0 ? n_threads : 1);   /* the table's rows, rounded up */
+    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS + 64) - base + 63) / 64 + n_buffers;
 }
 
 void k3_scratch_free(k3_scratch *sc)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "k3_chat_format.h"
 #include "file_read.h"
+#include "huge_pages.h"
 #include "forward.h"
 #include "weights.h"
 #include "stats.h"
@@ -72,6 +73,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     }
     m->ctx_tokens = opt && opt->ctx_tokens > 0 ? opt->ctx_tokens : K3_CTX_TOKENS_DEFAULT;
     m->budgeted = opt && opt->mem_bytes;
+    m->huge_pages = !(opt && opt->no_huge_pages);
+    /* the plan charges a session with the smallest chunk and picks the
+     * chunk (planner.c); --chunk-tokens N fixes it */
+    const int given_chunk = opt && opt->chunk_tokens > 0 ? opt->chunk_tokens : 0;
+    m->chunk_tokens = given_chunk ? given_chunk : K3_CHUNK_TOKENS;
+    if (m->chunk_tokens > m->ctx_tokens) m->chunk_tokens = m->ctx_tokens;
     k3_provider_options po = {.mem_bytes = opt ? opt->mem_bytes : 0,
                               .io_direct = !(opt && opt->io_buffered),
                               .io_backend = opt && opt->io_uring ? 1 : 0,
@@ -80,11 +87,21 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
-                              .prefetch = opt ? opt->prefetch : 0};
+                              .prefetch = opt ? opt->prefetch : 0,
+                              .chunk_min = m->chunk_tokens,
+                              .chunk_max = given_chunk ? m->chunk_tokens
+                                           : m->ctx_tokens < K3_CHUNK_TOKENS_MAX ? m->ctx_tokens : K3_CHUNK_TOKENS_MAX,
+                              .chunk_token_bytes = given_chunk ? 0
+                                                   : k3_scratch_bytes_per_chunk_token(&m->cfg, m->n_threads,
+                                                                                      m->ctx_tokens),
+                              .huge_pages = m->huge_pages};
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
+    const char *why = "";
+    m->chunk_tokens = k3_weights_chunk_tokens(m->weights, &why);
+    snprintf(m->chunk_why, sizeof m->chunk_why, "%s", why);
     uint64_t content_hash;
     if (k3_weights_content_hash(m->weights, &content_hash, err)) { k3_model_close(m); return NULL; }
     snprintf(m->fingerprint, sizeof m->fingerprint, "%016llx",
@@ -131,7 +148,13 @@ const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
 
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
-    return k3_plan_json(k3_weights_plan(m->weights), buf, len);
+    int n = k3_plan_json(k3_weights_plan(m->weights), buf, len);
+    /* the arenas' page size belongs to the plan too: the kernel's THP mode
+     * and whether this model asked for huge pages */
+    if (n > 1 && (size_t)n < len && buf[n - 1] == '}')
+        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1), ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s}",
+                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false");
+    return n;
 }
 
 void k3_model_plan(const k3_model *m, k3_plan_info *out)
@@ -147,10 +170,9 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out)
     snprintf(out->budget_source, sizeof out->budget_source, "%s", p->budget_source);
 }
 
-int k3_model_probe_device(k3_model *m, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                          k3_error *err)
+int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err)
 {
-    return k3_weights_probe_device(m->weights, seconds, gbps, read_bytes, depth, err);
+    return k3_weights_probe_device(m->weights, seconds, out, err);
 }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
@@ -206,7 +228,23 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
     bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
-    return bytes + k3_scratch_bytes(c, m->n_threads, ctx);
+    return bytes + k3_scratch_bytes(c, m->n_threads, ctx, m->chunk_tokens);
+}
+
+/* See k3.h. */
+int k3_model_chunk_tokens(const k3_model *m, char *why, size_t why_len)
+{
+    if (why && why_len) snprintf(why, why_len, "%s", m->chunk_why);
+    return m->chunk_tokens;
+}
+
+uint64_t k3_model_prefill_bytes_min(const k3_model *m) { return k3_weights_prefill_bytes_min(m->weights); }
+
+void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, uint64_t *anon_huge_bytes)
+{
+    *mode = k3_huge_pages_mode();
+    *requested = m->huge_pages;
+    *anon_huge_bytes = k3_huge_pages_anon_bytes();
 }
 
 k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
@@ -228,11 +266,13 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->kda_state = calloc(k3_config_kda_state_floats(c) + 1, sizeof(float));
     s->kda_conv_saved = calloc(k3_config_kda_conv_floats(c) + 1, sizeof(float));
     s->kda_state_saved = calloc(k3_config_kda_state_floats(c) + 1, sizeof(float));
-    s->mla_cache = calloc(n_mla * (size_t)s->max_tokens * k3_config_mla_entry_floats(c) + 1, sizeof(float));
+    const size_t mla_bytes = (n_mla * (size_t)s->max_tokens * k3_config_mla_entry_floats(c) + 1) * sizeof(float);
+    s->mla_cache = k3_huge_alloc(mla_bytes, 64, m->huge_pages);
+    if (s->mla_cache) memset(s->mla_cache, 0, mla_bytes);
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->kda_conv_saved || !s->kda_state_saved ||
         !s->mla_cache || !s->logits ||
-        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens)) {
+        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens, m->chunk_tokens, m->huge_pages)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
         return NULL;
@@ -294,7 +334,8 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
             rc = K3_EVAL_INTERRUPTED;
             break;
         }
-        int T = n - done < K3_CHUNK_TOKENS ? n - done : K3_CHUNK_TOKENS;
+        const int chunk = s->sc.chunk_tokens;
+        int T = n - done < chunk ? n - done : chunk;
         k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
         uint64_t trunk0 = st->bytes_read_trunk, experts0 = st->bytes_read_experts;
         uint64_t lookups0 = st->expert_lookups, hits0 = st->expert_hits;

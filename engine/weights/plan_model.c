@@ -14,7 +14,8 @@
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
  *   decode  = max(reads / disk speed, compute): reads overlap compute.
- * A prompt runs in chunks of K3_CHUNK_TOKENS: each chunk reads the unpinned
+ * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
+ * by k3_plan_make, as in the engine): each chunk reads the unpinned
  * trunk once and each distinct expert once, and computes every matrix with
  * the chunk's tokens in one pass (the measured 32-token matmul rate).
  * The hit rate is the cache policy replayed on a recorded routing trace, or
@@ -54,6 +55,7 @@ struct k3_planner {
     int n_experts_total, n_moe;
     uint64_t embed_buf_bytes, embed_row_bytes;
     uint64_t session_bytes, process_bytes;
+    uint64_t chunk_token_bytes;   /* scratch per prompt-chunk token beyond K3_CHUNK_TOKENS */
     int n_threads, ctx_tokens, cache_lru;
     uint64_t fixed_override;
     k3_cache_lookup *trace;
@@ -356,8 +358,10 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     p->trunk_bytes = calloc((size_t)p->n_trunk, sizeof *p->trunk_bytes);
     p->trunk_params = calloc((size_t)p->n_trunk, sizeof *p->trunk_params);
     if (!p->trunk_bytes || !p->trunk_params) { k3_err(err, "out of memory"); k3_planner_close(p); return NULL; }
-    k3_model probe = {.cfg = *c};
+    k3_model probe = {.cfg = *c, .n_threads = p->n_threads,
+                      .chunk_tokens = p->ctx_tokens < K3_CHUNK_TOKENS ? p->ctx_tokens : K3_CHUNK_TOKENS};
     p->session_bytes = k3_session_bytes(&probe, p->ctx_tokens);
+    p->chunk_token_bytes = k3_scratch_bytes_per_chunk_token(c, p->n_threads, p->ctx_tokens);
     int rc;
     config_trunk_dtype_bytes(config_path, &p->f16);
     if (has_weights(p->dir)) {
@@ -484,7 +488,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     if (fixed < pl->session_bytes)
         return k3_err(err, "fixed cost %llu bytes is less than one session's state (%llu bytes)",
                       (unsigned long long)fixed, (unsigned long long)pl->session_bytes);
-    uint64_t budget = mem_bytes;
+    uint64_t budget = mem_bytes, chunk_room = 0;
     if (!budget) {                        /* as the engine: resident if it fits in available memory */
         uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes;
         for (int i = 0; i < pl->n_trunk; i++) total += pl->trunk_bytes[i];
@@ -492,13 +496,17 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
         k3_mem_limit_read(pl->process_bytes, &lim);
         const uint64_t avail = lim.avail_bytes;
         budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
     }
+    const int chunk_min = pl->ctx_tokens < K3_CHUNK_TOKENS ? pl->ctx_tokens : K3_CHUNK_TOKENS;
     k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
-                        pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine"};
+                        pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
+                        chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
+                        pl->chunk_token_bytes, chunk_room};
     k3_plan plan;
     if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
     out->budget_bytes = budget;
-    out->fixed_bytes = fixed;
+    out->fixed_bytes = plan.fixed_bytes;  /* with the prompt chunk's scratch, as the engine reports it */
     out->min_budget_bytes = plan.min_budget_bytes;
     out->trunk_units = plan.n_trunk;
     out->pinned_units = plan.n_pinned;
@@ -509,6 +517,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     out->experts_total = plan.n_experts_total;
     out->expert_slot_bytes = plan.expert_slot_bytes;
     out->fully_resident = plan.all_resident;
+    out->chunk_tokens = plan.chunk_tokens;
 
     /* hit rate */
     if (plan.all_resident) out->hit_rate = 1;
@@ -547,7 +556,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     /* the prompt, chunk by chunk */
     out->prompt_tokens = prompt_tokens;
     for (int done = 0; done < prompt_tokens;) {
-        const int T = prompt_tokens - done < K3_CHUNK_TOKENS ? prompt_tokens - done : K3_CHUNK_TOKENS;
+        const int T = prompt_tokens - done < plan.chunk_tokens ? prompt_tokens - done : plan.chunk_tokens;
         const double E = c->n_experts, distinct = E ? E * (1 - pow(1 - c->top_k / E, T)) : 0;
         double io = out->bytes_trunk + out->bytes_head +
                     (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes;

@@ -28,6 +28,14 @@ typedef struct k3_plan_input {
     int n_experts_total;          /* routed experts in all layers */
     int top_k;
     const char *budget_source;    /* where budget_bytes came from ("--mem", a cgroup limit ...) */
+    /* The prompt chunk: fixed_bytes holds the scratch of a chunk_min-token
+     * chunk; each token more costs chunk_token_bytes (0 = the chunk is
+     * chunk_min, as given). The plan takes the largest chunk up to
+     * chunk_max whose extra scratch fits in an eighth of what the budget
+     * leaves above its minimum (no budget: of chunk_room_bytes, the memory
+     * left beside a fully resident model). */
+    int chunk_min, chunk_max;
+    uint64_t chunk_token_bytes, chunk_room_bytes;
 } k3_plan_input;
 
 typedef struct k3_plan {
@@ -39,6 +47,9 @@ typedef struct k3_plan {
     uint8_t *pinned;              /* [n_trunk] */
     uint64_t resident_bytes;      /* what holding everything resident takes */
     char budget_source[200];      /* printed on the plan's first line */
+    int chunk_tokens;             /* prompt tokens per chunk (its scratch is in fixed_bytes) */
+    uint64_t chunk_scratch_bytes; /* the part of fixed_bytes beyond the input's (the chunk's growth) */
+    char chunk_why[200];          /* why that many, one line */
 } k3_plan;
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);

@@ -40,7 +40,9 @@ void k3_weights_close(k3_weights *rp)
     free(rp->units);
     for (int i = 0; i < rp->n_ring; i++) { free(rp->ring[i].mem); free(rp->ring[i].reqs); }
     free(rp->ring);
-    for (int i = 0; i < rp->cache.n_slots; i++) { free(rp->cache_slots[i].mem); free(rp->cache_slots[i].reqs); }
+    for (int i = 0; i < rp->cache.n_slots; i++) free(rp->cache_slots[i].reqs);
+    free(rp->cache_arena);
+    free(rp->expert_used);
     free(rp->cache_slots);
     k3_expert_cache_free(&rp->cache);
     k3_plan_free(&rp->plan);

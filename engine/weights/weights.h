@@ -26,6 +26,12 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
                             k3_stats *stats, k3_error *err);
 void k3_weights_close(k3_weights *w);
 
+/* Bytes a prompt had to read at least: the distinct experts routed to since
+ * open once each, plus the trunk units that are not pinned. */
+uint64_t k3_weights_prefill_bytes_min(const k3_weights *w);
+/* The plan's prompt chunk (tokens) and why. */
+int k3_weights_chunk_tokens(const k3_weights *w, const char **why);
+
 /* The layer's non-expert tensors, valid until k3_weights_release_layer. */
 const k3_layer_weights *k3_weights_acquire_layer(k3_weights *w, int layer, k3_error *err);
 void k3_weights_release_layer(k3_weights *w, int layer);
@@ -60,11 +66,10 @@ const float *k3_weights_output_res_score(k3_weights *w);
 const k3_weight *k3_weights_acquire_head(k3_weights *w, k3_error *err);
 void k3_weights_release_head(k3_weights *w);
 
-/* Measure the device: O_DIRECT-or-not reads of one expert slot's size at
- * random aligned offsets of the largest file, at the reader's depth, for
- * about `seconds`. Writes GB/s and the read size. */
-int k3_weights_probe_device(k3_weights *w, double seconds, double *gbps, uint64_t *read_bytes, int *depth,
-                            k3_error *err);
+/* Measure the device with the runtime's reads: random routed experts' own
+ * windows (every file that holds experts) into borrowed expert slots, at
+ * depths 1, 2 and the reader's, about `seconds` in all (weights_probe.c). */
+int k3_weights_probe_device(k3_weights *w, double seconds, k3_device_probe *out, k3_error *err);
 /* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
  * (layers, then the head), the expert slot size, routed experts in all
  * layers, the embedding row buffer. */

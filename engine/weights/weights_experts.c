@@ -32,6 +32,7 @@ int k3_weights_claim_experts(k3_weights *rp, int layer, int *experts, int n, int
         int s = k3_expert_cache_lookup(&rp->cache, layer, e);
         if (rp->trace && count_lookup)
             fprintf(rp->trace, "%llu %d %d\n", (unsigned long long)rp->trace_token, layer, e);
+        if (count_lookup && rp->expert_used) rp->expert_used[(size_t)layer * rp->cfg->n_experts + e] = 1;
         if (count_lookup) {
             stats_add(&st->expert_lookups, 1);
             if (layer < K3_STATS_MAX_LAYERS) stats_add(&st->layer_lookups[layer], 1);
@@ -129,4 +130,20 @@ void k3_weights_release_expert(k3_weights *rp, int layer, int expert)
 {
     int s = rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + expert];
     if (s >= 0) k3_expert_cache_unpin(&rp->cache, s);
+}
+
+/* The least a prompt can read: each distinct expert routed to since open
+ * once (none when every expert was read at open), and each trunk unit that
+ * is not pinned once (pinned ones are read at open, before any prompt). */
+uint64_t k3_weights_prefill_bytes_min(const k3_weights *rp)
+{
+    const k3_config *c = rp->cfg;
+    uint64_t bytes = 0;
+    for (int i = 0; i <= c->n_layers; i++)
+        if (!rp->units[i].pinned) bytes += rp->units[i].bytes;
+    if (rp->expert_used && !rp->plan.all_resident)
+        for (int l = 0; l < c->n_layers; l++)
+            for (int e = 0; e < c->n_experts; e++)
+                if (rp->expert_used[(size_t)l * c->n_experts + e]) bytes += rp->units[expert_unit(rp, l, e)].bytes;
+    return bytes;
 }

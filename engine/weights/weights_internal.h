@@ -76,6 +76,8 @@ struct k3_weights {
     slot *ring;                   /* trunk slots */
     int n_ring;
     slot *cache_slots;            /* expert cache slots */
+    uint8_t *cache_arena;         /* their memory, one block (huge pages) */
+    uint8_t *expert_used;         /* [n_layers][n_experts]: routed to since open (prefill_bytes_min) */
     k3_expert_cache cache;
     FILE *trace;                  /* trace_out.f while --trace is open */
     k3_output trace_out;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "huge_pages.h"
 #include "weights_internal.h"
 
 /* Current resident set size, to charge what the process already holds. */
@@ -28,6 +29,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
     uint64_t budget = rp->opt.mem_bytes;
     char source[256] = "";                /* where a derived budget comes from (printed) */
+    uint64_t chunk_room = 0;              /* no budget: memory beside the resident model */
     if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
         uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
         for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
@@ -38,6 +40,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
          * files), the kernel and whatever else runs beside us; under a
          * cgroup limit the budget is always in force (and printed) */
         budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
         if (lim.from_cgroup)
             snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
                      lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
@@ -45,7 +48,8 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
             snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", avail / 1048576.0);
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
-                        expert_bytes, n_experts_total, c->top_k, source};
+                        expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
+                        rp->opt.chunk_token_bytes, chunk_room};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
@@ -67,12 +71,14 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         if (weights_read_pinned(rp, i, K3_READ_TRUNK, err)) return -1;
         if (i < c->n_layers) weights_rebase_layer(rp, i, rp->units[i].pinned);
     }
+    rp->expert_used = calloc((size_t)c->n_layers * (c->n_experts > 0 ? c->n_experts : 1), 1);
+    if (!rp->expert_used) return k3_err(err, "out of memory");
     rp->n_ring = rp->plan.n_ring;
     rp->ring = calloc((size_t)(rp->n_ring ? rp->n_ring : 1), sizeof *rp->ring);
     if (!rp->ring) return k3_err(err, "out of memory");
     for (int i = 0; i < rp->n_ring; i++) {
         rp->ring[i].unit = -1;
-        rp->ring[i].mem = aligned_alloc(K3_IO_ALIGN, rp->plan.ring_slot_bytes);
+        rp->ring[i].mem = k3_huge_alloc(rp->plan.ring_slot_bytes, K3_IO_ALIGN, rp->opt.huge_pages);
         if (!rp->ring[i].mem) return k3_err(err, "out of memory for the trunk ring");
     }
     if (k3_expert_cache_init(&rp->cache, (k3_cache_policy)rp->opt.cache_policy, rp->plan.n_expert_slots,
@@ -80,10 +86,16 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         return k3_err(err, "out of memory");
     rp->cache_slots = calloc((size_t)(rp->plan.n_expert_slots ? rp->plan.n_expert_slots : 1), sizeof *rp->cache_slots);
     if (!rp->cache_slots) return k3_err(err, "out of memory");
+    /* one arena for all slots, so its whole 2 MiB pages back every slot
+     * (a slot is a multiple of K3_IO_ALIGN, not of 2 MiB) */
+    const uint64_t slot_bytes = expert_bytes ? expert_bytes : K3_IO_ALIGN;
+    if (rp->plan.n_expert_slots > 0) {
+        rp->cache_arena = k3_huge_alloc((size_t)rp->plan.n_expert_slots * slot_bytes, K3_IO_ALIGN, rp->opt.huge_pages);
+        if (!rp->cache_arena) return k3_err(err, "out of memory for the expert cache");
+    }
     for (int i = 0; i < rp->plan.n_expert_slots; i++) {
         rp->cache_slots[i].unit = -1;
-        rp->cache_slots[i].mem = aligned_alloc(K3_IO_ALIGN, expert_bytes ? expert_bytes : K3_IO_ALIGN);
-        if (!rp->cache_slots[i].mem) return k3_err(err, "out of memory for the expert cache");
+        rp->cache_slots[i].mem = rp->cache_arena + (size_t)i * slot_bytes;
     }
     if (rp->plan.all_resident) {          /* fully resident: every expert read at open */
         for (int l = 0; l < c->n_layers; l++) {
@@ -117,4 +129,10 @@ void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t
         }
     }
     *embed_buf_bytes = rp->embed_buf_bytes;
+}
+
+int k3_weights_chunk_tokens(const k3_weights *rp, const char **why)
+{
+    if (why) *why = rp->plan.chunk_why;
+    return rp->plan.chunk_tokens;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "huge_pages.h"
 #include "weights_internal.h"
 
 static int by_file_offset(const void *a, const void *b, void *ctx)
@@ -148,7 +149,7 @@ void weights_drain_slot(k3_weights *rp, slot *s)
 int weights_read_pinned(k3_weights *rp, int ui, k3_read_kind kind, k3_error *err)
 {
     unit *u = &rp->units[ui];
-    u->pinned = weights_own(rp, aligned_alloc(K3_IO_ALIGN, u->bytes ? u->bytes : K3_IO_ALIGN));
+    u->pinned = weights_own(rp, k3_huge_alloc(u->bytes ? u->bytes : K3_IO_ALIGN, K3_IO_ALIGN, rp->opt.huge_pages));
     if (!u->pinned) return k3_err(err, "out of memory for %.1f MiB of weights", u->bytes / 1048576.0);
     slot s = {.mem = u->pinned, .unit = -1};
     int rc = weights_start_read(rp, &s, ui, kind, err) || weights_wait_slot(rp, &s, err);
