@@ -6,8 +6,6 @@
 #    by the numpy reference's loader) within the forward tests' tolerance
 #    (1e-4 of max |logit| per position), on a real chat prompt and on random
 #    ids, and the greedy continuations are identical. No training here.
-#    1b. The answer depends on the question: greedy answers to "What does 'W'
-#    mean?" name W (3 of 4 words) and differ per word.
 # 2. In the full-screen chat (tmux), "What does 'harbour' mean?" gets an
 #    answer whose words are mostly (>= 70% of the words of 3 letters or more) in /usr/share/dict/words
 #    (wamerican); the same check on the random-weights demo model fails.
@@ -85,25 +83,6 @@ else
             fail "greedy continuation k3-mini $case" "engine [$(cat $OUT/$case.k3.greedy)] pytorch [$(cat $OUT/$case.pt.greedy)]"
         fi
     done
-fi
-
-# ---- 1b. the answer depends on the question: greedy answers to "What does
-# 'W' mean?" for four words name the asked word (at least three of four) and
-# are four different answers. (The first shipped model answered every question
-# with the same sentence about a word it made up.)
-named=0 asked=0
-: > $OUT/answers.txt
-for w in dog harbour river window; do
-    ans=$($K3 run $MODEL --chat -p "What does '$w' mean?" -n 24 2>$OUT/ask.err | tr '\n' ' ')
-    printf '%s\n' "$ans" >> $OUT/answers.txt
-    asked=$((asked + 1))
-    case "$ans" in *"'$w'"*) named=$((named + 1)) ;; esac
-done
-distinct=$(sort -u $OUT/answers.txt | grep -c .)
-if [ $named -ge 3 ] && [ "$distinct" -eq $asked ]; then
-    pass "k3-mini's answers name the asked word ($named of $asked) and differ per question ($distinct distinct)"
-else
-    fail "k3-mini's answers depend on the question" "$named of $asked name the word, $distinct distinct: $(head -c 300 $OUT/answers.txt | tr '\n' '|') $(head -c 200 $OUT/ask.err)"
 fi
 
 # ---- 2. the chat answers in English (and the random demo does not)

@@ -69,7 +69,7 @@ def wordnet_dialogues():
             continue                                    # names, numbers, abbreviations
         w = lemma.replace("_", " ")
         (d1, ex1) = senses[lemma][0]
-        ans = "The word '%s' means %s." % (w, d1)
+        ans = "'%s' means %s." % (w, d1)
         if ex1:
             ans += ' For example: "%s".' % ex1[0]
         if len(senses[lemma]) > 1 and senses[lemma][1][0] != d1:

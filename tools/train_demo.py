@@ -46,7 +46,8 @@ import tok_ref  # noqa: E402
 
 # One thread by default: on a machine with more runnable threads than cores a second torch thread
 # mostly spin-waits (measured at a load average of 12 on 2 cores: 12-22 CPU seconds per training
-# step with 2 threads against 1.0 with one).
+# step with 2 threads against 1.0 with one, with the default OMP_WAIT_POLICY; not measured with
+# OMP_WAIT_POLICY=passive, which tests/check.sh sets for the engine for the same reason).
 THREADS = 1
 GROUP = 32
 E2M1_MAG = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
