@@ -109,7 +109,7 @@ NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engin
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan install uninstall
+.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -171,15 +171,20 @@ $(BUILD)/tests/test_history: tests/test_history.c $(HISTORY_OBJ) $(ENGINE_LIB) t
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(HISTORY_OBJ) $(ENGINE_LIB) -lsqlite3 $(LDLIBS)
 
 # The chat's text helpers (markdown lines, """ input) are plain C: tested alone.
-$(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o tests/test.h
+$(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o $(BUILD)/chat/text_append.o tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o $(BUILD)/chat/text_append.o
 
 # The chat tool drives the conversation controller: history + chat objects.
 CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 -lcurl $(LDLIBS)
+
+# The drafter and its policy (chat/draft.c) link the engine for the passes.
+$(BUILD)/tests/test_draft: tests/test_draft.c $(BUILD)/chat/draft.o $(ENGINE_LIB) tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/chat/draft.o $(ENGINE_LIB) $(LDLIBS)
 
 # The remote /metrics parser's unit test links that one chat object.
 $(BUILD)/tests/test_remote_metrics: tests/test_remote_metrics.c $(BUILD)/chat/remote_metrics.o tests/test.h
@@ -241,6 +246,11 @@ print-arch-flags:
 asan: all
 	@sh tests/t_sanitize.sh
 
+# The threaded paths on a ThreadSanitizer build (build-tsan/; OpenMP at one
+# thread, libgomp being uninstrumented); also part of `make test`.
+tsan: all
+	@sh tests/t_tsan.sh
+
 bench: all
 	@sh tools/bench.sh
 
@@ -272,6 +282,6 @@ uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
-	rm -rf build build-asan build-generic build-aarch64 k3 k3-asan
+	rm -rf build build-asan build-tsan build-generic build-aarch64 k3 k3-asan
 
 -include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)

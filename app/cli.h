@@ -63,7 +63,7 @@ void cli_catch_sigint(void);
  * answer streams as it is made. */
 void cli_print_text(void *user, const char *text, size_t len);
 
-/* The options shared by several commands are in one table: options.h. */
+/* Every command's options are rows of one table: options.h. */
 
 /* A model argument as the directory to open: a path to a config.json (or
  * to another file inside a model directory) means its directory. Copies

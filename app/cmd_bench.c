@@ -26,10 +26,12 @@
 #include "k3.h"
 #include "options.h"
 #include "generate.h"
+#include "bench_draft.h"
 
 typedef struct bench_options {
     const char *model_dir;
     int tokens, prompt_tokens, json, probe, resident, token_by_token;
+    int draft_rounds;                /* speculative decoding pass: rounds of none/ngram/oracle (0 = --no-draft) */
     double resident_s_per_token;     /* given instead of measured (--resident-s-per-token) */
     k3_options model;
 } bench_options;
@@ -37,18 +39,15 @@ typedef struct bench_options {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 bench [MODEL] [--mem SIZE] [--tokens N] [--prompt-tokens P] [--json] [options]\n\n"
-               "Runs a P-token prompt (default 64) and N decode steps (default 32) and reports\n"
+               "Runs a P-token prompt and N decode steps and reports\n"
                "decode_s_per_token, prefill_tokens_per_s, bytes_read_per_token (total, trunk, experts),\n"
                "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
-               "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n"
-               "  --no-probe                 skip the device measurement\n"
-               "  --no-token-by-token        skip the pass that reads the prompt one token at a time\n"
-               "  --no-resident              skip the fully resident decode pass\n"
-               "  --resident-s-per-token S   use S as the resident decode time\n");
-    cli_print_options(f, OPTS_MODEL);
+               "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n");
+    cli_print_options(f, OPTS_BENCH | OPTS_MODEL);
     fprintf(f, "\nk3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]: N chat requests\n"
                "(default 5, greedy, N tokens each, default 64) to an OpenAI-compatible server, one after another;\n"
-               "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n%s", remote_cli_help);
+               "reports TTFT p50/p90, tokens/s and inter-token latency p50/p90.\n");
+    cli_print_options(f, OPTS_REMOTE | OPTS_BENCH_REMOTE);
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */
@@ -134,52 +133,25 @@ static int run_pass(k3_model *m, const int *prompt, int n_prompt, int tokens, in
     return rc;
 }
 
+/* The table's bench and model rows; one positional MODEL. */
 static int parse(int argc, char **argv, bench_options *o)
 {
-    long long v;
     memset(o, 0, sizeof *o);
     cli_settings set;
     cli_settings_defaults(&set);
     set.model.skip_tokenizer = 1;  /* bench feeds ids: the tokenizer is not needed */
+    int n_args;
+    if (cli_parse_args("bench", argc, argv, OPTS_BENCH | OPTS_MODEL, &set, &o->model_dir, 1, &n_args)) return -1;
+    const cli_bench_settings *b = &set.bench;
     o->model = set.model;
-    o->tokens = 32;
-    o->prompt_tokens = 64;
-    o->probe = o->resident = o->token_by_token = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        o->model = set.model;
-        if (mo < 0) return -1;
-        if (mo) continue;
-        if (!strcmp(a, "--tokens") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->tokens = (int)v;
-        } else if (!strcmp(a, "--prompt-tokens") && i + 1 < argc) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->prompt_tokens = (int)v;
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--no-probe")) {
-            o->probe = 0;
-        } else if (!strcmp(a, "--no-token-by-token")) {
-            o->token_by_token = 0;
-        } else if (!strcmp(a, "--no-resident")) {
-            o->resident = 0;
-        } else if (!strcmp(a, "--resident-s-per-token") && i + 1 < argc) {
-            double d;
-            if (cli_parse_float(a, argv[++i], 0, 1e6, &d)) return -1;
-            o->resident_s_per_token = d;
-            o->resident = 0;
-        } else if (a[0] == '-') {
-            cli_error("bench: unknown option or missing value '%s' (see k3 bench --help)", a);
-            return -1;
-        } else if (!o->model_dir) {
-            o->model_dir = a;
-        } else {
-            cli_error("bench: unexpected argument '%s'", a);
-            return -1;
-        }
-    }
+    o->tokens = b->tokens;
+    o->prompt_tokens = b->prompt_tokens;
+    o->json = set.json;
+    o->probe = !b->no_probe;
+    o->token_by_token = !b->no_token_by_token;
+    o->resident = !b->no_resident;
+    o->resident_s_per_token = b->resident_s_per_token;
+    o->draft_rounds = b->draft_rounds;
     if (!o->model_dir) o->model_dir = cli_default_model();
     o->model.ctx_tokens = o->prompt_tokens + o->tokens + 1;
     return 0;
@@ -206,6 +178,36 @@ static void json_escape(char *dst, size_t len, const char *src)
         else dst[o++] = (char)ch;
     }
     dst[o] = 0;
+}
+
+/* The speculative decoding fields of the JSON object (no braces around):
+ * draft_accept_rate and tokens_per_pass are --draft ngram's; "draft" holds
+ * every mode's figures; null when not measured. */
+static void print_draft_json(const bench_draft_figures *dr, int have, const char *failed)
+{
+    if (!have) {
+        char why[1300];
+        json_escape(why, sizeof why, failed[0] ? failed : "--no-draft");
+        printf(",\"draft_accept_rate\":null,\"tokens_per_pass\":null,\"draft\":null,\"draft_not_measured\":\"%s\"", why);
+        return;
+    }
+    const bench_draft_mode *modes[3] = {&dr->none, &dr->ngram, &dr->oracle};
+    const char *names[3] = {"none", "ngram", "oracle"};
+    const double none_tok_s = bench_draft_tok_s(dr, &dr->none);
+    printf(",\"draft_accept_rate\":%.4f,\"tokens_per_pass\":%.3f", dr->ngram.drafted ? (double)dr->ngram.kept / dr->ngram.drafted : 0,
+           dr->ngram.passes ? (double)(dr->tokens - 1) * dr->rounds / dr->ngram.passes : 0);
+    printf(",\"draft\":{\"prompt_tokens\":%d,\"tokens\":%d,\"rounds\":%d,\"identical\":%s", dr->prompt_tokens, dr->tokens,
+           dr->rounds, dr->identical ? "true" : "false");
+    for (int i = 0; i < 3; i++) {
+        const double tok_s = bench_draft_tok_s(dr, modes[i]);
+        printf(",\"%s\":{\"tok_per_s\":%.3f,\"speedup\":%.3f,\"accept_rate\":%.4f,\"tokens_per_pass\":%.3f,"
+               "\"bytes_read_per_token\":%.0f}", names[i],
+               tok_s, none_tok_s > 0 ? tok_s / none_tok_s : 0,
+               modes[i]->drafted ? (double)modes[i]->kept / modes[i]->drafted : 0,
+               modes[i]->passes ? (double)(dr->tokens - 1) * dr->rounds / modes[i]->passes : 0,
+               (double)modes[i]->bytes_read / ((double)(dr->tokens - 1) * dr->rounds));
+    }
+    printf("}");
 }
 
 int cmd_bench(int argc, char **argv)
@@ -288,6 +290,27 @@ int cmd_bench(int argc, char **argv)
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
         fflush(stdout);
+    }
+    /* pass 2b: speculative decoding, side by side on the same model */
+    bench_draft_figures dr = {0};
+    char draft_failed[600] = "";
+    if (o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3 &&
+        bench_draft(m, prompt, o.prompt_tokens * 2 / 3, o.tokens, o.draft_rounds, &dr, &err))
+        snprintf(draft_failed, sizeof draft_failed, "%s", err.msg);
+    const int have_draft = o.draft_rounds && dr.rounds && !draft_failed[0];
+    if (!o.json && have_draft) {
+        printf("draft      %d rounds alternating, %d-token repetitive prompt, %d tokens: none %.2f tok/s; ngram %.2f tok/s "
+               "(%d of %d drafted kept, %.2f tokens/pass); oracle %.2f tok/s (%.2f tokens/pass); "
+               "read %.1f / %.1f / %.1f MB/token; %s\n",
+               dr.rounds, dr.prompt_tokens, dr.tokens, bench_draft_tok_s(&dr, &dr.none), bench_draft_tok_s(&dr, &dr.ngram),
+               dr.ngram.kept, dr.ngram.drafted, dr.ngram.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.ngram.passes : 0,
+               bench_draft_tok_s(&dr, &dr.oracle),
+               dr.oracle.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.oracle.passes : 0,
+               dr.none.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.ngram.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds),
+               dr.oracle.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.identical ? "tokens identical" : "TOKENS DIFFER");
+        fflush(stdout);
+    } else if (!o.json && draft_failed[0]) {
+        printf("draft      not measured: %s\n", draft_failed);
     }
     /* pass 3: the device again, into the model's own expert slots; the
      * floor uses the faster of the two figures (the lower floor), so a
@@ -396,7 +419,7 @@ int cmd_bench(int argc, char **argv)
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
                "\"floor_reliable\":%s,\"floor_note\":%s%s%s,"
                "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
-               "\"read_busy\":%.6f}}\n",
+               "\"read_busy\":%.6f}",
                o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, prefill_s_per_token, main_pass.prefill_cpu_s / o.prompt_tokens,
                main_pass.decode_cpu_s / n, open_s, chunk_tokens, chunk_json, huge_mode_buf,
@@ -414,6 +437,8 @@ int cmd_bench(int argc, char **argv)
                main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
+        print_draft_json(&dr, have_draft, draft_failed);
+        printf("}\n");
     } else {
         printf("floor      I/O floor %.4f s/token, ", floor_s);
         if (resident_why[0]) printf("resident not measured (%s), ", resident_why);

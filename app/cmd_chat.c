@@ -18,6 +18,7 @@
 typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
     int json, plain, raw, max_new, ctx, lines, stream;
+    int draft;                   /* --draft (chat/draft.h) */
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
@@ -26,34 +27,22 @@ typedef struct chat_options {
     int model_given;             /* MODEL was on the command line */
 } chat_options;
 
+/* The command's own paragraph; the option lines come from the table. */
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 chat [MODEL] [options]\n\n"
                "A multi-turn conversation: each line is one user message (a line starting with \"\"\" opens a\n"
                "multi-line message, a line ending with \"\"\" sends it); state is kept between turns and\n"
-               "every conversation is stored (k3 history lists them).\n"
-               "  --resume ID|last     continue a stored conversation (from its state snapshot when valid) with\n"
-               "                       the sampling it was left with (sampling options given here override it);\n"
-               "                       'last' is the last conversation with a message\n"
-               "  --system TEXT        system message for a new conversation (not with --resume: a conversation\n"
-               "                       keeps the system prompt it began with)\n"
-               "  --db FILE            history database (default $XDG_DATA_HOME/k3/history.db)\n"
-               "  --plain              line mode instead of the full-screen UI (the default when stdin or\n"
-               "                       stdout is not a terminal, or TERM=dumb)\n"
-               "  --json               one JSON object per turn on stdout instead of the text\n"
-               "  --stream             with --json: also one object per token (text, id, t_ms, ms,\n"
-               "                       bytes_read, hit) as it is generated\n"
-               "  --lines              piped input is one message (or command) per line (default: a piped\n"
-               "                       stdin of several lines is one message, as llm)\n"
-               "  --raw                line mode: every line is a message, even one starting with /\n"
-               "                       (else /help, /retry, /undo, /edit ... are commands, as on the full screen)\n"
-               );
-    cli_print_options(f, OPTS_ALL);
+               "every conversation is stored (k3 history lists them).\n");
+    cli_print_options(f, OPTS_CHAT | OPTS_ALL);
     fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n"
                "With --endpoint the answers come from an OpenAI-compatible server (the conversation is stored\n"
-               "locally and records the server; --resume goes back to it):\n%s", remote_cli_help);
+               "locally and records the server; --resume goes back to it):\n");
+    cli_print_options(f, OPTS_REMOTE);
 }
 
+/* The table's rows of chat; the model options are also kept as typed, for
+ * the resume hint. */
 static int parse_options(int argc, char **argv, chat_options *o)
 {
     memset(o, 0, sizeof *o);
@@ -62,14 +51,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     set.max_new = 512;            /* a chat answer may run longer than `k3 run`'s default */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int more = i + 1 < argc;
-        int ro = remote_cli_option(argc, argv, &i, &o->remote);
-        if (ro < 0) return -1;
-        if (ro) continue;
         int first = i;
-        int so = cli_parse_option(argc, argv, &i, OPTS_CONTEXT | OPTS_GENERATE, &set);
-        if (so < 0) return -1;
-        if (so) continue;
         int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
         if (mo < 0) return -1;
         if (mo) {                         /* model options go into the resume hint */
@@ -79,16 +61,11 @@ static int parse_options(int argc, char **argv, chat_options *o)
             }
             continue;
         }
-        if (!strcmp(a, "--resume") && more) o->resume = argv[++i];
-        else if (!strcmp(a, "--system") && more) o->system = argv[++i];
-        else if (!strcmp(a, "--db") && more) o->db_path = argv[++i];
-        else if (!strcmp(a, "--plain")) o->plain = 1;
-        else if (!strcmp(a, "--json")) o->json = 1;
-        else if (!strcmp(a, "--lines")) o->lines = 1;
-        else if (!strcmp(a, "--stream")) o->stream = 1;
-        else if (!strcmp(a, "--raw")) o->raw = 1;
-        else if (a[0] == '-') {
-            cli_error("chat: unknown option or missing value '%s' (see k3 chat --help)", a);
+        int so = cli_parse_option(argc, argv, &i, OPTS_CONTEXT | OPTS_GENERATE | OPTS_CHAT | OPTS_REMOTE, &set);
+        if (so < 0) return -1;
+        if (so) continue;
+        if (a[0] == '-') {
+            cli_error("chat: unknown option '%s' (see k3 chat --help)", a);
             return -1;
         } else if (!o->model_dir) {
             o->model_dir = a;
@@ -98,6 +75,15 @@ static int parse_options(int argc, char **argv, chat_options *o)
             return -1;
         }
     }
+    o->remote = set.remote;
+    o->resume = set.chat.resume;
+    o->db_path = set.db_path;
+    o->system = set.system;
+    o->plain = set.chat.plain;
+    o->json = set.json;
+    o->lines = set.chat.lines;
+    o->stream = set.chat.stream;
+    o->raw = set.chat.raw;
     if (!o->model_dir) o->model_dir = cli_default_model();
     if (set.max_new < 1) {
         cli_error("chat: -n must be at least 1");
@@ -106,6 +92,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     o->model = set.model;
     o->sampler = set.sampler;
     o->max_new = set.max_new;
+    o->draft = set.draft;
     o->ctx = set.model.ctx_tokens;
     o->sampling_given = set.sampling_given;
     static char model_dir_buf[4096];
@@ -161,6 +148,7 @@ int cmd_chat(int argc, char **argv)
         cli_error("%s", err.msg);
         goto out;
     }
+    conversation_set_draft(c, o.draft);
     if (o.resume) {
         int from_snapshot = 0;
         if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {

@@ -52,7 +52,7 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     conversation *c = NULL;
     history *db = history_open(db_path, 0, &herr);
     if (!db) { cli_error("%s", herr.msg); goto out; }
-    c = conversation_create_remote(r, model, db, sampler, max_new, ro->timeout_s, ro->retries ? ro->retries - 1 : 3, &err);
+    c = conversation_create_remote(r, model, db, sampler, max_new, ro->timeout_s, ro->retries, &err);
     if (!c) { cli_error("%s", err.msg); goto out; }
     if (resume ? conversation_resume(c, resume, NULL, NULL, NULL, &err) != 0 : conversation_start(c, system, &err) != 0) {
         cli_error("%s", err.msg);

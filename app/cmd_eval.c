@@ -18,22 +18,26 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 eval [MODEL] --ids \"1 2 3\" --logits OUT.f32 [options]\n\n"
                "Runs the ids through the model (teacher forced; no BOS or template added) and writes\n"
                "float32 little-endian logits [n_tokens x vocab] to OUT.f32: row t is the prediction\n"
-               "after token t. Prints the shape on stderr. Tokenizer files are not needed.\n");
-    cli_print_options(f, OPTS_MODEL);
+               "after token t. Prints the shape on stderr. Tokenizer files are not needed. Each chunk of\n"
+               "32 rows is written as soon as it is computed, so --mem covers a prompt of any length.\n");
+    cli_print_options(f, OPTS_EVAL | OPTS_MODEL);
 }
 
-/* Ids fed in pieces of this many (a multiple of the engine's 32-token
- * chunk; the logits are the same however the ids are split). */
-#define EVAL_PIECE_TOKENS 512
-
-/* k3_session_eval in pieces, so a long list (2048 ids or more) shows its
- * progress on stderr, one line per 1024 tokens. */
-static int eval_with_progress(k3_session *s, const int *ids, int n, float *logits, int vocab, k3_error *err)
+/* Feed the ids one forward chunk at a time and write each chunk's logits to
+ * out as soon as they are computed, so eval holds one chunk of logits
+ * (counted in the plan: see cmd_eval), never n x vocab. A
+ * long list (2048 ids or more) shows its progress on stderr, one line per
+ * 1024 tokens. */
+static int eval_streaming(k3_session *s, const int *ids, int n, float *chunk_logits, int vocab, FILE *out,
+                          const char *out_path, k3_error *err)
 {
     const uint64_t t0 = k3_now_ns();
     for (int done = 0; done < n;) {
-        int piece = n - done < EVAL_PIECE_TOKENS ? n - done : EVAL_PIECE_TOKENS;
-        if (k3_session_eval(s, ids + done, piece, logits + (size_t)done * vocab, err)) return -1;
+        int piece = n - done < K3_EVAL_CHUNK_TOKENS ? n - done : K3_EVAL_CHUNK_TOKENS;
+        if (k3_session_eval(s, ids + done, piece, chunk_logits, err)) return -1;
+        size_t count = (size_t)piece * vocab;
+        if (fwrite(chunk_logits, sizeof(float), count, out) != count)
+            return k3_err(err, "%s: write failed: %s", out_path, strerror(errno));
         done += piece;
         if (n >= 2048 && done < n && done % 1024 == 0)
             fprintf(stderr, "k3: eval: %d of %d tokens (%.1f s)\n", done, n, (k3_now_ns() - t0) * 1e-9);
@@ -44,23 +48,15 @@ static int eval_with_progress(k3_session *s, const int *ids, int n, float *logit
 int cmd_eval(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *model_dir = NULL, *ids_text = NULL, *out_path = NULL;
+    const char *model_dir = NULL;
     cli_settings set;
     cli_settings_defaults(&set);
     set.model.skip_tokenizer = 1;         /* ids only: a broken tokenizer must not matter */
+    int n_args;
+    if (cli_parse_args("eval", argc, argv, OPTS_EVAL | OPTS_MODEL, &set, &model_dir, 1, &n_args))
+        return K3_EXIT_USAGE;
     k3_options opt = set.model;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        opt = set.model;
-        if (mo < 0) return K3_EXIT_USAGE;
-        if (mo) continue;
-        if (!strcmp(a, "--ids") && i + 1 < argc) ids_text = argv[++i];
-        else if (!strcmp(a, "--logits") && i + 1 < argc) out_path = argv[++i];
-        else if (a[0] == '-') { cli_error("eval: unknown option '%s' (see k3 eval --help)", a); return K3_EXIT_USAGE; }
-        else if (!model_dir) model_dir = a;
-        else { cli_error("eval: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
-    }
+    const char *ids_text = set.eval.ids, *out_path = set.eval.logits_path;
     if (!ids_text || !out_path) {
         cli_error("eval: --ids and --logits are required (see k3 eval --help)");
         return K3_EXIT_USAGE;
@@ -72,32 +68,41 @@ int cmd_eval(int argc, char **argv)
 
     k3_error err;
     opt.ctx_tokens = n;
+    /* One chunk of logits, allocated and touched before the model opens: the
+     * plan counts the process's resident memory when it is made, so the
+     * buffer is inside --mem. (A config.json that does not parse is left to
+     * k3_model_open to report.) */
+    const size_t rows = n < K3_EVAL_CHUNK_TOKENS ? (size_t)n : K3_EVAL_CHUNK_TOKENS;
+    int vocab = 0;
+    float *logits = NULL;
+    if (k3_model_peek_vocab(model_dir, &vocab, &err) == 0 && vocab > 0 &&
+        (logits = malloc(rows * (size_t)vocab * sizeof(float))))
+        memset(logits, 0, rows * (size_t)vocab * sizeof(float));
     k3_model *m = k3_model_open(model_dir, &opt, &err);
-    if (!m) { cli_error("%s", err.msg); free(ids); return K3_EXIT_ERROR; }
+    if (!m) { cli_error("%s", err.msg); free(logits); free(ids); return K3_EXIT_ERROR; }
     cli_print_plan(m);
     k3_model_info info;
     k3_model_get_info(m, &info);
     int rc = K3_EXIT_ERROR;
-    float *logits = malloc((size_t)n * info.vocab_size * sizeof(float));
+    if (info.vocab_size != vocab) {   /* config.json changed under us: size it now */
+        free(logits);
+        logits = malloc(rows * (size_t)info.vocab_size * sizeof(float));
+    }
     k3_session *s = k3_session_new(m, n, &err);
+    k3_output out;
     if (!logits || !s) {
         cli_error("%s", s ? "out of memory for the logits" : err.msg);
-    } else if (eval_with_progress(s, ids, n, logits, info.vocab_size, &err) || k3_model_finish(m, &err)) {
+    } else if (k3_output_open(&out, out_path, &err)) {
+        cli_error("%s", err.msg);
+    } else if (eval_streaming(s, ids, n, logits, info.vocab_size, out.f, out_path, &err) ||
+               k3_model_finish(m, &err)) {
         cli_error("%s", err.msg);   /* a failed --trace write is an error too */
+        k3_output_abort(&out);
+    } else if (k3_output_close(&out, &err)) {
+        cli_error("%s", err.msg);
     } else {
-        k3_output out;
-        size_t count = (size_t)n * info.vocab_size;
-        if (k3_output_open(&out, out_path, &err)) {
-            cli_error("%s", err.msg);
-        } else if (fwrite(logits, sizeof(float), count, out.f) != count) {
-            cli_error("%s: write failed: %s", out_path, strerror(errno));
-            k3_output_abort(&out);
-        } else if (k3_output_close(&out, &err)) {
-            cli_error("%s", err.msg);
-        } else {
-            fprintf(stderr, "k3: wrote %s: %d x %d float32\n", out_path, n, info.vocab_size);
-            rc = K3_EXIT_OK;
-        }
+        fprintf(stderr, "k3: wrote %s: %d x %d float32\n", out_path, n, info.vocab_size);
+        rc = K3_EXIT_OK;
     }
     k3_session_free(s);
     k3_model_close(m);

@@ -2,7 +2,6 @@
  * (offline/gen.c does the work). */
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 #include "cli.h"
 #include "k3_offline.h"
 #include "options.h"
@@ -23,8 +22,7 @@ static void usage(FILE *f)
                "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
                "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
                "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n"
-               "With --tokenizer-corpus, only a Kimi K3 tokenizer is written: N - 256 BPE merges\n"
-               "(default N 3840; vocabulary N + 256) learned from FILE (tools/train_demo.py).\n\n");
+               "With --tokenizer-corpus, only a Kimi K3 tokenizer is written.\n\n");
     cli_print_options(f, OPTS_GEN);
 }
 
@@ -33,27 +31,15 @@ int cmd_gen(int argc, char **argv)
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
     cli_settings set;
     cli_settings_defaults(&set);
-    const char *out = NULL, *corpus = NULL;
-    long long n_base = 3840;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--tokenizer-corpus") && i + 1 < argc) { corpus = argv[++i]; continue; }
-        if (!strcmp(argv[i], "--n-base") && i + 1 < argc) {
-            if (cli_parse_int(argv[i], argv[i + 1], 256, 1 << 20, &n_base)) return K3_EXIT_USAGE;
-            i++;
-            continue;
-        }
-        int mo = cli_parse_option(argc, argv, &i, OPTS_GEN, &set);
-        if (mo < 0) return K3_EXIT_USAGE;
-        if (mo) continue;
-        const char *a = argv[i];
-        if (a[0] == '-') { cli_error("gen: unknown option '%s' (see k3 gen --help)", a); return K3_EXIT_USAGE; }
-        else if (!out) out = a;
-        else { cli_error("gen: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
-    }
+    const char *out = NULL;
+    int n_args;
+    if (cli_parse_args("gen", argc, argv, OPTS_GEN, &set, &out, 1, &n_args)) return K3_EXIT_USAGE;
+    const char *corpus = set.gen.tokenizer_corpus;
+    const int n_base = set.gen.n_base;
     if (out && corpus && !set.gen.preset) {
         k3_error err;
-        if (k3_gen_tokenizer(out, (int)n_base, corpus, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-        fprintf(stderr, "k3: wrote %s: a Kimi K3 tokenizer, %lld BPE ranks learned from %s\n", out, n_base, corpus);
+        if (k3_gen_tokenizer(out, n_base, corpus, &err)) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+        fprintf(stderr, "k3: wrote %s: a Kimi K3 tokenizer, %d BPE ranks learned from %s\n", out, n_base, corpus);
         return K3_EXIT_OK;
     }
     if (!out || !set.gen.preset || corpus) {

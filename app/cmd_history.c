@@ -17,11 +17,12 @@
 #include "export_file.h"
 #include "history.h"
 #include "k3.h"
+#include "options.h"
 
-/* Options shared by all subcommands, pulled out of argv before dispatch. */
+/* What a subcommand gets: the table's history rows (options.c) and the
+ * positional arguments after the subcommand. */
 typedef struct history_args {
     const char *db;              /* --db FILE or NULL for the default */
-    int help;
     const char *pos[64];         /* positional arguments after the subcommand */
     int n_pos;
     const char *format;          /* export --format */
@@ -63,41 +64,30 @@ static void usage(FILE *f, const char *sub)
         fprintf(f, "usage: k3 history rm ID [--yes] [--db FILE]\n"
                    "  Delete a conversation with its messages and saved engine states. ID needs at least\n"
                    "  4 characters (or 'last'); on a terminal k3 asks first, elsewhere --yes is required.\n");
-    if (!sub)
-        fprintf(f, "\nDefault database: $XDG_DATA_HOME/k3/history.db (else ~/.local/share/k3/history.db).\n");
+    if (!sub) {
+        fprintf(f, "\nOptions (before or after the subcommand):\n");
+        cli_print_options(f, OPTS_HISTORY);
+    }
 }
 
-/* Parse everything after the subcommand name; returns 0, or 2 on bad usage. */
-static int parse_args(const char *sub, int argc, char **argv, history_args *a)
+/* Parse everything after the subcommand name (argv[0]) into a, on top of
+ * the options given before it (set); returns 0, or 2 on bad usage. */
+static int parse_args(const char *sub, int argc, char **argv, cli_settings *set, history_args *a)
 {
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        int has_value = i + 1 < argc;
-        if (!strcmp(s, "--help") || !strcmp(s, "-h")) a->help = 1;
-        else if (!strcmp(s, "--db") && has_value) a->db = argv[++i];
-        else if (!strcmp(s, "--format") && has_value) a->format = argv[++i];
-        else if ((!strcmp(s, "-o") || !strcmp(s, "--output")) && has_value) a->output = argv[++i];
-        else if (!strcmp(s, "--ids") && has_value) a->ids_file = argv[++i];
-        else if (!strcmp(s, "--json")) a->json = 1;
-        else if (!strcmp(s, "--force") || !strcmp(s, "-f")) a->force = 1;
-        else if (!strcmp(s, "--yes") || !strcmp(s, "-y")) a->yes = 1;
-        else if (!strcmp(s, "--limit") && has_value) {
-            if (cli_parse_int(s, argv[++i], 1, 1000000, &a->limit)) return K3_EXIT_USAGE;
-        } else if (!strcmp(s, "--n") && has_value) {
-            if (cli_parse_int(s, argv[++i], 1, 100000000, &a->n)) return K3_EXIT_USAGE;
-        } else if (!strcmp(s, "--")) {
-            for (i++; i < argc && a->n_pos < 64; i++) a->pos[a->n_pos++] = argv[i];
-        } else if (s[0] == '-' && s[1]) {
-            cli_error("history %s: unknown option '%s' (or missing value; text starting with '-' goes after --)", sub, s);
-            return K3_EXIT_USAGE;
-        } else if (a->n_pos < 64) {
-            a->pos[a->n_pos++] = s;
-        } else {
-            cli_error("history %s: too many arguments", sub);
-            return K3_EXIT_USAGE;
-        }
-    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "history %s", sub);
+    if (cli_parse_args(cmd, argc, argv, OPTS_HISTORY, set, a->pos, 64, &a->n_pos)) return K3_EXIT_USAGE;
+    const cli_history_settings *h = &set->history;
+    a->db = set->db_path;
+    a->json = set->json;
+    a->format = h->format;
+    a->output = h->output;
+    a->limit = h->limit;
+    a->n = h->n;
+    a->ids_file = h->ids_file;
+    a->force = h->force;
+    a->yes = h->yes;
     return 0;
 }
 
@@ -340,10 +330,7 @@ static int export_to_file(history *h, int64_t id, history_format fmt, const char
 static int sub_export(const history_args *a)
 {
     if (a->n_pos != 1 || !a->format) { usage(stderr, "export"); return K3_EXIT_USAGE; }
-    history_format fmt;
-    if (!strcmp(a->format, "md") || !strcmp(a->format, "markdown")) fmt = HISTORY_MARKDOWN;
-    else if (!strcmp(a->format, "json")) fmt = HISTORY_JSON;
-    else { cli_error("history export: --format must be md or json, got '%s'", a->format); return K3_EXIT_USAGE; }
+    history_format fmt = strcmp(a->format, "json") ? HISTORY_MARKDOWN : HISTORY_JSON;   /* the table allows md, markdown, json */
     history *h = open_db(a, DB_READ);
     if (!h) return K3_EXIT_ERROR;
     history_conversation c;
@@ -560,30 +547,35 @@ static int sub_check(const history_args *a)
 /* Dispatch `k3 history SUB ...`. */
 int cmd_history(int argc, char **argv)
 {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        usage(argc < 2 ? stderr : stdout, NULL);
-        return argc < 2 ? K3_EXIT_USAGE : K3_EXIT_OK;
-    }
     static const struct { const char *name; int (*fn)(const history_args *); int hidden; } subs[] = {
         {"list", sub_list, 0},          {"show", sub_show, 0},   {"search", sub_search, 0},
         {"export", sub_export, 0},  {"import", sub_import, 0}, {"rm", sub_rm, 0},
         {"stress", sub_stress, 1},      {"check", sub_check, 1},
     };
-    const char *pre_db = NULL;
-    if (!strcmp(argv[1], "--db") && argc >= 4) {   /* `k3 history --db FILE SUB ...` */
-        pre_db = argv[2];
-        argc -= 2;
-        argv += 2;
+    cli_settings set;
+    cli_settings_defaults(&set);
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {   /* options before the subcommand: `k3 history --db FILE list` */
+        int r = cli_parse_option(argc, argv, &i, OPTS_HISTORY, &set);
+        if (r < 0) return K3_EXIT_USAGE;
+        if (r == 0) {
+            cli_error("history: unknown option '%s' (see k3 history --help)", argv[i]);
+            return K3_EXIT_USAGE;
+        }
     }
-    const char *sub = argv[1];
-    for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
-        if (strcmp(sub, subs[i].name)) continue;
+    if (i >= argc || set.history.help || !strcmp(argv[i], "help")) {
+        int asked = set.history.help || i < argc;
+        usage(asked ? stdout : stderr, NULL);
+        return asked ? K3_EXIT_OK : K3_EXIT_USAGE;
+    }
+    const char *sub = argv[i];
+    for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
+        if (strcmp(sub, subs[k].name)) continue;
         history_args a;
-        int rc = parse_args(sub, argc - 1, argv + 1, &a);
+        int rc = parse_args(sub, argc - i, argv + i, &set, &a);
         if (rc) return rc;
-        if (!a.db) a.db = pre_db;
-        if (a.help) { usage(stdout, subs[i].hidden ? NULL : sub); return K3_EXIT_OK; }
-        return subs[i].fn(&a);
+        if (set.history.help) { usage(stdout, subs[k].hidden ? NULL : sub); return K3_EXIT_OK; }
+        return subs[k].fn(&a);
     }
     cli_error("history: unknown subcommand '%s' (list, show, search, export, import, rm)", sub);
     return K3_EXIT_USAGE;

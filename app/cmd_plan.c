@@ -31,35 +31,22 @@ typedef struct plan_options {
     uint64_t fixed_bytes;
 } plan_options;
 
+/* The command's own paragraph; the option lines come from the table. */
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: k3 plan MODEL_OR_CONFIG [--mem SIZE] [--disk auto|GB/s] [--threads N] [--prompt N]\n"
-            "               [--ctx N] [--trace FILE] [--cache-policy lru|lfru] [--cores N] [--rates FILE]\n"
-            "               [--fixed SIZE] [--reprobe] [--json]\n\n"
+            "usage: k3 plan MODEL_OR_CONFIG [options]\n\n"
             "Predicts, from config.json alone, what the engine will do with a model on this machine:\n"
             "the memory plan (pinned trunk units, ring, expert cache slots), the bytes read per decode\n"
             "token (trunk / routed experts / head and embedding), the expected expert hit rate, the\n"
             "decode time per token = max(reads / disk speed, compute at the measured kernel rates) and\n"
-            "the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets.\n\n"
+            "the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets. --trace FILE\n"
+            "takes the hit rate from a routing trace recorded with k3 run/bench --trace (default: uniform\n"
+            "routing).\n\n"
             "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
             "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
-            "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n"
-            "  --mem SIZE     the budget (as k3 chat --mem); omitted: the table\n"
-            "  --disk X       auto (default: probe the model's files, else the filesystem of the cache\n"
-            "                 folder) or a speed in GB/s for random expert-sized reads\n"
-            "  --threads N    compute threads (default: all cores)\n"
-            "  --cores N      predict for a machine with N such cores (kernel rates x N / threads)\n"
-            "  --rates FILE   kernel rates measured elsewhere (JSON: threads, matvec_gbps and\n"
-            "                 matmul32_gbps per format) instead of this machine's cached probe\n"
-            "  --prompt N     prompt length for the prompt time (default 512)\n"
-            "  --ctx N        context limit planned for (default 4096, as the engine)\n"
-            "  --trace FILE   hit rate from a routing trace recorded with k3 run/bench --trace\n"
-            "                 (default: uniform routing)\n"
-            "  --fixed SIZE   the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json:\n"
-            "                 plan.fixed_bytes - plan.chunk_scratch_bytes; default: estimated as the engine counts it)\n"
-            "  --reprobe      measure the kernels again instead of using the cache\n"
-            "  --json         one JSON object\n");
+            "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n");
+    cli_print_options(f, OPTS_MODEL | OPTS_PLAN);
 }
 
 static double gib(double b) { return b / 1073741824.0; }
@@ -254,60 +241,31 @@ static json_t *estimate_json(const k3_plan_estimate *e)
                      "chunk_tokens", e->chunk_tokens, "prompt_s", e->prompt_s);
 }
 
+/* The table's model, --ctx and plan rows; one positional MODEL_OR_CONFIG. */
 static int parse_args(int argc, char **argv, plan_options *o)
 {
-    long long v;
     cli_settings set;
     cli_settings_defaults(&set);
-    set.model = o->m;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        int r = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        o->m = set.model;
-        if (r < 0) return -1;
-        if (r > 0) continue;
-        if (!strcmp(a, "--disk") && more) {
-            const char *d = argv[++i];
-            if (!strcmp(d, "auto")) o->disk_gbps = 0;
-            else if (cli_parse_float(a, d, 0.001, 1000, &o->disk_gbps)) return -1;
-        } else if (!strcmp(a, "--prompt") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->prompt_tokens = (int)v;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &v)) return -1;
-            o->ctx_tokens = (int)v;
-        } else if (!strcmp(a, "--cores") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 4096, &v)) return -1;
-            o->cores = (int)v;
-        } else if (!strcmp(a, "--fixed") && more) {
-            int64_t b = k3_parse_size(argv[++i]);
-            if (b <= 0) { cli_error("--fixed: expected a size such as 40M, got '%s'", argv[i]); return -1; }
-            o->fixed_bytes = (uint64_t)b;
-        } else if (!strcmp(a, "--rates") && more) {
-            o->rates_path = argv[++i];
-        } else if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--reprobe")) {
-            o->reprobe = 1;
-        } else if (a[0] == '-' ) {
-            cli_error("plan: unknown option '%s' (k3 plan --help)", a);
-            return -1;
-        } else if (!o->model) {
-            o->model = a;
-        } else {
-            cli_error("plan: unexpected argument '%s'", a);
-            return -1;
-        }
-    }
-    if (!o->model) { cli_error("plan: MODEL_OR_CONFIG is required (k3 plan --help)"); return -1; }
+    int n_args;
+    if (cli_parse_args("plan", argc, argv, OPTS_MODEL | OPTS_PLAN, &set, &o->model, 1, &n_args))
+        return -1;
+    if (!n_args) { cli_error("plan: MODEL_OR_CONFIG is required (k3 plan --help)"); return -1; }
+    o->m = set.model;
+    o->ctx_tokens = set.model.ctx_tokens;
+    o->disk_gbps = set.plan.disk_gbps;
+    o->prompt_tokens = set.plan.prompt_tokens;
+    o->cores = set.plan.cores;
+    o->reprobe = set.plan.reprobe;
+    o->json = set.json;
+    o->rates_path = set.plan.rates_path;
+    o->fixed_bytes = set.plan.fixed_bytes;
     return 0;
 }
 
 int cmd_plan(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    plan_options o = {.prompt_tokens = 512};
+    plan_options o = {0};
     if (parse_args(argc, argv, &o)) return K3_EXIT_USAGE;
     char ref[PATH_MAX];
     const char *path = o.model;

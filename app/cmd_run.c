@@ -14,43 +14,28 @@
 #include "k3.h"
 #include "options.h"
 
+/* The command's own lines; the options come from the table. */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n"
-               "  -p, --prompt TEXT        prompt text (UTF-8); --prompt-file FILE reads it from a file\n"
-               "  --chat                   wrap the prompt as one user turn in the model's chat format\n"
-               "  --system TEXT            system message (with --chat)\n");
-    cli_print_options(f, OPTS_ALL);
-    fprintf(f, "With --endpoint the prompt goes, as one user message, to an OpenAI-compatible server:\n%s",
-            remote_cli_help);
+    fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n");
+    cli_print_options(f, OPTS_RUN | OPTS_ALL);
+    fprintf(f, "With --endpoint the prompt goes, as one user message, to an OpenAI-compatible server:\n");
+    cli_print_options(f, OPTS_REMOTE);
     fprintf(f, "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n");
 }
 
 int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *model_dir = NULL, *prompt = NULL, *prompt_file = NULL, *system = NULL;
-    int chat = 0;
+    const char *model_dir = NULL;
     cli_settings set;
     cli_settings_defaults(&set);
-    remote_cli remote_opt = {0};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        int ro = remote_cli_option(argc, argv, &i, &remote_opt);
-        if (ro < 0) return K3_EXIT_USAGE;
-        if (ro) continue;
-        int mo = cli_parse_option(argc, argv, &i, OPTS_ALL, &set);
-        if (mo < 0) return K3_EXIT_USAGE;
-        if (mo) continue;
-        if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && more) prompt = argv[++i];
-        else if (!strcmp(a, "--prompt-file") && more) prompt_file = argv[++i];
-        else if (!strcmp(a, "--system") && more) system = argv[++i];
-        else if (!strcmp(a, "--chat")) chat = 1;
-        else if (a[0] == '-') { cli_error("run: unknown option or missing value '%s' (see k3 run --help)", a); return K3_EXIT_USAGE; }
-        else if (!model_dir) model_dir = a;
-        else { cli_error("run: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
-    }
+    int n_args;
+    if (cli_parse_args("run", argc, argv, OPTS_RUN | OPTS_ALL | OPTS_REMOTE, &set, &model_dir, 1, &n_args))
+        return K3_EXIT_USAGE;
+    const char *prompt = set.run.prompt, *prompt_file = set.run.prompt_file, *system = set.system;
+    const int chat = set.run.chat;
+    const remote_cli remote_opt = set.remote;
     if (!prompt == !prompt_file) {
         cli_error("run: give exactly one of -p TEXT or --prompt-file FILE");
         return K3_EXIT_USAGE;
@@ -129,15 +114,19 @@ int cmd_run(int argc, char **argv)
         rc = K3_EXIT_ERROR;
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
-        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, &cli_interrupted, cli_print_text, NULL, NULL, &res, &err)) {
+        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted, cli_print_text, NULL, NULL, &res, &err)) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
         fputc('\n', stdout);
         fflush(stdout);
-        fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s\n",
+        char drafts[96] = "";
+        if (res.n_drafted)
+            snprintf(drafts, sizeof drafts, "; drafts %d of %d kept, %.2f tokens/pass", res.n_draft_kept, res.n_drafted,
+                     res.n_passes ? (double)(res.n_generated - 1) / res.n_passes : 0.0);
+        fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s%s\n",
                 n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
-                res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
+                res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0, drafts,
                 cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
                 : res.length_limit ? " (length limit reached: -n raises it)" : "");
     }

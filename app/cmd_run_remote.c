@@ -7,35 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cli.h"
+#include "options.h"
 #include "remote.h"
 #include "remote_cli.h"
-
-const char remote_cli_help[] =
-    "  --endpoint URL       an OpenAI-compatible server (http[s]://host:port[/v1]) instead of a local model\n"
-    "  --model NAME         the server's model (default: the first it lists)\n"
-    "  --api-key-env VAR    send $VAR as the API key (never on the command line, never stored)\n"
-    "  --ca-cert FILE       trust the CA certificates in FILE (PEM) for an https:// server (default: the system's)\n"
-    "  --timeout S          fail when the server sends nothing for S seconds (default 120)\n"
-    "  --retries N          retries of a 429 (after the server's Retry-After; default 3)\n";
-
-int remote_cli_option(int argc, char **argv, int *i, remote_cli *o)
-{
-    const char *a = argv[*i];
-    int more = *i + 1 < argc;
-    long long v;
-    if (!strcmp(a, "--endpoint") && more) o->endpoint = argv[++*i];
-    else if (!strcmp(a, "--model") && more) o->model = argv[++*i];
-    else if (!strcmp(a, "--api-key-env") && more) o->api_key_env = argv[++*i];
-    else if (!strcmp(a, "--ca-cert") && more) o->ca_cert = argv[++*i];
-    else if (!strcmp(a, "--timeout") && more) {
-        if (cli_parse_int(a, argv[++*i], 1, 86400, &v)) return -1;
-        o->timeout_s = (int)v;
-    } else if (!strcmp(a, "--retries") && more) {
-        if (cli_parse_int(a, argv[++*i], 0, 100, &v)) return -1;
-        o->retries = (int)v + 1;   /* stored +1 so 0 means "default" */
-    } else return 0;
-    return 1;
-}
 
 const char *remote_cli_key(const remote_cli *o, int *bad)
 {
@@ -88,7 +62,7 @@ static remote *open_remote(const remote_cli *o, char *model, size_t len)
 static remote_params params_of(const remote_cli *o, int max_new, double temp, double top_p, long long seed)
 {
     return (remote_params){.temperature = temp, .top_p = top_p, .seed = seed, .max_tokens = max_new,
-                           .timeout_s = o->timeout_s, .max_retries = o->retries ? o->retries - 1 : 3};
+                           .timeout_s = o->timeout_s, .max_retries = o->retries};
 }
 
 int run_remote(const remote_cli *o, const char *prompt, const char *system, int max_new, double temp, double top_p,
@@ -181,23 +155,11 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
 /* `k3 bench --endpoint URL`: its own options (no model is loaded). */
 int cmd_bench_remote(int argc, char **argv)
 {
-    remote_cli o = {0};
-    long long n_requests = 5, tokens = 64;
-    const char *prompt = "Write a short paragraph about the sea.";
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        int ro = remote_cli_option(argc, argv, &i, &o);
-        if (ro < 0) return K3_EXIT_USAGE;
-        if (ro) continue;
-        if (!strcmp(a, "--requests") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 100000, &n_requests)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--tokens") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 20, &tokens)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--prompt") && more) prompt = argv[++i];
-        else if (!strcmp(a, "--json")) json = 1;
-        else { cli_error("bench --endpoint: unknown option or missing value '%s' (see k3 bench --help)", a); return K3_EXIT_USAGE; }
-    }
-    return bench_remote(&o, (int)n_requests, (int)tokens, prompt, json);
+    cli_settings set;
+    cli_settings_defaults(&set);
+    int n_args;
+    if (cli_parse_args("bench", argc, argv, OPTS_REMOTE | OPTS_BENCH_REMOTE, &set, NULL, 0, &n_args))
+        return K3_EXIT_USAGE;
+    const cli_bench_remote_settings *b = &set.bench_remote;
+    return bench_remote(&set.remote, b->requests, b->tokens, b->prompt, set.json);
 }

@@ -17,25 +17,14 @@ static volatile sig_atomic_t stop_requested;
 
 static void on_stop(int sig) { (void)sig; stop_requested = 1; }
 
+/* The command's own paragraph; the option lines come from the table. */
 static void usage(FILE *f)
 {
     fprintf(f, "usage: k3 serve [MODEL] [options]\n\n"
                "An OpenAI-compatible HTTP server: POST /v1/chat/completions and /v1/completions (stream or\n"
-               "not), GET /v1/models, /health, /metrics (Prometheus). One generation at a time; others wait.\n\n"
-               "  --host ADDR          address to listen on (default 127.0.0.1); any other than loopback\n"
-               "                       needs --api-key-env\n"
-               "  --port N             port (default 8080; 0 = any free port, printed on stderr)\n"
-               "  --api-key-env VAR    require 'Authorization: Bearer $VAR' on every endpoint but /health\n"
-               "  --model-name NAME    the model id clients send (default: the directory's name)\n"
-               "  --ctx N              context limit in tokens, prompt + answer (default 4096)\n"
-               "  --max-tokens N       largest max_tokens a request may ask (default 4096)\n"
-               "  --queue N            requests that may wait; past it 429 (default 16)\n"
-               "  --max-body SIZE      largest request body (default 1M)\n"
-               "  --state-cache SIZE   memory for kept prompt states (state reuse; default 256M, 0 = off);\n"
-               "                       taken out of --mem when a budget is given\n"
-               "  --state-cache-entries N   at most N kept states (default 8)\n"
-               "  --quiet              no per-request log line on stderr\n");
-    cli_print_options(f, OPTS_MODEL);
+               "not), GET /v1/models, /health, /metrics (Prometheus). One generation at a time; others wait.\n"
+               "--ctx is the context limit of a request, prompt + answer.\n\n");
+    cli_print_options(f, OPTS_SERVE | OPTS_CONTEXT | OPTS_MODEL);
 }
 
 /* 1 if host is a loopback address (127.0.0.0/8, ::1) or "localhost". */
@@ -52,45 +41,16 @@ static int is_loopback(const char *host)
 int cmd_serve(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    const char *model_dir = NULL, *host = "127.0.0.1", *key_env = NULL, *name = NULL;
-    long long port = 8080, ctx = 4096, max_tokens = 4096, queue = 16, entries = 8;
-    int64_t max_body = 1 << 20, state_cache = 256ll << 20;
-    int quiet = 0;
+    const char *model_dir = NULL;
     cli_settings set;
     cli_settings_defaults(&set);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        int mo = cli_parse_option(argc, argv, &i, OPTS_MODEL, &set);
-        if (mo < 0) return K3_EXIT_USAGE;
-        if (mo) continue;
-        if (!strcmp(a, "--host") && more) host = argv[++i];
-        else if (!strcmp(a, "--api-key-env") && more) key_env = argv[++i];
-        else if (!strcmp(a, "--model-name") && more) name = argv[++i];
-        else if (!strcmp(a, "--quiet")) quiet = 1;
-        else if (!strcmp(a, "--port") && more) {
-            if (cli_parse_int(a, argv[++i], 0, 65535, &port)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--ctx") && more) {
-            if (cli_parse_int(a, argv[++i], 2, 1 << 24, &ctx)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--max-tokens") && more) {
-            if (cli_parse_int(a, argv[++i], 1, 1 << 24, &max_tokens)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--queue") && more) {
-            if (cli_parse_int(a, argv[++i], 0, 1024, &queue)) return K3_EXIT_USAGE;
-        } else if (!strcmp(a, "--state-cache-entries") && more) {
-            if (cli_parse_int(a, argv[++i], 1, SERVE_STATE_SLOTS, &entries)) return K3_EXIT_USAGE;
-        } else if ((!strcmp(a, "--max-body") || !strcmp(a, "--state-cache")) && more) {
-            const char *v = argv[++i];
-            int64_t b = strcmp(v, "0") ? k3_parse_size(v) : 0;
-            if (b < 0 || (b == 0 && !strcmp(a, "--max-body"))) {
-                cli_error("%s: expected a size such as 1M, got '%s'", a, v);
-                return K3_EXIT_USAGE;
-            }
-            if (!strcmp(a, "--max-body")) max_body = b;
-            else state_cache = b;
-        } else if (a[0] == '-') { cli_error("serve: unknown option or missing value '%s' (see k3 serve --help)", a); return K3_EXIT_USAGE; }
-        else if (!model_dir) model_dir = a;
-        else { cli_error("serve: unexpected argument '%s'", a); return K3_EXIT_USAGE; }
-    }
+    int n_args;
+    if (cli_parse_args("serve", argc, argv, OPTS_SERVE | OPTS_CONTEXT | OPTS_MODEL, &set, &model_dir, 1, &n_args))
+        return K3_EXIT_USAGE;
+    const cli_serve_settings *so = &set.serve;
+    const char *host = so->host, *key_env = so->key_env, *name = so->model_name;
+    const int ctx = set.model.ctx_tokens;
+    uint64_t state_cache = so->state_cache_bytes;
     const char *key = NULL;
     if (key_env) {
         key = getenv(key_env);
@@ -105,10 +65,9 @@ int cmd_serve(int argc, char **argv)
     k3_options opt = set.model;
     opt.need_tokenizer = 1;
     if (opt.mem_bytes && state_cache) {
-        if ((uint64_t)state_cache * 4 > opt.mem_bytes) state_cache = (int64_t)(opt.mem_bytes / 4);
-        opt.mem_bytes -= (uint64_t)state_cache;
+        if (state_cache * 4 > opt.mem_bytes) state_cache = opt.mem_bytes / 4;
+        opt.mem_bytes -= state_cache;
     }
-    opt.ctx_tokens = (int)ctx;
     static serve sv;   /* lives as long as the process; connection threads point at it */
     k3_error err;
     sv.model = k3_model_open(model_dir, &opt, &err);
@@ -122,14 +81,15 @@ int cmd_serve(int argc, char **argv)
         snprintf(sv.model_name, sizeof sv.model_name, "%.*s", (int)(n - b), model_dir + b);
     }
     sv.api_key = key;
-    sv.ctx_tokens = (int)ctx;
-    sv.max_tokens_limit = (int)(max_tokens < ctx - 1 ? max_tokens : ctx - 1);
-    sv.queue_max = (int)queue;
+    sv.ctx_tokens = ctx;
+    sv.max_tokens_limit = so->max_tokens < ctx - 1 ? so->max_tokens : ctx - 1;
+    sv.queue_max = so->queue;
     sv.n_threads = opt.n_threads;
-    sv.max_body_bytes = (size_t)max_body;
+    sv.max_body_bytes = (size_t)so->max_body_bytes;
     sv.state_cache_bytes = (size_t)state_cache;
-    sv.state_cache_entries = (int)entries;
-    sv.verbose = !quiet;
+    sv.state_cache_entries = so->state_cache_entries;
+    sv.verbose = !so->quiet;
+    sv.draft = set.draft;
     static const double ttft_s[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
     static const double tok_s[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
     static const double e2e_s[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
@@ -141,7 +101,7 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int rc = serve_http_run(&sv, host, (int)port, &stop_requested, &err);
+    int rc = serve_http_run(&sv, host, so->port, &stop_requested, &err);
     if (rc) {
         cli_error("%s", err.msg);
         serve_engine_stop(&sv);

@@ -9,72 +9,38 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "options.h"
 
-static const char tokenize_usage[] =
-    "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n"
-    "\n"
-    "  --text TEXT        print the token ids of TEXT (special-token strings such as\n"
-    "                     <|im_end|> become their ids); no [BOS] is added\n"
-    "  --text-file FILE   same for the contents of FILE\n"
-    "  --chat FILE.json   render a JSON array of {\"role\": ..., \"content\": ...} messages\n"
-    "                     (system, user, assistant, tool) with the model's chat framing\n"
-    "                     and the assistant generation prompt, and print the ids\n"
-    "  --decode IDS       print the text of IDS (separated by spaces or commas);\n"
-    "                     a newline is added only when stdout is a terminal\n"
-    "\n"
-    "MODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
-    "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
-    "Ids are printed on one line separated by spaces.\n";
-
-typedef enum { MODE_NONE, MODE_TEXT, MODE_TEXT_FILE, MODE_CHAT, MODE_DECODE } tokenize_mode;
+/* The command's own lines; the options come from the table. */
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n\n");
+    cli_print_options(f, OPTS_TOKENIZE);
+    fprintf(f, "\nMODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
+               "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
+               "Ids are printed on one line separated by spaces.\n");
+}
 
 typedef struct {
     const char *model;
-    tokenize_mode mode;
+    cli_tokenize_mode mode;
     const char *arg;      /* TEXT, FILE, FILE.json or IDS */
-    const char *opt;      /* the option that set the mode */
 } tokenize_args;
 
 /* Options first, so every usage mistake exits 2 before any file is read. */
 static int parse_tokenize_args(int argc, char **argv, tokenize_args *a)
 {
-    static const struct { const char *name; tokenize_mode mode; } modes[] = {
-        {"--text", MODE_TEXT}, {"--text-file", MODE_TEXT_FILE},
-        {"--chat", MODE_CHAT}, {"--decode", MODE_DECODE},
-    };
     memset(a, 0, sizeof *a);
-    for (int i = 1; i < argc; i++) {
-        const char *s = argv[i];
-        if (s[0] != '-' || !s[1]) {
-            if (a->model) {
-                cli_error("tokenize: unexpected argument '%s' (MODEL already given as '%s')", s, a->model);
-                return -1;
-            }
-            a->model = s;
-            continue;
-        }
-        size_t m = 0;
-        while (m < sizeof modes / sizeof modes[0] && strcmp(s, modes[m].name)) m++;
-        if (m == sizeof modes / sizeof modes[0]) {
-            cli_error("tokenize: unknown option '%s' (try: k3 tokenize --help)", s);
-            return -1;
-        }
-        if (i + 1 >= argc) {
-            cli_error("tokenize: %s needs a value", s);
-            return -1;
-        }
-        if (a->mode != MODE_NONE) {
-            cli_error("tokenize: %s and %s cannot be combined", a->opt, s);
-            return -1;
-        }
-        a->mode = modes[m].mode;
-        a->opt = s;
-        a->arg = argv[++i];
-    }
-    if (a->mode == MODE_NONE) {
+    cli_settings set;
+    cli_settings_defaults(&set);
+    int n_args;
+    if (cli_parse_args("tokenize", argc, argv, OPTS_TOKENIZE, &set, &a->model, 1, &n_args)) return -1;
+    if (set.tokenize.mode == TOKENIZE_NONE) {
         cli_error("tokenize: give one of --text, --text-file, --chat or --decode (try: k3 tokenize --help)");
         return -1;
     }
+    a->mode = set.tokenize.mode;
+    a->arg = set.tokenize.arg;
     if (!a->model) a->model = cli_default_model();
     return 0;
 }
@@ -215,15 +181,15 @@ static int tokenize_decode(const k3_tokenizer *tok, const int *ids, int n)
 int cmd_tokenize(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs(tokenize_usage, stdout);
+        usage(stdout);
         return K3_EXIT_OK;
     }
     tokenize_args a;
     if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
     int *decode_ids = NULL, n_decode = 0;
-    if (a.mode == MODE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
+    if (a.mode == TOKENIZE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;
-    int chat_format = a.mode == MODE_CHAT ? check_chat_model_type(a.model) : 0;
+    int chat_format = a.mode == TOKENIZE_CHAT ? check_chat_model_type(a.model) : 0;
     if (chat_format < 0) {
         free(decode_ids);
         return K3_EXIT_ERROR;
@@ -236,14 +202,14 @@ int cmd_tokenize(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     int rc = K3_EXIT_ERROR;
-    if (a.mode == MODE_TEXT) {
+    if (a.mode == TOKENIZE_TEXT) {
         rc = tokenize_text(tok, "--text", a.arg, strlen(a.arg));
-    } else if (a.mode == MODE_TEXT_FILE) {
+    } else if (a.mode == TOKENIZE_TEXT_FILE) {
         size_t len;
         char *text = cli_read_file(a.arg, K3_MAX_PROMPT_BYTES, &len);
         if (text) rc = tokenize_text(tok, a.arg, text, len);
         free(text);
-    } else if (a.mode == MODE_CHAT) {
+    } else if (a.mode == TOKENIZE_CHAT) {
         rc = tokenize_chat(tok, a.arg, chat_format);
     } else {
         rc = tokenize_decode(tok, decode_ids, n_decode);

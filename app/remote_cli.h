@@ -3,28 +3,27 @@
 #ifndef K3_REMOTE_CLI_H
 #define K3_REMOTE_CLI_H
 
-/* The options every --endpoint command shares. */
+/* The options every --endpoint command shares (rows of options.c, group
+ * OPTS_REMOTE; defaults from there). */
 typedef struct remote_cli {
     const char *endpoint;        /* NULL = local engine */
     const char *model;           /* --model NAME (NULL = the server's first) */
     const char *api_key_env;     /* --api-key-env VAR */
     const char *ca_cert;         /* --ca-cert FILE: the CA of an https:// server (else the system's) */
-    int timeout_s, retries;
+    int timeout_s;               /* --timeout S */
+    int retries;                 /* --retries N: retries of a 429 */
 } remote_cli;
 
-/* If argv[*i] is --endpoint, --model, --api-key-env, --ca-cert, --timeout
- * or --retries, consume it and its value: 1; 0 if not one; -1 bad value. */
-int remote_cli_option(int argc, char **argv, int *i, remote_cli *o);
 struct remote;
 /* remote_open with the options' key and CA; NULL after printing one line. */
 struct remote *remote_cli_open(const remote_cli *o, const char *key);
-extern const char remote_cli_help[];
 /* The key from the named variable: NULL if none asked; "" + message if unset. */
 const char *remote_cli_key(const remote_cli *o, int *bad);
 
 int run_remote(const remote_cli *o, const char *prompt, const char *system, int max_new, double temp, double top_p,
                long long seed);
-/* `k3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]`. */
+/* `k3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]`
+ * (the OPTS_REMOTE and OPTS_BENCH_REMOTE rows). */
 int cmd_bench_remote(int argc, char **argv);
 
 /* cmd_chat_remote.c: the backend a stored conversation recorded ("" = local). */

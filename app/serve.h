@@ -90,6 +90,7 @@ typedef struct serve {
     size_t state_cache_bytes;    /* 0 = no state reuse */
     int state_cache_entries;
     int verbose;
+    int draft;                   /* speculative decoding (chat/draft.h): the options table's default */
     /* the engine side */
     k3_session *session;
     int stop_ids[8], n_stop_ids;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "generate.h"
+#include "text_append.h"
 #include "serve.h"
 
 serve_job *serve_job_new(void)
@@ -142,17 +143,8 @@ static void on_text(void *user, const char *text, size_t n)
     serve_job *job = ts->job;
     pthread_mutex_lock(&ts->sv->mu);
     if (!job->stop_hit) {
-        if (job->len + n + 1 > job->cap) {
-            size_t cap = job->cap ? job->cap * 2 : 256;
-            while (cap < job->len + n + 1) cap *= 2;
-            char *g = realloc(job->text, cap);
-            if (g) { job->text = g; job->cap = cap; }
-        }
-        if (job->len + n + 1 <= job->cap) {
-            size_t from = job->len > job->max_stop_len ? job->len - job->max_stop_len : 0;
-            memcpy(job->text + job->len, text, n);
-            job->len += n;
-            job->text[job->len] = 0;
+        size_t from = job->len > job->max_stop_len ? job->len - job->max_stop_len : 0;
+        if (text_append(&job->text, &job->len, &job->cap, text, n) == 0) {
             size_t cut = job->len;
             for (int i = 0; i < job->n_stop; i++) {
                 char *hit = memmem(job->text + from, job->len - from, job->stop[i], strlen(job->stop[i]));
@@ -162,7 +154,7 @@ static void on_text(void *user, const char *text, size_t n)
                 job->len = cut;
                 job->text[cut] = 0;
                 job->stop_hit = 1;
-                job->halt = 1;
+                __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* polled by generate_answer */
             }
         }
     }
@@ -226,7 +218,7 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     text_sink ts = {sv, job};
     generate_result res;
     const uint64_t t_gen = k3_now_ns();
-    rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, &job->halt, on_text, NULL, &ts,
+    rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, sv->draft, &job->halt, on_text, NULL, &ts,
                          &res, &err);
     k3_sampler_free(&sp);
     const uint64_t t_end = k3_now_ns();
@@ -346,7 +338,7 @@ void serve_engine_stop(serve *sv)
     }
     sv->queue_head = sv->queue_tail = NULL;
     sv->n_waiting = 0;
-    if (sv->running) sv->running->halt = 1;
+    if (sv->running) __atomic_store_n(&sv->running->halt, 1, __ATOMIC_RELAXED);
     pthread_cond_broadcast(&sv->work_cv);
     pthread_cond_broadcast(&sv->job_cv);
     pthread_mutex_unlock(&sv->mu);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "serve.h"
+#include "text_append.h"
 
 typedef struct conn_ctx {
     char *body;
@@ -80,16 +81,7 @@ static void out_put(serve_job *job, const char *a, const char *b, const char *c)
     for (int i = 0; i < 3; i++) {
         if (!parts[i]) continue;
         size_t n = strlen(parts[i]);
-        if (job->out_len + n > job->out_cap) {
-            size_t cap = job->out_cap ? job->out_cap * 2 : 1024;
-            while (cap < job->out_len + n) cap *= 2;
-            char *g = realloc(job->out, cap);
-            if (!g) return;
-            job->out = g;
-            job->out_cap = cap;
-        }
-        memcpy(job->out + job->out_len, parts[i], n);
-        job->out_len += n;
+        if (text_append(&job->out, &job->out_len, &job->out_cap, parts[i], n)) return;
     }
 }
 
@@ -155,7 +147,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
         cond_wait_ms(&sv->job_cv, &sv->mu, 500);
         if (job->state != JOB_DONE && peer_gone(job->conn_fd)) {
             job->cancelled = 1;
-            job->halt = 1;
+            __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         } else if (job->out_len == 0 && k3_now_ns() - job->last_write_ns > 5000000000ull) {
             out_put(job, ": waiting\n\n", NULL, NULL);   /* an SSE comment: keeps proxies and the peer check alive */
         }
@@ -171,7 +163,7 @@ static void stream_free(void *cls)
     pthread_mutex_lock(&sv->mu);
     if (job->state != JOB_DONE || job->stream_phase != 3) {
         job->cancelled = 1;
-        job->halt = 1;
+        __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
     }
     pthread_mutex_unlock(&sv->mu);
     serve_job_release(sv, job);
@@ -217,7 +209,7 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
         cond_wait_ms(&sv->job_cv, &sv->mu, 200);
         if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd)) {
             job->cancelled = 1;
-            job->halt = 1;
+            __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         }
     }
     const int cancelled = job->cancelled;
@@ -306,16 +298,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             cx->len = cx->cap = 0;
         }
         if (!cx->too_big) {
-            if (cx->len + *upload_size > cx->cap) {
-                size_t cap = cx->cap ? cx->cap * 2 : 4096;
-                while (cap < cx->len + *upload_size) cap *= 2;
-                char *g = realloc(cx->body, cap);
-                if (!g) return MHD_NO;
-                cx->body = g;
-                cx->cap = cap;
-            }
-            memcpy(cx->body + cx->len, upload, *upload_size);
-            cx->len += *upload_size;
+            if (text_append(&cx->body, &cx->len, &cx->cap, upload, *upload_size)) return MHD_NO;
         }
         *upload_size = 0;
         return MHD_YES;

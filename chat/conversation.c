@@ -12,6 +12,7 @@
 #include "generate.h"
 #include "conversation.h"
 #include "remote.h"
+#include "text_append.h"
 
 struct conversation {
     k3_model *model;
@@ -21,6 +22,7 @@ struct conversation {
     k3_sampler sampler;
     int max_new;
     generate_progress_fn on_token;       /* per-token observer (--json --stream), or NULL */
+    int draft;                           /* --draft (chat/draft.h) */
     history_conversation row;
     int have_row;
     int turn;
@@ -609,7 +611,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
             free(answer_sampling);
             return k3_err(err, "%s", herr.msg);
         }
-        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, interrupt_flag,
+        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, c->draft, interrupt_flag,
                              saver_text, saver_progress, &saver, &g, err);
     }
     r->generated_tokens = g.n_generated;
@@ -617,6 +619,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->ttft_ms = (prefill_s + g.first_token_s) * 1e3;
     r->decode_ms = g.decode_s * 1e3;
     r->decode_tok_s = g.n_generated > 1 && g.decode_s > 0 ? (g.n_generated - 1) / g.decode_s : 0;
+    r->decode_passes = g.n_passes;
+    r->drafted_tokens = g.n_drafted;
+    r->draft_kept_tokens = g.n_draft_kept;
     r->interrupted = g.interrupted;
     r->context_full = g.context_full;
     r->length_limit = g.length_limit;
@@ -715,6 +720,8 @@ int conversation_max_new(const conversation *c) { return c->max_new; }
 
 /* Scripts that watch each token: called with the same user pointer as the text callback. */
 void conversation_set_token_observer(conversation *c, generate_progress_fn on_token) { c->on_token = on_token; }
+/* --draft: the same answers, in fewer passes when drafts hit (draft.h). */
+void conversation_set_draft(conversation *c, int draft) { c->draft = draft; }
 const char *conversation_system(const conversation *c)
 {
     const char *s = system_prompt(c);
@@ -791,17 +798,7 @@ static void remote_text(void *user, const char *text, size_t len)
     remote_sink *rs = user;
     if (rs->on_text) rs->on_text(rs->user, text, len);
     if (rs->message_id < 0) return;
-    if (rs->len + len + 1 > rs->cap) {
-        size_t cap = rs->cap ? rs->cap * 2 : 4096;
-        while (cap < rs->len + len + 1) cap *= 2;
-        char *g = realloc(rs->text, cap);
-        if (!g) return;
-        rs->text = g;
-        rs->cap = cap;
-    }
-    memcpy(rs->text + rs->len, text, len);
-    rs->len += len;
-    rs->text[rs->len] = 0;
+    if (text_append(&rs->text, &rs->len, &rs->cap, text, len)) return;
     rs->pieces++;
     if (rs->pieces - rs->saved_pieces >= SAVE_EVERY_TOKENS || k3_now_ns() / 1e9 - rs->last_save_s >= SAVE_EVERY_S)
         remote_save_partial(rs);

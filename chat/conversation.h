@@ -20,6 +20,8 @@ typedef struct turn_result {
     double ttft_ms, prefill_ms, decode_ms, decode_tok_s;
     int interrupted, context_full, error;
     int length_limit;            /* the answer was cut by the -n limit */
+    int decode_passes;           /* passes over the model after the first token */
+    int drafted_tokens, draft_kept_tokens;   /* --draft ngram: verified, and of those kept */
     const char *status;          /* "complete" / "interrupted" / "error" */
     char *text;                  /* the answer (malloc'd; freed by turn_result_free) */
     /* a remote backend (conversation_create_remote) */
@@ -112,5 +114,8 @@ int conversation_max_new(const conversation *c);
  * each generated token with the answer so far, and the user pointer passed
  * to conversation_turn. */
 void conversation_set_token_observer(conversation *c, generate_progress_fn on_token);
+/* Speculative decoding for the following answers: DRAFT_NONE or DRAFT_NGRAM
+ * (chat/draft.h; the answers are the same either way). */
+void conversation_set_draft(conversation *c, int draft);
 
 #endif

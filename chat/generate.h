@@ -19,6 +19,9 @@ typedef struct generate_result {
     double decode_s;          /* seconds from the first token to the end */
     char *text;               /* malloc'd answer text (UTF-8) */
     int *ids;                 /* malloc'd: every token produced, in order (the last may be pending) */
+    /* speculative decoding (--draft ngram): passes over the model after the
+     * first token, draft tokens verified and kept */
+    int n_passes, n_drafted, n_draft_kept;
 } generate_result;
 
 /* Called with each complete piece of text as it is produced. */
@@ -27,12 +30,15 @@ typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
  * the chat keeps a streaming answer durable with it. */
 typedef void (*generate_progress_fn)(void *user, const generate_result *so_far);
 
-/* Generate up to max_new tokens from the session's current logits. The last
+/* Generate up to max_new tokens from the session's current logits, with
+ * drafts (draft = DRAFT_NGRAM, draft.h: each pass feeds the pending token and
+ * the n-gram draft after it, and keeps what sampling confirms: the same
+ * tokens and session as DRAFT_NONE, in fewer passes when drafts hit). The last
  * sampled token is left pending (not fed) so a stop or limit costs no extra
  * forward pass; the caller feeds it when the conversation goes on. Returns
  * 0, or -1 with err set (the result still describes what was produced). */
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
-                    int max_new, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
+                    int max_new, int draft, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
                     generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err);
 
 

@@ -2,24 +2,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include "multiline.h"
+#include "text_append.h"
 
 #define QUOTES "\"\"\""
 
 /* Append n bytes to the block. */
 static int add(multiline *m, const char *s, size_t n)
 {
-    if (m->len + n + 1 > m->cap) {
-        size_t cap = m->cap ? m->cap * 2 : 256;
-        while (cap < m->len + n + 1) cap *= 2;
-        char *g = realloc(m->buf, cap);
-        if (!g) return -1;
-        m->buf = g;
-        m->cap = cap;
-    }
-    memcpy(m->buf + m->len, s, n);
-    m->len += n;
-    m->buf[m->len] = 0;
-    return 0;
+    return text_append(&m->buf, &m->len, &m->cap, s, n);
 }
 
 /* 1 if s[0..n) ends with """. */

@@ -8,6 +8,7 @@
 #include <strings.h>
 #include <unistd.h>
 #include "remote.h"
+#include "text_append.h"
 
 struct remote {
     char url[1024];              /* scheme://host[:port][/prefix], no trailing /v1 */
@@ -84,18 +85,7 @@ typedef struct buf {
 static int buf_add(buf *b, const char *p, size_t n)
 {
     if (b->max && b->len + n > b->max) n = b->len < b->max ? b->max - b->len : 0;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 1024;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *g = realloc(b->s, cap);
-        if (!g) return -1;
-        b->s = g;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, p, n);
-    b->len += n;
-    b->s[b->len] = 0;
-    return 0;
+    return text_append(&b->s, &b->len, &b->cap, p, n);
 }
 
 /* The server's own words for an error body: error.message (OpenAI), or
@@ -403,7 +393,7 @@ static int on_progress(void *u, curl_off_t a, curl_off_t b, curl_off_t c, curl_o
 {
     (void)a; (void)b; (void)c; (void)d;
     stream *s = u;
-    return s->interrupt_flag && *s->interrupt_flag;
+    return s->interrupt_flag && __atomic_load_n(s->interrupt_flag, __ATOMIC_RELAXED);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -432,10 +422,10 @@ static char *request_body(const char *model, const k3_chat_msg *msgs, int n_msgs
 static int nap(int seconds, volatile sig_atomic_t *flag)
 {
     for (int i = 0; i < seconds * 10; i++) {
-        if (flag && *flag) return 1;
+        if (flag && __atomic_load_n(flag, __ATOMIC_RELAXED)) return 1;
         usleep(100 * 1000);
     }
-    return flag && *flag;
+    return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
 int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msgs, const remote_params *p,

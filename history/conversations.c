@@ -136,6 +136,43 @@ int history_conv_find(history *h, const char *ref, history_conversation *out, hi
     return history_conv_get(h, id, out, err);
 }
 
+/* Every row of a prepared statement, read by read_row into a growing array
+ * of elem_bytes records: the one loop behind the list functions. The
+ * statement is finalized; on failure (out of memory, a bad row, a database
+ * error) what was read is freed by free_list and err says what failed. */
+static int collect_rows(history *h, sqlite3_stmt *st, size_t elem_bytes,
+                        int (*read_row)(sqlite3_stmt *, void *), void (*free_list)(void *, size_t),
+                        const char *what, void **out, size_t *n_out, history_error *err)
+{
+    char *list = NULL;
+    size_t n = 0, cap = 0;
+    int rc;
+    while ((rc = hist_step(st)) == SQLITE_ROW) {
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char *grown = realloc(list, cap * elem_bytes);
+            if (!grown) break;
+            list = grown;
+        }
+        if (read_row(st, list + n * elem_bytes)) break;
+        n++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) {
+        free_list(list, n);
+        return rc == SQLITE_ROW ? hist_err(err, "%s: out of memory", h->path) : hist_db_err(h, err, what);
+    }
+    *out = list;
+    *n_out = n;
+    return 0;
+}
+
+static int read_msg_row(sqlite3_stmt *st, history_message *m);
+static int read_conv_row_any(sqlite3_stmt *st, void *row) { return read_conv_row(st, row); }
+static int read_msg_row_any(sqlite3_stmt *st, void *row) { return read_msg_row(st, row); }
+static void free_conv_list_any(void *list, size_t n) { history_conv_list_free(list, n); }
+static void free_msg_list_any(void *list, size_t n) { history_msg_list_free(list, n); }
+
 /* See history.h. */
 int history_conv_list(history *h, int limit, history_conversation **out, size_t *n_out, history_error *err)
 {
@@ -144,24 +181,11 @@ int history_conv_list(history *h, int limit, history_conversation **out, size_t 
     sqlite3_stmt *st = hist_prepare(h, "SELECT " CONV_COLUMNS " FROM conversations c ORDER BY c.updated_ms DESC, c.id DESC LIMIT ?", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, limit > 0 ? limit : -1);
-    size_t cap = 0, n = 0;
-    history_conversation *list = NULL;
-    int rc;
-    while ((rc = hist_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 16;
-            history_conversation *grown = realloc(list, cap * sizeof *list);
-            if (!grown) break;
-            list = grown;
-        }
-        if (read_conv_row(st, &list[n])) break;
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        history_conv_list_free(list, n);
-        return rc == SQLITE_ROW ? hist_err(err, "%s: out of memory", h->path) : hist_db_err(h, err, "listing conversations");
-    }
+    void *list;
+    size_t n;
+    if (collect_rows(h, st, sizeof(history_conversation), read_conv_row_any, free_conv_list_any,
+                     "listing conversations", &list, &n, err))
+        return -1;
     *out = list;
     *n_out = n;
     return 0;
@@ -695,24 +719,11 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
         " FROM messages WHERE conversation_id = ? ORDER BY seq", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);
-    history_message *list = NULL;
-    size_t n = 0, cap = 0;
-    int rc;
-    while ((rc = hist_step(st)) == SQLITE_ROW) {
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            history_message *grown = realloc(list, cap * sizeof *list);
-            if (!grown) break;
-            list = grown;
-        }
-        if (read_msg_row(st, &list[n])) break;
-        n++;
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        history_msg_list_free(list, n);
-        return rc == SQLITE_ROW ? hist_err(err, "%s: out of memory", h->path) : hist_db_err(h, err, "reading messages");
-    }
+    void *list;
+    size_t n;
+    if (collect_rows(h, st, sizeof(history_message), read_msg_row_any, free_msg_list_any,
+                     "reading messages", &list, &n, err))
+        return -1;
     *out = list;
     *n_out = n;
     return 0;

@@ -67,6 +67,11 @@ typedef struct k3_options {
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
 } k3_options;
 
+/* Tokens per forward chunk: prompts run in chunks of this many, and a
+ * caller that wants every position's logits needs at most this many rows at
+ * a time (k3_session_eval gives the same logits however the ids are split). */
+#define K3_EVAL_CHUNK_TOKENS 32
+
 /* Public facts about a loaded model. */
 typedef struct k3_model_info {
     char model_type[32];
@@ -82,6 +87,11 @@ typedef struct k3_model_info {
     int experts_mxfp4;       /* routed experts stored as MXFP4 */
     int ctx_tokens;          /* context the memory plan was made for */
 } k3_model_info;
+
+/* vocab_size from DIR/config.json alone, without opening the model (cheap):
+ * for a caller that sizes its own buffers before k3_model_open, so the plan
+ * counts them in the process's memory (k3 eval's chunk of logits). */
+int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */
@@ -143,6 +153,31 @@ void k3_session_set_interrupt(k3_session *s, volatile int *flag);
 /* Logits after the last evaluated token ([vocab]); NULL before any token. */
 const float *k3_session_logits(const k3_session *s);
 
+
+/* ---- speculative decoding ---------------------------------------------- */
+
+/* Tokens one draft pass may hold: the token just sampled and up to
+ * K3_DRAFT_MAX_TOKENS - 1 drafted after it. */
+#define K3_DRAFT_MAX_TOKENS 8
+
+/* Chooses how many of a draft pass's tokens the session keeps: logits holds
+ * [n][vocab], the prediction after each of ids[0..n); returns n_keep in
+ * 1..n (the caller samples from the rows in order and stops at the first
+ * draft token sampling would not have chosen). */
+typedef int (*k3_draft_keep_fn)(void *user, const float *logits, int n, int vocab);
+
+/* Evaluate ids[0..n) (n <= K3_DRAFT_MAX_TOKENS) in one pass over the model,
+ * as k3_session_eval would with all_logits, then keep only the first n_keep
+ * that keep() returns: the session ends exactly (bit for bit: state, logits,
+ * token count) as a session fed only those n_keep tokens. The MLA cache is
+ * simply cut; the KDA states, which cannot be cut, are put back to before the
+ * pass and the recurrence of the kept tokens is replayed from the inputs the
+ * pass computed (no weight is read again). Failures are as k3_session_eval's
+ * (the session unchanged); keep() returning a count outside 1..n is an error
+ * and leaves the session as before the pass. The pass counts in the
+ * statistics as one decode step of n tokens (draft_* counters). */
+int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn keep, void *user,
+                          k3_error *err);
 
 /* ---- conversation state on disk ---------------------------------------- */
 
@@ -236,6 +271,10 @@ typedef struct k3_stats {
     uint32_t chunk_done, chunk_total;   /* prompt tokens done / total of the current eval */
     uint64_t tokens_prefilled, tokens_decoded;
     double prefill_ms, decode_ms;       /* summed compute wall time per phase */
+    /* speculative decoding (k3_session_eval_draft): passes, the draft tokens
+     * they verified (the tokens after the first of each pass), how many of
+     * those were kept */
+    uint64_t draft_passes, draft_tokens, draft_kept;
     /* the last K3_STATS_RECORDS evaluation steps, oldest first */
     uint64_t n_records;          /* total ever recorded */
     uint32_t n_valid;            /* records[0 .. n_valid) */

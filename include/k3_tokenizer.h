@@ -18,6 +18,16 @@ typedef struct k3_tokenizer k3_tokenizer;
  * DIR/tokenizer_config.json). On failure returns NULL and writes one line
  * naming the file and the problem into err. */
 k3_tokenizer *k3_tokenizer_load(const char *dir, k3_error *err);
+/* The same from the two files' bytes in memory (vocab = tiktoken.model,
+ * config = tokenizer_config.json); dir only names them in messages. */
+k3_tokenizer *k3_tokenizer_parse(const char *vocab, size_t vocab_len, const char *config,
+                                 size_t config_len, const char *dir, k3_error *err);
+/* Replace t's special-token table with one parsed from tokenizer_config.json
+ * bytes (the second half of k3_tokenizer_parse; the fuzzer runs it alone on
+ * a vocabulary parsed once). 0, or -1 with err set and t left unusable
+ * (free it). */
+int k3_tokenizer_parse_specials(k3_tokenizer *t, const char *config, size_t config_len, const char *dir,
+                                k3_error *err);
 void k3_tokenizer_free(k3_tokenizer *t);
 
 int k3_tokenizer_n_base(const k3_tokenizer *t);     /* number of BPE ranks */

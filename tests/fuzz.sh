@@ -39,7 +39,10 @@ for target in $TARGETS; do
     case $target in
     safetensors)
         srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
-        # seeds: small valid shards (every dtype, 1-4 dims) and a real shard
+        # seeds: small valid shards (every dtype, 1-4 dims) and a real shard.
+        # An input is a u64 LE count of the file bytes after it, then the
+        # file's first bytes (fuzz_safetensors.c): the real shard's seed is
+        # its whole header with the data section counted, not carried.
         /usr/bin/python3 -c "
 import struct, json
 def shard(entries):
@@ -51,10 +54,13 @@ def shard(entries):
         off += n; data += bytes(n)
     j = json.dumps(h).encode(); j += b' ' * (-len(j) % 8)
     return struct.pack('<Q', len(j)) + j + data
-open('$corpus/seed_small', 'wb').write(shard([('a.weight', 'BF16', [4, 8], 2), ('b', 'F32', [3], 4), ('c', 'F8_E4M3', [2, 2, 2], 1), ('d', 'I64', [], 8)]))
-open('$corpus/seed_one', 'wb').write(shard([('x', 'F16', [2, 3, 1, 1], 2)]))
-"
-        cp $SEEDMODEL/model.safetensors $corpus/seed_shard ;;
+def seed(raw):
+    n = 8 + struct.unpack('<Q', raw[:8])[0]
+    return struct.pack('<Q', len(raw) - min(n, len(raw))) + raw[:n]
+open('$corpus/seed_small', 'wb').write(seed(shard([('a.weight', 'BF16', [4, 8], 2), ('b', 'F32', [3], 4), ('c', 'F8_E4M3', [2, 2, 2], 1), ('d', 'I64', [], 8)])))
+open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])))
+open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
+" ;;
     index)
         srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         /usr/bin/python3 -c "

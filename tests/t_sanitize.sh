@@ -6,7 +6,7 @@
 # ...". Sanitizer reports are written to files (log_path), so a report from
 # a command whose stderr a test throws away still fails the run: bad input
 # must give a clean error, never a memory error.
-# Skipped here: t_sanitize.sh itself, t_fuzz.sh (its targets are built with
+# Skipped here: t_sanitize.sh itself, t_tsan.sh (its own sanitizer build), t_fuzz.sh (its targets are built with
 # the sanitizers already; t_serve_asan.sh is its own sanitizer run), t_door.sh and t_arch.sh (build checks of other
 # layouts and architectures), t_trust.sh and t_plan.sh (memory cgroups and
 # RSS-based plans: ASan's shadow memory changes what they measure) and
@@ -44,7 +44,7 @@ for t in $BIN/tests/test_*; do
 done
 for s in tests/t_*.sh; do
     case $s in
-    tests/t_sanitize.sh|tests/t_serve_asan.sh|tests/t_fuzz.sh|tests/t_door.sh|tests/t_arch.sh|tests/t_trust.sh|tests/t_plan.sh|tests/t_cli_misc.sh) continue ;;
+    tests/t_sanitize.sh|tests/t_serve_asan.sh|tests/t_tsan.sh|tests/t_fuzz.sh|tests/t_door.sh|tests/t_arch.sh|tests/t_trust.sh|tests/t_plan.sh|tests/t_cli_misc.sh) continue ;;
     esac
     run_part "$s" sh "$s"
 done

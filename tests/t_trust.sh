@@ -94,6 +94,31 @@ print(("PASS" if ok else "FAIL") + " bench --mem %dM: peak RSS %d KiB (budget + 
       "resident pass skipped: %s" % (mem, rss_kb, limit_kb, d["device_gbps"], d["resident_not_measured"]))
 PY
 
+# ---- eval --logits streams its logits: memory does not grow with the ids ----
+# 4096 ids on the tiny model at a --mem just above eval's own minimum for
+# them: holding n x vocab logits (the old way) would add 11.8 MB between 256
+# and 4096 ids; streaming a chunk at a time adds only the session's MLA
+# rows. The output equals a fully resident evaluation's, byte for byte.
+EM=$OUT/tiny
+[ -f $EM/config.json ] || $K3 gen $EM --preset tiny --seed 5 >/dev/null 2>&1
+ELONG=$(/usr/bin/python3 -c "print(' '.join(str(5 + (i * 7) % 700) for i in range(4096)))")
+ESHORT=$(echo $ELONG | cut -d' ' -f1-256)
+EMIN=$($K3 eval $EM --ids "$ELONG" --logits $OUT/x.f32 --mem 1M 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
+/usr/bin/time -f "%M" -o $OUT/eval_short.rss $K3 eval $EM --ids "$ESHORT" --logits $OUT/eval_short.f32 --mem $((EMIN + 1))M 2>/dev/null
+c1=$?
+/usr/bin/time -f "%M" -o $OUT/eval_long.rss $K3 eval $EM --ids "$ELONG" --logits $OUT/eval_long.f32 --mem $((EMIN + 1))M 2>$OUT/eval_long.err
+c2=$?
+$K3 eval $EM --ids "$ELONG" --logits $OUT/eval_ref.f32 2>/dev/null
+short_kb=$(tail -1 $OUT/eval_short.rss); long_kb=$(tail -1 $OUT/eval_long.rss)
+logits_kb=$((4096 * 768 * 4 / 1024))
+if [ "$c1" -eq 0 ] && [ "$c2" -eq 0 ] && [ $((long_kb - short_kb)) -lt $((logits_kb / 2)) ] && \
+   [ "$(stat -c %s $OUT/eval_long.f32)" -eq $((4096 * 768 * 4)) ] && cmp -s $OUT/eval_long.f32 $OUT/eval_ref.f32 && \
+   cmp -s $OUT/eval_short.f32 -n $((256 * 768 * 4)) $OUT/eval_long.f32 2>/dev/null; then
+    echo "PASS eval --logits streams: 4096 ids at --mem $((EMIN + 1))M peak $long_kb KiB, 256 ids $short_kb KiB (all logits: $logits_kb KiB); output = fully resident's"
+else
+    echo "FAIL eval --logits streams: exits $c1/$c2, peak RSS 256 ids $short_kb KiB, 4096 ids $long_kb KiB (grows by the logits, $logits_kb KiB?), outputs equal: $(cmp $OUT/eval_long.f32 $OUT/eval_ref.f32 2>&1 | head -1) $(head -c 200 $OUT/eval_long.err)"
+fi
+
 # ---- a real cgroup v1 of 300 MiB ----
 CGLINE=$(grep ':memory:' /proc/self/cgroup | head -1 | cut -d: -f3)
 CGBASE=/sys/fs/cgroup/memory$CGLINE

@@ -62,7 +62,9 @@ static void *eval_thread(void *arg)
     return NULL;
 }
 
-static int threads_check(const char *dir, const int *ids, int n)
+/* counts: the thread counts to try on the other thread ("1,5,3"; the
+ * ThreadSanitizer run gives "1": libgomp's barriers are invisible to it). */
+static int threads_check(const char *dir, const int *ids, int n, const char *counts_text)
 {
     k3_error err;
     k3_options one = {.n_threads = 1, .ctx_tokens = n};
@@ -77,8 +79,10 @@ static int threads_check(const char *dir, const int *ids, int n)
     k3_session_free(s);
     k3_model_close(m);
     int fails = 0;
-    const int counts[] = {1, 5, 3};
-    for (int i = 0; i < 3; i++) {
+    int counts[8], n_counts = 0;
+    for (const char *p = counts_text; *p && n_counts < 8; p++)
+        if (p == counts_text || p[-1] == ',') counts[n_counts++] = atoi(p);
+    for (int i = 0; i < n_counts; i++) {
         k3_options o = {.n_threads = counts[i], .ctx_tokens = n};
         m = k3_model_open(dir, &o, &err);
         s = m ? k3_session_new(m, n, &err) : NULL;   /* created here, evaluated on another thread */
@@ -281,7 +285,7 @@ static int probe_check(const char *dir, const int *ids, int n, const char *mem)
 
 typedef struct stats_race {
     k3_model *m;
-    volatile int stop;
+    int stop;            /* __atomic: the reader tells the writer to stop */
     uint64_t writes;
 } stats_race;
 
@@ -291,7 +295,7 @@ static void *stats_writer(void *arg)
 {
     stats_race *r = arg;
     k3_stats *st = &r->m->stats;
-    for (uint64_t i = 0; !r->stop; i++) {
+    for (uint64_t i = 0; !__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE); i++) {
         stats_set64(&st->bytes_read_experts, i & 1 ? HIGH_SIDE : LOW_SIDE);
         stats_set64(&st->read_busy_ns, i & 1 ? LOW_SIDE : HIGH_SIDE);
         k3_token_record rec = {.index = i, .n_tokens = (uint32_t)i, .phase = (uint32_t)(i >> 32),
@@ -331,7 +335,7 @@ static int stats_torn_check(void)
                 bad_records++;
         }
     }
-    r.stop = 1;
+    __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     int fails = 0;
     if (torn) {
@@ -357,7 +361,7 @@ static int stats_torn_check(void)
 
 typedef struct stream_reader {
     const k3_model *m;
-    volatile int stop;
+    int stop;            /* __atomic: the evaluating thread tells the reader to stop */
     uint64_t reads, backwards, jumps;
     char first[200];
 } stream_reader;
@@ -367,7 +371,7 @@ static void *stats_hammer(void *arg)
     stream_reader *r = arg;
     k3_stats *prev = malloc(sizeof *prev), *cur = malloc(sizeof *cur);
     k3_stats_read(r->m, prev);
-    while (!r->stop) {
+    while (!__atomic_load_n(&r->stop, __ATOMIC_ACQUIRE)) {
         k3_stats_read(r->m, cur);
         r->reads++;
         const struct { const char *name; uint64_t a, b; } f[] = {
@@ -399,7 +403,11 @@ static void *stats_hammer(void *arg)
 static int stats_stream_check(const char *dir, const int *ids, int n, const char *mem)
 {
     k3_error err;
-    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n};
+    /* compute threads as the command line sets them (OMP_NUM_THREADS, else all
+     * cores): the ThreadSanitizer run gives 1 */
+    const char *omp = getenv("OMP_NUM_THREADS");
+    k3_options opt = {.mem_bytes = strtoull(mem, NULL, 10) << 20, .ctx_tokens = n,
+                      .n_threads = omp ? atoi(omp) : 0};
     k3_model *m = k3_model_open(dir, &opt, &err);
     k3_session *s = m ? k3_session_new(m, n, &err) : NULL;
     if (!s) { printf("FAIL stats stream open: %s\n", err.msg); return 1; }
@@ -411,7 +419,7 @@ static int stats_stream_check(const char *dir, const int *ids, int n, const char
     pthread_create(&t, NULL, stats_hammer, &r);
     int rc = 0;
     for (int i = 0; i < n && rc == 0; i++) rc = k3_session_eval(s, ids + i, 1, NULL, &err);
-    r.stop = 1;
+    __atomic_store_n(&r.stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
     k3_stats st;
     k3_stats_read(m, &st);
@@ -437,11 +445,11 @@ int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "stats-torn")) return stats_torn_check() ? 1 : 0;
     if (argc < 4) {
-        fprintf(stderr, "usage: tool_trust threads|rollback|probe|stats-stream MODEL \"ids\" [MEM_MIB] | stats-torn\n");
+        fprintf(stderr, "usage: tool_trust threads|rollback|probe|stats-stream MODEL \"ids\" [MEM_MIB | thread counts \"1,5,3\"] | stats-torn\n");
         return 2;
     }
     int n, *ids = parse_ids(argv[3], &n), rc = 1;
-    if (!strcmp(argv[1], "threads")) rc = threads_check(argv[2], ids, n);
+    if (!strcmp(argv[1], "threads")) rc = threads_check(argv[2], ids, n, argc >= 5 ? argv[4] : "1,5,3");
     else if (!strcmp(argv[1], "rollback") && argc == 5) rc = rollback_check(argv[2], ids, n, argv[4]);
     else if (!strcmp(argv[1], "probe") && argc == 5) rc = probe_check(argv[2], ids, n, argv[4]);
     else if (!strcmp(argv[1], "stats-stream") && argc == 5) rc = stats_stream_check(argv[2], ids, n, argv[4]);

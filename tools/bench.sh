@@ -57,6 +57,22 @@ if [ -f models/k3-real-widths/config.json ]; then
         "$K3BIN" plan models/k3-real-widths --mem $mem --prompt 32 2>/dev/null | tail -3
     done
 fi
+# Speculative decoding, side by side in one run, alternating (k3 bench's
+# draft pass): --draft none, --draft ngram and an oracle draft (the plain
+# run's own next tokens, i.e. a model that repeats the paragraph it was
+# given) on a repetitive prompt; demo fully resident and with its trunk
+# streaming through the ring (--mem 100M). Random weights do not repeat
+# text, so ngram finds little to draft there: the oracle shows what a pass
+# of verified drafts is worth. A trained model (models/k3-mini) when present.
+for m in models/demo models/k3-mini; do
+    [ -f "$m/config.json" ] || continue
+    for mem in "" "--mem 100M"; do
+        echo
+        echo "== speculative decoding: $K3BIN bench $m $mem --tokens 32 --prompt-tokens 48 --draft-rounds 3 (load: $(cut -d' ' -f1-3 /proc/loadavg))"
+        "$K3BIN" bench "$m" $mem --tokens 32 --prompt-tokens 48 --draft-rounds 3 --no-probe --no-resident 2>/dev/null |
+            grep -E '^(decode|draft) '
+    done
+done
 if [ -f models/demo/config.json ]; then
     for mem in 300M 150M; do
         echo

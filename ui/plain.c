@@ -140,6 +140,10 @@ static void print_json(conversation *c, const turn_result *r)
                           r->generated_tokens, "ttft_ms", r->ttft_ms, "decode_tok_s", r->decode_tok_s,
                           "resumed_from_snapshot", conversation_resumed_from_snapshot(c), "status",
                           r->status, "text", r->text ? r->text : "");
+    /* speculative decoding (--draft ngram): drafts verified, kept, and passes over the model */
+    json_object_set_new(o, "drafted_tokens", json_integer(r->drafted_tokens));
+    json_object_set_new(o, "draft_kept_tokens", json_integer(r->draft_kept_tokens));
+    json_object_set_new(o, "decode_passes", json_integer(r->decode_passes));
     char *line = json_dumps(o, JSON_COMPACT);
     printf("%s\n", line);
     fflush(stdout);

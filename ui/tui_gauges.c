@@ -96,6 +96,8 @@ void tui_gauges_turn_start(tui_gauges *g, const k3_model *m, int ctx_used, int c
     memcpy(g->layer_hits0, g->now.layer_hits, sizeof g->layer_hits0);
     g->prefilled0 = g->now.tokens_prefilled;
     g->decoded0 = g->now.tokens_decoded;
+    g->draft_tokens0 = g->now.draft_tokens;
+    g->draft_kept0 = g->now.draft_kept;
     g->turn_start_s = now_s;
     g->first_token_s = 0;
     g->ctx_at_start = ctx_used;
@@ -113,6 +115,24 @@ void tui_gauges_turn_end(tui_gauges *g, const turn_result *r)
     if (r->generated_tokens > 0) g->last_ttft_ms = r->ttft_ms;
     if (r->prefill_ms > 0) g->last_prompt_tok_s = r->prefilled_tokens * 1e3 / r->prefill_ms;
     if (r->generated_tokens > 1) g->last_gen_tok_s = r->decode_tok_s;
+    g->last_draft_kept = r->drafted_tokens ? (double)r->draft_kept_tokens / r->drafted_tokens : 0;
+    g->last_tokens_per_pass = r->drafted_tokens && r->decode_passes ? (double)(r->generated_tokens - 1) / r->decode_passes : 0;
+}
+
+/* Every pass over the model decodes one token and keeps some drafts, so
+ * passes = tokens decoded - drafts kept (plain steps included). */
+int tui_gauges_draft(const tui_gauges *g, double *kept_share, double *tokens_per_pass)
+{
+    *kept_share = g->last_draft_kept;
+    *tokens_per_pass = g->last_tokens_per_pass;
+    if (!g->busy) return g->last_tokens_per_pass > 0;
+    const k3_stats *s = &g->now;
+    const uint64_t drafted = s->draft_tokens - g->draft_tokens0, kept = s->draft_kept - g->draft_kept0;
+    const uint64_t decoded = s->tokens_decoded - g->decoded0;
+    if (!drafted || decoded <= kept) return 0;
+    *kept_share = (double)kept / drafted;
+    *tokens_per_pass = (double)decoded / (decoded - kept);
+    return 1;
 }
 
 /* While answering: decode speed over the last steps (records carry each
@@ -124,14 +144,15 @@ double tui_gauges_gen_tok_s(const tui_gauges *g)
     const k3_stats *s = &g->now;
     if (s->tokens_decoded <= g->decoded0) return 0;
     double ms = 0;
-    int n = 0;
+    int n = 0, tokens = 0;
     for (int i = (int)s->n_valid - 1; i >= 0 && n < HIT_WINDOW_TOKENS; i--) {
         const k3_token_record *r = &s->records[i];
         if (r->phase != K3_PHASE_DECODE) break;     /* this answer's decode steps only */
         ms += r->ms;
+        tokens += (int)r->n_tokens;                 /* a draft pass decodes the tokens it kept */
         n++;
     }
-    return ms > 0 ? n * 1e3 / ms : 0;
+    return ms > 0 ? tokens * 1e3 / ms : 0;
 }
 
 /* Prompt speed: chunks done over the time since the turn began (until the first token). */

@@ -239,7 +239,7 @@ typedef struct figures {
     char rate[32], spark_max[32], tok_now[32], tok_trunk[32], tok_exp[32], tok_last[32];
     char hit_now[16], hit_total[16];
     char mem_used[32], budget[32], rss[32], peak[32];
-    char gen[32], prompt[32], ttft[32];
+    char gen[32], prompt[32], ttft[32], draft[48];
     char total[32], trunk_total[32], experts_total[32];
     int have_reads, have_split, ttft_live;
 } figures;
@@ -283,6 +283,11 @@ static void make_figures(const tui_gauges *g, figures *f)
     else snprintf(f->gen, sizeof f->gen, "%s", dash);
     if (pp > 0) snprintf(f->prompt, sizeof f->prompt, "%.0f tok/s", pp);
     else snprintf(f->prompt, sizeof f->prompt, "%s", dash);
+    double kept, per_pass;
+    if (tui_gauges_draft(g, &kept, &per_pass))
+        snprintf(f->draft, sizeof f->draft, "draft %.0f%% kept, %.2f tok/pass", kept * 100, per_pass);
+    else
+        snprintf(f->draft, sizeof f->draft, "draft %s", dash);
     double ttft = tui_gauges_ttft_ms(g, &f->ttft_live);
     if (ttft > 0) snprintf(f->ttft, sizeof f->ttft, "%.2f s%s", ttft / 1e3, f->ttft_live ? tui_glyph()->ellipsis : "");
     else snprintf(f->ttft, sizeof f->ttft, "%s", dash);
@@ -378,8 +383,8 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
         wmove(w, y, 0);
         tui_draw_role(w, TR_TITLE, "speed", lab);
         wmove(w, y, lab);
-        snprintf(line, sizeof line, "gen %s  %s  prompt %s  %s  TTFT %s", f.gen, tui_glyph()->bullet, f.prompt,
-                 tui_glyph()->bullet, f.ttft);
+        snprintf(line, sizeof line, "gen %s  %s  prompt %s  %s  TTFT %s  %s  %s", f.gen, tui_glyph()->bullet, f.prompt,
+                 tui_glyph()->bullet, f.ttft, tui_glyph()->bullet, f.draft);
         tui_put(w, line, cols - lab);
     }
     /* timeline: caption, then the remaining rows but the last (the rule) */
@@ -475,6 +480,10 @@ static void draw_side(const tui_gauges *g, WINDOW *w)
     wmove(w, y++, 1);
     snprintf(line, sizeof line, "TTFT %s", f.ttft);
     tui_put(w, line, cols - 1);
+    if (y + 4 <= rows) {
+        wmove(w, y++, 1);
+        tui_put(w, f.draft, cols - 1);
+    }
     if (y + 3 > rows) return;
     tui_draw_title_rule(w, y++, "PER-TOKEN I/O");
     int tl_rows = rows - y - 1;

@@ -218,9 +218,11 @@ typedef struct tui_gauges {
     int busy;                    /* a job runs on the worker */
     double turn_start_s, first_token_s;
     uint64_t prefilled0, decoded0;
+    uint64_t draft_tokens0, draft_kept0;   /* speculative decoding baselines */
     int ctx_at_start, ctx_limit;
     /* the last finished turn (from turn_result) */
     double last_ttft_ms, last_prompt_tok_s, last_gen_tok_s;
+    double last_draft_kept, last_tokens_per_pass;   /* 0 = no draft verified */
     tui_remote_gauges remote;    /* remote.r != NULL: the backend is a server */
 } tui_gauges;
 
@@ -233,6 +235,9 @@ void tui_gauges_turn_end(tui_gauges *g, const turn_result *r);
 double tui_gauges_gen_tok_s(const tui_gauges *g);
 double tui_gauges_prompt_tok_s(const tui_gauges *g);
 double tui_gauges_ttft_ms(const tui_gauges *g, int *live);
+/* Speculative decoding in this answer: the share of draft tokens kept and
+ * tokens per pass over the model; 0 when no draft was verified. */
+int tui_gauges_draft(const tui_gauges *g, double *kept_share, double *tokens_per_pass);
 int tui_gauges_ctx_used(const tui_gauges *g);
 /* Hit rate (0..1) of the last window of tokens / of everything; -1 = no lookups. */
 double tui_gauges_hit_window(const tui_gauges *g);
@@ -306,12 +311,15 @@ typedef struct tui_worker {
     tui_job job;
     char *arg;
     int stop_thread;
-    volatile sig_atomic_t interrupt;
+    volatile sig_atomic_t interrupt;   /* set and read with __atomic (UI thread -> worker) */
     /* results (worker -> UI), under mu */
     tui_job running;             /* job being run (TJ_NONE = idle) */
     char *text;                  /* streamed text not yet taken by the UI */
     size_t text_len, text_cap;
     int progress_done, progress_total;
+    char conv_uid[16];           /* the conversation's id and turns as the worker last saw them */
+    int conv_turns;
+    int conv_published;          /* 1 once the two above are set */
     int finished;                /* a job finished; results below */
     tui_job finished_job;
     int rc;
@@ -379,6 +387,12 @@ typedef struct tui {
     int exit_code;
     multiline ml;                /* a """ multi-line message being entered */
     int ml_entry;                /* the transcript entry showing it, or -1 */
+    /* the conversation's id and turns for the status bar: read from the
+     * conversation when the worker is idle, else as the worker published
+     * them (it writes the conversation while a job runs) */
+    char status_uid[16];
+    int status_turns;
+    float status_temperature, status_top_p;   /* the sampling shown, as of the last idle frame */
 } tui;
 
 /* tui_layout.c */

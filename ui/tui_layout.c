@@ -169,16 +169,23 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "%s", t->model_name);
     f[n].role = TR_STATUS;
     f[n++].priority = 6;
-    snprintf(f[n].text, sizeof f[n].text, "conv %s", *conversation_uid(t->conv) ? conversation_uid(t->conv) : "new");
+    if (!t->g.busy) {   /* the worker is idle: the conversation is the UI thread's to read */
+        snprintf(t->status_uid, sizeof t->status_uid, "%s", conversation_uid(t->conv));
+        t->status_turns = conversation_turns(t->conv);
+    }
+    snprintf(f[n].text, sizeof f[n].text, "conv %s", *t->status_uid ? t->status_uid : "new");
     f[n].role = TR_STATUS;
     f[n++].priority = 7;
-    snprintf(f[n].text, sizeof f[n].text, "turn %d", conversation_turns(t->conv));
+    snprintf(f[n].text, sizeof f[n].text, "turn %d", t->status_turns);
     f[n].role = TR_STATUS;
     f[n++].priority = 3;
     if (t->g.ctx_limit > 0) ctx_field(t, &f[n++]);   /* a remote backend has no local context */
-    const k3_sampler *sp = conversation_sampler(t->conv);
-    if (sp->temperature <= 0) snprintf(f[n].text, sizeof f[n].text, "greedy");
-    else snprintf(f[n].text, sizeof f[n].text, "temp %.2g top-p %.2g", sp->temperature, sp->top_p);
+    if (!t->g.busy) {   /* a /resume on the worker sets the resumed conversation's sampling */
+        t->status_temperature = conversation_sampler(t->conv)->temperature;
+        t->status_top_p = conversation_sampler(t->conv)->top_p;
+    }
+    if (t->status_temperature <= 0) snprintf(f[n].text, sizeof f[n].text, "greedy");
+    else snprintf(f[n].text, sizeof f[n].text, "temp %.2g top-p %.2g", t->status_temperature, t->status_top_p);
     f[n].role = TR_STATUS;
     f[n++].priority = 2;
     state_field(t, &f[n++]);

@@ -51,7 +51,7 @@ static void request_quit(tui *t)
 {
     t->quit_requested = 1;
     if (t->g.busy && (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT)) {
-        t->w.interrupt = 1;
+        __atomic_store_n(&t->w.interrupt, 1, __ATOMIC_RELAXED);   /* read by the worker */
         t->stopping = 1;
     }
     t->dirty = 1;
@@ -95,7 +95,7 @@ static void on_ctrl_c(tui *t)
     t->dirty = 1;
     if (t->g.busy) {
         if (t->job == TJ_TURN || t->job == TJ_RETRY || t->job == TJ_EDIT) {
-            t->w.interrupt = 1;
+            __atomic_store_n(&t->w.interrupt, 1, __ATOMIC_RELAXED);
             t->stopping = 1;
         }
         t->ctrl_c_armed = 0;
@@ -418,6 +418,10 @@ static void take_worker_output(tui *t)
     w->text_len = w->text_cap = 0;
     t->progress_done = w->progress_done;
     t->progress_total = w->progress_total;
+    if (w->conv_published) {
+        memcpy(t->status_uid, w->conv_uid, sizeof t->status_uid);
+        t->status_turns = w->conv_turns;
+    }
     int finished = w->finished;
     tui_job job = w->finished_job;
     int rc = w->rc, from_snapshot = w->from_snapshot;

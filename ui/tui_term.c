@@ -69,10 +69,12 @@ static void wake_loop(void)
 static void on_async_signal(int sig)
 {
     int saved = errno;
-    if (sig == SIGWINCH) sig_resize = 1;
-    else if (sig == SIGINT) sig_interrupt = 1;
-    else if (sig == SIGCONT) sig_continue = 1;
-    else sig_terminate = 1;
+    /* atomic stores (lock-free, async-signal-safe): the handler may run on
+     * another thread (an I/O thread that does not block the signal) */
+    if (sig == SIGWINCH) __atomic_store_n(&sig_resize, 1, __ATOMIC_RELAXED);
+    else if (sig == SIGINT) __atomic_store_n(&sig_interrupt, 1, __ATOMIC_RELAXED);
+    else if (sig == SIGCONT) __atomic_store_n(&sig_continue, 1, __ATOMIC_RELAXED);
+    else __atomic_store_n(&sig_terminate, 1, __ATOMIC_RELAXED);
     wake_loop();
     errno = saved;
 }
@@ -237,9 +239,7 @@ void tui_term_signals(int wake_fd)
 /* Each flag reads as "happened since last asked". */
 static int take(volatile sig_atomic_t *flag)
 {
-    if (!*flag) return 0;
-    *flag = 0;
-    return 1;
+    return __atomic_exchange_n(flag, 0, __ATOMIC_RELAXED) != 0;
 }
 
 int tui_term_take_resize(void) { return take(&sig_resize); }

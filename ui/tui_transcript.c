@@ -8,6 +8,7 @@
 #include <string.h>
 #include "markdown.h"
 #include "tui_internal.h"
+#include "text_append.h"
 
 /* At exit. */
 void tui_transcript_free(tui_transcript *t)
@@ -76,17 +77,7 @@ void tui_transcript_append(tui_transcript *t, int entry, const char *text, size_
 {
     if (entry < 0 || entry >= t->n_entries || len == 0) return;
     tui_entry *e = &t->entries[entry];
-    if (e->len + len + 1 > e->cap) {
-        size_t cap = e->cap ? e->cap * 2 : 256;
-        while (cap < e->len + len + 1) cap *= 2;
-        char *g = realloc(e->text, cap);
-        if (!g) return;
-        e->text = g;
-        e->cap = cap;
-    }
-    memcpy(e->text + e->len, text, len);
-    e->len += len;
-    e->text[e->len] = 0;
+    if (text_append(&e->text, &e->len, &e->cap, text, len)) return;
     invalidate_from(t, entry);
 }
 

@@ -4,6 +4,7 @@
  * over under a mutex; an eventfd wakes the UI's poll(). The worker blocks
  * the UI's signals so they always reach the UI thread. */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,15 @@ static void wake_ui(tui_worker *w)
     uint64_t one = 1;
     ssize_t n = write(w->wake_fd, &one, sizeof one);
     (void)n;
+}
+
+/* With mu held, on the worker thread (which owns the conversation while a
+ * job runs): copy what the status bar shows, for the UI thread to take. */
+static void publish_conv(tui_worker *w)
+{
+    snprintf(w->conv_uid, sizeof w->conv_uid, "%s", conversation_uid(w->conv));
+    w->conv_turns = conversation_turns(w->conv);
+    w->conv_published = 1;
 }
 
 /* Text callback of conversation_turn (worker thread): append to the queue. */
@@ -40,6 +50,7 @@ static void on_text(void *user, const char *text, size_t len)
     if (w->n_pieces++ == 0) w->first_piece_ns = now;
     else if (w->n_gaps < TUI_GAPS_MAX) w->gaps_ms[w->n_gaps++] = (float)((now - w->last_piece_ns) * 1e-6);
     w->last_piece_ns = now;
+    publish_conv(w);
     pthread_mutex_unlock(&w->mu);
     wake_ui(w);
 }
@@ -51,6 +62,7 @@ static void on_progress(void *user, int done, int total)
     pthread_mutex_lock(&w->mu);
     w->progress_done = done;
     w->progress_total = total;
+    publish_conv(w);
     pthread_mutex_unlock(&w->mu);
     wake_ui(w);
 }
@@ -92,6 +104,7 @@ static void *worker_main(void *arg)
         w->finished_job = job;
         w->rc = rc;
         w->from_snapshot = from_snapshot;
+        publish_conv(w);
         w->result = r;
         w->err = err;
         pthread_mutex_unlock(&w->mu);
@@ -126,7 +139,7 @@ int tui_worker_start(tui_worker *w, conversation *c, int wake_fd)
 void tui_worker_stop(tui_worker *w)
 {
     if (!w->started) return;
-    w->interrupt = 1;
+    __atomic_store_n(&w->interrupt, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&w->mu);
     w->stop_thread = 1;
     pthread_cond_signal(&w->cv);
@@ -144,7 +157,7 @@ void tui_worker_stop(tui_worker *w)
 void tui_worker_submit(tui_worker *w, tui_job job, const char *arg)
 {
     pthread_mutex_lock(&w->mu);
-    w->interrupt = 0;
+    __atomic_store_n(&w->interrupt, 0, __ATOMIC_RELAXED);
     w->job = job;
     free(w->arg);
     w->arg = strdup(arg ? arg : "");

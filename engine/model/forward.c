@@ -94,7 +94,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
         /* a chunk larger than K3_CHUNK_TOKENS can take long: an interrupt
          * stops it between layers and the caller undoes it (a smaller chunk
          * completes, as before) */
-        if (T > K3_CHUNK_TOKENS && l > 0 && s->interrupt && *s->interrupt) return K3_EVAL_INTERRUPTED;
+        if (T > K3_CHUNK_TOKENS && l > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) return K3_EVAL_INTERRUPTED;
         stats_set32(&m->stats.layer, (uint32_t)l);
         const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
         if (!lw) return -1;

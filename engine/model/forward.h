@@ -112,12 +112,38 @@ struct k3_session {
     int has_logits;
     volatile int *interrupt; /* checked between prompt chunks */
     k3_scratch sc;
+    struct k3_draft_state *draft;   /* a draft pass's KDA inputs and logits (speculate.c); NULL until the first */
 };
 
 /* Per-layer blocks. x: [T][D] normalised input; y: [T][D] output. */
 void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
+
+/* Speculative decoding (speculate.c): while a draft pass runs, k3_kda_block
+ * keeps every token's recurrence inputs here, so that the tokens after the
+ * ones kept can be taken back by replaying the recurrence of the kept ones
+ * from the state before the pass (the roll-back copy kda_*_saved, which
+ * forward.c leaves holding the state from before the chunk). */
+typedef struct k3_draft_state {
+    int capturing;            /* 1 while a draft pass runs */
+    int max_tokens;           /* tokens a pass may hold (K3_DRAFT_MAX_TOKENS) */
+    size_t kda_token_floats;  /* floats kept per KDA layer per token */
+    float *kda_inputs;        /* [n_kda][max_tokens][kda_token_floats]: see k3_kda_capture_layout */
+    float *logits;            /* [max_tokens + 1][vocab]: the pass's rows, then the logits before it */
+} k3_draft_state;
+
+/* Floats one KDA layer keeps per token of a draft pass: q, k, v after the
+ * conv (q, k normalised), the decay alpha, the raw q, k, v projections (the
+ * conv history), then beta per head. */
+size_t k3_kda_draft_floats(const k3_config *c);
+/* Put a KDA layer (slot) back to the state of a session fed only the first
+ * n_keep tokens of the last draft pass: its saved pre-chunk state, then the
+ * recurrence and the conv history of those tokens replayed. */
+void k3_kda_replay(k3_session *s, int slot, int n_keep);
+/* Bytes of a session's draft state (counted in k3_session_bytes). */
+size_t k3_draft_bytes(const k3_config *c);
+void k3_draft_free(k3_draft_state *d);
 
 /* One chunk of T <= the model's chunk_tokens tokens through all layers. */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);

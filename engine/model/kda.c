@@ -10,6 +10,16 @@
 #include "forward.h"
 #include "ops.h"
 
+/* The conv history keeps the last W-1 raw projections, oldest first: drop
+ * the oldest, append x (one place, so a draft replay moves the same bytes). */
+static void conv_history_push(float *hist, const float *x, int P, int W)
+{
+    if (W > 1) {
+        memmove(hist, hist + P, (size_t)(W - 2) * P * sizeof(float));
+        memcpy(hist + (size_t)(W - 2) * P, x, (size_t)P * sizeof(float));
+    }
+}
+
 /* Causal depthwise conv over the raw projections + SiLU, updating the
  * history (the last W-1 raw projections, oldest first). */
 static void short_conv(float *hist, const float *taps, const float *raw, float *out, int T, int P,
@@ -25,10 +35,7 @@ static void short_conv(float *hist, const float *taps, const float *raw, float *
             acc += w[W - 1] * x[c];
             y[c] = k3_silu(acc);
         }
-        if (W > 1) {
-            memmove(hist, hist + P, (size_t)(W - 2) * P * sizeof(float));
-            memcpy(hist + (size_t)(W - 2) * P, x, (size_t)P * sizeof(float));
-        }
+        conv_history_push(hist, x, P, W);
     }
 }
 
@@ -63,8 +70,15 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     float *S_all = s->kda_state + (size_t)slot * H * Dk * Dv;
 
     const k3_weight *proj_w[3] = {&w->q, &w->k, &w->v};
+    /* a draft pass keeps each token's recurrence inputs (speculate.c) */
+    k3_draft_state *draft = s->draft && s->draft->capturing ? s->draft : NULL;
+    const size_t dstride = draft ? draft->kda_token_floats : 0;
+    float *dkeep = draft ? draft->kda_inputs + (size_t)slot * draft->max_tokens * dstride : NULL;
     for (int i = 0; i < 3; i++) {
         k3_matmul(sc->proj[i], proj_w[i], sc->xn, T);
+        if (draft)
+            for (int t = 0; t < T; t++)
+                memcpy(dkeep + t * dstride + (size_t)(4 + i) * P, sc->proj[i] + (size_t)t * P, (size_t)P * sizeof(float));
         short_conv(conv + (size_t)i * (W - 1) * P, w->conv[i], sc->proj[i], sc->qkv[i], T, P, W);
     }
     k3_matmul(sc->gate_low, &w->f_a, sc->xn, T);
@@ -98,6 +112,14 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
                 for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_softplus(A, f[i] + dt[i]);
             const float beta = k3_sigmoid(sc->beta[(size_t)t * H + h]);
             float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
+            if (draft) {
+                float *keep = dkeep + t * dstride;
+                memcpy(keep + (size_t)h * Dk, q, (size_t)Dk * sizeof(float));
+                memcpy(keep + P + (size_t)h * Dk, k, (size_t)Dk * sizeof(float));
+                memcpy(keep + 2 * (size_t)P + (size_t)h * Dv, v, (size_t)Dv * sizeof(float));
+                memcpy(keep + 3 * (size_t)P + (size_t)h * Dk, alpha, (size_t)Dk * sizeof(float));
+                keep[7 * (size_t)P + h] = beta;
+            }
             delta_rule_step(S, q, k, v, alpha, beta, o, u, Dk, Dv);
             /* gated RMSNorm: per head, eps on the mean of squares, sigmoid gate */
             const float *g = sc->out_gate + (size_t)t * P + (size_t)h * Dv;
@@ -108,4 +130,43 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         }
     }
     k3_matmul(sc->out, &w->o, sc->attn, T);
+}
+
+/* See forward.h: q, k, v, alpha, raw q, k, v (P floats each), beta (H). */
+size_t k3_kda_draft_floats(const k3_config *c)
+{
+    return (size_t)7 * c->kda_heads * c->kda_head_dim + (size_t)c->kda_heads;
+}
+
+/* Taking back a draft pass's rejected tokens: the KDA state cannot be
+ * truncated, so start again from the state before the pass and run the
+ * recurrence of the kept tokens with the very inputs the pass computed
+ * (the same delta_rule_step on the same floats, so the same bits), and
+ * push their raw projections through the conv history. No weight is read. */
+void k3_kda_replay(k3_session *s, int slot, int n_keep)
+{
+    const k3_config *c = &s->m->cfg;
+    const int H = c->kda_heads, Dk = c->kda_head_dim, Dv = c->kda_head_dim;
+    const int P = H * Dk, W = c->conv_kernel;
+    const size_t nc = (size_t)3 * (W - 1) * P, ns = (size_t)H * Dk * Dv;
+    float *conv = s->kda_conv + (size_t)slot * nc;
+    float *S_all = s->kda_state + (size_t)slot * ns;
+    memcpy(conv, s->kda_conv_saved + (size_t)slot * nc, nc * sizeof(float));
+    memcpy(S_all, s->kda_state_saved + (size_t)slot * ns, ns * sizeof(float));
+    const k3_draft_state *d = s->draft;
+    const size_t stride = d->kda_token_floats;
+    const float *kept = d->kda_inputs + (size_t)slot * d->max_tokens * stride;
+    for (int i = 0; i < 3; i++)
+        for (int t = 0; t < n_keep; t++)
+            conv_history_push(conv + (size_t)i * (W - 1) * P, kept + t * stride + (size_t)(4 + i) * P, P, W);
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
+    for (int h = 0; h < H; h++) {
+        float o[1024], u[1024];                   /* head dims are bounded at load (<= 1024) */
+        float *S = S_all + (size_t)h * Dk * Dv;
+        for (int t = 0; t < n_keep; t++) {
+            const float *in = kept + t * stride;
+            delta_rule_step(S, in + (size_t)h * Dk, in + P + (size_t)h * Dk, in + 2 * (size_t)P + (size_t)h * Dv,
+                            in + 3 * (size_t)P + (size_t)h * Dk, in[7 * (size_t)P + h], o, u, Dk, Dv);
+        }
+    }
 }

@@ -228,6 +228,7 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     size_t bytes = (size_t)ctx * sizeof(int) + (size_t)c->vocab_size * sizeof(float);
     bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
+    bytes += k3_draft_bytes(c);   /* a draft pass's KDA inputs and logits (speculate.c) */
     return bytes + k3_scratch_bytes(c, m->n_threads, ctx, m->chunk_tokens);
 }
 
@@ -284,6 +285,7 @@ void k3_session_free(k3_session *s)
 {
     if (!s) return;
     k3_scratch_free(&s->sc);
+    k3_draft_free(s->draft);
     free(s->tokens);
     free(s->kda_conv);
     free(s->kda_state);
@@ -330,7 +332,7 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
     stats_set32(&st->chunk_done, 0);
     int rc = 0;
     for (int done = 0; done < n && rc == 0;) {
-        if (done > 0 && s->interrupt && *s->interrupt) {   /* stop at a chunk boundary */
+        if (done > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) {   /* stop at a chunk boundary */
             rc = K3_EVAL_INTERRUPTED;
             break;
         }

@@ -1,6 +1,7 @@
 /* pretokenize.c - chunking and the Kimi pre-tokenisation regex (PCRE2). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,21 @@ void k3_pretok_free(k3_pretok *p)
     if (!p) return;
     pcre2_code_free(p->code);
     free(p);
+}
+
+static k3_pretok *shared_pretok;
+static k3_error shared_pretok_err;
+
+static void compile_shared(void) { shared_pretok = k3_pretok_new(&shared_pretok_err); }
+
+/* Compiling with JIT costs milliseconds; a process that loads many
+ * tokenizers (a server, the fuzzer, the tests) pays it once. */
+const k3_pretok *k3_pretok_shared(k3_error *err)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, compile_shared);
+    if (!shared_pretok && err) *err = shared_pretok_err;
+    return shared_pretok;
 }
 
 /* Like tiktoken's find_iter: each match in order; characters no alternative

@@ -30,6 +30,10 @@ typedef struct k3_pretok k3_pretok;
 /* Compile the regex; NULL with err set if PCRE2 refuses it. */
 k3_pretok *k3_pretok_new(k3_error *err);
 void k3_pretok_free(k3_pretok *p);
+/* One regex compiled once per process and shared by every tokenizer (it is
+ * read-only once compiled; each split has its own match data). Never freed.
+ * NULL with err set if it cannot be compiled. */
+const k3_pretok *k3_pretok_shared(k3_error *err);
 
 /* Call fn for each regex match in text (valid UTF-8; not re-checked).
  * Thread-safe for a shared k3_pretok. Returns 0, the callback's nonzero

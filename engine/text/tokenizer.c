@@ -28,7 +28,8 @@ struct k3_tokenizer {
     size_t *special_len;                /* [n_special] */
     uint8_t special_first[256];         /* 1 if some special starts with this byte */
     size_t max_token_bytes;
-    k3_pretok *pretok;
+    size_t max_base_bytes;              /* longest base token (specials come on top) */
+    const k3_pretok *pretok;     /* the process's shared compiled regex */
 };
 
 /* A growable id list; every encode path appends through it. */
@@ -165,11 +166,8 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
 
 /* Parse tiktoken.model into the arena, ranks and hash table, checking every
  * line: base64, rank range, duplicate ranks and duplicate byte strings. */
-static int load_vocab(k3_tokenizer *t, const char *path, k3_error *err)
+static int load_vocab(k3_tokenizer *t, const char *text, size_t len, const char *path, k3_error *err)
 {
-    size_t len;
-    char *text = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &len, err);
-    if (!text) return -1;
     int rc = -1;
     int *line_of_rank = NULL;
     size_t n_lines = 0;
@@ -249,7 +247,7 @@ static int load_vocab(k3_tokenizer *t, const char *path, k3_error *err)
             goto done;
         }
         arena_used += (size_t)nbytes;
-        if ((size_t)nbytes > t->max_token_bytes) t->max_token_bytes = (size_t)nbytes;
+        if ((size_t)nbytes > t->max_base_bytes) t->max_base_bytes = (size_t)nbytes;
     }
     for (int b = 0; b < 256; b++) {
         uint8_t byte = (uint8_t)b;
@@ -262,7 +260,6 @@ static int load_vocab(k3_tokenizer *t, const char *path, k3_error *err)
     rc = 0;
 done:
     free(line_of_rank);
-    free(text);
     return rc;
 }
 
@@ -291,16 +288,26 @@ static int compare_special_names(const void *a, const void *b, void *user)
     return strcmp(t->special[*(const int *)a], t->special[*(const int *)b]);
 }
 
+/* Forget the special-token table (a fresh table is parsed next). */
+static void drop_specials(k3_tokenizer *t)
+{
+    for (int s = 0; t->special && s < t->n_special; s++) free(t->special[s]);
+    free(t->special);
+    free(t->special_len);
+    t->special = NULL;
+    t->special_len = NULL;
+    t->n_special = 0;
+    memset(t->special_first, 0, sizeof t->special_first);
+    t->max_token_bytes = t->max_base_bytes;
+}
+
 /* Special-token names: added_tokens_decoder entries, then the tokenization_kimi.py
  * default "<|reserved_token_{id}|>" for every unnamed slot. */
-static int load_specials(k3_tokenizer *t, const char *path, k3_error *err)
+static int load_specials(k3_tokenizer *t, const char *text, size_t text_len, const char *path, k3_error *err)
 {
     json_error_t jerr;
-    size_t text_len;
-    char *text = read_whole_file(path, K3_MAX_CONFIG_BYTES, &text_len, err);
-    if (!text) return -1;
+    drop_specials(t);
     json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
     if (!root) {
         k3_err(err, "%s:%d: %s", path, jerr.line, jerr.text);
         return -1;
@@ -382,31 +389,62 @@ done:
  * the special names, and chat framing needs them. */
 k3_tokenizer *k3_tokenizer_load(const char *dir, k3_error *err)
 {
-    k3_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        k3_err(err, "%s: out of memory", dir);
-        return NULL;
-    }
-    size_t plen = strlen(dir) + 32;
-    char *path = malloc(plen);
+    size_t plen = strlen(dir) + 32, vocab_len = 0, config_len = 0;
+    char *path = malloc(plen), *vocab = NULL, *config = NULL;
+    k3_tokenizer *t = NULL;
     if (!path) {
         k3_err(err, "%s: out of memory", dir);
-        free(t);
         return NULL;
     }
     snprintf(path, plen, "%s/tiktoken.model", dir);
-    int ok = load_vocab(t, path, err) == 0;
-    if (ok) {
+    if ((vocab = read_whole_file(path, K3_MAX_TOKENIZER_BYTES, &vocab_len, err))) {
         snprintf(path, plen, "%s/tokenizer_config.json", dir);
-        ok = load_specials(t, path, err) == 0;
+        if ((config = read_whole_file(path, K3_MAX_CONFIG_BYTES, &config_len, err)))
+            t = k3_tokenizer_parse(vocab, vocab_len, config, config_len, dir, err);
     }
-    if (ok) ok = (t->pretok = k3_pretok_new(err)) != NULL;
+    free(vocab);
+    free(config);
     free(path);
+    return t;
+}
+
+/* The parsing itself, from memory, so the fuzzer and the loader run the same
+ * code without a file per input. */
+k3_tokenizer *k3_tokenizer_parse(const char *vocab, size_t vocab_len, const char *config,
+                                 size_t config_len, const char *dir, k3_error *err)
+{
+    k3_tokenizer *t = calloc(1, sizeof *t);
+    size_t plen = strlen(dir) + 32;
+    char *path = malloc(plen);
+    if (!t || !path) {
+        k3_err(err, "%s: out of memory", dir);
+        free(t);
+        free(path);
+        return NULL;
+    }
+    snprintf(path, plen, "%s/tiktoken.model", dir);
+    int ok = load_vocab(t, vocab, vocab_len, path, err) == 0;
+    free(path);
+    if (ok) ok = k3_tokenizer_parse_specials(t, config, config_len, dir, err) == 0;
+    if (ok) ok = (t->pretok = k3_pretok_shared(err)) != NULL;
     if (!ok) {
         k3_tokenizer_free(t);
         return NULL;
     }
     return t;
+}
+
+/* See k3_tokenizer.h: the second half of k3_tokenizer_parse on its own. */
+int k3_tokenizer_parse_specials(k3_tokenizer *t, const char *config, size_t config_len, const char *dir,
+                                k3_error *err)
+{
+    size_t plen = strlen(dir) + 32;
+    char *path = malloc(plen);
+    if (!path) return k3_err(err, "%s: out of memory", dir);
+    snprintf(path, plen, "%s/tokenizer_config.json", dir);
+    int rc = load_specials(t, config, config_len, path, err);
+    free(path);
+    return rc;
 }
 
 /* Safe on a half-loaded tokenizer (load failures end here). */
@@ -420,7 +458,6 @@ void k3_tokenizer_free(k3_tokenizer *t)
     for (int s = 0; t->special && s < t->n_special; s++) free(t->special[s]);
     free(t->special);
     free(t->special_len);
-    k3_pretok_free(t->pretok);
     free(t);
 }
 

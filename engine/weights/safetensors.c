@@ -218,22 +218,24 @@ static int compare_strings(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Shard file names: from the index's weight_map if there is one, else every
- * *.safetensors in the directory, sorted. Returns a malloc'd array of
- * malloc'd names. */
-static char **list_shards(const char *dir, int *n_out, json_t **weight_map_out, k3_error *err)
+/* Shard file names: from the index's weight_map if there is one (index_text
+ * when given, else the file), else every *.safetensors in the directory,
+ * sorted. Returns a malloc'd array of malloc'd names. */
+static char **list_shards(const char *dir, const char *index_text, size_t index_len, int *n_out,
+                          json_t **weight_map_out, k3_error *err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
     *weight_map_out = NULL;
     char **names = NULL;
     int n = 0;
-    if (access(path, F_OK) == 0) {
+    if (index_text || access(path, F_OK) == 0) {
         json_error_t jerr;
         char *text = NULL;
         size_t text_len = 0;
-        if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &text_len, err)) return NULL;
-        json_t *root = json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
+        if (!index_text && k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &text_len, err)) return NULL;
+        json_t *root = index_text ? json_loadb(index_text, index_len, JSON_REJECT_DUPLICATES, &jerr)
+                                  : json_loadb(text, text_len, JSON_REJECT_DUPLICATES, &jerr);
         free(text);
         if (!root) {
             k3_err(err, "%s: not valid JSON (%s, line %d)", path, jerr.text, jerr.line);
@@ -338,10 +340,15 @@ static int open_shard(st_index *ix, int s, k3_error *err)
 
 int st_index_open(st_index *ix, const char *dir, k3_error *err)
 {
+    return st_index_open_text(ix, dir, NULL, 0, err);
+}
+
+int st_index_open_text(st_index *ix, const char *dir, const char *index_text, size_t index_len, k3_error *err)
+{
     memset(ix, 0, sizeof *ix);
     json_t *weight_map = NULL;
     int n_names = 0;
-    char **names = list_shards(dir, &n_names, &weight_map, err);
+    char **names = list_shards(dir, index_text, index_len, &n_names, &weight_map, err);
     if (!names) return -1;
     int rc = 0;
     ix->shards = calloc((size_t)n_names, sizeof *ix->shards);

@@ -55,6 +55,9 @@ int st_parse_header(const uint8_t *buf, size_t len, uint64_t file_bytes, int sha
  * else all *.safetensors in name order), read their headers and build the
  * name lookup. */
 int st_index_open(st_index *ix, const char *dir, k3_error *err);
+/* The same with the index's text given in memory instead of
+ * DIR/model.safetensors.index.json (the fuzzer's entry; NULL = the file). */
+int st_index_open_text(st_index *ix, const char *dir, const char *index_text, size_t index_len, k3_error *err);
 void st_index_close(st_index *ix);
 
 const st_tensor *st_find(const st_index *ix, const char *name);

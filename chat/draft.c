@@ -1,0 +1,157 @@
+/* draft.c - see draft.h. The verification rule: a draft proposes one token
+ * per position with certainty, so the standard speculative rejection rule
+ * (accept with probability min(1, p/q), else draw from the rest) reduces to
+ * "draw from the model's distribution at that position and keep the draft
+ * token if the draw equals it". Drawing exactly as plain decoding does, one
+ * k3_sample per position in order, gives the same tokens as plain decoding
+ * for greedy and for any seed: the logits are bit-identical (a chunk equals
+ * single steps) and the generator advances once per sampled token in both. */
+#include <stdlib.h>
+#include <string.h>
+#include "draft.h"
+
+int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *matched)
+{
+    *matched = 0;
+    for (int n = DRAFT_NGRAM_MAX; n >= 1; n--) {
+        if (n_ctx <= n) continue;
+        const int *tail = ctx + n_ctx - n;
+        for (int start = n_ctx - n - 1; start >= 0; start--) {   /* the latest occurrence first */
+            if (memcmp(ctx + start, tail, (size_t)n * sizeof *ctx)) continue;
+            int avail = n_ctx - (start + n), k = avail < max_draft ? avail : max_draft;
+            memcpy(draft, ctx + start + n, (size_t)k * sizeof *draft);
+            *matched = n;
+            return k;
+        }
+    }
+    return 0;
+}
+
+/* Prior: half the drafts kept, one more token costs a quarter of a step
+ * (optimistic enough to try, corrected by the first measured passes). */
+void draft_policy_init(draft_policy *p)
+{
+    memset(p, 0, sizeof *p);
+    p->kept = 1.0;
+    p->tried = 2.0;
+    p->step_ms = 1.0;
+    p->extra_ms = 0.25;
+}
+
+/* Tokens per unit of time of a pass with k drafts (see draft.h). */
+static double draft_gain(const draft_policy *p, int k)
+{
+    const double a = p->kept / p->tried;
+    double tokens = 1.0, ak = 1.0;
+    for (int i = 0; i < k; i++) tokens += (ak *= a);
+    const double extra = p->extra_ms > 0 ? p->extra_ms : 0;
+    return tokens / (p->step_ms + k * extra);
+}
+
+int draft_policy_length(draft_policy *p, int max_draft)
+{
+    int best = 0;
+    double best_gain = draft_gain(p, 0);
+    for (int k = 1; k <= max_draft; k++) {
+        double g = draft_gain(p, k);
+        if (g > best_gain * 1.02) best = k, best_gain = g;   /* a clear gain, not noise */
+    }
+    /* look again now and then (the text may start repeating), but spend at
+     * most about 1/DRAFT_RETRY_SHARE of the time on looking: a retry pass of
+     * 2 drafts waits for that many plain steps' worth of time */
+    const double extra = p->extra_ms > 0 ? p->extra_ms : 0;
+    if (best == 0 && max_draft > 0 && ++p->idle_passes >= DRAFT_RETRY_PASSES &&
+        p->idle_passes * p->step_ms >= DRAFT_RETRY_SHARE * (p->step_ms + 2 * extra)) {
+        p->idle_passes = 0;
+        best = max_draft < 2 ? max_draft : 2;
+    }
+    return best;
+}
+
+void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms)
+{
+    const double keep = 0.9;                /* the last ~10 passes weigh most */
+    if (n_draft == 0) {
+        p->step_ms = p->steps_seen++ ? 0.8 * p->step_ms + 0.2 * ms : ms;
+        if (!p->drafts_seen) p->extra_ms = 0.25 * p->step_ms;   /* the prior, in this model's units */
+        return;
+    }
+    p->idle_passes = 0;
+    p->kept = keep * p->kept + kept;
+    p->tried = keep * p->tried + kept + (kept < n_draft);       /* the first rejection is judged, the rest not */
+    if (p->steps_seen) {
+        double extra = (ms - p->step_ms) / n_draft;
+        p->extra_ms = p->drafts_seen++ ? 0.8 * p->extra_ms + 0.2 * extra : extra;
+    }
+}
+
+/* The state of one pass, for the keep callback. */
+typedef struct verify_run {
+    k3_sampler *sp;
+    const int *ids;
+    const int *stop_ids;
+    int n_stop_ids, max_out;
+    draft_outcome *out;
+} verify_run;
+
+/* Sample each position in order: see draft_verify. */
+static int keep_sampled(void *user, const float *logits, int n, int vocab)
+{
+    verify_run *v = user;
+    for (int i = 0; i < n; i++) {
+        int y = k3_sample(v->sp, logits + (size_t)i * vocab);
+        for (int j = 0; j < v->n_stop_ids; j++)
+            if (y == v->stop_ids[j]) v->out->stopped_on = y;
+        if (v->out->stopped_on >= 0) return i + 1;
+        v->out->tokens[v->out->n_tokens++] = y;
+        if (v->out->n_tokens == v->max_out || i == n - 1 || y != v->ids[i + 1]) return i + 1;
+        v->out->kept_drafts++;
+    }
+    return n;
+}
+
+int draft_step(k3_session *s, k3_sampler *sp, int pending, const int *draft, int n_draft, const int *stop_ids,
+               int n_stop_ids, int max_out, draft_outcome *out, k3_error *err)
+{
+    int ids[K3_DRAFT_MAX_TOKENS];
+    const int chunk = k3_model_chunk_tokens(k3_session_model(s), NULL, 0);   /* a pass is one chunk */
+    if (n_draft > K3_DRAFT_MAX_TOKENS - 1) n_draft = K3_DRAFT_MAX_TOKENS - 1;
+    if (n_draft > chunk - 1) n_draft = chunk - 1;
+    ids[0] = pending;
+    memcpy(ids + 1, draft, (size_t)n_draft * sizeof *ids);
+    memset(out, 0, sizeof *out);
+    out->stopped_on = -1;
+    verify_run v = {.sp = sp, .ids = ids, .stop_ids = stop_ids, .n_stop_ids = n_stop_ids, .max_out = max_out, .out = out};
+    if (n_draft > 0) return k3_session_eval_draft(s, ids, 1 + n_draft, keep_sampled, &v, err);
+    /* no draft: the plain step */
+    if (k3_session_eval(s, &pending, 1, NULL, err)) return -1;
+    k3_model_info info;
+    k3_model_get_info(k3_session_model(s), &info);
+    keep_sampled(&v, k3_session_logits(s), 1, info.vocab_size);
+    return 0;
+}
+
+int draft_propose(draft_context *c, const k3_session *s, int pending, int max_draft, int *draft, k3_error *err)
+{
+    const int n = k3_session_n_tokens(s);
+    const int chunk = k3_model_chunk_tokens(k3_session_model(s), NULL, 0);   /* a pass is one chunk (--chunk-tokens) */
+    if (max_draft > chunk - 1) max_draft = chunk - 1;
+    if (max_draft <= 0) return 0;
+    if (c->cap < n + 1) {
+        int cap = (n + 1) * 2, *grown = realloc(c->ids, (size_t)cap * sizeof *grown);
+        if (!grown) return k3_err(err, "out of memory");
+        c->ids = grown;
+        c->cap = cap;
+    }
+    memcpy(c->ids, k3_session_tokens(s), (size_t)n * sizeof *c->ids);
+    c->ids[n] = pending;
+    int matched;
+    return draft_ngram(c->ids, n + 1, max_draft, draft, &matched);
+}
+
+void draft_context_free(draft_context *c)
+{
+    free(c->ids);
+    c->ids = NULL;
+    c->cap = 0;
+}

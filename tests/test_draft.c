@@ -1,0 +1,88 @@
+/* test_draft.c - the drafter and the draft-length policy of chat/draft.c on
+ * their own: which n-gram match draft_ngram takes (the longest suffix, its
+ * latest earlier occurrence, never past the context) and how
+ * draft_policy_length answers measured passes (off when drafts are never
+ * kept or cost a whole step each, long when they are kept and cheap, a
+ * look again after DRAFT_RETRY_PASSES idle passes). */
+#include <string.h>
+#include "draft.h"
+#include "test.h"
+
+static void test_ngram(void)
+{
+    TEST_BEGIN("draft_ngram: longest suffix, latest occurrence, bounded by the context");
+    int d[8], matched;
+    /* the 3-gram 1 2 3 occurred once, followed by 9 8 7 */
+    const int a[] = {1, 2, 3, 9, 8, 7, 5, 1, 2, 3};
+    int n = draft_ngram(a, 10, 4, d, &matched);
+    CHECK(n == 4 && matched == 3 && d[0] == 9 && d[1] == 8 && d[2] == 7 && d[3] == 5, "n %d matched %d d0 %d", n, matched, d[0]);
+    /* the latest occurrence wins: 4 5 was followed by 6 first, then by 7 */
+    const int b[] = {4, 5, 6, 0, 4, 5, 7, 0, 4, 5};
+    n = draft_ngram(b, 10, 2, d, &matched);
+    CHECK(n == 2 && matched == 3 && d[0] == 7 && d[1] == 0, "n %d matched %d d %d %d", n, matched, d[0], d[1]);
+    /* no 3- or 2-gram: the last token alone */
+    const int c[] = {8, 1, 2, 3, 4, 5, 8};
+    n = draft_ngram(c, 7, 3, d, &matched);
+    CHECK(n == 3 && matched == 1 && d[0] == 1 && d[2] == 3, "n %d matched %d", n, matched);
+    /* the draft stops where the context ends */
+    const int e[] = {3, 3, 3};
+    n = draft_ngram(e, 3, 5, d, &matched);
+    CHECK(n == 1 && matched == 2 && d[0] == 3, "n %d matched %d", n, matched);
+    /* nothing repeats: no draft */
+    const int f[] = {1, 2, 3, 4};
+    n = draft_ngram(f, 4, 5, d, &matched);
+    CHECK(n == 0 && matched == 0, "n %d", n);
+    n = draft_ngram(f, 1, 5, d, &matched);
+    CHECK(n == 0, "a one-token context drafted %d", n);
+    TEST_END();
+}
+
+static void test_policy(void)
+{
+    draft_policy p;
+    TEST_BEGIN("draft_policy: off when drafts are never kept, back after DRAFT_RETRY_PASSES idle passes");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 10.0);             /* a plain step: 10 ms */
+    for (int i = 0; i < 20; i++) draft_policy_update(&p, 3, 0, 14.0);   /* 3 drafts, none kept */
+    int k = draft_policy_length(&p, 7);
+    CHECK(k == 0, "drafts never kept, length %d", k);
+    int retried = 0;
+    for (int i = 1; i < DRAFT_RETRY_PASSES - 1 && !retried; i++) retried = draft_policy_length(&p, 7) > 0;
+    CHECK(!retried, "retried before %d idle passes", DRAFT_RETRY_PASSES);
+    CHECK(draft_policy_length(&p, 7) > 0, "no retry after %d idle passes", DRAFT_RETRY_PASSES);
+    TEST_END();
+
+    TEST_BEGIN("draft_policy: off when every token of a pass costs a whole step, even if half are kept");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 10.0);
+    for (int i = 0; i < 20; i++) draft_policy_update(&p, 4, 2, 50.0);
+    k = draft_policy_length(&p, 7);
+    CHECK(k == 0, "a pass of 5 costs 5 steps, length %d", k);
+    TEST_END();
+
+    TEST_BEGIN("draft_policy: costly drafts are looked at again less often (at most 1/DRAFT_RETRY_SHARE of the time)");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 1.0);
+    for (int i = 0; i < 20; i++) draft_policy_update(&p, 2, 0, 21.0);   /* a draft token costs 10 steps */
+    int idle = 0;
+    while (draft_policy_length(&p, 7) == 0 && idle < 10000) idle++;
+    CHECK(idle + 1 >= DRAFT_RETRY_SHARE * 21, "retried after %d idle passes; a retry costs 21 steps", idle);
+    CHECK(idle < 10000, "never retried");
+    TEST_END();
+
+    TEST_BEGIN("draft_policy: the longest draft when drafts are kept and cheap");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 10.0);
+    for (int i = 0; i < 20; i++) draft_policy_update(&p, 7, 7, 13.5);
+    k = draft_policy_length(&p, 7);
+    CHECK(k == 7, "length %d", k);
+    CHECK(draft_policy_length(&p, 3) == 3, "not bounded by max_draft");
+    TEST_END();
+}
+
+int main(void)
+{
+    test_ngram();
+    test_policy();
+    TEST_EXIT();
+}
