@@ -169,7 +169,7 @@ void cli_self_command(char *buf, unsigned long cap)
 const char *cli_default_model(void)
 {
     const char *m = getenv("K3_MODEL");
-    return (m && *m) ? m : "models/demo";
+    return (m && *m) ? m : "models/k3-mini";
 }
 
 

@@ -75,7 +75,8 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
  * For hints the user may copy. */
 void cli_self_command(char *buf, unsigned long cap);
 
-/* Default model directory: $K3_MODEL, else "models/demo". */
+/* Default model directory: $K3_MODEL, else "models/k3-mini" (the trained demo
+ * model, committed, so a fresh clone has it). */
 const char *cli_default_model(void);
 
 #endif

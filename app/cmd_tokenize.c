@@ -17,7 +17,7 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n\n");
     cli_print_options(f, OPTS_TOKENIZE);
     fprintf(f, "\nMODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
-               "(--chat also reads config.json); default $K3_MODEL, else models/demo.\n"
+               "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
                "Ids are printed on one line separated by spaces.\n");
 }
 

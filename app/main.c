@@ -36,7 +36,7 @@ static void print_help(FILE *f)
     fprintf(f, "  help      this text (k3 help COMMAND: that command's options; k3 help options: the\n"
                "            options shared by several commands)\n"
                "  --version version, source, build flags and kernels\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
-               "(k3 pack);\ndefault $K3_MODEL, else models/demo.\n");
+               "(k3 pack);\ndefault $K3_MODEL, else models/k3-mini.\n");
 }
 
 int main(int argc, char **argv)

@@ -11,15 +11,17 @@ every FFN. Training adds what MoE training uses: an auxiliary load-balancing los
 bias update of auxiliary-loss-free balancing; the final steps train through an MXFP4 fake
 quantisation of the routed experts (straight-through), so the exported MXFP4 model loses little.
 
-  train_demo.py train WORK_DIR OUT_DIR [--minutes M | --steps N] [--seed S]
+  train_demo.py train WORK_DIR OUT_DIR [--minutes M | --steps N] [--seed S] [--threads N]
+      [--seq T] [--batch B] [--lr PEAK] [--warmup STEPS] [--copy-weight W] [--init MODEL_DIR]
       WORK_DIR holds train.jsonl/heldout.jsonl (tools/demo_corpus.py) and tok/ (the tokenizer
       `k3 gen --tokenizer-corpus` learned); OUT_DIR gets the checkpoint in the K3 release layout.
   train_demo.py eval MODEL_DIR --ids "1 2 3" --out logits.f32 [--greedy N]
       float32 forward of an exported checkpoint (weights decoded by tests/ref/k3_ref.py), teacher
       forced; prints the greedy continuation (lowest id wins ties) like kimi_ref.py --greedy.
-  train_demo.py loss MODEL_DIR WORK_DIR [--random | --unigram]
+  train_demo.py loss MODEL_DIR WORK_DIR [--random | --unigram | --answer-head]
       held-out loss (nats/token) of the exported model; --random: of the same shapes, untrained;
-      --unigram: of the training set's unigram distribution (add-one).
+      --unigram: of the training set's unigram distribution (add-one); --answer-head: loss and
+      greedy accuracy on the dialogues' answers up to ' means' only (the copied question word).
 
 Deterministic given the seed and --steps N (torch.manual_seed, deterministic algorithms, one
 thread): the schedule then follows the step count. With --minutes (what the shipped model used)
@@ -42,6 +44,10 @@ import k3_ref  # noqa: E402
 import safetensors_np as st  # noqa: E402
 import tok_ref  # noqa: E402
 
+# One thread by default: on a machine with more runnable threads than cores a second torch thread
+# mostly spin-waits (measured at a load average of 12 on 2 cores: 12-22 CPU seconds per training
+# step with 2 threads against 1.0 with one, with the default OMP_WAIT_POLICY; not measured with
+# OMP_WAIT_POLICY=passive, which tests/check.sh sets for the engine for the same reason).
 THREADS = 1
 GROUP = 32
 E2M1_MAG = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
@@ -323,31 +329,66 @@ def load_docs(work, name, tok, eos, limit=None):
     return [flat[offs[i]:offs[i + 1]] for i in range(len(lens))]
 
 
-def pack(docs, T, pad):
-    """Rows of T+1 tokens, each starting at a document start; later documents fill the row and the
-    last one is cut at its end (so a row carries no padding, and every row begins as a chat does)."""
-    rows, cur = [], []
+def answer_head_weights(docs, tok, weight):
+    """Per token of each document, the weight of predicting it: `weight` for a dialogue's answer up
+    to and including its first ' means' (the copied question word: "The word 'harbour' means"), 1
+    elsewhere. The copy is a few tokens of a hundred, so unweighted it hardly moves the loss."""
+    sp = tok.special_to_id
+    head = [sp["<|open|>"]] + tok.encode("response", allow_special=False) + [sp["<|sep|>"]]
+    means = tok.encode(" means", allow_special=False)[0]
+    out = []
     for d in docs:
-        cur = cur + list(d[:T + 1 - len(cur)])
+        w = np.ones(len(d), dtype=np.float32)
+        dl = list(d)
+        for i in range(len(dl) - len(head) + 1):
+            if dl[i:i + len(head)] == head:
+                j = i + len(head)
+                while j < len(dl) and dl[j] != means:
+                    j += 1
+                w[i + len(head):min(j + 1, len(dl))] = weight
+                break
+        out.append(w)
+    return out
+
+
+def pack(docs, T, pad, weights=None):
+    """Rows of T+1 tokens, each starting at a document start; later documents fill the row and the
+    last one is cut at its end (so a row carries no padding, and every row begins as a chat does).
+    With weights (one array per document), also the rows of their weights (0 on padding)."""
+    rows, cur, wrows, wcur = [], [], [], []
+    for i, d in enumerate(docs):
+        n = T + 1 - len(cur)
+        cur = cur + list(d[:n])
+        if weights is not None:
+            wcur = wcur + list(weights[i][:n])
         if len(cur) == T + 1:
             rows.append(cur)
-            cur = []
+            wrows.append(wcur)
+            cur, wcur = [], []
     if cur:
         rows.append(cur + [pad] * (T + 1 - len(cur)))
-    return torch.tensor(rows, dtype=torch.long)
+        wrows.append(wcur + [0.0] * (T + 1 - len(wcur)))
+    if weights is None:
+        return torch.tensor(rows, dtype=torch.long)
+    return torch.tensor(rows, dtype=torch.long), torch.tensor(wrows, dtype=torch.float32)
 
 
-def heldout_loss(c, p, rows, pad, quant=False, bs=32):
-    tot, n = 0.0, 0
+def heldout_loss(c, p, rows, pad, quant=False, bs=32, only=None, with_accuracy=False):
+    """Mean cross-entropy (nats/token) of rows' next tokens; only: a [rows, T] mask of the targets to
+    count. with_accuracy: also the fraction whose greedy prediction is right (teacher forced)."""
+    tot, n, right = 0.0, 0, 0
     with torch.no_grad():
         for i in range(0, len(rows), bs):
             r = rows[i:i + bs]
             lg = forward(c, p, r[:, :-1], quant=quant)
             tgt = r[:, 1:]
             keep = tgt != pad
+            if only is not None:
+                keep &= only[i:i + bs]
             tot += F.cross_entropy(lg[keep], tgt[keep], reduction="sum").item()
+            right += int((lg[keep].argmax(-1) == tgt[keep]).sum())
             n += int(keep.sum())
-    return tot / n
+    return (tot / n, right / n) if with_accuracy else tot / n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -394,27 +435,45 @@ def bf16_round(p):
 # ---------------------------------------------------------------------------------------------
 # commands
 
-def setup(seed):
+def setup(seed, threads=THREADS):
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True)
-    torch.set_num_threads(THREADS)
+    torch.set_num_threads(threads)
+
+
+def arg(argv, name, kind, default):
+    return kind(argv[argv.index(name) + 1]) if name in argv else default
 
 
 def cmd_train(argv):
     work, out = argv[0], argv[1]
-    minutes = float(argv[argv.index("--minutes") + 1]) if "--minutes" in argv else 40.0
-    seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 1
-    setup(seed)
+    minutes = arg(argv, "--minutes", float, 40.0)
+    seed = arg(argv, "--seed", int, 1)
+    threads = arg(argv, "--threads", int, THREADS)
+    T, BS = arg(argv, "--seq", int, 96), arg(argv, "--batch", int, 12)
+    peak_lr = arg(argv, "--lr", float, 4e-3)
+    warmup = arg(argv, "--warmup", int, 20)
+    copy_w = arg(argv, "--copy-weight", float, 1.0)
+    init = arg(argv, "--init", str, None)
+    setup(seed, threads)
     tok = CachedTokenizer(os.path.join(work, "tok"))
     cfg, c, p = init_params(seed)
+    if init is not None:                          # warm start: an exported checkpoint, decoded
+        _, q = load_params(init)
+        for k in p:
+            if q[k].shape != p[k].shape:
+                sys.exit("train_demo: %s in %s has shape %s, the model needs %s"
+                         % (k, init, tuple(q[k].shape), tuple(p[k].shape)))
+            with torch.no_grad():
+                p[k].copy_(q[k])
     V = c.vocab
     if tok.n_base + 256 != V:
         sys.exit("train_demo: the tokenizer has %d ranks; the model's vocabulary is %d" % (tok.n_base, V))
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
-    T, BS = 96, 12
     t0 = time.time()
-    train = pack(load_docs(work, "train.jsonl", tok, eos, limit=40000), T, pad)
-    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), T, pad)[:96]
+    docs = load_docs(work, "train.jsonl", tok, eos, limit=40000)
+    train, train_w = pack(docs, T, pad, answer_head_weights(docs, tok, copy_w))
+    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
     print("train_demo: %d training rows x %d tokens, %d held-out rows; data %.0f s"
           % (len(train), T + 1, len(held), time.time() - t0), flush=True)
     params = [v for k, v in p.items() if v.requires_grad]
@@ -423,7 +482,7 @@ def cmd_train(argv):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": nodecay, "weight_decay": 0.0}],
                             lr=3e-3, betas=(0.9, 0.95))
     budget_s = minutes * 60
-    max_steps = int(argv[argv.index("--steps") + 1]) if "--steps" in argv else 0
+    max_steps = arg(argv, "--steps", int, 0)
     qat_from = 0.85                               # the last 15% of the time trains through MXFP4
     order = torch.randperm(len(train))
     step, pos, start = 0, 0, time.time()
@@ -432,20 +491,22 @@ def cmd_train(argv):
         frac = step / max_steps if max_steps else (time.time() - start) / budget_s
         if frac >= 1.0:
             break
-        lr = 4e-3 * min(1.0, (step + 1) / 20) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
+        lr = peak_lr * min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(frac, 1.0))))
         for gparam in opt.param_groups:
             gparam["lr"] = lr
         if pos + BS > len(order):
             order, pos = torch.randperm(len(train)), 0
         batch = train[order[pos:pos + BS]]
+        bw = train_w[order[pos:pos + BS]][:, 1:]
         pos += BS
         aux = []
         lg = forward(c, p, batch[:, :-1], aux=aux, quant=frac >= qat_from)
         tgt = batch[:, 1:]
         keep = tgt != pad
-        ce = F.cross_entropy(lg[keep], tgt[keep])
+        ce_tok = F.cross_entropy(lg[keep], tgt[keep], reduction="none")
+        ce = ce_tok.mean()                        # what the log reports: plain cross-entropy
         bal = sum(x[0] for x in aux) / len(aux)
-        loss = ce + 0.01 * bal
+        loss = (ce_tok * bw[keep]).sum() / bw[keep].sum() + 0.01 * bal
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -479,7 +540,8 @@ def cmd_train(argv):
                    "max_length": 1048576}, f, indent=2)
         f.write("\n")
     with open(os.path.join(out, "training_log.json"), "w") as f:
-        json.dump({"seed": seed, "threads": THREADS, "steps": step, "batch": BS, "seq": T,
+        json.dump({"seed": seed, "threads": threads, "steps": step, "batch": BS, "seq": T, "lr": peak_lr,
+                   "warmup": warmup, "copy_weight": copy_w, "init": init,
                    "tokens": step * BS * T, "wall_s": round(wall), "loss_curve": log,
                    "heldout_rows": len(held), "heldout_loss": {"f32": l_f32, "bf16": l_bf16,
                                                                "bf16_mxfp4_fake": l_mx}}, f, indent=1)
@@ -511,7 +573,9 @@ def cmd_loss(argv):
     d, work = argv[0], argv[1]
     tok = CachedTokenizer(os.path.join(work, "tok"))
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
-    held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
+    docs = load_docs(work, "heldout.jsonl", tok, eos, limit=800)
+    held, held_w = pack(docs, 96, pad, answer_head_weights(docs, tok, 2.0))
+    held, held_w = held[:96], held_w[:96]
     if "--unigram" in argv:                      # add-one unigram of the training tokens
         counts = np.bincount(np.concatenate(load_docs(work, "train.jsonl", tok, eos, limit=40000)),
                              minlength=tok.n_base + 256).astype(np.float64) + 1.0
@@ -525,6 +589,10 @@ def cmd_loss(argv):
         p = {k: v.detach() for k, v in p.items()}
     else:
         c, p = load_params(d)
+    if "--answer-head" in argv:                  # only the answer up to ' means': the copied word
+        loss, acc = heldout_loss(c, p, held, pad, only=held_w[:, 1:] > 1, with_accuracy=True)
+        print("%.4f %.4f" % (loss, acc))
+        return
     print("%.4f" % heldout_loss(c, p, held, pad))
 
 
