@@ -160,7 +160,7 @@ $(K3BIN): $(FRONT_OBJ) $(OFFLINE_LIB) $(ENGINE_LIB)
 
 # Unit tests and tools are white-box: they may include engine internals.
 TEST_INC := $(ENGINE_INC) -Ioffline -Itests
-$(BUILD)/tests/%: tests/%.c $(OFFLINE_LIB) $(ENGINE_LIB) tests/test.h tests/tool_ids.h
+$(BUILD)/tests/%: tests/%.c $(OFFLINE_LIB) $(ENGINE_LIB) tests/test.h tests/tool_common.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(TEST_INC) -o $@ $< $(OFFLINE_LIB) $(ENGINE_LIB) $(LDLIBS)
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "tool_common.h"
 
 #define N_TOKENS 24
 #define N_PROMPT 11
@@ -56,20 +57,6 @@ static int keep_bad(void *user, const float *logits, int n, int vocab)
 {
     (void)user, (void)logits, (void)vocab;
     return bad_keep_value < 0 ? n + 1 : bad_keep_value;
-}
-
-static int files_equal(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int eq = fa && fb;
-    while (eq) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) eq = 0;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
 }
 
 static void sampler_setup(k3_sampler *sp, int seeded, int vocab)

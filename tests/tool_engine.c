@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
-#include "tool_ids.h"
+#include "tool_common.h"
 
 static int split_check(k3_model *m, const int *ids, int n, int k)
 {

@@ -31,7 +31,7 @@
 #include <unistd.h>
 #include "forward.h"
 #include "stats.h"
-#include "tool_ids.h"
+#include "tool_common.h"
 
 static int count_tasks(void)
 {
@@ -117,20 +117,6 @@ static int threads_check(const char *dir, const int *ids, int n, const char *cou
 }
 
 /* ---- rollback ----------------------------------------------------------- */
-
-static int files_equal(const char *a, const char *b)
-{
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
-    int eq = fa && fb;
-    while (eq) {
-        int ca = fgetc(fa), cb = fgetc(fb);
-        if (ca != cb) eq = 0;
-        if (ca == EOF || cb == EOF) break;
-    }
-    if (fa) fclose(fa);
-    if (fb) fclose(fb);
-    return eq;
-}
 
 static int rollback_check(const char *dir, const int *ids, int n, const char *mem)
 {
