@@ -74,11 +74,24 @@ wait_for() {  # wait_for REGEX SECONDS
     done
     return 1
 }
-# panel FILE SECTION: the panel's lines (right of column 80) from SECTION to the next title
+# panel FILE SECTION: the panel's lines (right of screen column 80) from SECTION to the next title.
+# Columns, not characters: the answer on the left is byte soup with wide characters (CJK, emoji,
+# two columns each), so the cut measures each character with the C library's wcwidth, the same
+# table curses and tmux draw with.
 panel() {
     $PY - "$1" "$2" <<'EOF'
-import sys
-lines = [l[80:] for l in open(sys.argv[1]).read().split("\n")]
+import ctypes, locale, sys
+locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+libc = ctypes.CDLL(None)
+libc.wcwidth.argtypes = [ctypes.c_wchar]
+def right_of(line, column):
+    at = 0
+    for i, ch in enumerate(line):
+        if at >= column:
+            return line[i:]
+        at += max(libc.wcwidth(ch), 0)
+    return ""
+lines = [right_of(l, 80) for l in open(sys.argv[1]).read().split("\n")]
 out, on = [], False
 for l in lines:
     if "\u2500\u2500" in l or "--" in l:
