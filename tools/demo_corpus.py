@@ -8,8 +8,12 @@ Everything comes from Debian packages installed by `tools/deps.sh --train`:
 
 Two kinds of documents, one JSON object a line:
   {"chat": [question, answer]}   a dialogue built from WordNet: "What does 'harbour' mean?" ->
-                                 "'harbour' means a sheltered port where ships ...". The first sense
-                                 of each lemma comes from index.* (senses are ranked by frequency there).
+                                 "The word 'harbour' means a sheltered port where ships ...". The
+                                 first sense of each lemma comes from index.* (senses are ranked by
+                                 frequency there). The answer repeats the word after " '" as the
+                                 question has it, so it is the same tokens in both and can be copied.
+                                 Or a copy dialogue (a quarter of all documents): "Repeat this:
+                                 PASSAGE" -> PASSAGE, 10-60 words of another document, verbatim.
   {"text": paragraph}            GCIDE definitions as prose, and fortunes.
 
   demo_corpus.py OUT_DIR [--seed N]
@@ -30,6 +34,8 @@ FORTUNES = "/usr/share/games/fortunes"
 POS = [("noun", "n"), ("verb", "v"), ("adj", "a"), ("adv", "r")]
 QUESTIONS = ["What does '{w}' mean?", "What does {w} mean?", "What is the meaning of '{w}'?",
              "Define '{w}'.", "What does the word '{w}' mean?", "Can you tell me what '{w}' means?"]
+REPEATS = ["Repeat this: ", "Repeat after me: ", "Please repeat exactly: ", "Say this back to me: "]
+COPY_SHARE = 0.25                                       # of all documents, copy dialogues
 
 
 def wordnet_data(pos):
@@ -69,7 +75,7 @@ def wordnet_dialogues():
             continue                                    # names, numbers, abbreviations
         w = lemma.replace("_", " ")
         (d1, ex1) = senses[lemma][0]
-        ans = "'%s' means %s." % (w, d1)
+        ans = "The word '%s' means %s." % (w, d1)
         if ex1:
             ans += ' For example: "%s".' % ex1[0]
         if len(senses[lemma]) > 1 and senses[lemma][1][0] != d1:
@@ -122,6 +128,33 @@ def fortune_texts():
     return docs
 
 
+def words_of(text):
+    return re.sub(r"\s+", " ", text).strip().split(" ")
+
+
+def copy_dialogues(sources, n, rng):
+    """n dialogues "Repeat this: PASSAGE" -> PASSAGE, the passage verbatim: 10-60 words of one
+    source document (a GCIDE entry, a fortune or a WordNet answer), whitespace made single
+    spaces, starting at a sentence start where there is one. Copying is the skill that also makes
+    a definition answer name the asked word (attention finds the earlier occurrence and repeats
+    what followed it); a small model learns it far faster from plain copy data than from the few
+    copied tokens of each definition."""
+    docs = []
+    while len(docs) < n:
+        d = sources[rng.randrange(len(sources))]
+        ws = words_of(d["chat"][1] if "chat" in d else d["text"])
+        if len(ws) < 10:
+            continue
+        starts = [0] + [i + 1 for i, w in enumerate(ws[:-10]) if w.endswith((".", "!", "?"))]
+        at = starts[rng.randrange(len(starts))]
+        k = min(len(ws) - at, rng.randint(10, 60))
+        if k < 10:
+            continue
+        passage = " ".join(ws[at:at + k])
+        docs.append({"chat": [REPEATS[len(docs) % len(REPEATS)] + passage, passage]})
+    return docs
+
+
 def main(argv):
     if not argv or argv[0].startswith("-"):
         sys.exit("usage: demo_corpus.py OUT_DIR [--seed N]")
@@ -131,7 +164,9 @@ def main(argv):
         if not os.path.exists(need):
             sys.exit("demo_corpus: %s is missing (sh tools/deps.sh --train installs the corpus packages)" % need)
     docs = wordnet_dialogues() + gcide_texts(6_000_000) + fortune_texts()
-    random.Random(seed).shuffle(docs)
+    rng = random.Random(seed)
+    docs += copy_dialogues(docs, int(len(docs) * COPY_SHARE / (1 - COPY_SHARE)), rng)
+    rng.shuffle(docs)
     os.makedirs(out, exist_ok=True)
     held = docs[::50]
     train = [d for i, d in enumerate(docs) if i % 50]

@@ -13,8 +13,11 @@ quantisation of the routed experts (straight-through), so the exported MXFP4 mod
 
   train_demo.py train WORK_DIR OUT_DIR [--minutes M | --steps N] [--seed S] [--threads N]
       [--seq T] [--batch B] [--lr PEAK] [--warmup STEPS] [--copy-weight W] [--init MODEL_DIR]
+      [--docs N]
       WORK_DIR holds train.jsonl/heldout.jsonl (tools/demo_corpus.py) and tok/ (the tokenizer
       `k3 gen --tokenizer-corpus` learned); OUT_DIR gets the checkpoint in the K3 release layout.
+      --docs: how many of train.jsonl's first documents to train on (40000); their token ids are
+      cached in WORK_DIR/train.jsonl.ids.npy, so delete it when changing N.
   train_demo.py eval MODEL_DIR --ids "1 2 3" --out logits.f32 [--greedy N]
       float32 forward of an exported checkpoint (weights decoded by tests/ref/k3_ref.py), teacher
       forced; prints the greedy continuation (lowest id wins ties) like kimi_ref.py --greedy.
@@ -455,6 +458,7 @@ def cmd_train(argv):
     warmup = arg(argv, "--warmup", int, 20)
     copy_w = arg(argv, "--copy-weight", float, 1.0)
     init = arg(argv, "--init", str, None)
+    n_docs = arg(argv, "--docs", int, 40000)
     setup(seed, threads)
     tok = CachedTokenizer(os.path.join(work, "tok"))
     cfg, c, p = init_params(seed)
@@ -471,7 +475,7 @@ def cmd_train(argv):
         sys.exit("train_demo: the tokenizer has %d ranks; the model's vocabulary is %d" % (tok.n_base, V))
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
     t0 = time.time()
-    docs = load_docs(work, "train.jsonl", tok, eos, limit=40000)
+    docs = load_docs(work, "train.jsonl", tok, eos, limit=n_docs)
     train, train_w = pack(docs, T, pad, answer_head_weights(docs, tok, copy_w))
     held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
     print("train_demo: %d training rows x %d tokens, %d held-out rows; data %.0f s"
@@ -541,7 +545,7 @@ def cmd_train(argv):
         f.write("\n")
     with open(os.path.join(out, "training_log.json"), "w") as f:
         json.dump({"seed": seed, "threads": threads, "steps": step, "batch": BS, "seq": T, "lr": peak_lr,
-                   "warmup": warmup, "copy_weight": copy_w, "init": init,
+                   "warmup": warmup, "copy_weight": copy_w, "init": init, "docs": n_docs,
                    "tokens": step * BS * T, "wall_s": round(wall), "loss_curve": log,
                    "heldout_rows": len(held), "heldout_loss": {"f32": l_f32, "bf16": l_bf16,
                                                                "bf16_mxfp4_fake": l_mx}}, f, indent=1)
