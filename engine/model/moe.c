@@ -9,6 +9,7 @@
  * ascending expert id, so a chunk equals token-by-token exactly. */
 #include <assert.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
@@ -171,6 +172,40 @@ static void prefetch_next_layer(k3_session *s, int layer)
     k3_weights_prefetch_experts(s->m->weights, layer + 1, guess, c->top_k);
 }
 
+/* The router over the chunk's T tokens (sc->xn): each token's top_k
+ * experts and weights into topk, topw ([T][k]). */
+static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int K = c->top_k;
+    k3_matmul(sc->router, &lw->router, sc->xn, T);
+    for (int t = 0; t < T; t++)
+        route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, topk + (size_t)t * K,
+                    topw + (size_t)t * K);
+}
+
+/* After the routed experts: the latent norm and up-projection of their sum
+ * acc (K3; else acc is sc->out already), then the shared experts on
+ * sc->xn added to sc->out. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
+        if (lw->latent_norm)
+            for (int t = 0; t < T; t++)
+                k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
+        k3_matmul(sc->out, &lw->latent_up, acc, T);
+    }
+    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
+        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
+        for (int t = 0; t < T; t++)
+            k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
+    }
+}
+
 /* The FFN block of one layer over a chunk of T tokens: the dense SwiGLU MLP,
  * or route -> routed experts (latent for K3) -> weighted sum in ascending
  * expert id -> latent norm and up-projection -> plus the shared experts. */
@@ -183,10 +218,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         glu_mlp(c, sc, &lw->dense, sc->xn, sc->out, T);
         return 0;
     }
-    k3_matmul(sc->router, &lw->router, sc->xn, T);
-    for (int t = 0; t < T; t++)
-        route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, sc->topk + (size_t)t * K,
-                    sc->topw + (size_t)t * K);
+    route_chunk(s, lw, T, sc->topk, sc->topw);
     /* Routed experts read the latent (K3) or the hidden state itself. */
     const int Din = c->latent_dim ? c->latent_dim : D;
     const float *expert_x = sc->xn;
@@ -203,16 +235,108 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
-        if (lw->latent_norm)
-            for (int t = 0; t < T; t++)
-                k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
-        k3_matmul(sc->out, &lw->latent_up, acc, T);
+    finish_chunk(s, lw, acc, T);
+    return 0;
+}
+
+/* Span step 1, for the chunk of T tokens at span row first (its FFN input
+ * normalised in sc->xn): keep that input, route it, and for K3 project it
+ * to the latent the routed experts read. */
+void k3_ffn_span_route(k3_session *s, const k3_layer_weights *lw, int first, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, K = c->top_k;
+    memcpy(sc->span_xn + (size_t)first * D, sc->xn, (size_t)T * D * sizeof(float));
+    route_chunk(s, lw, T, sc->span_topk + (size_t)first * K, sc->span_topw + (size_t)first * K);
+    if (c->latent_dim) k3_matmul(sc->span_x + (size_t)first * c->latent_dim, &lw->latent_down, sc->xn, T);
+}
+
+/* One routed expert over every span token that chose it, in pieces of at
+ * most a chunk (the worker's buffers hold a chunk; a matmul row does not
+ * depend on the others): each output row is added, with its token's
+ * weight, to that token's sum. */
+static void run_expert_span(k3_session *s, const k3_mlp_weights *ew, int e, int n)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    k3_expert_work *wk = &sc->workers[0];
+    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden;
+    const float *x = sc->span_x ? sc->span_x : sc->span_xn;
+    int t = 0;
+    while (t < n) {
+        int rows = 0;
+        for (; t < n && rows < sc->chunk_tokens; t++)
+            for (int k = 0; k < K; k++)
+                if (sc->span_topk[(size_t)t * K + k] == e) {
+                    wk->rows[rows] = t * K + k;
+                    memcpy(wk->gathered + (size_t)rows * Din, x + (size_t)t * Din, (size_t)Din * sizeof(float));
+                    rows++;
+                }
+        if (!rows) continue;
+        glu_mlp_into(c, wk->inter_gate, wk->inter_up, ew, wk->gathered, wk->out, rows);
+        for (int i = 0; i < rows; i++) {
+            const int row = wk->rows[i];
+            k3_axpy_f32(sc->span_acc + (size_t)(row / K) * Din, sc->span_topw[row], wk->out + (size_t)i * Din, Din);
+        }
     }
-    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
-        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
-        for (int t = 0; t < T; t++)
-            k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
+}
+
+static int by_id(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Span step 2: every distinct expert of the span's n tokens, read once and
+ * run on all its tokens. Each token's sum starts at zero and takes its
+ * experts in ascending id, as in k3_ffn_block; so the experts run in
+ * ascending id: claimed a cache's worth at a time from the ascending list
+ * (all of such a window are claimed: nothing else is pinned meanwhile),
+ * each window sorted, one expert at a time with all threads in its
+ * matmuls. */
+int k3_ffn_span_experts(k3_session *s, int layer, int n, k3_error *err)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    k3_weights *wp = s->m->weights;
+    const int Din = c->latent_dim ? c->latent_dim : c->hidden;
+    const int window = k3_weights_expert_slots(wp);
+    memset(sc->span_acc, 0, (size_t)n * Din * sizeof(float));
+    int *todo = sc->distinct, remaining = distinct_experts(c, sc->span_topk, n, sc->distinct);
+    while (remaining > 0) {
+        const int want = remaining < window ? remaining : window;
+        int claimed = k3_weights_claim_experts(wp, layer, todo, want, 1, err);
+        if (claimed < 0) return -1;
+        if (claimed < want) {
+            for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+            return k3_err(err, "internal: %d of %d experts of a span claimed", claimed, want);
+        }
+        qsort(todo, (size_t)claimed, sizeof *todo, by_id);
+        for (int j = 0; j < claimed; j++) {
+            k3_mlp_weights ew;
+            if (k3_weights_acquire_expert(wp, layer, todo[j], &ew, err)) {
+                for (int r = j; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+                return -1;
+            }
+            run_expert_span(s, &ew, todo[j], n);
+            k3_weights_release_expert(wp, layer, todo[j]);
+        }
+        todo += claimed;
+        remaining -= claimed;
     }
     return 0;
+}
+
+/* Span step 3, for the chunk of T tokens at span row first: its routed sum
+ * into sc->out (through the latent up-projection for K3), then the shared
+ * experts on its kept FFN input. */
+void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    float *acc = sc->span_acc + (size_t)first * Din;
+    memcpy(sc->xn, sc->span_xn + (size_t)first * D, (size_t)T * D * sizeof(float));
+    if (!c->latent_dim) {
+        memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
+        acc = sc->out;
+    }
+    finish_chunk(s, lw, acc, T);
 }
