@@ -47,9 +47,10 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     if (lo + more < (uint64_t)hi && in->span_token_bytes) {
         span = eighth / in->span_token_bytes;
         if (span > (uint64_t)hi) span = (uint64_t)hi;
-        if (span > lo + more)             /* a span holds more than a chunk: it goes first */
+        if (span > lo + more) {           /* a span holds more than a chunk: it goes first */
             more = (eighth - span * in->span_token_bytes) / in->chunk_token_bytes;
-        else
+            if (lo + more > span) more = span - lo;
+        } else
             span = 0;
     }
     const char *of = budgeted ? "the budget above its minimum" : "the memory left beside the resident model";
