@@ -136,13 +136,16 @@ size_t k3_scratch_bytes_per_chunk_token(const k3_config *c, int n_threads, int m
 }
 
 /* Scratch bytes each token of a prompt span adds (its buffers exist only
- * for a span longer than the chunk), rounded up the same way: the 7 span
- * buffers' alignment is charged per token. */
+ * for a span longer than the chunk), rounded up the same way: the slope,
+ * plus the 7 span buffers' alignment (up to SCRATCH_ALIGN each) spread
+ * over the shortest span (one token more than the smallest chunk), so the
+ * planner's charge is never below the arena. */
 size_t k3_scratch_bytes_per_span_token(const k3_config *c, int n_threads, int max_tokens)
 {
     const int S = 4 * K3_CHUNK_TOKENS;
     const size_t base = k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, S);
-    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, S + 64) - base + 63) / 64 + 7;
+    const size_t alignment = (7 * SCRATCH_ALIGN + K3_CHUNK_TOKENS) / (K3_CHUNK_TOKENS + 1);
+    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, S + 64) - base + 63) / 64 + alignment;
 }
 
 void k3_scratch_free(k3_scratch *sc)
