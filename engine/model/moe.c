@@ -252,32 +252,65 @@ void k3_ffn_span_route(k3_session *s, const k3_layer_weights *lw, int first, int
     if (c->latent_dim) k3_matmul(sc->span_x + (size_t)first * c->latent_dim, &lw->latent_down, sc->xn, T);
 }
 
-/* One routed expert over every span token that chose it, in pieces of at
- * most a chunk (the worker's buffers hold a chunk; a matmul row does not
- * depend on the others): each output row is added, with its token's
- * weight, to that token's sum. */
-static void run_expert_span(k3_session *s, const k3_mlp_weights *ew, int e, int n)
+/* Gather into wk the span rows that chose expert e, skipping the first
+ * `skip` of them, at most max_rows; returns how many. */
+static int gather_span_rows(const k3_session *s, k3_expert_work *wk, int e, int n, int skip, int max_rows)
+{
+    const k3_config *c = &s->m->cfg;
+    const k3_scratch *sc = &s->sc;
+    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden;
+    const float *x = sc->span_x ? sc->span_x : sc->span_xn;
+    int rows = 0;
+    for (int t = 0; t < n && rows < max_rows; t++)
+        for (int k = 0; k < K; k++)
+            if (sc->span_topk[(size_t)t * K + k] == e && skip-- <= 0) {
+                wk->rows[rows] = t * K + k;
+                memcpy(wk->gathered + (size_t)rows * Din, x + (size_t)t * Din, (size_t)Din * sizeof(float));
+                rows++;
+            }
+    return rows;
+}
+
+/* The window's claimed experts (ascending, weights in sc->wave) over the
+ * span: cut into jobs of at most a chunk of one expert's rows (a worker's
+ * buffers hold a chunk; a matmul row does not depend on the others), in
+ * ascending expert order. A round runs one job per worker in parallel
+ * (single-threaded kernels give the same bits), then adds each job's output
+ * rows, in job order, with their tokens' weights to the tokens' sums: each
+ * token still takes its experts in ascending id. */
+static void run_window_span(k3_session *s, const int *experts, int n_experts, int n)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
-    k3_expert_work *wk = &sc->workers[0];
-    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden;
-    const float *x = sc->span_x ? sc->span_x : sc->span_xn;
-    int t = 0;
-    while (t < n) {
-        int rows = 0;
-        for (; t < n && rows < sc->chunk_tokens; t++)
-            for (int k = 0; k < K; k++)
-                if (sc->span_topk[(size_t)t * K + k] == e) {
-                    wk->rows[rows] = t * K + k;
-                    memcpy(wk->gathered + (size_t)rows * Din, x + (size_t)t * Din, (size_t)Din * sizeof(float));
-                    rows++;
-                }
-        if (!rows) continue;
-        glu_mlp_into(c, wk->inter_gate, wk->inter_up, ew, wk->gathered, wk->out, rows);
-        for (int i = 0; i < rows; i++) {
-            const int row = wk->rows[i];
-            k3_axpy_f32(sc->span_acc + (size_t)(row / K) * Din, sc->span_topw[row], wk->out + (size_t)i * Din, Din);
+    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden, tile = sc->chunk_tokens;
+    int job_expert[K3_MAX_THREADS + 1], job_skip[K3_MAX_THREADS + 1], job_rows[K3_MAX_THREADS + 1];
+    int next = 0, next_skip = 0;   /* the next job: experts[next], after next_skip of its rows */
+    while (next < n_experts) {
+        int n_jobs = 0;
+        while (n_jobs < sc->n_workers && next < n_experts) {
+            job_expert[n_jobs] = next;
+            job_skip[n_jobs++] = next_skip;
+            int total = 0;   /* rows of this expert */
+            for (int i = 0; i < n * K; i++) total += sc->span_topk[i] == experts[next];
+            next_skip += tile;
+            if (next_skip >= total) { next++; next_skip = 0; }
+        }
+        #pragma omp parallel for schedule(dynamic, 1) num_threads(n_jobs) if (n_jobs > 1)
+        for (int w = 0; w < n_jobs; w++) {
+            k3_expert_work *wk = &sc->workers[w];
+            const int e = experts[job_expert[w]];
+            job_rows[w] = gather_span_rows(s, wk, e, n, job_skip[w], tile);
+            if (job_rows[w])
+                glu_mlp_into(c, wk->inter_gate, wk->inter_up, &sc->wave[job_expert[w]], wk->gathered, wk->out,
+                             job_rows[w]);
+        }
+        for (int w = 0; w < n_jobs; w++) {
+            const k3_expert_work *wk = &sc->workers[w];
+            for (int i = 0; i < job_rows[w]; i++) {
+                const int row = wk->rows[i];
+                k3_axpy_f32(sc->span_acc + (size_t)(row / K) * Din, sc->span_topw[row], wk->out + (size_t)i * Din,
+                            Din);
+            }
         }
     }
 }
@@ -286,11 +319,10 @@ static int by_id(const void *a, const void *b) { return *(const int *)a - *(cons
 
 /* Span step 2: every distinct expert of the span's n tokens, read once and
  * run on all its tokens. Each token's sum starts at zero and takes its
- * experts in ascending id, as in k3_ffn_block; so the experts run in
- * ascending id: claimed a cache's worth at a time from the ascending list
- * (all of such a window are claimed: nothing else is pinned meanwhile),
- * each window sorted, one expert at a time with all threads in its
- * matmuls. */
+ * experts in ascending id, as in k3_ffn_block; so the experts are claimed a
+ * cache's worth at a time from the ascending list (all of such a window
+ * are claimed: nothing else is pinned meanwhile), each window sorted and
+ * run in ascending order (run_window_span). */
 int k3_ffn_span_experts(k3_session *s, int layer, int n, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
@@ -309,15 +341,13 @@ int k3_ffn_span_experts(k3_session *s, int layer, int n, k3_error *err)
             return k3_err(err, "internal: %d of %d experts of a span claimed", claimed, want);
         }
         qsort(todo, (size_t)claimed, sizeof *todo, by_id);
-        for (int j = 0; j < claimed; j++) {
-            k3_mlp_weights ew;
-            if (k3_weights_acquire_expert(wp, layer, todo[j], &ew, err)) {
-                for (int r = j; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+        for (int j = 0; j < claimed; j++)
+            if (k3_weights_acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
+                for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
                 return -1;
             }
-            run_expert_span(s, &ew, todo[j], n);
-            k3_weights_release_expert(wp, layer, todo[j]);
-        }
+        run_window_span(s, todo, claimed, n);
+        for (int j = 0; j < claimed; j++) k3_weights_release_expert(wp, layer, todo[j]);
         todo += claimed;
         remaining -= claimed;
     }
