@@ -54,7 +54,7 @@ for p in tiny small k3-tiny demo; do
 done
 
 # the packed layout (sizes from its manifest)
-[ -f $OUT/p_small/tables.bin ] || $K3 pack $OUT/small $OUT/p_small --force >/dev/null 2>&1
+$K3 pack --verify $OUT/p_small >/dev/null 2>&1 || $K3 pack $OUT/small $OUT/p_small --force >/dev/null 2>&1
 if [ -f $OUT/p_small/config.json ]; then
     $K3 bench $OUT/p_small --mem 1M --tokens 1 --prompt-tokens 1 --no-probe --no-resident >/dev/null 2>$OUT/min.err
     MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
