@@ -13,11 +13,19 @@
  *   compute = every trunk unit, top_k experts per MoE layer and the head
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
- *   decode  = max(reads / disk speed, compute): reads overlap compute.
+ *   wait    = the expert misses' read time that no compute hides: a layer's
+ *             misses are known only once its router has run, so they are
+ *             read while the layer's cache hits compute (engine/model/moe.c
+ *             runs the resident experts first) and the rest is waited for:
+ *             per MoE layer max(0, miss reads - hits' compute)
+ *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
+ *             ahead under compute; expert misses do not.
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
  * by k3_plan_make, as in the engine): each chunk reads the unpinned
  * trunk once and each distinct expert once, and computes every matrix with
- * the chunk's tokens in one pass (the measured 32-token matmul rate).
+ * the chunk's tokens in one pass (the measured 32-token matmul rate); a
+ * chunk waits for each wave of its experts before computing them, so their
+ * reads add to its compute as a decode token's misses do.
  * The hit rate is the cache policy replayed on a recorded routing trace, or
  * for uniform routing the LRU closed form (an expert survives while fewer
  * than `slots` distinct others were used since its last use). */
@@ -551,7 +559,13 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
     out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
-    out->decode_s = out->io_s > out->compute_s ? out->io_s : out->compute_s;
+    if (pl->n_moe > 0) {
+        const double miss_read_s = (1 - out->hit_rate) * c->top_k * (double)pl->expert_bytes / bps;
+        const double hits_compute_s = out->hit_rate * c->top_k * expert_s;
+        out->expert_wait_s = pl->n_moe * (miss_read_s > hits_compute_s ? miss_read_s - hits_compute_s : 0);
+    }
+    const double serial_s = out->compute_s + out->expert_wait_s;
+    out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
 
     /* the prompt, chunk by chunk */
     out->prompt_tokens = prompt_tokens;
@@ -570,7 +584,8 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
             comp += pl->n_moe * distinct *
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
         comp += T * state_bytes / mem_bps;
-        out->prompt_s += io / bps > comp ? io / bps : comp;
+        const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
+        out->prompt_s += io / bps > comp + expert_read_s ? io / bps : comp + expert_read_s;
         out->prompt_chunks++;
         done += T;
     }
