@@ -107,8 +107,8 @@ print(("PASS" if ok else "FAIL") + f" plan kimi-k3: reference config: experts {d
       f"{d['plan']['decode_s_per_token']:.1f} s/token at 32G and 7 GB/s")
 EOF
 # the decode time: the trunk ring reads under compute, but a layer's expert
-# misses are known only after its router, so their reads beyond the hits'
-# compute add to it (engine/model/moe.c); fully resident nothing waits
+# misses are known only after its router, so their reads add to it
+# (engine/weights/plan_model.c); fully resident nothing waits
 $K3 plan kimi-k3 --mem 4T --disk 7 --json > $OUT/k3_resident.json 2>$OUT/e.txt
 python3 - $OUT/k3.json $OUT/k3_resident.json <<'EOF'
 import json, sys

@@ -13,11 +13,12 @@
  *   compute = every trunk unit, top_k experts per MoE layer and the head
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
- *   wait    = the expert misses' read time that no compute hides: a layer's
- *             misses are known only once its router has run, so they are
- *             read while the layer's cache hits compute (engine/model/moe.c
- *             runs the resident experts first) and the rest is waited for:
- *             per MoE layer max(0, miss reads - hits' compute)
+ *   wait    = the expert misses' read time: a layer's misses are known
+ *             only once its router has run, and the layer cannot go on
+ *             without them. engine/model/moe.c computes the cache hits
+ *             while they are read, but k3 bench finds that hides next to
+ *             nothing (demo, 75% hits: 5.3 ms/token waited of 5.4 ms read),
+ *             so the whole read time is counted
  *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
  *             ahead under compute; expert misses do not.
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
@@ -559,11 +560,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
     out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
-    if (pl->n_moe > 0) {
-        const double miss_read_s = (1 - out->hit_rate) * c->top_k * (double)pl->expert_bytes / bps;
-        const double hits_compute_s = out->hit_rate * c->top_k * expert_s;
-        out->expert_wait_s = pl->n_moe * (miss_read_s > hits_compute_s ? miss_read_s - hits_compute_s : 0);
-    }
+    out->expert_wait_s = out->bytes_experts / bps;
     const double serial_s = out->compute_s + out->expert_wait_s;
     out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
 
