@@ -120,3 +120,49 @@ double bench_draft_tok_s(const bench_draft_figures *f, const bench_draft_mode *b
 {
     return bm->seconds > 0 ? (double)(f->tokens - 1) * f->rounds / bm->seconds : 0;
 }
+
+/* Keeps only the first token of a pass (as when the first draft token is
+ * wrong): the session advances by one token, as after a plain step. */
+static int keep_first(void *user, const float *logits, int n, int vocab)
+{
+    (void)user, (void)logits, (void)n, (void)vocab;
+    return 1;
+}
+
+/* Sorts doubles in place (for the median). */
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int reps, bench_draft_cost *cost, k3_error *err)
+{
+    enum { K = K3_DRAFT_MAX_TOKENS };
+    memset(cost, 0, sizeof *cost);
+    cost->reps = reps;
+    /* every rep feeds K + 1 operations of one kept token each */
+    k3_session *s = k3_session_new(m, n_prompt + reps * (K + 1) + K + 1, err);
+    double *ms = malloc((size_t)(K + 1) * reps * sizeof *ms);
+    int rc = s && ms ? 0 : (s ? k3_err(err, "out of memory") : -1);
+    if (rc == 0) rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
+    /* alternating: a plain step, then passes of 1..K tokens, each keeping one
+     * token, so every operation runs at about the same context length */
+    for (int r = 0; r < reps && rc == 0; r++) {
+        for (int k = 0; k <= K && rc == 0; k++) {
+            int ids[K];
+            for (int i = 0; i < K; i++) ids[i] = prompt[(r * (K + 1) + k + i) % n_prompt];
+            const uint64_t t0 = k3_now_ns();
+            rc = k == 0 ? k3_session_eval(s, ids, 1, NULL, err) : k3_session_eval_draft(s, ids, k, keep_first, NULL, err);
+            ms[(size_t)k * reps + r] = (k3_now_ns() - t0) * 1e-6;
+        }
+    }
+    for (int k = 0; k <= K && rc == 0; k++) {
+        double *row = ms + (size_t)k * reps;
+        qsort(row, (size_t)reps, sizeof *row, cmp_double);
+        cost->ms[k] = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
+    }
+    free(ms);
+    k3_session_free(s);
+    return rc;
+}

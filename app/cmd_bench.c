@@ -312,6 +312,19 @@ int cmd_bench(int argc, char **argv)
     } else if (!o.json && draft_failed[0]) {
         printf("draft      not measured: %s\n", draft_failed);
     }
+    bench_draft_cost cost = {0};
+    char cost_failed[600] = "";
+    if (o.draft_rounds && o.prompt_tokens >= 1 &&
+        bench_draft_pass_cost(m, prompt, o.prompt_tokens, 4 * o.draft_rounds + 1, &cost, &err))
+        snprintf(cost_failed, sizeof cost_failed, "%s", err.msg);
+    if (!o.json && o.draft_rounds && !cost_failed[0]) {
+        printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.ms[k] / cost.ms[0]);
+        printf("\n");
+        fflush(stdout);
+    } else if (!o.json && cost_failed[0]) {
+        printf("verify     not measured: %s\n", cost_failed);
+    }
     /* pass 3: the device again, into the model's own expert slots; the
      * floor uses the faster of the two figures (the lower floor), so a
      * ratio below 1 means the probe missed what the run got */
