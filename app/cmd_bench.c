@@ -320,6 +320,8 @@ int cmd_bench(int argc, char **argv)
     if (!o.json && o.draft_rounds && !cost_failed[0]) {
         printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
         for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.ms[k] / cost.ms[0]);
+        printf("; CPU time (%.3f ms):", cost.cpu_ms[0]);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.cpu_ms[k] / cost.cpu_ms[0]);
         printf("\n");
         fflush(stdout);
     } else if (!o.json && cost_failed[0]) {
