@@ -183,6 +183,23 @@ static void json_escape(char *dst, size_t len, const char *src)
 /* The speculative decoding fields of the JSON object (no braces around):
  * draft_accept_rate and tokens_per_pass are --draft ngram's; "draft" holds
  * every mode's figures; null when not measured. */
+/* "verify_pass_cost": what a draft pass of k tokens costs against a plain
+ * step, wall and CPU time (bench_draft_pass_cost); null with --no-draft or
+ * when it could not be measured. */
+static void print_pass_cost_json(const bench_draft_cost *cost, int have)
+{
+    if (!have) {
+        printf(",\"verify_pass_cost\":null");
+        return;
+    }
+    printf(",\"verify_pass_cost\":{\"reps\":%d,\"step_ms\":%.4f,\"step_cpu_ms\":%.4f,\"pass_over_step\":[", cost->reps,
+           cost->ms[0], cost->cpu_ms[0]);
+    for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf("%s%.3f", k > 1 ? "," : "", cost->ms[k] / cost->ms[0]);
+    printf("],\"pass_over_step_cpu\":[");
+    for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf("%s%.3f", k > 1 ? "," : "", cost->cpu_ms[k] / cost->cpu_ms[0]);
+    printf("]}");
+}
+
 static void print_draft_json(const bench_draft_figures *dr, int have, const char *failed)
 {
     if (!have) {
@@ -314,10 +331,10 @@ int cmd_bench(int argc, char **argv)
     }
     bench_draft_cost cost = {0};
     char cost_failed[600] = "";
-    if (o.draft_rounds && o.prompt_tokens >= 1 &&
-        bench_draft_pass_cost(m, prompt, o.prompt_tokens, 4 * o.draft_rounds + 1, &cost, &err))
+    const int measure_cost = o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3;   /* as the draft pass */
+    if (measure_cost && bench_draft_pass_cost(m, prompt, o.prompt_tokens, 2 * o.draft_rounds + 1, &cost, &err))
         snprintf(cost_failed, sizeof cost_failed, "%s", err.msg);
-    if (!o.json && o.draft_rounds && !cost_failed[0]) {
+    if (!o.json && measure_cost && !cost_failed[0]) {
         printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
         for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.ms[k] / cost.ms[0]);
         printf("; CPU time (%.3f ms):", cost.cpu_ms[0]);
@@ -453,6 +470,7 @@ int cmd_bench(int argc, char **argv)
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
         print_draft_json(&dr, have_draft, draft_failed);
+        print_pass_cost_json(&cost, measure_cost && !cost_failed[0]);
         printf("}\n");
     } else {
         printf("floor      I/O floor %.4f s/token, ", floor_s);
