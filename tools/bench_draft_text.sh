@@ -4,7 +4,9 @@
 # given in it, and on one that asks to re-emit a given code block with one
 # change, each decoded with --draft none and --draft ngram, alternating,
 # ROUNDS times (greedy). Prints per prompt: decode tokens/s of both, their
-# ratio, draft_accept_rate (draft tokens kept / drafted), tokens_per_pass,
+# ratio (of the totals, and the median of the rounds' ratios), the same per
+# CPU second of the process (steadier than the wall clock on a shared
+# machine), draft_accept_rate (draft tokens kept / drafted), tokens_per_pass,
 # and whether the two answers are identical (they must be: speculative
 # decoding is exact). Figures, not a test.
 #
@@ -53,28 +55,45 @@ measure() {
         cmp -s "$OUT/$name.none.0.txt" "$OUT/$name.none.$r.txt" || same="DIFFER between rounds (see $OUT)"
         r=$((r + 1))
     done
-    # k3 run's line: "generated N tokens, X tok/s[; drafts K of D kept, P tokens/pass]"
-    # (X counts the tokens after the first one: N - 1 in (N - 1) / X seconds)
-    cat "$OUT/$name".none.*.err | awk -v tag=none '/generated/ {
-            for (i = 1; i <= NF; i++) { if ($i == "generated") n = $(i + 1); if ($i ~ /^tok\/s/) v = $(i - 1) }
-            if (v > 0 && n > 1) { tok += n - 1; s += (n - 1) / v } }
-        END { printf "%s %d %.6f\n", tag, tok, s }' > "$OUT/$name.none.sum"
-    cat "$OUT/$name".ngram.*.err | awk -v tag=ngram '/generated/ {
-            for (i = 1; i <= NF; i++) {
-                if ($i == "generated") n = $(i + 1)
-                if ($i ~ /^tok\/s/) v = $(i - 1)
-                if ($i == "drafts") { kept += $(i + 1); drafted += $(i + 3) }
-                if ($i ~ /^tokens\/pass/) { tpp += $(i - 1); runs++ } }
-            if (v > 0 && n > 1) { tok += n - 1; s += (n - 1) / v } }
-        END { printf "%s %d %.6f %d %d %.3f\n", tag, tok, s, kept, drafted, runs ? tpp / runs : 1 }' > "$OUT/$name.ngram.sum"
-    read -r _ tok_none s_none < "$OUT/$name.none.sum"
-    read -r _ tok_ngram s_ngram kept drafted tpp < "$OUT/$name.ngram.sum"
+    # k3 run's line: "generated N tokens, W tok/s (C per CPU second)[; drafts
+    # K of D kept, P tokens/pass]"; W and C count the N - 1 tokens after the
+    # first one. One line per round and mode: round mode n wall cpu kept drafted
+    r=0
+    : > "$OUT/$name.runs"
+    while [ $r -lt "$ROUNDS" ]; do
+        for d in none ngram; do
+            sed -n 's/.*generated \([0-9]*\) tokens, \([0-9.]*\) tok\/s (\([0-9.]*\) per CPU second)\(; drafts \([0-9]*\) of \([0-9]*\) kept\)\{0,1\}.*/\1 \2 \3 \5 \6/p' \
+                "$OUT/$name.$d.$r.err" | awk -v r=$r -v d=$d '{ printf "%s %s %s %s %s %d %d\n", r, d, $1, $2, $3, $4, $5 }' \
+                >> "$OUT/$name.runs"
+        done
+        r=$((r + 1))
+    done
     generated=$(grep -o 'generated [0-9]* tokens' "$OUT/$name.none.0.err" | head -1)
-    awk -v name="$name" -v tn="$tok_none" -v sn="$s_none" -v tg="$tok_ngram" -v sg="$s_ngram" -v k="$kept" \
-        -v d="$drafted" -v tpp="$tpp" -v same="$same" -v gen="$generated" -v rounds="$ROUNDS" 'BEGIN {
-        a = sn > 0 ? tn / sn : 0; b = sg > 0 ? tg / sg : 0
-        printf "%-8s %s, %d rounds alternating: none %.2f tok/s, ngram %.2f tok/s, ratio %.2fx; ", name, gen, rounds, a, b, (a > 0 ? b / a : 0)
-        printf "draft_accept_rate %.3f (%d of %d), tokens_per_pass %.2f; answers %s\n", (d > 0 ? k / d : 0), k, d, tpp, same }'
+    # totals per mode (tokens / seconds), and the median of each round's
+    # ngram/none ratio (the two runs are back to back: a burst of other work
+    # on the machine moves the median least)
+    awk -v name="$name" -v gen="$generated" -v rounds="$ROUNDS" -v same="$same" '
+        function median(v, n,    i, j, t) {
+            for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j - 1] > v[j]; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
+            return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2 }
+        $3 > 1 && $4 > 0 && $5 > 0 {
+            tok[$2] += $3 - 1; wall[$2] += ($3 - 1) / $4; cpu[$2] += ($3 - 1) / $5
+            w[$2, $1] = $4; c[$2, $1] = $5
+            if ($2 == "ngram") { kept += $6; drafted += $7 }
+        }
+        END {
+            n = 0
+            for (r = 0; r < rounds; r++)
+                if (w["none", r] > 0 && w["ngram", r] > 0) { n++; rw[n] = w["ngram", r] / w["none", r]; rc[n] = c["ngram", r] / c["none", r] }
+            if (!n || !wall["none"] || !wall["ngram"]) { printf "%-8s no figures (see the .err files)\n", name; exit }
+            printf "%-8s %s, %d rounds alternating: none %.1f tok/s, ngram %.1f tok/s, ratio %.2fx (median of the rounds %.2fx); ",
+                name, gen, rounds, tok["none"] / wall["none"], tok["ngram"] / wall["ngram"],
+                (tok["ngram"] / wall["ngram"]) / (tok["none"] / wall["none"]), median(rw, n)
+            printf "per CPU second none %.1f, ngram %.1f, ratio %.2fx (median %.2fx); ",
+                tok["none"] / cpu["none"], tok["ngram"] / cpu["ngram"], (tok["ngram"] / cpu["ngram"]) / (tok["none"] / cpu["none"]), median(rc, n)
+            printf "draft_accept_rate %.3f (%d of %d), tokens_per_pass %.2f; answers %s\n",
+                (drafted > 0 ? kept / drafted : 0), kept, drafted, tok["ngram"] / (tok["ngram"] - kept) , same
+        }' "$OUT/$name.runs"
 }
 
 echo "== repetitive text: $K3BIN run $MODEL --chat -n $TOKENS --threads $THREADS, --draft none vs ngram (load: $(cut -d' ' -f1-3 /proc/loadavg))"
