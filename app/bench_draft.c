@@ -156,10 +156,22 @@ int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int reps
     double *ms = malloc((size_t)(K + 1) * reps * sizeof *ms), *cpu_ms = malloc((size_t)(K + 1) * reps * sizeof *cpu_ms);
     int rc = s && ms && cpu_ms ? 0 : (s ? k3_err(err, "out of memory") : -1);
     if (rc == 0) rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
-    /* alternating: a plain step, then passes of 1..K tokens, each keeping one
+    /* alternating: a plain step and passes of 1..K tokens, each keeping one
      * token, so every operation runs at about the same context length */
+    uint32_t lcg = 12345;
     for (int r = 0; r < reps && rc == 0; r++) {
-        for (int k = 0; k <= K && rc == 0; k++) {
+        /* each round in its own shuffled order: on a shared machine the
+         * scheduler takes the CPU away every few ms, and a fixed order lets
+         * that land on the same operation round after round */
+        int order[K + 1];
+        for (int i = 0; i <= K; i++) order[i] = i;
+        for (int i = K; i > 0; i--) {
+            lcg = lcg * 1664525u + 1013904223u;
+            int j = (int)((lcg >> 8) % (uint32_t)(i + 1)), t = order[i];
+            order[i] = order[j], order[j] = t;
+        }
+        for (int o = 0; o <= K && rc == 0; o++) {
+            const int k = order[o];
             int ids[K];
             for (int i = 0; i < K; i++) ids[i] = prompt[(r * (K + 1) + k + i) % n_prompt];
             const uint64_t t0 = k3_now_ns();
