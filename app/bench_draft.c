@@ -146,13 +146,19 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int reps, bench_draft_cost *cost, k3_error *err)
+int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int ctx_tokens, int reps, bench_draft_cost *cost,
+                          k3_error *err)
 {
     enum { K = K3_DRAFT_MAX_TOKENS };
     memset(cost, 0, sizeof *cost);
     cost->reps = reps;
-    /* every rep feeds K + 1 operations of one kept token each */
-    k3_session *s = k3_session_new(m, n_prompt + reps * (K + 1) + K + 1, err);
+    /* a round feeds K + 1 operations of one kept token each, and the
+     * largest pass needs K positions: when the context cannot hold another
+     * round, the session starts again from the prompt (outside the timing) */
+    if (n_prompt > ctx_tokens - 2 * K - 1) n_prompt = ctx_tokens - 2 * K - 1;
+    if (n_prompt < 1)
+        return k3_err(err, "a context of %d tokens is too short for a round of draft passes (%d)", ctx_tokens, 2 * K + 2);
+    k3_session *s = k3_session_new(m, ctx_tokens, err);
     double *ms = malloc((size_t)(K + 1) * reps * sizeof *ms), *cpu_ms = malloc((size_t)(K + 1) * reps * sizeof *cpu_ms);
     int rc = s && ms && cpu_ms ? 0 : (s ? k3_err(err, "out of memory") : -1);
     if (rc == 0) rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
@@ -169,6 +175,10 @@ int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int reps
             lcg = lcg * 1664525u + 1013904223u;
             int j = (int)((lcg >> 8) % (uint32_t)(i + 1)), t = order[i];
             order[i] = order[j], order[j] = t;
+        }
+        if (k3_session_n_tokens(s) + 2 * K + 1 > ctx_tokens) {
+            k3_session_reset(s);
+            if ((rc = k3_session_eval(s, prompt, n_prompt, NULL, err))) break;
         }
         for (int o = 0; o <= K && rc == 0; o++) {
             const int k = order[o];

@@ -332,7 +332,8 @@ int cmd_bench(int argc, char **argv)
     bench_draft_cost cost = {0};
     char cost_failed[600] = "";
     const int measure_cost = o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3;   /* as the draft pass */
-    if (measure_cost && bench_draft_pass_cost(m, prompt, o.prompt_tokens, 2 * o.draft_rounds + 1, &cost, &err))
+    if (measure_cost && bench_draft_pass_cost(m, prompt, o.prompt_tokens, o.prompt_tokens + o.tokens + 1,   /* the draft pass's context */
+                                          2 * o.draft_rounds + 1, &cost, &err))
         snprintf(cost_failed, sizeof cost_failed, "%s", err.msg);
     if (!o.json && measure_cost && !cost_failed[0]) {
         printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
