@@ -70,41 +70,12 @@ static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, in
     k3_scratch *sc = &s->sc;
     const int D = c->hidden, res_block = c->attn_res_block;
     const int max_snap = res_block ? (c->n_layers + res_block - 1) / res_block : 0;
-<<<<<<< HEAD
     int restart = 0;
     const float *attn_in = sc->h;
     if (res_block) {                      /* mix #1 (none before the first snapshot) */
         if (n_snap > 0) {
             attn_res_mix(s, lw->attn_res_score, sc->h, sc->xn, T, n_snap);
             attn_in = sc->xn;
-=======
-    int n_snap = 0;
-
-    if (k3_weights_embed_rows(wp, ids, T, sc->h, err)) return -1;
-
-    for (int l = 0; l < c->n_layers; l++) {
-        /* a chunk larger than K3_CHUNK_TOKENS can take long: an interrupt
-         * stops it between layers and the caller undoes it (a smaller chunk
-         * completes, as before) */
-        if (T > K3_CHUNK_TOKENS && l > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) return K3_EVAL_INTERRUPTED;
-        stats_set32(&m->stats.layer, (uint32_t)l);
-        const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
-        if (!lw) return -1;
-        int restart = 0;
-        const float *attn_in = sc->h;
-        if (res_block) {                  /* mix #1 (none before the first snapshot) */
-            if (n_snap > 0) {
-                attn_res_mix(s, lw->attn_res_score, sc->h, sc->xn, T, n_snap);
-                attn_in = sc->xn;
-            }
-            if (l % res_block == 0) {     /* boundary: snapshot the raw stream, restart it */
-                for (int t = 0; t < T; t++)
-                    memcpy(sc->snapshots + ((size_t)t * max_snap + n_snap) * D, sc->h + (size_t)t * D,
-                           (size_t)D * sizeof(float));
-                n_snap++;
-                restart = 1;
-            }
->>>>>>> main
         }
         if (l % res_block == 0) {         /* boundary: snapshot the raw stream, restart it */
             for (int t = 0; t < T; t++)
@@ -197,8 +168,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
     k3_weights *wp = m->weights;
     int n_snap = 0;   /* AttnRes (K3): block snapshots of the raw entering stream */
 
-    for (int t = 0; t < T; t++)
-        if (k3_weights_embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
+    if (k3_weights_embed_rows(wp, ids, T, sc->h, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
         /* a chunk larger than K3_CHUNK_TOKENS can take long: an interrupt
@@ -248,8 +218,7 @@ static int forward_span_layers(k3_session *s, const int *ids, int n, int *n_save
     k3_weights *wp = m->weights;
     int n_snap = 0;
 
-    for (int t = 0; t < n; t++)
-        if (k3_weights_embed_row(wp, ids[t], sc->span_h + (size_t)t * D, err)) return -1;
+    if (k3_weights_embed_rows(wp, ids, n, sc->span_h, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
         if (l > 0 && s->interrupt && __atomic_load_n(s->interrupt, __ATOMIC_RELAXED)) return K3_EVAL_INTERRUPTED;
