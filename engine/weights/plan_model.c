@@ -13,11 +13,21 @@
  *   compute = every trunk unit, top_k experts per MoE layer and the head
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
- *   decode  = max(reads / disk speed, compute): reads overlap compute.
+ *   wait    = the expert misses' read time: a layer's misses are known
+ *             only once its router has run, and the layer cannot go on
+ *             without them. engine/model/moe.c computes the cache hits
+ *             while they are read, but k3 bench finds that hides next to
+ *             nothing (demo, 75% hits: 5.3 ms/token waited of 5.4 ms read),
+ *             so the whole read time is counted
+ *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
+ *             ahead under compute; expert misses do not.
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
- * by k3_plan_make, as in the engine): each chunk reads the unpinned
- * trunk once and each distinct expert once, and computes every matrix with
- * the chunk's tokens in one pass (the measured 32-token matmul rate).
+ * by k3_plan_make, as in the engine; a span when it is run layer by layer):
+ * each chunk reads the unpinned trunk once and each distinct expert once,
+ * and computes every matrix with the chunk's tokens in one pass (the
+ * measured 32-token matmul rate); a chunk waits for each wave of its
+ * experts before computing them, so their reads add to its compute as a
+ * decode token's misses do.
  * The hit rate is the cache policy replayed on a recorded routing trace, or
  * for uniform routing the LRU closed form (an expert survives while fewer
  * than `slots` distinct others were used since its last use). */
@@ -56,6 +66,7 @@ struct k3_planner {
     uint64_t embed_buf_bytes, embed_row_bytes;
     uint64_t session_bytes, process_bytes;
     uint64_t chunk_token_bytes;   /* scratch per prompt-chunk token beyond K3_CHUNK_TOKENS */
+    uint64_t span_token_bytes;    /* scratch per token of a prompt span */
     int n_threads, ctx_tokens, cache_lru;
     uint64_t fixed_override;
     k3_cache_lookup *trace;
@@ -226,7 +237,7 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
         return k3_err(err, "%s: the config implies %.3g bytes of weights, more than any model k3 can plan "
                       "(check hidden_size, num_experts, moe_intermediate_size)", config_path, total);
     p->embed_row_bytes = (uint64_t)(c->hidden * wb);
-    p->embed_buf_bytes = ((uint64_t)c->hidden * 4 + 2 * K3_IO_ALIGN + K3_IO_ALIGN - 1) / K3_IO_ALIGN * K3_IO_ALIGN;
+    p->embed_buf_bytes = k3_weights_embed_buf_bytes(c->hidden);
     /* what the engine's process would hold at open beyond this one: the
      * small tensors as f32, the tensor index, the tokenizer */
     double small_all = 0;
@@ -358,10 +369,11 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     p->trunk_bytes = calloc((size_t)p->n_trunk, sizeof *p->trunk_bytes);
     p->trunk_params = calloc((size_t)p->n_trunk, sizeof *p->trunk_params);
     if (!p->trunk_bytes || !p->trunk_params) { k3_err(err, "out of memory"); k3_planner_close(p); return NULL; }
-    k3_model probe = {.cfg = *c, .n_threads = p->n_threads,
-                      .chunk_tokens = p->ctx_tokens < K3_CHUNK_TOKENS ? p->ctx_tokens : K3_CHUNK_TOKENS};
+    const int chunk_min = p->ctx_tokens < K3_CHUNK_TOKENS ? p->ctx_tokens : K3_CHUNK_TOKENS;
+    k3_model probe = {.cfg = *c, .n_threads = p->n_threads, .chunk_tokens = chunk_min, .tile_tokens = chunk_min};
     p->session_bytes = k3_session_bytes(&probe, p->ctx_tokens);
     p->chunk_token_bytes = k3_scratch_bytes_per_chunk_token(c, p->n_threads, p->ctx_tokens);
+    p->span_token_bytes = k3_scratch_bytes_per_span_token(c, p->n_threads, p->ctx_tokens);
     int rc;
     config_trunk_dtype_bytes(config_path, &p->f16);
     if (has_weights(p->dir)) {
@@ -502,7 +514,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
-                        pl->chunk_token_bytes, chunk_room};
+                        pl->chunk_token_bytes, chunk_room, pl->span_token_bytes};
     k3_plan plan;
     if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
     out->budget_bytes = budget;
@@ -551,7 +563,9 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
     out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
-    out->decode_s = out->io_s > out->compute_s ? out->io_s : out->compute_s;
+    out->expert_wait_s = out->bytes_experts / bps;
+    const double serial_s = out->compute_s + out->expert_wait_s;
+    out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
 
     /* the prompt, chunk by chunk */
     out->prompt_tokens = prompt_tokens;
@@ -570,7 +584,8 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
             comp += pl->n_moe * distinct *
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
         comp += T * state_bytes / mem_bps;
-        out->prompt_s += io / bps > comp ? io / bps : comp;
+        const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
+        out->prompt_s += io / bps > comp + expert_read_s ? io / bps : comp + expert_read_s;
         out->prompt_chunks++;
         done += T;
     }
