@@ -758,6 +758,17 @@ static void matmul_rows_unscaled(float *Y, const k3_weight *W, const float *X_pa
             decode_row_any(W, quad + i, cols_padded, scratch + i * scratch_stride);
         for (int j = 0; j < 4; j++)
             w[j] = scratch + (j < n_row ? j : 0) * scratch_stride;
+        /* the next quad's stored rows are one contiguous run: ask for them
+         * now, so they come from memory while this quad computes and its
+         * decode finds them in L2 */
+        if (quad + 4 < row_end) {
+            const unsigned char *next = (const unsigned char *)W->data +
+                                        (quad + 4) * W->cols * simd_elem_bytes(W->dtype);
+            int64_t next_bytes = (row_end - quad - 4 < 4 ? row_end - quad - 4 : 4) * W->cols *
+                                 simd_elem_bytes(W->dtype);
+            for (int64_t off = 0; off < next_bytes; off += 64)
+                __builtin_prefetch(next + off, 0, 2);
+        }
         for (int token_block = 0; token_block < n_tokens; token_block += UNSCALED_TOKENS) {
             int token_end = n_tokens - token_block < UNSCALED_TOKENS ? n_tokens : token_block + UNSCALED_TOKENS;
             for (int i = 0; i < n_row; i++)
