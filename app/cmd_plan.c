@@ -217,15 +217,15 @@ static void print_estimate_text(const k3_plan_estimate *e)
            "expert hit rate %.1f%%\n",
            (e->bytes_trunk + e->bytes_experts + e->bytes_head) / 1e9, e->bytes_trunk / 1e9, e->bytes_experts / 1e9,
            e->bytes_head / 1e9, 100 * e->hit_rate);
-    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s at %.2f GB/s, compute %.4f s)\n", e->decode_s,
-           1 / e->decode_s, e->io_s, e->disk_gbps, e->compute_s);
+    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s at %.2f GB/s, compute %.4f s + waiting for expert "
+           "misses %.4f s)\n", e->decode_s, 1 / e->decode_s, e->io_s, e->disk_gbps, e->compute_s, e->expert_wait_s);
     printf("prompt: %d tokens in %d chunks of up to %d: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->chunk_tokens, e->prompt_s,
            e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
 }
 
 static json_t *estimate_json(const k3_plan_estimate *e)
 {
-    return json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,"
+    return json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,s:f,"
                      "s:i,s:i,s:i,s:f}",
                      "budget_bytes", (json_int_t)e->budget_bytes, "fixed_bytes", (json_int_t)e->fixed_bytes,
                      "min_budget_bytes", (json_int_t)e->min_budget_bytes, "pinned_units", e->pinned_units,
@@ -236,7 +236,8 @@ static json_t *estimate_json(const k3_plan_estimate *e)
                      "hit_rate", e->hit_rate, "bytes_read_per_token", "total",
                      e->bytes_trunk + e->bytes_experts + e->bytes_head, "trunk", e->bytes_trunk, "experts",
                      e->bytes_experts, "head_embedding", e->bytes_head, "disk_gbps", e->disk_gbps,
-                     "io_s_per_token", e->io_s, "compute_s_per_token", e->compute_s, "decode_s_per_token",
+                     "io_s_per_token", e->io_s, "compute_s_per_token", e->compute_s, "expert_wait_s_per_token",
+                     e->expert_wait_s, "decode_s_per_token",
                      e->decode_s, "prompt_tokens", e->prompt_tokens, "prompt_chunks", e->prompt_chunks,
                      "chunk_tokens", e->chunk_tokens, "prompt_s", e->prompt_s);
 }
@@ -380,6 +381,7 @@ int cmd_plan(int argc, char **argv)
                e->trunk_units, ring, e->expert_slots, 100 * e->hit_rate, gb, e->io_s, e->compute_s, e->decode_s,
                e->prompt_s);
     }
-    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute))\n", o.prompt_tokens);
+    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute + waiting for expert misses))\n",
+           o.prompt_tokens);
     return K3_EXIT_OK;
 }

@@ -450,7 +450,9 @@ typedef struct k3_plan_estimate {
     double hit_rate;             /* expert cache true hit rate */
     double bytes_trunk, bytes_experts, bytes_head;   /* expected bytes read (head: head unit + embedding row) */
     double disk_gbps;
-    double io_s, compute_s, decode_s;                 /* decode_s = max(io_s, compute_s) */
+    double io_s, compute_s;
+    double expert_wait_s;        /* expert misses' reads, waited for after each layer's router */
+    double decode_s;             /* max(io_s, compute_s + expert_wait_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
     int chunk_tokens;            /* tokens per prompt chunk, chosen from the budget as the engine does */

@@ -28,7 +28,7 @@ ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
 FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine/model -Iengine/kernels -Iengine/weights -Iengine/text -Iengine/base -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
-[ -f $SEEDMODEL.packed/tables.bin ] || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
+./k3 pack --verify $SEEDMODEL.packed >/dev/null 2>&1 || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
 ENGINE_SRCS=$(ls engine/*/*.c)
 export K3_FUZZ_MODEL=$SEEDMODEL K3_FUZZ_PACKED=$SEEDMODEL.packed
 for target in $TARGETS; do

@@ -13,7 +13,8 @@ OUT=${HOSTILE_OUT:-tests/out/hostile}
 mkdir -p $OUT
 GOOD=$OUT/good
 [ -f $GOOD/config.json ] || ./k3 gen $GOOD --preset tiny --seed 2 >/dev/null 2>&1
-[ -f $GOOD.packed/tables.bin ] || ./k3 pack $GOOD $GOOD.packed >/dev/null 2>&1
+# a packed copy left by an earlier run is used only if this k3 verifies it (an older format is re-packed)
+./k3 pack --verify $GOOD.packed >/dev/null 2>&1 || ./k3 pack $GOOD $GOOD.packed --force >/dev/null 2>&1
 
 # expect NAME WANT_CODE WANT_TEXT command... : exit code, one stderr line
 # containing WANT_TEXT (empty: anything), and no sanitizer report.

@@ -36,7 +36,7 @@ for m in $models; do
     for mem in $((MIN + MIN / 10 + 4)) $((MIN + TOTAL / 4)) $((MIN + TOTAL * 3 / 4)); do
         [ $mem -le $CAP ] || mem=$CAP
         [ $mem -gt $MIN ] || continue
-        "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident \
+        "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident --no-draft \
             --trace $OUT/trace.txt > $OUT/bench.json 2>$OUT/bench.err || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
         fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
         dev=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['device_gbps'])")

@@ -13,11 +13,20 @@
  *   compute = every trunk unit, top_k experts per MoE layer and the head
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
- *   decode  = max(reads / disk speed, compute): reads overlap compute.
+ *   wait    = the expert misses' read time: a layer's misses are known
+ *             only once its router has run, and the layer cannot go on
+ *             without them. engine/model/moe.c computes the cache hits
+ *             while they are read, but k3 bench finds that hides next to
+ *             nothing (demo, 75% hits: 5.3 ms/token waited of 5.4 ms read),
+ *             so the whole read time is counted
+ *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
+ *             ahead under compute; expert misses do not.
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
  * by k3_plan_make, as in the engine): each chunk reads the unpinned
  * trunk once and each distinct expert once, and computes every matrix with
- * the chunk's tokens in one pass (the measured 32-token matmul rate).
+ * the chunk's tokens in one pass (the measured 32-token matmul rate); a
+ * chunk waits for each wave of its experts before computing them, so their
+ * reads add to its compute as a decode token's misses do.
  * The hit rate is the cache policy replayed on a recorded routing trace, or
  * for uniform routing the LRU closed form (an expert survives while fewer
  * than `slots` distinct others were used since its last use). */
@@ -551,7 +560,9 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
     out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
-    out->decode_s = out->io_s > out->compute_s ? out->io_s : out->compute_s;
+    out->expert_wait_s = out->bytes_experts / bps;
+    const double serial_s = out->compute_s + out->expert_wait_s;
+    out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
 
     /* the prompt, chunk by chunk */
     out->prompt_tokens = prompt_tokens;
@@ -570,7 +581,8 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
             comp += pl->n_moe * distinct *
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
         comp += T * state_bytes / mem_bps;
-        out->prompt_s += io / bps > comp ? io / bps : comp;
+        const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
+        out->prompt_s += io / bps > comp + expert_read_s ? io / bps : comp + expert_read_s;
         out->prompt_chunks++;
         done += T;
     }
