@@ -22,8 +22,10 @@
  *   per 8 weights in the compute-bound fp8 kernel.
  *
  * Every SIMD kernel - one row or four rows at once straight from bf16/f16/
- * fp8/f32 memory, or 2x2 (rows x tokens) blocks from a decoded fp32 scratch
- * in k3_matmul - performs exactly this sequence of operations per row, so a
+ * fp8/f32 memory, or blocks of rows x tokens from a decoded fp32 scratch in
+ * k3_matmul (2x2 for fp8; 4x3 for the others, which run the A0 chain and
+ * then the A1 chain, independent until the end) - performs exactly this
+ * sequence of operations per row, so a
  * row's value never depends on which kernel or thread computed it. The
  * kernels are written once on v8f, an 8-lane fp32 vector whose operations
  * (load, fma, the hsum tree, the decoders) each back end of kernels_arch.h
@@ -683,16 +685,20 @@ static int64_t matmul_scratch_stride(int64_t cols_padded)
  * 4x3 block fits the 16 vector registers (12 accumulators, 3 activations,
  * 1 weight) and loads 7 vectors per 12 FMAs, where the 2x2 block of both
  * chains loads 8 per 8. For unscaled rows (F32, BF16, F16, from the decoded
- * scratch); the pair (r, t) accumulates in state[r * state_row_stride + t]. */
+ * scratch); the pair (r, t) accumulates in state[r * state_row_stride + t],
+ * from +0 when `first`; when y is not NULL, the A1 pass finishes the pair
+ * into y[t * y_token_stride + r] instead of parking it. */
 K3_INLINE void half_block(int n_rows, int n_tokens, int half, const float *const *w, const float *const *x,
-                          int64_t col_begin, int64_t col_end, acc_pair *state, int64_t state_row_stride)
+                          int64_t col_begin, int64_t col_end, acc_pair *state, int64_t state_row_stride, int first,
+                          float *y, int64_t y_token_stride)
 {
     v8f acc[4][3];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < n_tokens; t++)
-            acc[r][t] = half ? state[r * state_row_stride + t].acc1 : state[r * state_row_stride + t].acc0;
+            acc[r][t] = first ? v8_zero()
+                              : half ? state[r * state_row_stride + t].acc1 : state[r * state_row_stride + t].acc0;
     for (int64_t c = col_begin + 8 * half; c < col_end; c += 16) {
         v8f xv[3];
 #pragma GCC unroll 3
@@ -710,19 +716,21 @@ K3_INLINE void half_block(int n_rows, int n_tokens, int half, const float *const
     for (int r = 0; r < n_rows; r++)
 #pragma GCC unroll 3
         for (int t = 0; t < n_tokens; t++) {
-            if (half) state[r * state_row_stride + t].acc1 = acc[r][t];
-            else state[r * state_row_stride + t].acc0 = acc[r][t];
+            acc_pair *st = &state[r * state_row_stride + t];
+            if (!half) st->acc0 = acc[r][t];
+            else if (y) y[t * y_token_stride + r] = hsum_canonical(st->acc0, acc[r][t]);
+            else st->acc1 = acc[r][t];
         }
 }
 
 /* Both halves of a block, each instantiated for constant sizes. */
 #define HALF_BLOCK_ARGS const float *const *w, const float *const *x, int64_t col_begin, int64_t col_end, \
-    acc_pair *state, int64_t stride
+    acc_pair *state, int64_t stride, int first, float *y, int64_t y_stride
 #define HALF_BLOCK_FN(R, T) \
     static void half_block_##R##x##T(HALF_BLOCK_ARGS) \
     { \
-        half_block(R, T, 0, w, x, col_begin, col_end, state, stride); \
-        half_block(R, T, 1, w, x, col_begin, col_end, state, stride); \
+        half_block(R, T, 0, w, x, col_begin, col_end, state, stride, first, y, y_stride); \
+        half_block(R, T, 1, w, x, col_begin, col_end, state, stride, first, y, y_stride); \
     }
 HALF_BLOCK_FN(4, 3) HALF_BLOCK_FN(4, 2) HALF_BLOCK_FN(4, 1)
 HALF_BLOCK_FN(3, 3) HALF_BLOCK_FN(3, 2) HALF_BLOCK_FN(3, 1)
@@ -743,8 +751,9 @@ static const half_block_fn half_blocks[4][3] = {
  * token triple runs against the quad: the quad's segment and the block's
  * accumulators stay in L1 while the activations stream from L2 once per
  * quad (the 2x2 path of matmul_rows streamed its 16 decoded rows from L2
- * once per token pair, and parked 64 KiB of accumulators). The accumulators start at +0 and are reduced once,
- * after the last segment (hsum(A0 + A1), the canonical end). */
+ * once per token pair, and parked 64 KiB of accumulators). The accumulators
+ * start at +0 in the first segment and are reduced in the last (hsum(A0 +
+ * A1), the canonical end), inside the block kernel. */
 static void matmul_rows_unscaled(float *Y, const k3_weight *W, const float *X_padded, int n_tokens,
                                  int64_t cols_padded, int64_t row_begin, int64_t row_end, float *scratch,
                                  acc_pair *state)
@@ -771,26 +780,18 @@ static void matmul_rows_unscaled(float *Y, const k3_weight *W, const float *X_pa
         }
         for (int token_block = 0; token_block < n_tokens; token_block += UNSCALED_TOKENS) {
             int token_end = n_tokens - token_block < UNSCALED_TOKENS ? n_tokens : token_block + UNSCALED_TOKENS;
-            for (int i = 0; i < n_row; i++)
-                for (int t = token_block; t < token_end; t++)
-                    state[i * UNSCALED_TOKENS + (t - token_block)].acc0 =
-                        state[i * UNSCALED_TOKENS + (t - token_block)].acc1 = v8_zero();
             for (int64_t seg = 0; seg < cols_padded; seg += UNSCALED_SEGMENT) {
                 int64_t seg_end = cols_padded - seg < UNSCALED_SEGMENT ? cols_padded : seg + UNSCALED_SEGMENT;
+                int first = seg == 0, last = seg_end == cols_padded;
                 for (int t = token_block; t < token_end; t += 3) {
                     int n_tok = token_end - t < 3 ? token_end - t : 3;
                     const float *x[3];
                     for (int j = 0; j < 3; j++)
                         x[j] = X_padded + (int64_t)(t + (j < n_tok ? j : 0)) * cols_padded;
-                    half_blocks[n_row - 1][n_tok - 1](w, x, seg, seg_end, state + (t - token_block),
-                                                      UNSCALED_TOKENS);
+                    half_blocks[n_row - 1][n_tok - 1](w, x, seg, seg_end, state + (t - token_block), UNSCALED_TOKENS,
+                                                      first, last ? Y + (int64_t)t * rows + quad : NULL, rows);
                 }
             }
-            for (int i = 0; i < n_row; i++)
-                for (int t = token_block; t < token_end; t++) {
-                    const acc_pair *st = &state[i * UNSCALED_TOKENS + (t - token_block)];
-                    Y[(int64_t)t * rows + quad + i] = hsum_canonical(st->acc0, st->acc1);
-                }
         }
     }
 }
