@@ -10,6 +10,7 @@
  * not tests. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "bench_draft.h"
 #include "draft.h"
 
@@ -119,4 +120,87 @@ int bench_draft(k3_model *m, const int *paragraph, int n_paragraph, int tokens, 
 double bench_draft_tok_s(const bench_draft_figures *f, const bench_draft_mode *bm)
 {
     return bm->seconds > 0 ? (double)(f->tokens - 1) * f->rounds / bm->seconds : 0;
+}
+
+/* Keeps only the first token of a pass (as when the first draft token is
+ * wrong): the session advances by one token, as after a plain step. */
+static int keep_first(void *user, const float *logits, int n, int vocab)
+{
+    (void)user, (void)logits, (void)n, (void)vocab;
+    return 1;
+}
+
+/* CPU time of the whole process (every compute and I/O thread), in ms: on
+ * a machine shared with other work it moves less than the wall clock. */
+static double process_cpu_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+}
+
+/* Sorts doubles in place (for the median). */
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int ctx_tokens, int reps, bench_draft_cost *cost,
+                          k3_error *err)
+{
+    enum { K = K3_DRAFT_MAX_TOKENS };
+    memset(cost, 0, sizeof *cost);
+    cost->reps = reps;
+    /* a round feeds K + 1 operations of one kept token each, and the
+     * largest pass needs K positions: when the context cannot hold another
+     * round, the session starts again from the prompt (outside the timing) */
+    if (n_prompt > ctx_tokens - 2 * K - 1) n_prompt = ctx_tokens - 2 * K - 1;
+    if (n_prompt < 1)
+        return k3_err(err, "a context of %d tokens is too short for a round of draft passes (%d)", ctx_tokens, 2 * K + 2);
+    k3_session *s = k3_session_new(m, ctx_tokens, err);
+    double *ms = malloc((size_t)(K + 1) * reps * sizeof *ms), *cpu_ms = malloc((size_t)(K + 1) * reps * sizeof *cpu_ms);
+    int rc = s && ms && cpu_ms ? 0 : (s ? k3_err(err, "out of memory") : -1);
+    if (rc == 0) rc = k3_session_eval(s, prompt, n_prompt, NULL, err);
+    /* alternating: a plain step and passes of 1..K tokens, each keeping one
+     * token, so every operation runs at about the same context length */
+    uint32_t lcg = 12345;
+    for (int r = 0; r < reps && rc == 0; r++) {
+        /* each round in its own shuffled order: on a shared machine the
+         * scheduler takes the CPU away every few ms, and a fixed order lets
+         * that land on the same operation round after round */
+        int order[K + 1];
+        for (int i = 0; i <= K; i++) order[i] = i;
+        for (int i = K; i > 0; i--) {
+            lcg = lcg * 1664525u + 1013904223u;
+            int j = (int)((lcg >> 8) % (uint32_t)(i + 1)), t = order[i];
+            order[i] = order[j], order[j] = t;
+        }
+        if (k3_session_n_tokens(s) + 2 * K + 1 > ctx_tokens) {
+            k3_session_reset(s);
+            if ((rc = k3_session_eval(s, prompt, n_prompt, NULL, err))) break;
+        }
+        for (int o = 0; o <= K && rc == 0; o++) {
+            const int k = order[o];
+            int ids[K];
+            for (int i = 0; i < K; i++) ids[i] = prompt[(r * (K + 1) + k + i) % n_prompt];
+            const uint64_t t0 = k3_now_ns();
+            const double cpu0 = process_cpu_ms();
+            rc = k == 0 ? k3_session_eval(s, ids, 1, NULL, err) : k3_session_eval_draft(s, ids, k, keep_first, NULL, err);
+            ms[(size_t)k * reps + r] = (k3_now_ns() - t0) * 1e-6;
+            cpu_ms[(size_t)k * reps + r] = process_cpu_ms() - cpu0;
+        }
+    }
+    for (int k = 0; k <= K && rc == 0; k++) {
+        double *row = ms + (size_t)k * reps;
+        qsort(row, (size_t)reps, sizeof *row, cmp_double);
+        cost->ms[k] = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
+        row = cpu_ms + (size_t)k * reps;
+        qsort(row, (size_t)reps, sizeof *row, cmp_double);
+        cost->cpu_ms[k] = reps % 2 ? row[reps / 2] : 0.5 * (row[reps / 2 - 1] + row[reps / 2]);
+    }
+    free(ms);
+    free(cpu_ms);
+    k3_session_free(s);
+    return rc;
 }

@@ -24,4 +24,17 @@ int bench_draft(k3_model *m, const int *paragraph, int n_paragraph, int tokens, 
                 k3_error *err);
 double bench_draft_tok_s(const bench_draft_figures *f, const bench_draft_mode *bm);
 
+/* What a verify pass costs against a plain step: the median wall time of a
+ * plain one-token step (ms[0]) and of a draft pass of k tokens that keeps
+ * one (ms[k], k = 1..K3_DRAFT_MAX_TOKENS), over `reps` alternating rounds
+ * after the prompt, in a session of ctx_tokens (started again from the
+ * prompt when full); cpu_ms the same in CPU time of the process. A pass that keeps more costs the same pass plus less
+ * replay, so this is the pass's price when its drafts are rejected. */
+typedef struct bench_draft_cost {
+    int reps;
+    double ms[K3_DRAFT_MAX_TOKENS + 1], cpu_ms[K3_DRAFT_MAX_TOKENS + 1];
+} bench_draft_cost;
+int bench_draft_pass_cost(k3_model *m, const int *prompt, int n_prompt, int ctx_tokens, int reps, bench_draft_cost *cost,
+                          k3_error *err);
+
 #endif

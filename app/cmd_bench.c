@@ -183,6 +183,23 @@ static void json_escape(char *dst, size_t len, const char *src)
 /* The speculative decoding fields of the JSON object (no braces around):
  * draft_accept_rate and tokens_per_pass are --draft ngram's; "draft" holds
  * every mode's figures; null when not measured. */
+/* "verify_pass_cost": what a draft pass of k tokens costs against a plain
+ * step, wall and CPU time (bench_draft_pass_cost); null with --no-draft or
+ * when it could not be measured. */
+static void print_pass_cost_json(const bench_draft_cost *cost, int have)
+{
+    if (!have) {
+        printf(",\"verify_pass_cost\":null");
+        return;
+    }
+    printf(",\"verify_pass_cost\":{\"reps\":%d,\"step_ms\":%.4f,\"step_cpu_ms\":%.4f,\"pass_over_step\":[", cost->reps,
+           cost->ms[0], cost->cpu_ms[0]);
+    for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf("%s%.3f", k > 1 ? "," : "", cost->ms[k] / cost->ms[0]);
+    printf("],\"pass_over_step_cpu\":[");
+    for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf("%s%.3f", k > 1 ? "," : "", cost->cpu_ms[k] / cost->cpu_ms[0]);
+    printf("]}");
+}
+
 static void print_draft_json(const bench_draft_figures *dr, int have, const char *failed)
 {
     if (!have) {
@@ -312,6 +329,22 @@ int cmd_bench(int argc, char **argv)
     } else if (!o.json && draft_failed[0]) {
         printf("draft      not measured: %s\n", draft_failed);
     }
+    bench_draft_cost cost = {0};
+    char cost_failed[600] = "";
+    const int measure_cost = o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3;   /* as the draft pass */
+    if (measure_cost && bench_draft_pass_cost(m, prompt, o.prompt_tokens, o.prompt_tokens + o.tokens + 1,   /* the draft pass's context */
+                                          2 * o.draft_rounds + 1, &cost, &err))
+        snprintf(cost_failed, sizeof cost_failed, "%s", err.msg);
+    if (!o.json && measure_cost && !cost_failed[0]) {
+        printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.ms[k] / cost.ms[0]);
+        printf("; CPU time (%.3f ms):", cost.cpu_ms[0]);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.cpu_ms[k] / cost.cpu_ms[0]);
+        printf("\n");
+        fflush(stdout);
+    } else if (!o.json && cost_failed[0]) {
+        printf("verify     not measured: %s\n", cost_failed);
+    }
     /* pass 3: the device again, into the model's own expert slots; the
      * floor uses the faster of the two figures (the lower floor), so a
      * ratio below 1 means the probe missed what the run got */
@@ -438,6 +471,7 @@ int cmd_bench(int argc, char **argv)
                s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
                main_pass.read_busy_ns * 1e-9 / n);
         print_draft_json(&dr, have_draft, draft_failed);
+        print_pass_cost_json(&cost, measure_cost && !cost_failed[0]);
         printf("}\n");
     } else {
         printf("floor      I/O floor %.4f s/token, ", floor_s);

@@ -124,9 +124,10 @@ int cmd_run(int argc, char **argv)
         if (res.n_drafted)
             snprintf(drafts, sizeof drafts, "; drafts %d of %d kept, %.2f tokens/pass", res.n_draft_kept, res.n_drafted,
                      res.n_passes ? (double)(res.n_generated - 1) / res.n_passes : 0.0);
-        fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s%s%s\n",
+        fprintf(stderr, "k3: prompt %d tokens, %.1f tok/s; ttft %.0f ms; generated %d tokens, %.2f tok/s (%.2f per CPU second)%s%s\n",
                 n_prompt, n_prompt / (prompt_s > 0 ? prompt_s : 1e-9), (prompt_s + res.first_token_s) * 1e3,
-                res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0, drafts,
+                res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
+                res.n_generated > 1 && res.decode_cpu_s > 0 ? (res.n_generated - 1) / res.decode_cpu_s : 0.0, drafts,
                 cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
                 : res.length_limit ? " (length limit reached: -n raises it)" : "");
     }

@@ -10,21 +10,37 @@
 #include <string.h>
 #include "draft.h"
 
+/* Prompt lookup: every earlier position holding the last token is a
+ * candidate; its match length is how far the tokens before it agree with the
+ * tokens before the last one (at most DRAFT_NGRAM_MAX). The longest match
+ * wins, the latest of equal ones (the most recent use of a phrase predicts
+ * best). One pass over the context, DRAFT_NGRAM_MAX compares at most per
+ * candidate. The draft copies what followed the match; where that runs into
+ * the end of the context it goes on copying its own tokens, so text that
+ * repeats with a short period (a line said again and again) drafts as far as
+ * asked, not only up to the end of the context. */
 int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *matched)
 {
     *matched = 0;
-    for (int n = DRAFT_NGRAM_MAX; n >= 1; n--) {
-        if (n_ctx <= n) continue;
-        const int *tail = ctx + n_ctx - n;
-        for (int start = n_ctx - n - 1; start >= 0; start--) {   /* the latest occurrence first */
-            if (memcmp(ctx + start, tail, (size_t)n * sizeof *ctx)) continue;
-            int avail = n_ctx - (start + n), k = avail < max_draft ? avail : max_draft;
-            memcpy(draft, ctx + start + n, (size_t)k * sizeof *draft);
-            *matched = n;
-            return k;
+    if (n_ctx < 2) return 0;
+    const int *tail = ctx + n_ctx - 1;     /* tail[-i]: the i-th token before the last */
+    int best_len = 0, best_end = -1;
+    for (int end = n_ctx - 2; end >= 0; end--) {   /* the latest occurrence first */
+        if (ctx[end] != *tail) continue;
+        int len = 1;
+        while (len < DRAFT_NGRAM_MAX && end - len >= 0 && ctx[end - len] == tail[-len]) len++;
+        if (len > best_len) {
+            best_len = len, best_end = end;
+            if (len == DRAFT_NGRAM_MAX) break;
         }
     }
-    return 0;
+    if (best_end < 0) return 0;
+    for (int i = 0; i < max_draft; i++) {
+        const int from = best_end + 1 + i;   /* past n_ctx: the draft's own earlier tokens */
+        draft[i] = from < n_ctx ? ctx[from] : draft[from - n_ctx];
+    }
+    *matched = best_len;
+    return max_draft > 0 ? max_draft : 0;
 }
 
 /* Prior: half the drafts kept, one more token costs a quarter of a step

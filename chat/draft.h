@@ -9,13 +9,16 @@
 /* --draft: none, or n-gram lookup proposing up to DRAFT_NGRAM_TOKENS. */
 enum { DRAFT_NONE = 0, DRAFT_NGRAM = 1 };
 #define DRAFT_NGRAM_TOKENS (K3_DRAFT_MAX_TOKENS - 1)
-/* The longest suffix matched (then shorter ones, down to one token). */
-#define DRAFT_NGRAM_MAX 3
+/* The longest suffix matched (prompt lookup: the longest earlier occurrence
+ * of the context's last tokens, up to this many, down to one token). */
+#define DRAFT_NGRAM_MAX 16
 
-/* Up to max_draft tokens likely to follow ctx[0..n_ctx): the tokens that
- * followed the latest earlier occurrence of the last n tokens of ctx, for the
- * largest n from DRAFT_NGRAM_MAX down to 1 that occurs. Returns how many
- * were written to draft (0 = no earlier occurrence). *matched gets n. */
+/* max_draft tokens likely to follow ctx[0..n_ctx): the tokens that followed
+ * the earlier occurrence of the longest suffix of ctx (the last n tokens, n
+ * up to DRAFT_NGRAM_MAX; the latest of the longest), continued periodically
+ * (the copy goes on from its own tokens) when it reaches the end of ctx.
+ * Returns how many were written to draft (0 = the last token never occurred
+ * before). *matched gets n. */
 int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *matched);
 
 /* How long a draft to risk, learned while decoding. A draft pass of 1 + k

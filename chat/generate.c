@@ -1,9 +1,19 @@
 /* generate.c - see generate.h. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "draft.h"
 #include "generate.h"
 #include "text_append.h"
+
+/* CPU seconds of the whole process: beside the wall clock, the cost of
+ * decoding on a machine that other work shares. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* The growing answer text. */
 typedef struct answer_text {
@@ -15,7 +25,7 @@ typedef struct answer_text {
  * the next pass), its text (if any) is shown and the progress reported. */
 static int emit_token(generate_result *out, int next, int n_base, k3_detok *dt,
                       answer_text *text, generate_text_fn on_text, generate_progress_fn on_progress, void *user,
-                      double t0, double *t_first, k3_error *err)
+                      double t0, double *t_first, double *cpu_first, k3_error *err)
 {
     char piece[256];
     out->pending_token = next;
@@ -26,6 +36,7 @@ static int emit_token(generate_result *out, int next, int n_base, k3_detok *dt,
     out->n_generated++;
     if (out->n_generated == 1) {
         *t_first = (k3_now_ns() / 1e9);
+        *cpu_first = process_cpu_s();
         out->first_token_s = *t_first - t0;
     }
     /* special and reserved tokens are not text: not shown (as llama.cpp
@@ -56,7 +67,7 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     const int n_base = k3_tokenizer_n_base(tok);
     char piece[256];
     const double t0 = (k3_now_ns() / 1e9);
-    double t_first = t0;
+    double t_first = t0, cpu_first = 0;
     int rc = 0;
     draft_context ctx = {0};                      /* the conversation so far, for the drafter */
     draft_policy policy;                          /* how long a draft pays (draft.h) */
@@ -96,7 +107,8 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
             if (out->stopped_on < 0) sampled[n_sampled++] = next;
         }
         for (int j = 0; j < n_sampled && rc == 0; j++) rc = emit_token(out, sampled[j], n_base, &dt, &text,
-                                                                       on_text, on_progress, user, t0, &t_first, err);
+                                                                       on_text, on_progress, user, t0, &t_first,
+                                                                       &cpu_first, err);
         if (rc || out->stopped_on >= 0) break;
     }
     draft_context_free(&ctx);
@@ -105,5 +117,6 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     if (n && text_append(&text.buf, &text.len, &text.cap, piece, n) == 0 && on_text) on_text(user, piece, n);
     out->text = text.buf;
     out->decode_s = out->n_generated ? (k3_now_ns() / 1e9) - t_first : 0;
+    out->decode_cpu_s = out->n_generated ? process_cpu_s() - cpu_first : 0;
     return rc;
 }

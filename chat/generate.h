@@ -17,6 +17,7 @@ typedef struct generate_result {
     int pending_token;        /* last sampled token not yet fed to the session, or -1 */
     double first_token_s;     /* seconds from start to the first token */
     double decode_s;          /* seconds from the first token to the end */
+    double decode_cpu_s;      /* CPU seconds of the process over the same span (every thread) */
     char *text;               /* malloc'd answer text (UTF-8) */
     int *ids;                 /* malloc'd: every token produced, in order (the last may be pending) */
     /* speculative decoding (--draft ngram): passes over the model after the

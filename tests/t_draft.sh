@@ -8,8 +8,10 @@
 #    must be bit-identical to plain decoding.
 # 2. The front ends: k3 run and a three-turn k3 chat give the same answers
 #    with --draft ngram as with --draft none, greedy and seeded.
+#    The trained k3-mini asked to repeat a paragraph: the same answer with
+#    and without drafts, greedy and seeded.
 # 3. k3 bench --json reports draft_accept_rate, tokens_per_pass and every
-#    mode's figures, with identical tokens.
+#    mode's figures, with identical tokens, and verify_pass_cost.
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/draft
 mkdir -p $OUT
@@ -72,6 +74,32 @@ done
 [ $verified -gt 0 ] && echo "PASS draft k3 run: $verified draft tokens verified over the runs" ||
     echo "FAIL draft k3 run: no draft was verified in any run"
 
+# The trained k3-mini (in the repository) asked to repeat a paragraph: the
+# prompt-lookup drafter (long matches, periodic continuation) drafts from the
+# paragraph and from the answer's own repeats; the answer must be the same
+# with and without drafts, greedy and seeded, and drafts must be verified.
+MINI=models/k3-mini
+if [ -f $MINI/config.json ]; then
+    REPEAT="Repeat this: The harbour lay quiet in the grey morning light. The boats rocked against the old stone wall, and the gulls called over the water."
+    verified=0
+    for s in "" "--temp 0.8 --seed 3"; do
+        $K3 run $MINI --chat -p "$REPEAT" -n 96 --threads 1 --draft none $s > $OUT/mini_none.txt 2>$OUT/mini_none.err
+        $K3 run $MINI --chat -p "$REPEAT" -n 96 --threads 1 --draft ngram $s > $OUT/mini_ngram.txt 2>$OUT/mini_ngram.err
+        n=$(grep -o 'drafts [0-9]* of [0-9]*' $OUT/mini_ngram.err | awk '{print $4}')
+        verified=$((verified + ${n:-0}))
+        label="k3 run k3-mini repeat-a-paragraph ${s:-greedy}"
+        if ! grep -q "generated" $OUT/mini_ngram.err || [ ! -s $OUT/mini_none.txt ]; then
+            echo "FAIL draft $label: $(tail -n 1 $OUT/mini_ngram.err)"
+        elif cmp -s $OUT/mini_none.txt $OUT/mini_ngram.txt; then
+            echo "PASS draft $label: the same answer with --draft ngram (${n:-0} draft tokens verified)"
+        else
+            echo "FAIL draft $label: --draft ngram and --draft none differ"
+        fi
+    done
+    [ $verified -gt 0 ] && echo "PASS draft k3 run k3-mini: $verified draft tokens verified" ||
+        echo "FAIL draft k3 run k3-mini: no draft was verified"
+fi
+
 # k3 chat: three turns, the same answers (the session after each answer is
 # what the next turn builds on)
 for s in "" "--temp 0.8 --seed 5"; do
@@ -114,8 +142,12 @@ elif d.get("identical") is not True:
     print("FAIL draft k3 bench --json: the modes' tokens are not identical")
 elif not (d["oracle"]["tokens_per_pass"] > 2 and d["none"]["tokens_per_pass"] == 1):
     print(f"FAIL draft k3 bench --json: tokens per pass none {d['none']['tokens_per_pass']} oracle {d['oracle']['tokens_per_pass']}")
+elif not (isinstance(b.get("verify_pass_cost"), dict) and len(b["verify_pass_cost"]["pass_over_step"]) == 8
+          and all(r > 0 for r in b["verify_pass_cost"]["pass_over_step"]) and b["verify_pass_cost"]["step_ms"] > 0):
+    print(f"FAIL draft k3 bench --json: verify_pass_cost is {b.get('verify_pass_cost')}")
 else:
     print(f"PASS draft k3 bench --json: draft_accept_rate {b['draft_accept_rate']}, tokens_per_pass {b['tokens_per_pass']}, "
-          f"oracle {d['oracle']['tokens_per_pass']} tokens/pass, tokens identical")
+          f"oracle {d['oracle']['tokens_per_pass']} tokens/pass, tokens identical, "
+          f"a pass of 8 costs {b['verify_pass_cost']['pass_over_step'][7]} steps")
 EOF
 exit 0

@@ -24,16 +24,47 @@ static void test_ngram(void)
     const int c[] = {8, 1, 2, 3, 4, 5, 8};
     n = draft_ngram(c, 7, 3, d, &matched);
     CHECK(n == 3 && matched == 1 && d[0] == 1 && d[2] == 3, "n %d matched %d", n, matched);
-    /* the draft stops where the context ends */
+    /* at the end of the context the copy goes on from its own tokens */
     const int e[] = {3, 3, 3};
     n = draft_ngram(e, 3, 5, d, &matched);
-    CHECK(n == 1 && matched == 2 && d[0] == 3, "n %d matched %d", n, matched);
+    CHECK(n == 5 && matched == 2 && d[0] == 3 && d[4] == 3, "n %d matched %d", n, matched);
     /* nothing repeats: no draft */
     const int f[] = {1, 2, 3, 4};
     n = draft_ngram(f, 4, 5, d, &matched);
     CHECK(n == 0 && matched == 0, "n %d", n);
     n = draft_ngram(f, 1, 5, d, &matched);
     CHECK(n == 0, "a one-token context drafted %d", n);
+    TEST_END();
+}
+
+/* Prompt lookup (the longest match, up to DRAFT_NGRAM_MAX tokens): a long
+ * earlier match beats a later short one, a period continues past the end of
+ * the context, and matches longer than DRAFT_NGRAM_MAX tie (the latest wins). */
+static void test_prompt_lookup(void)
+{
+    TEST_BEGIN("draft_ngram: the longest suffix match wins over a later shorter one, up to DRAFT_NGRAM_MAX");
+    int d[K3_DRAFT_MAX_TOKENS], matched;
+    /* 1 2 3 4 5 was followed by 6 7; later only 3 4 5 occurs, followed by 8 */
+    const int a[] = {1, 2, 3, 4, 5, 6, 7, 0, 3, 4, 5, 8, 0, 1, 2, 3, 4, 5};
+    int n = draft_ngram(a, (int)(sizeof a / sizeof *a), 2, d, &matched);
+    CHECK(n == 2 && matched == 5 && d[0] == 6 && d[1] == 7, "n %d matched %d d %d %d", n, matched, d[0], d[1]);
+    /* a line of period 4 repeated: the draft goes on with the period */
+    const int b[] = {9, 1, 2, 3, 4, 1, 2, 3, 4, 1, 2};
+    n = draft_ngram(b, (int)(sizeof b / sizeof *b), 7, d, &matched);
+    const int want_b[] = {3, 4, 1, 2, 3, 4, 1};
+    CHECK(n == 7 && matched == 6 && !memcmp(d, want_b, sizeof want_b), "n %d matched %d d %d %d %d %d %d %d %d", n,
+          matched, d[0], d[1], d[2], d[3], d[4], d[5], d[6]);
+    /* a paragraph of 40 distinct tokens, then its first 30 again: the match
+     * is capped at DRAFT_NGRAM_MAX and the draft is the paragraph's next part */
+    int c[70];
+    for (int i = 0; i < 40; i++) c[i] = 100 + i;
+    for (int i = 0; i < 30; i++) c[40 + i] = 100 + i;
+    n = draft_ngram(c, 70, 7, d, &matched);
+    CHECK(n == 7 && matched == DRAFT_NGRAM_MAX && d[0] == 130 && d[6] == 136, "n %d matched %d d0 %d", n, matched, d[0]);
+    /* two equally long matches: the latest */
+    const int e[] = {1, 2, 7, 1, 2, 8, 1, 2};
+    n = draft_ngram(e, 8, 1, d, &matched);
+    CHECK(n == 1 && matched == 2 && d[0] == 8, "n %d matched %d d0 %d", n, matched, d[0]);
     TEST_END();
 }
 
@@ -83,6 +114,7 @@ static void test_policy(void)
 int main(void)
 {
     test_ngram();
+    test_prompt_lookup();
     test_policy();
     TEST_EXIT();
 }

@@ -70,8 +70,19 @@ for m in models/demo models/k3-mini; do
         echo
         echo "== speculative decoding: $K3BIN bench $m $mem --tokens 32 --prompt-tokens 48 --draft-rounds 3 (load: $(cut -d' ' -f1-3 /proc/loadavg))"
         "$K3BIN" bench "$m" $mem --tokens 32 --prompt-tokens 48 --draft-rounds 3 --no-probe --no-resident 2>/dev/null |
-            grep -E '^(decode|draft) '
+            grep -E '^(decode|draft|verify) '
     done
+done
+# The same on text a user would send: a prompt asking to repeat a paragraph
+# given in it, and one asking to re-emit a code block, through k3 run
+# --chat with --draft none and --draft ngram alternating (same answers
+# asserted, tokens/s, ratio, draft_accept_rate, tokens_per_pass). Trained
+# models only (random weights do not repeat text): models/k3-mini, and any
+# in K3_BENCH_TEXT_MODELS (space-separated directories).
+for m in models/k3-mini ${K3_BENCH_TEXT_MODELS:-}; do
+    [ -f "$m/config.json" ] || continue
+    echo
+    sh tools/bench_draft_text.sh "$m" 3 256
 done
 if [ -f models/demo/config.json ]; then
     for mem in 300M 150M; do

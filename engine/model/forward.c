@@ -87,8 +87,7 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
     const int max_snap = res_block ? (c->n_layers + res_block - 1) / res_block : 0;
     int n_snap = 0;
 
-    for (int t = 0; t < T; t++)
-        if (k3_weights_embed_row(wp, ids[t], sc->h + (size_t)t * D, err)) return -1;
+    if (k3_weights_embed_rows(wp, ids, T, sc->h, err)) return -1;
 
     for (int l = 0; l < c->n_layers; l++) {
         /* a chunk larger than K3_CHUNK_TOKENS can take long: an interrupt

@@ -15,6 +15,14 @@
 #define K3_CHUNK_TOKENS 32
 #define K3_CHUNK_TOKENS_MAX 4096
 
+/* Multiply-adds below which a layer's parallel loop (KDA or MLA heads, a
+ * wave of experts) runs on the calling thread: waking the team and joining
+ * it costs microseconds, and on a busy machine a whole scheduler slice,
+ * more than a small model's head or expert takes. The same threshold as the
+ * kernels' (matvec.c); which thread computes a head or an expert changes no
+ * bit. */
+#define K3_PARALLEL_MIN_MACS ((int64_t)1 << 15)
+
 /* Upper bound on a model's compute threads (per-thread scratch rows). */
 #define K3_MAX_THREADS 1024
 

@@ -74,7 +74,8 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     k3_matmul(sc->beta, &w->b, sc->xn, T);
 
     const float q_scale = 1.0f / sqrtf((float)Dk);
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * H * Dk * Dv * 4 >= K3_PARALLEL_MIN_MACS)
     for (int h = 0; h < H; h++) {
         float u[2 * 1024];                        /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;
@@ -150,7 +151,8 @@ void k3_kda_replay(k3_session *s, int slot, int n_keep)
     for (int i = 0; i < 3; i++)
         for (int t = 0; t < n_keep; t++)
             conv_history_push(conv + (size_t)i * (W - 1) * P, kept + t * stride + (size_t)(4 + i) * P, P, W);
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)n_keep * H * Dk * Dv * 4 >= K3_PARALLEL_MIN_MACS)
     for (int h = 0; h < H; h++) {
         float o[1024], u[2 * 1024];               /* head dims are bounded at load (<= 1024) */
         const k3_delta_tokens in = {kept + (size_t)h * Dk, kept + P + (size_t)h * Dk,

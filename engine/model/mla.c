@@ -39,7 +39,8 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     }
     const float scale = 1.0f / sqrtf((float)qdim);
     /* at most n_threads threads: sc->row and sc->scores have that many rows */
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * H * ((int64_t)nope * L + (int64_t)(pos0 + T) * (L + rope + vd)) >= K3_PARALLEL_MIN_MACS)
     for (int h = 0; h < H; h++) {
         int tid = omp_get_thread_num();
         float *row = sc->row + (size_t)tid * (L > vd ? L : vd);

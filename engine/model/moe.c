@@ -121,7 +121,9 @@ static int run_routed_experts(k3_session *s, int layer, const float *expert_x, i
             ready = claimed;
         else
             while (ready < claimed && k3_weights_expert_ready(wp, layer, todo[ready])) ready++;
-        if (sc->n_workers > 1 && ready > 1) {
+        /* one expert per thread when the wave's work (every routed token's
+         * three matrices, at most) pays for waking the team */
+        if (sc->n_workers > 1 && ready > 1 && (int64_t)T * K * 3 * Din * c->moe_inter >= K3_PARALLEL_MIN_MACS) {
             for (int j = 0; j < ready; j++)
                 if (k3_weights_acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
                     for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);

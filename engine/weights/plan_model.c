@@ -235,7 +235,7 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
         return k3_err(err, "%s: the config implies %.3g bytes of weights, more than any model k3 can plan "
                       "(check hidden_size, num_experts, moe_intermediate_size)", config_path, total);
     p->embed_row_bytes = (uint64_t)(c->hidden * wb);
-    p->embed_buf_bytes = ((uint64_t)c->hidden * 4 + 2 * K3_IO_ALIGN + K3_IO_ALIGN - 1) / K3_IO_ALIGN * K3_IO_ALIGN;
+    p->embed_buf_bytes = k3_weights_embed_buf_bytes(c->hidden);
     /* what the engine's process would hold at open beyond this one: the
      * small tensors as f32, the tensor index, the tokenizer */
     double small_all = 0;

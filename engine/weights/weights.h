@@ -58,6 +58,12 @@ void k3_weights_release_expert(k3_weights *w, int layer, int expert);
 
 /* Row `token` of the embedding table, as fp32 (one read per token). */
 int k3_weights_embed_row(k3_weights *w, int token, float *out, k3_error *err);
+/* Rows tokens[0..n) into out[n][hidden], up to K3_EMBED_BATCH_ROWS reads in
+ * flight at once. */
+#define K3_EMBED_BATCH_ROWS 8
+int k3_weights_embed_rows(k3_weights *w, const int *tokens, int n, float *out, k3_error *err);
+/* The bounce buffer those reads need (the planner counts it). */
+uint64_t k3_weights_embed_buf_bytes(int hidden);
 /* Final norm weight [hidden]; K3's model-level AttnRes score vector [hidden]
  * (NULL otherwise). */
 const float *k3_weights_final_norm(k3_weights *w);

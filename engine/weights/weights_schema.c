@@ -388,9 +388,7 @@ int weights_load_schema(k3_weights *rp, k3_error *err)
         (rp->embed->dtype != K3_DT_F32 && rp->embed->dtype != K3_DT_BF16 && rp->embed->dtype != K3_DT_F16))
         return k3_err(err, "%s: tensor '%smodel.embed_tokens.weight' must be F32/BF16/F16 [%d, %d]",
                       rp->index.shards[rp->embed->shard].path, c->tensor_prefix, c->vocab_size, c->hidden);
-    /* one row of at most 4 bytes per value, plus an alignment block on each
-     * side of an unaligned row */
-    rp->embed_buf_bytes = ((uint64_t)c->hidden * 4 + 2 * K3_IO_ALIGN + K3_IO_ALIGN - 1) / K3_IO_ALIGN * K3_IO_ALIGN;
+    rp->embed_buf_bytes = k3_weights_embed_buf_bytes(c->hidden);
     if (!(rp->embed_buf = aligned_alloc(K3_IO_ALIGN, rp->embed_buf_bytes))) return k3_err(err, "out of memory");
     if (!(rp->final_norm = load_small(rp, "model.norm.weight", c->hidden, err))) return -1;
     if (c->attn_res_block && !(rp->output_res_score = load_res_score(rp, "model", "output_attn_res", err)))
