@@ -42,7 +42,7 @@ int main(void)
     enum { N_PLANS = 20000, MAX_TRUNK = 64 };
     uint64_t trunk[MAX_TRUNK];
     int over_budget = 0, few_slots = 0, small_ring = 0, bad_refusal = 0, bad_sum = 0, refused = 0, streamed = 0;
-    int bad_chunk = 0, big_chunks = 0, min_chunks = 0;
+    int bad_chunk = 0, big_chunks = 0, min_chunks = 0, spans = 0;
     char first_chunk[256] = "";
     char first[256] = "";
     for (int it = 0; it < N_PLANS; it++) {
@@ -61,10 +61,12 @@ int main(void)
                             .chunk_min = 32, .chunk_max = (int)rnd_range(32, 4096),
                             .chunk_token_bytes = rnd() % 4 == 0 ? 0 : rnd_range(1024, rnd() % 2 ? 1 << 20 : 1ull << 30),
                             .chunk_room_bytes = rnd_range(0, 8ull << 30)};
+        if (in.chunk_token_bytes && rnd() % 2) in.span_token_bytes = rnd_range(64, in.chunk_token_bytes);
         k3_plan p, at_min;
         k3_error err;
         k3_plan_input smallest = in;      /* the same plan at the smallest chunk */
         smallest.chunk_token_bytes = 0;
+        smallest.span_token_bytes = 0;
         const int min_ok = k3_plan_make(&smallest, &at_min, &err) == 0;
         const int min_slots = in.top_k < n_experts ? in.top_k : n_experts;
         if (k3_plan_make(&in, &p, &err)) {
@@ -75,21 +77,31 @@ int main(void)
             continue;
         }
         {
-            const uint64_t extra = (uint64_t)(p.chunk_tokens - in.chunk_min) * in.chunk_token_bytes;
+            /* a span: more tokens per pass than the chunk scratch holds (tile) */
+            const uint64_t span = p.chunk_tokens > p.tile_tokens ? (uint64_t)p.chunk_tokens : 0;
+            const uint64_t extra = (uint64_t)(p.tile_tokens - in.chunk_min) * in.chunk_token_bytes +
+                                   span * in.span_token_bytes;
             const uint64_t room = !min_ok ? 0
                                   : in.budget_bytes && !at_min.all_resident ? in.budget_bytes - at_min.min_budget_bytes
                                   : in.budget_bytes ? in.budget_bytes - at_min.resident_bytes : in.chunk_room_bytes;
             const char *why = NULL;
             if (!min_ok) why = "planned at its chunk but refused at the smallest";
             else if (p.chunk_tokens < in.chunk_min || p.chunk_tokens > in.chunk_max) why = "chunk outside its range";
+            else if (p.tile_tokens < in.chunk_min || p.tile_tokens > p.chunk_tokens) why = "tile outside its range";
+            else if (span && !in.span_token_bytes) why = "a span without span scratch";
             else if (p.fixed_bytes != fixed + extra) why = "the chunk's scratch is not in the fixed claim";
             else if (extra > room / 8) why = "the chunk's scratch takes more than an eighth of the room";
-            else if (in.chunk_token_bytes && p.chunk_tokens < in.chunk_max &&
+            else if (in.chunk_token_bytes && p.tile_tokens < (span ? p.chunk_tokens : in.chunk_max) &&
                      extra + in.chunk_token_bytes <= room / 8) why = "a bigger chunk would have fitted";
+            else if (in.span_token_bytes && p.chunk_tokens < in.chunk_max &&
+                     (span ? (span + 1) * in.span_token_bytes
+                           : (uint64_t)(p.chunk_tokens + 1) * in.span_token_bytes) <= room / 8)
+                why = "a longer span would have fitted";
             if (why && !bad_chunk++)
                 snprintf(first_chunk, sizeof first_chunk, "plan %d: %s (chunk %d of %d..%d, %llu bytes per token)", it,
                          why, p.chunk_tokens, in.chunk_min, in.chunk_max, (unsigned long long)in.chunk_token_bytes);
             big_chunks += p.chunk_tokens == in.chunk_max && in.chunk_max > in.chunk_min;
+            spans += span > 0;
             min_chunks += p.chunk_tokens == in.chunk_min && in.chunk_token_bytes && in.chunk_max > in.chunk_min;
         }
         k3_plan_free(&at_min);
@@ -128,8 +140,8 @@ int main(void)
     TEST_END();
     TEST_BEGIN("planner_sizes_the_prompt_chunk_from_the_budget");
     CHECK(bad_chunk == 0, "%d plans with a wrong chunk; first: %s", bad_chunk, first_chunk);
-    CHECK(big_chunks > 100 && min_chunks > 100, "inputs too easy: %d at the largest chunk, %d at the smallest",
-          big_chunks, min_chunks);
+    CHECK(big_chunks > 100 && min_chunks > 100 && spans > 100,
+          "inputs too easy: %d at the largest chunk, %d at the smallest, %d spans", big_chunks, min_chunks, spans);
     TEST_END();
     printf("# %d random plans: %d refused, %d with a streamed trunk\n", N_PLANS, refused, streamed);
     TEST_EXIT();

@@ -7,6 +7,12 @@
  *   tool_engine iocheck MODEL "ids" MEM  eval under a --mem budget with O_DIRECT
  *                                      reads: the engine's bytes-read counters
  *                                      must match /proc/self/io read_bytes (1%)
+ *   tool_engine span MODEL "ids" MEM   under a --mem budget (MiB) whose plan runs
+ *                                      the prompt as one span (layer by layer in
+ *                                      chunks): the logits after it and after one
+ *                                      more token are bit-identical to plain
+ *                                      7-token chunks; an interrupt between its
+ *                                      layers undoes it
  *
  * Prints PASS/FAIL lines for split; greedy prints the ids on stdout. */
 #include <stdio.h>
@@ -114,10 +120,74 @@ static int iocheck(const char *dir, const int *ids, int n, const char *mem)
     return !ok;
 }
 
+/* The prompt, then one more token (ids[0]) on a fresh session of m: both
+ * logits rows into out[0..2V). With interrupt set, the prompt is first fed
+ * with the flag raised: it must stop and leave the session empty. */
+static int prompt_and_step(k3_model *m, const int *ids, int n, float *out, size_t V, int interrupt, const char *what)
+{
+    k3_error err;
+    k3_session *s = k3_session_new(m, n + 1, &err);
+    if (!s) { printf("FAIL span %s: %s\n", what, err.msg); return 1; }
+    int fails = 0;
+    if (interrupt) {
+        volatile int flag = 1;
+        k3_session_set_interrupt(s, &flag);
+        int rc = k3_session_eval(s, ids, n, NULL, &err);
+        int ok = rc == K3_EVAL_INTERRUPTED && k3_session_n_tokens(s) == 0;
+        printf("%s span %s: an interrupt between layers stops the span and undoes it (rc %d, %d tokens kept)\n",
+               ok ? "PASS" : "FAIL", what, rc, k3_session_n_tokens(s));
+        fails += !ok;
+        k3_session_set_interrupt(s, NULL);
+    }
+    if (k3_session_eval(s, ids, n, NULL, &err)) { printf("FAIL span %s: %s\n", what, err.msg); k3_session_free(s); return 1; }
+    memcpy(out, k3_session_logits(s), V * sizeof(float));
+    if (k3_session_eval(s, ids, 1, NULL, &err)) { printf("FAIL span %s: %s\n", what, err.msg); k3_session_free(s); return 1; }
+    memcpy(out + V, k3_session_logits(s), V * sizeof(float));
+    k3_session_free(s);
+    return fails;
+}
+
+/* A prompt run as one span against the same prompt in plain 7-token chunks
+ * (fully resident): the same bits. */
+static int span_check(const char *dir, const int *ids, int n, const char *mem)
+{
+    k3_options budget = {.mem_bytes = (uint64_t)strtoull(mem, NULL, 10) << 20, .ctx_tokens = n + 1};
+    k3_options plain = {.chunk_tokens = 7, .ctx_tokens = n + 1};
+    k3_error err;
+    k3_model *m = k3_model_open(dir, &budget, &err);
+    if (!m) { printf("FAIL span open: %s\n", err.msg); return 1; }
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    const size_t V = (size_t)info.vocab_size;
+    float *a = malloc(2 * V * sizeof(float)), *b = malloc(2 * V * sizeof(float));
+    char why[300];
+    const int chunk = k3_model_chunk_tokens(m, why, sizeof why);
+    int fails = 0;
+    if (chunk < n || !strstr(why, "layer by layer")) {
+        printf("FAIL span: at --mem %sM the %d-token prompt is not one span (%d tokens: %s)\n", mem, n, chunk, why);
+        fails++;
+    } else {
+        printf("PASS span: at --mem %sM the %d-token prompt is one span (%s)\n", mem, n, why);
+    }
+    fails += prompt_and_step(m, ids, n, a, V, 1, "budget");
+    k3_model_close(m);
+    m = k3_model_open(dir, &plain, &err);
+    if (!m) { printf("FAIL span open: %s\n", err.msg); free(a); free(b); return 1; }
+    fails += prompt_and_step(m, ids, n, b, V, 0, "7-token chunks");
+    k3_model_close(m);
+    int same_prompt = !memcmp(a, b, V * sizeof(float)), same_step = !memcmp(a + V, b + V, V * sizeof(float));
+    printf("%s span: logits after the prompt bit-identical to 7-token chunks\n", same_prompt ? "PASS" : "FAIL");
+    printf("%s span: logits of the next token bit-identical (the KDA state and MLA cache the span left)\n",
+           same_step ? "PASS" : "FAIL");
+    free(a);
+    free(b);
+    return fails + !same_prompt + !same_step;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 5) {
-        fprintf(stderr, "usage: tool_engine split|greedy MODEL \"ids\" K\n");
+        fprintf(stderr, "usage: tool_engine split|greedy|iocheck|span MODEL \"ids\" K\n");
         return 2;
     }
     k3_error err;
@@ -129,6 +199,10 @@ int main(int argc, char **argv)
         k3_model_close(m);
         m = NULL;
         rc = iocheck(argv[2], ids, n, argv[4]);
+    } else if (!strcmp(argv[1], "span")) {
+        k3_model_close(m);
+        m = NULL;
+        rc = span_check(argv[2], ids, n, argv[4]);
     } else if (!strcmp(argv[1], "split")) rc = split_check(m, ids, n, k);
     else rc = greedy(m, ids, n, k);
     free(ids);

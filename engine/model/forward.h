@@ -37,8 +37,9 @@ struct k3_model {
     k3_stats stats;           /* live counters (stats.h) */
     int ctx_tokens;           /* context planned in the memory budget */
     int budgeted;             /* a --mem budget is in force */
-    int chunk_tokens;         /* prompt tokens per chunk (the plan's choice) */
-    char chunk_why[160];      /* why that many, one line */
+    int chunk_tokens;         /* prompt tokens per pass over the weights (the plan's choice) */
+    int tile_tokens;          /* tokens the chunk scratch holds: chunk_tokens, or less for a span */
+    char chunk_why[256];      /* why that many, one line */
     int huge_pages;           /* large arenas asked onto 2 MiB pages (huge_pages.c) */
 };
 
@@ -92,18 +93,34 @@ typedef struct k3_scratch {
     float *latent_acc;        /* [T][latent] */
     float *snapshots;         /* [T][max snapshots][D] AttnRes block snapshots */
     float *mix_scores;        /* [max snapshots + 1] */
+    /* A prompt span (forward_span in forward.c): more tokens than a chunk,
+     * run layer by layer in chunks, so that each routed expert is read once
+     * for the whole span. Only what lives from one layer to the next, or
+     * across the span's chunks within a layer, is kept per span token
+     * (NULL when span_tokens is 0). */
+    float *span_h;            /* [S][D] residual stream */
+    float *span_xn;           /* [S][D] normalised FFN input */
+    float *span_x;            /* [S][latent] routed experts' input (K3); NULL: span_xn */
+    float *span_acc;          /* [S][expert width] weighted sum of the routed experts */
+    int *span_topk;           /* [S][k] */
+    float *span_topw;         /* [S][k] */
+    float *span_snapshots;    /* [S][max snapshots][D] AttnRes block snapshots */
     uint8_t *arena;           /* every buffer above lives in it (scratch.c) */
     int chunk_tokens;         /* T of the largest chunk the buffers hold */
+    int span_tokens;          /* tokens of the largest span (0: a prompt runs chunk by chunk) */
 } k3_scratch;
 
 /* The chunk scratch (scratch.c): its bytes for the plan, and one arena that
- * holds every buffer, sized by the same table. */
-size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens);
-int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int huge);
+ * holds every buffer, sized by the same table. span_tokens > chunk_tokens
+ * adds the span buffers (else none). */
+size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int span_tokens);
+int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens,
+                     int span_tokens, int huge);
 
-/* Scratch bytes one more token of chunk costs (the planner sizes the chunk
- * from it: planner.c). */
+/* Scratch bytes one more token of chunk costs, and one more token of span
+ * (the planner sizes both from them: planner.c). */
 size_t k3_scratch_bytes_per_chunk_token(const k3_config *c, int n_threads, int max_tokens);
+size_t k3_scratch_bytes_per_span_token(const k3_config *c, int n_threads, int max_tokens);
 void k3_scratch_free(k3_scratch *sc);
 
 struct k3_session {
@@ -127,6 +144,14 @@ struct k3_session {
 void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
+/* The FFN of a MoE layer over a span, in three steps (moe.c): route each
+ * chunk of it (sc->xn of T tokens from span row first), run every routed
+ * expert once for the whole span (n tokens), then finish each chunk (latent
+ * up-projection, shared experts: sc->out). The same operations per token as
+ * k3_ffn_block, in the same order. */
+void k3_ffn_span_route(k3_session *s, const k3_layer_weights *lw, int first, int T);
+int k3_ffn_span_experts(k3_session *s, int layer, int n, k3_error *err);
+void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, int T);
 
 /* Speculative decoding (speculate.c): while a draft pass runs, k3_kda_block
  * keeps every token's recurrence inputs here, so that the tokens after the
@@ -153,7 +178,9 @@ void k3_kda_replay(k3_session *s, int slot, int n_keep);
 size_t k3_draft_bytes(const k3_config *c);
 void k3_draft_free(k3_draft_state *d);
 
-/* One chunk of T <= the model's chunk_tokens tokens through all layers. */
+/* One chunk of T <= the model's chunk_tokens tokens through all layers; a
+ * span of up to span_tokens (no logits of every position) runs layer by
+ * layer in chunks (forward.c). */
 int k3_forward_chunk(k3_session *s, const int *ids, int T, float *all_logits, k3_error *err);
 
 #endif

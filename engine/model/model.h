@@ -76,6 +76,7 @@ typedef struct k3_provider_options {
     int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
     int chunk_min, chunk_max;     /* prompt chunk range; session_bytes holds chunk_min's scratch */
     uint64_t chunk_token_bytes;   /* scratch per chunk token beyond chunk_min (0 = chunk_min as given) */
+    uint64_t span_token_bytes;    /* scratch per token of a prompt span (0 = no spans) */
     int huge_pages;               /* large arenas on 2 MiB pages (huge_pages.c) */
 } k3_provider_options;
 

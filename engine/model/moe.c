@@ -9,6 +9,7 @@
  * ascending expert id, so a chunk equals token-by-token exactly. */
 #include <assert.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
@@ -173,6 +174,40 @@ static void prefetch_next_layer(k3_session *s, int layer)
     k3_weights_prefetch_experts(s->m->weights, layer + 1, guess, c->top_k);
 }
 
+/* The router over the chunk's T tokens (sc->xn): each token's top_k
+ * experts and weights into topk, topw ([T][k]). */
+static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int K = c->top_k;
+    k3_matmul(sc->router, &lw->router, sc->xn, T);
+    for (int t = 0; t < T; t++)
+        route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, topk + (size_t)t * K,
+                    topw + (size_t)t * K);
+}
+
+/* After the routed experts: the latent norm and up-projection of their sum
+ * acc (K3; else acc is sc->out already), then the shared experts on
+ * sc->xn added to sc->out. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
+        if (lw->latent_norm)
+            for (int t = 0; t < T; t++)
+                k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
+        k3_matmul(sc->out, &lw->latent_up, acc, T);
+    }
+    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
+        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
+        for (int t = 0; t < T; t++)
+            k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
+    }
+}
+
 /* The FFN block of one layer over a chunk of T tokens: the dense SwiGLU MLP,
  * or route -> routed experts (latent for K3) -> weighted sum in ascending
  * expert id -> latent norm and up-projection -> plus the shared experts. */
@@ -185,10 +220,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         glu_mlp(c, sc, &lw->dense, sc->xn, sc->out, T);
         return 0;
     }
-    k3_matmul(sc->router, &lw->router, sc->xn, T);
-    for (int t = 0; t < T; t++)
-        route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, sc->topk + (size_t)t * K,
-                    sc->topw + (size_t)t * K);
+    route_chunk(s, lw, T, sc->topk, sc->topw);
     /* Routed experts read the latent (K3) or the hidden state itself. */
     const int Din = c->latent_dim ? c->latent_dim : D;
     const float *expert_x = sc->xn;
@@ -205,16 +237,138 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
-        if (lw->latent_norm)
-            for (int t = 0; t < T; t++)
-                k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
-        k3_matmul(sc->out, &lw->latent_up, acc, T);
+    finish_chunk(s, lw, acc, T);
+    return 0;
+}
+
+/* Span step 1, for the chunk of T tokens at span row first (its FFN input
+ * normalised in sc->xn): keep that input, route it, and for K3 project it
+ * to the latent the routed experts read. */
+void k3_ffn_span_route(k3_session *s, const k3_layer_weights *lw, int first, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, K = c->top_k;
+    memcpy(sc->span_xn + (size_t)first * D, sc->xn, (size_t)T * D * sizeof(float));
+    route_chunk(s, lw, T, sc->span_topk + (size_t)first * K, sc->span_topw + (size_t)first * K);
+    if (c->latent_dim) k3_matmul(sc->span_x + (size_t)first * c->latent_dim, &lw->latent_down, sc->xn, T);
+}
+
+/* Gather into wk the span rows that chose expert e, skipping the first
+ * `skip` of them, at most max_rows; returns how many. */
+static int gather_span_rows(const k3_session *s, k3_expert_work *wk, int e, int n, int skip, int max_rows)
+{
+    const k3_config *c = &s->m->cfg;
+    const k3_scratch *sc = &s->sc;
+    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden;
+    const float *x = sc->span_x ? sc->span_x : sc->span_xn;
+    int rows = 0;
+    for (int t = 0; t < n && rows < max_rows; t++)
+        for (int k = 0; k < K; k++)
+            if (sc->span_topk[(size_t)t * K + k] == e && skip-- <= 0) {
+                wk->rows[rows] = t * K + k;
+                memcpy(wk->gathered + (size_t)rows * Din, x + (size_t)t * Din, (size_t)Din * sizeof(float));
+                rows++;
+            }
+    return rows;
+}
+
+/* The window's claimed experts (ascending, weights in sc->wave) over the
+ * span: cut into jobs of at most a chunk of one expert's rows (a worker's
+ * buffers hold a chunk; a matmul row does not depend on the others), in
+ * ascending expert order. A round runs one job per worker in parallel
+ * (single-threaded kernels give the same bits), then adds each job's output
+ * rows, in job order, with their tokens' weights to the tokens' sums: each
+ * token still takes its experts in ascending id. */
+static void run_window_span(k3_session *s, const int *experts, int n_experts, int n)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int K = c->top_k, Din = c->latent_dim ? c->latent_dim : c->hidden, tile = sc->chunk_tokens;
+    int job_expert[K3_MAX_THREADS + 1], job_skip[K3_MAX_THREADS + 1], job_rows[K3_MAX_THREADS + 1];
+    int next = 0, next_skip = 0;   /* the next job: experts[next], after next_skip of its rows */
+    while (next < n_experts) {
+        int n_jobs = 0;
+        while (n_jobs < sc->n_workers && next < n_experts) {
+            job_expert[n_jobs] = next;
+            job_skip[n_jobs++] = next_skip;
+            int total = 0;   /* rows of this expert */
+            for (int i = 0; i < n * K; i++) total += sc->span_topk[i] == experts[next];
+            next_skip += tile;
+            if (next_skip >= total) { next++; next_skip = 0; }
+        }
+        #pragma omp parallel for schedule(dynamic, 1) num_threads(n_jobs) if (n_jobs > 1)
+        for (int w = 0; w < n_jobs; w++) {
+            k3_expert_work *wk = &sc->workers[w];
+            const int e = experts[job_expert[w]];
+            job_rows[w] = gather_span_rows(s, wk, e, n, job_skip[w], tile);
+            if (job_rows[w])
+                glu_mlp_into(c, wk->inter_gate, wk->inter_up, &sc->wave[job_expert[w]], wk->gathered, wk->out,
+                             job_rows[w]);
+        }
+        for (int w = 0; w < n_jobs; w++) {
+            const k3_expert_work *wk = &sc->workers[w];
+            for (int i = 0; i < job_rows[w]; i++) {
+                const int row = wk->rows[i];
+                k3_axpy_f32(sc->span_acc + (size_t)(row / K) * Din, sc->span_topw[row], wk->out + (size_t)i * Din,
+                            Din);
+            }
+        }
     }
-    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
-        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
-        for (int t = 0; t < T; t++)
-            k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
+}
+
+static int by_id(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* Span step 2: every distinct expert of the span's n tokens, read once and
+ * run on all its tokens. Each token's sum starts at zero and takes its
+ * experts in ascending id, as in k3_ffn_block; so the experts are claimed a
+ * cache's worth at a time from the ascending list (all of such a window
+ * are claimed: nothing else is pinned meanwhile), each window sorted and
+ * run in ascending order (run_window_span). */
+int k3_ffn_span_experts(k3_session *s, int layer, int n, k3_error *err)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    k3_weights *wp = s->m->weights;
+    const int Din = c->latent_dim ? c->latent_dim : c->hidden;
+    const int window = k3_weights_expert_slots(wp);
+    memset(sc->span_acc, 0, (size_t)n * Din * sizeof(float));
+    int *todo = sc->distinct, remaining = distinct_experts(c, sc->span_topk, n, sc->distinct);
+    while (remaining > 0) {
+        const int want = remaining < window ? remaining : window;
+        int claimed = k3_weights_claim_experts(wp, layer, todo, want, 1, err);
+        if (claimed < 0) return -1;
+        if (claimed < want) {
+            for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+            return k3_err(err, "internal: %d of %d experts of a span claimed", claimed, want);
+        }
+        qsort(todo, (size_t)claimed, sizeof *todo, by_id);
+        for (int j = 0; j < claimed; j++)
+            if (k3_weights_acquire_expert(wp, layer, todo[j], &sc->wave[j], err)) {
+                for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
+                return -1;
+            }
+        run_window_span(s, todo, claimed, n);
+        for (int j = 0; j < claimed; j++) k3_weights_release_expert(wp, layer, todo[j]);
+        todo += claimed;
+        remaining -= claimed;
     }
     return 0;
+}
+
+/* Span step 3, for the chunk of T tokens at span row first: its routed sum
+ * into sc->out (through the latent up-projection for K3), then the shared
+ * experts on its kept FFN input. */
+void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    k3_scratch *sc = &s->sc;
+    const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    float *acc = sc->span_acc + (size_t)first * Din;
+    memcpy(sc->xn, sc->span_xn + (size_t)first * D, (size_t)T * D * sizeof(float));
+    if (!c->latent_dim) {
+        memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
+        acc = sc->out;
+    }
+    finish_chunk(s, lw, acc, T);
 }

@@ -24,9 +24,10 @@ static void *take(uint8_t *arena, size_t *at, size_t n, size_t elem)
  * n_threads compute threads and a context of max_tokens. Returns the arena
  * bytes; with arena set, points every buffer into it. */
 static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens,
-                             uint8_t *arena)
+                             int span_tokens, uint8_t *arena)
 {
     const size_t T = (size_t)chunk_tokens, D = (size_t)c->hidden;
+    const size_t S = span_tokens > chunk_tokens ? (size_t)span_tokens : 0;   /* no span: none of its buffers */
     const size_t P = (size_t)c->kda_heads * c->kda_head_dim;
     const size_t HV = (size_t)c->mla_heads * c->v_head_dim;
     const size_t L = (size_t)c->kv_lora_rank;
@@ -75,6 +76,15 @@ static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, 
     BUF(snapshots, T * max_snap * D);
     BUF(mix_scores, max_snap + 1);
     BUF(workers, (size_t)n_workers);
+    if (S) {
+        BUF(span_h, S * D);
+        BUF(span_xn, S * D);
+        if (c->latent_dim) BUF(span_x, S * (size_t)c->latent_dim);
+        BUF(span_acc, S * (c->latent_dim ? (size_t)c->latent_dim : D));
+        BUF(span_topk, S * c->top_k);
+        BUF(span_topw, S * c->top_k);
+        if (max_snap) BUF(span_snapshots, S * max_snap * D);
+    }
 #undef BUF
     sc->n_workers = n_workers;
     for (int w = 0; w < n_workers; w++) {
@@ -89,25 +99,27 @@ static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, 
 }
 
 /* Bytes of a session's scratch (what the plan charges for it). */
-size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens)
+size_t k3_scratch_bytes(const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int span_tokens)
 {
     k3_scratch sizing;
-    return scratch_layout(&sizing, c, n_threads, max_tokens, chunk_tokens, NULL);
+    return scratch_layout(&sizing, c, n_threads, max_tokens, chunk_tokens, span_tokens, NULL);
 }
 
 /* One zeroed arena with every buffer placed in it (on huge pages when
  * asked); -1 when out of memory. */
-int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens, int huge)
+int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_tokens, int chunk_tokens,
+                     int span_tokens, int huge)
 {
     memset(sc, 0, sizeof *sc);
-    const size_t bytes =
-        (k3_scratch_bytes(c, n_threads, max_tokens, chunk_tokens) + SCRATCH_ALIGN - 1) / SCRATCH_ALIGN * SCRATCH_ALIGN;
+    const size_t bytes = (k3_scratch_bytes(c, n_threads, max_tokens, chunk_tokens, span_tokens) + SCRATCH_ALIGN - 1) /
+                         SCRATCH_ALIGN * SCRATCH_ALIGN;
     uint8_t *arena = k3_huge_alloc(bytes, SCRATCH_ALIGN, huge);
     if (!arena) return -1;
     memset(arena, 0, bytes);
-    scratch_layout(sc, c, n_threads, max_tokens, chunk_tokens, arena);
+    scratch_layout(sc, c, n_threads, max_tokens, chunk_tokens, span_tokens, arena);
     sc->arena = arena;
     sc->chunk_tokens = chunk_tokens;
+    sc->span_tokens = span_tokens > chunk_tokens ? span_tokens : 0;
     return 0;
 }
 
@@ -118,9 +130,22 @@ int k3_scratch_alloc(k3_scratch *sc, const k3_config *c, int n_threads, int max_
  * is never below the arena k3_scratch_alloc then makes. */
 size_t k3_scratch_bytes_per_chunk_token(const k3_config *c, int n_threads, int max_tokens)
 {
-    const size_t base = k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS);
+    const size_t base = k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, 0);
     const size_t n_buffers = 40 + 5 * (size_t)(n_threads > 0 ? n_threads : 1);   /* the table's rows, rounded up */
-    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS + 64) - base + 63) / 64 + n_buffers;
+    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS + 64, 0) - base + 63) / 64 + n_buffers;
+}
+
+/* Scratch bytes each token of a prompt span adds (its buffers exist only
+ * for a span longer than the chunk), rounded up the same way: the slope,
+ * plus the 7 span buffers' alignment (up to SCRATCH_ALIGN each) spread
+ * over the shortest span (one token more than the smallest chunk), so the
+ * planner's charge is never below the arena. */
+size_t k3_scratch_bytes_per_span_token(const k3_config *c, int n_threads, int max_tokens)
+{
+    const int S = 4 * K3_CHUNK_TOKENS;
+    const size_t base = k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, S);
+    const size_t alignment = (7 * SCRATCH_ALIGN + K3_CHUNK_TOKENS) / (K3_CHUNK_TOKENS + 1);
+    return (k3_scratch_bytes(c, n_threads, max_tokens, K3_CHUNK_TOKENS, S + 64) - base + 63) / 64 + alignment;
 }
 
 void k3_scratch_free(k3_scratch *sc)

@@ -79,6 +79,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     const int given_chunk = opt && opt->chunk_tokens > 0 ? opt->chunk_tokens : 0;
     m->chunk_tokens = given_chunk ? given_chunk : K3_CHUNK_TOKENS;
     if (m->chunk_tokens > m->ctx_tokens) m->chunk_tokens = m->ctx_tokens;
+    m->tile_tokens = m->chunk_tokens;
     k3_provider_options po = {.mem_bytes = opt ? opt->mem_bytes : 0,
                               .io_direct = !(opt && opt->io_buffered),
                               .io_backend = opt && opt->io_uring ? 1 : 0,
@@ -94,6 +95,9 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .chunk_token_bytes = given_chunk ? 0
                                                    : k3_scratch_bytes_per_chunk_token(&m->cfg, m->n_threads,
                                                                                       m->ctx_tokens),
+                              .span_token_bytes = given_chunk ? 0
+                                                  : k3_scratch_bytes_per_span_token(&m->cfg, m->n_threads,
+                                                                                    m->ctx_tokens),
                               .huge_pages = m->huge_pages};
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
@@ -101,6 +105,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     if (!m->weights) { k3_model_close(m); return NULL; }
     const char *why = "";
     m->chunk_tokens = k3_weights_chunk_tokens(m->weights, &why);
+    m->tile_tokens = k3_weights_tile_tokens(m->weights);
     snprintf(m->chunk_why, sizeof m->chunk_why, "%s", why);
     uint64_t content_hash;
     if (k3_weights_content_hash(m->weights, &content_hash, err)) { k3_model_close(m); return NULL; }
@@ -229,7 +234,7 @@ size_t k3_session_bytes(k3_model *m, int ctx)
     bytes += 2 * (k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c)) * sizeof(float);   /* + roll-back copy */
     bytes += n_mla * (size_t)ctx * k3_config_mla_entry_floats(c) * sizeof(float);
     bytes += k3_draft_bytes(c);   /* a draft pass's KDA inputs and logits (speculate.c) */
-    return bytes + k3_scratch_bytes(c, m->n_threads, ctx, m->chunk_tokens);
+    return bytes + k3_scratch_bytes(c, m->n_threads, ctx, m->tile_tokens, m->chunk_tokens);
 }
 
 /* See k3.h. */
@@ -273,7 +278,7 @@ k3_session *k3_session_new(k3_model *m, int max_tokens, k3_error *err)
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (!s->tokens || !s->kda_conv || !s->kda_state || !s->kda_conv_saved || !s->kda_state_saved ||
         !s->mla_cache || !s->logits ||
-        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens, m->chunk_tokens, m->huge_pages)) {
+        k3_scratch_alloc(&s->sc, c, m->n_threads, s->max_tokens, m->tile_tokens, m->chunk_tokens, m->huge_pages)) {
         k3_session_free(s);
         k3_err(err, "out of memory for a session of %d tokens", max_tokens);
         return NULL;
@@ -336,7 +341,8 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
             rc = K3_EVAL_INTERRUPTED;
             break;
         }
-        const int chunk = s->sc.chunk_tokens;
+        /* a pass: a span when there is one (no logits of every position) */
+        const int chunk = s->sc.span_tokens && !all_logits ? s->sc.span_tokens : s->sc.chunk_tokens;
         int T = n - done < chunk ? n - done : chunk;
         k3_token_record rec = {.n_tokens = (uint32_t)T, .phase = phase};
         stats_step_start step_start;

@@ -22,11 +22,12 @@
  *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
  *             ahead under compute; expert misses do not.
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
- * by k3_plan_make, as in the engine): each chunk reads the unpinned
- * trunk once and each distinct expert once, and computes every matrix with
- * the chunk's tokens in one pass (the measured 32-token matmul rate); a
- * chunk waits for each wave of its experts before computing them, so their
- * reads add to its compute as a decode token's misses do.
+ * by k3_plan_make, as in the engine; a span when it is run layer by layer):
+ * each chunk reads the unpinned trunk once and each distinct expert once,
+ * and computes every matrix with the chunk's tokens in one pass (the
+ * measured 32-token matmul rate); a chunk waits for each wave of its
+ * experts before computing them, so their reads add to its compute as a
+ * decode token's misses do.
  * The hit rate is the cache policy replayed on a recorded routing trace, or
  * for uniform routing the LRU closed form (an expert survives while fewer
  * than `slots` distinct others were used since its last use). */
@@ -65,6 +66,7 @@ struct k3_planner {
     uint64_t embed_buf_bytes, embed_row_bytes;
     uint64_t session_bytes, process_bytes;
     uint64_t chunk_token_bytes;   /* scratch per prompt-chunk token beyond K3_CHUNK_TOKENS */
+    uint64_t span_token_bytes;    /* scratch per token of a prompt span */
     int n_threads, ctx_tokens, cache_lru;
     uint64_t fixed_override;
     k3_cache_lookup *trace;
@@ -367,10 +369,11 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     p->trunk_bytes = calloc((size_t)p->n_trunk, sizeof *p->trunk_bytes);
     p->trunk_params = calloc((size_t)p->n_trunk, sizeof *p->trunk_params);
     if (!p->trunk_bytes || !p->trunk_params) { k3_err(err, "out of memory"); k3_planner_close(p); return NULL; }
-    k3_model probe = {.cfg = *c, .n_threads = p->n_threads,
-                      .chunk_tokens = p->ctx_tokens < K3_CHUNK_TOKENS ? p->ctx_tokens : K3_CHUNK_TOKENS};
+    const int chunk_min = p->ctx_tokens < K3_CHUNK_TOKENS ? p->ctx_tokens : K3_CHUNK_TOKENS;
+    k3_model probe = {.cfg = *c, .n_threads = p->n_threads, .chunk_tokens = chunk_min, .tile_tokens = chunk_min};
     p->session_bytes = k3_session_bytes(&probe, p->ctx_tokens);
     p->chunk_token_bytes = k3_scratch_bytes_per_chunk_token(c, p->n_threads, p->ctx_tokens);
+    p->span_token_bytes = k3_scratch_bytes_per_span_token(c, p->n_threads, p->ctx_tokens);
     int rc;
     config_trunk_dtype_bytes(config_path, &p->f16);
     if (has_weights(p->dir)) {
@@ -511,7 +514,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
-                        pl->chunk_token_bytes, chunk_room};
+                        pl->chunk_token_bytes, chunk_room, pl->span_token_bytes};
     k3_plan plan;
     if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
     out->budget_bytes = budget;

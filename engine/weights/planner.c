@@ -22,13 +22,17 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err);
  * expert runs on more tokens at once) for scratch that grows linearly with
  * the chunk. An eighth of what the budget leaves above its minimum goes to
  * that growth; the rest stays with the expert cache, which decode needs.
- * The plan is made at chunk_min first (its minimum), then again with the
- * chosen chunk's scratch added to the fixed claim. */
+ * When that cannot hold chunk_max tokens, a span (the tokens of one pass run
+ * layer by layer in chunks: forward.c) costs far less per token than a chunk
+ * (only the residual stream, the FFN input and the routed sum are kept):
+ * the eighth goes to the longest span up to chunk_max first, what is left
+ * grows the chunk the span runs in. The plan is made at chunk_min first
+ * (its minimum), then again with the growth added to the fixed claim. */
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
 {
     if (plan_for_fixed(in, out, err)) return -1;
     const int lo = in->chunk_min > 0 ? in->chunk_min : 1, hi = in->chunk_max > lo ? in->chunk_max : lo;
-    out->chunk_tokens = lo;
+    out->chunk_tokens = out->tile_tokens = lo;
     if (!in->chunk_token_bytes || hi == lo) {
         snprintf(out->chunk_why, sizeof out->chunk_why, "%d tokens: %s", lo,
                  in->chunk_token_bytes ? "the context limit" : "as given (--chunk-tokens)");
@@ -37,23 +41,41 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     const int budgeted = in->budget_bytes && !out->all_resident;
     const uint64_t room = budgeted ? in->budget_bytes - out->min_budget_bytes
                           : in->budget_bytes ? in->budget_bytes - out->resident_bytes : in->chunk_room_bytes;
-    uint64_t more = room / 8 / in->chunk_token_bytes;
+    const uint64_t eighth = room / 8;
+    uint64_t more = eighth / in->chunk_token_bytes, span = 0;
     if (more > (uint64_t)(hi - lo)) more = (uint64_t)(hi - lo);
+    if (lo + more < (uint64_t)hi && in->span_token_bytes) {
+        span = eighth / in->span_token_bytes;
+        if (span > (uint64_t)hi) span = (uint64_t)hi;
+        if (span > lo + more) {           /* a span holds more than a chunk: it goes first */
+            more = (eighth - span * in->span_token_bytes) / in->chunk_token_bytes;
+            if (lo + more > span) more = span - lo;
+        } else
+            span = 0;
+    }
     const char *of = budgeted ? "the budget above its minimum" : "the memory left beside the resident model";
-    if (more == 0) {
+    if (more == 0 && span == 0) {
         snprintf(out->chunk_why, sizeof out->chunk_why,
                  "%d tokens: an eighth of %s (%.1f MiB) holds no more at %.1f KiB of scratch per token", lo, of,
-                 room / 8 / 1048576.0, in->chunk_token_bytes / 1024.0);
+                 eighth / 1048576.0, in->chunk_token_bytes / 1024.0);
         return 0;
     }
+    const uint64_t growth = more * in->chunk_token_bytes + span * in->span_token_bytes;
     k3_plan_input bigger = *in;
-    bigger.fixed_bytes += more * in->chunk_token_bytes;
-    bigger.state_bytes += more * in->chunk_token_bytes;
+    bigger.fixed_bytes += growth;
+    bigger.state_bytes += growth;
     k3_plan_free(out);
     if (plan_for_fixed(&bigger, out, err)) return -1;
-    out->chunk_tokens = lo + (int)more;
-    out->chunk_scratch_bytes = more * in->chunk_token_bytes;
-    if (out->chunk_tokens == hi)
+    out->tile_tokens = lo + (int)more;
+    out->chunk_tokens = span ? (int)span : out->tile_tokens;
+    out->chunk_scratch_bytes = growth;
+    if (span)
+        snprintf(out->chunk_why, sizeof out->chunk_why,
+                 "%d tokens%s, layer by layer in chunks of %d: %.1f KiB per span token, %.1f per chunk token, "
+                 "within an eighth of %s (%.1f MiB)", out->chunk_tokens,
+                 out->chunk_tokens == hi ? " (context or engine limit)" : "", out->tile_tokens,
+                 in->span_token_bytes / 1024.0, in->chunk_token_bytes / 1024.0, of, eighth / 1048576.0);
+    else if (out->chunk_tokens == hi)
         snprintf(out->chunk_why, sizeof out->chunk_why,
                  "%d tokens: the most allowed (context or engine limit); %.1f KiB of scratch per token, %.1f MiB "
                  "in all, within an eighth of %s", hi, in->chunk_token_bytes / 1024.0,
@@ -61,7 +83,7 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     else
         snprintf(out->chunk_why, sizeof out->chunk_why,
                  "%d tokens: the most whose scratch (%.1f KiB per token) fits in an eighth of %s (%.1f MiB)",
-                 out->chunk_tokens, in->chunk_token_bytes / 1024.0, of, room / 8 / 1048576.0);
+                 out->chunk_tokens, in->chunk_token_bytes / 1024.0, of, eighth / 1048576.0);
     return 0;
 }
 
@@ -164,13 +186,13 @@ int k3_plan_json(const k3_plan *p, char *buf, size_t len)
                     "\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
                     "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
                     "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s,"
-                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d,\"chunk_scratch_bytes\":%llu}",
+                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d,\"tile_tokens\":%d,\"chunk_scratch_bytes\":%llu}",
                     (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
                     (unsigned long long)p->state_bytes, p->ctx_tokens, (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
                     (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
                     p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
                     p->all_resident ? "true" : "false", (unsigned long long)p->resident_bytes, p->chunk_tokens,
-                    (unsigned long long)p->chunk_scratch_bytes);
+                    p->tile_tokens, (unsigned long long)p->chunk_scratch_bytes);
 }
 
 int64_t k3_parse_size(const char *s)

@@ -36,6 +36,11 @@ typedef struct k3_plan_input {
      * left beside a fully resident model). */
     int chunk_min, chunk_max;
     uint64_t chunk_token_bytes, chunk_room_bytes;
+    /* When that chunk cannot hold chunk_max tokens: a span of tokens run
+     * layer by layer in chunks (forward.c) keeps span_token_bytes per token
+     * (0 = no spans); the eighth then goes to the longest span up to
+     * chunk_max first, the rest to the chunk. */
+    uint64_t span_token_bytes;
 } k3_plan_input;
 
 typedef struct k3_plan {
@@ -47,9 +52,10 @@ typedef struct k3_plan {
     uint8_t *pinned;              /* [n_trunk] */
     uint64_t resident_bytes;      /* what holding everything resident takes */
     char budget_source[200];      /* printed on the plan's first line */
-    int chunk_tokens;             /* prompt tokens per chunk (its scratch is in fixed_bytes) */
+    int chunk_tokens;             /* prompt tokens per pass over the weights (its scratch is in fixed_bytes) */
+    int tile_tokens;              /* tokens the chunk scratch holds: chunk_tokens, or less for a span */
     uint64_t chunk_scratch_bytes; /* the part of fixed_bytes beyond the input's (the chunk's growth) */
-    char chunk_why[200];          /* why that many, one line */
+    char chunk_why[256];          /* why that many, one line */
 } k3_plan;
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);

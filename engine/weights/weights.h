@@ -29,8 +29,13 @@ void k3_weights_close(k3_weights *w);
 /* Bytes a prompt had to read at least: the distinct experts routed to since
  * open once each, plus the trunk units that are not pinned. */
 uint64_t k3_weights_prefill_bytes_min(const k3_weights *w);
-/* The plan's prompt chunk (tokens) and why. */
+/* The plan's prompt chunk (tokens per pass over the weights) and why, and
+ * the tokens its scratch holds at once (less when the chunk is a span run
+ * layer by layer: forward.c). */
 int k3_weights_chunk_tokens(const k3_weights *w, const char **why);
+int k3_weights_tile_tokens(const k3_weights *w);
+/* Slots of the expert cache: how many experts can be claimed at once. */
+int k3_weights_expert_slots(const k3_weights *w);
 
 /* The layer's non-expert tensors, valid until k3_weights_release_layer. */
 const k3_layer_weights *k3_weights_acquire_layer(k3_weights *w, int layer, k3_error *err);

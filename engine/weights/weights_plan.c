@@ -49,7 +49,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
                         expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
-                        rp->opt.chunk_token_bytes, chunk_room};
+                        rp->opt.chunk_token_bytes, chunk_room, rp->opt.span_token_bytes};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
@@ -136,3 +136,7 @@ int k3_weights_chunk_tokens(const k3_weights *rp, const char **why)
     if (why) *why = rp->plan.chunk_why;
     return rp->plan.chunk_tokens;
 }
+
+int k3_weights_tile_tokens(const k3_weights *rp) { return rp->plan.tile_tokens; }
+
+int k3_weights_expert_slots(const k3_weights *rp) { return rp->cache.n_slots; }
