@@ -2,13 +2,15 @@
  * written here from docs/MODEL.md, "Kimi K3", with adversarial inputs: SiTU with both
  * caps saturated, the AttnRes mix, the lower-bounded KDA decay, and MXFP4
  * decode / dot products (the spec's test vector, a swapped-nibble negative,
- * E8M0 edge bytes, SIMD vs scalar, matmul vs matvec). */
+ * E8M0 edge bytes, SIMD vs scalar, matmul vs matvec), and the KDA delta rule
+ * over a chunk against its per-token reference. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
 #include "mxfp4.h"
+#include "delta_rule.h"
 #include "k3.h"
 #include "ops.h"
 #include "test.h"
@@ -248,6 +250,73 @@ static void test_mxfp4_canonical(void)
     TEST_END();
 }
 
+/* k3_delta_rule_tokens (one sweep of the state per token, strips of columns
+ * in registers) leaves the state and writes every output bit for bit as
+ * k3_delta_rule_step token after token - the decode path and the old chunk
+ * loop - for strided inputs, head sizes that use the 32-column strips, the
+ * 8-column strips and the per-token fallback (Dv not a multiple of 8), and
+ * a replay that keeps no outputs (o_stride 0). The scalar build of the
+ * kernels (plain multiply and add) stays within rounding of it. */
+static void test_delta_rule_tokens(void)
+{
+    TEST_BEGIN("kda_delta_rule_chunk_bit_identical_to_per_token_steps");
+    static const int dims[][2] = {{8, 8}, {16, 40}, {128, 128}, {64, 96}, {12, 12}, {24, 20}};
+    static const int token_counts[] = {1, 2, 5, 17};
+    for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+        for (size_t n = 0; n < sizeof token_counts / sizeof token_counts[0]; n++) {
+            const int Dk = dims[d][0], Dv = dims[d][1], T = token_counts[n];
+            const size_t stride = (size_t)(Dk > Dv ? Dk : Dv) + 3, o_stride = (size_t)Dv + 5;
+            const size_t ns = (size_t)Dk * Dv;
+            float *S0 = malloc(ns * sizeof(float)), *S_ref = malloc(ns * sizeof(float));
+            float *S_new = malloc(ns * sizeof(float)), *S_scalar = malloc(ns * sizeof(float));
+            float *q = malloc(T * stride * sizeof(float)), *k = malloc(T * stride * sizeof(float));
+            float *v = malloc(T * stride * sizeof(float)), *alpha = malloc(T * stride * sizeof(float));
+            float *beta = malloc((size_t)T * 3 * sizeof(float));
+            float *o_ref = calloc(T * o_stride, sizeof(float)), *o_new = calloc(T * o_stride, sizeof(float));
+            float *o_scalar = calloc(T * o_stride, sizeof(float)), *u = malloc(2 * (size_t)Dv * sizeof(float));
+            float o_last[128];
+            for (size_t i = 0; i < ns; i++) S0[i] = (float)(urand() - 0.5);
+            for (size_t i = 0; i < T * stride; i++) {
+                q[i] = (float)(urand() - 0.5) * 0.3f;
+                k[i] = (float)(urand() - 0.5) * 0.3f;
+                v[i] = (float)(urand() - 0.5) * 2.0f;
+                alpha[i] = (float)(0.5 + 0.5 * urand());
+            }
+            for (int t = 0; t < 3 * T; t++) beta[t] = (float)urand();
+            memcpy(S_ref, S0, ns * sizeof(float));
+            for (int t = 0; t < T; t++)
+                k3_delta_rule_step(S_ref, q + t * stride, k + t * stride, v + t * stride, alpha + t * stride,
+                                   beta[3 * t], o_ref + t * o_stride, u, Dk, Dv);
+            memcpy(S_new, S0, ns * sizeof(float));
+            k3_delta_tokens in = {q, k, v, alpha, stride, beta, 3, o_new, o_stride};
+            k3_delta_rule_tokens(S_new, &in, T, Dk, Dv, u);
+            CHECK(!memcmp(S_new, S_ref, ns * sizeof(float)), "Dk %d Dv %d T %d: state differs", Dk, Dv, T);
+            CHECK(!memcmp(o_new, o_ref, T * o_stride * sizeof(float)), "Dk %d Dv %d T %d: outputs differ", Dk, Dv, T);
+            if (Dv <= 128) {                      /* the replay's form: one output buffer */
+                memcpy(S_new, S0, ns * sizeof(float));
+                k3_delta_tokens replay = {q, k, v, alpha, stride, beta, 3, o_last, 0};
+                k3_delta_rule_tokens(S_new, &replay, T, Dk, Dv, u);
+                CHECK(!memcmp(S_new, S_ref, ns * sizeof(float)), "Dk %d Dv %d T %d: replay state differs", Dk, Dv, T);
+                CHECK(!memcmp(o_last, o_ref + (T - 1) * o_stride, (size_t)Dv * sizeof(float)),
+                      "Dk %d Dv %d T %d: replay's last output differs", Dk, Dv, T);
+            }
+            memcpy(S_scalar, S0, ns * sizeof(float));
+            k3_kernels_force_scalar(1);
+            k3_delta_tokens scalar_in = {q, k, v, alpha, stride, beta, 3, o_scalar, o_stride};
+            k3_delta_rule_tokens(S_scalar, &scalar_in, T, Dk, Dv, u);
+            k3_kernels_force_scalar(0);
+            for (size_t i = 0; i < ns; i++)
+                CHECK(fabsf(S_scalar[i] - S_ref[i]) <= 1e-4f * (1.0f + fabsf(S_ref[i])), "Dk %d Dv %d T %d: scalar state [%zu] %g vs %g",
+                      Dk, Dv, T, i, S_scalar[i], S_ref[i]);
+            for (size_t i = 0; i < T * o_stride; i++)
+                CHECK(fabsf(o_scalar[i] - o_ref[i]) <= 1e-4f * (1.0f + fabsf(o_ref[i])), "Dk %d Dv %d T %d: scalar output [%zu] %g vs %g",
+                      Dk, Dv, T, i, o_scalar[i], o_ref[i]);
+            free(S0); free(S_ref); free(S_new); free(S_scalar); free(q); free(k); free(v); free(alpha); free(beta);
+            free(o_ref); free(o_new); free(o_scalar); free(u);
+        }
+    TEST_END();
+}
+
 int main(void)
 {
     test_situ();
@@ -256,5 +325,6 @@ int main(void)
     test_mxfp4_vector();
     test_mxfp4_dot();
     test_mxfp4_canonical();
+    test_delta_rule_tokens();
     TEST_EXIT();
 }

@@ -502,12 +502,14 @@ static void test_e4m3_simd_table(void)
 }
 
 /* k3_matmul gives the very bits of k3_matvec per token, SIMD and scalar,
- * with token counts that exercise the 2x2/2x1/1x2/1x1 blocks, odd row block
- * tails, unpadded cols and matrices big enough to go parallel. */
+ * with token counts that exercise the 2x2/2x1/1x2/1x1 blocks (fp8) and the
+ * 4x3 ... 1x1 half-chain blocks and several 24-token blocks (unscaled), odd
+ * row block tails, unpadded cols, rows longer than one 1024-column segment
+ * and matrices big enough to go parallel. */
 static void test_matmul_bitexact(void)
 {
     static const int64_t shapes[][2] = {{1, 1}, {3, 7}, {17, 33}, {70, 100}, {33, 16}, {300, 129},
-                                        {130, 300}, {1000, 64}, {37, 1000}};
+                                        {130, 300}, {1000, 64}, {37, 1000}, {23, 2100}, {9, 4100}};
     static const int token_counts[] = {1, 2, 3, 5, 8, 17, 70};   /* 70: two token blocks */
     for (int d = 0; d < N_KERNEL_DTYPES; d++) {
         char name[64];
@@ -752,11 +754,11 @@ static float canonical_row(const test_matrix *m, int64_t r, const float *x)
 /* Every back end (x86-64-v3, aarch64 NEON, generic C) must give exactly the
  * canonical order's bits - that is what makes logits identical across
  * machines. k3_matvec (1-row and 4-row kernels, one and several threads)
- * and k3_matmul (decoded 2x2 blocks) against canonical_row, for every
+ * and k3_matmul (decoded 4x3 half-chain blocks, fp8 2x2) against canonical_row, for every
  * dtype, with tails, misaligned rows and several fp8 scale blocks. */
 static void test_canonical_order(void)
 {
-    static const int64_t shapes[][2] = {{7, 16}, {9, 37}, {33, 300}, {130, 515}, {64, 1024}};
+    static const int64_t shapes[][2] = {{7, 16}, {9, 37}, {33, 300}, {130, 515}, {64, 1024}, {19, 2085}};
     for (int d = 0; d < N_KERNEL_DTYPES; d++) {
         for (int scaled = 0; scaled < (kernel_dtypes[d] == K3_DT_F8_E4M3 ? 2 : 1); scaled++) {
             char name[96];

@@ -22,8 +22,10 @@
  *   per 8 weights in the compute-bound fp8 kernel.
  *
  * Every SIMD kernel - one row or four rows at once straight from bf16/f16/
- * fp8/f32 memory, or 2x2 (rows x tokens) blocks from a decoded fp32 scratch
- * in k3_matmul - performs exactly this sequence of operations per row, so a
+ * fp8/f32 memory, or blocks of rows x tokens from a decoded fp32 scratch in
+ * k3_matmul (2x2 for fp8; 4x3 for the others, which run the A0 chain and
+ * then the A1 chain, independent until the end) - performs exactly this
+ * sequence of operations per row, so a
  * row's value never depends on which kernel or thread computed it. The
  * kernels are written once on v8f, an 8-lane fp32 vector whose operations
  * (load, fma, the hsum tree, the decoders) each back end of kernels_arch.h
@@ -79,6 +81,21 @@
  * A multiple of FP8_BLOCK so fp8 scale blocks never straddle segments. */
 #define MATMUL_COL_SEGMENT 512
 _Static_assert(MATMUL_COL_SEGMENT % FP8_BLOCK == 0, "segments must hold whole fp8 blocks");
+
+/* The blocking of matmul_rows_unscaled: columns per segment (a row quad's
+ * segment of decoded rows is 16 KiB) and tokens per block (their
+ * accumulators, 4 x 24 x 64 B = 6 KiB), so both stay in a 32 KiB L1 while
+ * the activations stream past. Measured on the 2-core EPYC VM (bf16, 1
+ * thread, CPU time, best of 15) against 256/512-column segments and 12-48
+ * token blocks: 1024 x 24 was best or within noise of it on every shape
+ * tried (768 to 3072 columns, 32 to 256 tokens). */
+#ifndef UNSCALED_SEGMENT
+#define UNSCALED_SEGMENT 1024
+#endif
+#ifndef UNSCALED_TOKENS
+#define UNSCALED_TOKENS 24
+#endif
+_Static_assert(UNSCALED_TOKENS <= 64 && UNSCALED_TOKENS % 3 == 0, "the state holds 4 rows x 64 tokens");
 
 static int kernels_scalar_forced;
 
@@ -659,6 +676,126 @@ static int64_t matmul_scratch_stride(int64_t cols_padded)
     return cols_padded + 16;
 }
 
+/* One half of the canonical order over columns [col_begin, col_end) for
+ * N_ROWS x N_TOKENS (1..4 x 1..3) (row, token) pairs: half 0 is the A0
+ * chain (columns c..c+8 of every 16-column chunk), half 1 the A1 chain
+ * (c+8..c+16). The two chains never meet before the final reduction, so
+ * running them one after the other, each (row, token) with one accumulator,
+ * performs exactly the canonical sequence. With one register per pair a
+ * 4x3 block fits the 16 vector registers (12 accumulators, 3 activations,
+ * 1 weight) and loads 7 vectors per 12 FMAs, where the 2x2 block of both
+ * chains loads 8 per 8. For unscaled rows (F32, BF16, F16, from the decoded
+ * scratch); the pair (r, t) accumulates in state[r * state_row_stride + t],
+ * from +0 when `first`; when y is not NULL, the A1 pass finishes the pair
+ * into y[t * y_token_stride + r] instead of parking it. */
+K3_INLINE void half_block(int n_rows, int n_tokens, int half, const float *const *w, const float *const *x,
+                          int64_t col_begin, int64_t col_end, acc_pair *state, int64_t state_row_stride, int first,
+                          float *y, int64_t y_token_stride)
+{
+    v8f acc[4][3];
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < n_tokens; t++)
+            acc[r][t] = first ? v8_zero()
+                              : half ? state[r * state_row_stride + t].acc1 : state[r * state_row_stride + t].acc0;
+    for (int64_t c = col_begin + 8 * half; c < col_end; c += 16) {
+        v8f xv[3];
+#pragma GCC unroll 3
+        for (int t = 0; t < n_tokens; t++)
+            xv[t] = v8_load_aligned(x[t] + c);
+#pragma GCC unroll 4
+        for (int r = 0; r < n_rows; r++) {
+            v8f wv = v8_load_aligned(w[r] + c);
+#pragma GCC unroll 3
+            for (int t = 0; t < n_tokens; t++)
+                acc[r][t] = v8_fma(wv, xv[t], acc[r][t]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+#pragma GCC unroll 3
+        for (int t = 0; t < n_tokens; t++) {
+            acc_pair *st = &state[r * state_row_stride + t];
+            if (!half) st->acc0 = acc[r][t];
+            else if (y) y[t * y_token_stride + r] = hsum_canonical(st->acc0, acc[r][t]);
+            else st->acc1 = acc[r][t];
+        }
+}
+
+/* Both halves of a block, each instantiated for constant sizes. */
+#define HALF_BLOCK_ARGS const float *const *w, const float *const *x, int64_t col_begin, int64_t col_end, \
+    acc_pair *state, int64_t stride, int first, float *y, int64_t y_stride
+#define HALF_BLOCK_FN(R, T) \
+    static void half_block_##R##x##T(HALF_BLOCK_ARGS) \
+    { \
+        half_block(R, T, 0, w, x, col_begin, col_end, state, stride, first, y, y_stride); \
+        half_block(R, T, 1, w, x, col_begin, col_end, state, stride, first, y, y_stride); \
+    }
+HALF_BLOCK_FN(4, 3) HALF_BLOCK_FN(4, 2) HALF_BLOCK_FN(4, 1)
+HALF_BLOCK_FN(3, 3) HALF_BLOCK_FN(3, 2) HALF_BLOCK_FN(3, 1)
+HALF_BLOCK_FN(2, 3) HALF_BLOCK_FN(2, 2) HALF_BLOCK_FN(2, 1)
+HALF_BLOCK_FN(1, 3) HALF_BLOCK_FN(1, 2) HALF_BLOCK_FN(1, 1)
+
+typedef void (*half_block_fn)(HALF_BLOCK_ARGS);
+/* [rows - 1][tokens - 1] */
+static const half_block_fn half_blocks[4][3] = {
+    {half_block_1x1, half_block_1x2, half_block_1x3},
+    {half_block_2x1, half_block_2x2, half_block_2x3},
+    {half_block_3x1, half_block_3x2, half_block_3x3},
+    {half_block_4x1, half_block_4x2, half_block_4x3},
+};
+
+/* matmul_rows for unscaled dtypes. A quad of rows is decoded, then for each
+ * block of UNSCALED_TOKENS tokens, segment by segment of columns, every
+ * token triple runs against the quad: the quad's segment and the block's
+ * accumulators stay in L1 while the activations stream from L2 once per
+ * quad (the 2x2 path of matmul_rows streamed its 16 decoded rows from L2
+ * once per token pair, and parked 64 KiB of accumulators). The accumulators
+ * start at +0 in the first segment and are reduced in the last (hsum(A0 +
+ * A1), the canonical end), inside the block kernel. */
+static void matmul_rows_unscaled(float *Y, const k3_weight *W, const float *X_padded, int n_tokens,
+                                 int64_t cols_padded, int64_t row_begin, int64_t row_end, float *scratch,
+                                 acc_pair *state)
+{
+    int64_t rows = W->rows;
+    int64_t scratch_stride = matmul_scratch_stride(cols_padded);
+    for (int64_t quad = row_begin; quad < row_end; quad += 4) {
+        int n_row = row_end - quad < 4 ? (int)(row_end - quad) : 4;
+        const float *w[4];
+        for (int i = 0; i < n_row; i++)
+            decode_row_any(W, quad + i, cols_padded, scratch + i * scratch_stride);
+        for (int j = 0; j < 4; j++)
+            w[j] = scratch + (j < n_row ? j : 0) * scratch_stride;
+        /* the next quad's stored rows are one contiguous run: ask for them
+         * now, so they come from memory while this quad computes and its
+         * decode finds them in L2 */
+        if (quad + 4 < row_end) {
+            const unsigned char *next = (const unsigned char *)W->data +
+                                        (quad + 4) * W->cols * simd_elem_bytes(W->dtype);
+            int64_t next_bytes = (row_end - quad - 4 < 4 ? row_end - quad - 4 : 4) * W->cols *
+                                 simd_elem_bytes(W->dtype);
+            for (int64_t off = 0; off < next_bytes; off += 64)
+                __builtin_prefetch(next + off, 0, 2);
+        }
+        for (int token_block = 0; token_block < n_tokens; token_block += UNSCALED_TOKENS) {
+            int token_end = n_tokens - token_block < UNSCALED_TOKENS ? n_tokens : token_block + UNSCALED_TOKENS;
+            for (int64_t seg = 0; seg < cols_padded; seg += UNSCALED_SEGMENT) {
+                int64_t seg_end = cols_padded - seg < UNSCALED_SEGMENT ? cols_padded : seg + UNSCALED_SEGMENT;
+                int first = seg == 0, last = seg_end == cols_padded;
+                for (int t = token_block; t < token_end; t += 3) {
+                    int n_tok = token_end - t < 3 ? token_end - t : 3;
+                    const float *x[3];
+                    for (int j = 0; j < 3; j++)
+                        x[j] = X_padded + (int64_t)(t + (j < n_tok ? j : 0)) * cols_padded;
+                    half_blocks[n_row - 1][n_tok - 1](w, x, seg, seg_end, state + (t - token_block), UNSCALED_TOKENS,
+                                                      first, last ? Y + (int64_t)t * rows + quad : NULL, rows);
+                }
+            }
+        }
+    }
+}
+
 /* Rows [row_begin, row_end) for all tokens: decode MATMUL_ROW_BLOCK rows at a
  * time into scratch, then, segment by segment of columns, run every token
  * pair against every row pair. Each (row, token) still sees its chunks in
@@ -778,7 +915,9 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         if (begin < end) {
             float *scratch = aligned_alloc(64, scratch_bytes);
             acc_pair *state = aligned_alloc(64, MATMUL_ROW_BLOCK * MATMUL_TOKEN_BLOCK * sizeof(acc_pair));
-            if (scratch && state)
+            if (scratch && state && W->dtype != K3_DT_F8_E4M3)
+                matmul_rows_unscaled(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
+            else if (scratch && state)
                 matmul_rows(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
             else                            /* out of memory: same bits, one token at a time */
                 for (int t = 0; t < n_tokens; t++)

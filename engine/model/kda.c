@@ -9,6 +9,7 @@
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
+#include "delta_rule.h"
 
 /* The conv history keeps the last W-1 raw projections, oldest first: drop
  * the oldest, append x (one place, so a draft replay moves the same bytes). */
@@ -36,25 +37,6 @@ static void short_conv(float *hist, const float *taps, const float *raw, float *
             y[c] = k3_silu(acc);
         }
         conv_history_push(hist, x, P, W);
-    }
-}
-
-/* One head, one token of the recurrence: decay, predict, update, read. */
-static void delta_rule_step(float *S, const float *q, const float *k, const float *v,
-                            const float *alpha, float beta, float *o, float *u, int Dk, int Dv)
-{
-    for (int j = 0; j < Dv; j++) u[j] = 0.0f;
-    for (int i = 0; i < Dk; i++) {              /* decay rows, then predict with the decayed state */
-        float *row = S + (size_t)i * Dv;
-        for (int j = 0; j < Dv; j++) row[j] *= alpha[i];
-        k3_axpy_f32(u, k[i], row, Dv);
-    }
-    for (int j = 0; j < Dv; j++) u[j] = beta * (v[j] - u[j]);
-    for (int j = 0; j < Dv; j++) o[j] = 0.0f;
-    for (int i = 0; i < Dk; i++) {              /* rank-1 write, then read with the new state */
-        float *row = S + (size_t)i * Dv;
-        k3_axpy_f32(row, k[i], u, Dv);
-        k3_axpy_f32(o, q[i], row, Dv);
     }
 }
 
@@ -95,9 +77,12 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)T * H * Dk * Dv * 4 >= K3_PARALLEL_MIN_MACS)
     for (int h = 0; h < H; h++) {
-        float alpha[1024], u[1024];               /* head dims are bounded at load (<= 1024) */
+        float u[2 * 1024];                        /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;
         const float A = expf(w->A_log[h]);
+        /* every token's recurrence inputs first (in place: q, k normalised,
+         * the forget projection becomes the decay, beta its sigmoid), then
+         * the recurrence over the chunk in one call */
         for (int t = 0; t < T; t++) {
             float *q = sc->qkv[0] + (size_t)t * P + (size_t)h * Dk;
             float *k = sc->qkv[1] + (size_t)t * P + (size_t)h * Dk;
@@ -105,24 +90,30 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
             k3_l2norm(q, Dk, 1e-6f);
             for (int i = 0; i < Dk; i++) q[i] *= q_scale;
             k3_l2norm(k, Dk, 1e-6f);
-            const float *f = sc->forget + (size_t)t * P + (size_t)h * Dk;
+            float *alpha = sc->forget + (size_t)t * P + (size_t)h * Dk;
             const float *dt = w->dt_bias + (size_t)h * Dk;
             if (c->kda_lower_bound_gate)          /* K3 "safe gate": decay in (lb, 0) */
-                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_safe(c->kda_gate_lower_bound, A, f[i] + dt[i]);
+                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_safe(c->kda_gate_lower_bound, A, alpha[i] + dt[i]);
             else                                  /* Kimi Linear: -exp(A_log) * softplus */
-                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_softplus(A, f[i] + dt[i]);
-            const float beta = k3_sigmoid(sc->beta[(size_t)t * H + h]);
-            float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
+                for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_softplus(A, alpha[i] + dt[i]);
+            float *beta = &sc->beta[(size_t)t * H + h];
+            *beta = k3_sigmoid(*beta);
             if (draft) {
                 float *keep = dkeep + t * dstride;
                 memcpy(keep + (size_t)h * Dk, q, (size_t)Dk * sizeof(float));
                 memcpy(keep + P + (size_t)h * Dk, k, (size_t)Dk * sizeof(float));
                 memcpy(keep + 2 * (size_t)P + (size_t)h * Dv, v, (size_t)Dv * sizeof(float));
                 memcpy(keep + 3 * (size_t)P + (size_t)h * Dk, alpha, (size_t)Dk * sizeof(float));
-                keep[7 * (size_t)P + h] = beta;
+                keep[7 * (size_t)P + h] = *beta;
             }
-            delta_rule_step(S, q, k, v, alpha, beta, o, u, Dk, Dv);
+        }
+        const k3_delta_tokens in = {sc->qkv[0] + (size_t)h * Dk, sc->qkv[1] + (size_t)h * Dk,
+                                    sc->qkv[2] + (size_t)h * Dv, sc->forget + (size_t)h * Dk, (size_t)P,
+                                    sc->beta + h, (size_t)H, sc->attn + (size_t)h * Dv, (size_t)P};
+        k3_delta_rule_tokens(S, &in, T, Dk, Dv, u);
+        for (int t = 0; t < T; t++) {
             /* gated RMSNorm: per head, eps on the mean of squares, sigmoid gate */
+            float *o = sc->attn + (size_t)t * P + (size_t)h * Dv;
             const float *g = sc->out_gate + (size_t)t * P + (size_t)h * Dv;
             double ss = 0.0;
             for (int j = 0; j < Dv; j++) ss += (double)o[j] * o[j];
@@ -163,12 +154,10 @@ void k3_kda_replay(k3_session *s, int slot, int n_keep)
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)n_keep * H * Dk * Dv * 4 >= K3_PARALLEL_MIN_MACS)
     for (int h = 0; h < H; h++) {
-        float o[1024], u[1024];                   /* head dims are bounded at load (<= 1024) */
-        float *S = S_all + (size_t)h * Dk * Dv;
-        for (int t = 0; t < n_keep; t++) {
-            const float *in = kept + t * stride;
-            delta_rule_step(S, in + (size_t)h * Dk, in + P + (size_t)h * Dk, in + 2 * (size_t)P + (size_t)h * Dv,
-                            in + 3 * (size_t)P + (size_t)h * Dk, in[7 * (size_t)P + h], o, u, Dk, Dv);
-        }
+        float o[1024], u[2 * 1024];               /* head dims are bounded at load (<= 1024) */
+        const k3_delta_tokens in = {kept + (size_t)h * Dk, kept + P + (size_t)h * Dk,
+                                    kept + 2 * (size_t)P + (size_t)h * Dv, kept + 3 * (size_t)P + (size_t)h * Dk,
+                                    stride, kept + 7 * (size_t)P + h, stride, o, 0};
+        k3_delta_rule_tokens(S_all + (size_t)h * Dk * Dv, &in, n_keep, Dk, Dv, u);
     }
 }
