@@ -66,9 +66,21 @@ static int expert_files(const k3_weights *rp)
     return n;
 }
 
+/* Wait out every read in flight (the ring's next trunk unit, expert
+ * prefetches): the probe must have the device to itself, or it times its
+ * pages queued behind a trunk unit of hundreds of MiB. The slots keep
+ * their units: a drained read is complete and stays valid. */
+static void drain_all_reads(k3_weights *rp)
+{
+    for (int i = 0; i < rp->n_ring; i++) weights_drain_slot(rp, &rp->ring[i]);
+    const int n_slots = rp->plan.expert_slot_bytes ? rp->plan.n_expert_slots : 0;
+    for (int i = 0; i < n_slots; i++) weights_drain_slot(rp, &rp->cache_slots[i]);
+}
+
 int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
+    drain_all_reads(rp);
     int d = rp->opt.io_depth > 0 ? rp->opt.io_depth : K3_IO_DEPTH_DEFAULT;
     if (d > 64) d = 64;
     const int n_slots = rp->plan.expert_slot_bytes ? rp->plan.n_expert_slots : 0;
@@ -80,7 +92,6 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
         int held[64];
         for (int i = 0; i < d; i++) {
             slots[i] = &rp->cache_slots[i];
-            weights_drain_slot(rp, slots[i]);   /* a prefetch may be in flight */
             held[i] = slots[i]->unit;
         }
         out->n_depths = probe_depths(d, out->depths);
