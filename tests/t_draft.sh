@@ -53,22 +53,29 @@ set +f
 # k3 run: same text with and without drafts (greedy, seeded). Random-weight
 # models rarely repeat, so whether a run drafts depends on its tokens; the
 # drafts verified over all these runs must not be none.
+# run_both LABEL DONE_TEXT k3-run-arguments...: the same `k3 run` with
+# --draft none and --draft ngram; PASS if the ngram run printed DONE_TEXT and
+# both printed the same text; adds the draft tokens verified to $verified
+run_both() {
+    label=$1 done_text=$2
+    shift 2
+    $K3 run "$@" --draft none > $OUT/run_none.txt 2>$OUT/run_none.err
+    $K3 run "$@" --draft ngram > $OUT/run_ngram.txt 2>$OUT/run_ngram.err
+    n=$(grep -o 'drafts [0-9]* of [0-9]*' $OUT/run_ngram.err | awk '{print $4}')
+    verified=$((verified + ${n:-0}))
+    if ! grep -q "$done_text" $OUT/run_ngram.err || [ ! -s $OUT/run_none.txt ]; then
+        echo "FAIL draft $label: $(tail -n 1 $OUT/run_ngram.err)"
+    elif cmp -s $OUT/run_none.txt $OUT/run_ngram.txt; then
+        echo "PASS draft $label: --draft ngram prints what --draft none does (${n:-0} draft tokens verified)"
+    else
+        echo "FAIL draft $label: --draft ngram and --draft none differ"
+    fi
+}
 PROMPT="one two three four five six seven eight one two three four five six seven eight one two three four"
 verified=0
 for m in tiny k3-tiny; do
     for s in "" "--temp 0.9 --top-p 0.95 --seed 11"; do
-        $K3 run $OUT/$m -p "$PROMPT" -n 48 --draft none $s > $OUT/run_none.txt 2>$OUT/run_none.err
-        $K3 run $OUT/$m -p "$PROMPT" -n 48 --draft ngram $s > $OUT/run_ngram.txt 2>$OUT/run_ngram.err
-        label="k3 run $m ${s:-greedy}"
-        n=$(grep -o 'drafts [0-9]* of [0-9]*' $OUT/run_ngram.err | awk '{print $4}')
-        verified=$((verified + ${n:-0}))
-        if ! grep -q "generated 48 tokens" $OUT/run_ngram.err; then
-            echo "FAIL draft $label: $(tail -n 1 $OUT/run_ngram.err)"
-        elif cmp -s $OUT/run_none.txt $OUT/run_ngram.txt; then
-            echo "PASS draft $label: --draft ngram prints what --draft none does (${n:-0} draft tokens verified)"
-        else
-            echo "FAIL draft $label: --draft ngram and --draft none differ"
-        fi
+        run_both "k3 run $m ${s:-greedy}" "generated 48 tokens" $OUT/$m -p "$PROMPT" -n 48 $s
     done
 done
 [ $verified -gt 0 ] && echo "PASS draft k3 run: $verified draft tokens verified over the runs" ||
@@ -83,18 +90,7 @@ if [ -f $MINI/config.json ]; then
     REPEAT="Repeat this: The harbour lay quiet in the grey morning light. The boats rocked against the old stone wall, and the gulls called over the water."
     verified=0
     for s in "" "--temp 0.8 --seed 3"; do
-        $K3 run $MINI --chat -p "$REPEAT" -n 96 --threads 1 --draft none $s > $OUT/mini_none.txt 2>$OUT/mini_none.err
-        $K3 run $MINI --chat -p "$REPEAT" -n 96 --threads 1 --draft ngram $s > $OUT/mini_ngram.txt 2>$OUT/mini_ngram.err
-        n=$(grep -o 'drafts [0-9]* of [0-9]*' $OUT/mini_ngram.err | awk '{print $4}')
-        verified=$((verified + ${n:-0}))
-        label="k3 run k3-mini repeat-a-paragraph ${s:-greedy}"
-        if ! grep -q "generated" $OUT/mini_ngram.err || [ ! -s $OUT/mini_none.txt ]; then
-            echo "FAIL draft $label: $(tail -n 1 $OUT/mini_ngram.err)"
-        elif cmp -s $OUT/mini_none.txt $OUT/mini_ngram.txt; then
-            echo "PASS draft $label: the same answer with --draft ngram (${n:-0} draft tokens verified)"
-        else
-            echo "FAIL draft $label: --draft ngram and --draft none differ"
-        fi
+        run_both "k3 run k3-mini repeat-a-paragraph ${s:-greedy}" "generated" $MINI --chat -p "$REPEAT" -n 96 --threads 1 $s
     done
     [ $verified -gt 0 ] && echo "PASS draft k3 run k3-mini: $verified draft tokens verified" ||
         echo "FAIL draft k3 run k3-mini: no draft was verified"
