@@ -74,9 +74,10 @@ done
 # router-lookahead prefetch (decode only): same text as fully resident, and it prefetches
 $K3 run $M -p "The weights stream from the disk" -n 24 > $OUT/run_res.txt 2>/dev/null
 MINM=$($K3 eval $M --ids "1" --logits $OUT/x.f32 --mem 1M 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
-$K3 run $M -p "The weights stream from the disk" -n 24 --mem $((MINM + 4))M --prefetch > $OUT/run_pf.txt 2>/dev/null
+$K3 run $M -p "The weights stream from the disk" -n 24 --mem $((MINM + 4))M --prefetch > $OUT/run_pf.txt 2>$OUT/run_pf.err
+code=$?
 if cmp -s $OUT/run_res.txt $OUT/run_pf.txt && [ -s $OUT/run_res.txt ]; then echo "PASS --prefetch decode gives the resident output"
-else echo "FAIL --prefetch decode output differs from resident"; fi
+else echo "FAIL --prefetch decode output differs from resident (exit $code, $(wc -c < $OUT/run_res.txt) vs $(wc -c < $OUT/run_pf.txt) bytes; $(tail -n 1 $OUT/run_pf.err))"; fi
 # bench's own minimum (its process differs from eval's; under ASan more so)
 BMIN=$($K3 bench $M --mem 1M --tokens 1 --prompt-tokens 1 --json --no-probe --no-resident 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
 BMIN=${BMIN:-$MINM}
