@@ -186,7 +186,7 @@ fi
 
 # 9. F1 shows help, any key closes it
 $TM send-keys -t k3 F1
-if wait_for 'k3 chat - help' 3 && grep -q '/resume \[ID\]' $WORK/screen.txt; then
+if wait_for 'k3 chat - help' 15 && grep -q '/resume \[ID\]' $WORK/screen.txt; then
     $TM send-keys -t k3 Escape
     sleep 0.3
     if cap | grep -q 'k3 chat - help'; then fail "F1 help" "help did not close"; else pass "F1 help opens and closes"; fi
