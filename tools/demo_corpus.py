@@ -19,6 +19,9 @@ Two kinds of documents, one JSON object a line:
   demo_corpus.py OUT_DIR [--seed N]
 writes OUT_DIR/train.jsonl, OUT_DIR/heldout.jsonl (every 50th document, by a seeded shuffle) and
 OUT_DIR/tokenizer.txt (the text of train.jsonl, what `k3 gen --tokenizer-corpus` learns merges from).
+  demo_corpus.py OUT_DIR --copy-run N [--seed N]
+then adds the copy-heavy mix of the fourth training run (copy_run below): OUT_DIR/copy.jsonl and
+OUT_DIR/copy_heldout.jsonl, drawn from the files the first command wrote.
 Deterministic: the same packages and seed give byte-identical files.
 """
 import gzip
@@ -36,6 +39,9 @@ QUESTIONS = ["What does '{w}' mean?", "What does {w} mean?", "What is the meanin
              "Define '{w}'.", "What does the word '{w}' mean?", "Can you tell me what '{w}' means?"]
 REPEATS = ["Repeat this: ", "Repeat after me: ", "Please repeat exactly: ", "Say this back to me: "]
 COPY_SHARE = 0.25                                       # of all documents, copy dialogues
+COPY_RUN_WORDS = (20, 60)                               # --copy-run: passage length in words
+COPY_RUN_SOURCES = 80000                                # --copy-run: train.jsonl's first documents
+COPY_HELDOUT = 200                                      # --copy-run: held-out copy dialogues
 
 
 def wordnet_data(pos):
@@ -132,8 +138,8 @@ def words_of(text):
     return re.sub(r"\s+", " ", text).strip().split(" ")
 
 
-def copy_dialogues(sources, n, rng):
-    """n dialogues "Repeat this: PASSAGE" -> PASSAGE, the passage verbatim: 10-60 words of one
+def copy_dialogues(sources, n, rng, lo=10, hi=60):
+    """n dialogues "Repeat this: PASSAGE" -> PASSAGE, the passage verbatim: lo-hi words of one
     source document (a GCIDE entry, a fortune or a WordNet answer), whitespace made single
     spaces, starting at a sentence start where there is one. Copying is the skill that also makes
     a definition answer name the asked word (attention finds the earlier occurrence and repeats
@@ -143,23 +149,58 @@ def copy_dialogues(sources, n, rng):
     while len(docs) < n:
         d = sources[rng.randrange(len(sources))]
         ws = words_of(d["chat"][1] if "chat" in d else d["text"])
-        if len(ws) < 10:
+        if len(ws) < lo:
             continue
-        starts = [0] + [i + 1 for i, w in enumerate(ws[:-10]) if w.endswith((".", "!", "?"))]
+        starts = [0] + [i + 1 for i, w in enumerate(ws[:-lo]) if w.endswith((".", "!", "?"))]
         at = starts[rng.randrange(len(starts))]
-        k = min(len(ws) - at, rng.randint(10, 60))
-        if k < 10:
+        k = min(len(ws) - at, rng.randint(lo, hi))
+        if k < lo:
             continue
         passage = " ".join(ws[at:at + k])
         docs.append({"chat": [REPEATS[len(docs) % len(REPEATS)] + passage, passage]})
     return docs
 
 
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def write_jsonl(path, docs):
+    with open(path, "w", encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps(d, ensure_ascii=False) + "\n")
+
+
+def is_copy(d):
+    return "chat" in d and d["chat"][0].startswith(tuple(REPEATS))
+
+
+def copy_run(out, n, seed):
+    """The copy-heavy mix of the fourth training run: OUT/copy.jsonl, n copy dialogues of
+    COPY_RUN_WORDS words whose passages come from train.jsonl's first documents (the ones the
+    trainer reads; copy dialogues are not sources), and OUT/copy_heldout.jsonl, COPY_HELDOUT of
+    them from heldout.jsonl, what `train_demo.py loss --copy` scores. The trainer mixes copy.jsonl
+    into train.jsonl's documents (--extra). 20-60 words: passages as long as a paragraph a user
+    asks to have repeated, and a dialogue still fits a training row of 320 tokens."""
+    lo, hi = COPY_RUN_WORDS
+    train = [d for d in read_jsonl(os.path.join(out, "train.jsonl"))[:COPY_RUN_SOURCES] if not is_copy(d)]
+    held = [d for d in read_jsonl(os.path.join(out, "heldout.jsonl")) if not is_copy(d)]
+    rng = random.Random(seed)
+    write_jsonl(os.path.join(out, "copy.jsonl"), copy_dialogues(train, n, rng, lo, hi))
+    write_jsonl(os.path.join(out, "copy_heldout.jsonl"), copy_dialogues(held, COPY_HELDOUT, rng, lo, hi))
+    print("demo_corpus: %d copy dialogues from %d sources, %d held out from %d"
+          % (n, len(train), COPY_HELDOUT, len(held)))
+
+
 def main(argv):
     if not argv or argv[0].startswith("-"):
-        sys.exit("usage: demo_corpus.py OUT_DIR [--seed N]")
+        sys.exit("usage: demo_corpus.py OUT_DIR [--seed N] [--copy-run N]")
     out = argv[0]
     seed = int(argv[argv.index("--seed") + 1]) if "--seed" in argv else 1
+    if "--copy-run" in argv:
+        copy_run(out, int(argv[argv.index("--copy-run") + 1]), seed)
+        return
     for need in (WORDNET, GCIDE, FORTUNES):
         if not os.path.exists(need):
             sys.exit("demo_corpus: %s is missing (sh tools/deps.sh --train installs the corpus packages)" % need)
@@ -170,10 +211,8 @@ def main(argv):
     os.makedirs(out, exist_ok=True)
     held = docs[::50]
     train = [d for i, d in enumerate(docs) if i % 50]
-    for name, part in (("train.jsonl", train), ("heldout.jsonl", held)):
-        with open(os.path.join(out, name), "w", encoding="utf-8") as f:
-            for d in part:
-                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+    write_jsonl(os.path.join(out, "train.jsonl"), train)
+    write_jsonl(os.path.join(out, "heldout.jsonl"), held)
     with open(os.path.join(out, "tokenizer.txt"), "w", encoding="utf-8") as f:
         for d in train:
             f.write(("\n".join(d["chat"]) if "chat" in d else d["text"]) + "\n")

@@ -13,11 +13,14 @@ quantisation of the routed experts (straight-through), so the exported MXFP4 mod
 
   train_demo.py train WORK_DIR OUT_DIR [--minutes M | --steps N] [--seed S] [--threads N]
       [--seq T] [--batch B] [--lr PEAK] [--warmup STEPS] [--copy-weight W] [--init MODEL_DIR]
-      [--docs N]
+      [--docs N] [--extra FILE] [--snapshot-min M]
       WORK_DIR holds train.jsonl/heldout.jsonl (tools/demo_corpus.py) and tok/ (the tokenizer
       `k3 gen --tokenizer-corpus` learned); OUT_DIR gets the checkpoint in the K3 release layout.
       --docs: how many of train.jsonl's first documents to train on (40000); their token ids are
-      cached in WORK_DIR/train.jsonl.ids.npy, so delete it when changing N.
+      cached in WORK_DIR/train.jsonl.ids.npy (a cache of more documents serves a smaller N). --extra: every
+      document of WORK_DIR/FILE too (the fourth run's copy.jsonl of `demo_corpus.py --copy-run`),
+      shuffled in among them by the seed. --snapshot-min: export to OUT_DIR every M minutes as
+      well, so a run stopped early leaves its latest weights.
   train_demo.py eval MODEL_DIR --ids "1 2 3" --out logits.f32 [--greedy N]
       float32 forward of an exported checkpoint (weights decoded by tests/ref/k3_ref.py), teacher
       forced; prints the greedy continuation (lowest id wins ties) like kimi_ref.py --greedy.
@@ -25,6 +28,11 @@ quantisation of the routed experts (straight-through), so the exported MXFP4 mod
       held-out loss (nats/token) of the exported model; --random: of the same shapes, untrained;
       --unigram: of the training set's unigram distribution (add-one); --answer-head: loss and
       greedy accuracy on the dialogues' answers up to ' means' only (the copied question word).
+  train_demo.py loss MODEL_DIR WORK_DIR --copy
+      copy accuracy on WORK_DIR/copy_heldout.jsonl (`demo_corpus.py --copy-run`): loss on the
+      answers, the fraction of answer tokens whose greedy prediction is right, and the fraction of
+      dialogues whose every answer token (the end marker included) is: exactly those whose greedy
+      answer reproduces the passage verbatim.
 
 Deterministic given the seed and --steps N (torch.manual_seed, deterministic algorithms, one
 thread): the schedule then follows the step count. With --minutes (what the shipped model used)
@@ -314,9 +322,10 @@ def encode_doc(tok, d, eos):
 
 def load_docs(work, name, tok, eos, limit=None):
     cache = os.path.join(work, name + ".ids.npy")
-    if os.path.exists(cache):
-        flat = np.load(cache)
-        lens = np.load(cache[:-8] + ".lens.npy")
+    lens = np.load(cache[:-8] + ".lens.npy") if os.path.exists(cache) else None
+    if lens is not None and (limit is None or len(lens) >= limit):
+        flat = np.load(cache)                     # a cache of at least `limit` documents: its first
+        lens = lens[:limit]                       # `limit` are the file's first `limit`
     else:
         seqs = []
         with open(os.path.join(work, name)) as f:
@@ -394,6 +403,42 @@ def heldout_loss(c, p, rows, pad, quant=False, bs=32, only=None, with_accuracy=F
     return (tot / n, right / n) if with_accuracy else tot / n
 
 
+def copy_accuracy(c, p, tok, work, quant=False, bs=8):
+    """(answer loss, token accuracy, verbatim fraction) on WORK/copy_heldout.jsonl, teacher forced.
+    A dialogue counts as verbatim when the greedy prediction is right at every answer token and
+    the end marker after it: then greedy decoding of the request yields the passage and stops,
+    so no generation loop is needed to know it."""
+    sp = tok.special_to_id
+    head = [sp["<|open|>"]] + tok.encode("response", allow_special=False) + [sp["<|sep|>"]]
+    pad = sp["[PAD]"]
+    rows, masks = [], []
+    with open(os.path.join(work, "copy_heldout.jsonl")) as f:
+        for line in f:
+            ids = encode_doc(tok, json.loads(line), sp["[EOS]"])
+            i = next(j for j in range(len(ids)) if ids[j:j + len(head)] == head) + len(head)
+            m = [False] * len(ids)
+            for j in range(i, len(ids)):        # the answer and the end marker that follows it
+                m[j] = True
+                if ids[j] == sp["<|close|>"]:
+                    break
+            rows.append(ids)
+            masks.append(m)
+    tot, n, right, whole = 0.0, 0, 0, 0
+    with torch.no_grad():
+        for i in range(0, len(rows), bs):
+            T = max(len(r) for r in rows[i:i + bs])
+            r = torch.tensor([x + [pad] * (T - len(x)) for x in rows[i:i + bs]])
+            m = torch.tensor([x + [False] * (T - len(x)) for x in masks[i:i + bs]])[:, 1:]
+            lg = forward(c, p, r[:, :-1], quant=quant)
+            tgt = r[:, 1:]
+            tot += F.cross_entropy(lg[m], tgt[m], reduction="sum").item()
+            ok = (lg.argmax(-1) == tgt) | ~m
+            right += int((ok & m).sum())
+            n += int(m.sum())
+            whole += int(ok.all(-1).sum())
+    return tot / n, right / n, whole / len(rows)
+
+
 # ---------------------------------------------------------------------------------------------
 # export: the K3 release layout of tests/ref/k3_gen.py (bf16 trunk with its F32 exceptions,
 # MXFP4 routed experts, vision bait tensors, index), with our trained values
@@ -422,6 +467,18 @@ def export(c, p, cfg, out_dir, seed):
         k3_gen.generate(a, quiet=True)
     finally:
         k3_gen.make_model = real_make
+
+
+def write_checkpoint(c, p, cfg, out, seed, work):
+    """The K3 release layout of p in OUT with the tokenizer of WORK and a generation config."""
+    export(c, p, cfg, out, seed)
+    for fn in ("tiktoken.model", "tokenizer_config.json"):
+        with open(os.path.join(work, "tok", fn), "rb") as src, open(os.path.join(out, fn), "wb") as dst:
+            dst.write(src.read())
+    with open(os.path.join(out, "generation_config.json"), "w") as f:
+        json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
+                   "max_length": 1048576}, f, indent=2)
+        f.write("\n")
 
 
 def bf16_round(p):
@@ -459,6 +516,8 @@ def cmd_train(argv):
     copy_w = arg(argv, "--copy-weight", float, 1.0)
     init = arg(argv, "--init", str, None)
     n_docs = arg(argv, "--docs", int, 40000)
+    extra = arg(argv, "--extra", str, None)
+    snapshot_s = arg(argv, "--snapshot-min", float, 0.0) * 60
     setup(seed, threads)
     tok = CachedTokenizer(os.path.join(work, "tok"))
     cfg, c, p = init_params(seed)
@@ -476,6 +535,9 @@ def cmd_train(argv):
     eos, pad = tok.special_to_id["[EOS]"], tok.special_to_id["[PAD]"]
     t0 = time.time()
     docs = load_docs(work, "train.jsonl", tok, eos, limit=n_docs)
+    if extra is not None:                         # mixed in by a seeded shuffle of the documents
+        docs = docs + load_docs(work, extra, tok, eos)
+        docs = [docs[i] for i in torch.randperm(len(docs)).tolist()]
     train, train_w = pack(docs, T, pad, answer_head_weights(docs, tok, copy_w))
     held = pack(load_docs(work, "heldout.jsonl", tok, eos, limit=800), 96, pad)[:96]
     print("train_demo: %d training rows x %d tokens, %d held-out rows; data %.0f s"
@@ -490,6 +552,7 @@ def cmd_train(argv):
     qat_from = 0.85                               # the last 15% of the time trains through MXFP4
     order = torch.randperm(len(train))
     step, pos, start = 0, 0, time.time()
+    next_snapshot_s = snapshot_s
     log = []
     while True:
         frac = step / max_steps if max_steps else (time.time() - start) / budget_s
@@ -529,26 +592,29 @@ def cmd_train(argv):
                   "  (MXFP4 QAT)" if frac >= qat_from else ""), flush=True)
             log.append((step, round(el), round(ce.item(), 4)))
         step += 1
+        if snapshot_s and time.time() - start >= next_snapshot_s:
+            write_checkpoint(c, p, cfg, out, seed, work)
+            print("train_demo: step %d exported to %s" % (step, out), flush=True)
+            next_snapshot_s += snapshot_s
     wall = time.time() - start
     l_f32 = heldout_loss(c, p, held, pad)
     l_bf16 = heldout_loss(c, bf16_round(p), held, pad)
     l_mx = heldout_loss(c, bf16_round(p), held, pad, quant=True)
     print("train_demo: %d steps, %d tokens, %.0f s; held-out loss f32 %.4f, bf16 %.4f, bf16+MXFP4 %.4f"
           % (step, step * BS * T, wall, l_f32, l_bf16, l_mx), flush=True)
-    export(c, p, cfg, out, seed)
-    for fn in ("tiktoken.model", "tokenizer_config.json"):
-        with open(os.path.join(work, "tok", fn), "rb") as src, open(os.path.join(out, fn), "wb") as dst:
-            dst.write(src.read())
-    with open(os.path.join(out, "generation_config.json"), "w") as f:
-        json.dump({"bos_token_id": cfg["bos_token_id"], "eos_token_id": cfg["eos_token_id"],
-                   "max_length": 1048576}, f, indent=2)
-        f.write("\n")
+    copy = None
+    if os.path.exists(os.path.join(work, "copy_heldout.jsonl")):
+        copy = dict(zip(("loss", "token_accuracy", "verbatim"), copy_accuracy(c, bf16_round(p), tok, work, quant=True)))
+        print("train_demo: copy (bf16+MXFP4) loss %.4f, tokens right %.4f, verbatim %.4f"
+              % (copy["loss"], copy["token_accuracy"], copy["verbatim"]), flush=True)
+    write_checkpoint(c, p, cfg, out, seed, work)
     with open(os.path.join(out, "training_log.json"), "w") as f:
         json.dump({"seed": seed, "threads": threads, "steps": step, "batch": BS, "seq": T, "lr": peak_lr,
-                   "warmup": warmup, "copy_weight": copy_w, "init": init, "docs": n_docs,
+                   "warmup": warmup, "copy_weight": copy_w, "init": init, "docs": n_docs, "extra": extra,
                    "tokens": step * BS * T, "wall_s": round(wall), "loss_curve": log,
                    "heldout_rows": len(held), "heldout_loss": {"f32": l_f32, "bf16": l_bf16,
-                                                               "bf16_mxfp4_fake": l_mx}}, f, indent=1)
+                                                               "bf16_mxfp4_fake": l_mx},
+                   "copy_heldout": copy}, f, indent=1)
         f.write("\n")
 
 
@@ -593,6 +659,9 @@ def cmd_loss(argv):
         p = {k: v.detach() for k, v in p.items()}
     else:
         c, p = load_params(d)
+    if "--copy" in argv:
+        print("%.4f %.4f %.4f" % copy_accuracy(c, p, tok, work))
+        return
     if "--answer-head" in argv:                  # only the answer up to ' means': the copied word
         loss, acc = heldout_loss(c, p, held, pad, only=held_w[:, 1:] > 1, with_accuracy=True)
         print("%.4f %.4f" % (loss, acc))
