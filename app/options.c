@@ -125,6 +125,17 @@ static int set_plan_disk(cli_settings *s, const opt_value *v)
     }
     return cli_parse_float("--disk", v->s, 0.001, 1000, &s->plan.disk_gbps);
 }
+/* --disk-trunk: "auto" (probe the ring's reads on the model's files) or a
+ * speed; unset = as --disk when that is given. */
+static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
+{
+    if (!strcmp(v->s, "auto")) {
+        s->plan.trunk_gbps = 0;
+        s->plan.trunk_auto = 1;
+        return 0;
+    }
+    return cli_parse_float("--disk-trunk", v->s, 0.001, 1000, &s->plan.trunk_gbps);
+}
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
 static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
@@ -314,6 +325,10 @@ static const cli_option options[] = {
      "context limit planned for (any the engine takes: k3 bench plans for prompt + tokens, which may be under 16)"},
     {"--disk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, "auto", NULL, set_plan_disk,
      "speed of random expert-sized reads: auto probes the model's files, else the cache folder's filesystem"},
+    {"--disk-trunk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, NULL,
+     "as --disk when given, else auto", set_plan_disk_trunk,
+     "speed of the trunk ring's reads (whole units, the same each token, which a host cache may serve "
+     "faster): auto times them on the model's files; a config alone uses the --disk speed"},
     {"--prompt", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 1 << 20, "512", NULL, set_plan_prompt,
      "prompt length for the prompt time"},
     {"--cores", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 4096, NULL, "this machine's", set_plan_cores,

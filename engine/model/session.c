@@ -180,6 +180,11 @@ int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_
     return k3_weights_probe_device(m->weights, seconds, out, err);
 }
 
+int k3_model_probe_trunk(k3_model *m, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    return k3_weights_probe_trunk(m->weights, seconds, out, err);
+}
+
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
 
 int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids)

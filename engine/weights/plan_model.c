@@ -19,8 +19,15 @@
  *             while they are read, but k3 bench finds that hides next to
  *             nothing (demo, 75% hits: 5.3 ms/token waited of 5.4 ms read),
  *             so the whole read time is counted
- *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
+ *   decode  = max(reads' time, compute + wait): the trunk ring reads
  *             ahead under compute; expert misses do not.
+ * The reads' time takes two speeds: the trunk units and the head (what the
+ * ring streams: whole units, the same ones every token) at the trunk speed,
+ * the expert pages and the embedding row (random reads) at the disk speed.
+ * They differ: decode re-reads the same trunk units each token, which a
+ * host's cache can serve many times faster than cold random pages
+ * (k3_planner_probe_trunk measures the one, k3_planner_probe_disk the
+ * other).
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
  * by k3_plan_make, as in the engine; a span when it is run layer by layer):
  * each chunk reads the unpinned trunk once and each distinct expert once,
@@ -468,6 +475,48 @@ int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds
     return rc;
 }
 
+/* The ring's own reads on the model's own files: the weights opened for
+ * their layout alone (no unit read at open) but with the runtime's reader
+ * (O_DIRECT where the filesystem has it, the default depth), the plan at
+ * mem_bytes saying which units stream. Two buffers of the ring slot's size
+ * up to 256 MiB: beyond it a unit is read in pieces, still in order. */
+static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *budget_out, k3_error *err);
+
+int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!has_weights(p->dir)) return k3_err(err, "%s: no weight files here to probe the trunk reads on", p->dir);
+    k3_plan plan;
+    uint64_t budget;
+    if (plan_at(p, mem_bytes, &plan, &budget, err)) return -1;
+    k3_stats *st = calloc(1, sizeof *st);
+    if (!st) { k3_plan_free(&plan); return k3_err(err, "out of memory"); }
+    k3_provider_options po = {.io_direct = 1, .io_depth = K3_IO_DEPTH_DEFAULT, .ctx_tokens = p->ctx_tokens,
+                              .session_bytes = p->session_bytes, .sizes_only = 1};
+    k3_error open_err;
+    k3_weights *wp = k3_weights_open(p->dir, &p->cfg, &po, st, &open_err);
+    if (!wp) {                        /* a filesystem without O_DIRECT: the reads k3 --io buffered makes */
+        po.io_direct = 0;
+        wp = k3_weights_open(p->dir, &p->cfg, &po, st, err);
+    }
+    uint64_t buf_bytes = plan.ring_slot_bytes < (256u << 20) ? plan.ring_slot_bytes : (256u << 20);
+    buf_bytes = buf_bytes / K3_IO_ALIGN * K3_IO_ALIGN;
+    uint8_t *mem = wp && buf_bytes ? aligned_alloc(K3_IO_ALIGN, (size_t)buf_bytes * 2) : NULL;
+    int rc = -1;
+    if (!wp) rc = -1;
+    else if (!plan.n_ring || !buf_bytes) rc = 0;     /* every unit pinned: nothing streams */
+    else if (!mem) k3_err(err, "out of memory for the trunk probe's %llu-byte buffers", (unsigned long long)buf_bytes * 2);
+    else {
+        uint8_t *bufs[2] = {mem, mem + buf_bytes};
+        rc = k3_weights_probe_trunk_into(wp, plan.pinned, bufs, plan.n_ring < 2 ? 1 : 2, buf_bytes, seconds, out, err);
+    }
+    free(mem);
+    k3_weights_close(wp);
+    free(st);
+    k3_plan_free(&plan);
+    return rc;
+}
+
 /* ---- the estimate -------------------------------------------------------- */
 
 /* The format a unit's kernel runs: from its bytes per weight. */
@@ -490,10 +539,10 @@ static double unit_seconds(const k3_kernel_rates *r, int f, double bytes, double
     return bytes * (s1 + per_token * (t - 1));
 }
 
-int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
-                        int prompt_tokens, k3_plan_estimate *out, k3_error *err)
+/* The engine's plan at mem_bytes (0 = as the engine without --mem), with
+ * the budget it was made for; k3_plan_free it. */
+static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *budget_out, k3_error *err)
 {
-    memset(out, 0, sizeof *out);
     const k3_config *c = &pl->cfg;
     uint64_t fixed = pl->fixed_override ? pl->fixed_override
                                         : k3_plan_fixed_bytes(pl->process_bytes, pl->session_bytes, pl->embed_buf_bytes);
@@ -515,8 +564,19 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
                         pl->chunk_token_bytes, chunk_room, pl->span_token_bytes};
+    *budget_out = budget;
+    if (k3_plan_make(&in, plan, err)) { k3_plan_free(plan); return -1; }
+    return 0;
+}
+
+int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
+                        int prompt_tokens, k3_plan_estimate *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const k3_config *c = &pl->cfg;
     k3_plan plan;
-    if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
+    uint64_t budget;
+    if (plan_at(pl, mem_bytes, &plan, &budget, err)) return -1;
     out->budget_bytes = budget;
     out->fixed_bytes = plan.fixed_bytes;  /* with the prompt chunk's scratch, as the engine reports it */
     out->min_budget_bytes = plan.min_budget_bytes;
@@ -546,9 +606,12 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + (double)pl->embed_row_bytes;
     const double lookups = (double)c->top_k * pl->n_moe;
     out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
-    const double bps = disk_gbps * 1e9;
+    const double bps = disk_gbps * 1e9, trunk_bps = trunk_gbps * 1e9;
+    const double head_unit_bytes = out->bytes_head - (double)pl->embed_row_bytes;   /* streamed as a trunk unit */
     out->disk_gbps = disk_gbps;
-    out->io_s = (out->bytes_trunk + out->bytes_head + out->bytes_experts) / bps;
+    out->trunk_gbps = trunk_gbps;
+    out->io_trunk_s = (out->bytes_trunk + head_unit_bytes) / trunk_bps;
+    out->io_s = out->io_trunk_s + ((double)pl->embed_row_bytes + out->bytes_experts) / bps;
 
     /* compute per decode token */
     const int f16 = pl->f16;
@@ -572,8 +635,9 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     for (int done = 0; done < prompt_tokens;) {
         const int T = prompt_tokens - done < plan.chunk_tokens ? prompt_tokens - done : plan.chunk_tokens;
         const double E = c->n_experts, distinct = E ? E * (1 - pow(1 - c->top_k / E, T)) : 0;
-        double io = out->bytes_trunk + out->bytes_head +
-                    (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes;
+        const double io_s = out->io_trunk_s +
+                            ((double)pl->embed_row_bytes * T +
+                             (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes) / bps;
         double comp = 0;
         for (int i = 0; i < c->n_layers; i++)
             comp += unit_seconds(r, unit_format((double)pl->trunk_bytes[i], pl->trunk_params[i], f16),
@@ -585,7 +649,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
         comp += T * state_bytes / mem_bps;
         const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
-        out->prompt_s += io / bps > comp + expert_read_s ? io / bps : comp + expert_read_s;
+        out->prompt_s += io_s > comp + expert_read_s ? io_s : comp + expert_read_s;
         out->prompt_chunks++;
         done += T;
     }
