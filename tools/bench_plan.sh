@@ -24,8 +24,8 @@ models="$*"
 done
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s\n" model mem plan= \
-    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed"
+printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
     # of the experts cached, and most of the model
@@ -55,9 +55,14 @@ for m in $models; do
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
             --disk $dev --disk-trunk $trunk --json > $OUT/uniform.json 2>/dev/null
         "$K3BIN" plan $m --mem ${mem}M --ctx $((PROMPT + TOKENS + 1)) --disk $dev --disk-trunk $trunk --json > $OUT/estimate.json 2>/dev/null
-        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json <<'EOF'
+        # the same with one speed for every read (the model before --disk-trunk), for the side-by-side error
+        "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
+            --disk $dev --disk-trunk $dev --trace $OUT/trace.txt --json > $OUT/one_speed.json 2>/dev/null
+        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json $OUT/one_speed.json <<'EOF'
 import json, sys
 m, mem, b, p, u, prompt = sys.argv[1], sys.argv[2], *[json.load(open(f)) for f in sys.argv[3:6]], int(sys.argv[6])
+try: one = json.load(open(sys.argv[8]))['plan']['decode_s_per_token']
+except Exception: one = float('nan')
 try: fixed_err = (json.load(open(sys.argv[7]))['plan']['fixed_bytes'] - b['plan']['fixed_bytes']) / 1048576
 except Exception: fixed_err = float('nan')
 bp, pp, up = b['plan'], p['plan'], u['plan']
@@ -69,7 +74,8 @@ meas_pr = prompt / b['prefill_tokens_per_s']
 print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:3.0f}/{100*pp['hit_rate']:<3.0f} "
       f"{meas:9.4f} {pp['decode_s_per_token']:9.4f} {err(pp['decode_s_per_token'], meas):+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
-      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f}")
+      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f} "
+      f"{one:9.4f} {err(one, meas):+6.0f}%")
 EOF
     done
 done
@@ -77,6 +83,7 @@ echo "(plan= : pinned units, ring and expert slots equal the engine's; hit m/p: 
 echo " true hit rate %; s/t: decode seconds per token; unif: with uniform routing instead of the"
 echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s of random expert pages as k3 bench probed"
 echo " them in the run; trunk: GB/s of the trunk ring's own reads as k3 bench timed them after decode (0: all"
-echo " pinned, nothing streams);"
+echo " pinned, nothing streams); 1-speed: k3 plan with the trace and the disk figure for every read, as"
+echo " before --disk-trunk;"
 echo " fixed: MiB k3 plan's own estimate of the fixed claim is off from the engine's RSS-based one)"
 exit 0
