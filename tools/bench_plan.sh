@@ -24,8 +24,8 @@ models="$*"
 done
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s\n" model mem plan= \
-    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err
+printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
     # of the experts cached, and most of the model
@@ -43,6 +43,7 @@ for m in $models; do
         [ $mem -gt $MIN ] || continue
         "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident --no-draft \
             --trace $OUT/trace.txt > $OUT/bench.json 2>$OUT/bench.err || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
+        cp $OUT/bench.json "$OUT/bench-$(basename $m)-${mem}M.json"   # kept: the run's whole figures
         fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
         dev=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['device_gbps'])")
         # the trunk ring's reads as k3 bench timed them after its decode pass
@@ -75,7 +76,7 @@ print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:
       f"{meas:9.4f} {pp['decode_s_per_token']:9.4f} {err(pp['decode_s_per_token'], meas):+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
       f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f} "
-      f"{one:9.4f} {err(one, meas):+6.0f}%")
+      f"{one:9.4f} {err(one, meas):+6.0f}% {b['cpu_s_per_token']['decode']:8.4f} {err(pp['decode_s_per_token'], b['cpu_s_per_token']['decode']):+6.0f}%")
 EOF
     done
 done
@@ -84,6 +85,8 @@ echo " true hit rate %; s/t: decode seconds per token; unif: with uniform routin
 echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s of random expert pages as k3 bench probed"
 echo " them in the run; trunk: GB/s of the trunk ring's own reads as k3 bench timed them after decode (0: all"
 echo " pinned, nothing streams); 1-speed: k3 plan with the trace and the disk figure for every read, as"
-echo " before --disk-trunk;"
+echo " before --disk-trunk; meas CPU: decode CPU seconds per token of the whole process (its reader"
+echo " threads too), against which the prediction's error is given: wall time counts the turns other"
+echo " processes took on the core, the kernel probe's rates (the fastest call) do not;"
 echo " fixed: MiB k3 plan's own estimate of the fixed claim is off from the engine's RSS-based one)"
 exit 0
