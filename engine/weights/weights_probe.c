@@ -210,6 +210,7 @@ int k3_weights_probe_trunk_into(k3_weights *rp, const uint8_t *pinned, uint8_t *
                                 uint64_t buf_bytes, double seconds, k3_trunk_probe *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
+    if (buf_bytes < K3_IO_ALIGN || n_bufs < 1) return k3_err(err, "internal: no buffer for the trunk probe");
     const int n_trunk = rp->cfg->n_layers + 1;
     int *units = malloc((size_t)n_trunk * sizeof *units);
     if (!units) return k3_err(err, "out of memory");
