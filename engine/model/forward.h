@@ -178,6 +178,12 @@ void k3_kda_replay(k3_session *s, int slot, int n_keep);
 size_t k3_draft_bytes(const k3_config *c);
 void k3_draft_free(k3_draft_state *d);
 
+/* 0 if n more tokens fit in the session's context and every id is in the
+ * vocabulary; else -1 with the one-line error. Every way tokens enter a
+ * session (k3_session_eval, k3_session_eval_draft) checks through here, so
+ * the limits and their wording are said once. */
+int k3_session_check_tokens(const k3_session *s, const int *ids, int n, k3_error *err);
+
 /* One chunk of T <= the model's chunk_tokens tokens through all layers; a
  * span of up to span_tokens (no logits of every position) runs layer by
  * layer in chunks (forward.c). */

@@ -318,16 +318,23 @@ int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
 
 const float *k3_session_logits(const k3_session *s) { return s->has_logits ? s->logits : NULL; }
 
-int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+int k3_session_check_tokens(const k3_session *s, const int *ids, int n, k3_error *err)
 {
     const int vocab = s->m->cfg.vocab_size;
-    if (n <= 0) return 0;
     if (s->n_tokens + n > s->max_tokens)
         return k3_err(err, "context full: %d tokens already, %d more would exceed the limit of %d",
                       s->n_tokens, n, s->max_tokens);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    return 0;
+}
+
+int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+{
+    const int vocab = s->m->cfg.vocab_size;
+    if (n <= 0) return 0;
+    if (k3_session_check_tokens(s, ids, n, err)) return -1;
     /* this thread's parallel regions (the kernels') use the model's count */
     omp_set_num_threads(s->m->n_threads);
     k3_stats *st = &s->m->stats;
