@@ -31,6 +31,7 @@ struct k3_model {
     k3_weights *weights;
     k3_tokenizer *tok;
     int n_threads;            /* every parallel region of an evaluation: scratch has this many rows */
+    char threads_why[160];    /* where n_threads comes from (plan JSON) */
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
     uint64_t weight_bytes;
     char fingerprint[17];     /* hex of config.json + weights hash */
