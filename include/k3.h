@@ -47,9 +47,15 @@ typedef enum { K3_CACHE_LRU = 0, K3_CACHE_LFRU = 1 } k3_cache_policy;
 /* The policy a name means, or -1. */
 int k3_cache_policy_parse(const char *s);
 
+/* The compute threads used when k3_options.n_threads is 0: the CPUs this
+ * process may run on, capped by a cgroup CPU quota (docker --cpus) rounded
+ * down, at least 1 (one OpenMP thread more than the quota stalls them all at
+ * every barrier). why (if not NULL) gets where the number comes from. */
+int k3_default_threads(char *why, size_t why_len);
+
 typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
-                              * calls k3_session_eval (0 = all cores) */
+                              * calls k3_session_eval (0 = k3_default_threads) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
@@ -443,7 +449,7 @@ const char *k3_rate_format_name(int f);
 typedef struct k3_planner k3_planner;
 
 typedef struct k3_plan_options {
-    int n_threads;               /* 0 = all cores */
+    int n_threads;               /* 0 = k3_default_threads */
     int ctx_tokens;              /* context the sessions will use (default 4096) */
     int cache_lru;               /* --cache-policy lru (default lfru) */
     uint64_t fixed_bytes;        /* the plan's fixed claim; 0 = estimated as the engine counts it */

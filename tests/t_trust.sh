@@ -10,6 +10,8 @@
 #    /sys/fs/cgroup tree (K3_TEST_SYSFS_ROOT), v1 for real when this machine
 #    lets us create one (k3 run, chat --plain and bench on the demo model in
 #    300 MiB exit 0 and name the limit); otherwise a SKIP line says why;
+#  - without --threads a cgroup CPU quota caps the compute threads (fake v2
+#    and v1 trees: 1 CPU allowed, 1 thread, and the plan says why);
 #  - `k3 bench --mem X` stays within X (probe buffers and the resident pass
 #    included);
 #  - the device probe between two evaluations leaves the logits exact.
@@ -74,6 +76,45 @@ if [ $code -eq 0 ] && grep -q "limit: cgroup v2 memory.max of /k3 = $((MIN + 12)
 else
     echo "FAIL cgroup v2 (fake tree): exit $code: $(cat $OUT/v2.err | head -5)"
 fi
+
+# ---- a CPU quota caps the default threads (fake cgroup v2 and v1 trees) ----
+# One OpenMP thread more than the quota stalls every barrier (2 threads
+# under a 1-CPU quota decoded 10-60x slower than 1); without --threads the
+# engine runs as many threads as the quota allows, and says why.
+for layout in v2 v1; do
+    FAKE=$OUT/fake_cpu_$layout
+    rm -rf $FAKE
+    mkdir -p $FAKE/proc/self
+    printf 'MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n' > $FAKE/proc/meminfo
+    if [ $layout = v2 ]; then
+        mkdir -p $FAKE/sys/fs/cgroup/box/job
+        echo "0::/box/job" > $FAKE/proc/self/cgroup
+        echo "max 100000" > $FAKE/sys/fs/cgroup/box/job/cpu.max
+        echo "100000 100000" > $FAKE/sys/fs/cgroup/box/cpu.max
+        want="cgroup v2 cpu.max of /box: 1.00 CPUs"
+    else
+        mkdir -p $FAKE/sys/fs/cgroup/cpu/box
+        echo "3:cpu,cpuacct:/box" > $FAKE/proc/self/cgroup
+        echo 100000 > $FAKE/sys/fs/cgroup/cpu/box/cpu.cfs_quota_us
+        echo 100000 > $FAKE/sys/fs/cgroup/cpu/box/cpu.cfs_period_us
+        want="cgroup v1 cpu.cfs_quota_us of /box: 1.00 CPUs"
+    fi
+    env -u OMP_NUM_THREADS K3_TEST_SYSFS_ROOT=$FAKE $K3 bench $M --json --tokens 2 --prompt-tokens 2 --no-probe \
+        --no-resident --no-draft > $OUT/cpu_$layout.json 2>$OUT/cpu_$layout.err
+    code=$?
+    /usr/bin/python3 - "$layout" "$code" "$OUT/cpu_$layout.json" "$want" "$(nproc)" <<'PY'
+import json, sys
+layout, code, path, want, nproc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+try:
+    p = json.load(open(path))["plan"]
+except Exception as e:
+    print("FAIL cpu quota %s (fake tree): exit %d, no JSON (%s)" % (layout, code, e)); sys.exit()
+threads, why = p.get("threads"), p.get("threads_why")
+ok = code == 0 and threads == 1 and why == want
+print(("PASS" if ok else "FAIL") + " cpu quota %s (fake tree): 1 CPU allowed of %d: %s compute thread(s) (%s; want 1, %s)"
+      % (layout, nproc, threads, why, want))
+PY
+done
 
 # ---- bench --mem X stays within X ----
 BMEM=$((MIN + 6))

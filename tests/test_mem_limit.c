@@ -1,12 +1,17 @@
-/* test_mem_limit.c - the memory limit without --mem comes from the smallest
- * of MemAvailable and every cgroup limit above the process, less what the
- * cgroup already uses (reclaimable page cache not counted). The machine's
- * own cgroup layout is whatever it is, so fake /proc and /sys trees are
- * built under tests/out/ and given through K3_TEST_SYSFS_ROOT. */
+/* test_mem_limit.c - the container limits k3 plans for. The memory limit
+ * without --mem comes from the smallest of MemAvailable and every cgroup
+ * limit above the process, less what the cgroup already uses (reclaimable
+ * page cache not counted); the compute threads without --threads are the
+ * CPUs the process may use, capped by the smallest cgroup CPU quota above
+ * it, rounded down (cpu_limit.h says why). The machine's own cgroup layout
+ * is whatever it is, so fake /proc and /sys trees are built under
+ * tests/out/ and given through K3_TEST_SYSFS_ROOT. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "k3.h"
+#include "cpu_limit.h"
 #include "mem_limit.h"
 #include "test.h"
 
@@ -103,6 +108,48 @@ int main(void)
     put("sys/fs/cgroup/big/memory.max", "17179869184\n");                  /* 16 GiB > 8 GiB available */
     k3_mem_limit_read(rss, &lim);
     CHECK(!lim.from_cgroup, "a 16 GiB cgroup limit won over 8 GiB available: %s", lim.source);
+    TEST_END();
+
+    k3_cpu_limit cpu;
+    TEST_BEGIN("cpu_quota_v2_parent_quota_binds_the_child");
+    new_root("cpu_v2");
+    put("proc/self/cgroup", "0::/a/b\n");
+    put("sys/fs/cgroup/cpu.max", "max 100000\n");
+    put("sys/fs/cgroup/a/cpu.max", "50000 100000\n");                    /* half a CPU */
+    put("sys/fs/cgroup/a/b/cpu.max", "max 100000\n");
+    k3_cpu_limit_read(&cpu);
+    CHECK(cpu.quota_cpus == 0.5, "quota %g CPUs from %s", cpu.quota_cpus, cpu.source);
+    CHECK(cpu.threads == 1, "threads %d under half a CPU", cpu.threads);
+    CHECK(strstr(cpu.source, "cgroup v2 cpu.max of /a: 0.50 CPUs") != NULL, "source '%s'", cpu.source);
+    TEST_END();
+
+    TEST_BEGIN("cpu_quota_v1_cfs_quota_rounded_down");
+    new_root("cpu_v1");
+    put("proc/self/cgroup", "4:memory:/m\n3:cpu,cpuacct:/k3\"x\n");
+    put("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n");             /* none at the root */
+    put("sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    put("sys/fs/cgroup/cpu,cpuacct/k3\"x/cpu.cfs_quota_us", "150000\n");    /* 1.5 CPUs */
+    put("sys/fs/cgroup/cpu,cpuacct/k3\"x/cpu.cfs_period_us", "100000\n");
+    k3_cpu_limit_read(&cpu);
+    CHECK(cpu.quota_cpus == 1.5, "quota %g CPUs from %s", cpu.quota_cpus, cpu.source);
+    CHECK(cpu.threads == 1, "threads %d under 1.5 CPUs (one more than the quota stalls every barrier)", cpu.threads);
+    CHECK(strstr(cpu.source, "cgroup v1 cpu.cfs_quota_us of /k3_x: 1.50 CPUs") != NULL, "source '%s'", cpu.source);
+    TEST_END();
+
+    TEST_BEGIN("cpu_quota_none_or_above_the_cpus_leaves_the_cpus");
+    new_root("cpu_none");
+    put("proc/self/cgroup", "0::/big\n1:cpu:/\n");
+    put("sys/fs/cgroup/cpu/cpu.cfs_quota_us", "-1\n");
+    put("sys/fs/cgroup/cpu/cpu.cfs_period_us", "100000\n");
+    k3_cpu_limit_read(&cpu);
+    CHECK(cpu.quota_cpus == 0 && cpu.threads == cpu.cpus && cpu.cpus >= 1, "no quota: threads %d of %d CPUs (%s)",
+          cpu.threads, cpu.cpus, cpu.source);
+    put("sys/fs/cgroup/big/cpu.max", "409600000 100000\n");              /* 4096 CPUs */
+    k3_cpu_limit_read(&cpu);
+    CHECK(cpu.quota_cpus == 4096 && cpu.threads == cpu.cpus, "quota above the CPUs: threads %d of %d CPUs (%s)",
+          cpu.threads, cpu.cpus, cpu.source);
+    char why[160];
+    CHECK(k3_default_threads(why, sizeof why) == cpu.threads && strstr(why, "CPU"), "k3_default_threads: '%s'", why);
     TEST_END();
     TEST_EXIT();
 }

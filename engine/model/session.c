@@ -38,7 +38,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
-    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
+    if (opt && opt->n_threads > 0) {
+        m->n_threads = opt->n_threads;
+        snprintf(m->threads_why, sizeof m->threads_why, "given (--threads or OMP_NUM_THREADS)");
+    } else {
+        m->n_threads = k3_default_threads(m->threads_why, sizeof m->threads_why);
+    }
     if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
@@ -155,10 +160,13 @@ int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
     int n = k3_plan_json(k3_weights_plan(m->weights), buf, len);
     /* the arenas' page size belongs to the plan too: the kernel's THP mode
-     * and whether this model asked for huge pages */
+     * and whether this model asked for huge pages; and the compute threads
+     * with where their number comes from (threads_why has no quote or
+     * backslash: cpu_limit.c writes it from numbers and a cgroup path) */
     if (n > 1 && (size_t)n < len && buf[n - 1] == '}')
-        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1), ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s}",
-                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false");
+        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1),
+                             ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s,\"threads\":%d,\"threads_why\":\"%s\"}",
+                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false", m->n_threads, m->threads_why);
     return n;
 }
 
@@ -323,16 +331,23 @@ int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
 
 const float *k3_session_logits(const k3_session *s) { return s->has_logits ? s->logits : NULL; }
 
-int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+int k3_session_check_tokens(const k3_session *s, const int *ids, int n, k3_error *err)
 {
     const int vocab = s->m->cfg.vocab_size;
-    if (n <= 0) return 0;
     if (s->n_tokens + n > s->max_tokens)
         return k3_err(err, "context full: %d tokens already, %d more would exceed the limit of %d",
                       s->n_tokens, n, s->max_tokens);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    return 0;
+}
+
+int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+{
+    const int vocab = s->m->cfg.vocab_size;
+    if (n <= 0) return 0;
+    if (k3_session_check_tokens(s, ids, n, err)) return -1;
     /* this thread's parallel regions (the kernels') use the model's count */
     omp_set_num_threads(s->m->n_threads);
     k3_stats *st = &s->m->stats;

@@ -122,7 +122,7 @@ static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x,
 int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (n_threads <= 0) n_threads = omp_get_num_procs();
+    if (n_threads <= 0) n_threads = k3_default_threads(NULL, 0);
     omp_set_num_threads(n_threads);
     out->n_threads = n_threads;
     const int64_t cols = 4096;
@@ -366,7 +366,7 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     }
     if (k3_config_load(&p->cfg, config_path, err)) { free(p); return NULL; }
     const k3_config *c = &p->cfg;
-    p->n_threads = o && o->n_threads > 0 ? o->n_threads : omp_get_num_procs();
+    p->n_threads = o && o->n_threads > 0 ? o->n_threads : k3_default_threads(NULL, 0);
     omp_set_num_threads(p->n_threads);
     p->ctx_tokens = o && o->ctx_tokens > 0 ? o->ctx_tokens : 4096;
     p->cache_lru = o ? o->cache_lru : 0;
