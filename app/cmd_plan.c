@@ -92,10 +92,15 @@ static void cpu_name(char *out, size_t len)
     fclose(f);
 }
 
-/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..}}
- * with every format positive. 0, or -1. */
+/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..},
+ * "situ_ns_per_element": ..} with every format positive; the SiTU figure is
+ * optional (rates measured before it was probed: 0, K3's activation is not
+ * counted). 0, or -1. */
 static int rates_from_json(json_t *entry, k3_kernel_rates *r)
 {
+    json_t *situ = json_object_get(entry, "situ_ns_per_element");
+    r->situ_ns = json_is_number(situ) && json_number_value(situ) > 0 && json_number_value(situ) < 1e6
+                     ? json_number_value(situ) : 0;
     json_t *mv = json_object_get(entry, "matvec_gbps"), *mm = json_object_get(entry, "matmul32_gbps");
     if (!json_is_object(mv) || !json_is_object(mm)) return -1;
     for (int f = 0; f < K3_RATE_N; f++) {
@@ -136,7 +141,13 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     char key[320];
     snprintf(key, sizeof key, "%s / %d threads", cpu, threads);
     if (root) entry = json_object_get(root, key);
-    if (rates_from_json(entry, r) == 0) { r->n_threads = threads; *cached = 1; json_decref(root); return 0; }
+    /* an entry from before the SiTU probe is measured again */
+    if (rates_from_json(entry, r) == 0 && r->situ_ns > 0) {
+        r->n_threads = threads;
+        *cached = 1;
+        json_decref(root);
+        return 0;
+    }
     k3_error err;
     if (k3_kernel_rates_measure(threads, r, &err)) {
         cli_error("%s", err.msg);
@@ -149,7 +160,8 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
         json_object_set_new(mv, k3_rate_format_name(f), json_real(r->matvec_gbps[f]));
         json_object_set_new(mm, k3_rate_format_name(f), json_real(r->matmul32_gbps[f]));
     }
-    json_object_set_new(root, key, json_pack("{s:o,s:o}", "matvec_gbps", mv, "matmul32_gbps", mm));
+    json_object_set_new(root, key, json_pack("{s:o,s:o,s:f}", "matvec_gbps", mv, "matmul32_gbps", mm,
+                                             "situ_ns_per_element", r->situ_ns));
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
@@ -347,6 +359,7 @@ int cmd_plan(int argc, char **argv)
             rates.matvec_gbps[f] *= (double)o.cores / rates.n_threads;
             rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
         }
+    if (o.cores) rates.n_threads = o.cores;   /* the routed experts' activations spread over them */
     const char *disk_how = "given (--disk)";
     double disk = o.disk_gbps;
     if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk, &disk_how)) {
@@ -400,6 +413,7 @@ int cmd_plan(int argc, char **argv)
             rv = NULL;
         }
         json_decref(rv);
+        json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
         json_object_set_new(root, "disk_trunk_gbps", json_real(trunk));
         json_object_set_new(root, "disk_trunk", json_string(trunk_how));
         if (tp.units)
@@ -427,6 +441,7 @@ int cmd_plan(int argc, char **argv)
            o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
     for (int f = 0; f < K3_RATE_N; f++)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
+    if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
     printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
     printf("hit rate: %s%s\n", routing,
            info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");

@@ -439,6 +439,8 @@ typedef struct k3_kernel_rates {
     int n_threads;
     double matvec_gbps[K3_RATE_N];
     double matmul32_gbps[K3_RATE_N];
+    double situ_ns;              /* one SiTU-GLU activation element on one thread, ns (K3's MLPs;
+                                  * 0 = not measured: no time counted for it) */
 } k3_kernel_rates;
 
 /* A short probe (about a second) of the kernels the forward pass runs. */

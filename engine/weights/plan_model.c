@@ -55,6 +55,7 @@
 #include "kernels.h"
 #include "manifest.h"
 #include "model.h"
+#include "ops.h"
 #include "planner.h"
 #include "safetensors.h"
 #include "weights.h"
@@ -112,6 +113,14 @@ static double time_kernel(void (*fn)(void *), void *arg, double min_s)
 }
 
 typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
+typedef struct situ_arg { const float *g, *u; float *out; int n; } situ_arg;
+/* The SiTU-GLU loop of engine/model/moe.c's MLPs, over n elements (into a
+ * separate output, so the inputs stay the same call after call). */
+static void run_situ(void *a)
+{
+    situ_arg *p = a;
+    for (int i = 0; i < p->n; i++) p->out[i] = k3_situ(p->g[i], p->u[i], 4.0f, 25.0f);
+}
 static void run_matvec(void *a) { probe_arg *p = a; k3_matvec(p->y, &p->w, p->x); }
 static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x, K3_CHUNK_TOKENS); }
 
@@ -149,6 +158,15 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
         out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.15) / 1e9;
         out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
+    }
+    /* K3's activation is no small cost beside its matrices (two tanh per
+     * element): timed on inputs spread over its range */
+    {
+        const int n = 16384;
+        float *g = x, *u = x + n;                         /* x holds 4096 x 32 floats */
+        situ_arg a = {.g = g, .u = u, .out = y, .n = n};
+        for (int i = 0; i < 2 * n; i++) x[i] = (float)((i * 37) % 200 - 100) * 0.05f;
+        out->situ_ns = time_kernel(run_situ, &a, 0.05) / n * 1e9;
     }
     free(buf); free(x); free(y); free(scale);
     return 0;
@@ -569,6 +587,23 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
     return 0;
 }
 
+/* Seconds of SiTU-GLU activation per token (K3): the routed experts' run
+ * in the workers, in parallel; the shared experts' and the dense MLPs' on
+ * one thread (engine/model/moe.c). */
+static double situ_s_per_token(const k3_planner *pl, const k3_kernel_rates *r)
+{
+    const k3_config *c = &pl->cfg;
+    if (!c->use_situ || r->situ_ns <= 0) return 0;
+    const int threads = r->n_threads > 0 ? r->n_threads : 1;
+    double routed = 0, serial = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) { serial += c->dense_inter; continue; }
+        routed += (double)c->top_k * c->moe_inter;
+        serial += (double)c->n_shared_experts * c->moe_inter;
+    }
+    return (routed / threads + serial) * r->situ_ns * 1e-9;
+}
+
 int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err)
 {
@@ -625,7 +660,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     const double ctx = prompt_tokens > 0 ? prompt_tokens : 1;
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
-    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
+    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps + situ_s_per_token(pl, r);
     out->expert_wait_s = out->bytes_experts / bps;
     const double serial_s = out->compute_s + out->expert_wait_s;
     out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
@@ -647,7 +682,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
         if (distinct > 0)
             comp += pl->n_moe * distinct *
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
-        comp += T * state_bytes / mem_bps;
+        comp += T * (state_bytes / mem_bps + situ_s_per_token(pl, r));
         const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
         out->prompt_s += io_s > comp + expert_read_s ? io_s : comp + expert_read_s;
         out->prompt_chunks++;
