@@ -229,6 +229,40 @@ print(("PASS" if ok else "FAIL") + f" plan --disk-trunk auto: the ring's reads t
       f"({t.get('units')} units, {t.get('passes')} passes); a config alone takes the disk speed ({c['disk_trunk']})")
 EOF
 
+# K3's SiTU-GLU activation is counted at its probed rate: a --rates file
+# with situ_ns_per_element adds (routed elements / threads + shared and
+# dense elements) x that to the compute; Kimi Linear (SiLU) is unchanged;
+# the machine's own probe measures it
+python3 -c "
+import json
+r = json.load(open('configs/kernel_rates_2026-11-29.json')); r['situ_ns_per_element'] = 100.0
+json.dump(r, open('$OUT/rates_situ.json', 'w'))"
+for cfg in kimi-k3 kimi-linear; do
+    $K3 plan $cfg --mem 32G --disk 7 --rates configs/kernel_rates_2026-11-29.json --json > $OUT/situ0_$cfg.json 2>$OUT/e.txt
+    $K3 plan $cfg --mem 32G --disk 7 --rates $OUT/rates_situ.json --json > $OUT/situ1_$cfg.json 2>>$OUT/e.txt
+done
+$K3 plan $OUT/cfg-demo --mem 4G --disk 2 --json > $OUT/situ_probe.json 2>>$OUT/e.txt
+python3 - $OUT configs/kimi-k3/config.json <<'EOF'
+import json, sys
+out = sys.argv[1]
+try:
+    k0, k1, l0, l1, pr = [json.load(open(f"{out}/{n}.json")) for n in
+                          ("situ0_kimi-k3", "situ1_kimi-k3", "situ0_kimi-linear", "situ1_kimi-linear", "situ_probe")]
+except Exception as e: print(f"FAIL plan SiTU: no JSON ({e})"); sys.exit()
+c = json.load(open(sys.argv[2])); c = c.get('text_config', c)
+n_moe = c['num_hidden_layers'] - c['first_k_dense_replace']
+routed = n_moe * c['num_experts_per_token'] * c['moe_intermediate_size']
+serial = n_moe * c['num_shared_experts'] * c['moe_intermediate_size'] + c['first_k_dense_replace'] * c['intermediate_size']
+want = (routed / 2 + serial) * 100e-9                  # the file's 2 threads
+got = k1['plan']['compute_s_per_token'] - k0['plan']['compute_s_per_token']
+ok = abs(got - want) < 1e-9 * max(want, 1) and k0.get('situ_ns_per_element') == 0 and k1.get('situ_ns_per_element') == 100
+ok = ok and l1['plan']['compute_s_per_token'] == l0['plan']['compute_s_per_token']
+ok = ok and pr.get('situ_ns_per_element', 0) > 0
+print(("PASS" if ok else "FAIL") + f" plan SiTU: kimi-k3's compute grows by {got:.6f} s/token at 100 ns/element "
+      f"(want {want:.6f}: {routed} routed elements / 2 threads + {serial} shared and dense); kimi-linear unchanged; "
+      f"this machine's probe: {pr.get('situ_ns_per_element', 0):.1f} ns/element")
+EOF
+
 # bad input: one line, exit 1 (2 for usage)
 bad() { # NAME WANT_CODE WANT_WORD ARGS...
     name=$1; want=$2; word=$3; shift 3
