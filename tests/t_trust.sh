@@ -12,6 +12,8 @@
 #    300 MiB exit 0 and name the limit); otherwise a SKIP line says why;
 #  - without --threads a cgroup CPU quota caps the compute threads (fake v2
 #    and v1 trees: 1 CPU allowed, 1 thread, and the plan says why);
+#  - a real pids limit (when this machine lets us create one): no thread at
+#    all gives one error line, a few give the unlimited answer;
 #  - `k3 bench --mem X` stays within X (probe buffers and the resident pass
 #    included);
 #  - the device probe between two evaluations leaves the logits exact.
@@ -193,4 +195,39 @@ else
     if [ "${kills:-0}" -eq 0 ]; then echo "PASS cgroup v1 300M: no OOM kill (cgroup peak $((peak / 1048576)) MiB)"
     else echo "FAIL cgroup v1 300M: $kills OOM kills"; fi
     rmdir $CG 2>/dev/null
+fi
+
+# ---- a real pids limit (docker --pids-limit) ----
+# Threads that cannot start must not end the process (libgomp exits when a
+# parallel region's thread fails to start) nor hang it (a reader pool with
+# no reader waited forever): at pids.max 1 (no thread at all) a one-line
+# error; at 3 the answer equals the unlimited one, with fewer threads.
+PIDLINE=$(grep ':pids:' /proc/self/cgroup | head -1 | cut -d: -f3)
+PG=/sys/fs/cgroup/pids$PIDLINE/k3_trust_pids_$$
+if [ ! -d /sys/fs/cgroup/pids ] || [ -z "$PIDLINE" ]; then
+    echo "SKIP pids limit: no cgroup v1 pids hierarchy here"
+elif ! mkdir $PG 2>/dev/null; then
+    echo "SKIP pids limit: cannot create $PG (not root or read-only cgroup fs)"
+else
+    inpg() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG "$@"; }
+    env -u OMP_NUM_THREADS $K3 run $M -p "Hello there" -n 6 --draft none >$OUT/pids_ref.out 2>/dev/null
+    echo 1 > $PG/pids.max
+    env -u OMP_NUM_THREADS timeout 120 sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG $K3 run $M -p "Hello there" \
+        -n 6 --draft none >$OUT/pids1.out 2>$OUT/pids1.err
+    code=$?
+    if [ $code -eq 1 ] && [ "$(wc -l < $OUT/pids1.err)" -eq 1 ] && grep -q "cannot start a reader thread" $OUT/pids1.err; then
+        echo "PASS pids limit 1: one line, exit 1: $(cat $OUT/pids1.err)"
+    else
+        echo "FAIL pids limit 1: exit $code (124 = hung), stderr: $(head -c 300 $OUT/pids1.err)"
+    fi
+    echo 3 > $PG/pids.max
+    env -u OMP_NUM_THREADS timeout 120 sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG $K3 run $M -p "Hello there" \
+        -n 6 --draft none >$OUT/pids3.out 2>$OUT/pids3.err
+    code=$?
+    if [ $code -eq 0 ] && cmp -s $OUT/pids_ref.out $OUT/pids3.out; then
+        echo "PASS pids limit 3: exit 0, the same answer as without the limit"
+    else
+        echo "FAIL pids limit 3: exit $code (124 = hung), answers equal: $(cmp $OUT/pids_ref.out $OUT/pids3.out 2>&1 | head -1) $(tail -2 $OUT/pids3.err)"
+    fi
+    rmdir $PG 2>/dev/null
 fi

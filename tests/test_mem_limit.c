@@ -151,5 +151,14 @@ int main(void)
     char why[160];
     CHECK(k3_default_threads(why, sizeof why) == cpu.threads && strstr(why, "CPU"), "k3_default_threads: '%s'", why);
     TEST_END();
+
+    /* without a pids limit every thread asked for starts (the real limit is
+     * exercised by tests/t_trust.sh, which creates one) */
+    TEST_BEGIN("threads_startable_starts_what_is_asked_up_to_its_cap");
+    CHECK(k3_threads_startable(0) == 0, "0 asked");
+    CHECK(k3_threads_startable(5) == 5, "5 asked: %d", k3_threads_startable(5));
+    CHECK(k3_threads_startable(K3_THREAD_PROBE_MAX + 10) == K3_THREAD_PROBE_MAX, "%d asked: %d",
+          K3_THREAD_PROBE_MAX + 10, k3_threads_startable(K3_THREAD_PROBE_MAX + 10));
+    TEST_END();
     TEST_EXIT();
 }

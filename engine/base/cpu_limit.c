@@ -1,6 +1,7 @@
 /* cpu_limit.c - see cpu_limit.h. */
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include "k3.h"
@@ -78,4 +79,41 @@ int k3_default_threads(char *why, size_t why_len)
     k3_cpu_limit_read(&lim);
     if (why && why_len) snprintf(why, why_len, "%s", lim.source);
     return lim.threads;
+}
+
+/* The threads of one k3_threads_startable probe wait here until the probe
+ * has tried them all, so each one holds its slot of the pids limit. */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t go;
+    int released;
+} thread_probe;
+
+static void *probe_thread(void *arg)
+{
+    thread_probe *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->released) pthread_cond_wait(&p->go, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+int k3_threads_startable(int want)
+{
+    if (want <= 0) return 0;
+    if (want > K3_THREAD_PROBE_MAX) want = K3_THREAD_PROBE_MAX;
+    pthread_t threads[K3_THREAD_PROBE_MAX];
+    thread_probe p = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 64 * 1024);
+    int started = 0;
+    while (started < want && pthread_create(&threads[started], &attr, probe_thread, &p) == 0) started++;
+    pthread_attr_destroy(&attr);
+    pthread_mutex_lock(&p.lock);
+    p.released = 1;
+    pthread_cond_broadcast(&p.go);
+    pthread_mutex_unlock(&p.lock);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    return started;
 }

@@ -19,6 +19,17 @@ typedef struct k3_cpu_limit {
                                * (no quote, backslash or control byte) */
 } k3_cpu_limit;
 
+/* The most threads one k3_threads_startable call tries. */
+#define K3_THREAD_PROBE_MAX 256
+
+/* How many of `want` more threads this process can start now (at most
+ * K3_THREAD_PROBE_MAX): it starts them, holds them all at once, then lets
+ * them finish. A cgroup pids limit (docker --pids-limit) or RLIMIT_NPROC
+ * makes thread creation fail, and libgomp ends the process when it cannot
+ * start a thread of a parallel region; asking first lets the model run
+ * with the threads it can have. */
+int k3_threads_startable(int want);
+
 /* Fill *out (reads /proc/self/cgroup and the cgroup files; test hook
  * K3_TEST_SYSFS_ROOT as in cgroup.h). */
 void k3_cpu_limit_read(k3_cpu_limit *out);

@@ -11,11 +11,17 @@
 #include <time.h>
 #include <unistd.h>
 #include "k3_chat_format.h"
+#include "cpu_limit.h"
 #include "file_read.h"
 #include "huge_pages.h"
 #include "forward.h"
 #include "weights.h"
 #include "stats.h"
+
+/* Threads a front end starts beside the engine's (the chat's engine thread
+ * and its gauge poller, or the server's worker), kept free when a pids limit
+ * leaves room for few. */
+#define FRONT_END_THREADS 2
 
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
@@ -104,6 +110,24 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                                                   : k3_scratch_bytes_per_span_token(&m->cfg, m->n_threads,
                                                                                     m->ctx_tokens),
                               .huge_pages = m->huge_pages};
+    /* libgomp ends the process when it cannot start a thread of a parallel
+     * region (a pids limit, RLIMIT_NPROC): ask first for the compute
+     * threads, the readers and FRONT_END_THREADS, and give up compute
+     * threads for what is missing (the readers start as many as they can:
+     * io.c) */
+    const int io_threads = po.io_backend ? 1 : po.io_depth;
+    const int want = m->n_threads - 1 + io_threads + FRONT_END_THREADS;
+    const int room = k3_threads_startable(want);
+    if (room < want) {
+        const int fits = room - io_threads - FRONT_END_THREADS + 1;
+        const int n = fits < 1 ? 1 : fits < m->n_threads ? fits : m->n_threads;
+        if (n < m->n_threads) {
+            snprintf(m->threads_why, sizeof m->threads_why, "%d of %d: only %d more threads could start (a pids limit?)",
+                     n, m->n_threads, room);
+            m->n_threads = n;
+            omp_set_num_threads(n);
+        }
+    }
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
