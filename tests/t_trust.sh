@@ -14,6 +14,7 @@
 #    and v1 trees: 1 CPU allowed, 1 thread, and the plan says why);
 #  - a real pids limit (when this machine lets us create one): no thread at
 #    all gives one error line, a few give the unlimited answer;
+#  - a small stack limit: raised when the hard limit allows, else one line;
 #  - `k3 bench --mem X` stays within X (probe buffers and the resident pass
 #    included);
 #  - the device probe between two evaluations leaves the logits exact.
@@ -230,4 +231,24 @@ else
         echo "FAIL pids limit 3: exit $code (124 = hung), answers equal: $(cmp $OUT/pids_ref.out $OUT/pids3.out 2>&1 | head -1) $(tail -2 $OUT/pids3.err)"
     fi
     rmdir $PG 2>/dev/null
+fi
+
+# ---- a small stack limit ----
+# Soft limit below k3's 256 KiB with room under the hard limit: k3 raises it
+# and runs (with 64 KiB it crashed in a 64 KiB buffer); a hard limit below
+# it: one error line, exit 1, no crash.
+$K3 run $M -p 'Hello there' -n 6 --draft none >$OUT/stack_ref.out 2>/dev/null
+sh -c "ulimit -S -s 64 && exec $K3 run $M -p 'Hello there' -n 6 --draft none" >$OUT/stack_soft.out 2>$OUT/stack_soft.err
+code=$?
+if [ $code -eq 0 ] && [ -s $OUT/stack_ref.out ] && cmp -s $OUT/stack_ref.out $OUT/stack_soft.out; then
+    echo "PASS stack limit soft 64 KiB: raised, exit 0, the same answer as without the limit"
+else
+    echo "FAIL stack limit soft 64 KiB: exit $code (139 = crash): $(tail -1 $OUT/stack_soft.err)"
+fi
+sh -c "ulimit -s 64 && exec $K3 run $M -p 'Hello there' -n 6" >/dev/null 2>$OUT/stack_hard.err
+code=$?
+if [ $code -eq 1 ] && [ "$(wc -l < $OUT/stack_hard.err)" -eq 1 ] && grep -q "stack limit (ulimit -s) is 64 KiB" $OUT/stack_hard.err; then
+    echo "PASS stack limit hard 64 KiB: one line, exit 1: $(cat $OUT/stack_hard.err)"
+else
+    echo "FAIL stack limit hard 64 KiB: exit $code (139 = crash): $(head -c 300 $OUT/stack_hard.err)"
 fi
