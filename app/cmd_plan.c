@@ -48,7 +48,8 @@ static void usage(FILE *f)
             "I/O = (trunk + head) / --disk-trunk + (routed experts + embedding row) / --disk: the ring\n"
             "streams whole trunk units, the same ones every token, which a host's cache may serve far\n"
             "faster than the random expert pages, so each read pattern has its own speed (k3 bench\n"
-            "--json reports both: trunk_gbps and device_gbps).\n\n"
+            "--json reports both: trunk_gbps and device_gbps). The compute counts K3's SiTU activation\n"
+            "at its own probed rate (situ_ns_per_element; a --rates file without it counts none).\n\n"
             "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
             "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
             "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n");
