@@ -235,7 +235,7 @@ static int set_cache_policy(cli_settings *s, const opt_value *v)
 
 static const cli_option options[] = {
     {"--mem", NULL, OPTS_MODEL, OPT_SIZE, "SIZE", NULL, 1, 0, NULL,
-     "resident if it fits in 9/10 of available memory; in a memory cgroup, 9/10 of what its limit leaves",
+     "resident if it fits in 9/10 of available memory; in a memory cgroup or under `ulimit -v`, 9/10 of what the limit leaves",
      set_mem,
      "budget for the whole process (e.g. 2G); the rest streams from disk"},
     {"--io", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "direct|buffered", 0, 0, "direct", NULL, set_io,

@@ -15,6 +15,7 @@
 #  - a real pids limit (when this machine lets us create one): no thread at
 #    all gives one error line, a few give the unlimited answer;
 #  - a small stack limit: raised when the hard limit allows, else one line;
+#  - an address-space limit (ulimit -v) is planned for;
 #  - `k3 bench --mem X` stays within X (probe buffers and the resident pass
 #    included);
 #  - the device probe between two evaluations leaves the logits exact.
@@ -251,4 +252,16 @@ if [ $code -eq 1 ] && [ "$(wc -l < $OUT/stack_hard.err)" -eq 1 ] && grep -q "sta
     echo "PASS stack limit hard 64 KiB: one line, exit 1: $(cat $OUT/stack_hard.err)"
 else
     echo "FAIL stack limit hard 64 KiB: exit $code (139 = crash): $(head -c 300 $OUT/stack_hard.err)"
+fi
+
+# ---- an address-space limit (ulimit -v) ----
+# Planned for like a cgroup limit: the budget fits under it (the demo model
+# at ulimit -v 1000000 ended in "out of memory for a session" before).
+sh -c "ulimit -v 120000 && exec $K3 run $M -p 'Hello there' -n 6 --draft none" >$OUT/rlimit_as.out 2>$OUT/rlimit_as.err
+code=$?
+if [ $code -eq 0 ] && grep -q "limit: RLIMIT_AS (ulimit -v) = 117.2 MiB" $OUT/rlimit_as.err && \
+   cmp -s $OUT/stack_ref.out $OUT/rlimit_as.out; then
+    echo "PASS ulimit -v 120000: planned under it ($(grep -o 'budget [0-9.]* GiB' $OUT/rlimit_as.err | head -1)), the same answer"
+else
+    echo "FAIL ulimit -v 120000: exit $code: $(grep -m1 'limit' $OUT/rlimit_as.err) $(tail -1 $OUT/rlimit_as.err)"
 fi

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include "k3.h"
 #include "cgroup.h"
 #include "file_read.h"
@@ -62,11 +63,40 @@ static void check_cgroup_dir(const char *dir, const char *cg_path, int v2, void 
         const uint64_t headroom = limit > in_use ? limit - in_use : 0;
         if (headroom >= search->headroom) continue;
         search->headroom = headroom;
-        best->from_cgroup = 1;
+        best->hard_limit = 1;
         best->limit_bytes = limit;
         best->in_use_bytes = in_use;
         snprintf(best->source, sizeof best->source, "cgroup v%d %s of %.100s", v2 ? 2 : 1, files[i],
                  *cg_path ? cg_path : "/");
+    }
+}
+
+/* The rlimits on memory: RLIMIT_AS bounds the virtual size (every mapping,
+ * the reserved stacks of threads included), RLIMIT_DATA the data segment
+ * (heap and private writable mappings, since Linux 4.7). What the process
+ * already spans of each is in /proc/self/status. */
+static void check_rlimits(limit_search *search)
+{
+    static const struct {
+        int resource;
+        const char *name, *status_key;
+    } limits[] = {
+        {RLIMIT_AS, "RLIMIT_AS (ulimit -v)", "VmSize:"},
+        {RLIMIT_DATA, "RLIMIT_DATA (ulimit -d)", "VmData:"},
+    };
+    char status[4096];
+    k3_sys_path(status, sizeof status, "/proc/self/status");
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        struct rlimit rl;
+        if (getrlimit(limits[i].resource, &rl) || rl.rlim_cur == RLIM_INFINITY) continue;
+        const uint64_t limit = rl.rlim_cur, used = k3_proc_kib_field_bytes(status, limits[i].status_key);
+        const uint64_t headroom = limit > used ? limit - used : 0;
+        if (headroom >= search->headroom) continue;
+        search->headroom = headroom;
+        search->best->hard_limit = 1;
+        search->best->limit_bytes = limit;
+        search->best->in_use_bytes = used;
+        snprintf(search->best->source, sizeof search->best->source, "%s", limits[i].name);
     }
 }
 
@@ -78,5 +108,6 @@ void k3_mem_limit_read(uint64_t self_rss_bytes, k3_mem_limit *out)
     if (!search.headroom) search.headroom = UINT64_MAX;
     static const char *const v1_mounts[] = {"/sys/fs/cgroup/memory", NULL};
     k3_cgroup_walk("memory", v1_mounts, check_cgroup_dir, &search);
+    check_rlimits(&search);
     out->avail_bytes = search.headroom == UINT64_MAX ? 0 : search.headroom + self_rss_bytes;
 }

@@ -574,7 +574,7 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
         k3_mem_limit lim;
         k3_mem_limit_read(pl->process_bytes, &lim);
         const uint64_t avail = lim.avail_bytes;
-        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        budget = avail && (lim.hard_limit || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
         chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
     }
     const int chunk_min = pl->ctx_tokens < K3_CHUNK_TOKENS ? pl->ctx_tokens : K3_CHUNK_TOKENS;
