@@ -3,10 +3,12 @@
  * need to return the right exit code. */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cli.h"
@@ -191,4 +193,38 @@ void cli_print_text(void *user, const char *text, size_t len)
     (void)user;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
+}
+
+/* The least stack k3 runs with, and what it asks for when the limit is below. */
+#define K3_STACK_MIN_BYTES ((rlim_t)256 << 10)
+#define K3_STACK_WANT_BYTES ((rlim_t)8 << 20)
+
+int cli_ensure_stack(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_STACK, &rl) || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= K3_STACK_MIN_BYTES) return 0;
+    rlim_t want = K3_STACK_WANT_BYTES;
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want) want = rl.rlim_max;
+    if (want < K3_STACK_MIN_BYTES) {
+        cli_error("the stack limit (ulimit -s) is %llu KiB and its hard limit %llu KiB; k3 needs %llu KiB",
+                  (unsigned long long)(rl.rlim_cur >> 10), (unsigned long long)(rl.rlim_max >> 10),
+                  (unsigned long long)(K3_STACK_MIN_BYTES >> 10));
+        return -1;
+    }
+    const rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_STACK, &rl)) {
+        cli_error("cannot raise the stack limit (ulimit -s) from %llu KiB: %s", (unsigned long long)(was >> 10),
+                  strerror(errno));
+        return -1;
+    }
+    /* the main thread's stack grows up to the new limit; threads started
+     * from now on (OpenMP's, the readers') take their size from here */
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setstacksize(&attr, (size_t)want);
+        pthread_setattr_default_np(&attr);
+        pthread_attr_destroy(&attr);
+    }
+    return 0;
 }

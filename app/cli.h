@@ -59,6 +59,13 @@ char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 extern volatile sig_atomic_t cli_interrupted;
 void cli_catch_sigint(void);
 
+/* Make the stack limit at least K3_STACK_MIN_BYTES (raising the soft limit
+ * toward 8 MiB, within the hard one) for the main thread and every thread
+ * started later, before any is: k3 keeps buffers of up to 64 KiB on the
+ * stack, and `ulimit -s 64` crashed it. 0, or -1 with a one-line error when
+ * the hard limit is below the minimum. */
+int cli_ensure_stack(void);
+
 /* A text callback of the token loops: the piece to stdout, flushed, so the
  * answer streams as it is made. */
 void cli_print_text(void *user, const char *text, size_t len);

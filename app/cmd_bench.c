@@ -41,7 +41,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 bench [MODEL] [--mem SIZE] [--tokens N] [--prompt-tokens P] [--json] [options]\n\n"
                "Runs a P-token prompt and N decode steps and reports\n"
                "decode_s_per_token, prefill_tokens_per_s, bytes_read_per_token (total, trunk, experts),\n"
-               "read_gbps, device_gbps (measured now with the same read size and depth), true_hit_rate,\n"
+               "read_gbps, device_gbps (measured now with the same read size and depth), trunk_gbps (the\n"
+               "trunk ring's own reads timed after the run: the units that stream, pass after pass), true_hit_rate,\n"
                "peak_rss_bytes, budget_bytes, the plan, io_floor_s_per_token and floor_ratio.\n");
     cli_print_options(f, OPTS_BENCH | OPTS_MODEL);
     fprintf(f, "\nk3 bench --endpoint URL [--requests N] [--tokens N] [--prompt TEXT] [--json]: N chat requests\n"
@@ -350,6 +351,14 @@ int cmd_bench(int argc, char **argv)
      * ratio below 1 means the probe missed what the run got */
     if (o.probe && !probe_failed[0] && k3_model_probe_device(m, 1.0, &probe_after, &err))
         snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
+    /* pass 3b: the trunk as the ring reads it, right after decode read it
+     * the same way (k3 plan --disk-trunk takes this figure) */
+    k3_trunk_probe trunk_probe = {0};
+    char trunk_failed[600] = "";
+    if (o.probe && k3_model_probe_trunk(m, 1.0, &trunk_probe, &err))
+        snprintf(trunk_failed, sizeof trunk_failed, "%s", err.msg);
+    else if (o.probe && !trunk_probe.units)
+        snprintf(trunk_failed, sizeof trunk_failed, "every trunk unit is pinned at this budget: the ring reads nothing");
     double device_gbps = 0, device_spread = 0;
     if (!probe_failed[0] && o.probe) {
         const double lo = probe_before.gbps < probe_after.gbps ? probe_before.gbps : probe_after.gbps;
@@ -377,6 +386,11 @@ int cmd_bench(int argc, char **argv)
             printf("device %.2f GB/s (before the run %.2f, after %.2f, spread x%.2f)\n", device_gbps,
                    probe_before.gbps, probe_after.gbps, device_spread);
         else printf("device not measured (--no-probe)\n");
+        if (trunk_failed[0]) printf("trunk      not measured: %s\n", trunk_failed);
+        else if (o.probe)
+            printf("trunk      %.2f GB/s as the ring reads it (%d units, %.1f MB a pass, %d passes in %.1f s; "
+                   "first pass %.2f GB/s)\n", trunk_probe.gbps, trunk_probe.units, trunk_probe.pass_bytes / 1e6,
+                   trunk_probe.passes, trunk_probe.seconds, trunk_probe.first_pass_gbps);
         fflush(stdout);
     }
     /* pass 4: fully resident decode, only within the same limit */
@@ -426,6 +440,19 @@ int cmd_bench(int argc, char **argv)
     if (o.json) {
         char why_json[1300], probe_json[1300], resident_field[64], device_field[64], chunk_json[600];
         char before_json[300], after_json[300], note_json[700], tbt_field[32] = "null";
+        char trunk_json[1500];
+        if (trunk_failed[0] || !o.probe) {
+            char why[1300];
+            json_escape(why, sizeof why, o.probe ? trunk_failed : "--no-probe");
+            snprintf(trunk_json, sizeof trunk_json, "\"trunk_gbps\":null,\"trunk_probe\":null,\"trunk_probe_error\":\"%s\"", why);
+        } else {
+            snprintf(trunk_json, sizeof trunk_json,
+                     "\"trunk_gbps\":%.3f,\"trunk_probe\":{\"gbps\":%.3f,\"first_pass_gbps\":%.3f,\"units\":%d,"
+                     "\"pass_bytes\":%llu,\"read_bytes\":%llu,\"passes\":%d,\"seconds\":%.2f},\"trunk_probe_error\":null",
+                     trunk_probe.gbps, trunk_probe.gbps, trunk_probe.first_pass_gbps, trunk_probe.units,
+                     (unsigned long long)trunk_probe.pass_bytes, (unsigned long long)trunk_probe.read_bytes,
+                     trunk_probe.passes, trunk_probe.seconds);
+        }
         if (o.token_by_token) snprintf(tbt_field, sizeof tbt_field, "%llu", (unsigned long long)tbt.prefill_bytes);
         json_escape(why_json, sizeof why_json, resident_why);
         json_escape(probe_json, sizeof probe_json, probe_failed);
@@ -446,7 +473,7 @@ int cmd_bench(int argc, char **argv)
                "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%s,"
                "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_spread\":%.3f,"
                "\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d,\"before\":%s,\"after\":%s},"
-               "\"device_probe_error\":%s%s%s,"
+               "\"device_probe_error\":%s%s%s,%s,"
                "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
                "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
                "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
@@ -461,7 +488,7 @@ int cmd_bench(int argc, char **argv)
                (unsigned long long)main_pass.prefill_bytes_min, tbt_field, read_gbps,
                device_field, device_spread, (unsigned long long)probe_bytes, probe_depth, before_json, after_json,
                probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
-               probe_failed[0] ? "\"" : "", hit, (unsigned long long)main_pass.prefetch_used,
+               probe_failed[0] ? "\"" : "", trunk_json, hit, (unsigned long long)main_pass.prefetch_used,
                (unsigned long long)main_pass.prefetch_unused, (unsigned long long)st.peak_rss_bytes,
                (unsigned long long)st.budget_bytes, plan, floor_s, resident_field, resident_why[0] ? "\"" : "",
                resident_why[0] ? why_json : "null", resident_why[0] ? "\"" : "", ratio,

@@ -26,6 +26,8 @@ typedef struct plan_options {
     const char *model;
     k3_options m;                /* --mem --threads --trace --cache-policy */
     double disk_gbps;            /* 0 = probe */
+    double trunk_gbps;           /* --disk-trunk; 0 = as --disk when given, else probe */
+    int trunk_auto;              /* --disk-trunk auto */
     int prompt_tokens, ctx_tokens, json, reprobe, cores;
     const char *rates_path;      /* --rates FILE instead of this machine's probe */
     uint64_t fixed_bytes;
@@ -39,10 +41,15 @@ static void usage(FILE *f)
             "Predicts, from config.json alone, what the engine will do with a model on this machine:\n"
             "the memory plan (pinned trunk units, ring, expert cache slots), the bytes read per decode\n"
             "token (trunk / routed experts / head and embedding), the expected expert hit rate, the\n"
-            "decode time per token = max(reads / disk speed, compute at the measured kernel rates) and\n"
-            "the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets. --trace FILE\n"
-            "takes the hit rate from a routing trace recorded with k3 run/bench --trace (default: uniform\n"
-            "routing).\n\n"
+            "decode time per token = max(I/O, compute at the measured kernel rates + the expert misses'\n"
+            "reads) and the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets.\n"
+            "--trace FILE takes the hit rate from a routing trace recorded with k3 run/bench --trace\n"
+            "(default: uniform routing).\n\n"
+            "I/O = (trunk + head) / --disk-trunk + (routed experts + embedding row) / --disk: the ring\n"
+            "streams whole trunk units, the same ones every token, which a host's cache may serve far\n"
+            "faster than the random expert pages, so each read pattern has its own speed (k3 bench\n"
+            "--json reports both: trunk_gbps and device_gbps). The compute counts K3's SiTU activation\n"
+            "at its own probed rate (situ_ns_per_element; a --rates file without it counts none).\n\n"
             "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
             "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
             "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n");
@@ -86,10 +93,15 @@ static void cpu_name(char *out, size_t len)
     fclose(f);
 }
 
-/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..}}
- * with every format positive. 0, or -1. */
+/* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..},
+ * "situ_ns_per_element": ..} with every format positive; the SiTU figure is
+ * optional (rates measured before it was probed: 0, K3's activation is not
+ * counted). 0, or -1. */
 static int rates_from_json(json_t *entry, k3_kernel_rates *r)
 {
+    json_t *situ = json_object_get(entry, "situ_ns_per_element");
+    r->situ_ns = json_is_number(situ) && json_number_value(situ) > 0 && json_number_value(situ) < 1e6
+                     ? json_number_value(situ) : 0;
     json_t *mv = json_object_get(entry, "matvec_gbps"), *mm = json_object_get(entry, "matmul32_gbps");
     if (!json_is_object(mv) || !json_is_object(mm)) return -1;
     for (int f = 0; f < K3_RATE_N; f++) {
@@ -130,7 +142,13 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     char key[320];
     snprintf(key, sizeof key, "%s / %d threads", cpu, threads);
     if (root) entry = json_object_get(root, key);
-    if (rates_from_json(entry, r) == 0) { r->n_threads = threads; *cached = 1; json_decref(root); return 0; }
+    /* an entry from before the SiTU probe is measured again */
+    if (rates_from_json(entry, r) == 0 && r->situ_ns > 0) {
+        r->n_threads = threads;
+        *cached = 1;
+        json_decref(root);
+        return 0;
+    }
     k3_error err;
     if (k3_kernel_rates_measure(threads, r, &err)) {
         cli_error("%s", err.msg);
@@ -143,7 +161,8 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
         json_object_set_new(mv, k3_rate_format_name(f), json_real(r->matvec_gbps[f]));
         json_object_set_new(mm, k3_rate_format_name(f), json_real(r->matmul32_gbps[f]));
     }
-    json_object_set_new(root, key, json_pack("{s:o,s:o}", "matvec_gbps", mv, "matmul32_gbps", mm));
+    json_object_set_new(root, key, json_pack("{s:o,s:o,s:f}", "matvec_gbps", mv, "matmul32_gbps", mm,
+                                             "situ_ns_per_element", r->situ_ns));
     char tmp[PATH_MAX + 8];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
@@ -174,6 +193,35 @@ static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, 
         json_dump_file(root, path, JSON_INDENT(1));
     }
     json_decref(root);
+    return 0;
+}
+
+/* The trunk ring's read speed when --disk-trunk is not given: the --disk
+ * speed when that is given (unless --disk-trunk auto), else the ring's own
+ * reads timed on the model's files with the plan at the budget asked (the
+ * table: its smallest budget that plans, which streams the most). A config
+ * alone has no files to time: the disk speed stands for both. */
+static int trunk_speed(k3_planner *pl, const plan_options *o, int n_rows, const double *table_gib, double disk,
+                       double *gbps, const char **how, k3_trunk_probe *tp)
+{
+    k3_planner_info info;
+    k3_planner_get_info(pl, &info);
+    if (o->disk_gbps > 0 && !o->trunk_auto) { *gbps = o->disk_gbps; *how = "as --disk"; return 0; }
+    if (!strcmp(info.sizes_from, "config.json")) {
+        *gbps = disk;
+        *how = "the disk speed (no weight files here to time the ring's reads on)";
+        return 0;
+    }
+    k3_error err = {0};
+    int rc = -1;
+    for (int i = 0; i < n_rows && rc != 0; i++) {
+        const uint64_t mem = o->m.mem_bytes ? o->m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
+        rc = k3_planner_probe_trunk(pl, mem, 1.0, tp, &err);
+    }
+    if (rc) { cli_error("%s", err.msg); return -1; }
+    if (!tp->units) { *gbps = disk; *how = "the disk speed (every trunk unit pinned: the ring reads nothing)"; return 0; }
+    *gbps = tp->gbps;
+    *how = "the ring's reads timed on the model's files";
     return 0;
 }
 
@@ -217,15 +265,16 @@ static void print_estimate_text(const k3_plan_estimate *e)
            "expert hit rate %.1f%%\n",
            (e->bytes_trunk + e->bytes_experts + e->bytes_head) / 1e9, e->bytes_trunk / 1e9, e->bytes_experts / 1e9,
            e->bytes_head / 1e9, 100 * e->hit_rate);
-    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s at %.2f GB/s, compute %.4f s + waiting for expert "
-           "misses %.4f s)\n", e->decode_s, 1 / e->decode_s, e->io_s, e->disk_gbps, e->compute_s, e->expert_wait_s);
+    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s (trunk %.4f s at %.2f GB/s, the rest at %.2f GB/s), "
+           "compute %.4f s + waiting for expert misses %.4f s)\n", e->decode_s, 1 / e->decode_s, e->io_s, e->io_trunk_s,
+           e->trunk_gbps, e->disk_gbps, e->compute_s, e->expert_wait_s);
     printf("prompt: %d tokens in %d chunks of up to %d: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->chunk_tokens, e->prompt_s,
            e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
 }
 
 static json_t *estimate_json(const k3_plan_estimate *e)
 {
-    return json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,s:f,"
+    json_t *j = json_pack("{s:I,s:I,s:I,s:i,s:i,s:I,s:i,s:I,s:i,s:i,s:I,s:b,s:f,s:{s:f,s:f,s:f,s:f},s:f,s:f,s:f,s:f,s:f,"
                      "s:i,s:i,s:i,s:f}",
                      "budget_bytes", (json_int_t)e->budget_bytes, "fixed_bytes", (json_int_t)e->fixed_bytes,
                      "min_budget_bytes", (json_int_t)e->min_budget_bytes, "pinned_units", e->pinned_units,
@@ -240,6 +289,11 @@ static json_t *estimate_json(const k3_plan_estimate *e)
                      e->expert_wait_s, "decode_s_per_token",
                      e->decode_s, "prompt_tokens", e->prompt_tokens, "prompt_chunks", e->prompt_chunks,
                      "chunk_tokens", e->chunk_tokens, "prompt_s", e->prompt_s);
+    if (j) {
+        json_object_set_new(j, "trunk_gbps", json_real(e->trunk_gbps));
+        json_object_set_new(j, "io_trunk_s_per_token", json_real(e->io_trunk_s));
+    }
+    return j;
 }
 
 /* The table's model, --ctx and plan rows; one positional MODEL_OR_CONFIG. */
@@ -254,6 +308,8 @@ static int parse_args(int argc, char **argv, plan_options *o)
     o->m = set.model;
     o->ctx_tokens = set.model.ctx_tokens;
     o->disk_gbps = set.plan.disk_gbps;
+    o->trunk_gbps = set.plan.trunk_gbps;
+    o->trunk_auto = set.plan.trunk_auto;
     o->prompt_tokens = set.plan.prompt_tokens;
     o->cores = set.plan.cores;
     o->reprobe = set.plan.reprobe;
@@ -304,6 +360,7 @@ int cmd_plan(int argc, char **argv)
             rates.matvec_gbps[f] *= (double)o.cores / rates.n_threads;
             rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
         }
+    if (o.cores) rates.n_threads = o.cores;   /* the routed experts' activations spread over them */
     const char *disk_how = "given (--disk)";
     double disk = o.disk_gbps;
     if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk, &disk_how)) {
@@ -312,12 +369,19 @@ int cmd_plan(int argc, char **argv)
     }
     static const double table_gib[] = {4, 8, 16, 32, 64, 128};
     const int n_rows = o.m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);
+    const char *trunk_how = "given (--disk-trunk)";
+    double trunk = o.trunk_gbps;
+    k3_trunk_probe tp = {0};
+    if (trunk <= 0 && trunk_speed(pl, &o, n_rows, table_gib, disk, &trunk, &trunk_how, &tp)) {
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
     k3_plan_estimate est[8];
     int ok[8];
     char why[8][512];
     for (int i = 0; i < n_rows; i++) {
         uint64_t mem = o.m.mem_bytes ? o.m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
-        ok[i] = k3_planner_estimate(pl, mem, disk, &rates, o.prompt_tokens, &est[i], &err) == 0;
+        ok[i] = k3_planner_estimate(pl, mem, disk, trunk, &rates, o.prompt_tokens, &est[i], &err) == 0;
         if (!ok[i]) snprintf(why[i], sizeof why[i], "%s", err.msg);
     }
     k3_planner_close(pl);
@@ -350,6 +414,15 @@ int cmd_plan(int argc, char **argv)
             rv = NULL;
         }
         json_decref(rv);
+        json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
+        json_object_set_new(root, "disk_trunk_gbps", json_real(trunk));
+        json_object_set_new(root, "disk_trunk", json_string(trunk_how));
+        if (tp.units)
+            json_object_set_new(root, "trunk_probe",
+                                json_pack("{s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "gbps", tp.gbps, "first_pass_gbps",
+                                          tp.first_pass_gbps, "units", tp.units, "pass_bytes", (json_int_t)tp.pass_bytes,
+                                          "read_bytes", (json_int_t)tp.read_bytes, "passes", tp.passes, "seconds",
+                                          tp.seconds));
         char *s = json_dumps(root, JSON_COMPACT);
         printf("%s\n", s ? s : "{}");
         free(s);
@@ -360,10 +433,16 @@ int cmd_plan(int argc, char **argv)
     printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
            "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
            info.expert_slot_bytes / 1048576.0, gib(info.experts_bytes), info.top_k);
-    printf("machine: disk %.2f GB/s (%s); %d threads%s, kernel GB/s of weights (decode / 32-token prompt):",
-           disk, disk_how, o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
+    printf("machine: disk %.2f GB/s for expert pages (%s), %.2f GB/s for the trunk ring (%s", disk, disk_how, trunk,
+           trunk_how);
+    if (tp.units)
+        printf(": %d units, %.1f MB a pass, %d passes, first pass %.2f GB/s", tp.units, tp.pass_bytes / 1e6, tp.passes,
+               tp.first_pass_gbps);
+    printf(");\n         %d threads%s, kernel GB/s of weights (decode / 32-token prompt):",
+           o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
     for (int f = 0; f < K3_RATE_N; f++)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
+    if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
     printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
     printf("hit rate: %s%s\n", routing,
            info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
@@ -381,7 +460,8 @@ int cmd_plan(int argc, char **argv)
                e->trunk_units, ring, e->expert_slots, 100 * e->hit_rate, gb, e->io_s, e->compute_s, e->decode_s,
                e->prompt_s);
     }
-    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute + waiting for expert misses))\n",
+    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute + waiting for expert misses);\n"
+           " I/O s = (trunk + head) / trunk ring speed + (experts + embedding row) / disk speed)\n",
            o.prompt_tokens);
     return K3_EXIT_OK;
 }

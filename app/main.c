@@ -45,6 +45,7 @@ int main(int argc, char **argv)
         print_help(stderr);
         return K3_EXIT_USAGE;
     }
+    if (cli_ensure_stack()) return K3_EXIT_ERROR;
     const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {

@@ -125,6 +125,17 @@ static int set_plan_disk(cli_settings *s, const opt_value *v)
     }
     return cli_parse_float("--disk", v->s, 0.001, 1000, &s->plan.disk_gbps);
 }
+/* --disk-trunk: "auto" (probe the ring's reads on the model's files) or a
+ * speed; unset = as --disk when that is given. */
+static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
+{
+    if (!strcmp(v->s, "auto")) {
+        s->plan.trunk_gbps = 0;
+        s->plan.trunk_auto = 1;
+        return 0;
+    }
+    return cli_parse_float("--disk-trunk", v->s, 0.001, 1000, &s->plan.trunk_gbps);
+}
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
 static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
@@ -224,7 +235,7 @@ static int set_cache_policy(cli_settings *s, const opt_value *v)
 
 static const cli_option options[] = {
     {"--mem", NULL, OPTS_MODEL, OPT_SIZE, "SIZE", NULL, 1, 0, NULL,
-     "resident if it fits in 9/10 of available memory; in a memory cgroup, 9/10 of what its limit leaves",
+     "resident if it fits in 9/10 of available memory; in a memory cgroup or under `ulimit -v`, 9/10 of what the limit leaves",
      set_mem,
      "budget for the whole process (e.g. 2G); the rest streams from disk"},
     {"--io", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "direct|buffered", 0, 0, "direct", NULL, set_io,
@@ -243,7 +254,7 @@ static const cli_option options[] = {
      "large arenas on 2 MiB transparent huge pages"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
-    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS or all cores", set_threads,
+    {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS, else the CPUs this process may use (a cgroup CPU quota caps it)", set_threads,
      "compute threads"},
     {"--ctx", NULL, OPTS_CONTEXT, OPT_INT, "N", NULL, 16, 1 << 24, STR(K3_CTX_TOKENS_DEFAULT), NULL, set_ctx,
      "context limit in tokens (the state is planned for it)"},
@@ -314,6 +325,10 @@ static const cli_option options[] = {
      "context limit planned for (any the engine takes: k3 bench plans for prompt + tokens, which may be under 16)"},
     {"--disk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, "auto", NULL, set_plan_disk,
      "speed of random expert-sized reads: auto probes the model's files, else the cache folder's filesystem"},
+    {"--disk-trunk", NULL, OPTS_PLAN, OPT_TEXT, "auto|GB/S", NULL, 0.001, 1000, NULL,
+     "as --disk when given, else auto", set_plan_disk_trunk,
+     "speed of the trunk ring's reads (whole units, the same each token, which a host cache may serve "
+     "faster): auto times them on the model's files; a config alone uses the --disk speed"},
     {"--prompt", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 1 << 20, "512", NULL, set_plan_prompt,
      "prompt length for the prompt time"},
     {"--cores", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 4096, NULL, "this machine's", set_plan_cores,

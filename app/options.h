@@ -59,6 +59,8 @@ typedef struct cli_pack_settings {
  * come from the shared rows). */
 typedef struct cli_plan_settings {
     double disk_gbps;        /* 0 = probe (--disk auto) */
+    double trunk_gbps;       /* --disk-trunk; 0 = as --disk when given, else probe */
+    int trunk_auto;          /* --disk-trunk auto: probe even when --disk is given */
     int prompt_tokens, cores, reprobe;
     const char *rates_path;  /* --rates FILE instead of this machine's probe */
     uint64_t fixed_bytes;    /* 0 = estimated */

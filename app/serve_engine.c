@@ -268,7 +268,7 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
 static void *worker_main(void *arg)
 {
     serve *sv = arg;
-    omp_set_num_threads(sv->n_threads > 0 ? sv->n_threads : omp_get_num_procs());
+    omp_set_num_threads(sv->n_threads > 0 ? sv->n_threads : k3_default_threads(NULL, 0));
     k3_stats *st = malloc(sizeof *st);
     for (;;) {
         pthread_mutex_lock(&sv->mu);

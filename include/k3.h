@@ -47,9 +47,15 @@ typedef enum { K3_CACHE_LRU = 0, K3_CACHE_LFRU = 1 } k3_cache_policy;
 /* The policy a name means, or -1. */
 int k3_cache_policy_parse(const char *s);
 
+/* The compute threads used when k3_options.n_threads is 0: the CPUs this
+ * process may run on, capped by a cgroup CPU quota (docker --cpus) rounded
+ * down, at least 1 (one OpenMP thread more than the quota stalls them all at
+ * every barrier). why (if not NULL) gets where the number comes from. */
+int k3_default_threads(char *why, size_t why_len);
+
 typedef struct k3_options {
     int n_threads;           /* compute threads of every evaluation, whichever thread
-                              * calls k3_session_eval (0 = all cores) */
+                              * calls k3_session_eval (0 = k3_default_threads) */
     int need_tokenizer;      /* 1 = fail if tokenizer files are missing */
     int skip_tokenizer;      /* 1 = do not load tokenizer files at all (eval, bench: ids only) */
     uint64_t mem_bytes;      /* --mem: hard budget for the process; 0 = fully resident if
@@ -341,6 +347,27 @@ typedef struct k3_device_probe {
  * random slot-sized reads of its largest file). */
 int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err);
 
+/* The trunk as the ring reads it (k3_model_probe_trunk): the trunk units
+ * that stream at this budget, whole, in forward order, again and again as
+ * decode reads them token after token. Decode's trunk reads meet the same
+ * units each token, which a host's cache may serve far faster than the
+ * random expert pages of k3_device_probe, so the two are kept apart. */
+typedef struct k3_trunk_probe {
+    double gbps;                 /* over the passes after the first: what decode's trunk reads get */
+    double first_pass_gbps;      /* the first pass alone */
+    int units;                   /* trunk units streamed (0: all pinned, nothing measured) */
+    uint64_t pass_bytes;         /* bytes of one pass */
+    uint64_t read_bytes;         /* buffer each read group fills (the ring slot, or a piece of it) */
+    int passes;
+    uint64_t bytes_total;
+    double seconds;
+} k3_trunk_probe;
+
+/* Measure it with the runtime's reader into the ring's own slots (no memory
+ * beyond the plan), at least two passes and `seconds`; out->units = 0 when
+ * every trunk unit is pinned. */
+int k3_model_probe_trunk(k3_model *m, double seconds, k3_trunk_probe *out, k3_error *err);
+
 /* ---- small shared utilities ---------------------------------------------- */
 
 /* The engine's monotonic clock, in nanoseconds (the one clock every layer uses). */
@@ -412,6 +439,8 @@ typedef struct k3_kernel_rates {
     int n_threads;
     double matvec_gbps[K3_RATE_N];
     double matmul32_gbps[K3_RATE_N];
+    double situ_ns;              /* one SiTU-GLU activation element on one thread, ns (K3's MLPs;
+                                  * 0 = not measured: no time counted for it) */
 } k3_kernel_rates;
 
 /* A short probe (about a second) of the kernels the forward pass runs. */
@@ -422,7 +451,7 @@ const char *k3_rate_format_name(int f);
 typedef struct k3_planner k3_planner;
 
 typedef struct k3_plan_options {
-    int n_threads;               /* 0 = all cores */
+    int n_threads;               /* 0 = k3_default_threads */
     int ctx_tokens;              /* context the sessions will use (default 4096) */
     int cache_lru;               /* --cache-policy lru (default lfru) */
     uint64_t fixed_bytes;        /* the plan's fixed claim; 0 = estimated as the engine counts it */
@@ -449,7 +478,9 @@ typedef struct k3_plan_estimate {
     /* one decode token */
     double hit_rate;             /* expert cache true hit rate */
     double bytes_trunk, bytes_experts, bytes_head;   /* expected bytes read (head: head unit + embedding row) */
-    double disk_gbps;
+    double disk_gbps;            /* expert pages and embedding rows: random reads */
+    double trunk_gbps;           /* trunk units and the head, streamed through the ring */
+    double io_trunk_s;           /* (bytes_trunk + the head unit) / trunk_gbps: part of io_s */
     double io_s, compute_s;
     double expert_wait_s;        /* expert misses' reads, waited for after each layer's router */
     double decode_s;             /* max(io_s, compute_s + expert_wait_s) */
@@ -466,9 +497,14 @@ void k3_planner_get_info(const k3_planner *p, k3_planner_info *out);
 /* Device speed for the runtime's reads on the filesystem of the model (its
  * weight files), or of scratch_dir when they are not here. */
 int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, k3_error *err);
+/* The trunk probe (k3_model_probe_trunk) on the model's own files: the
+ * units that stream with the plan at mem_bytes (> 0), into two buffers of
+ * at most 256 MiB; needs the weights here (else an error). */
+int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3_trunk_probe *out, k3_error *err);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
- * times; a budget below the minimum fails with the engine's message. */
-int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
+ * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a
+ * budget below the minimum fails with the engine's message. */
+int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err);
 void k3_planner_close(k3_planner *p);
 

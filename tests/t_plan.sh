@@ -155,6 +155,117 @@ if [ $code -eq 1 ] && [ $(wc -l < $OUT/e.txt) -eq 1 ] && grep -q "trace" $OUT/e.
     echo "PASS plan: a trace of another model is refused: $(cat $OUT/e.txt)"
 else echo "FAIL plan: trace of another model: exit $code, $(cat $OUT/e.txt)"; fi
 
+# the trunk ring's own reads: k3 bench times them apart from the expert
+# pages (trunk_gbps), and k3 plan reads the trunk at that speed and the rest
+# at the disk speed: io = (trunk + head) / --disk-trunk + (experts +
+# embedding row) / --disk (engine/weights/plan_model.c)
+$K3 bench $OUT/demo --mem 1M --tokens 1 --prompt-tokens 1 --no-probe --no-resident >/dev/null 2>$OUT/min.err
+DMIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+DMEM=$((${DMIN:-100} + 10))
+$K3 bench $OUT/demo --mem ${DMEM}M --json --tokens 2 --prompt-tokens 4 --no-resident --no-draft --no-token-by-token \
+    > $OUT/tb.json 2>$OUT/tb.err
+$K3 bench $OUT/demo --mem 2G --json --tokens 1 --prompt-tokens 2 --no-resident --no-draft --no-token-by-token \
+    > $OUT/tb_res.json 2>$OUT/tb_res.err
+python3 - $OUT/tb.json $OUT/tb_res.json $DMEM <<'EOF'
+import json, sys
+try: b, r = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+except Exception as e: print(f"FAIL plan trunk probe: k3 bench gave no JSON ({e})"); sys.exit()
+t, p = b.get('trunk_probe'), b['plan']
+streamed = p['trunk_units'] - p['pinned_units']
+ok = isinstance(b.get('trunk_gbps'), float) and b['trunk_gbps'] > 0 and t and t['gbps'] == b['trunk_gbps']
+ok = ok and streamed > 0 and 1 <= t['units'] <= streamed and t['pass_bytes'] > 0 and t['passes'] >= 2
+ok = ok and b['device_gbps'] is not None and b['trunk_probe_error'] is None
+# a pass is what the ring streams each decode token (2 ring slots, more units: all are read again)
+ok = ok and abs(t['pass_bytes'] - b['bytes_read_per_token']['trunk']) <= 0.01 * t['pass_bytes']
+print(("PASS" if ok else "FAIL") + f" plan trunk probe: k3 bench --mem {sys.argv[3]}M reports trunk_gbps "
+      f"{b.get('trunk_gbps')} apart from device_gbps {b.get('device_gbps')} ({t and t['units']} of {streamed} streamed "
+      f"units, {t and t['pass_bytes']} bytes a pass = decode's {b['bytes_read_per_token']['trunk']:.0f} trunk bytes a "
+      f"token, {t and t['passes']} passes)")
+ok = r['plan']['pinned_units'] == r['plan']['trunk_units'] and r.get('trunk_gbps', 0) is None
+ok = ok and 'pinned' in (r.get('trunk_probe_error') or '')
+print(("PASS" if ok else "FAIL") + f" plan trunk probe: with every trunk unit pinned trunk_gbps is null: "
+      f"{r.get('trunk_probe_error')}")
+EOF
+# (k3 plan's own minimum: its estimate of the fixed claim is not the engine's RSS)
+$K3 plan $OUT/demo --mem 1M --disk 2 >/dev/null 2>$OUT/min.err
+PMEM=$(($(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*') + 10))
+$K3 plan $OUT/demo --mem ${PMEM}M --disk 1 --disk-trunk 1000 --json > $OUT/t1000.json 2>$OUT/e.txt
+$K3 plan $OUT/demo --mem ${PMEM}M --disk 1 --disk-trunk 1 --json > $OUT/t1.json 2>>$OUT/e.txt
+$K3 plan $OUT/demo --mem ${PMEM}M --disk 2 --json > $OUT/t_as_disk.json 2>>$OUT/e.txt
+python3 - $OUT/t1000.json $OUT/t1.json $OUT/t_as_disk.json $OUT/demo/config.json <<'EOF'
+import json, sys
+try: fast, slow, same = [json.load(open(f)) for f in sys.argv[1:4]]
+except Exception as e: print(f"FAIL plan --disk-trunk: no JSON ({e})"); sys.exit()
+row = 2 * json.load(open(sys.argv[4]))['hidden_size']          # one embedding row, bf16
+close = lambda a, b: abs(a - b) <= 1e-9 * max(abs(a), abs(b), 1e-12)
+bad = []
+for d, tgbps in ((fast, 1000), (slow, 1)):
+    p = d['plan']
+    trunk_bytes = p['bytes_read_per_token']['trunk'] + p['bytes_read_per_token']['head_embedding'] - row
+    rest_bytes = p['bytes_read_per_token']['experts'] + row
+    if d['disk_trunk_gbps'] != tgbps or p['trunk_gbps'] != tgbps: bad.append(f"trunk speed {d['disk_trunk_gbps']} not {tgbps}")
+    if not close(p['io_trunk_s_per_token'], trunk_bytes / (tgbps * 1e9)): bad.append(f"io_trunk {p['io_trunk_s_per_token']} at {tgbps}")
+    if not close(p['io_s_per_token'], trunk_bytes / (tgbps * 1e9) + rest_bytes / 1e9): bad.append(f"io {p['io_s_per_token']} at {tgbps}")
+    if not close(p['decode_s_per_token'], max(p['io_s_per_token'], p['compute_s_per_token'] + p['expert_wait_s_per_token'])):
+        bad.append("decode is not max(io, compute + wait)")
+    if trunk_bytes <= 0: bad.append("no trunk streams at this budget")
+f, s = fast['plan'], slow['plan']
+if not close(s['io_s_per_token'] - f['io_s_per_token'], s['io_trunk_s_per_token'] * 0.999): bad.append("the two differ by more than the trunk's term")
+if same['disk_trunk_gbps'] != 2 or same['disk_trunk'] != 'as --disk': bad.append(f"--disk alone: trunk {same['disk_trunk_gbps']} ({same['disk_trunk']})")
+if bad: print("FAIL plan --disk-trunk: " + "; ".join(bad))
+else: print(f"PASS plan --disk-trunk: io = trunk {s['io_trunk_s_per_token']:.4f} s at 1 GB/s ({f['io_trunk_s_per_token']:.7f} s at 1000) "
+           f"+ experts and embedding row at --disk 1: {s['io_s_per_token']:.4f} against {f['io_s_per_token']:.4f} s; "
+           f"--disk alone sets both")
+EOF
+# auto: timed on a local model's files; a config alone has none to time
+$K3 plan $OUT/demo --mem ${PMEM}M --disk 2 --disk-trunk auto --json > $OUT/t_auto.json 2>$OUT/e.txt
+$K3 plan $OUT/cfg-demo --mem 4G --disk 2 --disk-trunk auto --json > $OUT/t_cfg.json 2>>$OUT/e.txt
+python3 - $OUT/t_auto.json $OUT/t_cfg.json <<'EOF'
+import json, sys
+try: a, c = [json.load(open(f)) for f in sys.argv[1:3]]
+except Exception as e: print(f"FAIL plan --disk-trunk auto: no JSON ({e})"); sys.exit()
+t = a.get('trunk_probe') or {}
+ok = t.get('units', 0) >= 1 and t.get('passes', 0) >= 2 and a['disk_trunk_gbps'] == t.get('gbps') > 0
+ok = ok and a['plan']['trunk_gbps'] == a['disk_trunk_gbps'] and a['disk_gbps'] == 2
+ok = ok and c['disk_trunk_gbps'] == 2 and 'no weight files' in c['disk_trunk'] and 'trunk_probe' not in c
+print(("PASS" if ok else "FAIL") + f" plan --disk-trunk auto: the ring's reads timed on the model's files "
+      f"({t.get('units')} units, {t.get('passes')} passes); a config alone takes the disk speed ({c['disk_trunk']})")
+EOF
+
+# K3's SiTU-GLU activation is counted at its probed rate: a --rates file
+# with situ_ns_per_element adds (routed elements / threads + shared and
+# dense elements) x that to the compute; Kimi Linear (SiLU) is unchanged;
+# the machine's own probe measures it
+python3 -c "
+import json
+r = json.load(open('configs/kernel_rates_2026-11-29.json')); r['situ_ns_per_element'] = 100.0
+json.dump(r, open('$OUT/rates_situ.json', 'w'))"
+for cfg in kimi-k3 kimi-linear; do
+    $K3 plan $cfg --mem 32G --disk 7 --rates configs/kernel_rates_2026-11-29.json --json > $OUT/situ0_$cfg.json 2>$OUT/e.txt
+    $K3 plan $cfg --mem 32G --disk 7 --rates $OUT/rates_situ.json --json > $OUT/situ1_$cfg.json 2>>$OUT/e.txt
+done
+$K3 plan $OUT/cfg-demo --mem 4G --disk 2 --json > $OUT/situ_probe.json 2>>$OUT/e.txt
+python3 - $OUT configs/kimi-k3/config.json <<'EOF'
+import json, sys
+out = sys.argv[1]
+try:
+    k0, k1, l0, l1, pr = [json.load(open(f"{out}/{n}.json")) for n in
+                          ("situ0_kimi-k3", "situ1_kimi-k3", "situ0_kimi-linear", "situ1_kimi-linear", "situ_probe")]
+except Exception as e: print(f"FAIL plan SiTU: no JSON ({e})"); sys.exit()
+c = json.load(open(sys.argv[2])); c = c.get('text_config', c)
+n_moe = c['num_hidden_layers'] - c['first_k_dense_replace']
+routed = n_moe * c['num_experts_per_token'] * c['moe_intermediate_size']
+serial = n_moe * c['num_shared_experts'] * c['moe_intermediate_size'] + c['first_k_dense_replace'] * c['intermediate_size']
+want = (routed / 2 + serial) * 100e-9                  # the file's 2 threads
+got = k1['plan']['compute_s_per_token'] - k0['plan']['compute_s_per_token']
+ok = abs(got - want) < 1e-9 * max(want, 1) and k0.get('situ_ns_per_element') == 0 and k1.get('situ_ns_per_element') == 100
+ok = ok and l1['plan']['compute_s_per_token'] == l0['plan']['compute_s_per_token']
+ok = ok and pr.get('situ_ns_per_element', 0) > 0
+print(("PASS" if ok else "FAIL") + f" plan SiTU: kimi-k3's compute grows by {got:.6f} s/token at 100 ns/element "
+      f"(want {want:.6f}: {routed} routed elements / 2 threads + {serial} shared and dense); kimi-linear unchanged; "
+      f"this machine's probe: {pr.get('situ_ns_per_element', 0):.1f} ns/element")
+EOF
+
 # bad input: one line, exit 1 (2 for usage)
 bad() { # NAME WANT_CODE WANT_WORD ARGS...
     name=$1; want=$2; word=$3; shift 3
@@ -186,6 +297,7 @@ bad "absurd total" 1 "bytes of weights" $OUT/bad/huge.json --disk 2
 bad "not JSON" 1 "garbage.json" $OUT/bad/garbage.json --disk 2
 bad "unknown name" 1 "reference" no-such-model --disk 2
 bad "bad --disk" 2 "disk" kimi-k3 --disk fast
+bad "bad --disk-trunk" 2 "disk-trunk" kimi-k3 --disk 2 --disk-trunk fast
 bad "bad --mem" 2 "mem" kimi-k3 --mem lots
 bad "no model" 2 "required" --disk 2
 rm -rf $OUT/demo $OUT/cfg-demo     # 560 MB

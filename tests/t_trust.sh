@@ -10,6 +10,12 @@
 #    /sys/fs/cgroup tree (K3_TEST_SYSFS_ROOT), v1 for real when this machine
 #    lets us create one (k3 run, chat --plain and bench on the demo model in
 #    300 MiB exit 0 and name the limit); otherwise a SKIP line says why;
+#  - without --threads a cgroup CPU quota caps the compute threads (fake v2
+#    and v1 trees: 1 CPU allowed, 1 thread, and the plan says why);
+#  - a real pids limit (when this machine lets us create one): no thread at
+#    all gives one error line, a few give the unlimited answer;
+#  - a small stack limit: raised when the hard limit allows, else one line;
+#  - an address-space limit (ulimit -v) is planned for;
 #  - `k3 bench --mem X` stays within X (probe buffers and the resident pass
 #    included);
 #  - the device probe between two evaluations leaves the logits exact.
@@ -74,6 +80,45 @@ if [ $code -eq 0 ] && grep -q "limit: cgroup v2 memory.max of /k3 = $((MIN + 12)
 else
     echo "FAIL cgroup v2 (fake tree): exit $code: $(cat $OUT/v2.err | head -5)"
 fi
+
+# ---- a CPU quota caps the default threads (fake cgroup v2 and v1 trees) ----
+# One OpenMP thread more than the quota stalls every barrier (2 threads
+# under a 1-CPU quota decoded 10-60x slower than 1); without --threads the
+# engine runs as many threads as the quota allows, and says why.
+for layout in v2 v1; do
+    FAKE=$OUT/fake_cpu_$layout
+    rm -rf $FAKE
+    mkdir -p $FAKE/proc/self
+    printf 'MemTotal: 16000000 kB\nMemAvailable: 8000000 kB\n' > $FAKE/proc/meminfo
+    if [ $layout = v2 ]; then
+        mkdir -p $FAKE/sys/fs/cgroup/box/job
+        echo "0::/box/job" > $FAKE/proc/self/cgroup
+        echo "max 100000" > $FAKE/sys/fs/cgroup/box/job/cpu.max
+        echo "100000 100000" > $FAKE/sys/fs/cgroup/box/cpu.max
+        want="cgroup v2 cpu.max of /box: 1.00 CPUs"
+    else
+        mkdir -p $FAKE/sys/fs/cgroup/cpu/box
+        echo "3:cpu,cpuacct:/box" > $FAKE/proc/self/cgroup
+        echo 100000 > $FAKE/sys/fs/cgroup/cpu/box/cpu.cfs_quota_us
+        echo 100000 > $FAKE/sys/fs/cgroup/cpu/box/cpu.cfs_period_us
+        want="cgroup v1 cpu.cfs_quota_us of /box: 1.00 CPUs"
+    fi
+    env -u OMP_NUM_THREADS K3_TEST_SYSFS_ROOT=$FAKE $K3 bench $M --json --tokens 2 --prompt-tokens 2 --no-probe \
+        --no-resident --no-draft > $OUT/cpu_$layout.json 2>$OUT/cpu_$layout.err
+    code=$?
+    /usr/bin/python3 - "$layout" "$code" "$OUT/cpu_$layout.json" "$want" "$(nproc)" <<'PY'
+import json, sys
+layout, code, path, want, nproc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+try:
+    p = json.load(open(path))["plan"]
+except Exception as e:
+    print("FAIL cpu quota %s (fake tree): exit %d, no JSON (%s)" % (layout, code, e)); sys.exit()
+threads, why = p.get("threads"), p.get("threads_why")
+ok = code == 0 and threads == 1 and why == want
+print(("PASS" if ok else "FAIL") + " cpu quota %s (fake tree): 1 CPU allowed of %d: %s compute thread(s) (%s; want 1, %s)"
+      % (layout, nproc, threads, why, want))
+PY
+done
 
 # ---- bench --mem X stays within X ----
 BMEM=$((MIN + 6))
@@ -152,4 +197,71 @@ else
     if [ "${kills:-0}" -eq 0 ]; then echo "PASS cgroup v1 300M: no OOM kill (cgroup peak $((peak / 1048576)) MiB)"
     else echo "FAIL cgroup v1 300M: $kills OOM kills"; fi
     rmdir $CG 2>/dev/null
+fi
+
+# ---- a real pids limit (docker --pids-limit) ----
+# Threads that cannot start must not end the process (libgomp exits when a
+# parallel region's thread fails to start) nor hang it (a reader pool with
+# no reader waited forever): at pids.max 1 (no thread at all) a one-line
+# error; at 3 the answer equals the unlimited one, with fewer threads.
+PIDLINE=$(grep ':pids:' /proc/self/cgroup | head -1 | cut -d: -f3)
+PG=/sys/fs/cgroup/pids$PIDLINE/k3_trust_pids_$$
+if [ ! -d /sys/fs/cgroup/pids ] || [ -z "$PIDLINE" ]; then
+    echo "SKIP pids limit: no cgroup v1 pids hierarchy here"
+elif ! mkdir $PG 2>/dev/null; then
+    echo "SKIP pids limit: cannot create $PG (not root or read-only cgroup fs)"
+else
+    inpg() { sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG "$@"; }
+    env -u OMP_NUM_THREADS $K3 run $M -p "Hello there" -n 6 --draft none >$OUT/pids_ref.out 2>/dev/null
+    echo 1 > $PG/pids.max
+    env -u OMP_NUM_THREADS timeout 120 sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG $K3 run $M -p "Hello there" \
+        -n 6 --draft none >$OUT/pids1.out 2>$OUT/pids1.err
+    code=$?
+    if [ $code -eq 1 ] && [ "$(wc -l < $OUT/pids1.err)" -eq 1 ] && grep -q "cannot start a reader thread" $OUT/pids1.err; then
+        echo "PASS pids limit 1: one line, exit 1: $(cat $OUT/pids1.err)"
+    else
+        echo "FAIL pids limit 1: exit $code (124 = hung), stderr: $(head -c 300 $OUT/pids1.err)"
+    fi
+    echo 3 > $PG/pids.max
+    env -u OMP_NUM_THREADS timeout 120 sh -c 'echo $$ > "$0/cgroup.procs" && exec "$@"' $PG $K3 run $M -p "Hello there" \
+        -n 6 --draft none >$OUT/pids3.out 2>$OUT/pids3.err
+    code=$?
+    if [ $code -eq 0 ] && cmp -s $OUT/pids_ref.out $OUT/pids3.out; then
+        echo "PASS pids limit 3: exit 0, the same answer as without the limit"
+    else
+        echo "FAIL pids limit 3: exit $code (124 = hung), answers equal: $(cmp $OUT/pids_ref.out $OUT/pids3.out 2>&1 | head -1) $(tail -2 $OUT/pids3.err)"
+    fi
+    rmdir $PG 2>/dev/null
+fi
+
+# ---- a small stack limit ----
+# Soft limit below k3's 256 KiB with room under the hard limit: k3 raises it
+# and runs (with 64 KiB it crashed in a 64 KiB buffer); a hard limit below
+# it: one error line, exit 1, no crash.
+$K3 run $M -p 'Hello there' -n 6 --draft none >$OUT/stack_ref.out 2>/dev/null
+sh -c "ulimit -S -s 64 && exec $K3 run $M -p 'Hello there' -n 6 --draft none" >$OUT/stack_soft.out 2>$OUT/stack_soft.err
+code=$?
+if [ $code -eq 0 ] && [ -s $OUT/stack_ref.out ] && cmp -s $OUT/stack_ref.out $OUT/stack_soft.out; then
+    echo "PASS stack limit soft 64 KiB: raised, exit 0, the same answer as without the limit"
+else
+    echo "FAIL stack limit soft 64 KiB: exit $code (139 = crash): $(tail -1 $OUT/stack_soft.err)"
+fi
+sh -c "ulimit -s 64 && exec $K3 run $M -p 'Hello there' -n 6" >/dev/null 2>$OUT/stack_hard.err
+code=$?
+if [ $code -eq 1 ] && [ "$(wc -l < $OUT/stack_hard.err)" -eq 1 ] && grep -q "stack limit (ulimit -s) is 64 KiB" $OUT/stack_hard.err; then
+    echo "PASS stack limit hard 64 KiB: one line, exit 1: $(cat $OUT/stack_hard.err)"
+else
+    echo "FAIL stack limit hard 64 KiB: exit $code (139 = crash): $(head -c 300 $OUT/stack_hard.err)"
+fi
+
+# ---- an address-space limit (ulimit -v) ----
+# Planned for like a cgroup limit: the budget fits under it (the demo model
+# at ulimit -v 1000000 ended in "out of memory for a session" before).
+sh -c "ulimit -v 120000 && exec $K3 run $M -p 'Hello there' -n 6 --draft none" >$OUT/rlimit_as.out 2>$OUT/rlimit_as.err
+code=$?
+if [ $code -eq 0 ] && grep -q "limit: RLIMIT_AS (ulimit -v) = 117.2 MiB" $OUT/rlimit_as.err && \
+   cmp -s $OUT/stack_ref.out $OUT/rlimit_as.out; then
+    echo "PASS ulimit -v 120000: planned under it ($(grep -o 'budget [0-9.]* GiB' $OUT/rlimit_as.err | head -1)), the same answer"
+else
+    echo "FAIL ulimit -v 120000: exit $code: $(grep -m1 'limit' $OUT/rlimit_as.err) $(tail -1 $OUT/rlimit_as.err)"
 fi

@@ -8,11 +8,13 @@
 # the predicted prompt time, against the measured ones. Figures, not tests:
 # this machine is shared, so timings are noisy; read the errors with that.
 #   tools/bench_plan.sh [MODEL...]     (default: the models found)
+#   ROWS="1"  runs only the first budget of each model (default "1 2 3")
 cd "$(dirname "$0")/.." || exit 1
 K3BIN=${K3BIN:-./k3}
 OUT=${OUT:-models/bench-plan}
 TOKENS=${TOKENS:-16}
 PROMPT=${PROMPT:-32}
+ROWS=${ROWS:-1 2 3}
 mkdir -p $OUT
 [ -x "$K3BIN" ] || { echo "bench-plan: $K3BIN not built (run make)"; exit 0; }
 [ -f models/demo/config.json ] || "$K3BIN" gen models/demo --preset demo >/dev/null 2>&1
@@ -22,8 +24,8 @@ models="$*"
 done
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %7s\n" model mem plan= \
-    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "fixed"
+printf "%-24s %7s %6s %7s %9s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
     # of the experts cached, and most of the model
@@ -33,23 +35,35 @@ for m in $models; do
     TOTAL=$(du -k $m/*.safetensors | awk '{s += $1} END {print int(s / 1024) + 1}')
     # (never more than 60% of the memory available now: the machine is shared)
     CAP=$(awk '/MemAvailable/ {print int($2 / 1024 * 0.6)}' /proc/meminfo)
+    row=0
     for mem in $((MIN + MIN / 10 + 4)) $((MIN + TOTAL / 4)) $((MIN + TOTAL * 3 / 4)); do
+        row=$((row + 1))
+        case " $ROWS " in *" $row "*) ;; *) continue ;; esac
         [ $mem -le $CAP ] || mem=$CAP
         [ $mem -gt $MIN ] || continue
         "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident --no-draft \
             --trace $OUT/trace.txt > $OUT/bench.json 2>$OUT/bench.err || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
+        cp $OUT/bench.json "$OUT/bench-$(basename $m)-${mem}M.json"   # kept: the run's whole figures
         fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
         dev=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['device_gbps'])")
+        # the trunk ring's reads as k3 bench timed them after its decode pass
+        # (null when every unit is pinned: nothing streams, the disk figure stands)
+        trunk=$(python3 -c "import json;t=json.load(open('$OUT/bench.json'))['trunk_gbps'];print(t if t else '$dev')")
         # the disk as k3 bench probed it right after its decode pass; the
         # kernels probed again now (--reprobe), under the same load
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
-            --disk $dev --reprobe --trace $OUT/trace.txt --json > $OUT/plan.json 2>$OUT/plan.err || { echo "$m ${mem}M: plan failed: $(cat $OUT/plan.err)"; continue; }
+            --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $OUT/plan.json 2>$OUT/plan.err || { echo "$m ${mem}M: plan failed: $(cat $OUT/plan.err)"; continue; }
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
-            --disk $dev --json > $OUT/uniform.json 2>/dev/null
-        "$K3BIN" plan $m --mem ${mem}M --ctx $((PROMPT + TOKENS + 1)) --disk $dev --json > $OUT/estimate.json 2>/dev/null
-        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json <<'EOF'
+            --disk $dev --disk-trunk $trunk --json > $OUT/uniform.json 2>/dev/null
+        "$K3BIN" plan $m --mem ${mem}M --ctx $((PROMPT + TOKENS + 1)) --disk $dev --disk-trunk $trunk --json > $OUT/estimate.json 2>/dev/null
+        # the same with one speed for every read (the model before --disk-trunk), for the side-by-side error
+        "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
+            --disk $dev --disk-trunk $dev --trace $OUT/trace.txt --json > $OUT/one_speed.json 2>/dev/null
+        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json $OUT/one_speed.json <<'EOF'
 import json, sys
 m, mem, b, p, u, prompt = sys.argv[1], sys.argv[2], *[json.load(open(f)) for f in sys.argv[3:6]], int(sys.argv[6])
+try: one = json.load(open(sys.argv[8]))['plan']['decode_s_per_token']
+except Exception: one = float('nan')
 try: fixed_err = (json.load(open(sys.argv[7]))['plan']['fixed_bytes'] - b['plan']['fixed_bytes']) / 1048576
 except Exception: fixed_err = float('nan')
 bp, pp, up = b['plan'], p['plan'], u['plan']
@@ -61,12 +75,18 @@ meas_pr = prompt / b['prefill_tokens_per_s']
 print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:3.0f}/{100*pp['hit_rate']:<3.0f} "
       f"{meas:9.4f} {pp['decode_s_per_token']:9.4f} {err(pp['decode_s_per_token'], meas):+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
-      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {fixed_err:+7.1f}")
+      f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f} "
+      f"{one:9.4f} {err(one, meas):+6.0f}% {b['cpu_s_per_token']['decode']:8.4f} {err(pp['decode_s_per_token'], b['cpu_s_per_token']['decode']):+6.0f}%")
 EOF
     done
 done
 echo "(plan= : pinned units, ring and expert slots equal the engine's; hit m/p: measured / predicted"
 echo " true hit rate %; s/t: decode seconds per token; unif: with uniform routing instead of the"
-echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s as k3 bench probed it in the run;"
+echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s of random expert pages as k3 bench probed"
+echo " them in the run; trunk: GB/s of the trunk ring's own reads as k3 bench timed them after decode (0: all"
+echo " pinned, nothing streams); 1-speed: k3 plan with the trace and the disk figure for every read, as"
+echo " before --disk-trunk; meas CPU: decode CPU seconds per token of the whole process (its reader"
+echo " threads too), against which the prediction's error is given: wall time counts the turns other"
+echo " processes took on the core, the kernel probe's rates (the fastest call) do not;"
 echo " fixed: MiB k3 plan's own estimate of the fixed claim is off from the engine's RSS-based one)"
 exit 0

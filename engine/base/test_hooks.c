@@ -6,8 +6,9 @@
  *                          the session stays usable)
  *   K3_TEST_SHORT_READS=1  the pread pool reads in 12 KiB pieces, so every
  *                          request takes the short-read path (t_stream.sh)
- *   K3_TEST_SYSFS_ROOT=DIR /proc and /sys files of the memory limit are read
- *                          under DIR (mem_limit.c; tests/test_mem_limit.c)
+ *   K3_TEST_SYSFS_ROOT=DIR /proc and /sys files of the memory limit and the
+ *                          CPU quota are read under DIR (cgroup.c;
+ *                          tests/test_mem_limit.c)
  *
  * Anything else asked for is a programming error (assert); an unset or
  * non-numeric variable is 0, so normal runs behave as if there were none. */

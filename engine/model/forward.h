@@ -31,6 +31,7 @@ struct k3_model {
     k3_weights *weights;
     k3_tokenizer *tok;
     int n_threads;            /* every parallel region of an evaluation: scratch has this many rows */
+    char threads_why[160];    /* where n_threads comes from (plan JSON) */
     int *layer_slot;          /* per layer: index among the KDA or among the MLA layers */
     uint64_t weight_bytes;
     char fingerprint[17];     /* hex of config.json + weights hash */
@@ -177,6 +178,12 @@ void k3_kda_replay(k3_session *s, int slot, int n_keep);
 /* Bytes of a session's draft state (counted in k3_session_bytes). */
 size_t k3_draft_bytes(const k3_config *c);
 void k3_draft_free(k3_draft_state *d);
+
+/* 0 if n more tokens fit in the session's context and every id is in the
+ * vocabulary; else -1 with the one-line error. Every way tokens enter a
+ * session (k3_session_eval, k3_session_eval_draft) checks through here, so
+ * the limits and their wording are said once. */
+int k3_session_check_tokens(const k3_session *s, const int *ids, int n, k3_error *err);
 
 /* One chunk of T <= the model's chunk_tokens tokens through all layers; a
  * span of up to span_tokens (no logits of every position) runs layer by

@@ -11,11 +11,17 @@
 #include <time.h>
 #include <unistd.h>
 #include "k3_chat_format.h"
+#include "cpu_limit.h"
 #include "file_read.h"
 #include "huge_pages.h"
 #include "forward.h"
 #include "weights.h"
 #include "stats.h"
+
+/* Threads a front end starts beside the engine's (the chat's engine thread
+ * and its gauge poller, or the server's worker), kept free when a pids limit
+ * leaves room for few. */
+#define FRONT_END_THREADS 2
 
 k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
 {
@@ -38,7 +44,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
-    m->n_threads = opt && opt->n_threads > 0 ? opt->n_threads : omp_get_num_procs();
+    if (opt && opt->n_threads > 0) {
+        m->n_threads = opt->n_threads;
+        snprintf(m->threads_why, sizeof m->threads_why, "given (--threads or OMP_NUM_THREADS)");
+    } else {
+        m->n_threads = k3_default_threads(m->threads_why, sizeof m->threads_why);
+    }
     if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
@@ -99,6 +110,24 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                                                   : k3_scratch_bytes_per_span_token(&m->cfg, m->n_threads,
                                                                                     m->ctx_tokens),
                               .huge_pages = m->huge_pages};
+    /* libgomp ends the process when it cannot start a thread of a parallel
+     * region (a pids limit, RLIMIT_NPROC): ask first for the compute
+     * threads, the readers and FRONT_END_THREADS, and give up compute
+     * threads for what is missing (the readers start as many as they can:
+     * io.c) */
+    const int io_threads = po.io_backend ? 1 : po.io_depth;
+    const int want = m->n_threads - 1 + io_threads + FRONT_END_THREADS;
+    const int room = k3_threads_startable(want);
+    if (room < want) {
+        const int fits = room - io_threads - FRONT_END_THREADS + 1;
+        const int n = fits < 1 ? 1 : fits < m->n_threads ? fits : m->n_threads;
+        if (n < m->n_threads) {
+            snprintf(m->threads_why, sizeof m->threads_why, "%d of %d: only %d more threads could start (a pids limit?)",
+                     n, m->n_threads, room);
+            m->n_threads = n;
+            omp_set_num_threads(n);
+        }
+    }
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
@@ -155,10 +184,13 @@ int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {
     int n = k3_plan_json(k3_weights_plan(m->weights), buf, len);
     /* the arenas' page size belongs to the plan too: the kernel's THP mode
-     * and whether this model asked for huge pages */
+     * and whether this model asked for huge pages; and the compute threads
+     * with where their number comes from (threads_why has no quote or
+     * backslash: cpu_limit.c writes it from numbers and a cgroup path) */
     if (n > 1 && (size_t)n < len && buf[n - 1] == '}')
-        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1), ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s}",
-                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false");
+        n = n - 1 + snprintf(buf + n - 1, len - (size_t)(n - 1),
+                             ",\"huge_pages\":\"%s\",\"huge_pages_requested\":%s,\"threads\":%d,\"threads_why\":\"%s\"}",
+                             k3_huge_pages_mode(), m->huge_pages ? "true" : "false", m->n_threads, m->threads_why);
     return n;
 }
 
@@ -178,6 +210,11 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out)
 int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err)
 {
     return k3_weights_probe_device(m->weights, seconds, out, err);
+}
+
+int k3_model_probe_trunk(k3_model *m, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    return k3_weights_probe_trunk(m->weights, seconds, out, err);
 }
 
 const k3_tokenizer *k3_model_tokenizer(const k3_model *m) { return m->tok; }
@@ -318,16 +355,23 @@ int k3_session_max_tokens(const k3_session *s) { return s->max_tokens; }
 
 const float *k3_session_logits(const k3_session *s) { return s->has_logits ? s->logits : NULL; }
 
-int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+int k3_session_check_tokens(const k3_session *s, const int *ids, int n, k3_error *err)
 {
     const int vocab = s->m->cfg.vocab_size;
-    if (n <= 0) return 0;
     if (s->n_tokens + n > s->max_tokens)
         return k3_err(err, "context full: %d tokens already, %d more would exceed the limit of %d",
                       s->n_tokens, n, s->max_tokens);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= vocab)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    return 0;
+}
+
+int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_error *err)
+{
+    const int vocab = s->m->cfg.vocab_size;
+    if (n <= 0) return 0;
+    if (k3_session_check_tokens(s, ids, n, err)) return -1;
     /* this thread's parallel regions (the kernels') use the model's count */
     omp_set_num_threads(s->m->n_threads);
     k3_stats *st = &s->m->stats;

@@ -72,12 +72,7 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
     const int vocab = c->vocab_size;
     if (n < 1 || n > K3_DRAFT_MAX_TOKENS)
         return k3_err(err, "a draft pass holds 1 to %d tokens, not %d", K3_DRAFT_MAX_TOKENS, n);
-    if (s->n_tokens + n > s->max_tokens)
-        return k3_err(err, "context full: %d tokens already, %d more would exceed the limit of %d",
-                      s->n_tokens, n, s->max_tokens);
-    for (int i = 0; i < n; i++)
-        if (ids[i] < 0 || ids[i] >= vocab)
-            return k3_err(err, "token id %d is outside the vocabulary (0..%d)", ids[i], vocab - 1);
+    if (k3_session_check_tokens(s, ids, n, err)) return -1;
     if (!s->draft && !(s->draft = draft_alloc(c)))
         return k3_err(err, "out of memory for a draft pass of %d tokens", K3_DRAFT_MAX_TOKENS);
     omp_set_num_threads(s->m->n_threads);

@@ -226,12 +226,27 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
             return NULL;
         }
         io->ring_ready = 1;
+        rc = pthread_create(&io->threads[0], NULL, uring_thread, io);
+        if (rc) {
+            k3_err(err, "cannot start the io_uring completion thread: %s (a pids limit on this container?)",
+                   strerror(rc));
+            k3_io_close(io);
+            return NULL;
+        }
         io->n_threads = 1;
-        pthread_create(&io->threads[0], NULL, uring_thread, io);
 #endif
     } else {
-        io->n_threads = io->depth;
-        for (int i = 0; i < io->n_threads; i++) pthread_create(&io->threads[i], NULL, pool_thread, io);
+        /* as many readers as can start (a pids limit may allow fewer than
+         * the depth: the queue then waits for the ones there are) */
+        int rc = 0;
+        while (io->n_threads < io->depth &&
+               (rc = pthread_create(&io->threads[io->n_threads], NULL, pool_thread, io)) == 0)
+            io->n_threads++;
+        if (io->n_threads == 0) {
+            k3_err(err, "cannot start a reader thread: %s (a pids limit on this container?)", strerror(rc));
+            k3_io_close(io);
+            return NULL;
+        }
     }
     return io;
 }

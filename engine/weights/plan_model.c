@@ -19,8 +19,15 @@
  *             while they are read, but k3 bench finds that hides next to
  *             nothing (demo, 75% hits: 5.3 ms/token waited of 5.4 ms read),
  *             so the whole read time is counted
- *   decode  = max(reads / disk speed, compute + wait): the trunk ring reads
+ *   decode  = max(reads' time, compute + wait): the trunk ring reads
  *             ahead under compute; expert misses do not.
+ * The reads' time takes two speeds: the trunk units and the head (what the
+ * ring streams: whole units, the same ones every token) at the trunk speed,
+ * the expert pages and the embedding row (random reads) at the disk speed.
+ * They differ: decode re-reads the same trunk units each token, which a
+ * host's cache can serve many times faster than cold random pages
+ * (k3_planner_probe_trunk measures the one, k3_planner_probe_disk the
+ * other).
  * A prompt runs in chunks of the plan's chunk_tokens (chosen from the budget
  * by k3_plan_make, as in the engine; a span when it is run layer by layer):
  * each chunk reads the unpinned trunk once and each distinct expert once,
@@ -48,6 +55,7 @@
 #include "kernels.h"
 #include "manifest.h"
 #include "model.h"
+#include "ops.h"
 #include "planner.h"
 #include "safetensors.h"
 #include "weights.h"
@@ -105,6 +113,14 @@ static double time_kernel(void (*fn)(void *), void *arg, double min_s)
 }
 
 typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
+typedef struct situ_arg { const float *g, *u; float *out; int n; } situ_arg;
+/* The SiTU-GLU loop of engine/model/moe.c's MLPs, over n elements (into a
+ * separate output, so the inputs stay the same call after call). */
+static void run_situ(void *a)
+{
+    situ_arg *p = a;
+    for (int i = 0; i < p->n; i++) p->out[i] = k3_situ(p->g[i], p->u[i], 4.0f, 25.0f);
+}
 static void run_matvec(void *a) { probe_arg *p = a; k3_matvec(p->y, &p->w, p->x); }
 static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x, K3_CHUNK_TOKENS); }
 
@@ -115,7 +131,7 @@ static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x,
 int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
-    if (n_threads <= 0) n_threads = omp_get_num_procs();
+    if (n_threads <= 0) n_threads = k3_default_threads(NULL, 0);
     omp_set_num_threads(n_threads);
     out->n_threads = n_threads;
     const int64_t cols = 4096;
@@ -142,6 +158,15 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
         out->matvec_gbps[f] = weight_bytes / time_kernel(run_matvec, &a, 0.15) / 1e9;
         out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
+    }
+    /* K3's activation is no small cost beside its matrices (two tanh per
+     * element): timed on inputs spread over its range */
+    {
+        const int n = 16384;
+        float *g = x, *u = x + n;                         /* x holds 4096 x 32 floats */
+        situ_arg a = {.g = g, .u = u, .out = y, .n = n};
+        for (int i = 0; i < 2 * n; i++) x[i] = (float)((i * 37) % 200 - 100) * 0.05f;
+        out->situ_ns = time_kernel(run_situ, &a, 0.05) / n * 1e9;
     }
     free(buf); free(x); free(y); free(scale);
     return 0;
@@ -359,7 +384,7 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     }
     if (k3_config_load(&p->cfg, config_path, err)) { free(p); return NULL; }
     const k3_config *c = &p->cfg;
-    p->n_threads = o && o->n_threads > 0 ? o->n_threads : omp_get_num_procs();
+    p->n_threads = o && o->n_threads > 0 ? o->n_threads : k3_default_threads(NULL, 0);
     omp_set_num_threads(p->n_threads);
     p->ctx_tokens = o && o->ctx_tokens > 0 ? o->ctx_tokens : 4096;
     p->cache_lru = o ? o->cache_lru : 0;
@@ -468,6 +493,48 @@ int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds
     return rc;
 }
 
+/* The ring's own reads on the model's own files: the weights opened for
+ * their layout alone (no unit read at open) but with the runtime's reader
+ * (O_DIRECT where the filesystem has it, the default depth), the plan at
+ * mem_bytes saying which units stream. Two buffers of the ring slot's size
+ * up to 256 MiB: beyond it a unit is read in pieces, still in order. */
+static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *budget_out, k3_error *err);
+
+int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (!has_weights(p->dir)) return k3_err(err, "%s: no weight files here to probe the trunk reads on", p->dir);
+    k3_plan plan;
+    uint64_t budget;
+    if (plan_at(p, mem_bytes, &plan, &budget, err)) return -1;
+    k3_stats *st = calloc(1, sizeof *st);
+    if (!st) { k3_plan_free(&plan); return k3_err(err, "out of memory"); }
+    k3_provider_options po = {.io_direct = 1, .io_depth = K3_IO_DEPTH_DEFAULT, .ctx_tokens = p->ctx_tokens,
+                              .session_bytes = p->session_bytes, .sizes_only = 1};
+    k3_error open_err;
+    k3_weights *wp = k3_weights_open(p->dir, &p->cfg, &po, st, &open_err);
+    if (!wp) {                        /* a filesystem without O_DIRECT: the reads k3 --io buffered makes */
+        po.io_direct = 0;
+        wp = k3_weights_open(p->dir, &p->cfg, &po, st, err);
+    }
+    uint64_t buf_bytes = plan.ring_slot_bytes < (256u << 20) ? plan.ring_slot_bytes : (256u << 20);
+    buf_bytes = buf_bytes / K3_IO_ALIGN * K3_IO_ALIGN;
+    uint8_t *mem = wp && buf_bytes ? aligned_alloc(K3_IO_ALIGN, (size_t)buf_bytes * 2) : NULL;
+    int rc = -1;
+    if (!wp) rc = -1;
+    else if (!plan.n_ring || !buf_bytes) rc = 0;     /* every unit pinned: nothing streams */
+    else if (!mem) k3_err(err, "out of memory for the trunk probe's %llu-byte buffers", (unsigned long long)buf_bytes * 2);
+    else {
+        uint8_t *bufs[2] = {mem, mem + buf_bytes};
+        rc = k3_weights_probe_trunk_into(wp, plan.pinned, bufs, plan.n_ring < 2 ? 1 : 2, buf_bytes, seconds, out, err);
+    }
+    free(mem);
+    k3_weights_close(wp);
+    free(st);
+    k3_plan_free(&plan);
+    return rc;
+}
+
 /* ---- the estimate -------------------------------------------------------- */
 
 /* The format a unit's kernel runs: from its bytes per weight. */
@@ -490,10 +557,10 @@ static double unit_seconds(const k3_kernel_rates *r, int f, double bytes, double
     return bytes * (s1 + per_token * (t - 1));
 }
 
-int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, const k3_kernel_rates *r,
-                        int prompt_tokens, k3_plan_estimate *out, k3_error *err)
+/* The engine's plan at mem_bytes (0 = as the engine without --mem), with
+ * the budget it was made for; k3_plan_free it. */
+static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *budget_out, k3_error *err)
 {
-    memset(out, 0, sizeof *out);
     const k3_config *c = &pl->cfg;
     uint64_t fixed = pl->fixed_override ? pl->fixed_override
                                         : k3_plan_fixed_bytes(pl->process_bytes, pl->session_bytes, pl->embed_buf_bytes);
@@ -507,7 +574,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
         k3_mem_limit lim;
         k3_mem_limit_read(pl->process_bytes, &lim);
         const uint64_t avail = lim.avail_bytes;
-        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        budget = avail && (lim.hard_limit || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
         chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
     }
     const int chunk_min = pl->ctx_tokens < K3_CHUNK_TOKENS ? pl->ctx_tokens : K3_CHUNK_TOKENS;
@@ -515,8 +582,36 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
                         pl->chunk_token_bytes, chunk_room, pl->span_token_bytes};
+    *budget_out = budget;
+    if (k3_plan_make(&in, plan, err)) { k3_plan_free(plan); return -1; }
+    return 0;
+}
+
+/* Seconds of SiTU-GLU activation per token (K3): the routed experts' run
+ * in the workers, in parallel; the shared experts' and the dense MLPs' on
+ * one thread (engine/model/moe.c). */
+static double situ_s_per_token(const k3_planner *pl, const k3_kernel_rates *r)
+{
+    const k3_config *c = &pl->cfg;
+    if (!c->use_situ || r->situ_ns <= 0) return 0;
+    const int threads = r->n_threads > 0 ? r->n_threads : 1;
+    double routed = 0, serial = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->is_moe[l]) { serial += c->dense_inter; continue; }
+        routed += (double)c->top_k * c->moe_inter;
+        serial += (double)c->n_shared_experts * c->moe_inter;
+    }
+    return (routed / threads + serial) * r->situ_ns * 1e-9;
+}
+
+int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
+                        int prompt_tokens, k3_plan_estimate *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    const k3_config *c = &pl->cfg;
     k3_plan plan;
-    if (k3_plan_make(&in, &plan, err)) { k3_plan_free(&plan); return -1; }
+    uint64_t budget;
+    if (plan_at(pl, mem_bytes, &plan, &budget, err)) return -1;
     out->budget_bytes = budget;
     out->fixed_bytes = plan.fixed_bytes;  /* with the prompt chunk's scratch, as the engine reports it */
     out->min_budget_bytes = plan.min_budget_bytes;
@@ -546,9 +641,12 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + (double)pl->embed_row_bytes;
     const double lookups = (double)c->top_k * pl->n_moe;
     out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
-    const double bps = disk_gbps * 1e9;
+    const double bps = disk_gbps * 1e9, trunk_bps = trunk_gbps * 1e9;
+    const double head_unit_bytes = out->bytes_head - (double)pl->embed_row_bytes;   /* streamed as a trunk unit */
     out->disk_gbps = disk_gbps;
-    out->io_s = (out->bytes_trunk + out->bytes_head + out->bytes_experts) / bps;
+    out->trunk_gbps = trunk_gbps;
+    out->io_trunk_s = (out->bytes_trunk + head_unit_bytes) / trunk_bps;
+    out->io_s = out->io_trunk_s + ((double)pl->embed_row_bytes + out->bytes_experts) / bps;
 
     /* compute per decode token */
     const int f16 = pl->f16;
@@ -562,7 +660,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     const double ctx = prompt_tokens > 0 ? prompt_tokens : 1;
     const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
-    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps;
+    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps + situ_s_per_token(pl, r);
     out->expert_wait_s = out->bytes_experts / bps;
     const double serial_s = out->compute_s + out->expert_wait_s;
     out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
@@ -572,8 +670,9 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
     for (int done = 0; done < prompt_tokens;) {
         const int T = prompt_tokens - done < plan.chunk_tokens ? prompt_tokens - done : plan.chunk_tokens;
         const double E = c->n_experts, distinct = E ? E * (1 - pow(1 - c->top_k / E, T)) : 0;
-        double io = out->bytes_trunk + out->bytes_head +
-                    (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes;
+        const double io_s = out->io_trunk_s +
+                            ((double)pl->embed_row_bytes * T +
+                             (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes) / bps;
         double comp = 0;
         for (int i = 0; i < c->n_layers; i++)
             comp += unit_seconds(r, unit_format((double)pl->trunk_bytes[i], pl->trunk_params[i], f16),
@@ -583,9 +682,9 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, co
         if (distinct > 0)
             comp += pl->n_moe * distinct *
                     unit_seconds(r, ef, (double)pl->expert_bytes, T * c->top_k / distinct);
-        comp += T * state_bytes / mem_bps;
+        comp += T * (state_bytes / mem_bps + situ_s_per_token(pl, r));
         const double expert_read_s = (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes / bps;
-        out->prompt_s += io / bps > comp + expert_read_s ? io / bps : comp + expert_read_s;
+        out->prompt_s += io_s > comp + expert_read_s ? io_s : comp + expert_read_s;
         out->prompt_chunks++;
         done += T;
     }

@@ -403,9 +403,10 @@ void st_index_close(st_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
-int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
+/* The hashing of st_shard_fingerprint, through a caller's buffer. */
+static int shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, uint8_t *buf, size_t buf_bytes,
+                             k3_error *err)
 {
-    uint8_t buf[65536];
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     *h = k3_fnv1a64(*h, base, strlen(base));
@@ -419,7 +420,7 @@ int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t
     if (header > file_bytes - 8) return k3_err(err, "%s: header length past the end of the file", path);
     uint64_t total = 8 + header, off = 0;
     while (off < total) {
-        size_t n = total - off < sizeof buf ? (size_t)(total - off) : sizeof buf;
+        size_t n = total - off < buf_bytes ? (size_t)(total - off) : buf_bytes;
         if (k3_pread_full(fd, buf, n, off, path, err)) return -1;
         *h = k3_fnv1a64(*h, buf, n);
         off += n;
@@ -431,4 +432,16 @@ int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t
         *h = k3_fnv1a64(*h, buf, (size_t)sample);
     }
     return 0;
+}
+
+/* The buffer is on the heap: 64 KiB on the stack was a crash under a small
+ * stack limit (ulimit -s 64). */
+int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
+{
+    const size_t buf_bytes = 65536;
+    uint8_t *buf = malloc(buf_bytes);
+    if (!buf) return k3_err(err, "out of memory");
+    int rc = shard_fingerprint(fd, path, file_bytes, h, buf, buf_bytes, err);
+    free(buf);
+    return rc;
 }

@@ -81,6 +81,16 @@ void k3_weights_release_head(k3_weights *w);
  * windows (every file that holds experts) into borrowed expert slots, at
  * depths 1, 2 and the reader's, about `seconds` in all (weights_probe.c). */
 int k3_weights_probe_device(k3_weights *w, double seconds, k3_device_probe *out, k3_error *err);
+/* Measure the trunk as the ring reads it: the units not pinned (pinned[ui]
+ * = 1 for the others), in forward order, pass after pass, each unit's reads
+ * in flight while the one before is waited for, into n_bufs (1 or 2)
+ * aligned buffers of buf_bytes (a unit larger than a buffer is read in
+ * buffer-sized pieces), two passes and `seconds` at least. out->units = 0
+ * when every unit is pinned (weights_probe.c). */
+int k3_weights_probe_trunk_into(k3_weights *w, const uint8_t *pinned, uint8_t *const *bufs, int n_bufs,
+                                uint64_t buf_bytes, double seconds, k3_trunk_probe *out, k3_error *err);
+/* The same with the plan in force, into the ring's own slots. */
+int k3_weights_probe_trunk(k3_weights *w, double seconds, k3_trunk_probe *out, k3_error *err);
 /* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
  * (layers, then the head), the expert slot size, routed experts in all
  * layers, the embedding row buffer. */

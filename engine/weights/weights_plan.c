@@ -39,9 +39,9 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         /* 9/10: the last tenth is left to the page cache (the streamed
          * files), the kernel and whatever else runs beside us; under a
          * cgroup limit the budget is always in force (and printed) */
-        budget = avail && (lim.from_cgroup || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
+        budget = avail && (lim.hard_limit || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
         chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
-        if (lim.from_cgroup)
+        if (lim.hard_limit)
             snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
                      lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
         else

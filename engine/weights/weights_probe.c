@@ -149,3 +149,135 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
     out->files = 1;
     return 0;
 }
+
+/* ---- the trunk as the ring reads it -------------------------------------- */
+
+/* Where a pass over the streamed trunk units stands. */
+typedef struct trunk_cursor {
+    const int *units;
+    int n_units, i, win;
+    uint64_t off;                 /* bytes of window `win` already requested */
+} trunk_cursor;
+
+/* The next buffer's worth of the pass: requests for the rest of the current
+ * unit's windows, as many bytes as fit in buf (a unit never shares a buffer
+ * with the next: the ring gives each unit its own slot). A unit that fits
+ * is its windows, one request each, as weights_start_read issues them.
+ * 1 with *n requests made, 0 when the pass is over. */
+static int trunk_next_group(const k3_weights *rp, trunk_cursor *c, uint8_t *buf, uint64_t buf_bytes, k3_io_req *reqs,
+                            int max_reqs, int *n)
+{
+    *n = 0;
+    while (c->i < c->n_units && c->win >= rp->units[c->units[c->i]].n_win) { c->i++; c->win = 0; c->off = 0; }
+    if (c->i >= c->n_units) return 0;
+    const unit *u = &rp->units[c->units[c->i]];
+    uint64_t used = 0;
+    while (c->win < u->n_win && *n < max_reqs && used + K3_IO_ALIGN <= buf_bytes) {
+        const unit_window *w = &u->win[c->win];
+        uint64_t len = w->bytes - c->off;
+        if (len > buf_bytes - used) len = buf_bytes - used;
+        const uint64_t need = w->need_bytes > c->off ? (w->need_bytes - c->off < len ? w->need_bytes - c->off : len) : 0;
+        reqs[(*n)++] = (k3_io_req){.fd = rp->fd[w->file], .path = rp->index.shards[w->file].path,
+                                   .offset = w->offset + c->off, .bytes = len, .need_bytes = need,
+                                   .dst = buf + used, .kind = K3_READ_OTHER};
+        used = (used + len + K3_IO_ALIGN - 1) / K3_IO_ALIGN * K3_IO_ALIGN;
+        c->off += len;
+        if (c->off >= w->bytes) { c->win++; c->off = 0; }
+    }
+    if (c->win >= u->n_win) { c->i++; c->win = 0; c->off = 0; }
+    return 1;
+}
+
+/* Queue a group's requests. */
+static void trunk_submit(k3_weights *rp, k3_io_req *reqs, int n)
+{
+    k3_io_req *ptrs[64];
+    for (int k = 0; k < n; k += 64) {
+        const int m = n - k < 64 ? n - k : 64;
+        for (int j = 0; j < m; j++) ptrs[j] = &reqs[k + j];
+        k3_io_submit(rp->io, ptrs, m);
+    }
+}
+
+/* See weights.h. Passes over the streamed units in forward order, as
+ * decode streams them token after token: each unit's reads go out while
+ * the previous unit's are waited for (two buffers: the ring's current unit
+ * and the one it reads ahead), until at least two passes and `seconds`
+ * (or 20 x `seconds` after the first pass, for a trunk too large to read
+ * twice quickly). The first pass is reported apart: it may find the units
+ * colder than decode does, which re-reads the same units every token. */
+int k3_weights_probe_trunk_into(k3_weights *rp, const uint8_t *pinned, uint8_t *const *bufs, int n_bufs,
+                                uint64_t buf_bytes, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    if (buf_bytes < K3_IO_ALIGN || n_bufs < 1) return k3_err(err, "internal: no buffer for the trunk probe");
+    const int n_trunk = rp->cfg->n_layers + 1;
+    int *units = malloc((size_t)n_trunk * sizeof *units);
+    if (!units) return k3_err(err, "out of memory");
+    int n_units = 0, max_win = 1;
+    for (int ui = 0; ui < n_trunk; ui++) {
+        if (pinned[ui] || !rp->units[ui].bytes) continue;
+        units[n_units++] = ui;
+        out->pass_bytes += rp->units[ui].bytes;
+        if (rp->units[ui].n_win > max_win) max_win = rp->units[ui].n_win;
+    }
+    out->units = n_units;
+    out->read_bytes = buf_bytes;
+    if (!n_units) { free(units); return 0; }          /* nothing streams: nothing to time */
+    if (n_bufs > 2) n_bufs = 2;
+    k3_io_req *reqs = calloc((size_t)max_win * 2, sizeof *reqs);
+    if (!reqs) { free(units); return k3_err(err, "out of memory"); }
+    k3_io_req *group[2] = {reqs, reqs + max_win};
+    const uint64_t t0 = k3_now_ns();
+    uint64_t later_bytes = 0, later_ns = 0;
+    int rc = 0, stop = 0;
+    while (!stop && rc == 0) {
+        const uint64_t p0 = k3_now_ns();
+        uint64_t pass_done = 0;
+        trunk_cursor c = {.units = units, .n_units = n_units};
+        int n[2] = {0, 0}, have[2] = {0, 0};
+        for (int b = 0; b < n_bufs; b++)
+            if ((have[b] = trunk_next_group(rp, &c, bufs[b], buf_bytes, group[b], max_win, &n[b])))
+                trunk_submit(rp, group[b], n[b]);
+        for (int b = 0; have[b];) {
+            for (int k = 0; k < n[b]; k++) {
+                if (k3_io_wait(rp->io, &group[b][k], rc ? NULL : err)) rc = -1;
+                pass_done += group[b][k].got;
+            }
+            /* a trunk too large to read twice in time: stop after the first pass */
+            if (out->passes >= 1 && (k3_now_ns() - t0) * 1e-9 >= 20 * seconds) stop = 1;
+            have[b] = !stop && rc == 0 && trunk_next_group(rp, &c, bufs[b], buf_bytes, group[b], max_win, &n[b]);
+            if (have[b]) trunk_submit(rp, group[b], n[b]);
+            b = (b + 1) % n_bufs;                       /* groups went out alternately */
+        }
+        const uint64_t pass_ns = k3_now_ns() - p0;
+        if (out->passes == 0) out->first_pass_gbps = pass_done / (pass_ns * 1e-9) / 1e9;
+        else { later_bytes += pass_done; later_ns += pass_ns; }
+        out->bytes_total += pass_done;
+        if (!stop) out->passes++;
+        const double elapsed = (k3_now_ns() - t0) * 1e-9;
+        if (out->passes >= 2 && elapsed >= seconds) stop = 1;
+    }
+    out->seconds = (k3_now_ns() - t0) * 1e-9;
+    out->gbps = later_ns ? later_bytes / (later_ns * 1e-9) / 1e9 : out->first_pass_gbps;
+    free(reqs);
+    free(units);
+    return rc;
+}
+
+/* See weights.h: into the ring's own slots (its first two), which are left
+ * empty after (the ring reads its units again when decode next needs them). */
+int k3_weights_probe_trunk(k3_weights *rp, double seconds, k3_trunk_probe *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    drain_all_reads(rp);
+    if (!rp->n_ring) return 0;                          /* every trunk unit pinned: nothing streams */
+    const int n_bufs = rp->n_ring < 2 ? rp->n_ring : 2;
+    uint8_t *bufs[2];
+    for (int b = 0; b < n_bufs; b++) {
+        rp->ring[b].unit = -1;                          /* its bytes are about to be overwritten */
+        rp->ring[b].prefetched = 0;
+        bufs[b] = rp->ring[b].mem;
+    }
+    return k3_weights_probe_trunk_into(rp, rp->plan.pinned, bufs, n_bufs, rp->plan.ring_slot_bytes, seconds, out, err);
+}
