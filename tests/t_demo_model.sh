@@ -8,6 +8,7 @@
 #    ids, and the greedy continuations are identical. No training here.
 #    1b. The answer depends on the question: greedy answers to "What does 'W'
 #    mean?" for five words name W (at least 3 of 5) and are five different answers.
+#    1c. Asked to repeat a paragraph, the greedy answer is that paragraph verbatim.
 # 2. In the full-screen chat (tmux), "What does 'harbour' mean?" gets an
 #    answer whose words are mostly (>= 70% of the words of 3 letters or more) in /usr/share/dict/words
 #    (wamerican; the asked word itself is not counted); the same check on the
@@ -104,6 +105,25 @@ if [ $named -ge 3 ] && [ "$distinct" -eq $asked ]; then
     pass "k3-mini's answers name the asked word ($named of $asked) and differ per question ($distinct distinct)"
 else
     fail "k3-mini's answers depend on the question" "$named of $asked name the word, $distinct distinct: $(head -c 300 $OUT/answers.txt | tr '\n' '|') $(head -c 200 $OUT/ask.err)"
+fi
+
+# ---- 1c. the model copies: asked to repeat a paragraph it has not been
+# trained on, the greedy answer is the paragraph, word for word (run 4 of
+# models/k3-mini/README.md trained this; the model before it drifted after
+# the first words). Two wordings of the request.
+copied=0
+: > $OUT/repeats.txt
+for req in "Repeat this: The harbour lay quiet in the grey morning light. The boats rocked against the old stone wall, and the gulls called over the water." \
+    "Repeat this: The old man walked down to the harbour and watched the small boats come in."; do
+    want=${req#*: }
+    got=$($K3 run $MODEL --chat -p "$req" -n 96 --threads 1 2>$OUT/repeat.err)
+    printf '%s\n' "$got" >> $OUT/repeats.txt
+    [ "$got" = "$want" ] && copied=$((copied + 1))
+done
+if [ $copied -eq 2 ]; then
+    pass "k3-mini repeats two paragraphs verbatim when asked"
+else
+    fail "k3-mini repeats paragraphs verbatim" "$copied of 2 copied: $(head -c 400 $OUT/repeats.txt | tr '\n' '|') $(head -c 200 $OUT/repeat.err)"
 fi
 
 # ---- 2. the chat answers in English (and the random demo does not)
