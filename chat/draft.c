@@ -84,11 +84,24 @@ int draft_policy_length(draft_policy *p, int max_draft)
     return best;
 }
 
+/* Add one measurement to a window and return the least of the window. */
+static double window_add_min(draft_cost_window *w, double ms)
+{
+    w->ms[w->next] = ms;
+    w->next = (w->next + 1) % DRAFT_COST_WINDOW;
+    if (w->n < DRAFT_COST_WINDOW) w->n++;
+    double least = w->ms[0];
+    for (int i = 1; i < w->n; i++)
+        if (w->ms[i] < least) least = w->ms[i];
+    return least;
+}
+
 void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms)
 {
     const double keep = 0.9;                /* the last ~10 passes weigh most */
     if (n_draft == 0) {
-        p->step_ms = p->steps_seen++ ? 0.8 * p->step_ms + 0.2 * ms : ms;
+        p->steps_seen++;
+        p->step_ms = window_add_min(&p->steps, ms);
         if (!p->drafts_seen) p->extra_ms = 0.25 * p->step_ms;   /* the prior, in this model's units */
         return;
     }
@@ -96,8 +109,11 @@ void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms)
     p->kept = keep * p->kept + kept;
     p->tried = keep * p->tried + kept + (kept < n_draft);       /* the first rejection is judged, the rest not */
     if (p->steps_seen) {
-        double extra = (ms - p->step_ms) / n_draft;
-        p->extra_ms = p->drafts_seen++ ? 0.8 * p->extra_ms + 0.2 * extra : extra;
+        /* the prior stands as one measurement until the window turns over,
+         * so the first measured pass alone cannot end drafting */
+        if (p->extras.n == 0) window_add_min(&p->extras, p->extra_ms);
+        p->drafts_seen++;
+        p->extra_ms = window_add_min(&p->extras, (ms - p->step_ms) / n_draft);
     }
 }
 

@@ -27,13 +27,23 @@ int draft_ngram(const int *ctx, int n_ctx, int max_draft, int *draft, int *match
  * its own experts, near nothing when the pass is bound by reading a trunk
  * that streams) and yields 1 + a + a^2 + ... + a^k tokens on average (a:
  * the chance a draft token is kept after the one before it was). The
- * length chosen maximises tokens per unit of time; 0 = a plain step. Both
- * figures are running averages of what the passes measured, so drafting
- * turns itself off where it loses (random-weight models, which never repeat)
- * and on where it wins. */
+ * length chosen maximises tokens per unit of time; 0 = a plain step. a is
+ * a decayed count of what the passes kept; step and extra are the least of
+ * the last DRAFT_COST_WINDOW measurements, because other work on the
+ * machine only ever adds time to a pass: one pass held up 44 ms (against
+ * 0.4 ms steps) had made a running average price every draft token at 36 ms,
+ * and drafting stopped for the rest of the answer. So drafting turns itself
+ * off where it loses (random-weight models, which never repeat) and on
+ * where it wins. */
+#define DRAFT_COST_WINDOW 8
+typedef struct draft_cost_window {
+    double ms[DRAFT_COST_WINDOW];
+    int n, next;
+} draft_cost_window;
 typedef struct draft_policy {
     double kept, tried;          /* decayed counts of draft tokens kept / judged */
-    double step_ms, extra_ms;    /* running averages */
+    double step_ms, extra_ms;    /* the estimates: least of the windows (priors before) */
+    draft_cost_window steps, extras;
     int steps_seen, drafts_seen;
     int idle_passes;             /* passes since the last draft (a retry after DRAFT_RETRY_PASSES,
                                   * and after DRAFT_RETRY_SHARE times the retry's own cost) */

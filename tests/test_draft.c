@@ -109,6 +109,26 @@ static void test_policy(void)
     CHECK(k == 7, "length %d", k);
     CHECK(draft_policy_length(&p, 3) == 3, "not bounded by max_draft");
     TEST_END();
+
+    /* what k3 run did on a loaded machine: 0.4 ms steps, the first draft
+     * pass held up 44 ms; a running average then priced a draft token at
+     * 36 ms and drafting stopped for the rest of the answer */
+    TEST_BEGIN("draft_policy: one held-up pass does not turn drafting off");
+    draft_policy_init(&p);
+    draft_policy_update(&p, 0, 0, 0.4);
+    draft_policy_update(&p, 1, 1, 44.0);
+    k = draft_policy_length(&p, 7);
+    CHECK(k >= 1, "after the held-up pass: length %d (extra %.3f ms, step %.3f ms)", k, p.extra_ms, p.step_ms);
+    for (int i = 0; i < 3; i++) draft_policy_update(&p, 0, 0, 0.4 + 0.3 * i);   /* steps, one slow */
+    draft_policy_update(&p, 4, 4, 0.6);                                       /* a fast kept pass */
+    k = draft_policy_length(&p, 7);
+    CHECK(k >= 4, "after a fast kept pass: length %d (extra %.3f ms, step %.3f ms)", k, p.extra_ms, p.step_ms);
+    CHECK(p.step_ms == 0.4, "step %.3f ms: the least of the window", p.step_ms);
+    for (int i = 0; i < DRAFT_COST_WINDOW; i++) draft_policy_update(&p, 4, 2, 2.0);   /* truly dear: 0.4 ms a token */
+    CHECK(p.extra_ms > 0.39 && p.extra_ms < 0.41, "a window of dear passes: extra %.3f ms, want 0.4", p.extra_ms);
+    CHECK(draft_policy_length(&p, 7) == 0, "a token costs a whole step and half are kept: length %d",
+          draft_policy_length(&p, 7));
+    TEST_END();
 }
 
 int main(void)
