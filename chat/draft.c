@@ -100,19 +100,17 @@ void draft_policy_update(draft_policy *p, int n_draft, int kept, double ms)
 {
     const double keep = 0.9;                /* the last ~10 passes weigh most */
     if (n_draft == 0) {
-        p->steps_seen++;
         p->step_ms = window_add_min(&p->steps, ms);
-        if (!p->drafts_seen) p->extra_ms = 0.25 * p->step_ms;   /* the prior, in this model's units */
+        if (!p->extras.n) p->extra_ms = 0.25 * p->step_ms;      /* the prior, in this model's units */
         return;
     }
     p->idle_passes = 0;
     p->kept = keep * p->kept + kept;
     p->tried = keep * p->tried + kept + (kept < n_draft);       /* the first rejection is judged, the rest not */
-    if (p->steps_seen) {
+    if (p->steps.n) {                       /* a draft token's cost needs a plain step to compare */
         /* the prior stands as one measurement until the window turns over,
          * so the first measured pass alone cannot end drafting */
         if (p->extras.n == 0) window_add_min(&p->extras, p->extra_ms);
-        p->drafts_seen++;
         p->extra_ms = window_add_min(&p->extras, (ms - p->step_ms) / n_draft);
     }
 }

@@ -43,8 +43,7 @@ typedef struct draft_cost_window {
 typedef struct draft_policy {
     double kept, tried;          /* decayed counts of draft tokens kept / judged */
     double step_ms, extra_ms;    /* the estimates: least of the windows (priors before) */
-    draft_cost_window steps, extras;
-    int steps_seen, drafts_seen;
+    draft_cost_window steps, extras;   /* the measurements (n = 0: none yet) */
     int idle_passes;             /* passes since the last draft (a retry after DRAFT_RETRY_PASSES,
                                   * and after DRAFT_RETRY_SHARE times the retry's own cost) */
 } draft_policy;
