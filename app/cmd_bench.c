@@ -5,6 +5,10 @@
  *   1. the prompt token by token (bytes read: what chunking saves; not with
  *      --no-token-by-token),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
+ *   2a. unless --no-warm-prompt, another prompt of the same length on the
+ *      same model: prefill with the weights the first one read already in
+ *      memory (cold start and steady state apart: the first prompt pays the
+ *      reads and the first touch of every arena page),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
  *      read into the expert cache's own slots (no memory beyond the plan),
  *   4. unless --no-resident, the same decode fully resident, for floor_ratio:
@@ -30,7 +34,7 @@
 
 typedef struct bench_options {
     const char *model_dir;
-    int tokens, prompt_tokens, json, probe, resident, token_by_token;
+    int tokens, prompt_tokens, json, probe, resident, token_by_token, warm_prompt;
     int draft_rounds;                /* speculative decoding pass: rounds of none/ngram/oracle (0 = --no-draft) */
     double resident_s_per_token;     /* given instead of measured (--resident-s-per-token) */
     k3_options model;
@@ -52,16 +56,22 @@ static void usage(FILE *f)
 }
 
 /* Deterministic prompt ids spread over the vocabulary (no specials). */
-static int *make_prompt(int n, int vocab)
+static int *make_prompt_seeded(int n, int vocab, uint64_t seed)
 {
     int *ids = malloc((size_t)n * sizeof *ids);
-    uint64_t x = 0x2545F4914F6CDD1Dull;
+    uint64_t x = seed;
     int range = vocab > 512 ? vocab - 258 : vocab;
     for (int i = 0; i < n && ids; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
         ids[i] = (int)(x % (uint64_t)range);
     }
     return ids;
+}
+
+/* The benchmark's prompt: the same ids run after run. */
+static int *make_prompt(int n, int vocab)
+{
+    return make_prompt_seeded(n, vocab, 0x2545F4914F6CDD1Dull);
 }
 
 static int argmax(const float *l, int n)
@@ -151,6 +161,7 @@ static int parse(int argc, char **argv, bench_options *o)
     o->probe = !b->no_probe;
     o->token_by_token = !b->no_token_by_token;
     o->resident = !b->no_resident;
+    o->warm_prompt = !b->no_warm_prompt;
     o->resident_s_per_token = b->resident_s_per_token;
     o->draft_rounds = b->draft_rounds;
     if (!o->model_dir) o->model_dir = cli_default_model();
@@ -309,6 +320,24 @@ int cmd_bench(int argc, char **argv)
                main_pass.read_busy_ns * 1e-9 / n);
         fflush(stdout);
     }
+    /* pass 2a: a second prompt (other ids, same length) on the warmed model */
+    decode_figures warm = {0};
+    char warm_failed[600] = "";
+    if (o.warm_prompt) {
+        k3_model_info info;
+        k3_model_get_info(m, &info);
+        int *warm_prompt = make_prompt_seeded(o.prompt_tokens, info.vocab_size, 0x9E3779B97F4A7C15ull);
+        if (!warm_prompt) snprintf(warm_failed, sizeof warm_failed, "out of memory");
+        else if (run_pass(m, warm_prompt, o.prompt_tokens, 0, 0, &warm, &err))
+            snprintf(warm_failed, sizeof warm_failed, "%s", err.msg);
+        free(warm_prompt);
+        if (!o.json && !warm_failed[0])
+            printf("prefill    warm (a second prompt, weights already read): %.5f s/token, %.5f CPU s/token, read %.1f MB\n",
+                   warm.prefill_s / o.prompt_tokens, warm.prefill_cpu_s / o.prompt_tokens, warm.prefill_bytes / 1e6);
+        else if (!o.json)
+            printf("prefill    warm not measured: %s\n", warm_failed);
+        fflush(stdout);
+    }
     /* pass 2b: speculative decoding, side by side on the same model */
     bench_draft_figures dr = {0};
     char draft_failed[600] = "";
@@ -440,6 +469,18 @@ int cmd_bench(int argc, char **argv)
     if (o.json) {
         char why_json[1300], probe_json[1300], resident_field[64], device_field[64], chunk_json[600];
         char before_json[300], after_json[300], note_json[700], tbt_field[32] = "null";
+        /* the warm prompt's figures, or null and why not */
+        char warm_json[900], warm_why_json[700];
+        if (o.warm_prompt && !warm_failed[0])
+            snprintf(warm_json, sizeof warm_json,
+                     "\"prefill_warm_s_per_token\":%.6f,\"prefill_warm_cpu_s_per_token\":%.6f,\"prefill_warm_bytes\":%llu,",
+                     warm.prefill_s / o.prompt_tokens, warm.prefill_cpu_s / o.prompt_tokens,
+                     (unsigned long long)warm.prefill_bytes);
+        else {
+            json_escape(warm_why_json, sizeof warm_why_json, o.warm_prompt ? warm_failed : "--no-warm-prompt");
+            snprintf(warm_json, sizeof warm_json,
+                     "\"prefill_warm_s_per_token\":null,\"prefill_warm_not_measured\":\"%s\",", warm_why_json);
+        }
         char trunk_json[1500];
         if (trunk_failed[0] || !o.probe) {
             char why[1300];
@@ -466,7 +507,7 @@ int cmd_bench(int argc, char **argv)
         else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
         printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
                "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,\"prefill_s_per_token\":%.6f,"
-               "\"cpu_s_per_token\":{\"prefill\":%.6f,\"decode\":%.6f},\"open_s\":%.3f,"
+               "\"cpu_s_per_token\":{\"prefill\":%.6f,\"decode\":%.6f},\"open_s\":%.3f,%s"
                "\"chunk_tokens\":%d,\"chunk_why\":\"%s\","
                "\"huge_pages\":{\"mode\":\"%s\",\"requested\":%s,\"anon_huge_bytes\":%llu},"
                "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
@@ -482,7 +523,7 @@ int cmd_bench(int argc, char **argv)
                "\"read_busy\":%.6f}",
                o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
                o.prompt_tokens / main_pass.prefill_s, prefill_s_per_token, main_pass.prefill_cpu_s / o.prompt_tokens,
-               main_pass.decode_cpu_s / n, open_s, chunk_tokens, chunk_json, huge_mode_buf,
+               main_pass.decode_cpu_s / n, open_s, warm_json, chunk_tokens, chunk_json, huge_mode_buf,
                huge_requested ? "true" : "false", (unsigned long long)anon_huge_bytes, bytes_per_token,
                main_pass.decode_trunk / n, main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
                (unsigned long long)main_pass.prefill_bytes_min, tbt_field, read_gbps,

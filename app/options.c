@@ -176,6 +176,7 @@ static int set_bench_prompt_tokens(cli_settings *s, const opt_value *v) { s->ben
 static int set_bench_no_probe(cli_settings *s, const opt_value *v) { s->bench.no_probe = (int)v->i; return 0; }
 static int set_bench_no_tbt(cli_settings *s, const opt_value *v) { s->bench.no_token_by_token = (int)v->i; return 0; }
 static int set_bench_no_resident(cli_settings *s, const opt_value *v) { s->bench.no_resident = (int)v->i; return 0; }
+static int set_bench_no_warm(cli_settings *s, const opt_value *v) { s->bench.no_warm_prompt = (int)v->i; return 0; }
 static int set_bench_no_draft(cli_settings *s, const opt_value *v) { (void)v; s->bench.draft_rounds = 0; return 0; }
 static int set_bench_draft_rounds(cli_settings *s, const opt_value *v) { s->bench.draft_rounds = (int)v->i; return 0; }
 static int set_bench_resident_s(cli_settings *s, const opt_value *v)
@@ -427,6 +428,8 @@ static const cli_option options[] = {
      "rounds of the speculative decoding pass"},
     {"--no-token-by-token", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_tbt,
      "skip the pass that reads the prompt one token at a time"},
+    {"--no-warm-prompt", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_warm,
+     "skip the second prompt on the warmed model (prefill_warm_s_per_token: weights already in memory)"},
     {"--no-resident", NULL, OPTS_BENCH, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_bench_no_resident,
      "skip the fully resident decode pass"},
     {"--resident-s-per-token", NULL, OPTS_BENCH, OPT_FLOAT, "S", NULL, 0, 1e6, NULL, "measured",

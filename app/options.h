@@ -93,7 +93,7 @@ typedef struct cli_eval_settings {
 /* What `k3 bench`'s own options set (on a local model). */
 typedef struct cli_bench_settings {
     int tokens, prompt_tokens;
-    int no_probe, no_token_by_token, no_resident;
+    int no_probe, no_token_by_token, no_resident, no_warm_prompt;
     double resident_s_per_token;   /* given instead of measured (0 = measure) */
     int draft_rounds;        /* rounds of the speculative decoding pass (0 = --no-draft) */
 } cli_bench_settings;

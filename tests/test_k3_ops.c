@@ -184,58 +184,55 @@ static void test_mxfp4_dot(void)
     TEST_END();
 }
 
-/* The MXFP4 order of engine/kernels/mxfp4.c written out lane by lane in plain C:
- * per 32-column group g, on doubled E2M1 values f (exact integers),
- * ta = fma(f2, x2, f0 * x0) and tb = fma(f3, x3, f1 * x1) per lane (fk =
- * columns 8k..8k+7), then acc = fma(ta + tb, scale / 2, acc) into acc0 for
- * even groups and acc1 for odd; the row is (acc0 + acc1) summed lane i + i+4,
+/* The MXFP4 order, written out lane by lane in plain C: the canonical order
+ * of engine/kernels/matvec.c on the exact weights w = doubled E2M1 integer x
+ * (scale / 2), i.e. lane c % 16 of 16 fma accumulators (A0 = lanes 0-7, A1 =
+ * 8-15) takes column c in order; the row is (A0 + A1) summed lane i + i+4,
  * i + i+2, 0 + 1. Independent of every back end. */
 static float mxfp4_canonical_row(const k3_weight *w, int64_t r, const float *x)
 {
     static const float doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t *packed = (const uint8_t *)w->data + (size_t)r * (w->cols / 2);
     const uint8_t *scale = w->mx_scale + (size_t)r * (w->cols / 32);
-    float acc[2][8] = {{0}};
-    for (int64_t g = 0; g < w->cols / 32; g++) {
-        float f[32];
-        for (int c = 0; c < 32; c++) {
-            uint8_t byte = packed[g * 16 + c / 2];
-            f[c] = doubled[(c & 1) ? byte >> 4 : byte & 0x0F];
-        }
-        const float *xg = x + g * 32;
-        float half_scale = 0.5f * k3_e8m0_to_f32(scale[g]);
-        for (int i = 0; i < 8; i++) {
-            float ta = fmaf(f[16 + i], xg[16 + i], f[i] * xg[i]);
-            float tb = fmaf(f[24 + i], xg[24 + i], f[8 + i] * xg[8 + i]);
-            acc[g & 1][i] = fmaf(ta + tb, half_scale, acc[g & 1][i]);
-        }
+    float acc[16] = {0};
+    for (int64_t c = 0; c < w->cols; c++) {
+        uint8_t byte = packed[c / 2];
+        float weight = doubled[(c & 1) ? byte >> 4 : byte & 0x0F] * (0.5f * k3_e8m0_to_f32(scale[c / 32]));
+        acc[c % 16] = fmaf(weight, x[c], acc[c % 16]);
     }
     float v[8], s4[4], s2[2];
-    for (int i = 0; i < 8; i++) v[i] = acc[0][i] + acc[1][i];
+    for (int i = 0; i < 8; i++) v[i] = acc[i] + acc[i + 8];
     for (int i = 0; i < 4; i++) s4[i] = v[i] + v[i + 4];
     for (int i = 0; i < 2; i++) s2[i] = s4[i] + s4[i + 2];
     return s2[0] + s2[1];
 }
 
-/* Every back end's fused MXFP4 dot (matvec) and decoded-row matmul give the
- * bits of mxfp4_canonical_row: the cross-machine identity of K3 logits. */
+/* Every back end's MXFP4 matvec (straight from the nibbles, 1 and 4 rows)
+ * and decoded-row matmul (4x3 blocks, with leftover rows and tokens) give
+ * the bits of mxfp4_canonical_row: the cross-machine identity of K3 logits. */
 static void test_mxfp4_canonical(void)
 {
     char name[96];
     snprintf(name, sizeof name, "mxfp4_canonical_order [%s]", k3_kernels_name());
     TEST_BEGIN(name);
-    const int64_t shapes[][2] = {{1, 32}, {5, 96}, {33, 512}, {8, 1024}};
+    /* {rows, cols, tokens}: the last three are big enough for k3_matmul's
+     * blocked path (>= 2^15 weights), with rows and tokens that leave partial
+     * 4x3 blocks, two 1024-column segments, and a second 24-token block */
+    const int64_t shapes[][3] = {{1, 32, 3}, {5, 96, 3}, {33, 512, 3}, {8, 1024, 3},
+                                 {70, 1536, 26}, {13, 3072, 5}, {64, 2048, 7}};
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
         int64_t rows = shapes[k][0], cols = shapes[k][1];
+        const int n_tokens = (int)shapes[k][2];
         uint8_t *packed = malloc((size_t)(rows * cols / 2)), *scale = malloc((size_t)(rows * cols / 32));
-        float *x = malloc((size_t)(cols * 3) * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
-        float *Y = malloc((size_t)(rows * 3) * sizeof(float));
+        float *x = malloc((size_t)(cols * n_tokens) * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+        float *Y = malloc((size_t)(rows * n_tokens) * sizeof(float));
         for (int64_t i = 0; i < rows * cols / 2; i++) packed[i] = (uint8_t)(urand() * 256);
-        for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)(100 + urand() * 50);
-        for (int64_t i = 0; i < cols * 3; i++) x[i] = (float)((urand() - 0.5) * 4);
+        /* one shape with the smallest scales (2^-127..2^-108: subnormal weights) */
+        for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)((k == 1 ? 0 : 100) + urand() * 20);
+        for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((urand() - 0.5) * 4);
         k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
-        k3_matmul(Y, &w, x, 3);
-        for (int t = 0; t < 3; t++) {
+        k3_matmul(Y, &w, x, n_tokens);
+        for (int t = 0; t < n_tokens; t++) {
             k3_matvec(y, &w, x + t * cols);
             for (int64_t r = 0; r < rows; r++) {
                 float want = mxfp4_canonical_row(&w, r, x + t * cols);

@@ -48,8 +48,13 @@
  * prefetch ~100% (2 threads: 76% -> 84% -> 100%). tools/bench_kernels.c
  * measures this.
  *
- * K3_DT_MXFP4 weights are dispatched to engine/kernels/mxfp4.c (decode a row, then
- * k3_dot_f32 - whose order is the canonical one above). */
+ * MXFP4 (Kimi K3's routed experts) follows the unscaled order above too:
+ * each weight decodes to its exact fp32 value (a doubled E2M1 integer times
+ * half the group's power-of-two scale: a product with no rounding), and a
+ * 32-column group is two 16-column chunks. The matvec kernel decodes straight
+ * from the nibbles into registers; k3_matmul decodes a row quad once into
+ * its scratch and runs the same 4x3 blocks as bf16, so a prompt token costs
+ * one fma per weight instead of a per-group multiply, add and scale fold. */
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +148,11 @@ static float weight_scalar(const k3_weight *W, int64_t r, int64_t c)
         memcpy(&v, base + 2 * idx, 2);
         return k3_f16_to_f32(v);
     }
+    case K3_DT_MXFP4: {
+        uint8_t byte = base[idx / 2];
+        return k3_e2m1_values[(idx & 1) ? byte >> 4 : byte & 0x0F] *
+               k3_e8m0_to_f32(W->mx_scale[idx / 32]);
+    }
     case K3_DT_F8_E4M3: {
         float v = k3_e4m3_to_f32(base[idx]);
         if (W->block_scale) {
@@ -206,10 +216,18 @@ K3_INLINE void decode16(k3_dtype dtype, const unsigned char *p, v8f *w_lo, v8f *
     }
 }
 
-/* Bytes per element of the dtypes with SIMD kernels (constant-folded). */
+/* Bytes per element of the dtypes with SIMD kernels (constant-folded;
+ * MXFP4's half byte is handled by row_bytes). */
 K3_INLINE int64_t simd_elem_bytes(k3_dtype dtype)
 {
     return dtype == K3_DT_F32 ? 4 : dtype == K3_DT_F8_E4M3 ? 1 : 2;
+}
+
+/* Bytes of one stored row of `cols` weights (MXFP4: the nibbles only; its
+ * scales are a separate array). */
+K3_INLINE int64_t row_bytes(k3_dtype dtype, int64_t cols)
+{
+    return dtype == K3_DT_MXFP4 ? cols / 2 : cols * simd_elem_bytes(dtype);
 }
 
 /* fp32 scale vector for fp8 column block `block` of one row's scale row:
@@ -224,6 +242,7 @@ K3_INLINE v8f fp8_scale256(const float *scale_row, int64_t block)
 typedef struct {
     const unsigned char *data;  /* first element of the row */
     const float *scale_row;     /* fp8: this row's block scales, or NULL */
+    const uint8_t *mx_scale;    /* MXFP4: this row's E8M0 group scales */
 } row_ref;
 
 /* Describe row r of W (whose dtype is `dtype`, passed as a constant so the
@@ -231,8 +250,9 @@ typedef struct {
 K3_INLINE row_ref row_of(k3_dtype dtype, const k3_weight *W, int64_t r)
 {
     row_ref ref;
-    ref.data = (const unsigned char *)W->data + r * W->cols * simd_elem_bytes(dtype);
+    ref.data = (const unsigned char *)W->data + r * row_bytes(dtype, W->cols);
     ref.scale_row = NULL;
+    ref.mx_scale = dtype == K3_DT_MXFP4 ? W->mx_scale + r * (W->cols / 32) : NULL;
     if (dtype == K3_DT_F8_E4M3 && W->block_scale) {
         int64_t scale_cols = (W->cols + FP8_BLOCK - 1) / FP8_BLOCK;
         ref.scale_row = W->block_scale + (r / FP8_BLOCK) * scale_cols;
@@ -368,12 +388,55 @@ K3_INLINE void dot_rows_e4m3(int n_rows, const row_ref *rows, const float *x, in
         out[r] = hsum_canonical(acc0[r], acc1[r]);
 }
 
+/* The 32 weights of MXFP4 group g of a row, decoded to their exact fp32
+ * values: columns 0-7, 8-15, 16-23, 24-31 of the group in w[0..3]. */
+K3_INLINE void mxfp4_group_decode(row_ref row, int64_t g, v8f w[4])
+{
+    v32_from_mxfp4_doubled(row.data + g * 16, w);
+    const v8f half_scale = v8_set1(0.5f * k3_e8m0_to_f32(row.mx_scale[g]));
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        w[i] = v8_mul(w[i], half_scale);   /* doubled integer x 2^(e-128): exact */
+}
+
+/* dot_rows_simd for MXFP4, straight from the nibbles: a group is the two
+ * 16-column chunks 2g and 2g + 1 of the canonical order (cols is a multiple
+ * of 32, checked by the loaders, so there is no tail). Four rows share the
+ * x loads and give eight independent FMA chains. */
+K3_INLINE void dot_rows_mxfp4(int n_rows, const row_ref *rows, const float *x, int64_t cols, float *out)
+{
+    v8f acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+        acc0[r] = acc1[r] = v8_zero();
+    for (int64_t g = 0; g < cols / 32; g++) {
+        const float *xg = x + g * 32;
+        v8f x0 = v8_loadu(xg), x1 = v8_loadu(xg + 8), x2 = v8_loadu(xg + 16), x3 = v8_loadu(xg + 24);
+#pragma GCC unroll 4
+        for (int r = 0; r < n_rows; r++) {
+            if (PREFETCH_AHEAD_BYTES && (g & 3) == 0)   /* one prefetch per 64-byte line of nibbles */
+                __builtin_prefetch(rows[r].data + g * 16 + PREFETCH_AHEAD_BYTES, 0, PREFETCH_LOCALITY);
+            v8f w[4];
+            mxfp4_group_decode(rows[r], g, w);
+            acc0[r] = v8_fma(w[0], x0, acc0[r]);
+            acc1[r] = v8_fma(w[1], x1, acc1[r]);
+            acc0[r] = v8_fma(w[2], x2, acc0[r]);
+            acc1[r] = v8_fma(w[3], x3, acc1[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < n_rows; r++)
+        out[r] = hsum_canonical(acc0[r], acc1[r]);
+}
+
 /* Dispatch of the row kernels on a constant dtype. */
 K3_INLINE void dot_rows_any(k3_dtype dtype, int n_rows, const row_ref *rows, const float *x,
                             int64_t cols, float *out)
 {
     if (dtype == K3_DT_F8_E4M3)
         dot_rows_e4m3(n_rows, rows, x, cols, out);
+    else if (dtype == K3_DT_MXFP4)
+        dot_rows_mxfp4(n_rows, rows, x, cols, out);
     else
         dot_rows_simd(dtype, n_rows, rows, x, cols, out);
 }
@@ -427,13 +490,18 @@ static void rows_e4m3(float *y, const k3_weight *W, const float *x, int64_t b, i
     rows_simd(K3_DT_F8_E4M3, y, W, x, b, e);
 }
 
+static void rows_mxfp4(float *y, const k3_weight *W, const float *x, int64_t b, int64_t e)
+{
+    rows_simd(K3_DT_MXFP4, y, W, x, b, e);
+}
+
 /* True when W's dtype has SIMD kernels and SIMD is allowed. */
 static int simd_usable(const k3_weight *W)
 {
     if (kernels_scalar_forced)
         return 0;
     return W->dtype == K3_DT_F32 || W->dtype == K3_DT_BF16 || W->dtype == K3_DT_F16 ||
-           W->dtype == K3_DT_F8_E4M3;
+           W->dtype == K3_DT_F8_E4M3 || W->dtype == K3_DT_MXFP4;
 }
 
 /* Single-threaded building block of k3_matvec (also used by callers that
@@ -443,10 +511,6 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
-    if (W->dtype == K3_DT_MXFP4) {          /* Kimi K3 experts: engine/kernels/mxfp4.c */
-        k3_mxfp4_rows(y, W, x, row_begin, row_end);
-        return;
-    }
     if (!simd_usable(W)) {
         for (int64_t r = row_begin; r < row_end; r++)
             y[r] = dot_row_scalar(W, r, x);
@@ -457,6 +521,7 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
     case K3_DT_BF16:    rows_bf16(y, W, x, row_begin, row_end); break;
     case K3_DT_F16:     rows_f16(y, W, x, row_begin, row_end); break;
     case K3_DT_F8_E4M3: rows_e4m3(y, W, x, row_begin, row_end); break;
+    case K3_DT_MXFP4:   rows_mxfp4(y, W, x, row_begin, row_end); break;
     default: break;
     }
 }
@@ -649,6 +714,9 @@ static void decode_row_any(const k3_weight *W, int64_t r, int64_t cols_padded, f
     case K3_DT_F8_E4M3:
         decode_row_padded(K3_DT_F8_E4M3, row_of(K3_DT_F8_E4M3, W, r), W->cols, cols_padded, dst);
         break;
+    case K3_DT_MXFP4:                       /* cols is a multiple of 32: nothing to pad */
+        k3_mxfp4_decode_row(W, r, dst);
+        break;
     default: break;
     }
 }
@@ -771,10 +839,8 @@ static void matmul_rows_unscaled(float *Y, const k3_weight *W, const float *X_pa
          * now, so they come from memory while this quad computes and its
          * decode finds them in L2 */
         if (quad + 4 < row_end) {
-            const unsigned char *next = (const unsigned char *)W->data +
-                                        (quad + 4) * W->cols * simd_elem_bytes(W->dtype);
-            int64_t next_bytes = (row_end - quad - 4 < 4 ? row_end - quad - 4 : 4) * W->cols *
-                                 simd_elem_bytes(W->dtype);
+            const unsigned char *next = (const unsigned char *)W->data + (quad + 4) * row_bytes(W->dtype, W->cols);
+            int64_t next_bytes = (row_end - quad - 4 < 4 ? row_end - quad - 4 : 4) * row_bytes(W->dtype, W->cols);
             for (int64_t off = 0; off < next_bytes; off += 64)
                 __builtin_prefetch(next + off, 0, 2);
         }
@@ -872,12 +938,6 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
             k3_matvec_rows(Y + (int64_t)t * rows, W, X + (int64_t)t * cols, 0, rows);
         return;
     }
-    if (W->dtype == K3_DT_MXFP4) {          /* each row decoded once for all tokens */
-#pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= MATVEC_PARALLEL_MIN_ELEMS)
-        for (int64_t r = 0; r < rows; r += 16)
-            k3_mxfp4_matmul_rows(Y, W, X, n_tokens, r, r + 16 < rows ? r + 16 : rows);
-        return;
-    }
     if (!simd_usable(W)) {
 #pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= MATVEC_PARALLEL_MIN_ELEMS)
         for (int64_t r = 0; r < rows; r++)
@@ -945,7 +1005,7 @@ float k3_dot_f32(const float *a, const float *b, int64_t n)
             sum += a[i] * b[i];
         return sum;
     }
-    row_ref row = {(const unsigned char *)a, NULL};
+    row_ref row = {(const unsigned char *)a, NULL, NULL};
     float out;
     dot_rows_simd(K3_DT_F32, 1, &row, b, n, &out);
     return out;
