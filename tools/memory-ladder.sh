@@ -7,13 +7,19 @@
 # OOM kill, reported as such. Supports cgroup v1 (memory controller, as on
 # this machine), cgroup v2 and, failing both, systemd-run. Needs root.
 # Budgets default to a ladder from the model's minimum to fully resident.
-# Environment: K3 (binary, default ./k3), TOKENS (32), PROMPT (64).
+# Environment: K3 (binary, default ./k3), TOKENS (32), PROMPT (64),
+# DRAFT_ROUNDS (rounds of k3 bench's speculative pass, default 1).
+# Per rung: the first prompt after opening (cold: reads and first touch of
+# every arena page) and a second one on the warmed model (warm), prompt
+# bytes against the least possible, decode with and without n-gram drafts
+# (and the oracle draft's ceiling), hit rate, peak RSS and floor ratio.
 set -u
 MODEL=${1:?usage: memory-ladder.sh MODEL [BUDGET...]}
 shift
 K3=${K3:-./k3}
 TOKENS=${TOKENS:-32}
 PROMPT=${PROMPT:-64}
+DRAFT_ROUNDS=${DRAFT_ROUNDS:-1}
 PY=/usr/bin/python3
 
 if [ $# -eq 0 ]; then
@@ -24,7 +30,8 @@ if [ $# -eq 0 ]; then
 fi
 
 # the resident decode time, measured once outside any limit
-RES=$($K3 bench "$MODEL" --tokens $TOKENS --prompt-tokens $PROMPT --json --no-probe 2>/dev/null |
+RES=$($K3 bench "$MODEL" --tokens $TOKENS --prompt-tokens $PROMPT --json --no-probe --no-token-by-token --no-draft \
+      --no-warm-prompt 2>/dev/null |
       $PY -c "import json,sys; print(json.load(sys.stdin)['resident_s_per_token'] or 0)" 2>/dev/null)
 [ -n "$RES" ] || RES=0
 
@@ -65,12 +72,12 @@ run_limited() {
 
 OOMF=$(mktemp)
 trap 'rm -f $OOMF' EXIT
-echo "| budget | decode s/token | tok/s | prefill tok/s | MB read/token | read GB/s | device GB/s | true hit | peak RSS MiB | floor ratio | OOM |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| budget | prefill s/token cold / warm | prefill MB / least | decode s/token (CPU) | ngram draft: speedup, kept, tokens/pass | oracle speedup | MB read/token | read GB/s | device GB/s | true hit | peak RSS MiB | floor ratio | OOM |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for b in "$@"; do
     bytes=$(to_bytes $b)
     out=$(run_limited $bytes $K3 bench "$MODEL" --mem $b --tokens $TOKENS --prompt-tokens $PROMPT --json \
-          --no-resident --resident-s-per-token $RES 2>/dev/null)
+          --no-resident --resident-s-per-token $RES --no-token-by-token --draft-rounds $DRAFT_ROUNDS 2>/dev/null)
     rc=$?
     OOM=$(cat $OOMF 2>/dev/null); [ -n "$OOM" ] || OOM=0
     echo "$out" | $PY -c "
@@ -78,10 +85,17 @@ import json, sys
 try:
     d = json.loads(sys.stdin.read())
 except Exception:
-    print('| $b | failed (exit $rc) | | | | | | | | | $OOM |'); sys.exit()
+    print('| $b | failed (exit $rc) | | | | | | | | | | | $OOM |'); sys.exit()
 t = d['bytes_read_per_token']['total'] / 1e6
-print('| $b | %.4f | %.2f | %.1f | %.1f | %.2f | %.2f | %.1f%% | %.0f | %.2f | $OOM |' % (
-    d['decode_s_per_token'], d['decode_tok_per_s'], d['prefill_tokens_per_s'], t, d['read_gbps'],
-    d['device_gbps'], 100 * d['true_hit_rate'], d['peak_rss_bytes'] / 1048576, d['floor_ratio']))
+warm = '%.4f' % d['prefill_warm_s_per_token'] if d.get('prefill_warm_s_per_token') is not None else 'n/a'
+dr = d.get('draft') or {}
+ng, orc = dr.get('ngram'), dr.get('oracle')
+ngram = '%.2fx, %.0f%%, %.2f' % (ng['speedup'], 100 * ng['accept_rate'], ng['tokens_per_pass']) if ng else 'n/a'
+oracle = '%.2fx' % orc['speedup'] if orc else 'n/a'
+print('| $b | %.4f / %s | %.0f / %.0f | %.4f (%.4f) | %s | %s | %.1f | %.2f | %s | %.1f%% | %.0f | %.2f | $OOM |' % (
+    d['prefill_s_per_token'], warm, d['prefill_bytes'] / 1e6, d['prefill_bytes_min'] / 1e6,
+    d['decode_s_per_token'], d['cpu_s_per_token']['decode'], ngram, oracle, t, d['read_gbps'],
+    '%.2f' % d['device_gbps'] if d['device_gbps'] else 'n/a', 100 * d['true_hit_rate'],
+    d['peak_rss_bytes'] / 1048576, d['floor_ratio']))
 "
 done
