@@ -120,11 +120,11 @@ typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
  * GB/s on one 64 MiB matrix against 29.2 GB/s streaming 2 GiB of
  * 3072 x 3072 matrices, 13-16% at 1 and 2 threads). */
 #define PROBE_SWEEP_MATRICES 4
-typedef struct sweep_arg { probe_arg m[PROBE_SWEEP_MATRICES]; } sweep_arg;
+typedef struct sweep_arg { probe_arg m[PROBE_SWEEP_MATRICES]; int n; } sweep_arg;
 static void run_sweep(void *a)
 {
     sweep_arg *p = a;
-    for (int i = 0; i < PROBE_SWEEP_MATRICES; i++) k3_matvec(p->m[i].y, &p->m[i].w, p->m[i].x);
+    for (int i = 0; i < p->n; i++) k3_matvec(p->m[i].y, &p->m[i].w, p->m[i].x);
 }
 typedef struct situ_arg { const float *g, *u; float *out; int n; } situ_arg;
 /* The SiTU-GLU loop of engine/model/moe.c's MLPs, over n elements (into a
@@ -137,7 +137,8 @@ static void run_situ(void *a)
 static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x, K3_CHUNK_TOKENS); }
 
 /* Per format: matvec as a sweep over four 64 MiB matrices (256 MiB, far
- * more than the last-level cache, as a model's weights are), matmul on the
+ * more than the last-level cache, as a model's weights are; fewer where
+ * memory is short), matmul on the
  * first of them, through the kernels the forward pass calls. The bytes are
  * 0x3C everywhere: a normal value in every format, so no denormal slows a
  * kernel down. */
@@ -148,7 +149,15 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
     omp_set_num_threads(n_threads);
     out->n_threads = n_threads;
     const int64_t cols = 4096;
-    const size_t buf_bytes = 64u << 20, sweep_bytes = buf_bytes * PROBE_SWEEP_MATRICES;
+    /* the sweep takes at most a quarter of what this process may still hold
+     * (a probe in a small container must not be what gets it killed), and
+     * never less than one 64 MiB matrix */
+    const size_t buf_bytes = 64u << 20;
+    k3_mem_limit lim;
+    k3_mem_limit_read(0, &lim);
+    int n_sweep = PROBE_SWEEP_MATRICES;
+    while (n_sweep > 1 && lim.avail_bytes && (uint64_t)n_sweep * buf_bytes > lim.avail_bytes / 4) n_sweep--;
+    const size_t sweep_bytes = buf_bytes * (size_t)n_sweep;
     uint8_t *buf = aligned_alloc(64, sweep_bytes);
     float *x = malloc((size_t)cols * K3_CHUNK_TOKENS * sizeof *x);
     float *y = malloc((size_t)32768 * K3_CHUNK_TOKENS * sizeof *y);
@@ -169,13 +178,13 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         if (dt[f] == K3_DT_F8_E4M3) a.w.block_scale = scale;
         if (dt[f] == K3_DT_MXFP4) a.w.mx_scale = buf + (size_t)rows * cols / 2;
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
-        sweep_arg sweep;
-        for (int i = 0; i < PROBE_SWEEP_MATRICES; i++) {
+        sweep_arg sweep = {.n = n_sweep};
+        for (int i = 0; i < n_sweep; i++) {
             sweep.m[i] = a;
             sweep.m[i].w.data = buf + (size_t)i * buf_bytes;
             if (dt[f] == K3_DT_MXFP4) sweep.m[i].w.mx_scale = buf + (size_t)i * buf_bytes + (size_t)rows * cols / 2;
         }
-        out->matvec_gbps[f] = weight_bytes * PROBE_SWEEP_MATRICES / time_kernel(run_sweep, &sweep, 0.2) / 1e9;
+        out->matvec_gbps[f] = weight_bytes * n_sweep / time_kernel(run_sweep, &sweep, 0.2) / 1e9;
         out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
     }
     /* K3's activation is no small cost beside its matrices (two tanh per
