@@ -175,12 +175,16 @@ streamed = p['trunk_units'] - p['pinned_units']
 ok = isinstance(b.get('trunk_gbps'), float) and b['trunk_gbps'] > 0 and t and t['gbps'] == b['trunk_gbps']
 ok = ok and streamed > 0 and 1 <= t['units'] <= streamed and t['pass_bytes'] > 0 and t['passes'] >= 2
 ok = ok and b['device_gbps'] is not None and b['trunk_probe_error'] is None
-# a pass is what the ring streams each decode token (2 ring slots, more units: all are read again)
-ok = ok and abs(t['pass_bytes'] - b['bytes_read_per_token']['trunk']) <= 0.01 * t['pass_bytes']
+# a pass is what the ring streams each decode token (2 ring slots, more units: all are read again);
+# the decode's count may also hold what the ring read ahead for the token after the last one,
+# at most its slots' worth (one 5.6 MB unit was seen under load)
+decode_trunk = b['bytes_read_per_token']['trunk'] * b['tokens']
+readahead = p['ring_slots'] * p['ring_slot_bytes']
+ok = ok and 0.99 * t['pass_bytes'] * b['tokens'] <= decode_trunk <= 1.01 * t['pass_bytes'] * b['tokens'] + readahead
 print(("PASS" if ok else "FAIL") + f" plan trunk probe: k3 bench --mem {sys.argv[3]}M reports trunk_gbps "
       f"{b.get('trunk_gbps')} apart from device_gbps {b.get('device_gbps')} ({t and t['units']} of {streamed} streamed "
-      f"units, {t and t['pass_bytes']} bytes a pass = decode's {b['bytes_read_per_token']['trunk']:.0f} trunk bytes a "
-      f"token, {t and t['passes']} passes)")
+      f"units, {t and t['pass_bytes']} bytes a pass x {b['tokens']} tokens = decode's {decode_trunk:.0f} trunk bytes, "
+      f"less at most {readahead} read ahead; {t and t['passes']} passes)")
 ok = r['plan']['pinned_units'] == r['plan']['trunk_units'] and r.get('trunk_gbps', 0) is None
 ok = ok and 'pinned' in (r.get('trunk_probe_error') or '')
 print(("PASS" if ok else "FAIL") + f" plan trunk probe: with every trunk unit pinned trunk_gbps is null: "

@@ -399,6 +399,25 @@ K3_INLINE void mxfp4_group_decode(row_ref row, int64_t g, v8f w[4])
         w[i] = v8_mul(w[i], half_scale);   /* doubled integer x 2^(e-128): exact */
 }
 
+/* The vector decoder of a whole row (mxfp4.h): the same exact values as
+ * k3_mxfp4_decode_row_scalar (products of small integers and powers of two).
+ * The vector back end (v32_from_mxfp4_doubled: pshufb on x86, tbl on NEON,
+ * a table in plain C) looks up all 32 nibbles of a group at once. */
+void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out)
+{
+    if (kernels_scalar_forced) {
+        k3_mxfp4_decode_row_scalar(W, r, out);
+        return;
+    }
+    const row_ref row = row_of(K3_DT_MXFP4, W, r);
+    for (int64_t g = 0; g < W->cols / 32; g++) {
+        v8f w[4];
+        mxfp4_group_decode(row, g, w);
+        for (int i = 0; i < 4; i++)
+            v8_storeu(out + g * 32 + 8 * i, w[i]);
+    }
+}
+
 /* dot_rows_simd for MXFP4, straight from the nibbles: a group is the two
  * 16-column chunks 2g and 2g + 1 of the canonical order (cols is a multiple
  * of 32, checked by the loaders, so there is no tail). Four rows share the

@@ -1,13 +1,9 @@
-/* mxfp4.c - see mxfp4.h. The vector decoder (v32_from_mxfp4_doubled in the
- * back end chosen by kernels_arch.h: pshufb on x86, tbl on NEON, a table in
- * plain C) looks up all 32 nibbles of a group as doubled E2M1 values
- * (integers -12..12), converts them to float and multiplies by half the
- * group's scale: exact, so both decoders give the same values. The dot
- * products live in matvec.c, in its canonical order. */
+/* mxfp4.c - see mxfp4.h: the value table, the scalar reference decoder and
+ * the loaders' scale check. The vector decoder (k3_mxfp4_decode_row) and the
+ * dot products live in matvec.c beside the other dtypes' SIMD decoders. */
 #include <stdlib.h>
 #include <string.h>
 #include "mxfp4.h"
-#include "kernels_arch.h"
 
 const float k3_e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
@@ -21,26 +17,6 @@ void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out)
         uint8_t byte = packed[c / 2];
         uint8_t nib = (c & 1) ? byte >> 4 : byte & 0x0F;
         out[c] = k3_e2m1_values[nib] * k3_e8m0_to_f32(scale[c / 32]);
-    }
-}
-
-/* The vector decoder (same values as the reference: products of exact
- * small integers and powers of two). */
-void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out)
-{
-    if (k3_kernels_scalar_forced()) {
-        k3_mxfp4_decode_row_scalar(W, r, out);
-        return;
-    }
-    const uint8_t *packed = (const uint8_t *)W->data + (size_t)r * (W->cols / 2);
-    const uint8_t *scale = W->mx_scale + (size_t)r * (W->cols / 32);
-    const int64_t groups = W->cols / 32;
-    for (int64_t g = 0; g < groups; g++) {
-        v8f f[4];
-        v32_from_mxfp4_doubled(packed + g * 16, f);
-        const v8f half_scale = v8_set1(0.5f * k3_e8m0_to_f32(scale[g]));
-        for (int i = 0; i < 4; i++)
-            v8_storeu(out + g * 32 + 8 * i, v8_mul(f[i], half_scale));
     }
 }
 

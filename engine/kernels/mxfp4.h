@@ -26,7 +26,8 @@ static inline float k3_e8m0_to_f32(uint8_t b)
     return v.f;
 }
 
-/* Decode row r (W->cols values) into out, scalar reference or vector. */
+/* Decode row r (W->cols values) into out: the scalar reference (mxfp4.c),
+ * or the vector decoder (matvec.c; the scalar one when scalar is forced). */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out);
 void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out);
 

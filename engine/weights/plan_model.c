@@ -138,10 +138,9 @@ static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x,
 
 /* Per format: matvec as a sweep over four 64 MiB matrices (256 MiB, far
  * more than the last-level cache, as a model's weights are; fewer where
- * memory is short), matmul on the
- * first of them, through the kernels the forward pass calls. The bytes are
- * 0x3C everywhere: a normal value in every format, so no denormal slows a
- * kernel down. */
+ * memory is short), matmul on the first of them, through the kernels the
+ * forward pass calls. The bytes are 0x3C everywhere: a normal value in
+ * every format, so no denormal slows a kernel down. */
 int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
@@ -179,10 +178,10 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
         if (dt[f] == K3_DT_MXFP4) a.w.mx_scale = buf + (size_t)rows * cols / 2;
         const double weight_bytes = bytes_per_weight[f] * rows * cols;
         sweep_arg sweep = {.n = n_sweep};
-        for (int i = 0; i < n_sweep; i++) {
+        for (int i = 0; i < n_sweep; i++) {      /* matrix i: matrix 0 moved i buffers on */
             sweep.m[i] = a;
             sweep.m[i].w.data = buf + (size_t)i * buf_bytes;
-            if (dt[f] == K3_DT_MXFP4) sweep.m[i].w.mx_scale = buf + (size_t)i * buf_bytes + (size_t)rows * cols / 2;
+            if (a.w.mx_scale) sweep.m[i].w.mx_scale = a.w.mx_scale + (size_t)i * buf_bytes;
         }
         out->matvec_gbps[f] = weight_bytes * n_sweep / time_kernel(run_sweep, &sweep, 0.2) / 1e9;
         out->matmul32_gbps[f] = weight_bytes * K3_CHUNK_TOKENS / time_kernel(run_matmul, &a, 0.15) / 1e9;
