@@ -122,6 +122,10 @@ $(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
 
+# The SiTU-GLU loop (ops.c) vectorises only when GCC may evaluate both arms
+# of its selects; the values are the same either way (no code here reads the
+# floating-point exception flags).
+$(BUILD)/engine/kernels/ops.o: CFLAGS += -fno-trapping-math
 # session_file.o embeds the key, so it is rebuilt whenever a numeric source changes.
 $(BUILD)/engine/model/session_file.o: CFLAGS += -DK3_NUMERICS_KEY='"$(K3_NUMERICS_KEY)"'
 $(BUILD)/engine/model/session_file.o: $(NUMERIC_SRC)

@@ -50,6 +50,71 @@ static void test_situ(void)
     TEST_END();
 }
 
+/* Distance from got to want in units of the fp32 spacing at want. */
+static double ulps_from(float got, double want)
+{
+    float w = fabsf((float)want);
+    double spacing = w == 0.0f ? 1e-45 : (double)nextafterf(w, INFINITY) - w;
+    return fabs((double)got - want) / spacing;
+}
+
+/* SiTU's own fp32 exp and tanh (ops.h) against double-precision libm over a
+ * sweep of every 61st float in their working ranges: the claimed bounds
+ * (exp 1 ulp, tanh 2 ulp; measured 0.92 and 1.53), the saturation ends, NaN
+ * kept; and k3_situ_glu's vectorised loop equal bit for bit to the scalar
+ * element function (the contract that makes every build's logits agree). */
+static void test_situ_exp_tanh(void)
+{
+    TEST_BEGIN("situ_exp_tanh_ulp_sweep_and_vector_equals_scalar");
+    double worst_exp = 0, worst_tanh = 0;
+    float worst_exp_at = 0, worst_tanh_at = 0;
+    for (uint32_t bits = 0; bits < 0x42B00000u; bits += 61) {      /* 0 .. 88 */
+        float v;
+        memcpy(&v, &bits, sizeof v);
+        for (int sign = 0; sign < 2; sign++) {
+            float x = sign ? -v : v;
+            if (x >= -87.0f) {
+                double u = ulps_from(k3_exp_f32(x), exp((double)x));
+                if (u > worst_exp) worst_exp = u, worst_exp_at = x;
+            }
+            if (v <= 20.0f) {
+                double u = ulps_from(k3_tanh_f32(x), tanh((double)x));
+                if (u > worst_tanh) worst_tanh = u, worst_tanh_at = x;
+            }
+        }
+    }
+    CHECK(worst_exp <= 1.0, "exp: %.3f ulp at %g", worst_exp, worst_exp_at);
+    CHECK(worst_tanh <= 2.0, "tanh: %.3f ulp at %g", worst_tanh, worst_tanh_at);
+    CHECK(k3_tanh_f32(10.0f) == 1.0f && k3_tanh_f32(-1e30f) == -1.0f && k3_tanh_f32(INFINITY) == 1.0f,
+          "tanh does not saturate to +-1");
+    CHECK(k3_tanh_f32(0.0f) == 0.0f && signbit(k3_tanh_f32(-0.0f)), "tanh(+-0) is not +-0");
+    CHECK(k3_exp_f32(-1000.0f) < 1e-37f && k3_exp_f32(-1000.0f) >= 0.0f && isfinite(k3_exp_f32(1000.0f)),
+          "exp's clamped ends: %g %g", k3_exp_f32(-1000.0f), k3_exp_f32(1000.0f));
+    CHECK(isnan(k3_exp_f32(NAN)) && isnan(k3_tanh_f32(NAN)) && isnan(k3_situ(NAN, 1.0f, 4.0f, 25.0f)),
+          "NaN is not kept");
+
+    enum { N = 1003 };                       /* not a multiple of any vector width */
+    float *gate = malloc(N * sizeof(float)), *up = malloc(N * sizeof(float));
+    float *want = malloc(N * sizeof(float));
+    for (int i = 0; i < N; i++) {
+        double mag = pow(10, (urand() - 0.5) * 8);
+        gate[i] = (float)((urand() - 0.5) * mag);
+        up[i] = (float)((urand() - 0.5) * mag * 10);
+    }
+    gate[0] = 0.55f, up[0] = -13.75f;                     /* the tanh switch point, g / 4 and u / 25 */
+    for (int i = 0; i < N; i++) want[i] = k3_situ(gate[i], up[i], 4.0f, 25.0f);
+    int differ = 0;
+    for (int off = 0; off < 8; off++) {     /* every alignment of the vector loop */
+        float g2[N];
+        memcpy(g2, gate, sizeof g2);
+        k3_situ_glu(g2 + off, up + off, N - off, 4.0f, 25.0f);
+        differ += memcmp(g2 + off, want + off, (size_t)(N - off) * sizeof(float)) != 0;
+    }
+    CHECK(differ == 0, "k3_situ_glu differs from k3_situ in %d of 8 alignments", differ);
+    free(gate); free(up); free(want);
+    TEST_END();
+}
+
 static void test_safe_gate(void)
 {
     TEST_BEGIN("kda_safe_gate_decay");
@@ -317,6 +382,7 @@ static void test_delta_rule_tokens(void)
 int main(void)
 {
     test_situ();
+    test_situ_exp_tanh();
     test_safe_gate();
     test_attn_res();
     test_mxfp4_vector();

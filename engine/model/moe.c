@@ -23,8 +23,7 @@ static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, con
     k3_matmul(gate_buf, &w->gate, x, T);
     k3_matmul(up_buf, &w->up, x, T);
     if (c->use_situ)
-        for (int64_t i = 0; i < (int64_t)T * inter; i++)
-            gate_buf[i] = k3_situ(gate_buf[i], up_buf[i], c->situ_beta, c->situ_linear_beta);
+        k3_situ_glu(gate_buf, up_buf, (int64_t)T * inter, c->situ_beta, c->situ_linear_beta);
     else
         for (int64_t i = 0; i < (int64_t)T * inter; i++)
             gate_buf[i] = k3_silu(gate_buf[i]) * up_buf[i];
