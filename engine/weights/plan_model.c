@@ -9,7 +9,8 @@
  *
  * The time model, per decode token:
  *   reads   = unpinned trunk units + the head when unpinned + one embedding
- *             row + (1 - hit rate) x top_k x MoE layers expert pages
+ *             row (none when fully resident: the table is held) + (1 - hit
+ *             rate) x top_k x MoE layers expert pages
  *   compute = every trunk unit, top_k experts per MoE layer and the head
  *             through the measured kernel rate of their format, plus the
  *             KDA state and MLA cache traffic at the measured f32 rate
@@ -71,7 +72,7 @@ struct k3_planner {
     uint64_t expert_bytes;
     double expert_params;
     int n_experts_total, n_moe;
-    uint64_t embed_buf_bytes, embed_row_bytes;
+    uint64_t embed_buf_bytes, embed_row_bytes, embed_table_bytes;
     uint64_t session_bytes, process_bytes;
     uint64_t chunk_token_bytes;   /* scratch per prompt-chunk token beyond K3_CHUNK_TOKENS */
     uint64_t span_token_bytes;    /* scratch per token of a prompt span */
@@ -291,6 +292,7 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
                       "(check hidden_size, num_experts, moe_intermediate_size)", config_path, total);
     p->embed_row_bytes = (uint64_t)(c->hidden * wb);
     p->embed_buf_bytes = k3_weights_embed_buf_bytes(c->hidden);
+    p->embed_table_bytes = round_up((double)c->vocab_size * c->hidden * wb);   /* its aligned extent */
     /* what the engine's process would hold at open beyond this one: the
      * small tensors as f32, the tensor index, the tokenizer */
     double small_all = 0;
@@ -335,7 +337,8 @@ static int sizes_from_checkpoint(k3_planner *p, k3_error *err)
                               .session_bytes = p->session_bytes, .sizes_only = 1};
     k3_weights *wp = k3_weights_open(p->dir, c, &po, st, err);
     if (!wp) { free(st); return -1; }
-    k3_weights_unit_sizes(wp, p->trunk_bytes, &p->expert_bytes, &p->n_experts_total, &p->embed_buf_bytes);
+    k3_weights_unit_sizes(wp, p->trunk_bytes, &p->expert_bytes, &p->n_experts_total, &p->embed_buf_bytes,
+                          &p->embed_table_bytes);
     uint64_t rss, peak;
     stats_read_rss(&rss, &peak);
     p->process_bytes = rss;            /* what the engine holds at this point, less the tokenizer */
@@ -597,7 +600,7 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
                       (unsigned long long)fixed, (unsigned long long)pl->session_bytes);
     uint64_t budget = mem_bytes, chunk_room = 0;
     if (!budget) {                        /* as the engine: resident if it fits in available memory */
-        uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes;
+        uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes + pl->embed_table_bytes;
         for (int i = 0; i < pl->n_trunk; i++) total += pl->trunk_bytes[i];
         k3_mem_limit lim;
         k3_mem_limit_read(pl->process_bytes, &lim);
@@ -609,7 +612,7 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
     k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
-                        pl->chunk_token_bytes, chunk_room, pl->span_token_bytes};
+                        pl->chunk_token_bytes, chunk_room, pl->span_token_bytes, pl->embed_table_bytes};
     *budget_out = budget;
     if (k3_plan_make(&in, plan, err)) { k3_plan_free(plan); return -1; }
     return 0;
@@ -666,15 +669,16 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     const int head = c->n_layers;
     for (int l = 0; l < c->n_layers; l++)
         if (!plan.pinned[l]) out->bytes_trunk += (double)pl->trunk_bytes[l];
-    out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + (double)pl->embed_row_bytes;
+    const double embed_row_bytes = plan.all_resident ? 0 : (double)pl->embed_row_bytes;  /* the table is held */
+    out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + embed_row_bytes;
     const double lookups = (double)c->top_k * pl->n_moe;
     out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
     const double bps = disk_gbps * 1e9, trunk_bps = trunk_gbps * 1e9;
-    const double head_unit_bytes = out->bytes_head - (double)pl->embed_row_bytes;   /* streamed as a trunk unit */
+    const double head_unit_bytes = out->bytes_head - embed_row_bytes;   /* streamed as a trunk unit */
     out->disk_gbps = disk_gbps;
     out->trunk_gbps = trunk_gbps;
     out->io_trunk_s = (out->bytes_trunk + head_unit_bytes) / trunk_bps;
-    out->io_s = out->io_trunk_s + ((double)pl->embed_row_bytes + out->bytes_experts) / bps;
+    out->io_s = out->io_trunk_s + (embed_row_bytes + out->bytes_experts) / bps;
 
     /* compute per decode token */
     const int f16 = pl->f16;
@@ -699,7 +703,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
         const int T = prompt_tokens - done < plan.chunk_tokens ? prompt_tokens - done : plan.chunk_tokens;
         const double E = c->n_experts, distinct = E ? E * (1 - pow(1 - c->top_k / E, T)) : 0;
         const double io_s = out->io_trunk_s +
-                            ((double)pl->embed_row_bytes * T +
+                            (embed_row_bytes * T +
                              (1 - out->hit_rate) * distinct * pl->n_moe * (double)pl->expert_bytes) / bps;
         double comp = 0;
         for (int i = 0; i < c->n_layers; i++)

@@ -112,9 +112,9 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
     uint64_t min_ring = in->fixed_bytes + 2 * max_trunk + min_experts;
     uint64_t min_pinned = in->fixed_bytes + total_trunk + min_experts;
     out->min_budget_bytes = min_ring < min_pinned ? min_ring : min_pinned;
-    out->resident_bytes = in->fixed_bytes + total_trunk + all_experts;
+    out->resident_bytes = in->fixed_bytes + total_trunk + all_experts + in->embed_table_bytes;
 
-    if (in->budget_bytes == 0 || in->budget_bytes >= in->fixed_bytes + total_trunk + all_experts) {
+    if (in->budget_bytes == 0 || in->budget_bytes >= out->resident_bytes) {
         memset(out->pinned, 1, (size_t)in->n_trunk);
         out->n_pinned = in->n_trunk;
         out->pinned_bytes = total_trunk;

@@ -41,6 +41,12 @@ typedef struct k3_plan_input {
      * (0 = no spans); the eighth then goes to the longest span up to
      * chunk_max first, the rest to the chunk. */
     uint64_t span_token_bytes;
+    /* The embedding table's stored bytes: held in memory with everything
+     * else when the model is fully resident (a row per token read from disk
+     * costs a reader hand-off and an O_DIRECT read, tens of microseconds,
+     * which is a fifth of a small model's step); under a budget its rows
+     * are read per token (Kimi K3's table is 2.3 GB for 14 KB a token). */
+    uint64_t embed_table_bytes;
 } k3_plan_input;
 
 typedef struct k3_plan {
@@ -48,9 +54,9 @@ typedef struct k3_plan {
     int ctx_tokens;
     uint64_t pinned_bytes, ring_slot_bytes, expert_slot_bytes;
     int n_trunk, n_pinned, n_ring, n_expert_slots, n_experts_total;
-    int all_resident;             /* every trunk unit pinned and every expert cached */
+    int all_resident;             /* every trunk unit pinned, every expert cached, the embedding table held */
     uint8_t *pinned;              /* [n_trunk] */
-    uint64_t resident_bytes;      /* what holding everything resident takes */
+    uint64_t resident_bytes;      /* what holding everything resident takes (embedding table included) */
     char budget_source[200];      /* printed on the plan's first line */
     int chunk_tokens;             /* prompt tokens per pass over the weights (its scratch is in fixed_bytes) */
     int tile_tokens;              /* tokens the chunk scratch holds: chunk_tokens, or less for a span */

@@ -93,9 +93,9 @@ int k3_weights_probe_trunk_into(k3_weights *w, const uint8_t *pinned, uint8_t *c
 int k3_weights_probe_trunk(k3_weights *w, double seconds, k3_trunk_probe *out, k3_error *err);
 /* The planner's inputs as the units were laid out: trunk_bytes[n_layers + 1]
  * (layers, then the head), the expert slot size, routed experts in all
- * layers, the embedding row buffer. */
+ * layers, the embedding row buffer, the embedding table held in memory. */
 void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
-                           int *n_experts_total, uint64_t *embed_buf_bytes);
+                           int *n_experts_total, uint64_t *embed_buf_bytes, uint64_t *embed_table_bytes);
 /* Close what the store writes (the --trace file), reporting a failed write;
  * 0 when there is nothing to close. */
 int k3_weights_finish(k3_weights *w, k3_error *err);

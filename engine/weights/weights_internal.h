@@ -61,7 +61,8 @@ struct k3_weights {
     k3_mlp_weights *experts;      /* [n_layers][n_experts] templates */
     k3_layer_weights *layer_views;/* rebased copies handed out */
     k3_weight head_template, head_view;
-    const st_tensor *embed;       /* rows read on demand */
+    const st_tensor *embed;       /* rows read on demand, or from embed_table */
+    const uint8_t *embed_table;   /* row 0 of the table held in memory (fully resident plans), or NULL */
     uint8_t *embed_buf;           /* aligned bounce buffer for one row */
     uint64_t embed_buf_bytes;
     float *final_norm;
@@ -109,6 +110,10 @@ int weights_wait_slot_timed(k3_weights *rp, slot *s, uint64_t *wait_ns, k3_error
 int weights_wait_slot(k3_weights *rp, slot *s, k3_error *err);
 void weights_drain_slot(k3_weights *rp, slot *s);
 int weights_read_pinned(k3_weights *rp, int ui, k3_read_kind kind, k3_error *err);
+
+/* weights_embed.c */
+uint64_t weights_embed_table_bytes(const k3_weights *rp);
+int weights_read_embed_table(k3_weights *rp, k3_error *err);
 
 /* weights_plan.c */
 int weights_plan_and_allocate(k3_weights *rp, k3_error *err);

@@ -23,15 +23,15 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     const int n_trunk = c->n_layers + 1;
     uint64_t *trunk_bytes = malloc((size_t)n_trunk * sizeof *trunk_bytes);
     if (!trunk_bytes) return k3_err(err, "out of memory");
-    uint64_t expert_bytes, embed_buf_bytes;
+    uint64_t expert_bytes, embed_buf_bytes, embed_table_bytes;
     int n_experts_total;
-    k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes);
+    k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes, &embed_table_bytes);
     uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
     uint64_t budget = rp->opt.mem_bytes;
     char source[256] = "";                /* where a derived budget comes from (printed) */
     uint64_t chunk_room = 0;              /* no budget: memory beside the resident model */
     if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
-        uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes;
+        uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes + embed_table_bytes;
         for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
         k3_mem_limit lim;
         k3_mem_limit_read(current_rss(), &lim);
@@ -49,7 +49,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     }
     k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
                         expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
-                        rp->opt.chunk_token_bytes, chunk_room, rp->opt.span_token_bytes};
+                        rp->opt.chunk_token_bytes, chunk_room, rp->opt.span_token_bytes, embed_table_bytes};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
@@ -97,6 +97,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         rp->cache_slots[i].unit = -1;
         rp->cache_slots[i].mem = rp->cache_arena + (size_t)i * slot_bytes;
     }
+    if (rp->plan.all_resident && weights_read_embed_table(rp, err)) return -1;
     if (rp->plan.all_resident) {          /* fully resident: every expert read at open */
         for (int l = 0; l < c->n_layers; l++) {
             if (!c->is_moe[l]) continue;
@@ -114,7 +115,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
 /* The planner's inputs as the units were laid out (k3 plan opens with
  * sizes_only and plans from these, so its sizes are the engine's own). */
 void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t *expert_bytes,
-                           int *n_experts_total, uint64_t *embed_buf_bytes)
+                           int *n_experts_total, uint64_t *embed_buf_bytes, uint64_t *embed_table_bytes)
 {
     const k3_config *c = rp->cfg;
     for (int i = 0; i <= c->n_layers; i++) trunk_bytes[i] = rp->units[i].bytes;
@@ -129,6 +130,7 @@ void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t
         }
     }
     *embed_buf_bytes = rp->embed_buf_bytes;
+    *embed_table_bytes = weights_embed_table_bytes(rp);
 }
 
 int k3_weights_chunk_tokens(const k3_weights *rp, const char **why)
