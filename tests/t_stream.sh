@@ -67,8 +67,12 @@ for model in $M $K; do
         echo "FAIL $name: injected EIO gave exit $code: $(cat $OUT/fail.err)"
     fi
     # (twice the minimum: tool_engine's own process, and under ASan its
-    # shadow memory, make its fixed cost larger than k3's)
-    ${K3_TESTBIN:-build/tests}/tool_engine iocheck $model "$IDS" $((MIN * 2)) | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
+    # shadow memory, make its fixed cost larger than k3's; where that plan
+    # is fully resident the tool reopens below it, and ASan's quarantine of
+    # the first open's freed memory would raise the reopen's minimum above
+    # it, so that run keeps a small quarantine)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=1" \
+        ${K3_TESTBIN:-build/tests}/tool_engine iocheck $model "$IDS" $((MIN * 2)) | sed "s/^\(PASS\|FAIL\) /\1 $name: /"
 done
 
 # router-lookahead prefetch (decode only): same text as fully resident, and it prefetches
@@ -144,9 +148,12 @@ print(("FAIL bench --json figures: " + "; ".join(bad)) if bad else
       % (b["decode_s_per_token"], r["total"], b["true_hit_rate"], b["peak_rss_bytes"]))
 c, t = b["prefill_bytes"], b["prefill_bytes_token_by_token"]
 if os.environ.get("K3_SANITIZER"):
-    # the ASan budget is doubled (above), so the cache may hold every expert:
-    # only the run itself is checked there
-    print(("PASS" if c > 0 and t > 0 else "FAIL") + f" chunked prefill and token-by-token both ran ({c}, {t} bytes)")
+    # the ASan budget is doubled (above), so the cache may hold every expert
+    # after the first prompt and the token-by-token pass reads nothing: only
+    # the runs themselves are checked there (the cold first prompt reads,
+    # unless the plan is fully resident)
+    ran = isinstance(c, int) and isinstance(t, int) and t >= 0 and (c > 0 or p["fully_resident"])
+    print(("PASS" if ran else "FAIL") + f" chunked prefill and token-by-token both ran ({c}, {t} bytes)")
 else:
     print(("PASS" if c * 2 <= t else "FAIL") + f" chunked prefill read {c} bytes vs {t} token by token")
 PY
