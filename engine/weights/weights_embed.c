@@ -49,7 +49,8 @@ int weights_read_embed_table(k3_weights *rp, k3_error *err)
     k3_io_req *r = calloc((size_t)n, sizeof *r);
     if (!r) return k3_err(err, "out of memory");
     for (int i = 0; i < n; i++) {
-        const uint64_t off = start + (uint64_t)i * piece, len = bytes - (uint64_t)i * piece < piece ? bytes - (uint64_t)i * piece : piece;
+        const uint64_t off = start + (uint64_t)i * piece, left = bytes - (uint64_t)i * piece;
+        const uint64_t len = left < piece ? left : piece;
         r[i] = (k3_io_req){.fd = rp->fd[t->shard], .path = rp->index.shards[t->shard].path, .offset = off,
                            .bytes = len, .need_bytes = end - off < len ? end - off : len,
                            .dst = mem + (size_t)i * piece, .kind = K3_READ_OTHER};
