@@ -7,7 +7,8 @@
  * config.json (or a folder holding only one), or the name of a reference
  * configuration shipped in configs/ (kimi-k3, kimi-linear). Kernel rates
  * are probed once and cached in $XDG_CACHE_HOME/k3/kernel_rates.json (per
- * CPU model and thread count); the disk is probed on the model's own files,
+ * CPU model, thread count and engine build: a build whose kernels changed
+ * measures again); the disk is probed on the model's own files,
  * else with a scratch file in the cache folder (that result is cached too,
  * per filesystem). */
 #include <errno.h>
@@ -130,7 +131,9 @@ static int rates_from_file(const char *path, k3_kernel_rates *r)
 }
 
 /* Kernel rates from the cache when they were measured on this CPU with this
- * thread count, else measured now and written back. */
+ * thread count by this engine build (k3_engine_build: rates measured by
+ * kernels since changed, e.g. a prompt matmul made 2x faster, would mislead
+ * every prediction), else measured now and written back. */
 static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_rates *r, int *cached)
 {
     char path[PATH_MAX], cpu[256];
@@ -139,8 +142,8 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     *cached = 0;
     json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
     json_t *entry = NULL;
-    char key[320];
-    snprintf(key, sizeof key, "%s / %d threads", cpu, threads);
+    char key[384];
+    snprintf(key, sizeof key, "%s / %d threads / %s", cpu, threads, k3_engine_build());
     if (root) entry = json_object_get(root, key);
     /* an entry from before the SiTU probe is measured again */
     if (rates_from_json(entry, r) == 0 && r->situ_ns > 0) {

@@ -194,6 +194,11 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
  * 16 chars): hash of config.json and of every shard's size and header. */
 const char *k3_model_fingerprint(const k3_model *m);
 
+/* The engine build's identity: "k3-engine-" and a hash of the sources that
+ * decide numerics and kernel speed. Session snapshots carry it (one from
+ * another build is refused); k3 plan keys its cached kernel rates by it. */
+const char *k3_engine_build(void);
+
 /* Write the session (KDA conv + recurrent states, MLA latent cache of the
  * tokens so far, the token ids, the last logits) to path, with a header
  * (format version, model fingerprint, engine build, token count) and a

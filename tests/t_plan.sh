@@ -304,4 +304,31 @@ bad "bad --disk" 2 "disk" kimi-k3 --disk fast
 bad "bad --disk-trunk" 2 "disk-trunk" kimi-k3 --disk 2 --disk-trunk fast
 bad "bad --mem" 2 "mem" kimi-k3 --mem lots
 bad "no model" 2 "required" --disk 2
+
+# kernel rates cached by another engine build are measured again: its
+# kernels may since have changed speed (the prompt matmul doubled once)
+rm -rf $OUT/stale && mkdir -p $OUT/stale
+XDG_CACHE_HOME=$PWD/$OUT/stale $K3 plan kimi-k3 --mem 64G --disk 2 --json > $OUT/stale1.json 2>$OUT/e.txt
+XDG_CACHE_HOME=$PWD/$OUT/stale $K3 plan kimi-k3 --mem 64G --disk 2 > $OUT/stale2.txt 2>&1
+python3 - $OUT/stale/k3/kernel_rates.json <<'PY'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+(key, entry), = c.items()
+# the same CPU and threads, rates a thousand times too slow, under another
+# build's key and under the key a cache written before builds were keyed has
+stale = {"matvec_gbps": {f: 0.001 for f in entry["matvec_gbps"]},
+         "matmul32_gbps": {f: 0.001 for f in entry["matmul32_gbps"]}, "situ_ns_per_element": 1e6}
+cpu_threads = key.rsplit(" / ", 1)[0]
+c = {cpu_threads + " / k3-engine-0000000000000000": stale, cpu_threads: stale}
+json.dump(c, open(p, "w"))
+PY
+XDG_CACHE_HOME=$PWD/$OUT/stale $K3 plan kimi-k3 --mem 64G --disk 2 > $OUT/stale3.txt 2>&1
+if grep -q "(cached)" $OUT/stale2.txt && ! grep -q "(cached)" $OUT/stale3.txt && grep -q "SiTU" $OUT/stale3.txt &&
+   ! grep -q "0.0/0.0" $OUT/stale3.txt && grep -q "k3-engine-" $OUT/stale/k3/kernel_rates.json &&
+   [ $(grep -c "k3-engine-" $OUT/stale/k3/kernel_rates.json) -eq 2 ]; then
+    echo "PASS plan: kernel rates cached by another engine build are measured again ($(grep -o 'kernel GB/s.*' $OUT/stale3.txt | cut -c1-60)...)"
+else
+    echo "FAIL plan: a stale kernel-rate cache entry: second run $(grep -o 'SiTU.*' $OUT/stale2.txt), after planting another build's $(grep -o 'SiTU.*' $OUT/stale3.txt)"
+fi
 rm -rf $OUT/demo $OUT/cfg-demo     # 560 MB

@@ -23,6 +23,10 @@
 #endif
 #define K3_ENGINE_BUILD "k3-engine-" K3_NUMERICS_KEY
 
+/* The same identity for what else must not outlive a change to the
+ * numeric sources (k3 plan's cached kernel rates). */
+const char *k3_engine_build(void) { return K3_ENGINE_BUILD; }
+
 typedef struct session_header {
     char magic[8];
     uint32_t version, header_bytes;
