@@ -77,7 +77,7 @@ static inline float k3_tanh_f32(float y)
  * k3_situ_glu runs it over the MLP's arrays (the same bits, vectorised). */
 static inline float k3_situ(float g, float u, float beta, float linear_beta)
 {
-    float sigmoid = 1.0f / (1.0f + k3_exp_f32(-g));
+    float sigmoid = 1.0f / (1.0f + k3_exp_f32(-g));   /* not k3_sigmoid: libm expf does not vectorise */
     return beta * k3_tanh_f32(g / beta) * sigmoid * (linear_beta * k3_tanh_f32(u / linear_beta));
 }
 

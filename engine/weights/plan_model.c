@@ -598,22 +598,17 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
     if (fixed < pl->session_bytes)
         return k3_err(err, "fixed cost %llu bytes is less than one session's state (%llu bytes)",
                       (unsigned long long)fixed, (unsigned long long)pl->session_bytes);
-    uint64_t budget = mem_bytes, chunk_room = 0;
-    if (!budget) {                        /* as the engine: resident if it fits in available memory */
-        uint64_t total = fixed + (uint64_t)pl->n_experts_total * pl->expert_bytes + pl->embed_table_bytes;
-        for (int i = 0; i < pl->n_trunk; i++) total += pl->trunk_bytes[i];
-        k3_mem_limit lim;
-        k3_mem_limit_read(pl->process_bytes, &lim);
-        const uint64_t avail = lim.avail_bytes;
-        budget = avail && (lim.hard_limit || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
-        chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
-    }
     const int chunk_min = pl->ctx_tokens < K3_CHUNK_TOKENS ? pl->ctx_tokens : K3_CHUNK_TOKENS;
-    k3_plan_input in = {budget, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
+    k3_plan_input in = {mem_bytes, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
                         pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
                         chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
-                        pl->chunk_token_bytes, chunk_room, pl->span_token_bytes, pl->embed_table_bytes};
-    *budget_out = budget;
+                        pl->chunk_token_bytes, 0, pl->span_token_bytes, pl->embed_table_bytes};
+    if (!mem_bytes) {                     /* as the engine: resident if it fits in available memory */
+        k3_mem_limit lim;
+        k3_mem_limit_read(pl->process_bytes, &lim);
+        k3_plan_default_budget(&in, &lim);
+    }
+    *budget_out = in.budget_bytes;
     if (k3_plan_make(&in, plan, err)) { k3_plan_free(plan); return -1; }
     return 0;
 }

@@ -87,6 +87,23 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     return 0;
 }
 
+uint64_t k3_plan_resident_bytes(const k3_plan_input *in)
+{
+    uint64_t bytes = in->fixed_bytes + (uint64_t)in->n_experts_total * in->expert_bytes + in->embed_table_bytes;
+    for (int i = 0; i < in->n_trunk; i++) bytes += in->trunk_bytes[i];
+    return bytes;
+}
+
+/* 9/10: the last tenth is left to the page cache (the streamed files), the
+ * kernel and whatever else runs beside us; under a cgroup limit the budget
+ * is always in force (and printed). */
+void k3_plan_default_budget(k3_plan_input *in, const k3_mem_limit *lim)
+{
+    const uint64_t total = k3_plan_resident_bytes(in), usable = lim->avail_bytes * 9 / 10;
+    in->budget_bytes = lim->avail_bytes && (lim->hard_limit || total > usable) ? usable : 0;
+    in->chunk_room_bytes = !in->budget_bytes && usable > total ? usable - total : 0;
+}
+
 /* The plan for the fixed claim as given (chunk scratch included). */
 static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
 {
@@ -106,13 +123,12 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
         total_trunk += in->trunk_bytes[i];
         if (in->trunk_bytes[i] > max_trunk) max_trunk = in->trunk_bytes[i];
     }
-    const uint64_t all_experts = (uint64_t)in->n_experts_total * in->expert_bytes;
     const int min_slots = in->n_experts_total ? (in->top_k < in->n_experts_total ? in->top_k : in->n_experts_total) : 0;
     const uint64_t min_experts = (uint64_t)min_slots * in->expert_bytes;
     uint64_t min_ring = in->fixed_bytes + 2 * max_trunk + min_experts;
     uint64_t min_pinned = in->fixed_bytes + total_trunk + min_experts;
     out->min_budget_bytes = min_ring < min_pinned ? min_ring : min_pinned;
-    out->resident_bytes = in->fixed_bytes + total_trunk + all_experts + in->embed_table_bytes;
+    out->resident_bytes = k3_plan_resident_bytes(in);
 
     if (in->budget_bytes == 0 || in->budget_bytes >= out->resident_bytes) {
         memset(out->pinned, 1, (size_t)in->n_trunk);

@@ -66,6 +66,17 @@ typedef struct k3_plan {
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
 void k3_plan_free(k3_plan *p);
+
+/* What holding the whole model takes: the fixed claim, every trunk unit,
+ * every routed expert and the embedding table (the plan's resident_bytes). */
+uint64_t k3_plan_resident_bytes(const k3_plan_input *in);
+
+/* The budget without --mem, for the engine and k3 plan alike: none (fully
+ * resident) when the whole model fits in 9/10 of what this process may hold
+ * (lim), else that 9/10; under a hard limit (a cgroup, an rlimit) the budget
+ * always stands. Sets in->budget_bytes, and in->chunk_room_bytes to the
+ * memory left beside a resident model. */
+void k3_plan_default_budget(k3_plan_input *in, const k3_mem_limit *lim);
 /* The plan as a compact JSON object (the lines are printed by the front
  * ends from k3_plan_info: the engine never prints). */
 int k3_plan_json(const k3_plan *p, char *buf, size_t len);

@@ -27,34 +27,25 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     int n_experts_total;
     k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes, &embed_table_bytes);
     uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
-    uint64_t budget = rp->opt.mem_bytes;
     char source[256] = "";                /* where a derived budget comes from (printed) */
-    uint64_t chunk_room = 0;              /* no budget: memory beside the resident model */
-    if (!budget) {                        /* no --mem: resident if it fits in 90% of what may be used */
-        uint64_t total = fixed + (uint64_t)n_experts_total * expert_bytes + embed_table_bytes;
-        for (int i = 0; i < n_trunk; i++) total += trunk_bytes[i];
+    k3_plan_input in = {rp->opt.mem_bytes, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
+                        expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
+                        rp->opt.chunk_token_bytes, 0, rp->opt.span_token_bytes, embed_table_bytes};
+    if (!in.budget_bytes) {               /* no --mem: resident if it fits in 90% of what may be used */
         k3_mem_limit lim;
         k3_mem_limit_read(current_rss(), &lim);
-        const uint64_t avail = lim.avail_bytes;
-        /* 9/10: the last tenth is left to the page cache (the streamed
-         * files), the kernel and whatever else runs beside us; under a
-         * cgroup limit the budget is always in force (and printed) */
-        budget = avail && (lim.hard_limit || total > avail * 9 / 10) ? avail * 9 / 10 : 0;
-        chunk_room = !budget && avail * 9 / 10 > total ? avail * 9 / 10 - total : 0;
+        k3_plan_default_budget(&in, &lim);
         if (lim.hard_limit)
             snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
                      lim.source, lim.limit_bytes / 1048576.0, lim.in_use_bytes / 1048576.0);
         else
-            snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", avail / 1048576.0);
+            snprintf(source, sizeof source, "90%% of MemAvailable %.1f MiB", lim.avail_bytes / 1048576.0);
     }
-    k3_plan_input in = {budget, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
-                        expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
-                        rp->opt.chunk_token_bytes, chunk_room, rp->opt.span_token_bytes, embed_table_bytes};
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
     if (rc) return -1;
     k3_stats *st = rp->stats;
-    stats_set64(&st->budget_bytes, budget);
+    stats_set64(&st->budget_bytes, in.budget_bytes);
     stats_set64(&st->resident_bytes, rp->plan.resident_bytes);
     stats_set64(&st->pinned_trunk_bytes, rp->plan.pinned_bytes);
     stats_set64(&st->ring_bytes, (uint64_t)rp->plan.n_ring * rp->plan.ring_slot_bytes);
@@ -97,8 +88,8 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         rp->cache_slots[i].unit = -1;
         rp->cache_slots[i].mem = rp->cache_arena + (size_t)i * slot_bytes;
     }
-    if (rp->plan.all_resident && weights_read_embed_table(rp, err)) return -1;
-    if (rp->plan.all_resident) {          /* fully resident: every expert read at open */
+    if (rp->plan.all_resident) {          /* fully resident: the embedding table and every expert read at open */
+        if (weights_read_embed_table(rp, err)) return -1;
         for (int l = 0; l < c->n_layers; l++) {
             if (!c->is_moe[l]) continue;
             for (int e = 0; e < c->n_experts; e++) {
