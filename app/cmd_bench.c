@@ -169,11 +169,14 @@ static int parse(int argc, char **argv, bench_options *o)
     return 0;
 }
 
-/* The device probe as JSON: the runtime-depth figure and each depth's. */
+/* The device probe as JSON: the runtime-depth figure and each depth's (the
+ * sample read again), and the sample's first reading. */
 static void device_probe_json(char *dst, size_t len, const k3_device_probe *p)
 {
-    size_t o = (size_t)snprintf(dst, len, "{\"gbps\":%.3f,\"seconds\":%.2f,\"files\":%d,\"depths\":{", p->gbps,
-                                p->seconds, p->files);
+    size_t o = (size_t)snprintf(dst, len,
+                                "{\"gbps\":%.3f,\"first_read_gbps\":%.3f,\"sample_bytes\":%llu,\"seconds\":%.2f,"
+                                "\"files\":%d,\"depths\":{",
+                                p->gbps, p->first_read_gbps, (unsigned long long)p->sample_bytes, p->seconds, p->files);
     for (int i = 0; i < p->n_depths && o < len; i++)
         o += (size_t)snprintf(dst + o, len - o, "%s\"%d\":%.3f", i ? "," : "", p->depths[i], p->depth_gbps[i]);
     if (o < len) snprintf(dst + o, len - o, "}}");
@@ -412,8 +415,9 @@ int cmd_bench(int argc, char **argv)
                main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6, read_gbps);
         if (probe_failed[0]) printf("device not measured: %s\n", probe_failed);
         else if (o.probe)
-            printf("device %.2f GB/s (before the run %.2f, after %.2f, spread x%.2f)\n", device_gbps,
-                   probe_before.gbps, probe_after.gbps, device_spread);
+            printf("device %.2f GB/s reading a sample again (before the run %.2f, after %.2f, spread x%.2f); "
+                   "its first reading %.2f / %.2f GB/s\n", device_gbps, probe_before.gbps, probe_after.gbps,
+                   device_spread, probe_before.first_read_gbps, probe_after.first_read_gbps);
         else printf("device not measured (--no-probe)\n");
         if (trunk_failed[0]) printf("trunk      not measured: %s\n", trunk_failed);
         else if (o.probe)

@@ -176,7 +176,7 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
 /* The disk speed: measured on the model's files, or on a scratch file in
  * the cache folder (cached per filesystem, as writing it costs a second). */
 static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, int reprobe, double *gbps,
-                      const char **how)
+                      double *first_read_gbps, const char **how)
 {
     char path[PATH_MAX], key[64];
     snprintf(path, sizeof path, "%.3000s/disk_rates.json", cache);
@@ -188,7 +188,11 @@ static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, 
         if (v > 0) { *gbps = v; *how = "cached probe of the cache folder's filesystem"; json_decref(root); return 0; }
     }
     k3_error err;
-    if (k3_planner_probe_disk(pl, cache, 0.3, gbps, &err)) { cli_error("%s", err.msg); json_decref(root); return -1; }
+    if (k3_planner_probe_disk(pl, cache, 0.3, gbps, first_read_gbps, &err)) {
+        cli_error("%s", err.msg);
+        json_decref(root);
+        return -1;
+    }
     *how = model_has_weights ? "probed on the model's files" : "probed on the cache folder's filesystem";
     if (!model_has_weights) {
         if (!json_is_object(root)) { json_decref(root); root = json_object(); }
@@ -365,8 +369,9 @@ int cmd_plan(int argc, char **argv)
         }
     if (o.cores) rates.n_threads = o.cores;   /* the routed experts' activations spread over them */
     const char *disk_how = "given (--disk)";
-    double disk = o.disk_gbps;
-    if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk, &disk_how)) {
+    double disk = o.disk_gbps, disk_first_read = 0;   /* the probe's first reading: 0 when not probed now */
+    if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk,
+                                &disk_first_read, &disk_how)) {
         k3_planner_close(pl);
         return K3_EXIT_ERROR;
     }
@@ -418,6 +423,7 @@ int cmd_plan(int argc, char **argv)
         }
         json_decref(rv);
         json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
+        json_object_set_new(root, "disk_first_read_gbps", disk_first_read > 0 ? json_real(disk_first_read) : json_null());
         json_object_set_new(root, "disk_trunk_gbps", json_real(trunk));
         json_object_set_new(root, "disk_trunk", json_string(trunk_how));
         if (tp.units)
@@ -436,8 +442,9 @@ int cmd_plan(int argc, char **argv)
     printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
            "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
            info.expert_slot_bytes / 1048576.0, gib(info.experts_bytes), info.top_k);
-    printf("machine: disk %.2f GB/s for expert pages (%s), %.2f GB/s for the trunk ring (%s", disk, disk_how, trunk,
-           trunk_how);
+    printf("machine: disk %.2f GB/s for expert pages (%s", disk, disk_how);
+    if (disk_first_read > 0) printf(", read again; %.2f GB/s the first time", disk_first_read);
+    printf("), %.2f GB/s for the trunk ring (%s", trunk, trunk_how);
     if (tp.units)
         printf(": %d units, %.1f MB a pass, %d passes, first pass %.2f GB/s", tp.units, tp.pass_bytes / 1e6, tp.passes,
                tp.first_pass_gbps);

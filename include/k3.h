@@ -335,7 +335,9 @@ void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, u
 
 /* The device as the runtime reads it (k3_model_probe_device). */
 typedef struct k3_device_probe {
-    double gbps;                 /* at the runtime's own depth: what the I/O floor uses */
+    double gbps;                 /* the sample read again, at the runtime's own depth: what the I/O floor uses */
+    double first_read_gbps;      /* the sample's first reads, at the runtime's depth: pages not read lately */
+    uint64_t sample_bytes;       /* bytes of the sample (its distinct pages) */
     uint64_t read_bytes;         /* bytes of one read (an expert page, or a slot) */
     int depth;                   /* the runtime's reads in flight */
     int n_depths;                /* depths measured, ascending; the last is `depth` */
@@ -346,10 +348,15 @@ typedef struct k3_device_probe {
     double seconds;
 } k3_device_probe;
 
-/* Measure the device with the runtime's own reads: random routed experts'
- * pages (spread over every file that holds them), at depth 1, 2 and the
- * reader's depth, at least `seconds` in all (a model without routed experts:
- * random slot-sized reads of its largest file). */
+/* Measure the device with the runtime's own reads: a sample of random
+ * routed experts' pages (spread over every file that holds them; a model
+ * without routed experts: random slot-sized reads of its largest file),
+ * read once at the reader's depth for a quarter of `seconds` (the first
+ * reads), then again and again at depth 1, 2 and the reader's depth for the
+ * rest. Decode re-reads the pages it evicted, which a host's cache may
+ * serve far faster than pages nobody read lately, so the two are apart:
+ * gbps and depth_gbps are the reads again, first_read_gbps the first. On a
+ * machine's own NVMe the two agree. */
 int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err);
 
 /* The trunk as the ring reads it (k3_model_probe_trunk): the trunk units
@@ -500,8 +507,11 @@ typedef struct k3_plan_estimate {
 k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error *err);
 void k3_planner_get_info(const k3_planner *p, k3_planner_info *out);
 /* Device speed for the runtime's reads on the filesystem of the model (its
- * weight files), or of scratch_dir when they are not here. */
-int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, k3_error *err);
+ * weight files), or of scratch_dir when they are not here: *gbps reading a
+ * sample again (the steady state), *first_read_gbps (may be NULL) its first
+ * reading. */
+int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds, double *gbps, double *first_read_gbps,
+                          k3_error *err);
 /* The trunk probe (k3_model_probe_trunk) on the model's own files: the
  * units that stream with the plan at mem_bytes (> 0), into two buffers of
  * at most 256 MiB; needs the weights here (else an error). */

@@ -185,6 +185,16 @@ print(("PASS" if ok else "FAIL") + f" plan trunk probe: k3 bench --mem {sys.argv
       f"{b.get('trunk_gbps')} apart from device_gbps {b.get('device_gbps')} ({t and t['units']} of {streamed} streamed "
       f"units, {t and t['pass_bytes']} bytes a pass x {b['tokens']} tokens = decode's {decode_trunk:.0f} trunk bytes, "
       f"less at most {readahead} read ahead; {t and t['passes']} passes)")
+# the device probe: a sample read once (first_read_gbps), then again at
+# each depth (gbps: the runtime depth's); device_gbps is the faster probe's
+d = b.get('device_probe') or {}
+pr = [d.get('before') or {}, d.get('after') or {}]
+ok = all(x.get('first_read_gbps', 0) > 0 and x.get('sample_bytes', 0) >= d.get('read_bytes', 1) and
+         x.get('gbps') == x.get('depths', {}).get(str(d.get('depth'))) for x in pr)
+ok = ok and b['device_gbps'] == max(x.get('gbps', 0) for x in pr)
+print(("PASS" if ok else "FAIL") + f" plan device probe: a sample read once, then again: before "
+      f"{pr[0].get('first_read_gbps')} then {pr[0].get('gbps')} GB/s over {pr[0].get('sample_bytes')} bytes, after "
+      f"{pr[1].get('first_read_gbps')} then {pr[1].get('gbps')}; device_gbps {b['device_gbps']}")
 ok = r['plan']['pinned_units'] == r['plan']['trunk_units'] and r.get('trunk_gbps', 0) is None
 ok = ok and 'pinned' in (r.get('trunk_probe_error') or '')
 print(("PASS" if ok else "FAIL") + f" plan trunk probe: with every trunk unit pinned trunk_gbps is null: "

@@ -327,20 +327,23 @@ void k3_io_inject_failure(k3_io *io, int nth, int e)
 }
 
 int k3_io_probe(k3_io *io, int fd, const char *path, uint64_t file_bytes, uint64_t size, uint8_t *const *bufs,
-                int depth, double seconds, double *gbps, k3_error *err)
+                int depth, double seconds, uint64_t seed, uint64_t cycle_reads, double *gbps, uint64_t *reads,
+                k3_error *err)
 {
     const int d = depth < 1 ? 1 : depth > 64 ? 64 : depth;
     if (!size || size > file_bytes) return k3_err(err, "%s: too small to probe", path);
     k3_io_req reqs[64];
-    uint64_t rng = 0x9E3779B97F4A7C15ull, done_bytes = 0;
+    uint64_t rng = seed | 1, done_bytes = 0, n_reads = 0;
     const uint64_t windows = (file_bytes - size) / K3_IO_ALIGN + 1;
     const uint64_t t0 = k3_now_ns();
     double elapsed = 0;
     int rc = 0;
-    while (elapsed < seconds && rc == 0) {
+    do {
         k3_io_req *ptrs[64];
         for (int i = 0; i < d; i++) {
+            if (cycle_reads && n_reads % cycle_reads == 0) rng = seed | 1;   /* the sample again */
             rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+            n_reads++;
             reqs[i] = (k3_io_req){.fd = fd, .path = path, .offset = (rng % windows) * K3_IO_ALIGN, .bytes = size,
                                   .need_bytes = size, .dst = bufs[i], .kind = K3_READ_OTHER};
             ptrs[i] = &reqs[i];
@@ -350,8 +353,9 @@ int k3_io_probe(k3_io *io, int fd, const char *path, uint64_t file_bytes, uint64
             if (k3_io_wait(io, &reqs[i], rc ? NULL : err)) rc = -1;
         done_bytes += size * (uint64_t)d;
         elapsed = (k3_now_ns() - t0) * 1e-9;
-    }
+    } while (elapsed < seconds && rc == 0);
     if (rc) return -1;
     *gbps = done_bytes / elapsed / 1e9;
+    if (reads) *reads = n_reads;
     return 0;
 }

@@ -53,9 +53,14 @@ const char *k3_io_backend_name(k3_io_backend b);
 
 /* Device speed for the runtime's own reads: random aligned reads of `size`
  * bytes over fd (file_bytes long), `depth` at a time (at most 64) into
- * bufs[0..depth) (aligned, size bytes each), for `seconds`. GB/s in *gbps;
- * 0, or -1 with err set. Every read has finished when it returns. */
+ * bufs[0..depth) (aligned, size bytes each), for `seconds` (at least one
+ * wave). The offsets come from a generator seeded with `seed` that starts
+ * over every `cycle_reads` reads (0: never), so a second call with the
+ * first call's *reads as cycle_reads reads the same places again. GB/s in
+ * *gbps, reads made in *reads (may be NULL); 0, or -1 with err set. Every
+ * read has finished when it returns. */
 int k3_io_probe(k3_io *io, int fd, const char *path, uint64_t file_bytes, uint64_t size, uint8_t *const *bufs,
-                int depth, double seconds, double *gbps, k3_error *err);
+                int depth, double seconds, uint64_t seed, uint64_t cycle_reads, double *gbps, uint64_t *reads,
+                k3_error *err);
 
 #endif

@@ -1,6 +1,9 @@
 /* weights_probe.c - measure the device with exactly the reads the runtime
  * makes: routed experts' own pages, wherever they lie in whichever file,
- * through the same reader, into the expert cache's own slots. */
+ * through the same reader, into the expert cache's own slots; and the trunk
+ * as the ring reads it. Both report a first reading apart from reading
+ * again: decode meets the same pages again and again, and a host's cache
+ * can serve those tenfold faster than pages nobody read lately. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,24 +20,49 @@ static int probe_depths(int d, int *depths)
     return n;
 }
 
-/* Random routed experts (uniform over every layer's experts, so over every
- * file that holds them), `d` reads in flight per wave as a layer's misses
- * go out together, for `seconds`; the bytes are the units' own windows. */
-static int probe_experts(k3_weights *rp, slot *const *slots, int d, double seconds, uint64_t *rng, double *gbps,
-                         uint64_t *bytes_total, k3_error *err)
+/* The probe's sample: at most this many distinct expert pages. */
+#define PROBE_SAMPLE_MAX 4096
+
+/* A sample of distinct routed experts, uniform over every MoE layer's
+ * experts (so over every file that holds them), as unit indices in the
+ * order they will be read. n <= PROBE_SAMPLE_MAX; -1 when out of memory. */
+static int probe_sample(k3_weights *rp, int *sample, int *n)
 {
     const k3_config *c = rp->cfg;
     int moe[K3_MAX_LAYERS], n_moe = 0;
     for (int l = 0; l < c->n_layers && n_moe < K3_MAX_LAYERS; l++)
         if (c->is_moe[l]) moe[n_moe++] = l;
+    const uint64_t total = (uint64_t)n_moe * (uint64_t)c->n_experts;
+    uint8_t *taken = calloc(total ? total : 1, 1);
+    if (!taken) return -1;
+    const int want = total < PROBE_SAMPLE_MAX ? (int)total : PROBE_SAMPLE_MAX;
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    *n = 0;
+    while (*n < want) {
+        rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+        const uint64_t k = rng % total;
+        if (taken[k]) continue;
+        taken[k] = 1;
+        sample[(*n)++] = expert_unit(rp, moe[k / (uint64_t)c->n_experts], (int)(k % (uint64_t)c->n_experts));
+    }
+    free(taken);
+    return 0;
+}
+
+/* Read sample[*next], sample[*next + 1], ... (round and round the first
+ * n_sample) in waves of `d` reads into `slots`, as a layer's misses go out
+ * together and are waited for together, for `seconds` (at least one wave).
+ * *next is where the next call goes on from. */
+static int probe_waves(k3_weights *rp, slot *const *slots, int d, const int *sample, int n_sample, int *next,
+                       double seconds, double *gbps, uint64_t *bytes_total, k3_error *err)
+{
     uint64_t done = 0;
     const uint64_t t0 = k3_now_ns();
     double elapsed = 0;
-    while (elapsed < seconds) {
+    do {
         for (int i = 0; i < d; i++) {
-            *rng ^= *rng << 13; *rng ^= *rng >> 7; *rng ^= *rng << 17;
-            const int layer = moe[*rng % (uint64_t)n_moe];
-            const int ui = expert_unit(rp, layer, (int)((*rng >> 20) % (uint64_t)c->n_experts));
+            const int ui = sample[*next];
+            *next = (*next + 1) % n_sample;
             if (weights_start_read(rp, slots[i], ui, K3_READ_OTHER, err)) return -1;
             done += rp->units[ui].bytes;
         }
@@ -43,7 +71,7 @@ static int probe_experts(k3_weights *rp, slot *const *slots, int d, double secon
             if (weights_wait_slot(rp, slots[i], rc ? NULL : err)) rc = -1;
         if (rc) return -1;
         elapsed = (k3_now_ns() - t0) * 1e-9;
-    }
+    } while (elapsed < seconds);
     *gbps = done / elapsed / 1e9;
     *bytes_total += done;
     return 0;
@@ -95,13 +123,24 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
             held[i] = slots[i]->unit;
         }
         out->n_depths = probe_depths(d, out->depths);
-        uint64_t rng = 0x9E3779B97F4A7C15ull;
-        int rc = 0;
+        int *sample = malloc(PROBE_SAMPLE_MAX * sizeof *sample), n_sample = 0;
+        int rc = sample && probe_sample(rp, sample, &n_sample) == 0 ? 0 : k3_err(err, "out of memory");
+        if (rc == 0 && n_sample == 0) rc = k3_err(err, "internal: expert slots but no routed expert to probe");
         const uint64_t t0 = k3_now_ns();
+        /* the first reads: as far into the sample as a quarter of the time
+         * goes (at least one wave); that much of it is then read again */
+        int next = 0;
+        if (rc == 0)
+            rc = probe_waves(rp, slots, d, sample, n_sample, &next, seconds / 4, &out->first_read_gbps,
+                             &out->bytes_total, err);
+        const int n_read = next ? next : n_sample;          /* next wrapped: every page of it was read */
+        for (int k = 0; k < n_read && rc == 0; k++) out->sample_bytes += rp->units[sample[k]].bytes;
+        next = 0;
         for (int k = 0; k < out->n_depths && rc == 0; k++)
-            rc = probe_experts(rp, slots, out->depths[k], seconds / out->n_depths, &rng, &out->depth_gbps[k],
-                               &out->bytes_total, err);
+            rc = probe_waves(rp, slots, out->depths[k], sample, n_read, &next, seconds * 3 / 4 / out->n_depths,
+                             &out->depth_gbps[k], &out->bytes_total, err);
         out->seconds = (k3_now_ns() - t0) * 1e-9;
+        free(sample);
         for (int i = 0; i < d; i++) {
             slot *sl = slots[i];
             sl->unit = held[i];
@@ -133,12 +172,17 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
     uint8_t *bufs[64];
     for (int i = 0; i < d; i++) bufs[i] = own_buf + (size_t)i * size;
     out->n_depths = probe_depths(d, out->depths);
-    const uint64_t t0 = k3_now_ns();
-    int rc = 0;
+    const uint64_t t0 = k3_now_ns(), seed = 0x9E3779B97F4A7C15ull;
+    uint64_t n_read = 0, reads = 0;
+    /* the first reads for a quarter of the time, then those places again */
+    int rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, d, seconds / 4, seed,
+                         0, &out->first_read_gbps, &n_read, err);
+    out->bytes_total += n_read * size;
+    out->sample_bytes = n_read * size;
     for (int k = 0; k < out->n_depths && rc == 0; k++) {
         rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, out->depths[k],
-                         seconds / out->n_depths, &out->depth_gbps[k], err);
-        out->bytes_total += (uint64_t)(out->depth_gbps[k] * 1e9 * seconds / out->n_depths);
+                         seconds * 3 / 4 / out->n_depths, seed, n_read, &out->depth_gbps[k], &reads, err);
+        out->bytes_total += reads * size;
     }
     out->seconds = (k3_now_ns() - t0) * 1e-9;
     free(own_buf);

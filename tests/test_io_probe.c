@@ -1,0 +1,119 @@
+/* test_io_probe.c - the device probe's sample (engine/weights/io.c,
+ * k3_io_probe): a first call reads random places; a second call given the
+ * first's read count as its cycle reads exactly those places again, round
+ * and round, never a new one. That is what makes `gbps` "the sample read
+ * again" (decode re-reads the pages it evicted) apart from
+ * `first_read_gbps` (pages nobody read lately), which a host's cache can
+ * make tenfold apart. Each 4 KiB page of the file holds its own index, so
+ * every read's place can be seen in its buffer; checked for the pread pool
+ * and, where built, io_uring. */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "io.h"
+#include "test.h"
+
+#define PAGES 4096                         /* 16 MiB file */
+#define READ_BYTES (4 * K3_IO_ALIGN)       /* each read: 4 pages */
+
+/* The page index a read's buffer starts with. */
+static uint64_t stamp(const uint8_t *buf)
+{
+    uint64_t v;
+    memcpy(&v, buf, sizeof v);
+    return v;
+}
+
+/* 1 if every buffer of the last wave starts at a page in seen[0..n). */
+static int all_seen(uint8_t *const *bufs, int depth, const uint64_t *seen, int n)
+{
+    for (int i = 0; i < depth; i++) {
+        int found = 0;
+        for (int k = 0; k < n && !found; k++) found = stamp(bufs[i]) == seen[k];
+        if (!found) return 0;
+    }
+    return 1;
+}
+
+/* path: the stamped file, NULL when it could not be written. */
+static void check_backend(k3_io_backend backend, const char *path, const char *name)
+{
+    char test_name[96];
+    snprintf(test_name, sizeof test_name, "probe_reads_its_sample_again_%s", name);
+    TEST_BEGIN(test_name);
+    if (!path) {
+        CHECK(0, "cannot write the test file in /tmp");
+        TEST_END();
+        return;
+    }
+    k3_stats *st = calloc(1, sizeof *st);
+    k3_error err = {0};
+    k3_io *io = st ? k3_io_open(backend, 4, st, &err) : NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    const int depth = 3;
+    uint8_t *mem = aligned_alloc(K3_IO_ALIGN, (size_t)READ_BYTES * depth);
+    uint8_t *bufs[3] = {mem, mem + READ_BYTES, mem + 2 * READ_BYTES};
+    CHECK(io && fd >= 0 && mem, "setup: %s", err.msg);
+    if (io && fd >= 0 && mem) {
+        const uint64_t file_bytes = (uint64_t)PAGES * K3_IO_ALIGN, seed = 0x243F6A8885A308D3ull;
+        /* the first reading: zero seconds is one wave of `depth` reads */
+        double first_gbps = 0, again_gbps = 0;
+        uint64_t n_first = 0, n_again = 0;
+        int rc = k3_io_probe(io, fd, path, file_bytes, READ_BYTES, bufs, depth, 0, seed, 0, &first_gbps, &n_first, &err);
+        CHECK(rc == 0 && n_first == (uint64_t)depth && first_gbps > 0, "first reading: rc %d, %llu reads, %.3f GB/s: %s",
+              rc, (unsigned long long)n_first, first_gbps, err.msg);
+        uint64_t sample[3];
+        for (int i = 0; i < depth; i++) sample[i] = stamp(bufs[i]);
+        CHECK(sample[0] != sample[1] || sample[1] != sample[2], "the first reading read one place %d times", depth);
+        /* again, with a wave (2) that does not divide the sample (3): the
+         * waves go round it, and every read lands on a page of the sample */
+        int outside = 0, waves = 0;
+        for (int w = 0; w < 40 && rc == 0; w++, waves++) {
+            rc = k3_io_probe(io, fd, path, file_bytes, READ_BYTES, bufs, 2, 0.001 * (w % 4), seed, n_first, &again_gbps,
+                             &n_again, &err);
+            outside += !all_seen(bufs, 2, sample, depth);
+        }
+        CHECK(rc == 0 && outside == 0, "%d of %d waves read outside the sample: %s", outside, waves, err.msg);
+        /* a timed reading again goes on for its time, round the sample */
+        rc = k3_io_probe(io, fd, path, file_bytes, READ_BYTES, bufs, depth, 0.05, seed, n_first, &again_gbps, &n_again,
+                         &err);
+        CHECK(rc == 0 && n_again > n_first && again_gbps > 0 && all_seen(bufs, depth, sample, depth),
+              "timed reading again: rc %d, %llu reads (sample %llu), %.3f GB/s", rc, (unsigned long long)n_again,
+              (unsigned long long)n_first, again_gbps);
+        /* without a cycle the reads go on to new places (what a first reading is) */
+        int new_place = 0;
+        for (int w = 0; w < 40 && rc == 0 && !new_place; w++) {
+            rc = k3_io_probe(io, fd, path, file_bytes, READ_BYTES, bufs, depth, 0.002, seed, 0, &again_gbps, NULL, &err);
+            new_place = !all_seen(bufs, depth, sample, depth);
+        }
+        CHECK(rc == 0 && new_place, "without a cycle the probe never left the first wave's places");
+    }
+    if (fd >= 0) close(fd);
+    free(mem);
+    k3_io_close(io);
+    free(st);
+    TEST_END();
+}
+
+int main(void)
+{
+    char path[] = "/tmp/k3-test-io-probe-XXXXXX";
+    int fd = mkstemp(path);
+    uint8_t *page = calloc(1, K3_IO_ALIGN);
+    int ok = fd >= 0 && page;
+    for (uint64_t i = 0; ok && i < PAGES; i++) {
+        memcpy(page, &i, sizeof i);
+        ok = write(fd, page, K3_IO_ALIGN) == K3_IO_ALIGN;
+    }
+    if (fd >= 0) close(fd);
+    free(page);
+    check_backend(K3_IO_POOL, ok ? path : NULL, "pool");
+#ifdef K3_HAVE_URING
+    check_backend(K3_IO_URING, ok ? path : NULL, "uring");
+#endif
+    unlink(path);
+    TEST_EXIT();
+}
