@@ -333,6 +333,16 @@ uint64_t k3_model_prefill_bytes_min(const k3_model *m);
  * process on huge pages now (AnonHugePages). */
 void k3_model_huge_pages(const k3_model *m, const char **mode, int *requested, uint64_t *anon_huge_bytes);
 
+/* When experts stream, k3_model_open starts faulting the expert cache's
+ * memory in from a thread that runs only when a CPU would idle: memory
+ * touched for the first time is slow on a VM whose host took it back, and
+ * the cache's first misses would otherwise pay that inside the answer.
+ * This blocks until it is done: the bytes faulted in and the seconds since
+ * open (k3 bench waits, to time the steady state apart from cold start).
+ * 0 and 0 at once when fully resident or the kernel lacks
+ * MADV_POPULATE_WRITE (Linux < 5.14). */
+void k3_model_wait_prefault(k3_model *m, uint64_t *bytes, double *seconds);
+
 /* The device as the runtime reads it (k3_model_probe_device). */
 typedef struct k3_device_probe {
     double gbps;                 /* the sample read again, at the runtime's own depth: what the I/O floor uses */

@@ -207,6 +207,11 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out)
     snprintf(out->budget_source, sizeof out->budget_source, "%s", p->budget_source);
 }
 
+void k3_model_wait_prefault(k3_model *m, uint64_t *bytes, double *seconds)
+{
+    k3_weights_wait_prefault(m->weights, bytes, seconds);
+}
+
 int k3_model_probe_device(k3_model *m, double seconds, k3_device_probe *out, k3_error *err)
 {
     return k3_weights_probe_device(m->weights, seconds, out, err);

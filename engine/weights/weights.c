@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "unit_sums.h"
+#include "prefault.h"
 #include "weights_internal.h"
 
 
@@ -33,6 +34,7 @@ int k3_weights_content_hash(k3_weights *rp, uint64_t *hash, k3_error *err)
 void k3_weights_close(k3_weights *rp)
 {
     if (!rp) return;
+    k3_prefault_stop(rp->cache_prefault);          /* before the arena goes */
     k3_io_close(rp->io);
     for (int i = 0; i < rp->n_owned; i++) free(rp->owned[i]);
     free(rp->owned);

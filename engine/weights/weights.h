@@ -77,9 +77,14 @@ const float *k3_weights_output_res_score(k3_weights *w);
 const k3_weight *k3_weights_acquire_head(k3_weights *w, k3_error *err);
 void k3_weights_release_head(k3_weights *w);
 
-/* Measure the device with the runtime's reads: random routed experts' own
- * windows (every file that holds experts) into borrowed expert slots, at
- * depths 1, 2 and the reader's, about `seconds` in all (weights_probe.c). */
+/* Block until the expert cache's memory is faulted in (started at open
+ * when experts stream, weights_plan.c); bytes and seconds since open. 0 and
+ * 0 when nothing was started (resident, or no MADV_POPULATE_WRITE). */
+void k3_weights_wait_prefault(k3_weights *w, uint64_t *bytes, double *seconds);
+/* Measure the device with the runtime's reads: a sample of random routed
+ * experts' own windows (every file that holds experts) into borrowed expert
+ * slots, read once, then again at depths 1, 2 and the reader's, about
+ * `seconds` in all (weights_probe.c). */
 int k3_weights_probe_device(k3_weights *w, double seconds, k3_device_probe *out, k3_error *err);
 /* Measure the trunk as the ring reads it: the units not pinned (pinned[ui]
  * = 1 for the others), in forward order, pass after pass, each unit's reads

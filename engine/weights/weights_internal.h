@@ -78,6 +78,7 @@ struct k3_weights {
     int n_ring;
     slot *cache_slots;            /* expert cache slots */
     uint8_t *cache_arena;         /* their memory, one block (huge pages) */
+    struct k3_prefault *cache_prefault; /* faulting the arena in while the CPU idles (prefault.h) */
     uint8_t *expert_used;         /* [n_layers][n_experts]: routed to since open (prefill_bytes_min) */
     k3_expert_cache cache;
     FILE *trace;                  /* trace_out.f while --trace is open */

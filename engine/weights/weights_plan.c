@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "huge_pages.h"
+#include "prefault.h"
 #include "weights_internal.h"
 
 /* Current resident set size, to charge what the process already holds. */
@@ -88,6 +89,10 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         rp->cache_slots[i].unit = -1;
         rp->cache_slots[i].mem = rp->cache_arena + (size_t)i * slot_bytes;
     }
+    /* a streamed model's cache fills miss by miss: fault its memory in
+     * while the CPU idles, not inside the first answers' reads (prefault.c) */
+    if (!rp->plan.all_resident && rp->plan.n_expert_slots > 0)
+        rp->cache_prefault = k3_prefault_start(rp->cache_arena, (size_t)rp->plan.n_expert_slots * slot_bytes);
     if (rp->plan.all_resident) {          /* fully resident: the embedding table and every expert read at open */
         if (weights_read_embed_table(rp, err)) return -1;
         for (int l = 0; l < c->n_layers; l++) {
@@ -101,6 +106,11 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
             if (weights_wait_slot(rp, &rp->cache_slots[s], err)) return -1;
     }
     return 0;
+}
+
+void k3_weights_wait_prefault(k3_weights *rp, uint64_t *bytes, double *seconds)
+{
+    k3_prefault_wait(rp->cache_prefault, bytes, seconds);
 }
 
 /* The planner's inputs as the units were laid out (k3 plan opens with
