@@ -49,29 +49,32 @@ static int probe_sample(k3_weights *rp, int *sample, int *n)
     return 0;
 }
 
-/* Read sample[*next], sample[*next + 1], ... (round and round the first
- * n_sample) in waves of `d` reads into `slots`, as a layer's misses go out
- * together and are waited for together, for `seconds` (at least one wave).
- * *next is where the next call goes on from. */
-static int probe_waves(k3_weights *rp, slot *const *slots, int d, const int *sample, int n_sample, int *next,
+/* Read sample[*next], sample[*next + 1], ... in waves of `d` reads into
+ * `slots`, as a layer's misses go out together and are waited for
+ * together, for `seconds` (at least one wave). once: a first reading, each
+ * page once, ending early at the sample's end (*next counts the pages
+ * read); else round and round the n_sample pages (*next is where the next
+ * call goes on from). */
+static int probe_waves(k3_weights *rp, slot *const *slots, int d, const int *sample, int n_sample, int once, int *next,
                        double seconds, double *gbps, uint64_t *bytes_total, k3_error *err)
 {
     uint64_t done = 0;
     const uint64_t t0 = k3_now_ns();
     double elapsed = 0;
     do {
-        for (int i = 0; i < d; i++) {
+        const int wave = once && n_sample - *next < d ? n_sample - *next : d;
+        for (int i = 0; i < wave; i++) {
             const int ui = sample[*next];
-            *next = (*next + 1) % n_sample;
+            *next = once ? *next + 1 : (*next + 1) % n_sample;
             if (weights_start_read(rp, slots[i], ui, K3_READ_OTHER, err)) return -1;
             done += rp->units[ui].bytes;
         }
         int rc = 0;
-        for (int i = 0; i < d; i++)          /* wait for all, as a layer waits for its misses */
+        for (int i = 0; i < wave; i++)       /* wait for all, as a layer waits for its misses */
             if (weights_wait_slot(rp, slots[i], rc ? NULL : err)) rc = -1;
         if (rc) return -1;
         elapsed = (k3_now_ns() - t0) * 1e-9;
-    } while (elapsed < seconds);
+    } while (elapsed < seconds && !(once && *next == n_sample));
     *gbps = done / elapsed / 1e9;
     *bytes_total += done;
     return 0;
@@ -129,15 +132,13 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
         const uint64_t t0 = k3_now_ns();
         /* the first reads: as far into the sample as a quarter of the time
          * goes (at least one wave); that much of it is then read again */
-        int next = 0;
+        int n_read = 0, next = 0;
         if (rc == 0)
-            rc = probe_waves(rp, slots, d, sample, n_sample, &next, seconds / 4, &out->first_read_gbps,
+            rc = probe_waves(rp, slots, d, sample, n_sample, 1, &n_read, seconds / 4, &out->first_read_gbps,
                              &out->bytes_total, err);
-        const int n_read = next ? next : n_sample;          /* next wrapped: every page of it was read */
         for (int k = 0; k < n_read && rc == 0; k++) out->sample_bytes += rp->units[sample[k]].bytes;
-        next = 0;
         for (int k = 0; k < out->n_depths && rc == 0; k++)
-            rc = probe_waves(rp, slots, out->depths[k], sample, n_read, &next, seconds * 3 / 4 / out->n_depths,
+            rc = probe_waves(rp, slots, out->depths[k], sample, n_read, 0, &next, seconds * 3 / 4 / out->n_depths,
                              &out->depth_gbps[k], &out->bytes_total, err);
         out->seconds = (k3_now_ns() - t0) * 1e-9;
         free(sample);
