@@ -80,6 +80,20 @@ if [ $code -eq 0 ] && grep -q "limit: cgroup v2 memory.max of /k3 = $((MIN + 12)
 else
     echo "FAIL cgroup v2 (fake tree): exit $code: $(cat $OUT/v2.err | head -5)"
 fi
+# an explicit --mem above that limit is refused in one line (with the
+# expert cache faulted in at open it would be an OOM kill at once), while
+# --mem equal to it (k3 bench --mem X in a cgroup of X) still runs
+K3_TEST_SYSFS_ROOT=$FAKE $K3 eval $M --ids "$IDS" --logits $OUT/v2big.f32 --mem $((MIN + 100))M 2>$OUT/v2big.err
+code=$?
+K3_TEST_SYSFS_ROOT=$FAKE $K3 eval $M --ids "$IDS" --logits $OUT/v2eq.f32 --mem $((MIN + 12))M 2>$OUT/v2eq.err
+code_eq=$?
+if [ $code -ne 0 ] && [ "$(grep -c '^k3: ' $OUT/v2big.err)" -eq 1 ] && \
+   grep -q "^k3: --mem $((MIN + 100)).0 MiB is more than cgroup v2 memory.max of /k3 = $((MIN + 12)).0 MiB" $OUT/v2big.err && \
+   [ $code_eq -eq 0 ] && cmp -s $OUT/ref.f32 $OUT/v2eq.f32; then
+    echo "PASS cgroup v2 (fake tree): --mem above memory.max is refused in one line ($(cat $OUT/v2big.err)); --mem equal to it runs"
+else
+    echo "FAIL cgroup v2 (fake tree): --mem $((MIN + 100))M above a $((MIN + 12)) MiB memory.max: exit $code, $(head -3 $OUT/v2big.err); at $((MIN + 12))M: exit $code_eq"
+fi
 
 # ---- a CPU quota caps the default threads (fake cgroup v2 and v1 trees) ----
 # One OpenMP thread more than the quota stalls every barrier (2 threads
