@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -44,10 +45,16 @@ static void *prefault_thread(void *arg)
     k3_prefault *p = arg;
     struct sched_param none = {0};
     pthread_setschedparam(pthread_self(), SCHED_IDLE, &none);   /* best effort: else it is merely one more thread */
-    for (size_t off = 0; off < p->bytes && !atomic_load(&p->stop); off += K3_HUGE_PAGE_BYTES) {
+    int failed = 0;
+    for (size_t off = 0; off < p->bytes && !failed && !atomic_load(&p->stop); off += K3_HUGE_PAGE_BYTES) {
         const size_t n = p->bytes - off < K3_HUGE_PAGE_BYTES ? p->bytes - off : K3_HUGE_PAGE_BYTES;
-        if (madvise(p->mem + off, n, MADV_POPULATE_WRITE) != 0 && errno != EINTR && errno != EAGAIN) break;
-        atomic_fetch_add(&p->done_bytes, n);
+        /* EINTR and EAGAIN are tried again (a few times); anything else
+         * (ENOMEM: no memory to fault in) ends it, and the first reads
+         * fault the rest in as before */
+        int tries = 0;
+        while (madvise(p->mem + off, n, MADV_POPULATE_WRITE) != 0)
+            if ((errno != EINTR && errno != EAGAIN) || ++tries == 4) { failed = 1; break; }
+        if (!failed) atomic_fetch_add(&p->done_bytes, n);
     }
     pthread_mutex_lock(&p->lock);
     p->t1_ns = k3_now_ns();
@@ -77,7 +84,16 @@ k3_prefault *k3_prefault_start(void *mem, size_t bytes)
     atomic_init(&p->finished, 0);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
-    if (pthread_create(&p->thread, NULL, prefault_thread, p) != 0) {
+    /* created with every signal blocked that another thread should take
+     * (Ctrl-C, the terminal's resize, ...); faults still reach their handler */
+    sigset_t block, old;
+    sigfillset(&block);
+    const int synchronous[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof synchronous / sizeof synchronous[0]; i++) sigdelset(&block, synchronous[i]);
+    pthread_sigmask(SIG_BLOCK, &block, &old);
+    const int rc = pthread_create(&p->thread, NULL, prefault_thread, p);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         pthread_mutex_destroy(&p->lock);
         pthread_cond_destroy(&p->cond);
         free(p);
