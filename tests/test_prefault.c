@@ -3,7 +3,8 @@
  * (mincore) where none was before; bytes already written by another
  * thread while it ran are kept (it must never write a page: the expert
  * cache's reader fills slots meanwhile); stopping a large block returns
- * before the whole block is in; a NULL handle is harmless. */
+ * before the whole block is in; a NULL handle is harmless. On a kernel
+ * without MADV_POPULATE_WRITE (before 5.14): nothing starts. */
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -26,6 +27,18 @@ static size_t resident_pages(void *p, size_t bytes)
 int main(void)
 {
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* a kernel before 5.14 has no MADV_POPULATE_WRITE: then nothing may start */
+    uint8_t *probe = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (probe != MAP_FAILED && madvise(probe, page, MADV_POPULATE_WRITE) != 0) {
+        TEST_BEGIN("prefault_starts_nothing_without_populate_write");
+        k3_prefault *pf = k3_prefault_start(probe, page);
+        CHECK(!pf, "started on a kernel without MADV_POPULATE_WRITE");
+        k3_prefault_stop(pf);
+        TEST_END();
+        munmap(probe, page);
+        TEST_EXIT();
+    }
+    if (probe != MAP_FAILED) munmap(probe, page);
     const size_t bytes = (size_t)24 << 20;        /* 12 huge pages' worth */
     uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     TEST_BEGIN("prefault_makes_every_page_resident_and_writes_none");
