@@ -427,7 +427,7 @@ int cmd_bench(int argc, char **argv)
         if (probe_failed[0]) printf("device not measured: %s\n", probe_failed);
         else if (o.probe)
             printf("device %.2f GB/s reading a sample again (before the run %.2f, after %.2f, spread x%.2f); "
-                   "its first reading %.2f / %.2f GB/s\n", device_gbps, probe_before.gbps, probe_after.gbps,
+                   "its first reading %.3g / %.3g GB/s\n", device_gbps, probe_before.gbps, probe_after.gbps,
                    device_spread, probe_before.first_read_gbps, probe_after.first_read_gbps);
         else printf("device not measured (--no-probe)\n");
         if (trunk_failed[0]) printf("trunk      not measured: %s\n", trunk_failed);

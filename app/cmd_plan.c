@@ -443,7 +443,7 @@ int cmd_plan(int argc, char **argv)
            "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
            info.expert_slot_bytes / 1048576.0, gib(info.experts_bytes), info.top_k);
     printf("machine: disk %.2f GB/s for expert pages (%s", disk, disk_how);
-    if (disk_first_read > 0) printf(", read again; %.2f GB/s the first time", disk_first_read);
+    if (disk_first_read > 0) printf(", read again; %.3g GB/s the first time", disk_first_read);
     printf("), %.2f GB/s for the trunk ring (%s", trunk, trunk_how);
     if (tp.units)
         printf(": %d units, %.1f MB a pass, %d passes, first pass %.2f GB/s", tp.units, tp.pass_bytes / 1e6, tp.passes,

@@ -517,8 +517,9 @@ int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds
     uint8_t *mem = aligned_alloc(K3_IO_ALIGN, (size_t)size * 4);
     uint8_t *bufs[4] = {mem, mem + size, mem + 2 * size, mem + 3 * size};
     k3_io *io = st && mem ? k3_io_open(K3_IO_POOL, 4, st, err) : NULL;
-    /* the first reads for a quarter of the time, then those places again */
-    const uint64_t seed = 0x9E3779B97F4A7C15ull;
+    /* the first reads for a quarter of the time, then those places again;
+     * places seeded by the clock, so the last plan's probe did not read them */
+    const uint64_t seed = k3_now_ns() | 1;
     uint64_t n_read = 0;
     double first = 0;
     int rc = io ? k3_io_probe(io, fd, path, file_bytes, size, bufs, 4, seconds / 4, seed, 0, &first, &n_read, err) : -1;

@@ -5,6 +5,7 @@
  * again: decode meets the same pages again and again, and a host's cache
  * can serve those tenfold faster than pages nobody read lately. */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,16 @@ static int probe_depths(int d, int *depths)
 /* The probe's sample: at most this many distinct expert pages. */
 #define PROBE_SAMPLE_MAX 4096
 
+/* Probes made by this process: each draws another sample (seeded by the
+ * count and the clock), so neither a probe after the run nor the next
+ * process's probe finds its sample already read by the one before. */
+static atomic_uint probe_count;
+static uint64_t probe_seed(void)
+{
+    const uint64_t x = k3_now_ns() ^ (0x9E3779B97F4A7C15ull * (2 * (uint64_t)atomic_fetch_add(&probe_count, 1) + 1));
+    return x ? x : 1;                     /* xorshift never leaves 0 */
+}
+
 /* A sample of distinct routed experts, uniform over every MoE layer's
  * experts (so over every file that holds them), as unit indices in the
  * order they will be read. n <= PROBE_SAMPLE_MAX; -1 when out of memory. */
@@ -36,7 +47,7 @@ static int probe_sample(k3_weights *rp, int *sample, int *n)
     uint8_t *taken = calloc(total ? total : 1, 1);
     if (!taken) return -1;
     const int want = total < PROBE_SAMPLE_MAX ? (int)total : PROBE_SAMPLE_MAX;
-    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    uint64_t rng = probe_seed();
     *n = 0;
     while (*n < want) {
         rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
@@ -173,7 +184,7 @@ int k3_weights_probe_device(k3_weights *rp, double seconds, k3_device_probe *out
     uint8_t *bufs[64];
     for (int i = 0; i < d; i++) bufs[i] = own_buf + (size_t)i * size;
     out->n_depths = probe_depths(d, out->depths);
-    const uint64_t t0 = k3_now_ns(), seed = 0x9E3779B97F4A7C15ull;
+    const uint64_t t0 = k3_now_ns(), seed = probe_seed();
     uint64_t n_read = 0, reads = 0;
     /* the first reads for a quarter of the time, then those places again */
     int rc = k3_io_probe(rp->io, rp->fd[file], rp->index.shards[file].path, fbytes, size, bufs, d, seconds / 4, seed,
