@@ -173,6 +173,59 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     return 0;
 }
 
+/* The compute probe's figures from the cache when they were measured on
+ * this CPU, with this thread count, by this engine build, for a model of
+ * these widths; else measured now (k3_planner_probe_compute) and written
+ * back. It touches 256 MiB and streams each layer kind six times, a second
+ * or more for Kimi K3: a plan of the same model again costs nothing. */
+static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached)
+{
+    char path[PATH_MAX], cpu[256], key[512];
+    snprintf(path, sizeof path, "%.3000s/compute_probe.json", cache);
+    cpu_name(cpu, sizeof cpu);
+    snprintf(key, sizeof key, "%s / %d threads / %s / %016llx", cpu, threads, k3_engine_build(),
+             (unsigned long long)k3_planner_compute_key(pl));
+    *cached = 0;
+    json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
+    json_t *entry = root ? json_object_get(root, key) : NULL;
+    json_t *times = json_object_get(entry, "layer_s");
+    double *layer_s = calloc((size_t)n_layers + 1, sizeof *layer_s);
+    if (!layer_s) { json_decref(root); cli_error("out of memory"); return -1; }
+    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1) {
+        for (int i = 0; i <= n_layers; i++) layer_s[i] = json_number_value(json_array_get(times, i));
+        if (k3_planner_set_compute_layers(pl, layer_s, n_layers + 1,
+                                          (int)json_integer_value(json_object_get(entry, "layer_kinds")),
+                                          json_number_value(json_object_get(entry, "seconds"))) == 0) {
+            *cached = 1;
+            free(layer_s);
+            json_decref(root);
+            return 0;
+        }
+    }
+    k3_error err;
+    if (k3_planner_probe_compute(pl, &err)) {
+        cli_error("%s", err.msg);
+        free(layer_s);
+        json_decref(root);
+        return -1;
+    }
+    int kinds;
+    double seconds;
+    if (k3_planner_compute_layers(pl, layer_s, &kinds, &seconds) == 0) {   /* -1: nothing timed (F8) */
+        if (!json_is_object(root)) { json_decref(root); root = json_object(); }
+        json_t *arr = json_array();
+        for (int i = 0; i <= n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
+        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f}", "layer_s", arr, "layer_kinds", kinds,
+                                                 "seconds", seconds));
+        char tmp[PATH_MAX + 8];
+        snprintf(tmp, sizeof tmp, "%s.tmp", path);
+        if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
+    }
+    free(layer_s);
+    json_decref(root);
+    return 0;
+}
+
 /* The disk speed: measured on the model's files, or on a scratch file in
  * the cache folder (cached per filesystem, as writing it costs a second). */
 static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, int reprobe, double *gbps,
@@ -299,6 +352,7 @@ static json_t *estimate_json(const k3_plan_estimate *e)
     if (j) {
         json_object_set_new(j, "trunk_gbps", json_real(e->trunk_gbps));
         json_object_set_new(j, "io_trunk_s_per_token", json_real(e->io_trunk_s));
+        json_object_set_new(j, "matrices_s_per_token", json_real(e->matrices_s));
     }
     return j;
 }
@@ -368,6 +422,17 @@ int cmd_plan(int argc, char **argv)
             rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
         }
     if (o.cores) rates.n_threads = o.cores;   /* the routed experts' activations spread over them */
+    /* this machine's compute: the matrices timed at the model's widths
+     * (rates from a file or scaled to other cores describe another
+     * machine, whose compute only the rates can tell) */
+    int compute_cached = 0;
+    if (!o.rates_path && !o.cores) {
+        if (compute_probe(pl, cache, info.n_threads, info.n_layers, o.reprobe, &compute_cached)) {
+            k3_planner_close(pl);
+            return K3_EXIT_ERROR;
+        }
+        k3_planner_get_info(pl, &info);
+    }
     const char *disk_how = "given (--disk)";
     double disk = o.disk_gbps, disk_first_read = 0;   /* the probe's first reading: 0 when not probed now */
     if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk,
@@ -392,8 +457,16 @@ int cmd_plan(int argc, char **argv)
         ok[i] = k3_planner_estimate(pl, mem, disk, trunk, &rates, o.prompt_tokens, &est[i], &err) == 0;
         if (!ok[i]) snprintf(why[i], sizeof why[i], "%s", err.msg);
     }
+    /* the compute probe's per-layer figures, for --json */
+    double *layer_s = calloc((size_t)info.n_layers + 1, sizeof *layer_s);
+    int probe_kinds;
+    double probe_seconds;
+    if (layer_s && k3_planner_compute_layers(pl, layer_s, &probe_kinds, &probe_seconds) != 0) {
+        free(layer_s);
+        layer_s = NULL;
+    }
     k3_planner_close(pl);
-    if (o.m.mem_bytes && !ok[0]) { cli_error("%s", why[0]); return K3_EXIT_ERROR; }
+    if (o.m.mem_bytes && !ok[0]) { free(layer_s); cli_error("%s", why[0]); return K3_EXIT_ERROR; }
 
     const char *routing = info.trace_tokens ? "recorded trace" : "uniform routing";
     if (o.json) {
@@ -423,6 +496,15 @@ int cmd_plan(int argc, char **argv)
         }
         json_decref(rv);
         json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
+        json_t *cp = json_null();
+        if (info.compute_kinds) {
+            json_t *arr = json_array();
+            for (int i = 0; layer_s && i <= info.n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
+            cp = json_pack("{s:i,s:f,s:b,s:o}", "layer_kinds", info.compute_kinds, "seconds", info.compute_probe_s,
+                           "cached", compute_cached, "layer_s", arr);
+        }
+        json_object_set_new(root, "compute_probe", cp);
+        free(layer_s);
         json_object_set_new(root, "disk_first_read_gbps", disk_first_read > 0 ? json_real(disk_first_read) : json_null());
         json_object_set_new(root, "disk_trunk_gbps", json_real(trunk));
         json_object_set_new(root, "disk_trunk", json_string(trunk_how));
@@ -438,6 +520,7 @@ int cmd_plan(int argc, char **argv)
         json_decref(root);
         return K3_EXIT_OK;
     }
+    free(layer_s);
     printf("k3 plan: %s (%s; sizes from %s)\n", o.model, info.model_type, info.sizes_from);
     printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
            "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
@@ -454,6 +537,12 @@ int cmd_plan(int argc, char **argv)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
     if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
     printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
+    if (info.compute_kinds)
+        printf("compute: the matrices of %d layer kinds and the head timed at the model's widths (%.2f s%s)\n",
+               info.compute_kinds, info.compute_probe_s, compute_cached ? ", cached" : "");
+    else
+        printf("compute: bytes / kernel rate per format%s\n",
+               o.rates_path || o.cores ? " (another machine's)" : " (an F8 trunk is not timed at its widths)");
     printf("hit rate: %s%s\n", routing,
            info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
     if (o.m.mem_bytes) { print_estimate_text(&est[0]); return K3_EXIT_OK; }

@@ -491,6 +491,8 @@ typedef struct k3_planner_info {
     int ctx_tokens, n_threads;
     long long trace_tokens;      /* 0 = uniform routing */
     int trace_lookups;
+    int compute_kinds;           /* layer kinds k3_planner_probe_compute timed (0: compute from the rates) */
+    double compute_probe_s;      /* seconds that took */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
@@ -504,6 +506,8 @@ typedef struct k3_plan_estimate {
     double trunk_gbps;           /* trunk units and the head, streamed through the ring */
     double io_trunk_s;           /* (bytes_trunk + the head unit) / trunk_gbps: part of io_s */
     double io_s, compute_s;
+    double matrices_s;           /* of compute_s: the matrices (timed at the model's widths after
+                                  * k3_planner_probe_compute, else bytes / kernel rate) */
     double expert_wait_s;        /* expert misses' reads, waited for after each layer's router */
     double decode_s;             /* max(io_s, compute_s + expert_wait_s) */
     /* the prompt */
@@ -526,6 +530,20 @@ int k3_planner_probe_disk(k3_planner *p, const char *scratch_dir, double seconds
  * units that stream with the plan at mem_bytes (> 0), into two buffers of
  * at most 256 MiB; needs the weights here (else an error). */
 int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3_trunk_probe *out, k3_error *err);
+/* A decode token's matrix work timed on this machine at the model's own
+ * widths: one layer of each kind and the head, the engine's kernels called
+ * as the engine calls them (trunk matrices over all threads, top_k experts
+ * one per thread in a wave), weights spread through memory. Estimates then
+ * take their compute from it instead of from the rates' bytes / rate. A
+ * few hundred ms; nothing is timed for an F8 trunk (the rates stand). */
+int k3_planner_probe_compute(k3_planner *p, k3_error *err);
+/* What that probe depends on besides the machine (the config's widths and
+ * formats), for a cache of its figures; and its figures out and back in
+ * (n_layers + 1 values: the layers, then the head; -1 when there are none,
+ * or when what is given is not a set of n_layers + 1 times). */
+uint64_t k3_planner_compute_key(const k3_planner *p);
+int k3_planner_compute_layers(const k3_planner *p, double *layer_s, int *kinds, double *probe_s);
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
  * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a
  * budget below the minimum fails with the engine's message. */

@@ -315,6 +315,50 @@ bad "bad --disk-trunk" 2 "disk-trunk" kimi-k3 --disk 2 --disk-trunk fast
 bad "bad --mem" 2 "mem" kimi-k3 --mem lots
 bad "no model" 2 "required" --disk 2
 
+# the compute probe: a decode token's matrices (and the work between them)
+# timed at the model's own widths, one layer of each kind and the head;
+# the estimate's matrix time is their sum; a second plan takes them from
+# the cache, and a cache entry that is not a set of layers + 1 times is
+# measured again; rates from a file describe another machine, so nothing
+# is timed there and the matrices are bytes / rate
+rm -rf $OUT/cprobe && mkdir -p $OUT/cprobe
+for run in 1 2; do
+    XDG_CACHE_HOME=$PWD/$OUT/cprobe $K3 plan $OUT/k3-tiny --mem 1G --disk 2 --json > $OUT/cprobe$run.json 2>$OUT/e.txt
+done
+python3 - $OUT/cprobe/k3/compute_probe.json <<'PY'
+import json, sys
+p = sys.argv[1]
+c = json.load(open(p))
+for e in c.values(): e["layer_s"] = e["layer_s"][:-1] + [-1.0]     # a negative time: not a measurement
+json.dump(c, open(p, "w"))
+PY
+XDG_CACHE_HOME=$PWD/$OUT/cprobe $K3 plan $OUT/k3-tiny --mem 1G --disk 2 --json > $OUT/cprobe3.json 2>>$OUT/e.txt
+$K3 plan $OUT/k3-tiny --mem 1G --disk 2 --rates configs/kernel_rates_2026-11-29.json --json > $OUT/cprobe4.json 2>>$OUT/e.txt
+python3 - $OUT/k3-tiny/config.json $OUT/cprobe1.json $OUT/cprobe2.json $OUT/cprobe3.json $OUT/cprobe4.json $OUT/e.txt <<'PY'
+import json, sys
+try: cfg, a, b, c, r = [json.load(open(f)) for f in sys.argv[1:6]]
+except Exception as e: print(f"FAIL plan compute probe: no JSON ({e}; {open(sys.argv[6]).read()[:200]})"); sys.exit()
+t = cfg.get("text_config", cfg)
+L = t["num_hidden_layers"]
+bad = []
+pa, pb, pc = a["compute_probe"], b["compute_probe"], c["compute_probe"]
+if not pa or len(pa["layer_s"]) != L + 1 or min(pa["layer_s"]) <= 0: bad.append(f"first run: {pa}")
+else:
+    if abs(a["plan"]["matrices_s_per_token"] - sum(pa["layer_s"])) > 1e-9 * sum(pa["layer_s"]):
+        bad.append(f"matrices {a['plan']['matrices_s_per_token']} != sum of the layers {sum(pa['layer_s'])}")
+    if not a["plan"]["compute_s_per_token"] >= a["plan"]["matrices_s_per_token"]: bad.append("compute < matrices")
+    if len(set(pa["layer_s"][:L])) > pa["layer_kinds"]: bad.append(f"{len(set(pa['layer_s'][:L]))} layer figures for {pa['layer_kinds']} kinds")
+    if pa["cached"]: bad.append("the first run says cached")
+if not pb or not pb["cached"] or pb["layer_s"] != pa["layer_s"]: bad.append(f"second run not from the cache: {pb}")
+if not pc or pc["cached"] or min(pc["layer_s"]) <= 0: bad.append(f"a planted negative time was used: {pc}")
+if r["compute_probe"] is not None: bad.append(f"--rates timed this machine: {r['compute_probe']}")
+if bad: print("FAIL plan compute probe: " + "; ".join(bad))
+else: print(f"PASS plan compute probe: k3-tiny's {pa['layer_kinds']} layer kinds and head timed "
+           f"({pa['seconds']:.2f} s; matrices {a['plan']['matrices_s_per_token'] * 1e3:.3f} ms of "
+           f"{a['plan']['compute_s_per_token'] * 1e3:.3f} ms compute), cached the second time, a bad cache entry "
+           f"measured again, none with --rates")
+PY
+
 # kernel rates cached by another engine build are measured again: its
 # kernels may since have changed speed (the prompt matmul doubled once)
 rm -rf $OUT/stale && mkdir -p $OUT/stale

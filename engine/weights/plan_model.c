@@ -11,9 +11,14 @@
  *   reads   = unpinned trunk units + the head when unpinned + one embedding
  *             row (none when fully resident: the table is held) + (1 - hit
  *             rate) x top_k x MoE layers expert pages
- *   compute = every trunk unit, top_k experts per MoE layer and the head
- *             through the measured kernel rate of their format, plus the
- *             KDA state and MLA cache traffic at the measured f32 rate
+ *   compute = on this machine, one layer of each kind and the head timed
+ *             at the model's widths (plan_compute.c: the engine's kernels
+ *             called as it calls them, the work between the matrices and
+ *             the KDA states included), else every trunk unit, top_k
+ *             experts per MoE layer and the head through the measured
+ *             kernel rate of their format plus the KDA states' traffic;
+ *             then the MLA cache's traffic at the measured f32 rate and
+ *             K3's SiTU at its measured rate
  *   wait    = the expert misses' read time: a layer's misses are known
  *             only once its router has run, and the layer cannot go on
  *             without them. engine/model/moe.c computes the cache hits
@@ -57,6 +62,7 @@
 #include "manifest.h"
 #include "model.h"
 #include "ops.h"
+#include "plan_compute.h"
 #include "planner.h"
 #include "safetensors.h"
 #include "weights.h"
@@ -83,6 +89,10 @@ struct k3_planner {
     long long trace_tokens;
     int trace_decode_only;
     int f16;                      /* 16-bit matrices are float16, not bfloat16 */        /* the trace has decode steps: count only those */
+    double *layer_s;              /* a token's matrix work per layer, then the head, timed at the
+                                   * model's widths (k3_planner_probe_compute); NULL = from the rates */
+    int compute_kinds;            /* layer kinds that probe timed */
+    double compute_probe_s;       /* how long it took */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
 };
@@ -453,6 +463,7 @@ void k3_planner_close(k3_planner *p)
     free(p->trunk_bytes);
     free(p->trunk_params);
     free(p->trace);
+    free(p->layer_s);
     free(p);
 }
 
@@ -468,6 +479,8 @@ void k3_planner_get_info(const k3_planner *p, k3_planner_info *out)
     for (int i = 0; i < p->cfg.n_layers; i++) out->trunk_bytes += p->trunk_bytes[i];
     out->head_bytes = p->trunk_bytes[p->cfg.n_layers];
     out->expert_slot_bytes = p->expert_bytes;
+    out->compute_kinds = p->layer_s ? p->compute_kinds : 0;
+    out->compute_probe_s = p->compute_probe_s;
     out->experts_bytes = (uint64_t)p->n_experts_total * p->expert_bytes;
     out->session_bytes = p->session_bytes;
     out->ctx_tokens = p->ctx_tokens;
@@ -640,6 +653,80 @@ static double situ_s_per_token(const k3_planner *pl, const k3_kernel_rates *r)
     return (routed / threads + serial) * r->situ_ns * 1e-9;
 }
 
+int k3_planner_probe_compute(k3_planner *p, k3_error *err)
+{
+    const k3_config *c = &p->cfg;
+    /* the trunk's dtype as the config declares it (bf16 when it says
+     * nothing, as every Kimi release is); an F8 trunk is not timed: its
+     * block scales are not laid out here, and its rate stands */
+    k3_dtype trunk_dt = K3_DT_BF16;
+    if (!strcmp(c->dtype, "float32")) trunk_dt = K3_DT_F32;
+    else if (!strcmp(c->dtype, "float16")) trunk_dt = K3_DT_F16;
+    else if (!strncmp(c->dtype, "float8", 6)) return 0;
+    const k3_dtype expert_dt = c->experts_mxfp4 ? K3_DT_MXFP4 : trunk_dt;
+    /* the matrices timed are the ones the units hold, to the weight */
+    for (int l = 0; l <= c->n_layers; l++)
+        if (k3_plan_layer_matrix_weights(c, l) != p->trunk_params[l])
+            return k3_err(err, "compute probe: %s %d has %.0f weights in its matrices, the probe would multiply "
+                          "%.0f (a shape the probe does not know)", l < c->n_layers ? "layer" : "head (unit)", l,
+                          p->trunk_params[l], k3_plan_layer_matrix_weights(c, l));
+    /* 256 MiB, far more than a last-level cache, and at most a quarter of
+     * what this process may still hold (as the kernel-rate probe) */
+    size_t arena = (size_t)256 << 20;
+    k3_mem_limit lim;
+    k3_mem_limit_read(0, &lim);
+    while (arena > ((size_t)64 << 20) && lim.avail_bytes && arena > lim.avail_bytes / 4) arena /= 2;
+    /* and no more than the model holds: a model smaller than the caches
+     * decodes from them, and so must its probe */
+    double model_bytes = (double)p->n_experts_total * (double)p->expert_bytes;
+    for (int l = 0; l <= c->n_layers; l++) model_bytes += (double)p->trunk_bytes[l];
+    const size_t model_arena = ((size_t)model_bytes + ((size_t)1 << 20) - 1) & ~(((size_t)1 << 20) - 1);
+    if (model_arena < arena) arena = model_arena;
+    double *layer_s = calloc((size_t)c->n_layers + 1, sizeof *layer_s);
+    if (!layer_s) return k3_err(err, "out of memory");
+    const uint64_t t0 = k3_now_ns();
+    if (k3_plan_time_layers(c, trunk_dt, expert_dt, p->n_threads, arena, layer_s, &p->compute_kinds, err)) {
+        free(layer_s);
+        return -1;
+    }
+    p->compute_probe_s = (double)(k3_now_ns() - t0) * 1e-9;
+    free(p->layer_s);
+    p->layer_s = layer_s;
+    return 0;
+}
+
+uint64_t k3_planner_compute_key(const k3_planner *p)
+{
+    /* the config holds every width the probe multiplies (it is zeroed
+     * before it is read, so its padding hashes the same every time) */
+    uint64_t h = k3_fnv1a64(K3_FNV_INIT, &p->cfg, sizeof p->cfg);
+    return k3_fnv1a64(h, &p->f16, sizeof p->f16);
+}
+
+int k3_planner_compute_layers(const k3_planner *p, double *layer_s, int *kinds, double *probe_s)
+{
+    if (!p->layer_s) return -1;
+    memcpy(layer_s, p->layer_s, ((size_t)p->cfg.n_layers + 1) * sizeof *layer_s);
+    *kinds = p->compute_kinds;
+    *probe_s = p->compute_probe_s;
+    return 0;
+}
+
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s)
+{
+    if (n != p->cfg.n_layers + 1 || kinds < 1) return -1;
+    for (int i = 0; i < n; i++)
+        if (!(layer_s[i] >= 0 && layer_s[i] < 1e4)) return -1;
+    double *copy = malloc((size_t)n * sizeof *copy);
+    if (!copy) return -1;
+    memcpy(copy, layer_s, (size_t)n * sizeof *copy);
+    free(p->layer_s);
+    p->layer_s = copy;
+    p->compute_kinds = kinds;
+    p->compute_probe_s = probe_s;
+    return 0;
+}
+
 int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err)
 {
@@ -693,11 +780,20 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
                                 (double)pl->trunk_bytes[i], 1);
     const int ef = unit_format((double)pl->expert_bytes, pl->expert_params, f16);
     const double expert_s = unit_seconds(r, ef, (double)pl->expert_bytes, 1);
+    double matrices_s = trunk_s + lookups * expert_s;
+    if (pl->layer_s) {                    /* timed at the model's widths: the calls as the engine makes them */
+        matrices_s = 0;
+        for (int i = 0; i <= c->n_layers; i++) matrices_s += pl->layer_s[i];
+    }
     const double mem_bps = r->matvec_gbps[K3_RATE_F32] * 1e9;
     const double ctx = prompt_tokens > 0 ? prompt_tokens : 1;
-    const double state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4 +
+    const double kda_state_bytes = 2.0 * k3_config_kda_state_floats(c) * 4;
+    const double state_bytes = kda_state_bytes +
                                k3_config_count_attn(c, K3_ATTN_MLA) * ctx * k3_config_mla_entry_floats(c) * 4;
-    out->compute_s = trunk_s + lookups * expert_s + state_bytes / mem_bps + situ_s_per_token(pl, r);
+    /* the KDA states' traffic is in the timed layers (each its own state) */
+    const double decode_state_bytes = state_bytes - (pl->layer_s ? kda_state_bytes : 0);
+    out->matrices_s = matrices_s;
+    out->compute_s = matrices_s + decode_state_bytes / mem_bps + situ_s_per_token(pl, r);
     out->expert_wait_s = out->bytes_experts / bps;
     const double serial_s = out->compute_s + out->expert_wait_s;
     out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
