@@ -56,7 +56,7 @@ int main(void)
     put("sys/fs/cgroup/a/b/memory.current", "104857600\n");                /* 100 MiB */
     put("sys/fs/cgroup/a/b/memory.stat", "anon 50000000\nfile 60000000\ninactive_file 41943040\nactive_file 1\n");
     k3_mem_limit_read(rss, &lim);
-    CHECK(lim.hard_limit, "no cgroup limit found: %s", lim.source);
+    CHECK(lim.hard_limit && lim.cgroup, "no cgroup limit found: %s", lim.source);
     CHECK(lim.limit_bytes == 500 * MIB, "limit %llu", (unsigned long long)lim.limit_bytes);
     CHECK(lim.avail_bytes == 500 * MIB - 60 * MIB + rss, "avail %.1f MiB, want 450", lim.avail_bytes / (double)MIB);
     CHECK(strstr(lim.source, "cgroup v2 memory.high of /a/b") != NULL, "source '%s'", lim.source);
@@ -78,8 +78,8 @@ int main(void)
     put("sys/fs/cgroup/memory/k3test/memory.stat", "cache 1\ninactive_file 999999999\ntotal_inactive_file 10485760\n");
     put("sys/fs/cgroup/unified/memory.stat", "ignored 1\n");
     k3_mem_limit_read(rss, &lim);
-    CHECK(lim.hard_limit && lim.limit_bytes == 300 * MIB, "limit %llu from %s", (unsigned long long)lim.limit_bytes,
-          lim.source);
+    CHECK(lim.hard_limit && lim.cgroup && lim.limit_bytes == 300 * MIB, "limit %llu from %s",
+          (unsigned long long)lim.limit_bytes, lim.source);
     CHECK(lim.avail_bytes == 250 * MIB + rss, "avail %.1f MiB, want 260", lim.avail_bytes / (double)MIB);
     CHECK(strstr(lim.source, "cgroup v1 memory.limit_in_bytes of /k3test") != NULL, "source '%s'", lim.source);
     TEST_END();
@@ -98,7 +98,7 @@ int main(void)
     put("sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
     put("sys/fs/cgroup/memory.max", "max\n");
     k3_mem_limit_read(rss, &lim);
-    CHECK(!lim.hard_limit && !strcmp(lim.source, "MemAvailable"), "source '%s'", lim.source);
+    CHECK(!lim.hard_limit && !lim.cgroup && !strcmp(lim.source, "MemAvailable"), "source '%s'", lim.source);
     CHECK(lim.avail_bytes == 8192 * MIB + rss, "avail %.1f MiB", lim.avail_bytes / (double)MIB);
     TEST_END();
 

@@ -64,6 +64,7 @@ static void check_cgroup_dir(const char *dir, const char *cg_path, int v2, void 
         if (headroom >= search->headroom) continue;
         search->headroom = headroom;
         best->hard_limit = 1;
+        best->cgroup = 1;
         best->limit_bytes = limit;
         best->in_use_bytes = in_use;
         snprintf(best->source, sizeof best->source, "cgroup v%d %s of %.100s", v2 ? 2 : 1, files[i],
@@ -94,6 +95,7 @@ static void check_rlimits(limit_search *search)
         if (headroom >= search->headroom) continue;
         search->headroom = headroom;
         search->best->hard_limit = 1;
+        search->best->cgroup = 0;
         search->best->limit_bytes = limit;
         search->best->in_use_bytes = used;
         snprintf(search->best->source, sizeof search->best->source, "%s", limits[i].name);

@@ -19,6 +19,8 @@ typedef struct k3_mem_limit {
      * the smallest headroom found plus its own resident set; 0 = unknown */
     uint64_t avail_bytes;
     int hard_limit;           /* 1 if a cgroup limit or an rlimit was the smallest */
+    int cgroup;               /* 1 if that was a memory cgroup's limit (its processes are
+                               * OOM-killed past it; an rlimit fails an allocation instead) */
     uint64_t limit_bytes;     /* that limit (0 for MemAvailable) */
     uint64_t in_use_bytes;    /* what counts against it now: the cgroup's usage less reclaimable
                                * page cache, or the virtual size / data segment for an rlimit */

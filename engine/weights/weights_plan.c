@@ -32,11 +32,10 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     k3_plan_input in = {rp->opt.mem_bytes, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
                         expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
                         rp->opt.chunk_token_bytes, 0, rp->opt.span_token_bytes, embed_table_bytes};
+    k3_mem_limit lim;
+    k3_mem_limit_read(current_rss(), &lim);
     if (in.budget_bytes) {                /* --mem above a memory cgroup's limit: refused, not OOM-killed */
-        k3_mem_limit lim;
-        k3_mem_limit_read(current_rss(), &lim);
-        if (lim.hard_limit && lim.limit_bytes && strncmp(lim.source, "cgroup", 6) == 0 &&
-            in.budget_bytes > lim.limit_bytes) {
+        if (lim.cgroup && lim.limit_bytes && in.budget_bytes > lim.limit_bytes) {
             free(trunk_bytes);
             return k3_err(err, "--mem %.1f MiB is more than %s = %.1f MiB (%.1f MiB in use); use --mem %lluM or less",
                           in.budget_bytes / 1048576.0, lim.source, lim.limit_bytes / 1048576.0,
@@ -46,8 +45,6 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
         }
     }
     if (!in.budget_bytes) {               /* no --mem: resident if it fits in 90% of what may be used */
-        k3_mem_limit lim;
-        k3_mem_limit_read(current_rss(), &lim);
         k3_plan_default_budget(&in, &lim);
         if (lim.hard_limit)
             snprintf(source, sizeof source, "%s = %.1f MiB, %.1f MiB in use; budget 90%% of the rest",
