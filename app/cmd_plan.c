@@ -177,8 +177,11 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
  * this CPU, with this thread count, by this engine build, for a model of
  * these widths; else measured now (k3_planner_probe_compute) and written
  * back. It touches 256 MiB and streams each layer kind six times, a second
- * or more for Kimi K3: a plan of the same model again costs nothing. */
-static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached)
+ * or more for Kimi K3: a plan of the same model again costs nothing.
+ * *layer_s_out: the figures (n_layers + 1, freed by the caller), NULL when
+ * nothing was timed (an F8 trunk). */
+static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached,
+                         double **layer_s_out)
 {
     char path[PATH_MAX], cpu[256], key[512];
     snprintf(path, sizeof path, "%.3000s/compute_probe.json", cache);
@@ -186,6 +189,7 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
     snprintf(key, sizeof key, "%s / %d threads / %s / %016llx", cpu, threads, k3_engine_build(),
              (unsigned long long)k3_planner_compute_key(pl));
     *cached = 0;
+    *layer_s_out = NULL;
     json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
     json_t *entry = root ? json_object_get(root, key) : NULL;
     json_t *times = json_object_get(entry, "layer_s");
@@ -197,7 +201,7 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
                                           (int)json_integer_value(json_object_get(entry, "layer_kinds")),
                                           json_number_value(json_object_get(entry, "seconds"))) == 0) {
             *cached = 1;
-            free(layer_s);
+            *layer_s_out = layer_s;
             json_decref(root);
             return 0;
         }
@@ -209,19 +213,21 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
         json_decref(root);
         return -1;
     }
-    int kinds;
-    double seconds;
-    if (k3_planner_compute_layers(pl, layer_s, &kinds, &seconds) == 0) {   /* -1: nothing timed (F8) */
+    if (k3_planner_compute_layers(pl, layer_s) == 0) {   /* -1: nothing timed (F8) */
+        k3_planner_info info;
+        k3_planner_get_info(pl, &info);
         if (!json_is_object(root)) { json_decref(root); root = json_object(); }
         json_t *arr = json_array();
         for (int i = 0; i <= n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
-        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f}", "layer_s", arr, "layer_kinds", kinds,
-                                                 "seconds", seconds));
+        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f}", "layer_s", arr, "layer_kinds", info.compute_kinds,
+                                                 "seconds", info.compute_probe_s));
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
+        *layer_s_out = layer_s;
+    } else {
+        free(layer_s);
     }
-    free(layer_s);
     json_decref(root);
     return 0;
 }
@@ -426,8 +432,9 @@ int cmd_plan(int argc, char **argv)
      * (rates from a file or scaled to other cores describe another
      * machine, whose compute only the rates can tell) */
     int compute_cached = 0;
+    double *layer_s = NULL;               /* the compute probe's figures, for --json */
     if (!o.rates_path && !o.cores) {
-        if (compute_probe(pl, cache, info.n_threads, info.n_layers, o.reprobe, &compute_cached)) {
+        if (compute_probe(pl, cache, info.n_threads, info.n_layers, o.reprobe, &compute_cached, &layer_s)) {
             k3_planner_close(pl);
             return K3_EXIT_ERROR;
         }
@@ -437,6 +444,7 @@ int cmd_plan(int argc, char **argv)
     double disk = o.disk_gbps, disk_first_read = 0;   /* the probe's first reading: 0 when not probed now */
     if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk,
                                 &disk_first_read, &disk_how)) {
+        free(layer_s);
         k3_planner_close(pl);
         return K3_EXIT_ERROR;
     }
@@ -446,6 +454,7 @@ int cmd_plan(int argc, char **argv)
     double trunk = o.trunk_gbps;
     k3_trunk_probe tp = {0};
     if (trunk <= 0 && trunk_speed(pl, &o, n_rows, table_gib, disk, &trunk, &trunk_how, &tp)) {
+        free(layer_s);
         k3_planner_close(pl);
         return K3_EXIT_ERROR;
     }
@@ -456,14 +465,6 @@ int cmd_plan(int argc, char **argv)
         uint64_t mem = o.m.mem_bytes ? o.m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
         ok[i] = k3_planner_estimate(pl, mem, disk, trunk, &rates, o.prompt_tokens, &est[i], &err) == 0;
         if (!ok[i]) snprintf(why[i], sizeof why[i], "%s", err.msg);
-    }
-    /* the compute probe's per-layer figures, for --json */
-    double *layer_s = calloc((size_t)info.n_layers + 1, sizeof *layer_s);
-    int probe_kinds;
-    double probe_seconds;
-    if (layer_s && k3_planner_compute_layers(pl, layer_s, &probe_kinds, &probe_seconds) != 0) {
-        free(layer_s);
-        layer_s = NULL;
     }
     k3_planner_close(pl);
     if (o.m.mem_bytes && !ok[0]) { free(layer_s); cli_error("%s", why[0]); return K3_EXIT_ERROR; }

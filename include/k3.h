@@ -540,9 +540,10 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err);
 /* What that probe depends on besides the machine (the config's widths and
  * formats), for a cache of its figures; and its figures out and back in
  * (n_layers + 1 values: the layers, then the head; -1 when there are none,
- * or when what is given is not a set of n_layers + 1 times). */
+ * or when what is given is not a set of n_layers + 1 times; the kinds and
+ * the seconds it took are in k3_planner_info). */
 uint64_t k3_planner_compute_key(const k3_planner *p);
-int k3_planner_compute_layers(const k3_planner *p, double *layer_s, int *kinds, double *probe_s);
+int k3_planner_compute_layers(const k3_planner *p, double *layer_s);
 int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
  * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a

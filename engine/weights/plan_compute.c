@@ -12,9 +12,10 @@
  * are made as the engine makes them: the same kernels, the same shapes, the
  * same order, the experts in the same wave, over weights spread through a
  * buffer larger than the last-level cache (so they come from memory, as a
- * model's do), and timed. What it leaves out is the work between the
- * matrices (norms, the KDA recurrence, attention), which plan_model.c
- * counts apart. */
+ * model's do), and timed, with the work between the matrices (norms, the
+ * KDA recurrence, MLA's absorbed heads, routing). What it leaves out, and
+ * plan_model.c counts apart, is K3's SiTU and the reads of the MLA cache,
+ * which grow with the context. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>

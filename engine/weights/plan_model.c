@@ -703,12 +703,10 @@ uint64_t k3_planner_compute_key(const k3_planner *p)
     return k3_fnv1a64(h, &p->f16, sizeof p->f16);
 }
 
-int k3_planner_compute_layers(const k3_planner *p, double *layer_s, int *kinds, double *probe_s)
+int k3_planner_compute_layers(const k3_planner *p, double *layer_s)
 {
     if (!p->layer_s) return -1;
     memcpy(layer_s, p->layer_s, ((size_t)p->cfg.n_layers + 1) * sizeof *layer_s);
-    *kinds = p->compute_kinds;
-    *probe_s = p->compute_probe_s;
     return 0;
 }
 
