@@ -69,14 +69,29 @@ else echo "FAIL another model's snapshot: resumed=$R: $(cat $OUT/o.err)"; fi
 # Each run's conversation is found by its own first message; committed
 # messages must be in order with none missing between them. Runs killed
 # before anything was committed check nothing, so most runs must commit.
+# The moments are fractions of this machine's own timings, measured first:
+# START_MS for a chat given one message and a one-token answer (start-up,
+# the first commit, exit), RUN_MS for the whole scripted chat. A fixed delay killed most runs during start-up on a
+# slow machine under ASan, and then nothing was checked.
 DB=$OUT/crash.db
 rm -f $DB $DB-wal $DB-shm
 rm -rf $DB.snapshots
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+scripted_chat() { # RUN: six messages, 50 ms apart
+    ( for l in 1 2 3 4 5 6; do echo "message $1.$l"; sleep 0.05; done ) | $K3 chat --lines $M --db $DB --json -n 30
+}
+t0=$(now_ms); echo "message 0.0" | $K3 chat --lines $M --db $OUT/calibrate.db --json -n 1 >/dev/null 2>&1; t1=$(now_ms)
+START_MS=$((t1 - t0))
+scripted_chat 0 >/dev/null 2>&1; t2=$(now_ms)
+RUN_MS=$((t2 - t1))
+[ $RUN_MS -gt $START_MS ] || RUN_MS=$((START_MS + 300))
 ok=0 committed=0
 for i in $(seq 1 20); do
-    ( for l in 1 2 3 4 5 6; do echo "message $i.$l"; sleep 0.05; done ) | $K3 chat --lines $M --db $DB --json -n 30 > $OUT/crash.out 2>/dev/null &
+    scripted_chat $i > $OUT/crash.out 2>/dev/null &
     pid=$!
-    sleep 0.$(( (i * 37) % 9 + 1 ))
+    # from 15% of the conversation before the start-up ends to 80% of the way through it
+    ms=$(( START_MS + (RUN_MS - START_MS) * ((i * 37) % 20 - 3) / 20 ))
+    sleep $(printf '%d.%03d' $((ms / 1000)) $((ms % 1000)))
     kill -9 $(pgrep -P $pid k3) $pid 2>/dev/null
     pkill -9 -f "k3 chat --lines $M --db $DB" 2>/dev/null
     wait $pid 2>/dev/null
@@ -103,9 +118,9 @@ PY
     [ "$n" -gt 0 ] && committed=$((committed + 1))
 done
 if [ $ok -eq 20 ] && [ $committed -ge 10 ]; then
-    echo "PASS kill -9 during chat, 20 times: database intact, committed messages in order ($committed runs had committed messages)"
+    echo "PASS kill -9 during chat, 20 times: database intact, committed messages in order ($committed runs had committed messages; start-up $START_MS ms, whole chat $RUN_MS ms)"
 elif [ $ok -eq 20 ]; then
-    echo "FAIL kill -9 during chat: only $committed of 20 runs committed a message before the kill (nothing was checked)"
+    echo "FAIL kill -9 during chat: only $committed of 20 runs committed a message before the kill (nothing was checked; start-up $START_MS ms, whole chat $RUN_MS ms)"
 fi
 
 # two chats writing the same database at the same time: both must finish,
