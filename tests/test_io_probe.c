@@ -1,4 +1,4 @@
-/* test_io_probe.c - the device probe's sample (engine/weights/io.c,
+/* test_io_probe.c - the reader's order, and the device probe's sample (engine/weights/io.c,
  * k3_io_probe): a first call reads random places; a second call given the
  * first's read count as its cycle reads exactly those places again, round
  * and round, never a new one. That is what makes `gbps` "the sample read
@@ -7,6 +7,7 @@
  * make tenfold apart. Each 4 KiB page of the file holds its own index, so
  * every read's place can be seen in its buffer; checked for the pread pool
  * and, where built, io_uring. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -98,6 +99,57 @@ static void check_backend(k3_io_backend backend, const char *path, const char *n
     TEST_END();
 }
 
+/* The reader's order (io.c, before()): an expert page goes out before the
+ * trunk reads already queued, and the trunk's reads go out in the order
+ * they came, not by offset. Seen without timing: the first read the reader
+ * issues is made to fail (k3_io_inject_failure), and every request of one
+ * k3_io_submit is queued before the reader takes any. */
+static void check_order(k3_io_backend backend, const char *path, const char *name)
+{
+    char test_name[96];
+    snprintf(test_name, sizeof test_name, "urgent_reads_go_first_trunk_in_order_%s", name);
+    TEST_BEGIN(test_name);
+    k3_stats *st = calloc(1, sizeof *st);
+    k3_error err = {0};
+    k3_io *io = st && path ? k3_io_open(backend, 1, st, &err) : NULL;
+    int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    uint8_t *mem = aligned_alloc(K3_IO_ALIGN, (size_t)READ_BYTES * 4);
+    CHECK(io && fd >= 0 && mem, "setup: %s", err.msg);
+    if (io && fd >= 0 && mem) {
+        /* round 1: three trunk reads at descending offsets, then an expert
+         * page at the highest offset; round 2: the trunk reads alone */
+        const k3_read_kind kinds[4] = {K3_READ_TRUNK, K3_READ_TRUNK, K3_READ_TRUNK, K3_READ_EXPERT};
+        const uint64_t pages[4] = {64, 32, 16, 128};
+        for (int round = 0; round < 2; round++) {
+            const int n = round == 0 ? 4 : 3;
+            k3_io_req reqs[4], *ptrs[4];
+            for (int i = 0; i < n; i++) {
+                reqs[i] = (k3_io_req){.fd = fd, .path = path, .offset = pages[i] * K3_IO_ALIGN, .bytes = READ_BYTES,
+                                      .need_bytes = READ_BYTES, .dst = mem + (size_t)i * READ_BYTES, .kind = kinds[i]};
+                ptrs[i] = &reqs[i];
+            }
+            k3_io_inject_failure(io, 1, EIO);
+            k3_io_submit(io, ptrs, n);
+            int failed = -1, n_failed = 0;
+            for (int i = 0; i < n; i++)
+                if (k3_io_wait(io, &reqs[i], NULL)) { failed = i; n_failed++; }
+            const int want = round == 0 ? 3 : 0;
+            CHECK(n_failed == 1 && failed == want,
+                  "round %d: the first read issued was request %d (%d failed), expected %d (%s)", round + 1, failed,
+                  n_failed, want, round == 0 ? "the expert page" : "the first trunk read queued");
+            for (int i = 0; i < n; i++)
+                if (i != failed)
+                    CHECK(stamp(mem + (size_t)i * READ_BYTES) == pages[i], "round %d: request %d read the wrong page",
+                          round + 1, i);
+        }
+    }
+    if (fd >= 0) close(fd);
+    free(mem);
+    k3_io_close(io);
+    free(st);
+    TEST_END();
+}
+
 int main(void)
 {
     char path[] = "/tmp/k3-test-io-probe-XXXXXX";
@@ -111,8 +163,10 @@ int main(void)
     if (fd >= 0) close(fd);
     free(page);
     check_backend(K3_IO_POOL, ok ? path : NULL, "pool");
+    check_order(K3_IO_POOL, ok ? path : NULL, "pool");
 #ifdef K3_HAVE_URING
     check_backend(K3_IO_URING, ok ? path : NULL, "uring");
+    check_order(K3_IO_URING, ok ? path : NULL, "uring");
 #endif
     unlink(path);
     TEST_EXIT();

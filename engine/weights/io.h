@@ -1,4 +1,5 @@
-/* io.h - the disk reader: many reads in flight, issued in disk-offset order,
+/* io.h - the disk reader: many reads in flight, the urgent ones (expert
+ * pages, embedding rows) before the trunk ring's read-ahead,
  * completed by a pool of pread threads or by io_uring (--io-backend), with
  * O_DIRECT by default (--io direct|buffered).
  *
@@ -40,7 +41,9 @@ typedef struct k3_io k3_io;
 k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err);
 void k3_io_close(k3_io *io);
 
-/* Queue n requests; they are issued in (fd, offset) order. */
+/* Queue n requests. Urgent ones (every kind but K3_READ_TRUNK) go out
+ * before any trunk read not yet issued, in (fd, offset) order; trunk reads
+ * go out in the order they were queued. */
 void k3_io_submit(k3_io *io, k3_io_req **reqs, int n);
 
 /* Block until req is done. 0, or -1 with err naming the file and the cause. */

@@ -179,7 +179,7 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     }
     if (weights_load_schema(rp, err)) goto fail;
     for (int i = 0; i < rp->n_units; i++)
-        if (weights_layout_unit(rp, &rp->units[i], err)) goto fail;
+        if (weights_layout_unit(rp, &rp->units[i], i <= c->n_layers ? K3_TRUNK_PIECE_BYTES : 0, err)) goto fail;
     if (weights_plan_and_allocate(rp, err)) goto fail;
     if (rp->opt.sizes_only) return rp;    /* k3 plan: the layout is all it wants */
     if (rp->plan.pinned[head_unit(rp)]) {

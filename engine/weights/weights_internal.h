@@ -102,7 +102,9 @@ void *weights_own(k3_weights *rp, void *p);
 int weights_load_schema(k3_weights *rp, k3_error *err);
 
 /* weights_units.c */
-int weights_layout_unit(k3_weights *rp, unit *u, k3_error *err);
+/* A trunk unit is read in pieces of this size (weights_layout_unit). */
+#define K3_TRUNK_PIECE_BYTES ((uint64_t)4 << 20)
+int weights_layout_unit(k3_weights *rp, unit *u, uint64_t piece_bytes, k3_error *err);
 void weights_rebase_weight(const k3_weights *rp, k3_weight *w, uint8_t *base);
 void weights_rebase_mlp(const k3_weights *rp, k3_mlp_weights *m, uint8_t *base);
 void weights_rebase_layer(k3_weights *rp, int l, uint8_t *base);

@@ -18,10 +18,42 @@ static int by_file_offset(const void *a, const void *b, void *ctx)
     return x->file_offset < y->file_offset ? -1 : x->file_offset > y->file_offset;
 }
 
+/* Cut every window longer than piece_bytes (a multiple of K3_IO_ALIGN)
+ * into pieces of that size, each its own read, contiguous in the file and
+ * in the unit's memory as before. */
+static int cut_windows(unit *u, uint64_t piece_bytes, k3_error *err)
+{
+    int n = 0;
+    for (int k = 0; k < u->n_win; k++) n += (int)((u->win[k].bytes + piece_bytes - 1) / piece_bytes);
+    if (n == u->n_win) return 0;
+    unit_window *cut = calloc((size_t)n, sizeof *cut);
+    if (!cut) return k3_err(err, "out of memory");
+    int m = 0;
+    for (int k = 0; k < u->n_win; k++) {
+        const unit_window *w = &u->win[k];
+        for (uint64_t at = 0; at < w->bytes; at += piece_bytes) {
+            unit_window *p = &cut[m++];
+            p->file = w->file;
+            p->offset = w->offset + at;
+            p->bytes = w->bytes - at < piece_bytes ? w->bytes - at : piece_bytes;
+            p->need_bytes = w->need_bytes - at < p->bytes ? w->need_bytes - at : p->bytes;   /* > 0: bytes is need rounded up */
+            p->slot_pos = w->slot_pos + at;
+        }
+    }
+    free(u->win);
+    u->win = cut;
+    u->n_win = n;
+    return 0;
+}
+
 /* Cover a unit's tensors with aligned windows (merging neighbours less than
  * 1 MiB apart, so a packed run or an HF expert is one read) and record where
- * each tensor lands in the unit's memory. */
-int weights_layout_unit(k3_weights *rp, unit *u, k3_error *err)
+ * each tensor lands in the unit's memory. A trunk unit's windows are then
+ * cut into reads of at most piece_bytes (0: not cut): the reader lets an
+ * expert page go before the trunk reads not yet issued (io.c), and a layer's
+ * expert misses then wait for a few pieces in flight, not a whole window of
+ * tens or hundreds of MB. */
+int weights_layout_unit(k3_weights *rp, unit *u, uint64_t piece_bytes, k3_error *err)
 {
     if (!u->n_tensors) return 0;
     qsort_r(u->tensors, (size_t)u->n_tensors, sizeof *u->tensors, by_file_offset, &rp->index);
@@ -61,7 +93,7 @@ int weights_layout_unit(k3_weights *rp, unit *u, k3_error *err)
                 rp->tensor_pos[u->tensors[i]] = w->slot_pos + (t->file_offset - w->offset);
         }
     }
-    return 0;
+    return piece_bytes ? cut_windows(u, piece_bytes, err) : 0;
 }
 
 /* Placeholder -> address inside a unit's memory. */
