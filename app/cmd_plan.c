@@ -42,8 +42,11 @@ static void usage(FILE *f)
             "Predicts, from config.json alone, what the engine will do with a model on this machine:\n"
             "the memory plan (pinned trunk units, ring, expert cache slots), the bytes read per decode\n"
             "token (trunk / routed experts / head and embedding), the expected expert hit rate, the\n"
-            "decode time per token = max(I/O, compute at the measured kernel rates + the expert misses'\n"
-            "reads) and the time of an N-token prompt. Without --mem: a table over 4..128 GiB budgets.\n"
+            "decode time per token = max(I/O + compute x (1 - read share), compute + the expert misses'\n"
+            "reads at the read share) and the time of an N-token prompt. Without --mem: a table over\n"
+            "4..128 GiB budgets. The compute is timed at the model's widths (cached; --reprobe); with the\n"
+            "weights here, so is the read share: the disk's speed while the layers compute, as a share of\n"
+            "its speed alone.\n"
             "--trace FILE takes the hit rate from a routing trace recorded with k3 run/bench --trace\n"
             "(default: uniform routing).\n\n"
             "I/O = (trunk + head) / --disk-trunk + (routed experts + embedding row) / --disk: the ring\n"
@@ -177,7 +180,9 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
  * this CPU, with this thread count, by this engine build, for a model of
  * these widths; else measured now (k3_planner_probe_compute) and written
  * back. It touches 256 MiB and streams each layer kind six times, a second
- * or more for Kimi K3: a plan of the same model again costs nothing.
+ * or more for Kimi K3, then with the weights here reads the model's file
+ * for 0.6 s, half of it while the layers compute (the read share): a plan
+ * of the same model again costs nothing.
  * *layer_s_out: the figures (n_layers + 1, freed by the caller), NULL when
  * nothing was timed (an F8 trunk). */
 static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached,
@@ -195,11 +200,13 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
     json_t *times = json_object_get(entry, "layer_s");
     double *layer_s = calloc((size_t)n_layers + 1, sizeof *layer_s);
     if (!layer_s) { json_decref(root); cli_error("out of memory"); return -1; }
-    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1) {
+    json_t *read_share = json_object_get(entry, "read_share");
+    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1 && json_is_number(read_share)) {
         for (int i = 0; i <= n_layers; i++) layer_s[i] = json_number_value(json_array_get(times, i));
         if (k3_planner_set_compute_layers(pl, layer_s, n_layers + 1,
                                           (int)json_integer_value(json_object_get(entry, "layer_kinds")),
-                                          json_number_value(json_object_get(entry, "seconds"))) == 0) {
+                                          json_number_value(json_object_get(entry, "seconds")),
+                                          json_number_value(read_share)) == 0) {
             *cached = 1;
             *layer_s_out = layer_s;
             json_decref(root);
@@ -219,8 +226,9 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
         if (!json_is_object(root)) { json_decref(root); root = json_object(); }
         json_t *arr = json_array();
         for (int i = 0; i <= n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
-        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f}", "layer_s", arr, "layer_kinds", info.compute_kinds,
-                                                 "seconds", info.compute_probe_s));
+        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f,s:f}", "layer_s", arr, "layer_kinds", info.compute_kinds,
+                                                 "seconds", info.compute_probe_s, "read_share",
+                                                 info.read_share));
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
@@ -331,9 +339,9 @@ static void print_estimate_text(const k3_plan_estimate *e)
            "expert hit rate %.1f%%\n",
            (e->bytes_trunk + e->bytes_experts + e->bytes_head) / 1e9, e->bytes_trunk / 1e9, e->bytes_experts / 1e9,
            e->bytes_head / 1e9, 100 * e->hit_rate);
-    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s (trunk %.4f s at %.2f GB/s, the rest at %.2f GB/s), "
-           "compute %.4f s + waiting for expert misses %.4f s)\n", e->decode_s, 1 / e->decode_s, e->io_s, e->io_trunk_s,
-           e->trunk_gbps, e->disk_gbps, e->compute_s, e->expert_wait_s);
+    printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s (trunk %.4f s at %.2f GB/s, the rest at %.2f GB/s) "
+           "+ compute x %.2f, compute %.4f s + waiting for expert misses %.4f s)\n", e->decode_s, 1 / e->decode_s,
+           e->io_s, e->io_trunk_s, e->trunk_gbps, e->disk_gbps, 1 - e->read_share, e->compute_s, e->expert_wait_s);
     printf("prompt: %d tokens in %d chunks of up to %d: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->chunk_tokens, e->prompt_s,
            e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
 }
@@ -359,6 +367,7 @@ static json_t *estimate_json(const k3_plan_estimate *e)
         json_object_set_new(j, "trunk_gbps", json_real(e->trunk_gbps));
         json_object_set_new(j, "io_trunk_s_per_token", json_real(e->io_trunk_s));
         json_object_set_new(j, "matrices_s_per_token", json_real(e->matrices_s));
+        json_object_set_new(j, "read_share", json_real(e->read_share));
     }
     return j;
 }
@@ -501,8 +510,9 @@ int cmd_plan(int argc, char **argv)
         if (info.compute_kinds) {
             json_t *arr = json_array();
             for (int i = 0; layer_s && i <= info.n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
-            cp = json_pack("{s:i,s:f,s:b,s:o}", "layer_kinds", info.compute_kinds, "seconds", info.compute_probe_s,
-                           "cached", compute_cached, "layer_s", arr);
+            cp = json_pack("{s:i,s:f,s:b,s:o,s:o}", "layer_kinds", info.compute_kinds, "seconds",
+                           info.compute_probe_s, "cached", compute_cached, "layer_s", arr, "read_share",
+                           info.read_share > 0 ? json_real(info.read_share) : json_null());
         }
         json_object_set_new(root, "compute_probe", cp);
         free(layer_s);
@@ -538,9 +548,15 @@ int cmd_plan(int argc, char **argv)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
     if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
     printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
+    char read_share_text[96];
+    if (info.read_share > 0)
+        snprintf(read_share_text, sizeof read_share_text, "reads get %.0f%% of the disk's speed while it computes",
+                 100 * info.read_share);
+    else
+        snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight files here)");
     if (info.compute_kinds)
-        printf("compute: the matrices of %d layer kinds and the head timed at the model's widths (%.2f s%s)\n",
-               info.compute_kinds, info.compute_probe_s, compute_cached ? ", cached" : "");
+        printf("compute: the matrices of %d layer kinds and the head timed at the model's widths (%.2f s%s); "
+               "%s\n", info.compute_kinds, info.compute_probe_s, compute_cached ? ", cached" : "", read_share_text);
     else
         printf("compute: bytes / kernel rate per format%s\n",
                o.rates_path || o.cores ? " (another machine's)" : " (an F8 trunk is not timed at its widths)");
@@ -560,7 +576,8 @@ int cmd_plan(int argc, char **argv)
                e->trunk_units, ring, e->expert_slots, 100 * e->hit_rate, gb, e->io_s, e->compute_s, e->decode_s,
                e->prompt_s);
     }
-    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O, compute + waiting for expert misses);\n"
+    printf("(prompt s: a %d-token prompt; decode s/token = max(I/O + compute x (1 - read share), compute +\n"
+           " waiting for expert misses);\n"
            " I/O s = (trunk + head) / trunk ring speed + (experts + embedding row) / disk speed)\n",
            o.prompt_tokens);
     return K3_EXIT_OK;

@@ -493,6 +493,9 @@ typedef struct k3_planner_info {
     int trace_lookups;
     int compute_kinds;           /* layer kinds k3_planner_probe_compute timed (0: compute from the rates) */
     double compute_probe_s;      /* seconds that took */
+    double read_share;           /* the disk's speed while the layers compute, as a share of its speed
+                                  * alone, timed by that probe on the model's files (0: not measured,
+                                  * no weight files here) */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
@@ -504,12 +507,15 @@ typedef struct k3_plan_estimate {
     double bytes_trunk, bytes_experts, bytes_head;   /* expected bytes read (head: head unit + embedding row) */
     double disk_gbps;            /* expert pages and embedding rows: random reads */
     double trunk_gbps;           /* trunk units and the head, streamed through the ring */
+    double read_share;           /* reads made while the layers compute go at this share of the disk's
+                                  * speed (k3_planner_info; 1 when not measured) */
     double io_trunk_s;           /* (bytes_trunk + the head unit) / trunk_gbps: part of io_s */
     double io_s, compute_s;
     double matrices_s;           /* of compute_s: the matrices (timed at the model's widths after
                                   * k3_planner_probe_compute, else bytes / kernel rate) */
-    double expert_wait_s;        /* expert misses' reads, waited for after each layer's router */
-    double decode_s;             /* max(io_s, compute_s + expert_wait_s) */
+    double expert_wait_s;        /* expert misses' reads, waited for after each layer's router, at
+                                  * read_share of disk_gbps (they are read while the layer computes) */
+    double decode_s;             /* max(io_s + compute_s x (1 - read_share), compute_s + expert_wait_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
     int chunk_tokens;            /* tokens per prompt chunk, chosen from the budget as the engine does */
@@ -535,7 +541,10 @@ int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3
  * as the engine calls them (trunk matrices over all threads, top_k experts
  * one per thread in a wave), weights spread through memory. Estimates then
  * take their compute from it instead of from the rates' bytes / rate. A
- * few hundred ms; nothing is timed for an F8 trunk (the rates stand). */
+ * few hundred ms; nothing is timed for an F8 trunk (the rates stand). With
+ * the weights here it also times the reader on the model's largest file
+ * while those layers compute, against reading alone (0.6 s):
+ * k3_planner_info.read_share. */
 int k3_planner_probe_compute(k3_planner *p, k3_error *err);
 /* What that probe depends on besides the machine (the config's widths and
  * formats), for a cache of its figures; and its figures out and back in
@@ -544,7 +553,8 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err);
  * the seconds it took are in k3_planner_info). */
 uint64_t k3_planner_compute_key(const k3_planner *p);
 int k3_planner_compute_layers(const k3_planner *p, double *layer_s);
-int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s);
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s,
+                                  double read_share);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
  * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a
  * budget below the minimum fails with the engine's message. */

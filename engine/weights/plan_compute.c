@@ -20,6 +20,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "forward.h"
 #include "delta_rule.h"
 #include "kernels.h"
@@ -280,8 +281,42 @@ static double time_layer(step_probe *sp, int l, int reps)
     return median(t, reps);
 }
 
+/* Bytes per second the reader reads for about `seconds`: alone (the
+ * calling thread asleep), or while the calling thread runs layer cycles
+ * (each representative layer once, then the head) over all the threads. */
+static double reader_bytes_per_s(step_probe *sp, const int *reps, int n_reps, double seconds,
+                                 const k3_plan_reader *reader, int under_compute)
+{
+    reader->start(reader->ctx);
+    const uint64_t t0 = k3_now_ns();
+    if (under_compute) {
+        do
+            for (int i = 0; i < n_reps; i++) run_layer(sp, reps[i]);
+        while ((double)(k3_now_ns() - t0) * 1e-9 < seconds);
+    } else {
+        const struct timespec ts = {0, (long)(seconds * 1e9)};
+        nanosleep(&ts, NULL);
+    }
+    const uint64_t bytes = reader->stop(reader->ctx);
+    return (double)bytes / ((double)(k3_now_ns() - t0) * 1e-9);
+}
+
+/* The reader's speed while the layers compute, as a share of its speed
+ * alone: windows of each, alternated so the machine's drift falls on both. */
+static double read_share_under_compute(step_probe *sp, const int *reps, int n_reps, const k3_plan_reader *reader)
+{
+    double alone = 0, loaded = 0;
+    for (int w = 0; w < 2; w++) {
+        alone += reader_bytes_per_s(sp, reps, n_reps, 0.15, reader, 0);
+        loaded += reader_bytes_per_s(sp, reps, n_reps, 0.15, reader, 1);
+    }
+    if (alone <= 0 || loaded <= 0) return 0;
+    return loaded < alone ? loaded / alone : 1;
+}
+
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
-                        double *layer_s, int *kinds, k3_error *err)
+                        const k3_plan_reader *reader, double *layer_s, int *kinds, double *read_share,
+                        k3_error *err)
 {
     *kinds = 0;
     step_probe sp = {.c = c, .trunk_dt = trunk_dt, .expert_dt = expert_dt, .n_threads = n_threads > 0 ? n_threads : 1};
@@ -326,14 +361,18 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
     omp_set_num_threads(sp.n_threads);
     /* one layer of each kind (attention kind, MoE or dense), then the head;
      * layers of a kind measured before take its time */
+    int *reps = malloc(((size_t)c->n_layers + 1) * sizeof *reps), n_reps = 0;   /* a layer of each kind, the head */
     for (int l = 0; l <= c->n_layers; l++) {
         int same = -1;
         for (int p = 0; p < l && same < 0 && l < c->n_layers; p++)
             if (c->attn_kind[p] == c->attn_kind[l] && c->is_moe[p] == c->is_moe[l]) same = p;
         if (same >= 0) { layer_s[l] = layer_s[same]; continue; }
         layer_s[l] = time_layer(&sp, l, 5);
+        if (reps) reps[n_reps++] = l;
         if (l < c->n_layers) (*kinds)++;
     }
+    *read_share = reader && reps ? read_share_under_compute(&sp, reps, n_reps, reader) : 0;
+    free(reps);
     free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
     for (int i = 0; i < 4; i++) free(sp.vec[i]);
     return 0;

@@ -64,6 +64,7 @@
 #include "ops.h"
 #include "plan_compute.h"
 #include "planner.h"
+#include "read_load.h"
 #include "safetensors.h"
 #include "weights.h"
 #include "stats.h"
@@ -92,6 +93,8 @@ struct k3_planner {
     double *layer_s;              /* a token's matrix work per layer, then the head, timed at the
                                    * model's widths (k3_planner_probe_compute); NULL = from the rates */
     int compute_kinds;            /* layer kinds that probe timed */
+    double read_share;            /* the reader's speed while the layers compute, as a share of its speed
+                                   * alone (that probe, with the weights here; 0: not measured) */
     double compute_probe_s;       /* how long it took */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
@@ -481,6 +484,7 @@ void k3_planner_get_info(const k3_planner *p, k3_planner_info *out)
     out->expert_slot_bytes = p->expert_bytes;
     out->compute_kinds = p->layer_s ? p->compute_kinds : 0;
     out->compute_probe_s = p->compute_probe_s;
+    out->read_share = p->layer_s ? p->read_share : 0;
     out->experts_bytes = (uint64_t)p->n_experts_total * p->expert_bytes;
     out->session_bytes = p->session_bytes;
     out->ctx_tokens = p->ctx_tokens;
@@ -653,6 +657,15 @@ static double situ_s_per_token(const k3_planner *pl, const k3_kernel_rates *r)
     return (routed / threads + serial) * r->situ_ns * 1e-9;
 }
 
+/* The read share's reads: an expert page (at least 1 MiB) of the model's
+ * largest file, which must hold four of them: else nothing is read. */
+static uint64_t load_read_bytes(const k3_planner *p)
+{
+    return p->expert_bytes > (1u << 20) ? p->expert_bytes : (1u << 20);
+}
+
+static int read_share_measurable(const k3_planner *p) { return p->probe_file_bytes >= 4 * load_read_bytes(p); }
+
 int k3_planner_probe_compute(k3_planner *p, k3_error *err)
 {
     const k3_config *c = &p->cfg;
@@ -684,11 +697,22 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err)
     if (model_arena < arena) arena = model_arena;
     double *layer_s = calloc((size_t)c->n_layers + 1, sizeof *layer_s);
     if (!layer_s) return k3_err(err, "out of memory");
-    const uint64_t t0 = k3_now_ns();
-    if (k3_plan_time_layers(c, trunk_dt, expert_dt, p->n_threads, arena, layer_s, &p->compute_kinds, err)) {
-        free(layer_s);
-        return -1;
+    /* the disk's speed while the layers compute, timed on the model's own
+     * largest file (not without the weights: a scratch file's pages say
+     * nothing of the model's filesystem) */
+    read_load *load = NULL;
+    if (read_share_measurable(p)) {
+        load = read_load_open(p->probe_file, p->probe_file_bytes, load_read_bytes(p), err);
+        if (!load) { free(layer_s); return -1; }
     }
+    const k3_plan_reader reader = load ? read_load_reader(load) : (k3_plan_reader){0};
+    const uint64_t t0 = k3_now_ns();
+    double read_share = 0;
+    const int rc = k3_plan_time_layers(c, trunk_dt, expert_dt, p->n_threads, arena, load ? &reader : NULL, layer_s,
+                                       &p->compute_kinds, &read_share, err);
+    read_load_close(load);
+    if (rc) { free(layer_s); return -1; }
+    p->read_share = load ? read_share : 0;
     p->compute_probe_s = (double)(k3_now_ns() - t0) * 1e-9;
     free(p->layer_s);
     p->layer_s = layer_s;
@@ -710,9 +734,11 @@ int k3_planner_compute_layers(const k3_planner *p, double *layer_s)
     return 0;
 }
 
-int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s)
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s,
+                                  double read_share)
 {
-    if (n != p->cfg.n_layers + 1 || kinds < 1) return -1;
+    if (n != p->cfg.n_layers + 1 || kinds < 1 || !(read_share >= 0 && read_share <= 1)) return -1;
+    if (read_share == 0 && read_share_measurable(p)) return -1;   /* measured without the weights: again */
     for (int i = 0; i < n; i++)
         if (!(layer_s[i] >= 0 && layer_s[i] < 1e4)) return -1;
     double *copy = malloc((size_t)n * sizeof *copy);
@@ -722,6 +748,7 @@ int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, i
     p->layer_s = copy;
     p->compute_kinds = kinds;
     p->compute_probe_s = probe_s;
+    p->read_share = read_share;
     return 0;
 }
 
@@ -763,6 +790,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + embed_row_bytes;
     const double lookups = (double)c->top_k * pl->n_moe;
     out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
+    out->read_share = pl->layer_s && pl->read_share > 0 ? pl->read_share : 1;
     const double bps = disk_gbps * 1e9, trunk_bps = trunk_gbps * 1e9;
     const double head_unit_bytes = out->bytes_head - embed_row_bytes;   /* streamed as a trunk unit */
     out->disk_gbps = disk_gbps;
@@ -792,9 +820,17 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     const double decode_state_bytes = state_bytes - (pl->layer_s ? kda_state_bytes : 0);
     out->matrices_s = matrices_s;
     out->compute_s = matrices_s + decode_state_bytes / mem_bps + situ_s_per_token(pl, r);
-    out->expert_wait_s = out->bytes_experts / bps;
+    /* Reads made while the layers compute get read_share of the disk's
+     * speed (the compute probe's figure, when it ran here). A layer's
+     * misses are read while its resident experts and its earlier misses
+     * compute, so their wait is at that share. When the reads bound the
+     * token, the disk reads through the compute at that share and alone
+     * at the whole speed the rest of the time. */
+    const double share = out->read_share;
+    out->expert_wait_s = out->bytes_experts / (bps * share);
     const double serial_s = out->compute_s + out->expert_wait_s;
-    out->decode_s = out->io_s > serial_s ? out->io_s : serial_s;
+    const double io_bound_s = out->io_s + out->compute_s * (1 - share);
+    out->decode_s = io_bound_s > serial_s ? io_bound_s : serial_s;
 
     /* the prompt, chunk by chunk */
     out->prompt_tokens = prompt_tokens;
