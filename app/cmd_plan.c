@@ -553,7 +553,8 @@ int cmd_plan(int argc, char **argv)
         snprintf(read_share_text, sizeof read_share_text, "reads get %.0f%% of the disk's speed while it computes",
                  100 * info.read_share);
     else
-        snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight files here)");
+        snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight file here holds "
+                 "four expert pages)");
     if (info.compute_kinds)
         printf("compute: the matrices of %d layer kinds and the head timed at the model's widths (%.2f s%s); "
                "%s\n", info.compute_kinds, info.compute_probe_s, compute_cached ? ", cached" : "", read_share_text);

@@ -494,8 +494,8 @@ typedef struct k3_planner_info {
     int compute_kinds;           /* layer kinds k3_planner_probe_compute timed (0: compute from the rates) */
     double compute_probe_s;      /* seconds that took */
     double read_share;           /* the disk's speed while the layers compute, as a share of its speed
-                                  * alone, timed by that probe on the model's files (0: not measured,
-                                  * no weight files here) */
+                                  * alone, timed by that probe on the model's largest file (0: not
+                                  * measured: no weight file here holds four expert pages) */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
