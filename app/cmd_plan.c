@@ -176,13 +176,22 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
     return 0;
 }
 
+/* n figures as a JSON array. */
+static json_t *seconds_json(const double *v, int n)
+{
+    json_t *arr = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(arr, json_real(v[i]));
+    return arr;
+}
+
 /* The compute probe's figures from the cache when they were measured on
  * this CPU, with this thread count, by this engine build, for a model of
  * these widths; else measured now (k3_planner_probe_compute) and written
- * back. It touches 256 MiB and streams each layer kind six times, a second
- * or more for Kimi K3, then with the weights here reads the model's file
- * for 0.6 s, half of it while the layers compute (the read share): a plan
- * of the same model again costs nothing.
+ * back. It touches 256 MiB and streams each layer kind six times and a
+ * routed expert 6 x top_k times, a second or more for Kimi K3, then with
+ * the weights here reads the model's file for 0.6 s, half of it while the
+ * layers compute (the read share): a plan of the same model again costs
+ * nothing.
  * *layer_s_out: the figures (n_layers + 1, freed by the caller), NULL when
  * nothing was timed (an F8 trunk). */
 static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached,
@@ -200,13 +209,14 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
     json_t *times = json_object_get(entry, "layer_s");
     double *layer_s = calloc((size_t)n_layers + 1, sizeof *layer_s);
     if (!layer_s) { json_decref(root); cli_error("out of memory"); return -1; }
-    json_t *read_share = json_object_get(entry, "read_share");
-    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1 && json_is_number(read_share)) {
+    json_t *read_share = json_object_get(entry, "read_share"), *miss_expert_s = json_object_get(entry, "miss_expert_s");
+    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1 && json_is_number(read_share) &&
+        json_is_number(miss_expert_s)) {
         for (int i = 0; i <= n_layers; i++) layer_s[i] = json_number_value(json_array_get(times, i));
         if (k3_planner_set_compute_layers(pl, layer_s, n_layers + 1,
                                           (int)json_integer_value(json_object_get(entry, "layer_kinds")),
                                           json_number_value(json_object_get(entry, "seconds")),
-                                          json_number_value(read_share)) == 0) {
+                                          json_number_value(read_share), json_number_value(miss_expert_s)) == 0) {
             *cached = 1;
             *layer_s_out = layer_s;
             json_decref(root);
@@ -224,11 +234,10 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
         k3_planner_info info;
         k3_planner_get_info(pl, &info);
         if (!json_is_object(root)) { json_decref(root); root = json_object(); }
-        json_t *arr = json_array();
-        for (int i = 0; i <= n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
-        json_object_set_new(root, key, json_pack("{s:o,s:i,s:f,s:f}", "layer_s", arr, "layer_kinds", info.compute_kinds,
-                                                 "seconds", info.compute_probe_s, "read_share",
-                                                 info.read_share));
+        json_object_set_new(root, key,
+                            json_pack("{s:o,s:i,s:f,s:f,s:f}", "layer_s", seconds_json(layer_s, n_layers + 1),
+                                      "layer_kinds", info.compute_kinds, "seconds", info.compute_probe_s,
+                                      "read_share", info.read_share, "miss_expert_s", info.miss_expert_s));
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
@@ -368,6 +377,7 @@ static json_t *estimate_json(const k3_plan_estimate *e)
         json_object_set_new(j, "io_trunk_s_per_token", json_real(e->io_trunk_s));
         json_object_set_new(j, "matrices_s_per_token", json_real(e->matrices_s));
         json_object_set_new(j, "read_share", json_real(e->read_share));
+        json_object_set_new(j, "miss_expert_s", json_real(e->miss_expert_s));
     }
     return j;
 }
@@ -508,11 +518,11 @@ int cmd_plan(int argc, char **argv)
         json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
         json_t *cp = json_null();
         if (info.compute_kinds) {
-            json_t *arr = json_array();
-            for (int i = 0; layer_s && i <= info.n_layers; i++) json_array_append_new(arr, json_real(layer_s[i]));
-            cp = json_pack("{s:i,s:f,s:b,s:o,s:o}", "layer_kinds", info.compute_kinds, "seconds",
-                           info.compute_probe_s, "cached", compute_cached, "layer_s", arr, "read_share",
-                           info.read_share > 0 ? json_real(info.read_share) : json_null());
+            cp = json_pack("{s:i,s:f,s:b,s:o,s:o,s:o}", "layer_kinds", info.compute_kinds, "seconds",
+                           info.compute_probe_s, "cached", compute_cached, "layer_s",
+                           seconds_json(layer_s, layer_s ? info.n_layers + 1 : 0), "read_share",
+                           info.read_share > 0 ? json_real(info.read_share) : json_null(), "miss_expert_s",
+                           info.miss_expert_s > 0 ? json_real(info.miss_expert_s) : json_null());
         }
         json_object_set_new(root, "compute_probe", cp);
         free(layer_s);
@@ -555,9 +565,13 @@ int cmd_plan(int argc, char **argv)
     else
         snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight file here holds "
                  "four expert pages)");
+    char miss_text[64] = "";
+    if (info.miss_expert_s > 0)
+        snprintf(miss_text, sizeof miss_text, ", a routed expert %.2f ms over all threads", info.miss_expert_s * 1e3);
     if (info.compute_kinds)
-        printf("compute: the matrices of %d layer kinds and the head timed at the model's widths (%.2f s%s); "
-               "%s\n", info.compute_kinds, info.compute_probe_s, compute_cached ? ", cached" : "", read_share_text);
+        printf("compute: the matrices of %d layer kinds and the head timed at the model's widths%s (%.2f s%s); "
+               "%s\n", info.compute_kinds, miss_text, info.compute_probe_s, compute_cached ? ", cached" : "",
+               read_share_text);
     else
         printf("compute: bytes / kernel rate per format%s\n",
                o.rates_path || o.cores ? " (another machine's)" : " (an F8 trunk is not timed at its widths)");

@@ -496,6 +496,8 @@ typedef struct k3_planner_info {
     double read_share;           /* the disk's speed while the layers compute, as a share of its speed
                                   * alone, timed by that probe on the model's largest file (0: not
                                   * measured: no weight file here holds four expert pages) */
+    double miss_expert_s;        /* one routed expert's matrices over all the threads, as the engine
+                                  * computes an expert read for this token (that probe; 0: not timed) */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
@@ -513,8 +515,11 @@ typedef struct k3_plan_estimate {
     double io_s, compute_s;
     double matrices_s;           /* of compute_s: the matrices (timed at the model's widths after
                                   * k3_planner_probe_compute, else bytes / kernel rate) */
-    double expert_wait_s;        /* expert misses' reads, waited for after each layer's router, at
-                                  * read_share of disk_gbps (they are read while the layer computes) */
+    double miss_expert_s;        /* one expert's compute as a miss runs (k3_planner_info, else from
+                                  * the rates): what of the misses' reads hides under compute */
+    double expert_wait_s;        /* expert misses' reads, waited for after each layer's router, less
+                                  * what hides under the layer's expert compute; reads under compute
+                                  * at read_share of disk_gbps */
     double decode_s;             /* max(io_s + compute_s x (1 - read_share), compute_s + expert_wait_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
@@ -539,7 +544,8 @@ int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3
 /* A decode token's matrix work timed on this machine at the model's own
  * widths: one layer of each kind and the head, the engine's kernels called
  * as the engine calls them (trunk matrices over all threads, top_k experts
- * one per thread in a wave), weights spread through memory. Estimates then
+ * one per thread in a wave, and one expert over all threads as a miss
+ * runs), weights spread through memory. Estimates then
  * take their compute from it instead of from the rates' bytes / rate. A
  * few hundred ms; nothing is timed for an F8 trunk (the rates stand). With
  * the weights here it also times the reader on the model's largest file
@@ -554,7 +560,7 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err);
 uint64_t k3_planner_compute_key(const k3_planner *p);
 int k3_planner_compute_layers(const k3_planner *p, double *layer_s);
 int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s,
-                                  double read_share);
+                                  double read_share, double miss_expert_s);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
  * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a
  * budget below the minimum fails with the engine's message. */

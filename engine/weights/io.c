@@ -104,14 +104,20 @@ static int before(const k3_io_req *a, const k3_io_req *b)
     return a->fd != b->fd ? a->fd < b->fd : a->offset < b->offset;
 }
 
+/* Put r in the queue at position at (lock held, room reserved). */
+static void insert_at_locked(k3_io *io, int at, k3_io_req *r)
+{
+    memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
+    io->queue[at] = r;
+    io->n_queued++;
+}
+
 /* Put r in the queue at its place (lock held, room reserved). */
 static void insert_locked(k3_io *io, k3_io_req *r)
 {
     int at = io->n_queued;
     while (at > 0 && before(r, io->queue[at - 1])) at--;
-    memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
-    io->queue[at] = r;
-    io->n_queued++;
+    insert_at_locked(io, at, r);
 }
 
 /* Test hook: does this read fail on purpose? (lock held) */
@@ -228,9 +234,7 @@ static void *uring_thread(void *arg)
                 io->in_flight--;
                 int at = 0;
                 while (at < io->n_queued && urgent(io->queue[at]) && !urgent(r)) at++;
-                memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
-                io->queue[at] = r;
-                io->n_queued++;
+                insert_at_locked(io, at, r);
             } else {
                 end_read_locked(io, r, failed);
             }

@@ -257,6 +257,25 @@ static void run_layer(step_probe *sp, int l)
     for (int j = 0; j < K; j++) k3_axpy_f32(sp->vec[1], 0.5f, sp->expert_y, (int)Din);
 }
 
+/* One routed expert over all the threads for one token, as
+ * run_routed_experts runs the experts whose pages are read for this token:
+ * one after the other as their reads arrive, each matrix split over the
+ * threads. */
+static void run_miss_expert(step_probe *sp)
+{
+    const k3_config *c = sp->c;
+    const int64_t Din = c->latent_dim ? c->latent_dim : c->hidden, I = c->moe_inter;
+    const k3_weight gate = arena_weight(&sp->arena, sp->expert_dt, I, Din);
+    const k3_weight up = arena_weight(&sp->arena, sp->expert_dt, I, Din);
+    const k3_weight down = arena_weight(&sp->arena, sp->expert_dt, Din, I);
+    float *y = sp->expert_y;
+    k3_matvec(y, &gate, sp->x);
+    k3_matvec(y + I, &up, sp->x);
+    if (!c->use_situ)
+        for (int64_t i = 0; i < I; i++) y[i] = k3_silu(y[i]) * y[I + i];
+    k3_matvec(y + 2 * I, &down, y);
+}
+
 /* Median of n (n small; sorts in place). */
 static double median(double *v, int n)
 {
@@ -279,6 +298,21 @@ static double time_layer(step_probe *sp, int l, int reps)
         t[r] = (double)(k3_now_ns() - t0) * 1e-9;
     }
     return median(t, reps);
+}
+
+/* Seconds of one expert run by run_miss_expert: the median of 5 runs of
+ * top_k of them (at least 4) after one unmeasured run, per expert. */
+static double time_miss_expert(step_probe *sp)
+{
+    const int n = sp->c->top_k > 4 ? sp->c->top_k : 4;
+    double t[5];
+    run_miss_expert(sp);
+    for (int r = 0; r < 5; r++) {
+        const uint64_t t0 = k3_now_ns();
+        for (int i = 0; i < n; i++) run_miss_expert(sp);
+        t[r] = (double)(k3_now_ns() - t0) * 1e-9 / n;
+    }
+    return median(t, 5);
 }
 
 /* Bytes per second the reader reads for about `seconds`: alone (the
@@ -316,9 +350,10 @@ static double read_share_under_compute(step_probe *sp, const int *reps, int n_re
 
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
                         const k3_plan_reader *reader, double *layer_s, int *kinds, double *read_share,
-                        k3_error *err)
+                        double *miss_expert_s, k3_error *err)
 {
     *kinds = 0;
+    *miss_expert_s = 0;
     step_probe sp = {.c = c, .trunk_dt = trunk_dt, .expert_dt = expert_dt, .n_threads = n_threads > 0 ? n_threads : 1};
     int64_t max_cols = c->hidden, max_rows = c->vocab_size;
     const int64_t widths[] = {c->dense_inter, (int64_t)c->moe_inter * (c->n_shared_experts > 0 ? c->n_shared_experts : 1),
@@ -371,6 +406,9 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
         if (reps) reps[n_reps++] = l;
         if (l < c->n_layers) (*kinds)++;
     }
+    int moe = 0;
+    for (int l = 0; l < c->n_layers; l++) moe |= c->is_moe[l];
+    if (moe && c->top_k > 0) *miss_expert_s = time_miss_expert(&sp);
     *read_share = reader && reps ? read_share_under_compute(&sp, reps, n_reps, reader) : 0;
     free(reps);
     free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);

@@ -29,10 +29,16 @@ typedef struct k3_plan_reader {
  * compute take turns: on this 2-core VM decode's reads got 64-95% of the
  * probe's speed. Measured: one layer of each kind and the head round and
  * round for 0.3 s while the reader reads, against 0.3 s of reading alone,
- * in alternate windows. */
+ * in alternate windows of 0.15 s. */
+/* *miss_expert_s: seconds of one routed expert's matrices over all the
+ * threads, as the engine runs an expert whose page is read for this token
+ * (0: the model has no routed experts). A layer's misses are computed one
+ * by one as their reads arrive, so part of their reads hides under the
+ * layer's expert compute; plan_model.c needs this figure to count how
+ * much. */
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
                         const k3_plan_reader *reader, double *layer_s, int *kinds, double *read_share,
-                        k3_error *err);
+                        double *miss_expert_s, k3_error *err);
 
 /* The weights in the trunk matrices that probe multiplies for layer l
  * (n_layers: the head): what the layer's unit holds in matrices, which
