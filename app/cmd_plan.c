@@ -209,14 +209,19 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
     json_t *times = json_object_get(entry, "layer_s");
     double *layer_s = calloc((size_t)n_layers + 1, sizeof *layer_s);
     if (!layer_s) { json_decref(root); cli_error("out of memory"); return -1; }
-    json_t *read_share = json_object_get(entry, "read_share"), *miss_expert_s = json_object_get(entry, "miss_expert_s");
-    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1 && json_is_number(read_share) &&
-        json_is_number(miss_expert_s)) {
+    const char *figure_keys[] = {"read_share", "slowdown_s_per_gb", "miss_expert_s", "seconds"};
+    int figures_here = json_is_integer(json_object_get(entry, "layer_kinds"));
+    for (size_t i = 0; i < sizeof figure_keys / sizeof figure_keys[0]; i++)
+        figures_here &= json_is_number(json_object_get(entry, figure_keys[i]));
+    if (json_is_array(times) && json_array_size(times) == (size_t)n_layers + 1 && figures_here) {
         for (int i = 0; i <= n_layers; i++) layer_s[i] = json_number_value(json_array_get(times, i));
-        if (k3_planner_set_compute_layers(pl, layer_s, n_layers + 1,
-                                          (int)json_integer_value(json_object_get(entry, "layer_kinds")),
-                                          json_number_value(json_object_get(entry, "seconds")),
-                                          json_number_value(read_share), json_number_value(miss_expert_s)) == 0) {
+        const k3_compute_figures f = {
+            .kinds = (int)json_integer_value(json_object_get(entry, "layer_kinds")),
+            .probe_s = json_number_value(json_object_get(entry, "seconds")),
+            .read_share = json_number_value(json_object_get(entry, "read_share")),
+            .slowdown_s_per_gb = json_number_value(json_object_get(entry, "slowdown_s_per_gb")),
+            .miss_expert_s = json_number_value(json_object_get(entry, "miss_expert_s"))};
+        if (k3_planner_set_compute_layers(pl, layer_s, n_layers + 1, &f) == 0) {
             *cached = 1;
             *layer_s_out = layer_s;
             json_decref(root);
@@ -235,9 +240,10 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
         k3_planner_get_info(pl, &info);
         if (!json_is_object(root)) { json_decref(root); root = json_object(); }
         json_object_set_new(root, key,
-                            json_pack("{s:o,s:i,s:f,s:f,s:f}", "layer_s", seconds_json(layer_s, n_layers + 1),
-                                      "layer_kinds", info.compute_kinds, "seconds", info.compute_probe_s,
-                                      "read_share", info.read_share, "miss_expert_s", info.miss_expert_s));
+                            json_pack("{s:o,s:i,s:f,s:f,s:f,s:f}", "layer_s", seconds_json(layer_s, n_layers + 1),
+                                      "layer_kinds", info.compute.kinds, "seconds", info.compute.probe_s,
+                                      "read_share", info.compute.read_share, "slowdown_s_per_gb",
+                                      info.compute.slowdown_s_per_gb, "miss_expert_s", info.compute.miss_expert_s));
         char tmp[PATH_MAX + 8];
         snprintf(tmp, sizeof tmp, "%s.tmp", path);
         if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0) rename(tmp, path);   /* a cache: failure is harmless */
@@ -349,8 +355,9 @@ static void print_estimate_text(const k3_plan_estimate *e)
            (e->bytes_trunk + e->bytes_experts + e->bytes_head) / 1e9, e->bytes_trunk / 1e9, e->bytes_experts / 1e9,
            e->bytes_head / 1e9, 100 * e->hit_rate);
     printf("decode: %.4f s/token (%.2f tok/s) = max(I/O %.4f s (trunk %.4f s at %.2f GB/s, the rest at %.2f GB/s) "
-           "+ compute x %.2f, compute %.4f s + waiting for expert misses %.4f s)\n", e->decode_s, 1 / e->decode_s,
-           e->io_s, e->io_trunk_s, e->trunk_gbps, e->disk_gbps, 1 - e->read_share, e->compute_s, e->expert_wait_s);
+           "+ compute x %.2f, compute %.4f s + slowed by the misses' reads %.4f s + waiting for expert misses "
+           "%.4f s)\n", e->decode_s, 1 / e->decode_s, e->io_s, e->io_trunk_s, e->trunk_gbps, e->disk_gbps,
+           1 - e->read_share, e->compute_s, e->read_slowdown_s, e->expert_wait_s);
     printf("prompt: %d tokens in %d chunks of up to %d: %.2f s (%.1f tok/s)\n", e->prompt_tokens, e->prompt_chunks, e->chunk_tokens, e->prompt_s,
            e->prompt_s > 0 ? e->prompt_tokens / e->prompt_s : 0);
 }
@@ -378,6 +385,7 @@ static json_t *estimate_json(const k3_plan_estimate *e)
         json_object_set_new(j, "matrices_s_per_token", json_real(e->matrices_s));
         json_object_set_new(j, "read_share", json_real(e->read_share));
         json_object_set_new(j, "miss_expert_s", json_real(e->miss_expert_s));
+        json_object_set_new(j, "read_slowdown_s_per_token", json_real(e->read_slowdown_s));
     }
     return j;
 }
@@ -517,12 +525,13 @@ int cmd_plan(int argc, char **argv)
         json_decref(rv);
         json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
         json_t *cp = json_null();
-        if (info.compute_kinds) {
-            cp = json_pack("{s:i,s:f,s:b,s:o,s:o,s:o}", "layer_kinds", info.compute_kinds, "seconds",
-                           info.compute_probe_s, "cached", compute_cached, "layer_s",
-                           seconds_json(layer_s, layer_s ? info.n_layers + 1 : 0), "read_share",
-                           info.read_share > 0 ? json_real(info.read_share) : json_null(), "miss_expert_s",
-                           info.miss_expert_s > 0 ? json_real(info.miss_expert_s) : json_null());
+        if (info.compute.kinds) {
+            const k3_compute_figures *f = &info.compute;
+            cp = json_pack("{s:i,s:f,s:b,s:o,s:o,s:o,s:o}", "layer_kinds", f->kinds, "seconds", f->probe_s, "cached",
+                           compute_cached, "layer_s", seconds_json(layer_s, layer_s ? info.n_layers + 1 : 0),
+                           "read_share", f->read_share > 0 ? json_real(f->read_share) : json_null(),
+                           "slowdown_s_per_gb", f->read_share > 0 ? json_real(f->slowdown_s_per_gb) : json_null(),
+                           "miss_expert_s", f->miss_expert_s > 0 ? json_real(f->miss_expert_s) : json_null());
         }
         json_object_set_new(root, "compute_probe", cp);
         free(layer_s);
@@ -558,19 +567,21 @@ int cmd_plan(int argc, char **argv)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
     if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
     printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
-    char read_share_text[96];
-    if (info.read_share > 0)
-        snprintf(read_share_text, sizeof read_share_text, "reads get %.0f%% of the disk's speed while it computes",
-                 100 * info.read_share);
+    char read_share_text[160];
+    if (info.compute.read_share > 0)
+        snprintf(read_share_text, sizeof read_share_text,
+                 "reads get %.0f%% of the disk's speed while it computes, and slow it %.3f s a GB",
+                 100 * info.compute.read_share, info.compute.slowdown_s_per_gb);
     else
         snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight file here holds "
                  "four expert pages)");
     char miss_text[64] = "";
-    if (info.miss_expert_s > 0)
-        snprintf(miss_text, sizeof miss_text, ", a routed expert %.2f ms over all threads", info.miss_expert_s * 1e3);
-    if (info.compute_kinds)
+    if (info.compute.miss_expert_s > 0)
+        snprintf(miss_text, sizeof miss_text, ", a routed expert %.2f ms over all threads",
+                 info.compute.miss_expert_s * 1e3);
+    if (info.compute.kinds)
         printf("compute: the matrices of %d layer kinds and the head timed at the model's widths%s (%.2f s%s); "
-               "%s\n", info.compute_kinds, miss_text, info.compute_probe_s, compute_cached ? ", cached" : "",
+               "%s\n", info.compute.kinds, miss_text, info.compute.probe_s, compute_cached ? ", cached" : "",
                read_share_text);
     else
         printf("compute: bytes / kernel rate per format%s\n",

@@ -480,6 +480,20 @@ typedef struct k3_plan_options {
     const char *trace_path;      /* routing trace (--trace of run/bench) for the hit rate; NULL = uniform */
 } k3_plan_options;
 
+/* The compute probe's figures besides its layer times
+ * (k3_planner_probe_compute), out of the planner and back in for a cache. */
+typedef struct k3_compute_figures {
+    int kinds;                   /* layer kinds timed (0: nothing timed: compute from the rates) */
+    double probe_s;              /* seconds the probe took */
+    double read_share;           /* the disk's speed while the layers compute, as a share of its speed
+                                  * alone, timed by that probe on the model's largest file (0: not
+                                  * measured: no weight file here holds four expert pages) */
+    double slowdown_s_per_gb;    /* seconds the layers' compute takes longer per GB read meanwhile
+                                  * (the same probe; 0 when not measured) */
+    double miss_expert_s;        /* one routed expert's matrices over all the threads, as the engine
+                                  * computes an expert read for this token (0: no routed experts) */
+} k3_compute_figures;
+
 typedef struct k3_planner_info {
     char model_type[32];
     const char *sizes_from;      /* "safetensors headers", "packed manifest" or "config.json" */
@@ -491,13 +505,7 @@ typedef struct k3_planner_info {
     int ctx_tokens, n_threads;
     long long trace_tokens;      /* 0 = uniform routing */
     int trace_lookups;
-    int compute_kinds;           /* layer kinds k3_planner_probe_compute timed (0: compute from the rates) */
-    double compute_probe_s;      /* seconds that took */
-    double read_share;           /* the disk's speed while the layers compute, as a share of its speed
-                                  * alone, timed by that probe on the model's largest file (0: not
-                                  * measured: no weight file here holds four expert pages) */
-    double miss_expert_s;        /* one routed expert's matrices over all the threads, as the engine
-                                  * computes an expert read for this token (that probe; 0: not timed) */
+    k3_compute_figures compute;  /* all zero when nothing was timed */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
@@ -520,7 +528,10 @@ typedef struct k3_plan_estimate {
     double expert_wait_s;        /* expert misses' reads, waited for after each layer's router, less
                                   * what hides under the layer's expert compute; reads under compute
                                   * at read_share of disk_gbps */
-    double decode_s;             /* max(io_s + compute_s x (1 - read_share), compute_s + expert_wait_s) */
+    double read_slowdown_s;      /* the compute lost to the misses' reads made while a layer computes
+                                  * (their pages x the probe's slowdown_s_per_gb; 0 without it) */
+    double decode_s;             /* max(io_s + compute_s x (1 - read_share),
+                                  *     compute_s + read_slowdown_s + expert_wait_s) */
     /* the prompt */
     int prompt_tokens, prompt_chunks;
     int chunk_tokens;            /* tokens per prompt chunk, chosen from the budget as the engine does */
@@ -549,18 +560,18 @@ int k3_planner_probe_trunk(k3_planner *p, uint64_t mem_bytes, double seconds, k3
  * take their compute from it instead of from the rates' bytes / rate. A
  * few hundred ms; nothing is timed for an F8 trunk (the rates stand). With
  * the weights here it also times the reader on the model's largest file
- * while those layers compute, against reading alone (0.6 s):
- * k3_planner_info.read_share. */
+ * while those layers compute, against reading alone and the layers alone
+ * (0.9 s): k3_compute_figures.read_share and slowdown_s_per_gb. */
 int k3_planner_probe_compute(k3_planner *p, k3_error *err);
 /* What that probe depends on besides the machine (the config's widths and
  * formats), for a cache of its figures; and its figures out and back in
  * (n_layers + 1 values: the layers, then the head; -1 when there are none,
- * or when what is given is not a set of n_layers + 1 times; the kinds and
- * the seconds it took are in k3_planner_info). */
+ * or when what is given is not a set of n_layers + 1 times with figures
+ * that could be the probe's; the other figures are k3_planner_info's
+ * compute). */
 uint64_t k3_planner_compute_key(const k3_planner *p);
 int k3_planner_compute_layers(const k3_planner *p, double *layer_s);
-int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s,
-                                  double read_share, double miss_expert_s);
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, const k3_compute_figures *f);
 /* The plan at mem_bytes (0 = as the engine without --mem) and the predicted
  * times, the trunk's reads at trunk_gbps and the rest at disk_gbps; a
  * budget below the minimum fails with the engine's message. */

@@ -25,20 +25,25 @@ done
 # 4 in flight (the reader's default depth), so they arrive 4 at a time;
 # the k - j in memory compute meanwhile, then each miss computes (c
 # seconds) once its page is here (page seconds alone, / share while the
-# CPU computes, which it does for at most all but the last expert). The
-# wait is what the layer's experts take beyond computing back to back; a
-# token averages it over the binomial count of misses in each MoE layer.
+# CPU computes, which it does for at most all but the last batch). The
+# wait is what the layer's experts take beyond computing back to back;
+# the pages read while the layer computes are all of them when the reads
+# end within that compute, else what the disk reads at the share in it. A
+# token averages both over the binomial count of misses in each MoE layer.
 cat > $OUT/miss_wait.py <<'EOF'
 from math import comb
-def layer_wait(k, j, page, share, c, depth=4):
-    if j == 0: return 0.0
+def layer_cost(k, j, page, share, c, depth=4):
+    if j == 0: return 0.0, 0.0
     batch = min(j, depth)
-    reads = min(j * page / share, j * page + (1 - share) * (k - 1) * c)
+    computing = (k - batch) * c
+    reads = min(j * page / share, j * page + (1 - share) * computing)
     first = batch * (page / share if j < k else page) - (k - j) * c
-    return max(0.0, reads + batch * c - k * c, first)
-def miss_wait(n_moe, k, hit, page, share, c):
-    return n_moe * sum(comb(k, j) * (1 - hit) ** j * hit ** (k - j) * layer_wait(k, j, page, share, c)
-                       for j in range(1, k + 1))
+    pages = j if j * page / share <= computing else computing * share / page
+    return max(0.0, reads + batch * c - k * c, first), pages
+def miss_cost(n_moe, k, hit, page, share, c):
+    costs = [(comb(k, j) * (1 - hit) ** j * hit ** (k - j), layer_cost(k, j, page, share, c)) for j in range(1, k + 1)]
+    return n_moe * sum(p * w for p, (w, _) in costs), n_moe * sum(p * n for p, (_, n) in costs)
+def miss_wait(n_moe, k, hit, page, share, c): return miss_cost(n_moe, k, hit, page, share, c)[0]
 EOF
 
 # plan equality: NAME MODEL MEM_MIB
@@ -141,6 +146,7 @@ c = a['miss_expert_s']
 miss_s = miss_wait(92, 16, a['hit_rate'], (17547264 + 4096) / 7e9, a['read_share'], c)
 serial_s = (1 - a['hit_rate']) * 16 * (17547264 + 4096) / 7e9 * 92
 ok = c > 0 and abs(a['expert_wait_s_per_token'] - miss_s) < 1e-6 * miss_s and miss_s < serial_s
+ok = ok and a['read_slowdown_s_per_token'] == 0    # not measured without the weights
 ok = ok and abs(a['decode_s_per_token'] - max(a['io_s_per_token'], a['compute_s_per_token'] + a['expert_wait_s_per_token'])) < 1e-9
 ok = ok and r['fully_resident'] and r['expert_wait_s_per_token'] == 0 and r['decode_s_per_token'] == r['compute_s_per_token']
 print(("PASS" if ok else "FAIL") + f" plan kimi-k3: decode = max(I/O {a['io_s_per_token']:.2f}, compute "
@@ -247,8 +253,9 @@ for d, tgbps in ((fast, 1000), (slow, 1)):
     if not close(p['io_trunk_s_per_token'], trunk_bytes / (tgbps * 1e9)): bad.append(f"io_trunk {p['io_trunk_s_per_token']} at {tgbps}")
     if not close(p['io_s_per_token'], trunk_bytes / (tgbps * 1e9) + rest_bytes / 1e9): bad.append(f"io {p['io_s_per_token']} at {tgbps}")
     if not close(p['decode_s_per_token'], max(p['io_s_per_token'] + p['compute_s_per_token'] * (1 - p['read_share']),
-                                              p['compute_s_per_token'] + p['expert_wait_s_per_token'])):
-        bad.append("decode is not max(io + compute x (1 - read_share), compute + wait)")
+                                              p['compute_s_per_token'] + p['read_slowdown_s_per_token'] +
+                                              p['expert_wait_s_per_token'])):
+        bad.append("decode is not max(io + compute x (1 - read_share), compute + slowdown + wait)")
     if trunk_bytes <= 0: bad.append("no trunk streams at this budget")
 f, s = fast['plan'], slow['plan']
 if not close(s['io_s_per_token'] - f['io_s_per_token'], s['io_trunk_s_per_token'] * 0.999): bad.append("the two differ by more than the trunk's term")
@@ -412,17 +419,22 @@ else:
     if r["plan"]["read_share"] != 1 or r["compute_probe"] is not None: bad.append(f"--rates: read_share {r['plan']['read_share']}")
     if not p["hit_rate"] < 1 or not p["bytes_read_per_token"]["experts"] > 0: bad.append(f"experts do not stream at 200M: hit {p['hit_rate']}")
     c = (a["compute_probe"] or {}).get("miss_expert_s")
+    per_gb = (a["compute_probe"] or {}).get("slowdown_s_per_gb")
     if not (c and c > 0 and p["miss_expert_s"] == c): bad.append(f"miss_expert_s {c} (plan {p['miss_expert_s']})")
+    elif per_gb is None or per_gb < 0: bad.append(f"slowdown_s_per_gb {per_gb}")
     else:
-        wait = miss_wait(a["moe_layers"], a["top_k"], p["hit_rate"], a["expert_slot_bytes"] / 2e9, share, c)
+        wait, pages = miss_cost(a["moe_layers"], a["top_k"], p["hit_rate"], a["expert_slot_bytes"] / 2e9, share, c)
         if abs(p["expert_wait_s_per_token"] - wait) > 1e-9 * wait: bad.append(f"expert wait {p['expert_wait_s_per_token']} != {wait}")
+        slow = pages * a["expert_slot_bytes"] * 1e-9 * per_gb
+        if abs(p["read_slowdown_s_per_token"] - slow) > 1e-9 * max(slow, 1e-12): bad.append(f"slowdown {p['read_slowdown_s_per_token']} != {slow}")
+        if (b["compute_probe"] or {}).get("slowdown_s_per_gb") != per_gb: bad.append("slowdown_s_per_gb not from the cache")
     io, comp = p["io_s_per_token"], p["compute_s_per_token"]
-    want = max(io + comp * (1 - share), comp + p["expert_wait_s_per_token"])
+    want = max(io + comp * (1 - share), comp + p["read_slowdown_s_per_token"] + p["expert_wait_s_per_token"])
     if abs(p["decode_s_per_token"] - want) > 1e-9 * want: bad.append(f"decode {p['decode_s_per_token']} != {want}")
 if bad: print("FAIL plan read share: " + "; ".join(bad))
 else: print(f"PASS plan read share: demo's reader got {100 * share:.0f}% of its speed while the layers computed; "
            f"misses waited {p['expert_wait_s_per_token'] * 1e3:.2f} ms at that share beside {p['miss_expert_s'] * 1e3:.3f} ms "
-           f"of compute an expert, decode "
+           f"of compute an expert, their reads slowed it {p['read_slowdown_s_per_token'] * 1e3:.2f} ms, decode "
            f"{p['decode_s_per_token'] * 1e3:.2f} ms = max(reads through the compute, compute + misses); cached; "
            f"1 with --rates")
 PY

@@ -315,45 +315,61 @@ static double time_miss_expert(step_probe *sp)
     return median(t, 5);
 }
 
-/* Bytes per second the reader reads for about `seconds`: alone (the
- * calling thread asleep), or while the calling thread runs layer cycles
+/* One window of about `seconds`: the reader alone (the calling thread
+ * asleep), the layers alone, or both at once. The layers run in cycles
  * (each representative layer once, then the head) over all the threads. */
-static double reader_bytes_per_s(step_probe *sp, const int *reps, int n_reps, double seconds,
-                                 const k3_plan_reader *reader, int under_compute)
+typedef struct probe_window { double seconds, bytes, cycles; } probe_window;
+
+static probe_window run_window(step_probe *sp, const int *reps, int n_reps, double seconds,
+                               const k3_plan_reader *reader, int compute)
 {
-    reader->start(reader->ctx);
+    probe_window w = {0};
+    if (reader) reader->start(reader->ctx);
     const uint64_t t0 = k3_now_ns();
-    if (under_compute) {
-        do
+    if (compute) {
+        do {
             for (int i = 0; i < n_reps; i++) run_layer(sp, reps[i]);
-        while ((double)(k3_now_ns() - t0) * 1e-9 < seconds);
+            w.cycles++;
+        } while ((double)(k3_now_ns() - t0) * 1e-9 < seconds);
     } else {
         const struct timespec ts = {0, (long)(seconds * 1e9)};
         nanosleep(&ts, NULL);
     }
-    const uint64_t bytes = reader->stop(reader->ctx);
-    return (double)bytes / ((double)(k3_now_ns() - t0) * 1e-9);
+    if (reader) w.bytes = (double)reader->stop(reader->ctx);
+    w.seconds = (double)(k3_now_ns() - t0) * 1e-9;
+    return w;
 }
 
-/* The reader's speed while the layers compute, as a share of its speed
- * alone: windows of each, alternated so the machine's drift falls on both. */
-static double read_share_under_compute(step_probe *sp, const int *reps, int n_reps, const k3_plan_reader *reader)
+/* The reader and the layers side by side, against each alone: windows of
+ * each kind, alternated so the machine's drift falls on all three.
+ * *read_share: the reader's speed while the layers compute over its speed
+ * alone. *slowdown_s_per_gb: how much longer the layers take per GB the
+ * reader brings in meanwhile (the reader's threads and the kernel's work
+ * for each read take CPU from them). */
+static void reads_beside_compute(step_probe *sp, const int *reps, int n_reps, const k3_plan_reader *reader,
+                                 double *read_share, double *slowdown_s_per_gb)
 {
-    double alone = 0, loaded = 0;
-    for (int w = 0; w < 2; w++) {
-        alone += reader_bytes_per_s(sp, reps, n_reps, 0.15, reader, 0);
-        loaded += reader_bytes_per_s(sp, reps, n_reps, 0.15, reader, 1);
+    probe_window alone = {0}, both = {0}, compute = {0};
+    for (int i = 0; i < 2; i++) {
+        const probe_window a = run_window(sp, reps, n_reps, 0.15, reader, 0);
+        const probe_window b = run_window(sp, reps, n_reps, 0.15, reader, 1);
+        const probe_window c = run_window(sp, reps, n_reps, 0.15, NULL, 1);
+        alone.seconds += a.seconds, alone.bytes += a.bytes;
+        both.seconds += b.seconds, both.bytes += b.bytes, both.cycles += b.cycles;
+        compute.seconds += c.seconds, compute.cycles += c.cycles;
     }
-    if (alone <= 0 || loaded <= 0) return 0;
-    return loaded < alone ? loaded / alone : 1;
+    *read_share = *slowdown_s_per_gb = 0;
+    if (alone.bytes <= 0 || both.bytes <= 0) return;
+    const double share = (both.bytes / both.seconds) / (alone.bytes / alone.seconds);
+    *read_share = share < 1 ? share : 1;
+    const double slower_s = both.seconds - both.cycles * (compute.seconds / compute.cycles);
+    *slowdown_s_per_gb = slower_s > 0 ? slower_s / (both.bytes * 1e-9) : 0;
 }
 
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
-                        const k3_plan_reader *reader, double *layer_s, int *kinds, double *read_share,
-                        double *miss_expert_s, k3_error *err)
+                        const k3_plan_reader *reader, double *layer_s, k3_plan_timed *out, k3_error *err)
 {
-    *kinds = 0;
-    *miss_expert_s = 0;
+    memset(out, 0, sizeof *out);
     step_probe sp = {.c = c, .trunk_dt = trunk_dt, .expert_dt = expert_dt, .n_threads = n_threads > 0 ? n_threads : 1};
     int64_t max_cols = c->hidden, max_rows = c->vocab_size;
     const int64_t widths[] = {c->dense_inter, (int64_t)c->moe_inter * (c->n_shared_experts > 0 ? c->n_shared_experts : 1),
@@ -404,12 +420,12 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
         if (same >= 0) { layer_s[l] = layer_s[same]; continue; }
         layer_s[l] = time_layer(&sp, l, 5);
         if (reps) reps[n_reps++] = l;
-        if (l < c->n_layers) (*kinds)++;
+        if (l < c->n_layers) out->kinds++;
     }
     int moe = 0;
     for (int l = 0; l < c->n_layers; l++) moe |= c->is_moe[l];
-    if (moe && c->top_k > 0) *miss_expert_s = time_miss_expert(&sp);
-    *read_share = reader && reps ? read_share_under_compute(&sp, reps, n_reps, reader) : 0;
+    if (moe && c->top_k > 0) out->miss_expert_s = time_miss_expert(&sp);
+    if (reader && reps) reads_beside_compute(&sp, reps, n_reps, reader, &out->read_share, &out->slowdown_s_per_gb);
     free(reps);
     free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
     for (int i = 0; i < 4; i++) free(sp.vec[i]);

@@ -93,12 +93,7 @@ struct k3_planner {
     int f16;                      /* 16-bit matrices are float16, not bfloat16 */
     double *layer_s;              /* a token's matrix work per layer, then the head, timed at the
                                    * model's widths (k3_planner_probe_compute); NULL = from the rates */
-    int compute_kinds;            /* layer kinds that probe timed */
-    double read_share;            /* the reader's speed while the layers compute, as a share of its speed
-                                   * alone (that probe, with the weights here; 0: not measured) */
-    double miss_expert_s;         /* one routed expert over all the threads, as a miss runs (that probe;
-                                   * 0: the model has no routed experts) */
-    double compute_probe_s;       /* how long it took */
+    k3_compute_figures compute;   /* that probe's other figures */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
 };
@@ -485,10 +480,7 @@ void k3_planner_get_info(const k3_planner *p, k3_planner_info *out)
     for (int i = 0; i < p->cfg.n_layers; i++) out->trunk_bytes += p->trunk_bytes[i];
     out->head_bytes = p->trunk_bytes[p->cfg.n_layers];
     out->expert_slot_bytes = p->expert_bytes;
-    out->compute_kinds = p->layer_s ? p->compute_kinds : 0;
-    out->compute_probe_s = p->compute_probe_s;
-    out->read_share = p->layer_s ? p->read_share : 0;
-    out->miss_expert_s = p->layer_s ? p->miss_expert_s : 0;
+    if (p->layer_s) out->compute = p->compute;
     out->experts_bytes = (uint64_t)p->n_experts_total * p->expert_bytes;
     out->session_bytes = p->session_bytes;
     out->ctx_tokens = p->ctx_tokens;
@@ -711,14 +703,14 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err)
     }
     const k3_plan_reader reader = load ? read_load_reader(load) : (k3_plan_reader){0};
     const uint64_t t0 = k3_now_ns();
-    double read_share = 0, miss_expert_s = 0;
+    k3_plan_timed timed;
     const int rc = k3_plan_time_layers(c, trunk_dt, expert_dt, p->n_threads, arena, load ? &reader : NULL, layer_s,
-                                       &p->compute_kinds, &read_share, &miss_expert_s, err);
+                                       &timed, err);
     read_load_close(load);
     if (rc) { free(layer_s); return -1; }
-    p->read_share = load ? read_share : 0;
-    p->miss_expert_s = miss_expert_s;
-    p->compute_probe_s = (double)(k3_now_ns() - t0) * 1e-9;
+    p->compute = (k3_compute_figures){.kinds = timed.kinds, .probe_s = (double)(k3_now_ns() - t0) * 1e-9,
+                                      .read_share = timed.read_share, .slowdown_s_per_gb = timed.slowdown_s_per_gb,
+                                      .miss_expert_s = timed.miss_expert_s};
     free(p->layer_s);
     p->layer_s = layer_s;
     return 0;
@@ -739,13 +731,14 @@ int k3_planner_compute_layers(const k3_planner *p, double *layer_s)
     return 0;
 }
 
-int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, int kinds, double probe_s,
-                                  double read_share, double miss_expert_s)
+int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, const k3_compute_figures *f)
 {
-    if (n != p->cfg.n_layers + 1 || kinds < 1 || !(read_share >= 0 && read_share <= 1)) return -1;
-    if (read_share == 0 && read_share_measurable(p)) return -1;   /* measured without the weights: again */
-    if (!(miss_expert_s >= 0 && miss_expert_s < 1e4) || (miss_expert_s == 0 && p->n_moe > 0 && p->cfg.top_k > 0))
-        return -1;                                                /* none, for a model with routed experts */
+    if (n != p->cfg.n_layers + 1 || f->kinds < 1 || !(f->read_share >= 0 && f->read_share <= 1)) return -1;
+    if (f->read_share == 0 && read_share_measurable(p)) return -1;   /* measured without the weights: again */
+    if (!(f->slowdown_s_per_gb >= 0 && f->slowdown_s_per_gb < 1e4) || !(f->probe_s >= 0)) return -1;
+    if (!(f->miss_expert_s >= 0 && f->miss_expert_s < 1e4) ||
+        (f->miss_expert_s == 0 && p->n_moe > 0 && p->cfg.top_k > 0))
+        return -1;                                                   /* none, for a model with routed experts */
     for (int i = 0; i < n; i++)
         if (!(layer_s[i] >= 0 && layer_s[i] < 1e4)) return -1;
     double *copy = malloc((size_t)n * sizeof *copy);
@@ -753,67 +746,76 @@ int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, i
     memcpy(copy, layer_s, (size_t)n * sizeof *copy);
     free(p->layer_s);
     p->layer_s = copy;
-    p->compute_kinds = kinds;
-    p->compute_probe_s = probe_s;
-    p->read_share = read_share;
-    p->miss_expert_s = miss_expert_s;
+    p->compute = *f;
     return 0;
 }
 
-/* Seconds one MoE layer of a decode token waits for j expert misses of its
- * top_k beyond the layer's own compute. The layer's reads go out together
- * once its router has run, `depth` of them in flight at a time (sharing
- * the disk, so they arrive in batches of depth); the k - j experts in
- * memory compute meanwhile, then each miss computes when its page has
- * arrived (all threads on it, expert_s) while the next pages are read
- * (engine/model/moe.c). So:
+/* What j expert misses of its top_k cost one MoE layer of a decode token
+ * beyond the layer's own compute: the time it waits for them, and the
+ * pages it reads while it computes (whose reads take CPU from it). */
+typedef struct miss_cost { double wait_s, pages_under_compute; } miss_cost;
+
+/* The layer's reads go out together once its router has run, `depth` of
+ * them in flight at a time (sharing the disk, so they arrive in batches of
+ * depth); the k - j experts in memory compute meanwhile, then each miss
+ * computes when its page has arrived (all threads on it, expert_s) while
+ * the next pages are read (engine/model/moe.c). So:
  *   - the reads take j pages at page_s each (the disk alone), slowed to
  *     read_share of its speed while the CPU computes, which it does for
- *     all but the last expert's compute at most: the reads end at
- *     read_s = min(j page_s / share, j page_s + (1 - share) (k - 1) expert_s);
+ *     all but the last batch's compute at most, (k - batch) expert_s: the
+ *     reads end at read_s = min(j page_s / share,
+ *     j page_s + (1 - share) (k - batch) expert_s);
  *   - the layer's experts end at the latest of: all k computed back to
  *     back (no wait), the last batch's arrival plus its compute, and the
  *     first batch's arrival plus the j misses' compute (when the experts
- *     in memory are done before it).
+ *     in memory are done before it);
+ *   - the pages read while it computes: all j when the reads end within
+ *     that compute, else what the disk reads at the share meanwhile.
  * k3 bench's figures at k3-16g's 4405M (every lookup a miss, 16 of 16):
  * 0.229 s waited of 0.314 s read a token, where reading then computing
  * would wait it all; the reads ended 2.2 ms a layer before the layer's
  * experts did, about six experts' compute (0.38 ms each) where one
  * arriving at a time would leave one. */
-static double layer_wait_seconds(int k, int j, int depth, double page_s, double share, double expert_s)
+static miss_cost layer_miss_cost(int k, int j, int depth, double page_s, double share, double expert_s)
 {
-    if (j <= 0) return 0;
+    miss_cost m = {0, 0};
+    if (j <= 0) return m;
     const int batch = j < depth ? j : depth;
+    const double computing_s = (k - batch) * expert_s;
     const double under_compute_s = j * page_s / share;
-    const double beside_compute_s = j * page_s + (1 - share) * (k - 1) * expert_s;
+    const double beside_compute_s = j * page_s + (1 - share) * computing_s;
     const double read_s = under_compute_s < beside_compute_s ? under_compute_s : beside_compute_s;
     const int in_memory = k - j;
     const double first_batch_s = batch * (in_memory > 0 ? page_s / share : page_s);
     double wait = read_s + batch * expert_s - k * expert_s;
     const double first_wait = first_batch_s - in_memory * expert_s;
     if (first_wait > wait) wait = first_wait;
-    return wait > 0 ? wait : 0;
+    m.wait_s = wait > 0 ? wait : 0;
+    m.pages_under_compute = under_compute_s <= computing_s ? j : computing_s * share / page_s;
+    return m;
 }
 
-/* A decode token's wait for its expert misses over its n_moe layers, with
- * each lookup a miss at 1 - hit_rate independently: the layers' misses
- * binomial. The average of the waits, not the wait of the average: at 98%
- * hits most layers miss nothing and a layer that misses one expert reads
- * it under its fifteen others' compute (k3-16g 11622M: 0.1 ms waited a
- * token of 8 ms read). */
-static double expert_wait_seconds(int n_moe, int k, int depth, double hit_rate, double page_s, double share,
-                                  double expert_s)
+/* A decode token's misses over its n_moe layers, with each lookup a miss
+ * at 1 - hit_rate independently: the layers' misses binomial. The average
+ * of the costs, not the cost of the average: at 98% hits most layers miss
+ * nothing and a layer that misses one expert reads it under its fifteen
+ * others' compute (k3-16g 11622M: 0.1 ms waited a token of 8 ms read). */
+static miss_cost token_miss_cost(int n_moe, int k, int depth, double hit_rate, double page_s, double share,
+                                 double expert_s)
 {
-    if (n_moe <= 0 || k <= 0 || hit_rate >= 1) return 0;
+    miss_cost sum = {0, 0};
+    if (n_moe <= 0 || k <= 0 || hit_rate >= 1) return sum;
     const double miss = 1 - hit_rate;
-    double wait = 0;
     for (int j = 1; j <= k; j++) {
         const double p = hit_rate <= 0 ? (j == k)
                                        : exp(lgamma(k + 1.0) - lgamma(j + 1.0) - lgamma(k - j + 1.0) + j * log(miss) +
                                              (k - j) * log(hit_rate));
-        if (p > 0) wait += p * layer_wait_seconds(k, j, depth, page_s, share, expert_s);
+        if (p <= 0) continue;
+        const miss_cost m = layer_miss_cost(k, j, depth, page_s, share, expert_s);
+        sum.wait_s += n_moe * p * m.wait_s;
+        sum.pages_under_compute += n_moe * p * m.pages_under_compute;
     }
-    return n_moe * wait;
+    return sum;
 }
 
 int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
@@ -854,7 +856,7 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     out->bytes_head = (plan.pinned[head] ? 0 : (double)pl->trunk_bytes[head]) + embed_row_bytes;
     const double lookups = (double)c->top_k * pl->n_moe;
     out->bytes_experts = (1 - out->hit_rate) * lookups * (double)pl->expert_bytes;
-    out->read_share = pl->layer_s && pl->read_share > 0 ? pl->read_share : 1;
+    out->read_share = pl->layer_s && pl->compute.read_share > 0 ? pl->compute.read_share : 1;
     const double bps = disk_gbps * 1e9, trunk_bps = trunk_gbps * 1e9;
     const double head_unit_bytes = out->bytes_head - embed_row_bytes;   /* streamed as a trunk unit */
     out->disk_gbps = disk_gbps;
@@ -886,15 +888,21 @@ int k3_planner_estimate(k3_planner *pl, uint64_t mem_bytes, double disk_gbps, do
     out->compute_s = matrices_s + decode_state_bytes / mem_bps + situ_s_per_token(pl, r);
     /* Reads made while the layers compute get read_share of the disk's
      * speed (the compute probe's figure, when it ran here). A layer's
-     * misses wait as expert_wait_seconds says. When the reads bound the
-     * token, the disk reads through the compute at that share and alone
-     * at the whole speed the rest of the time. */
+     * misses wait as layer_miss_cost says, and the pages read while it
+     * computes slow that compute by the probe's slowdown per GB. When the
+     * reads bound the token, the disk reads through the compute at that
+     * share and alone at the whole speed the rest of the time. */
     const double share = out->read_share;
-    out->miss_expert_s = pl->layer_s && pl->miss_expert_s > 0 ? pl->miss_expert_s : expert_s;
-    out->expert_wait_s = plan.all_resident ? 0
-                       : expert_wait_seconds(pl->n_moe, c->top_k, K3_IO_DEPTH_DEFAULT, out->hit_rate,
-                                             (double)pl->expert_bytes / bps, share, out->miss_expert_s);
-    const double serial_s = out->compute_s + out->expert_wait_s;
+    out->miss_expert_s = pl->layer_s && pl->compute.miss_expert_s > 0 ? pl->compute.miss_expert_s : expert_s;
+    if (!plan.all_resident) {
+        const miss_cost m = token_miss_cost(pl->n_moe, c->top_k, K3_IO_DEPTH_DEFAULT, out->hit_rate,
+                                            (double)pl->expert_bytes / bps, share, out->miss_expert_s);
+        out->expert_wait_s = m.wait_s;
+        out->read_slowdown_s = pl->layer_s ? m.pages_under_compute * (double)pl->expert_bytes * 1e-9 *
+                                             pl->compute.slowdown_s_per_gb
+                                           : 0;
+    }
+    const double serial_s = out->compute_s + out->read_slowdown_s + out->expert_wait_s;
     const double io_bound_s = out->io_s + out->compute_s * (1 - share);
     out->decode_s = io_bound_s > serial_s ? io_bound_s : serial_s;
 
