@@ -15,7 +15,10 @@
 # times is the one compared (the run nearest the median gives the other
 # figures), and their spread ((max - min) / median) is printed: on this
 # shared VM the same row measured 0.49-0.57 s a token from one run to the
-# next, which one run alone would put in the error.
+# next, which one run alone would put in the error. Likewise the prediction:
+# after each of those runs k3 plan probes the kernels again (--reprobe) and
+# takes that run's disk figures, and the median of the RUNS predictions is
+# the one compared (the other k3 plan columns use the last probe).
 #   tools/bench_plan.sh [MODEL...]     (default: the models found)
 #   ROWS="1"  runs only the first budget of each model (default "1 2 3")
 cd "$(dirname "$0")/.." || exit 1
@@ -34,8 +37,19 @@ models="$*"
 done
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %6s %9s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s %8s %9s %7s %9s %7s\n" model mem plan= \
-    "hit m/p" "meas s/t" spread "pred s/t" err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err "run GB/s" "run pred" err "1st run" err
+printf "%-24s %7s %6s %7s %9s %6s %9s %6s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s %8s %9s %7s %9s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" spread "pred s/t" spread err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err "run GB/s" "run pred" err "1st run" err
+# k3 plan on bench run $1's figures (its fixed claim; the disk and the trunk
+# ring as it probed them right after its decode pass), the kernels probed
+# again now (--reprobe), under the same load: into $2
+plan_of_run() {
+    fixed=$(python3 -c "import json;p=json.load(open('$1'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
+    dev=$(python3 -c "import json;print(json.load(open('$1'))['device_gbps'])")
+    # (the ring's speed is null when every unit is pinned: the disk figure stands)
+    trunk=$(python3 -c "import json;t=json.load(open('$1'))['trunk_gbps'];print(t if t else '$dev')")
+    "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
+        --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $2 2>$OUT/plan.err
+}
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
     # of the experts cached, and most of the model
@@ -51,17 +65,22 @@ for m in $models; do
         case " $ROWS " in *" $row "*) ;; *) continue ;; esac
         [ $mem -le $CAP ] || mem=$CAP
         [ $mem -gt $MIN ] || continue
-        rm -f $OUT/first.json $OUT/bench.json $OUT/run-*.json
+        rm -f $OUT/first.json $OUT/bench.json $OUT/run-*.json $OUT/plan-*.json
         runs=""
+        plans=""
         i=0
         while [ $i -le $RUNS ]; do
             run=run-$i; [ $i -eq 0 ] && run=first
             "$K3BIN" bench $m --mem ${mem}M --json --tokens $TOKENS --prompt-tokens $PROMPT --no-resident --no-draft --no-warm-prompt \
                 --trace $OUT/trace.txt > $OUT/$run.json 2>$OUT/bench.err || break
-            [ $i -gt 0 ] && runs="$runs $OUT/$run.json"
+            if [ $i -gt 0 ]; then
+                runs="$runs $OUT/$run.json"
+                plan_of_run $OUT/$run.json $OUT/plan-$i.json || break
+                plans="$plans $OUT/plan-$i.json"
+            fi
             i=$((i + 1))
         done
-        [ $i -gt $RUNS ] || { echo "$m ${mem}M: bench failed: $(tail -1 $OUT/bench.err)"; continue; }
+        [ $i -gt $RUNS ] || { echo "$m ${mem}M: bench or plan failed: $(tail -1 $OUT/bench.err) $(cat $OUT/plan.err)"; continue; }
         # the measurement: the run whose decode is the median (its figures
         # whole), the others' decode times for the spread
         python3 - $OUT/bench.json $runs <<'EOF'
@@ -72,16 +91,19 @@ b = json.load(open(runs[len(runs) // 2]))
 b['decode_runs_s_per_token'] = times
 json.dump(b, open(sys.argv[1], 'w'))
 EOF
+        python3 - $OUT/plan.json $plans <<'EOF'
+import json, sys
+plans = sorted(sys.argv[2:], key=lambda f: json.load(open(f))['plan']['decode_s_per_token'])
+p = json.load(open(plans[len(plans) // 2]))
+p['decode_predictions_s_per_token'] = [json.load(open(f))['plan']['decode_s_per_token'] for f in plans]
+json.dump(p, open(sys.argv[1], 'w'))
+EOF
         cp $OUT/bench.json "$OUT/bench-$(basename $m)-${mem}M.json"   # kept: the run's whole figures
         fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])")
         dev=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['device_gbps'])")
         # the trunk ring's reads as k3 bench timed them after its decode pass
         # (null when every unit is pinned: nothing streams, the disk figure stands)
         trunk=$(python3 -c "import json;t=json.load(open('$OUT/bench.json'))['trunk_gbps'];print(t if t else '$dev')")
-        # the disk as k3 bench probed it right after its decode pass; the
-        # kernels probed again now (--reprobe), under the same load
-        "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
-            --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $OUT/plan.json 2>$OUT/plan.err || { echo "$m ${mem}M: plan failed: $(cat $OUT/plan.err)"; continue; }
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
             --disk $dev --disk-trunk $trunk --json > $OUT/uniform.json 2>/dev/null
         "$K3BIN" plan $m --mem ${mem}M --ctx $((PROMPT + TOKENS + 1)) --disk $dev --disk-trunk $trunk --json > $OUT/estimate.json 2>/dev/null
@@ -111,10 +133,12 @@ same = all(bp[k] == pp[k] for k in keys)
 meas = b['decode_s_per_token']
 runs = b['decode_runs_s_per_token']
 spread = 100 * (max(runs) - min(runs)) / meas
+preds = p['decode_predictions_s_per_token']
+pspread = 100 * (max(preds) - min(preds)) / pp['decode_s_per_token']
 err = lambda pred, meas: 100 * (pred - meas) / meas
 meas_pr = prompt / b['prefill_tokens_per_s']
 print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:3.0f}/{100*pp['hit_rate']:<3.0f} "
-      f"{meas:9.4f} {spread:5.0f}% {pp['decode_s_per_token']:9.4f} {err(pp['decode_s_per_token'], meas):+6.0f}% "
+      f"{meas:9.4f} {spread:5.0f}% {pp['decode_s_per_token']:9.4f} {pspread:5.0f}% {err(pp['decode_s_per_token'], meas):+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
       f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f} "
       f"{one:9.4f} {err(one, meas):+6.0f}% {b['cpu_s_per_token']['decode']:8.4f} {err(pp['decode_s_per_token'], b['cpu_s_per_token']['decode']):+6.0f}% "
@@ -124,7 +148,8 @@ EOF
 done
 echo "(plan= : pinned units, ring and expert slots equal the engine's; hit m/p: measured / predicted"
 echo " true hit rate %; meas s/t: decode seconds per token, the median of $RUNS runs after a first one;"
-echo " spread: (slowest - fastest) / median of those runs; unif: with uniform routing instead of the"
+echo " spread: (slowest - fastest) / median of those runs; pred s/t: the median of the $RUNS predictions"
+echo " made after each of them (the kernels probed again), and their spread; unif: with uniform routing instead of the"
 echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s of random expert pages as k3 bench probed"
 echo " them in the run; trunk: GB/s of the trunk ring's own reads as k3 bench timed them after decode (0: all"
 echo " pinned, nothing streams); 1-speed: k3 plan with the trace and the disk figure for every read, as"
