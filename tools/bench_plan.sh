@@ -48,7 +48,9 @@ plan_of_run() {
     # (the ring's speed is null when every unit is pinned: the disk figure stands)
     trunk=$(python3 -c "import json;t=json.load(open('$1'))['trunk_gbps'];print(t if t else '$dev')")
     "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
-        --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $2 2>$OUT/plan.err
+        --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $2 2>$OUT/plan.err || return 1
+    # the plan the engine opened with in that run, for the plan= column
+    python3 -c "import json;p=json.load(open('$2'));p['run_plan']=json.load(open('$1'))['plan'];json.dump(p,open('$2','w'))"
 }
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
@@ -129,7 +131,7 @@ try: fixed_err = (json.load(open(sys.argv[7]))['plan']['fixed_bytes'] - b['plan'
 except Exception: fixed_err = float('nan')
 bp, pp, up = b['plan'], p['plan'], u['plan']
 keys = ['pinned_units', 'ring_slots', 'ring_slot_bytes', 'expert_slots', 'expert_slot_bytes', 'min_budget_bytes']
-same = all(bp[k] == pp[k] for k in keys)
+same = all(p['run_plan'][k] == pp[k] for k in keys)   # the engine's plan in the run this prediction used
 meas = b['decode_s_per_token']
 runs = b['decode_runs_s_per_token']
 spread = 100 * (max(runs) - min(runs)) / meas
@@ -146,7 +148,7 @@ print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:
 EOF
     done
 done
-echo "(plan= : pinned units, ring and expert slots equal the engine's; hit m/p: measured / predicted"
+echo "(plan= : pinned units, ring and expert slots equal the engine's in the run the prediction took its figures from; hit m/p: measured / predicted"
 echo " true hit rate %; meas s/t: decode seconds per token, the median of $RUNS runs after a first one;"
 echo " spread: (slowest - fastest) / median of those runs; pred s/t: the median of the $RUNS predictions"
 echo " made after each of them (the kernels probed again), and their spread; unif: with uniform routing instead of the"
