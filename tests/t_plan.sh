@@ -208,15 +208,17 @@ ok = isinstance(b.get('trunk_gbps'), float) and b['trunk_gbps'] > 0 and t and t[
 ok = ok and streamed > 0 and 1 <= t['units'] <= streamed and t['pass_bytes'] > 0 and t['passes'] >= 2
 ok = ok and b['device_gbps'] is not None and b['trunk_probe_error'] is None
 # a pass is what the ring streams each decode token (2 ring slots, more units: all are read again);
-# the decode's count may also hold what the ring read ahead for the token after the last one,
-# at most its slots' worth (one 5.6 MB unit was seen under load)
+# at either end the count may be off by what the ring reads ahead, at most its slots' worth: the
+# prompt's last step may already have read the first decode token's units (counted as prompt: 7.4 MB
+# fewer seen in CI), and the decode's count may hold units read for the token after the last one
+# (one 5.6 MB unit was seen under load)
 decode_trunk = b['bytes_read_per_token']['trunk'] * b['tokens']
 readahead = p['ring_slots'] * p['ring_slot_bytes']
-ok = ok and 0.99 * t['pass_bytes'] * b['tokens'] <= decode_trunk <= 1.01 * t['pass_bytes'] * b['tokens'] + readahead
+ok = ok and 0.99 * t['pass_bytes'] * b['tokens'] - readahead <= decode_trunk <= 1.01 * t['pass_bytes'] * b['tokens'] + readahead
 print(("PASS" if ok else "FAIL") + f" plan trunk probe: k3 bench --mem {sys.argv[3]}M reports trunk_gbps "
       f"{b.get('trunk_gbps')} apart from device_gbps {b.get('device_gbps')} ({t and t['units']} of {streamed} streamed "
       f"units, {t and t['pass_bytes']} bytes a pass x {b['tokens']} tokens = decode's {decode_trunk:.0f} trunk bytes, "
-      f"less at most {readahead} read ahead; {t and t['passes']} passes)")
+      f"give or take at most {readahead} read ahead; {t and t['passes']} passes)")
 # the device probe: a sample read once (first_read_gbps), then again at
 # each depth (gbps: the runtime depth's); device_gbps is the faster probe's
 d = b.get('device_probe') or {}
