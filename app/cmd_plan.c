@@ -189,9 +189,10 @@ static json_t *seconds_json(const double *v, int n)
  * these widths; else measured now (k3_planner_probe_compute) and written
  * back. It touches 256 MiB and streams each layer kind six times and a
  * routed expert 6 x top_k times, a second or more for Kimi K3, then with
- * the weights here reads the model's file for 0.6 s, half of it while the
- * layers compute (the read share): a plan of the same model again costs
- * nothing.
+ * the weights here spends 0.9 s in windows of three kinds: the model's
+ * file read alone, read while the layers compute, the layers alone (the
+ * read share and the reads' slowdown of the compute): a plan of the same
+ * model again costs nothing.
  * *layer_s_out: the figures (n_layers + 1, freed by the caller), NULL when
  * nothing was timed (an F8 trunk). */
 static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_layers, int reprobe, int *cached,

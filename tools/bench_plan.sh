@@ -18,7 +18,10 @@
 # next, which one run alone would put in the error. Likewise the prediction:
 # after each of those runs k3 plan probes the kernels again (--reprobe) and
 # takes that run's disk figures, and the median of the RUNS predictions is
-# the one compared (the other k3 plan columns use the last probe).
+# the one compared (the other k3 plan columns use the last probe). The
+# machine drifts over minutes (memory bandwidth, the host's disk cache), and
+# a prediction probed right after a run shares that run's state: "paired" is
+# the median of each prediction's error against the run just before it.
 #   tools/bench_plan.sh [MODEL...]     (default: the models found)
 #   ROWS="1"  runs only the first budget of each model (default "1 2 3")
 cd "$(dirname "$0")/.." || exit 1
@@ -35,10 +38,11 @@ models="$*"
 [ -n "$models" ] || for m in models/demo models/k3-sim models/k3-16g models/k3-real-widths; do
     [ -f $m/config.json ] && models="$models $m"
 done
+rm -f $OUT/errors.txt
 busy=$(awk '/^procs_running/ {print $2 - 1}' /proc/stat 2>/dev/null)
 echo "note: $busy other runnable process(es) now; load $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-24s %7s %6s %7s %9s %6s %9s %6s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s %8s %9s %7s %9s %7s\n" model mem plan= \
-    "hit m/p" "meas s/t" spread "pred s/t" spread err "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err "run GB/s" "run pred" err "1st run" err
+printf "%-24s %7s %6s %7s %9s %6s %9s %6s %7s %7s %9s %7s %8s %8s %7s %6s %6s %7s %9s %7s %8s %7s %8s %9s %7s %9s %7s\n" model mem plan= \
+    "hit m/p" "meas s/t" spread "pred s/t" spread err paired "unif s/t" err "meas pr" "pred pr" err "disk" "trunk" "fixed" "1-speed" err "meas CPU" err "run GB/s" "run pred" err "1st run" err
 # k3 plan on bench run $1's figures (its fixed claim; the disk and the trunk
 # ring as it probed them right after its decode pass), the kernels probed
 # again now (--reprobe), under the same load: into $2
@@ -50,7 +54,9 @@ plan_of_run() {
     "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
         --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $2 2>$OUT/plan.err || return 1
     # the plan the engine opened with in that run, for the plan= column
-    python3 -c "import json;p=json.load(open('$2'));p['run_plan']=json.load(open('$1'))['plan'];json.dump(p,open('$2','w'))"
+    # the plan the engine opened with in that run, for the plan= column, and
+    # that run's decode time, for the paired error
+    python3 -c "import json;p=json.load(open('$2'));r=json.load(open('$1'));p['run_plan']=r['plan'];p['run_decode_s_per_token']=r['decode_s_per_token'];json.dump(p,open('$2','w'))"
 }
 for m in $models; do
     # budgets: just above the engine's minimum (the ring streams), a quarter
@@ -98,6 +104,9 @@ import json, sys
 plans = sorted(sys.argv[2:], key=lambda f: json.load(open(f))['plan']['decode_s_per_token'])
 p = json.load(open(plans[len(plans) // 2]))
 p['decode_predictions_s_per_token'] = [json.load(open(f))['plan']['decode_s_per_token'] for f in plans]
+# each prediction against the run it followed
+p['paired_errors'] = sorted((json.load(open(f))['plan']['decode_s_per_token'] - json.load(open(f))['run_decode_s_per_token'])
+                            / json.load(open(f))['run_decode_s_per_token'] for f in plans)
 json.dump(p, open(sys.argv[1], 'w'))
 EOF
         cp $OUT/bench.json "$OUT/bench-$(basename $m)-${mem}M.json"   # kept: the run's whole figures
@@ -118,7 +127,7 @@ EOF
         run=$(python3 -c "import json;b=json.load(open('$OUT/bench.json'));print(b['read_gbps'] or b['device_gbps'])")
         "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
             --disk $run --disk-trunk $run --trace $OUT/trace.txt --json > $OUT/run_disk.json 2>/dev/null
-        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json $OUT/one_speed.json $OUT/run_disk.json $OUT/first.json <<'EOF'
+        python3 - $m ${mem}M $OUT/bench.json $OUT/plan.json $OUT/uniform.json $PROMPT $OUT/estimate.json $OUT/one_speed.json $OUT/run_disk.json $OUT/first.json $OUT/errors.txt <<'EOF'
 import json, sys
 m, mem, b, p, u, prompt = sys.argv[1], sys.argv[2], *[json.load(open(f)) for f in sys.argv[3:6]], int(sys.argv[6])
 try: one = json.load(open(sys.argv[8]))['plan']['decode_s_per_token']
@@ -137,10 +146,13 @@ runs = b['decode_runs_s_per_token']
 spread = 100 * (max(runs) - min(runs)) / meas
 preds = p['decode_predictions_s_per_token']
 pspread = 100 * (max(preds) - min(preds)) / pp['decode_s_per_token']
+pe = p['paired_errors']
+paired = 100 * (pe[len(pe) // 2] if len(pe) % 2 else (pe[len(pe) // 2 - 1] + pe[len(pe) // 2]) / 2)
 err = lambda pred, meas: 100 * (pred - meas) / meas
+with open(sys.argv[11], 'a') as f: f.write(f"{err(pp['decode_s_per_token'], meas):.1f} {paired:.1f}\n")
 meas_pr = prompt / b['prefill_tokens_per_s']
 print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:3.0f}/{100*pp['hit_rate']:<3.0f} "
-      f"{meas:9.4f} {spread:5.0f}% {pp['decode_s_per_token']:9.4f} {pspread:5.0f}% {err(pp['decode_s_per_token'], meas):+6.0f}% "
+      f"{meas:9.4f} {spread:5.0f}% {pp['decode_s_per_token']:9.4f} {pspread:5.0f}% {err(pp['decode_s_per_token'], meas):+6.0f}% {paired:+6.0f}% "
       f"{up['decode_s_per_token']:9.4f} {err(up['decode_s_per_token'], meas):+6.0f}% "
       f"{meas_pr:8.3f} {pp['prompt_s']:8.3f} {err(pp['prompt_s'], meas_pr):+6.0f}% {b['device_gbps']:6.2f} {b['trunk_gbps'] or 0:6.2f} {fixed_err:+7.1f} "
       f"{one:9.4f} {err(one, meas):+6.0f}% {b['cpu_s_per_token']['decode']:8.4f} {err(pp['decode_s_per_token'], b['cpu_s_per_token']['decode']):+6.0f}% "
@@ -148,10 +160,14 @@ print(f"{m:24s} {mem:>7s} {'yes' if same else 'NO':>6s} {100*b['true_hit_rate']:
 EOF
     done
 done
+# the acceptance's count: rows within 25%, by the medians and paired
+[ -f $OUT/errors.txt ] && awk '{n++; m += ($1 >= -25 && $1 <= 25); p += ($2 >= -25 && $2 <= 25)}
+    END {printf "decode within +-25%%: %d of %d rows (median against median), %d of %d (paired)\n", m, n, p, n}' $OUT/errors.txt
 echo "(plan= : pinned units, ring and expert slots equal the engine's in the run the prediction took its figures from; hit m/p: measured / predicted"
 echo " true hit rate %; meas s/t: decode seconds per token, the median of $RUNS runs after a first one;"
 echo " spread: (slowest - fastest) / median of those runs; pred s/t: the median of the $RUNS predictions"
-echo " made after each of them (the kernels probed again), and their spread; unif: with uniform routing instead of the"
+echo " made after each of them (the kernels probed again), and their spread; paired: the median of each"
+echo " prediction's error against the run it followed (the machine's state they share); unif: with uniform routing instead of the"
 echo " trace; pr: seconds for the $PROMPT-token prompt; disk: GB/s of random expert pages as k3 bench probed"
 echo " them in the run; trunk: GB/s of the trunk ring's own reads as k3 bench timed them after decode (0: all"
 echo " pinned, nothing streams); 1-speed: k3 plan with the trace and the disk figure for every read, as"

@@ -367,7 +367,7 @@ static void reads_beside_compute(step_probe *sp, const int *reps, int n_reps, co
 }
 
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
-                        const k3_plan_reader *reader, double *layer_s, k3_plan_timed *out, k3_error *err)
+                        const k3_plan_reader *reader, double *layer_s, k3_compute_figures *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
     step_probe sp = {.c = c, .trunk_dt = trunk_dt, .expert_dt = expert_dt, .n_threads = n_threads > 0 ? n_threads : 1};

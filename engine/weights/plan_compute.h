@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include "dtype.h"
 #include "config.h"
+#include "k3.h"
 
 /* A reader in the background: start() begins reading, stop() ends it and
  * gives the bytes read since start(). */
@@ -16,34 +17,26 @@ typedef struct k3_plan_reader {
     void *ctx;
 } k3_plan_reader;
 
-/* What k3_plan_time_layers measures besides layer_s. */
-typedef struct k3_plan_timed {
-    int kinds;                  /* layer kinds timed (attention kind x MoE or dense; the layers of a
-                                 * kind share one figure), the head not counted */
-    double miss_expert_s;       /* one routed expert's matrices over all the threads, as the engine
-                                 * runs an expert whose page is read for this token (0: the model has
-                                 * no routed experts). A layer's misses are computed one by one as
-                                 * their reads arrive, so part of their reads hides under the layer's
-                                 * expert compute; plan_model.c needs this figure to count how much */
-    double read_share;          /* with a reader: its speed while the layers compute over all the
-                                 * threads, as a share of its speed alone (0: not measured). On a
-                                 * machine with few cores the reader's threads, the kernel's work for
-                                 * each read and the compute take turns: on this 2-core VM decode's
-                                 * reads got 64-95% of the probe's speed */
-    double slowdown_s_per_gb;   /* with a reader: seconds the layers take longer per GB it reads
-                                 * while they compute (the same turns, seen from the compute) */
-} k3_plan_timed;
-
 /* layer_s[l] for l < n_layers: seconds of layer l's matrices for one token
  * (its trunk's, then top_k routed experts in a wave); layer_s[n_layers]:
  * the head's. Trunk matrices in trunk_dt, experts in expert_dt, n_threads
  * threads, weights spread through arena_bytes of memory.
+ * *out gets the other figures but probe_s (the caller's, who opens the
+ * reader): the layer kinds timed (attention kind x MoE or dense; the
+ * layers of a kind share one figure; the head not counted), and one routed
+ * expert's matrices over all the threads as the engine runs an expert
+ * whose page is read for this token (plan_model.c counts from it how much
+ * of a layer's miss reads hides under its expert compute).
  * With a reader (else NULL) the reads beside compute are measured too: the
  * layers round and round for 0.3 s while the reader reads, against 0.3 s
  * of reading alone and 0.3 s of the layers alone, in alternate windows of
- * 0.15 s. */
+ * 0.15 s. read_share is the reader's speed beside the layers over its
+ * speed alone (on a machine with few cores the reader's threads, the
+ * kernel's work for each read and the compute take turns);
+ * slowdown_s_per_gb how much longer the layers take per GB it reads
+ * meanwhile (the same turns, seen from the compute). Both 0 without one. */
 int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
-                        const k3_plan_reader *reader, double *layer_s, k3_plan_timed *out, k3_error *err);
+                        const k3_plan_reader *reader, double *layer_s, k3_compute_figures *out, k3_error *err);
 
 /* The weights in the trunk matrices that probe multiplies for layer l
  * (n_layers: the head): what the layer's unit holds in matrices, which

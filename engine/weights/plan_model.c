@@ -703,14 +703,13 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err)
     }
     const k3_plan_reader reader = load ? read_load_reader(load) : (k3_plan_reader){0};
     const uint64_t t0 = k3_now_ns();
-    k3_plan_timed timed;
+    k3_compute_figures figures;
     const int rc = k3_plan_time_layers(c, trunk_dt, expert_dt, p->n_threads, arena, load ? &reader : NULL, layer_s,
-                                       &timed, err);
+                                       &figures, err);
     read_load_close(load);
     if (rc) { free(layer_s); return -1; }
-    p->compute = (k3_compute_figures){.kinds = timed.kinds, .probe_s = (double)(k3_now_ns() - t0) * 1e-9,
-                                      .read_share = timed.read_share, .slowdown_s_per_gb = timed.slowdown_s_per_gb,
-                                      .miss_expert_s = timed.miss_expert_s};
+    figures.probe_s = (double)(k3_now_ns() - t0) * 1e-9;
+    p->compute = figures;
     free(p->layer_s);
     p->layer_s = layer_s;
     return 0;
