@@ -284,20 +284,32 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-/* Seconds of layer l's matrix work for one token: the median of `reps`
- * runs after one unmeasured run. The median, not the fastest: decode pays
- * the typical call, and every run here is many calls. */
-static double time_layer(step_probe *sp, int l, int reps)
+/* Seconds of each layer in layers[0..n) for one token: the median of
+ * `rounds` runs (at most 16) after one unmeasured run each. The median, not
+ * the fastest: decode pays the typical call, and every run here is many
+ * calls. The layers take turns, one run each a round, so that a slow spell
+ * of this shared machine (the same real-width layer measured 60% slower
+ * in one probe of three, minutes apart) falls on a few runs of every layer
+ * rather than on all the runs of one. */
+static void time_layers(step_probe *sp, const int *layers, int n, int rounds, double *layer_s)
 {
     double t[16];
-    if (reps > 16) reps = 16;
-    run_layer(sp, l);
-    for (int r = 0; r < reps; r++) {
-        const uint64_t t0 = k3_now_ns();
-        run_layer(sp, l);
-        t[r] = (double)(k3_now_ns() - t0) * 1e-9;
+    if (rounds > 16) rounds = 16;
+    double *runs = malloc((size_t)n * (size_t)rounds * sizeof *runs);
+    for (int i = 0; i < n; i++) run_layer(sp, layers[i]);
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            const uint64_t t0 = k3_now_ns();
+            run_layer(sp, layers[i]);
+            const double s = (double)(k3_now_ns() - t0) * 1e-9;
+            if (runs) runs[(size_t)i * rounds + r] = s;
+            else layer_s[layers[i]] = s;                /* no memory for the runs: the last one */
+        }
+    for (int i = 0; runs && i < n; i++) {
+        memcpy(t, runs + (size_t)i * rounds, (size_t)rounds * sizeof *t);
+        layer_s[layers[i]] = median(t, rounds);
     }
-    return median(t, reps);
+    free(runs);
 }
 
 /* Seconds of one expert run by run_miss_expert: the median of 5 runs of
@@ -413,19 +425,29 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
     /* one layer of each kind (attention kind, MoE or dense), then the head;
      * layers of a kind measured before take its time */
     int *reps = malloc(((size_t)c->n_layers + 1) * sizeof *reps), n_reps = 0;   /* a layer of each kind, the head */
+    int *same = malloc(((size_t)c->n_layers + 1) * sizeof *same);
+    if (!reps || !same) {
+        free(reps); free(same);
+        free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
+        for (int i = 0; i < 4; i++) free(sp.vec[i]);
+        return k3_err(err, "out of memory for the compute probe");
+    }
     for (int l = 0; l <= c->n_layers; l++) {
-        int same = -1;
-        for (int p = 0; p < l && same < 0 && l < c->n_layers; p++)
-            if (c->attn_kind[p] == c->attn_kind[l] && c->is_moe[p] == c->is_moe[l]) same = p;
-        if (same >= 0) { layer_s[l] = layer_s[same]; continue; }
-        layer_s[l] = time_layer(&sp, l, 5);
-        if (reps) reps[n_reps++] = l;
+        same[l] = -1;
+        for (int p = 0; p < l && same[l] < 0 && l < c->n_layers; p++)
+            if (c->attn_kind[p] == c->attn_kind[l] && c->is_moe[p] == c->is_moe[l]) same[l] = p;
+        if (same[l] >= 0) continue;
+        reps[n_reps++] = l;
         if (l < c->n_layers) out->kinds++;
     }
+    time_layers(&sp, reps, n_reps, 5, layer_s);
+    for (int l = 0; l <= c->n_layers; l++)
+        if (same[l] >= 0) layer_s[l] = layer_s[same[l]];
+    free(same);
     int moe = 0;
     for (int l = 0; l < c->n_layers; l++) moe |= c->is_moe[l];
     if (moe && c->top_k > 0) out->miss_expert_s = time_miss_expert(&sp);
-    if (reader && reps) reads_beside_compute(&sp, reps, n_reps, reader, &out->read_share, &out->slowdown_s_per_gb);
+    if (reader) reads_beside_compute(&sp, reps, n_reps, reader, &out->read_share, &out->slowdown_s_per_gb);
     free(reps);
     free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
     for (int i = 0; i < 4; i++) free(sp.vec[i]);
