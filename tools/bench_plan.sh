@@ -53,7 +53,6 @@ plan_of_run() {
     trunk=$(python3 -c "import json;t=json.load(open('$1'))['trunk_gbps'];print(t if t else '$dev')")
     "$K3BIN" plan $m --mem ${mem}M --prompt $PROMPT --ctx $((PROMPT + TOKENS + 1)) --fixed $fixed \
         --disk $dev --disk-trunk $trunk --reprobe --trace $OUT/trace.txt --json > $2 2>$OUT/plan.err || return 1
-    # the plan the engine opened with in that run, for the plan= column
     # the plan the engine opened with in that run, for the plan= column, and
     # that run's decode time, for the paired error
     python3 -c "import json;p=json.load(open('$2'));r=json.load(open('$1'));p['run_plan']=r['plan'];p['run_decode_s_per_token']=r['decode_s_per_token'];json.dump(p,open('$2','w'))"

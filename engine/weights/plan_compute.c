@@ -136,7 +136,8 @@ typedef struct step_probe {
     float *x, *y, *expert_y;     /* expert_y: one row of outputs per thread */
     int64_t expert_y_len;
     float *vec[4];               /* activations of the work between the matrices */
-    float *kda_state;            /* n_kda_states recurrent states, one per KDA layer, used in turn */
+    float *kda_state;            /* n_kda_states recurrent states, one per KDA layer, used in turn,
+                                  * then as many saved copies */
     int n_kda_states, next_kda_state;
 } step_probe;
 
@@ -155,7 +156,11 @@ static void kda_between(step_probe *sp)
             for (int t = 0; t < W; t++) acc += 0.25f * sp->x[(j + t) % P];
             sp->vec[i][j] = k3_silu(acc);
         }
-    float *S_all = sp->kda_state + (size_t)sp->next_kda_state * H * Dk * Dv;
+    /* the engine saves each KDA layer's state before a pass changes it
+     * (kda_save_layer: a failed or interrupted pass is undone), every token */
+    const size_t state_floats = (size_t)H * Dk * Dv;
+    float *S_all = sp->kda_state + (size_t)sp->next_kda_state * state_floats;
+    memcpy(S_all + (size_t)sp->n_kda_states * state_floats, S_all, state_floats * sizeof(float));
     sp->next_kda_state = (sp->next_kda_state + 1) % sp->n_kda_states;
     #pragma omp parallel for schedule(static) num_threads(sp->n_threads) \
         if ((int64_t)H * Dk * Dv * 4 >= K3_PARALLEL_MIN_MACS)
@@ -396,13 +401,14 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
     /* an expert's three outputs, or MLA's three latent rows, per thread */
     sp.expert_y_len = 3 * (max_rows > (int64_t)c->kv_lora_rank ? max_rows : (int64_t)c->kv_lora_rank) + 64;
     /* the KDA layers' states, as many as the model has (at most a quarter
-     * of the arena's size: beyond the caches either way) */
+     * of the arena's size: beyond the caches either way), and a saved copy
+     * of each */
     int n_kda = 0;
     for (int l = 0; l < c->n_layers; l++) n_kda += c->attn_kind[l] == K3_ATTN_KDA;
     const size_t state_bytes = (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float);
     sp.n_kda_states = n_kda > 0 ? n_kda : 1;
     while (sp.n_kda_states > 1 && (size_t)sp.n_kda_states * state_bytes > arena_bytes / 4) sp.n_kda_states--;
-    sp.kda_state = calloc((size_t)sp.n_kda_states * state_bytes / sizeof(float) + 1, sizeof(float));
+    sp.kda_state = calloc(2 * (size_t)sp.n_kda_states * state_bytes / sizeof(float) + 1, sizeof(float));
     for (int i = 0; i < 4; i++) sp.vec[i] = calloc((size_t)max_rows + max_cols + 64, sizeof(float));
     sp.arena.bytes = arena_bytes;
     sp.arena.buf = aligned_alloc(4096, arena_bytes);
@@ -421,7 +427,7 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
      * touch of their pages (a session's states are written by its prompt;
      * untouched, the KDA layers' first rounds ran 2.7x slower on the demo) */
     memset(sp.arena.buf, 0x3C, arena_bytes);
-    for (size_t i = 0; i < (size_t)sp.n_kda_states * state_bytes / sizeof(float); i++) sp.kda_state[i] = 0.01f;
+    for (size_t i = 0; i < 2 * (size_t)sp.n_kda_states * state_bytes / sizeof(float); i++) sp.kda_state[i] = 0.01f;
     for (int64_t i = 0; i < max_cols; i++) sp.x[i] = 1.0f - (float)(i % 7) * 0.1f;
     for (int i = 0; i < 4; i++)
         for (int64_t j = 0; j < max_rows + max_cols; j++) sp.vec[i][j] = 0.5f - (float)(j % 5) * 0.1f;
