@@ -290,31 +290,31 @@ static double median(double *v, int n)
 }
 
 /* Seconds of each layer in layers[0..n) for one token: the median of
- * `rounds` runs (at most 16) after one unmeasured run each. The median, not
+ * `rounds` runs (at most 16) after one unmeasured run each; runs holds
+ * n x rounds. The median, not
  * the fastest: decode pays the typical call, and every run here is many
  * calls. The layers take turns, one run each a round, so that a slow spell
  * of this shared machine (the same real-width layer measured 60% slower
  * in one probe of three, minutes apart) falls on a few runs of every layer
  * rather than on all the runs of one. */
-static void time_layers(step_probe *sp, const int *layers, int n, int rounds, double *layer_s)
+static void time_layers(step_probe *sp, const int *layers, int n, int rounds, double *runs, double *layer_s)
 {
-    double t[16];
     if (rounds > 16) rounds = 16;
-    double *runs = malloc((size_t)n * (size_t)rounds * sizeof *runs);
     for (int i = 0; i < n; i++) run_layer(sp, layers[i]);
     for (int r = 0; r < rounds; r++)
         for (int i = 0; i < n; i++) {
             const uint64_t t0 = k3_now_ns();
             run_layer(sp, layers[i]);
-            const double s = (double)(k3_now_ns() - t0) * 1e-9;
-            if (runs) runs[(size_t)i * rounds + r] = s;
-            else layer_s[layers[i]] = s;                /* no memory for the runs: the last one */
+            runs[(size_t)i * rounds + r] = (double)(k3_now_ns() - t0) * 1e-9;
         }
-    for (int i = 0; runs && i < n; i++) {
-        memcpy(t, runs + (size_t)i * rounds, (size_t)rounds * sizeof *t);
-        layer_s[layers[i]] = median(t, rounds);
-    }
-    free(runs);
+    for (int i = 0; i < n; i++) layer_s[layers[i]] = median(runs + (size_t)i * rounds, rounds);
+}
+
+/* What k3_plan_time_layers allocated (free(NULL) for what it could not). */
+static void step_probe_free(step_probe *sp)
+{
+    free(sp->arena.buf); free(sp->x); free(sp->y); free(sp->expert_y); free(sp->kda_state);
+    for (int i = 0; i < 4; i++) free(sp->vec[i]);
 }
 
 /* Seconds of one expert run by run_miss_expert: the median of 5 runs of
@@ -408,7 +408,8 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
     const size_t state_bytes = (size_t)c->kda_heads * c->kda_head_dim * c->kda_head_dim * sizeof(float);
     sp.n_kda_states = n_kda > 0 ? n_kda : 1;
     while (sp.n_kda_states > 1 && (size_t)sp.n_kda_states * state_bytes > arena_bytes / 4) sp.n_kda_states--;
-    sp.kda_state = calloc(2 * (size_t)sp.n_kda_states * state_bytes / sizeof(float) + 1, sizeof(float));
+    const size_t kda_floats = 2 * (size_t)sp.n_kda_states * state_bytes / sizeof(float);   /* states, saved copies */
+    sp.kda_state = calloc(kda_floats + 1, sizeof(float));
     for (int i = 0; i < 4; i++) sp.vec[i] = calloc((size_t)max_rows + max_cols + 64, sizeof(float));
     sp.arena.bytes = arena_bytes;
     sp.arena.buf = aligned_alloc(4096, arena_bytes);
@@ -418,8 +419,7 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
     int vec_ok = 1;
     for (int i = 0; i < 4; i++) vec_ok &= sp.vec[i] != NULL;
     if (!sp.arena.buf || !sp.x || !sp.y || !sp.expert_y || !sp.kda_state || !vec_ok) {
-        free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
-        for (int i = 0; i < 4; i++) free(sp.vec[i]);
+        step_probe_free(&sp);
         return k3_err(err, "out of memory for the compute probe (%zu MiB)", arena_bytes >> 20);
     }
     /* the bytes the kernel-rate probe uses: a normal value in every format;
@@ -427,7 +427,7 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
      * touch of their pages (a session's states are written by its prompt;
      * untouched, the KDA layers' first rounds ran 2.7x slower on the demo) */
     memset(sp.arena.buf, 0x3C, arena_bytes);
-    for (size_t i = 0; i < 2 * (size_t)sp.n_kda_states * state_bytes / sizeof(float); i++) sp.kda_state[i] = 0.01f;
+    for (size_t i = 0; i < kda_floats; i++) sp.kda_state[i] = 0.01f;
     for (int64_t i = 0; i < max_cols; i++) sp.x[i] = 1.0f - (float)(i % 7) * 0.1f;
     for (int i = 0; i < 4; i++)
         for (int64_t j = 0; j < max_rows + max_cols; j++) sp.vec[i][j] = 0.5f - (float)(j % 5) * 0.1f;
@@ -436,10 +436,11 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
      * layers of a kind measured before take its time */
     int *reps = malloc(((size_t)c->n_layers + 1) * sizeof *reps), n_reps = 0;   /* a layer of each kind, the head */
     int *same = malloc(((size_t)c->n_layers + 1) * sizeof *same);
-    if (!reps || !same) {
-        free(reps); free(same);
-        free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
-        for (int i = 0; i < 4; i++) free(sp.vec[i]);
+    enum { ROUNDS = 5 };
+    double *runs = malloc(((size_t)c->n_layers + 1) * ROUNDS * sizeof *runs);   /* time_layers' */
+    if (!reps || !same || !runs) {
+        free(reps); free(same); free(runs);
+        step_probe_free(&sp);
         return k3_err(err, "out of memory for the compute probe");
     }
     for (int l = 0; l <= c->n_layers; l++) {
@@ -450,16 +451,16 @@ int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_d
         reps[n_reps++] = l;
         if (l < c->n_layers) out->kinds++;
     }
-    time_layers(&sp, reps, n_reps, 5, layer_s);
+    time_layers(&sp, reps, n_reps, ROUNDS, runs, layer_s);
     for (int l = 0; l <= c->n_layers; l++)
         if (same[l] >= 0) layer_s[l] = layer_s[same[l]];
     free(same);
+    free(runs);
     int moe = 0;
     for (int l = 0; l < c->n_layers; l++) moe |= c->is_moe[l];
     if (moe && c->top_k > 0) out->miss_expert_s = time_miss_expert(&sp);
     if (reader) reads_beside_compute(&sp, reps, n_reps, reader, &out->read_share, &out->slowdown_s_per_gb);
     free(reps);
-    free(sp.arena.buf); free(sp.x); free(sp.y); free(sp.expert_y); free(sp.kda_state);
-    for (int i = 0; i < 4; i++) free(sp.vec[i]);
+    step_probe_free(&sp);
     return 0;
 }
