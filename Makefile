@@ -52,7 +52,7 @@ else
 $(error ARCH=$(ARCH): expected x86-64-v3, aarch64 or generic)
 endif
 # io_uring is optional: without liburing's header the pool of pread threads
-# is the only I/O backend (engine/weights/io.c, K3_HAVE_URING).
+# is the only I/O backend (engine/io/io.c, K3_HAVE_URING).
 K3_HAVE_URING ?= $(shell printf '\043include <liburing.h>\n' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1 || echo 0)
 ifeq ($(K3_HAVE_URING),1)
 ARCH_FLAGS += -DK3_HAVE_URING
@@ -61,7 +61,7 @@ endif
 
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
-ENGINE_DIRS := model kernels weights text base
+ENGINE_DIRS := base kernels text formats io weights model plan
 ENGINE_INC := -Iinclude $(addprefix -Iengine/,$(ENGINE_DIRS))
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
@@ -100,17 +100,16 @@ ENGINE_LIB  := $(BUILD)/libk3engine.a
 # saved session's numbers mean (kernels, the forward pass, the state layout,
 # config parsing), comments stripped. Session files carry it; a file written
 # by a build whose numerics differ is refused (docs/ARCHITECTURE.md, "Session
-# files"), and no one has to remember to bump a version by hand.
-NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engine/kernels/mxfp4.c engine/kernels/dtype.c engine/kernels/ops.c \
-               engine/kernels/delta_rule.c engine/kernels/delta_rule.h \
-               engine/kernels/ops.h engine/kernels/kernels.h engine/kernels/kernels_arch.h engine/kernels/kernels_x86.h \
-               engine/kernels/kernels_neon.h engine/kernels/kernels_generic.h engine/model/kda.c engine/model/mla.c engine/model/moe.c engine/model/forward.c \
-               engine/model/forward.h engine/model/model.h engine/model/config.c engine/model/config.h engine/model/session.c \
-               engine/model/session_file.c)
+# files"), and no one has to remember to bump a version by hand. The list is
+# the numeric objects' sources and every header the compiler says they
+# include (-MM), so a header edit cannot slip past (tests/t_numerics_key.sh).
+NUMERIC_C   := $(wildcard engine/kernels/*.c) engine/formats/config.c \
+               $(addprefix engine/model/,kda.c mla.c moe.c forward.c session.c session_file.c)
+NUMERIC_SRC := $(sort $(wildcard engine/kernels/*.h) $(filter %.c %.h,$(shell $(CC) $(ARCH_FLAGS) $(ENGINE_INC) -D_GNU_SOURCE -std=c11 -MM $(NUMERIC_C) 2>/dev/null)))
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
+.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-numerics-files print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -118,9 +117,12 @@ $(ARCH_STAMP):
 	@rm -f $(BUILD)/arch-*.stamp
 	@touch $@
 
-$(BUILD)/engine/%.o: engine/%.c $(ARCH_STAMP)
+# Engine objects: compiled, then their header list checked against the
+# layers (a folder includes only from folders below it: check_layers.sh).
+$(BUILD)/engine/%.o: engine/%.c tools/check_layers.sh $(ARCH_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(ENGINE_INC) -MMD -MP -c $< -o $@
+	@sh tools/check_layers.sh $(@:.o=.d) || { rm -f $@; exit 1; }
 
 # The SiTU-GLU loop (ops.c) vectorises only when GCC may evaluate both arms
 # of its selects; the values are the same either way (no code here reads the
@@ -241,6 +243,8 @@ print-arch:
 	@echo $(ARCH)
 print-numerics-key:
 	@echo $(K3_NUMERICS_KEY)
+print-numerics-files:
+	@echo $(NUMERIC_SRC)
 print-build:
 	@echo $(BUILD)
 print-arch-flags:

@@ -451,7 +451,7 @@ uint64_t k3_fnv1a64_str(const char *s);
 /* ---- planning before downloading (k3 plan) --------------------------------
  * From a model directory, or a config.json alone: the engine's own memory
  * plan at a budget, the bytes a decode token reads, the expert hit rate and
- * predicted times on this machine (engine/weights/plan_model.c states the model). */
+ * predicted times on this machine (engine/plan/plan_model.c states the model). */
 
 /* Kernel rates measured on this machine: bytes of weights per second of the
  * decode kernel (one token per pass) and of the prompt kernel (32 tokens

@@ -1,5 +1,5 @@
 /* tables_write.c - the writer of tables.bin (layout in manifest.h; the
- * reader is engine/weights/manifest_tables.c).
+ * reader is engine/formats/manifest_tables.c).
  *
  * The file is built in memory (88 bytes a tensor plus the names: about 60 MB
  * for the real K3, written once by `k3 pack`), its checksum put in the

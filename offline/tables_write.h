@@ -1,5 +1,5 @@
 /* tables_write.h - write a packed directory's tables.bin (the layout is in
- * engine/weights/manifest.h): `k3 pack` and the manifest tests. */
+ * engine/formats/manifest.h): `k3 pack` and the manifest tests. */
 #ifndef K3_TABLES_WRITE_H
 #define K3_TABLES_WRITE_H
 

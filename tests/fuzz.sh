@@ -3,7 +3,7 @@
 # ASan+UBSan) and run each for SECONDS seconds from a seed corpus made of
 # real files at their real sizes (-max_len is at least the largest seed).
 # Every parser that reads a file from outside has a target:
-#   safetensors       a shard's header (engine/weights/safetensors.c)
+#   safetensors       a shard's header (engine/formats/safetensors.c)
 #   index             model.safetensors.index.json beside a real shard
 #   config            config.json
 #   tiktoken          tiktoken.model (then one encode + decode)
@@ -25,7 +25,7 @@ mkdir -p $OUT
 CC=clang
 # The kernels' flags of this machine's ARCH (x86-64-v3: AVX2/FMA/F16C), as the Makefile sets them.
 ARCH_FLAGS=$(make -s --no-print-directory CC=clang print-arch-flags)
-FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude -Iengine/model -Iengine/kernels -Iengine/weights -Iengine/text -Iengine/base -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
+FLAGS="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE $ARCH_FLAGS -Iinclude $(for d in base kernels text formats io weights model plan; do printf -- "-Iengine/%s " $d; done) -Ioffline -DK3_NUMERICS_KEY=\"$(make -s --no-print-directory print-numerics-key)\""
 SEEDMODEL=tests/out/fuzz_seed_model
 [ -f $SEEDMODEL/config.json ] || ./k3 gen $SEEDMODEL --preset tiny >/dev/null 2>&1
 ./k3 pack --verify $SEEDMODEL.packed >/dev/null 2>&1 || ./k3 pack $SEEDMODEL $SEEDMODEL.packed --force >/dev/null 2>&1
@@ -38,7 +38,7 @@ for target in $TARGETS; do
     extra=""
     case $target in
     safetensors)
-        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: small valid shards (every dtype, 1-4 dims) and a real shard.
         # An input is a u64 LE count of the file bytes after it, then the
         # file's first bytes (fuzz_safetensors.c): the real shard's seed is
@@ -62,7 +62,7 @@ open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
     index)
-        srcs="engine/weights/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         /usr/bin/python3 -c "
 import json, struct
 raw = open('$SEEDMODEL/model.safetensors', 'rb').read()
@@ -71,7 +71,7 @@ wm = {k: 'model.safetensors' for k in h if k != '__metadata__'}
 json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpus/seed_index', 'w'), indent=2)
 " ;;
     config)
-        srcs="engine/model/config.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/config.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/config.json $corpus/seed_config
         [ -f tests/out/asan/k3tiny/config.json ] && cp tests/out/asan/k3tiny/config.json $corpus/seed_config_k3 ;;
     tiktoken)
@@ -81,10 +81,10 @@ json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpu
         srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     manifest)
-        srcs="engine/weights/manifest.c engine/weights/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
     manifest_tables)
-        srcs="engine/weights/manifest.c engine/weights/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL.packed/tables.bin $corpus/seed_tables
         # a second seed: the same tables with the expert pages of a MoE layout, when t_pack made one
         [ -f tests/out/pack/p_k3tiny/tables.bin ] && cp tests/out/pack/p_k3tiny/tables.bin $corpus/seed_tables_k3tiny ;;

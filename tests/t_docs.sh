@@ -1,7 +1,7 @@
 #!/bin/sh
 # t_docs.sh - the repository carries its own documentation: every docs/*.md
 # a source file cites exists, every section it names ("docs/MODEL.md, "KDA"")
-# is a heading there, every file path it names (engine/weights/io.c, tests/t_stream.sh,
+# is a heading there, every file path it names (engine/io/io.c, tests/t_stream.sh,
 # or a bare io.c) is a file of the repository, and nothing cites a design
 # document the repository does not contain.
 cd "$(dirname "$0")/.." || exit 1

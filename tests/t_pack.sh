@@ -58,7 +58,7 @@ def fnv(h, b):
     return h
 m = json.load(open(os.path.join(dst, "manifest.json")))
 if (m["format"], m["version"], m["alignment"]) != ("k3-packed", 2, 4096): die("bad header")
-# tables.bin, read independently of the C reader (layout in engine/weights/manifest.h)
+# tables.bin, read independently of the C reader (layout in engine/formats/manifest.h)
 tb = open(os.path.join(dst, "tables.bin"), "rb").read()
 magic, tver, hb, nt, nl, npg, rb, nb, tsum = struct.unpack_from("<8sIIIIIIQQ", tb, 0)
 if (magic, tver, hb, rb) != (b"K3TABLES", 1, 64, 88): die("tables.bin header")

@@ -135,7 +135,7 @@ print(("PASS" if ok else "FAIL") + f" plan kimi-k3: reference config: experts {d
 EOF
 # the decode time: the trunk ring reads under compute, but a layer's expert
 # misses are known only after its router, so their reads add to it
-# (engine/weights/plan_model.c); fully resident nothing waits
+# (engine/plan/plan_model.c); fully resident nothing waits
 $K3 plan kimi-k3 --mem 4T --disk 7 --json > $OUT/k3_resident.json 2>$OUT/e.txt
 python3 - $OUT/k3.json $OUT/k3_resident.json $OUT/miss_wait.py <<'EOF'
 import json, sys
@@ -190,7 +190,7 @@ else echo "FAIL plan: trace of another model: exit $code, $(cat $OUT/e.txt)"; fi
 # the trunk ring's own reads: k3 bench times them apart from the expert
 # pages (trunk_gbps), and k3 plan reads the trunk at that speed and the rest
 # at the disk speed: io = (trunk + head) / --disk-trunk + (experts +
-# embedding row) / --disk (engine/weights/plan_model.c)
+# embedding row) / --disk (engine/plan/plan_model.c)
 $K3 bench $OUT/demo --mem 1M --tokens 1 --prompt-tokens 1 --no-probe --no-resident >/dev/null 2>$OUT/min.err
 DMIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
 DMEM=$((${DMIN:-100} + 10))

@@ -1,4 +1,4 @@
-/* test_io_probe.c - the reader's order, and the device probe's sample (engine/weights/io.c,
+/* test_io_probe.c - the reader's order, and the device probe's sample (engine/io/io.c,
  * k3_io_probe): a first call reads random places; a second call given the
  * first's read count as its cycle reads exactly those places again, round
  * and round, never a new one. That is what makes `gbps` "the sample read

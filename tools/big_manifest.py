@@ -4,7 +4,7 @@ and tables.bin of the real Kimi K3's size (93 layers x 896 MXFP4 experts by
 default: ~500,000 tensors) with sparse .bin files of the sizes they record, to
 measure the manifest reader (tools/manifest_bench.c). No weights are written:
 the files are holes. The tables.bin layout is the one in
-engine/weights/manifest.h, written here independently of the C writer."""
+engine/formats/manifest.h, written here independently of the C writer."""
 import json, os, struct, sys
 
 out = sys.argv[1]

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "forward.h"
 #include "file_read.h"
 #include "stats.h"
 
@@ -45,9 +44,8 @@ void stats_read_rss(uint64_t *rss_bytes, uint64_t *peak_bytes)
  * The record ring is a seqlock with one writer (the evaluating thread): a
  * record is kept only if the writer had not started overwriting its slot
  * when the copy ended. */
-void k3_stats_read(const k3_model *m, k3_stats *out)
+void stats_copy(const k3_stats *s, k3_stats *out)
 {
-    const k3_stats *s = &m->stats;
     _Static_assert(sizeof(k3_token_record) % 8 == 0, "records are whole 8-byte words");
     _Static_assert(offsetof(k3_stats, records) % 8 == 0, "the counters are whole 8-byte words");
     const size_t head_words = offsetof(k3_stats, records) / 8;

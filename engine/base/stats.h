@@ -35,6 +35,10 @@ void stats_step_begin(const k3_stats *s, stats_step_start *start);
  * it to the ring (the caller has set its phase and token count). */
 void stats_step_record(k3_stats *s, const stats_step_start *start, k3_token_record *rec);
 
+/* A consistent copy of the live counters and the record ring, safe while
+ * other threads update them (k3_stats_read hands it a model's stats). */
+void stats_copy(const k3_stats *s, k3_stats *out);
+
 /* Current and peak resident set size from /proc/self. */
 void stats_read_rss(uint64_t *rss_bytes, uint64_t *peak_bytes);
 

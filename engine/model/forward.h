@@ -5,7 +5,7 @@
 #define K3_FORWARD_H
 
 #include "k3.h"
-#include "model.h"
+#include "layer_weights.h"
 #include "weights.h"
 
 /* Tokens processed together per layer in a prompt chunk: each weight matrix

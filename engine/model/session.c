@@ -179,6 +179,8 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
+/* The statistics live in the model; the copying is stats.c's (base/). */
+void k3_stats_read(const k3_model *m, k3_stats *out) { stats_copy(&m->stats, out); }
 
 int k3_model_plan_json(const k3_model *m, char *buf, size_t len)
 {

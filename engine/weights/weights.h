@@ -15,7 +15,7 @@
 #ifndef K3_WEIGHTS_H
 #define K3_WEIGHTS_H
 
-#include "model.h"
+#include "layer_weights.h"
 #include "planner.h"
 
 typedef struct k3_weights k3_weights;

@@ -1,5 +1,5 @@
 /* fuzz_manifest.c - libFuzzer target: the packed-model manifest reader
- * (engine/weights/manifest.c, jansson) and the checks
+ * (engine/formats/manifest.c, jansson) and the checks
  * after it. The input becomes DIR/manifest.json of a scratch directory that
  * holds the real .bin files of a packed model (K3_FUZZ_PACKED, default
  * tests/out/fuzz_seed_model.packed), so a manifest close to the real one

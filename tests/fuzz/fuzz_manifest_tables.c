@@ -1,6 +1,6 @@
 /* fuzz_manifest_tables.c - libFuzzer target: the reader of a packed
- * directory's tables.bin (engine/weights/manifest_tables.c, layout in
- * engine/weights/manifest.h) and the bounds checks of manifest.c after it.
+ * directory's tables.bin (engine/formats/manifest_tables.c, layout in
+ * engine/formats/manifest.h) and the bounds checks of manifest.c after it.
  * The input becomes DIR/tables.bin of a scratch directory holding the real
  * .bin files and manifest.json of a packed model (K3_FUZZ_PACKED, default
  * tests/out/fuzz_seed_model.packed). So that mutated records get past the

@@ -61,7 +61,7 @@
 #include "io.h"
 #include "kernels.h"
 #include "manifest.h"
-#include "model.h"
+#include "layer_weights.h"
 #include "ops.h"
 #include "plan_compute.h"
 #include "planner.h"
