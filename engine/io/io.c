@@ -1,48 +1,25 @@
-/* io.c - see io.h. One queue (urgent reads first, see before()) feeds either a
- * pool of pread threads or one io_uring thread; completions wake waiters
- * through a condition variable. */
+/* io.c - see io.h. One queue (urgent reads first, see io_before()) feeds a
+ * back end from the table below: a pool of pread threads (io_pool.c) or one
+ * io_uring thread (io_uring.c); completions wake waiters through a
+ * condition variable. */
 #include <assert.h>
 #include <errno.h>
-#ifdef K3_HAVE_URING   /* set by the Makefile when liburing is installed */
-#include <liburing.h>
-#endif
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#include "io.h"
+#include "io_backend.h"
 #include "stats.h"
 
-#define K3_IO_MAX_THREADS 32
+/* The back ends, by k3_io_backend. */
+static const io_backend_ops *const backends[] = {[K3_IO_POOL] = &io_pool_ops, [K3_IO_URING] = &io_uring_ops};
 
-struct k3_io {
-    k3_io_backend backend;
-    int depth;
-    k3_stats *stats;
-    pthread_mutex_t lock;
-    pthread_cond_t work;          /* queue not empty or stopping */
-    pthread_cond_t done;          /* some request finished */
-    k3_io_req **queue;            /* in before()'s order */
-    int n_queued, cap_queued;
-    int in_flight;
-    uint64_t busy_since_ns;
-    int stopping;
-    int n_threads;
-    pthread_t threads[K3_IO_MAX_THREADS];
-#ifdef K3_HAVE_URING
-    struct io_uring ring;
-#endif
-    int ring_ready;
-    int inject_countdown, inject_errno;
-    uint64_t max_piece;           /* test hook: cap each read call (forces short reads) */
-};
-
-const char *k3_io_backend_name(k3_io_backend b) { return b == K3_IO_URING ? "io_uring" : "pread-pool"; }
+const char *k3_io_backend_name(k3_io_backend b) { return backends[b == K3_IO_URING]->name; }
 
 /* Called with the lock held: a read starts / ends (busy time, in-flight gauge). */
-static void begin_read_locked(k3_io *io)
+void io_begin_read_locked(k3_io *io)
 {
     if (io->in_flight++ == 0) io->busy_since_ns = k3_now_ns();
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
@@ -52,16 +29,16 @@ static void begin_read_locked(k3_io *io)
  * stats at every completion, not only when the reader falls idle: a ring
  * that streams the trunk keeps reads in flight for a whole decode pass, and
  * a snapshot taken meanwhile must see its busy time. */
-static void add_busy_time_locked(k3_io *io)
+void io_add_busy_time_locked(k3_io *io)
 {
     const uint64_t now = k3_now_ns();
     stats_add(&io->stats->read_busy_ns, now - io->busy_since_ns);
     io->busy_since_ns = now;
 }
 
-static void end_read_locked(k3_io *io, k3_io_req *r, int failed)
+void io_end_read_locked(k3_io *io, k3_io_req *r, int failed)
 {
-    add_busy_time_locked(io);
+    io_add_busy_time_locked(io);
     io->in_flight--;
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
     uint64_t *counter = r->kind == K3_READ_TRUNK ? &io->stats->bytes_read_trunk
@@ -75,7 +52,7 @@ static void end_read_locked(k3_io *io, k3_io_req *r, int failed)
 
 /* Room for `more` queued requests (lock held); 0, or -1 when out of memory
  * (the queue is unchanged). */
-static int reserve_queue_locked(k3_io *io, int more)
+int io_reserve_queue_locked(k3_io *io, int more)
 {
     if (io->n_queued + more <= io->cap_queued) return 0;
     int cap = io->cap_queued ? io->cap_queued : 64;
@@ -95,17 +72,17 @@ static int reserve_queue_locked(k3_io *io, int more)
  * layers need them. When the trunk's reads came first, a layer's expert
  * misses waited for the whole next unit (k3-16g at its smallest budget: 32
  * ms a layer, against 12 for the pages themselves). */
-static int urgent(const k3_io_req *r) { return r->kind != K3_READ_TRUNK; }
+int io_urgent(const k3_io_req *r) { return r->kind != K3_READ_TRUNK; }
 
-static int before(const k3_io_req *a, const k3_io_req *b)
+static int io_before(const k3_io_req *a, const k3_io_req *b)
 {
-    if (urgent(a) != urgent(b)) return urgent(a);
-    if (!urgent(a)) return 0;
+    if (io_urgent(a) != io_urgent(b)) return io_urgent(a);
+    if (!io_urgent(a)) return 0;
     return a->fd != b->fd ? a->fd < b->fd : a->offset < b->offset;
 }
 
 /* Put r in the queue at position at (lock held, room reserved). */
-static void insert_at_locked(k3_io *io, int at, k3_io_req *r)
+void io_insert_at_locked(k3_io *io, int at, k3_io_req *r)
 {
     memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
     io->queue[at] = r;
@@ -116,135 +93,25 @@ static void insert_at_locked(k3_io *io, int at, k3_io_req *r)
 static void insert_locked(k3_io *io, k3_io_req *r)
 {
     int at = io->n_queued;
-    while (at > 0 && before(r, io->queue[at - 1])) at--;
-    insert_at_locked(io, at, r);
+    while (at > 0 && io_before(r, io->queue[at - 1])) at--;
+    io_insert_at_locked(io, at, r);
 }
 
 /* Test hook: does this read fail on purpose? (lock held) */
-static int injected_failure_locked(k3_io *io)
+int io_injected_failure_locked(k3_io *io)
 {
     if (io->inject_countdown > 0 && --io->inject_countdown == 0) return io->inject_errno;
     return 0;
 }
 
 /* Pop the first request (lock held). */
-static k3_io_req *pop_locked(k3_io *io)
+k3_io_req *io_pop_locked(k3_io *io)
 {
     if (!io->n_queued) return NULL;
     k3_io_req *r = io->queue[0];
     memmove(io->queue, io->queue + 1, (size_t)(--io->n_queued) * sizeof *io->queue);
     return r;
 }
-
-/* The pread loop of one request: retry EINTR and short reads until
- * need_bytes have arrived or the file ends. */
-static int read_fully(k3_io_req *r, uint64_t max_piece)
-{
-    while (r->got < r->bytes) {
-        uint64_t want = r->bytes - r->got;
-        if (max_piece && want > max_piece) want = max_piece;
-        ssize_t n = pread(r->fd, (char *)r->dst + r->got, want, (off_t)(r->offset + r->got));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno;
-        if (n == 0) break;                      /* end of file */
-        r->got += (uint64_t)n;
-    }
-    assert(r->got <= r->bytes);
-    return r->got >= r->need_bytes ? 0 : -1;   /* -1: ended early */
-}
-
-static void *pool_thread(void *arg)
-{
-    k3_io *io = arg;
-    pthread_mutex_lock(&io->lock);
-    for (;;) {
-        while (!io->n_queued && !io->stopping) pthread_cond_wait(&io->work, &io->lock);
-        if (io->stopping && !io->n_queued) break;
-        k3_io_req *r = pop_locked(io);
-        begin_read_locked(io);
-        int inject = injected_failure_locked(io);
-        pthread_mutex_unlock(&io->lock);
-        int rc = inject ? inject : read_fully(r, io->max_piece);
-        r->err_no = rc > 0 ? rc : 0;
-        pthread_mutex_lock(&io->lock);
-        end_read_locked(io, r, rc != 0);
-    }
-    pthread_mutex_unlock(&io->lock);
-    return NULL;
-}
-
-#ifdef K3_HAVE_URING
-/* io_uring: keep up to depth reads in the ring; resubmit the rest of a
- * short read; poll the queue between completions. */
-static void *uring_thread(void *arg)
-{
-    k3_io *io = arg;
-    for (;;) {
-        pthread_mutex_lock(&io->lock);
-        while (!io->n_queued && !io->in_flight && !io->stopping) pthread_cond_wait(&io->work, &io->lock);
-        if (io->stopping && !io->n_queued && !io->in_flight) { pthread_mutex_unlock(&io->lock); break; }
-        int submitted = 0;
-        while (io->n_queued && io->in_flight < io->depth) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&io->ring);
-            if (!sqe) break;
-            k3_io_req *r = pop_locked(io);
-            begin_read_locked(io);
-            int inject = injected_failure_locked(io);
-            if (inject) {
-                r->err_no = inject;
-                io_uring_prep_nop(sqe);
-                io_uring_sqe_set_data(sqe, (void *)((uintptr_t)r | 1));
-            } else {
-                uint64_t want = r->bytes - r->got;
-                if (io->max_piece && want > io->max_piece) want = io->max_piece;
-                io_uring_prep_read(sqe, r->fd, (char *)r->dst + r->got, (unsigned)want, r->offset + r->got);
-                io_uring_sqe_set_data(sqe, r);
-            }
-            submitted++;
-        }
-        pthread_mutex_unlock(&io->lock);
-        if (submitted) io_uring_submit(&io->ring);
-        struct io_uring_cqe *cqe;
-        /* wait at most 1 ms for a completion, then look at the queue again:
-         * new requests arrive without a wake-up of the ring, and 1 ms is
-         * below one expert read on NVMe (~0.5-2 ms for 1-17 MB) yet long
-         * enough that an idle reader costs no measurable CPU */
-        struct __kernel_timespec ts = {0, 1000000};
-        if (io_uring_wait_cqe_timeout(&io->ring, &cqe, &ts) != 0) continue;
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(&io->ring, head, cqe) {
-            seen++;
-            uintptr_t tag = (uintptr_t)io_uring_cqe_get_data(cqe);
-            k3_io_req *r = (k3_io_req *)(tag & ~(uintptr_t)1);
-            int res = cqe->res, failed = 0, resubmit = 0;
-            if (tag & 1) failed = 1;
-            else if (res == -EINTR || res == -EAGAIN) resubmit = 1;
-            else if (res < 0) { r->err_no = -res; failed = 1; }
-            else if (res == 0) failed = r->got < r->need_bytes;
-            else {
-                r->got += (uint64_t)res;
-                if (r->got < r->bytes) resubmit = 1;
-            }
-            pthread_mutex_lock(&io->lock);
-            if (resubmit && reserve_queue_locked(io, 1)) {   /* no room to requeue: fail it */
-                r->err_no = ENOMEM;
-                end_read_locked(io, r, 1);
-            } else if (resubmit) {      /* the remainder: first of its kind again */
-                add_busy_time_locked(io);
-                io->in_flight--;
-                int at = 0;
-                while (at < io->n_queued && urgent(io->queue[at]) && !urgent(r)) at++;
-                insert_at_locked(io, at, r);
-            } else {
-                end_read_locked(io, r, failed);
-            }
-            pthread_mutex_unlock(&io->lock);
-        }
-        io_uring_cq_advance(&io->ring, seen);
-    }
-    return NULL;
-}
-#endif
 
 k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err)
 {
@@ -259,40 +126,10 @@ k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *e
     pthread_mutex_init(&io->lock, NULL);
     pthread_cond_init(&io->work, NULL);
     pthread_cond_init(&io->done, NULL);
-    if (backend == K3_IO_URING) {
-#ifndef K3_HAVE_URING
-        k3_err(err, "io_uring is not built in (liburing was absent at build time); use --io-backend pool");
-        free(io);
+    io->ops = backends[backend == K3_IO_URING];
+    if (io->ops->start(io, err)) {
+        k3_io_close(io);
         return NULL;
-#else
-        int rc = io_uring_queue_init((unsigned)io->depth * 2, &io->ring, 0);
-        if (rc < 0) {
-            k3_err(err, "io_uring unavailable (%s); use --io-backend pool", strerror(-rc));
-            free(io);
-            return NULL;
-        }
-        io->ring_ready = 1;
-        rc = pthread_create(&io->threads[0], NULL, uring_thread, io);
-        if (rc) {
-            k3_err(err, "cannot start the io_uring completion thread: %s (a pids limit on this container?)",
-                   strerror(rc));
-            k3_io_close(io);
-            return NULL;
-        }
-        io->n_threads = 1;
-#endif
-    } else {
-        /* as many readers as can start (a pids limit may allow fewer than
-         * the depth: the queue then waits for the ones there are) */
-        int rc = 0;
-        while (io->n_threads < io->depth &&
-               (rc = pthread_create(&io->threads[io->n_threads], NULL, pool_thread, io)) == 0)
-            io->n_threads++;
-        if (io->n_threads == 0) {
-            k3_err(err, "cannot start a reader thread: %s (a pids limit on this container?)", strerror(rc));
-            k3_io_close(io);
-            return NULL;
-        }
     }
     return io;
 }
@@ -305,9 +142,7 @@ void k3_io_close(k3_io *io)
     pthread_cond_broadcast(&io->work);
     pthread_mutex_unlock(&io->lock);
     for (int i = 0; i < io->n_threads; i++) pthread_join(io->threads[i], NULL);
-#ifdef K3_HAVE_URING
-    if (io->ring_ready) io_uring_queue_exit(&io->ring);
-#endif
+    io->ops->release(io);
     free(io->queue);
     pthread_mutex_destroy(&io->lock);
     pthread_cond_destroy(&io->work);
@@ -318,7 +153,7 @@ void k3_io_close(k3_io *io)
 void k3_io_submit(k3_io *io, k3_io_req **reqs, int n)
 {
     pthread_mutex_lock(&io->lock);
-    if (reserve_queue_locked(io, n)) {    /* out of memory: the requests fail, k3_io_wait says so */
+    if (io_reserve_queue_locked(io, n)) {    /* out of memory: the requests fail, k3_io_wait says so */
         for (int i = 0; i < n; i++) {
             reqs[i]->got = 0;
             reqs[i]->err_no = ENOMEM;
