@@ -13,6 +13,7 @@
 #include <time.h>
 #include "bench_draft.h"
 #include "draft.h"
+#include "k3_util.h"
 
 enum { MODE_NONE, MODE_NGRAM, MODE_ORACLE };
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_util.h"
 
 void cli_error(const char *fmt, ...)
 {

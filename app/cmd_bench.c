@@ -30,6 +30,7 @@
 #include "cli.h"
 #include "remote_cli.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "options.h"
 #include "generate.h"
 #include "bench_draft.h"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "options.h"
 
 static void usage(FILE *f)

@@ -17,6 +17,7 @@
 #include "export_file.h"
 #include "history.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "options.h"
 
 /* What a subcommand gets: the table's history rows (options.c) and the

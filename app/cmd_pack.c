@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "k3_offline.h"
 #include "options.h"
 

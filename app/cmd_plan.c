@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_plan.h"
 #include "options.h"
 
 typedef struct plan_options {

@@ -12,6 +12,7 @@
 #include "remote_cli.h"
 #include "generate.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "options.h"
 
 /* The command's own lines; the options come from the table. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "options.h"
 
 /* The command's own lines; the options come from the table. */

@@ -8,6 +8,7 @@
 #include "k3_offline.h"
 #include "options.h"
 #include "serve.h"
+#include "k3_util.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)

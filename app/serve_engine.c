@@ -16,6 +16,7 @@
 #include "generate.h"
 #include "text_append.h"
 #include "serve.h"
+#include "k3_util.h"
 
 serve_job *serve_job_new(void)
 {

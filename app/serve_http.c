@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "serve.h"
 #include "text_append.h"
+#include "k3_util.h"
 
 typedef struct conn_ctx {
     char *body;

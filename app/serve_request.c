@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "serve.h"
+#include "k3_util.h"
 
 #define MAX_MESSAGES 4096
 

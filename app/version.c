@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include "cli.h"
 #include "k3.h"
+#include "k3_util.h"
 
 #ifndef K3_GIT_DESCRIBE
 #define K3_GIT_DESCRIBE "unknown"

@@ -13,6 +13,7 @@
 #include "conversation.h"
 #include "remote.h"
 #include "text_append.h"
+#include "k3_util.h"
 
 struct conversation {
     k3_model *model;

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "export_file.h"
+#include "k3_util.h"
 
 void chat_expand_home(const char *path, char *out, size_t cap)
 {

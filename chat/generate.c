@@ -5,6 +5,7 @@
 #include "draft.h"
 #include "generate.h"
 #include "text_append.h"
+#include "k3_util.h"
 
 /* CPU seconds of the whole process: beside the wall clock, the cost of
  * decoding on a machine that other work shares. */

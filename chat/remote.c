@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include "remote.h"
 #include "text_append.h"
+#include "k3_util.h"
 
 struct remote {
     char url[1024];              /* scheme://host[:port][/prefix], no trailing /v1 */

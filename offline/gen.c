@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 #include <sys/stat.h>
 #include "k3_offline.h"
 #include "kernels.h"

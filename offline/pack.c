@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "config.h"
 #include "manifest.h"
 #include "tables_write.h"

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "safetensors_write.h"
 
 uint64_t st_out_tensor_bytes(const st_out_tensor *t)

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tables_write.h"
+#include "k3_util.h"
 
 /* Little-endian stores. */
 static void put32(uint8_t *p, uint32_t v)

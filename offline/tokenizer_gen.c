@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "pretokenize.h"
 #include "strtab.h"
 #include "tokenizer_gen.h"

@@ -12,6 +12,7 @@
 #include "mxfp4.h"
 #include "delta_rule.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "ops.h"
 #include "test.h"
 

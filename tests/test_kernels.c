@@ -6,6 +6,7 @@
 #include <string.h>
 #include "test.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "kernels.h"
 
 /* Deterministic xorshift so failures reproduce. */

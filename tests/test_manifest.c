@@ -13,6 +13,7 @@
 #include "manifest.h"
 #include "tables_write.h"
 #include "test.h"
+#include "k3_util.h"
 
 static char dir[256];
 static const char *const bins[4] = {"trunk.bin", "experts.bin", "embed.bin", "head.bin"};

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "tool_common.h"
 
 #define N_TOKENS 24

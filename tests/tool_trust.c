@@ -32,6 +32,7 @@
 #include "forward.h"
 #include "stats.h"
 #include "tool_common.h"
+#include "k3_util.h"
 
 static int count_tasks(void)
 {

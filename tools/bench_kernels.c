@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "kernels.h"
 #include "kernels_arch.h"
 

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "manifest.h"
+#include "k3_util.h"
 
 /* VmHWM or VmRSS from /proc/self/status, in MiB. */
 static double status_mib(const char *field)

@@ -11,6 +11,7 @@
 #include "plain.h"
 #include "remote.h"
 #include "remote_metrics.h"
+#include "k3_util.h"
 
 static volatile sig_atomic_t interrupted, generating, terminated;
 

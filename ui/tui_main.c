@@ -17,6 +17,7 @@
 #include <wchar.h>
 #include "tui_input.h"
 #include "tui_internal.h"
+#include "k3_util.h"
 
 #define FRAME_S (1.0 / 30)           /* frame cap */
 #define IDLE_FRAME_S 1.0             /* gauges (rss, sparkline) refresh when nothing happens */

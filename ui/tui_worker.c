@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "tui_internal.h"
+#include "k3_util.h"
 
 /* Poke the UI's poll(). */
 static void wake_ui(tui_worker *w)

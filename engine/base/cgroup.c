@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "cgroup.h"
 
 void k3_sys_path(char *buf, size_t len, const char *path)

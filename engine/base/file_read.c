@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "k3.h"
+#include "k3_util.h"
 
 /* O_NONBLOCK makes open() of a FIFO without a writer return at once; the
  * fstat then refuses it (and devices, directories, sockets). */

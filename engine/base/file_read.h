@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include "k3_error.h"
+#include "k3_util.h"
 
 /* open(path, flags | O_NONBLOCK | O_CLOEXEC), refuse anything but a regular
  * file, then clear O_NONBLOCK. Returns the fd, or -1 with err filled. */

@@ -1,6 +1,7 @@
 /* fnv.c - FNV-1a 64, the one hash the engine uses for names (lookup
  * tables), fingerprints and file checksums. */
 #include "k3.h"
+#include "k3_util.h"
 
 /* Byte-serial, so simple to reproduce anywhere (tests, other tools); unrolled
  * by eight to keep the loop tight on multi-GiB pack checksums. */

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "k3.h"
+#include "k3_util.h"
 
 /* Follow symlinks to the file that will really be written. A dangling link
  * resolves to the name it points at (created by the rename). Returns a

@@ -26,6 +26,7 @@
 #include "huge_pages.h"
 #include "prefault.h"
 #include "k3.h"
+#include "k3_util.h"
 
 struct k3_prefault {
     uint8_t *mem;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "stats.h"
+#include "k3_util.h"
 
 uint64_t k3_now_ns(void)
 {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "strtab.h"
 
 /* Half full at most, so a probe run stays short and always ends at an empty slot. */

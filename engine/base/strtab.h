@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "k3_util.h"
 
 /* The bytes of id's key in owner's array, and their length. */
 typedef const void *(*k3_strtab_key_fn)(const void *owner, int32_t id, size_t *len);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 
 /* The text of test hook `name`; "" when unset. */
 const char *k3_test_hook_text(const char *name)

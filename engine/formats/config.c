@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "config.h"
 #include "k3.h"
+#include "k3_util.h"
 
 /* Fetch an integer field; required fields fail when absent. Bounds keep
  * later size arithmetic from overflowing on hostile input. */

@@ -22,6 +22,7 @@
 #include "file_read.h"
 #include "manifest.h"
 #include "manifest_tables.h"
+#include "k3_util.h"
 
 /* A manifest is a few KiB plus the model's config.json; 64 MiB is far past any
  * real one and still refuses a wrong file before jansson builds a tree of it. */

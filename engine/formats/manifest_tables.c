@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "manifest_tables.h"
+#include "k3_util.h"
 
 #define CHUNK_BYTES ((size_t)1 << 20)   /* read at most this much at a time */
 

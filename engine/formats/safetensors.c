@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "safetensors.h"
 
 int64_t st_tensor_numel(const st_tensor *t)

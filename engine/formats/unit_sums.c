@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "file_read.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "unit_sums.h"
 
 #define SUMS_HEADER "k3-unit-sums 1"

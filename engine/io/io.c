@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include "io_backend.h"
 #include "stats.h"
+#include "k3_util.h"
 
 /* The back ends, by k3_io_backend. */
 static const io_backend_ops *const backends[] = {[K3_IO_POOL] = &io_pool_ops, [K3_IO_URING] = &io_uring_ops};

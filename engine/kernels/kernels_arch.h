@@ -25,6 +25,7 @@
 #include "kernels_neon.h"
 #else
 #include "kernels_generic.h"
+#include "k3_util.h"
 #endif
 
 #endif

@@ -60,6 +60,7 @@
 #include <string.h>
 #include <math.h>
 #include "k3.h"
+#include "k3_util.h"
 #include "kernels.h"
 #include "mxfp4.h"
 #include "kernels_arch.h"

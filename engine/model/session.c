@@ -17,6 +17,7 @@
 #include "forward.h"
 #include "weights.h"
 #include "stats.h"
+#include "k3_util.h"
 
 /* Threads a front end starts beside the engine's (the chat's engine thread
  * and its gauge poller, or the server's worker), kept free when a pids limit

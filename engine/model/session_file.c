@@ -14,6 +14,7 @@
 #include <string.h>
 #include "file_read.h"
 #include "forward.h"
+#include "k3_util.h"
 
 /* The engine build a snapshot belongs to: derived by the Makefile from the
  * sources that decide numerics (K3_NUMERICS_KEY), so a change to a kernel or

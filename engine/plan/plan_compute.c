@@ -26,6 +26,8 @@
 #include "kernels.h"
 #include "ops.h"
 #include "plan_compute.h"
+#include "k3_util.h"
+#include "k3_plan.h"
 
 /* One matrix of a decode step: rows x cols of the trunk's or the experts'
  * format. */

@@ -8,6 +8,7 @@
 #include "dtype.h"
 #include "config.h"
 #include "k3.h"
+#include "k3_plan.h"
 
 /* A reader in the background: start() begins reading, stop() ends it and
  * gives the bytes read since start(). */

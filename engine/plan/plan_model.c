@@ -69,6 +69,8 @@
 #include "safetensors.h"
 #include "weights.h"
 #include "stats.h"
+#include "k3_util.h"
+#include "k3_plan.h"
 
 struct k3_planner {
     k3_config cfg;

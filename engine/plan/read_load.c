@@ -10,6 +10,7 @@
 #include "io.h"
 #include "read_load.h"
 #include "stats.h"
+#include "k3_util.h"
 
 struct read_load {
     char path[4096];

@@ -10,6 +10,7 @@
 #include "pretokenize.h"
 #include "strtab.h"
 #include "k3.h"
+#include "k3_util.h"
 #include "k3_tokenizer.h"
 #include "unicode_class.h"
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "planner.h"
+#include "k3_util.h"
 
 static int by_size_desc(const void *a, const void *b, void *ctx)
 {

@@ -11,6 +11,7 @@
 #include "unit_sums.h"
 #include "prefault.h"
 #include "weights_internal.h"
+#include "k3_util.h"
 
 
 /* Identifies the weights, the same way `k3 pack` fingerprints its source

@@ -15,6 +15,7 @@
 #include "safetensors.h"
 #include "stats.h"
 #include "weights.h"
+#include "k3_util.h"
 
 /* A file window read into a unit's memory: [offset, offset + bytes) aligned;
  * need_bytes must arrive (the end may be past EOF). */

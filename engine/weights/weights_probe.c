@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "weights_internal.h"
+#include "k3_util.h"
 
 /* The depths probed: 1, 2, and the reader's own (the last). */
 static int probe_depths(int d, int *depths)

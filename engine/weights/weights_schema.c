@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "weights_internal.h"
+#include "k3_util.h"
 
 /* Remember a malloc'd buffer so close() frees it. */
 void *weights_own(k3_weights *rp, void *p)

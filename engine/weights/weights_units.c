@@ -9,6 +9,7 @@
 #include <string.h>
 #include "huge_pages.h"
 #include "weights_internal.h"
+#include "k3_util.h"
 
 static int by_file_offset(const void *a, const void *b, void *ctx)
 {

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "manifest.h"
+#include "k3_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "k3.h"
+#include "k3_util.h"
 
 static char *config;
 static size_t config_len;
