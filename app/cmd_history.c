@@ -450,7 +450,8 @@ static int sub_stress(const history_args *a)
         memset(state, (int)(i & 0xff), sizeof state);
         int ok = f && fwrite(state, 1, sizeof state, f) == sizeof state;
         if (f && fclose(f) != 0) ok = 0;
-        history_snapshot_key key = {conv, id, i + 1, "fp-stress", 1};
+        history_snapshot_key key = {.conversation_id = conv, .message_id = id, .n_tokens = i + 1,
+                                    .model_fingerprint = "fp-stress", .format_version = 1};
         if (!ok) { history_snapshot_discard(h, tmp); free(tmp); snprintf(err.msg, sizeof err.msg, "stress: cannot write snapshot"); conv = -1; break; }
         int64_t sid = history_snapshot_commit(h, tmp, &key, &err);
         free(tmp);

@@ -182,8 +182,10 @@ static void save_snapshot(conversation *c, int64_t message_id)
         free(tmp);
         return;
     }
-    history_snapshot_key key = {c->row.id, message_id, k3_session_n_tokens(c->session),
-                                k3_model_fingerprint(c->model), K3_SESSION_FORMAT_VERSION};
+    history_snapshot_key key = {.conversation_id = c->row.id, .message_id = message_id,
+                                .n_tokens = k3_session_n_tokens(c->session),
+                                .model_fingerprint = k3_model_fingerprint(c->model),
+                                .format_version = K3_SESSION_FORMAT_VERSION};
     if (history_snapshot_commit(c->db, tmp, &key, &herr) < 0)
         fprintf(stderr, "k3: warning: no state snapshot: %s\n", herr.msg);
     free(tmp);
@@ -599,7 +601,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         return 0;
     }
     char *answer_sampling = sampling_json(&c->sampler);
-    stream_saver saver = {c, on_text, user, -1, n_ids, answer_sampling, k3_now_ns() / 1e9, 0};
+    stream_saver saver = {.c = c, .on_text = on_text, .user = user, .message_id = -1, .prompt_tokens = n_ids,
+                          .sampling = answer_sampling, .last_save_s = k3_now_ns() / 1e9, .saved_tokens = 0};
     if (rc == 0) {
         /* the answer is on disk from its start, rewritten as it grows */
         history_message pm = history_message_make("assistant", "", HISTORY_INTERRUPTED);

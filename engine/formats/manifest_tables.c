@@ -227,7 +227,7 @@ int k3_manifest_tables_read(k3_manifest *m, const k3_tables_expect *want, k3_man
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/%s", m->dir, K3_TABLES_FILE);
-    tables_file tf = {-1, path, 0, K3_FNV_INIT, NULL, 0};
+    tables_file tf = {.fd = -1, .path = path, .at = 0, .hash = K3_FNV_INIT, .buf = NULL, .buf_bytes = 0};
     int rc = -1;
     tf.fd = k3_open_regular(path, O_RDONLY, err);
     if (tf.fd >= 0) {

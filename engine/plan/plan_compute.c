@@ -172,8 +172,9 @@ static void kda_between(step_probe *sp)
         k3_l2norm(k + (size_t)h * Dk, Dk, 1e-6f);
         for (int i = 0; i < Dk; i++) alpha[i] = k3_kda_decay_softplus(0.5f, sp->x[(size_t)h * Dk + i]);
         const float beta = k3_sigmoid(sp->x[h]);
-        const k3_delta_tokens in = {q + (size_t)h * Dk, k + (size_t)h * Dk, v + (size_t)h * Dv, alpha, (size_t)P,
-                                    &beta, 1, o + (size_t)h * Dv, (size_t)P};
+        const k3_delta_tokens in = {.q = q + (size_t)h * Dk, .k = k + (size_t)h * Dk, .v = v + (size_t)h * Dv,
+                                    .alpha = alpha, .stride = (size_t)P, .beta = &beta, .beta_stride = 1,
+                                    .o = o + (size_t)h * Dv, .o_stride = (size_t)P};
         k3_delta_rule_tokens(S_all + (size_t)h * Dk * Dv, &in, 1, Dk, Dv, u);
         float *oh = o + (size_t)h * Dv;
         double ss = 0.0;

@@ -624,10 +624,13 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
         return k3_err(err, "fixed cost %llu bytes is less than one session's state (%llu bytes)",
                       (unsigned long long)fixed, (unsigned long long)pl->session_bytes);
     const int chunk_min = pl->ctx_tokens < K3_CHUNK_TOKENS ? pl->ctx_tokens : K3_CHUNK_TOKENS;
-    k3_plan_input in = {mem_bytes, fixed, pl->session_bytes, pl->ctx_tokens, pl->n_trunk, pl->trunk_bytes,
-                        pl->expert_bytes, pl->n_experts_total, c->top_k, mem_bytes ? "--mem" : "as the engine",
-                        chunk_min, pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
-                        pl->chunk_token_bytes, 0, pl->span_token_bytes, pl->embed_table_bytes};
+    k3_plan_input in = {.budget_bytes = mem_bytes, .fixed_bytes = fixed, .state_bytes = pl->session_bytes,
+                        .ctx_tokens = pl->ctx_tokens, .n_trunk = pl->n_trunk, .trunk_bytes = pl->trunk_bytes,
+                        .expert_bytes = pl->expert_bytes, .n_experts_total = pl->n_experts_total, .top_k = c->top_k,
+                        .budget_source = mem_bytes ? "--mem" : "as the engine", .chunk_min = chunk_min,
+                        .chunk_max = pl->ctx_tokens < K3_CHUNK_TOKENS_MAX ? pl->ctx_tokens : K3_CHUNK_TOKENS_MAX,
+                        .chunk_token_bytes = pl->chunk_token_bytes, .chunk_room_bytes = 0,
+                        .span_token_bytes = pl->span_token_bytes, .embed_table_bytes = pl->embed_table_bytes};
     if (!mem_bytes) {                     /* as the engine: resident if it fits in available memory */
         k3_mem_limit lim;
         k3_mem_limit_read(pl->process_bytes, &lim);

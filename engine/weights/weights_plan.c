@@ -29,9 +29,12 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     k3_weights_unit_sizes(rp, trunk_bytes, &expert_bytes, &n_experts_total, &embed_buf_bytes, &embed_table_bytes);
     uint64_t fixed = k3_plan_fixed_bytes(current_rss(), rp->opt.session_bytes, embed_buf_bytes);
     char source[256] = "";                /* where a derived budget comes from (printed) */
-    k3_plan_input in = {rp->opt.mem_bytes, fixed, rp->opt.session_bytes, rp->opt.ctx_tokens, n_trunk, trunk_bytes,
-                        expert_bytes, n_experts_total, c->top_k, source, rp->opt.chunk_min, rp->opt.chunk_max,
-                        rp->opt.chunk_token_bytes, 0, rp->opt.span_token_bytes, embed_table_bytes};
+    k3_plan_input in = {.budget_bytes = rp->opt.mem_bytes, .fixed_bytes = fixed, .state_bytes = rp->opt.session_bytes,
+                        .ctx_tokens = rp->opt.ctx_tokens, .n_trunk = n_trunk, .trunk_bytes = trunk_bytes,
+                        .expert_bytes = expert_bytes, .n_experts_total = n_experts_total, .top_k = c->top_k,
+                        .budget_source = source, .chunk_min = rp->opt.chunk_min, .chunk_max = rp->opt.chunk_max,
+                        .chunk_token_bytes = rp->opt.chunk_token_bytes, .chunk_room_bytes = 0,
+                        .span_token_bytes = rp->opt.span_token_bytes, .embed_table_bytes = embed_table_bytes};
     k3_mem_limit lim;
     k3_mem_limit_read(current_rss(), &lim);
     if (in.budget_bytes) {                /* --mem above a memory cgroup's limit: refused, not OOM-killed */
