@@ -416,33 +416,21 @@ static int plan_fingerprint(pk_plan *p, uint8_t *buf, size_t buf_len, k3_error *
     return 0;
 }
 
-/* Classify, validate and lay out every tensor. After this every output
- * offset and file size is known. */
-static int plan_layout(pk_plan *p, const char *src, k3_error *err)
+/* Phase 1 of the layout: classify every tensor into an item (which file,
+ * layer, expert), counting each layer's tensors and experts, then sort the
+ * items into the files' order. */
+static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int *layer_max_e, k3_error *err)
 {
     st_index *ix = &p->ix;
-    p->items = calloc((size_t)ix->n_tensors + 1, sizeof *p->items);
-    p->run_off = calloc((size_t)p->n_layers, sizeof *p->run_off);
-    p->run_bytes = calloc((size_t)p->n_layers, sizeof *p->run_bytes);
-    int *layer_tensors = calloc((size_t)p->n_layers, sizeof *layer_tensors);
-    int *layer_max_e = calloc((size_t)p->n_layers, sizeof *layer_max_e);
-    int rc = 0;
-    if (!p->items || !p->run_off || !p->run_bytes || !layer_tensors || !layer_max_e) {
-        rc = k3_err(err, "out of memory");
-        goto done;
-    }
-    p->embed = p->norm = p->lm_head = -1;
     for (int i = 0; i < ix->n_tensors; i++) {
         const st_tensor *t = &ix->tensors[i];
         int layer, expert;
         const char *sub;
         int kind = classify(t->name, &layer, &expert, &sub);
         if (kind == KIND_SKIP) { p->n_skipped++; continue; }
-        if (layer >= p->n_layers) {
-            rc = k3_err(err, "%s: tensor '%s' belongs to layer %d but config.json says %d layers",
-                        ix->shards[t->shard].path, t->name, layer, p->n_layers);
-            goto done;
-        }
+        if (layer >= p->n_layers)
+            return k3_err(err, "%s: tensor '%s' belongs to layer %d but config.json says %d layers",
+                          ix->shards[t->shard].path, t->name, layer, p->n_layers);
         pk_item *it = &p->items[p->n_items++];
         it->src = i;
         it->file = kind;
@@ -454,48 +442,58 @@ static int plan_layout(pk_plan *p, const char *src, k3_error *err)
         p->copy_bytes += t->nbytes;
     }
     for (int l = 0; l < p->n_layers; l++)
-        if (!layer_tensors[l]) {
-            rc = k3_err(err, "%s: no tensors for layer %d (config.json says %d layers)", src, l, p->n_layers);
-            goto done;
-        }
+        if (!layer_tensors[l])
+            return k3_err(err, "%s: no tensors for layer %d (config.json says %d layers)", src, l, p->n_layers);
     sort_ix = ix;
     qsort(p->items, (size_t)p->n_items, sizeof *p->items, cmp_layout);
+    return 0;
+}
 
-    /* embedding, final norm, lm_head */
+/* Phase 2: the embedding, the final norm and lm_head (the embedding when
+ * the config ties them), each present once. */
+static int layout_find_ends(pk_plan *p, const char *src, k3_error *err)
+{
+    st_index *ix = &p->ix;
+    p->embed = p->norm = p->lm_head = -1;
     for (int i = 0; i < p->n_items; i++) {
         const char *c = core_name(ix->tensors[p->items[i].src].name);
         if (!strcmp(c, "model.embed_tokens.weight")) p->embed = i;
         else if (!strcmp(c, "model.norm.weight")) p->norm = i;
         else if (!strcmp(c, "lm_head.weight")) p->lm_head = i;
     }
-    if (p->embed < 0) { rc = k3_err(err, "%s: no model.embed_tokens.weight tensor", src); goto done; }
-    if (p->norm < 0) { rc = k3_err(err, "%s: no model.norm.weight tensor (the final norm)", src); goto done; }
+    if (p->embed < 0) return k3_err(err, "%s: no model.embed_tokens.weight tensor", src);
+    if (p->norm < 0) return k3_err(err, "%s: no model.norm.weight tensor (the final norm)", src);
     const st_tensor *emb = &ix->tensors[p->items[p->embed].src];
-    if (emb->ndim < 1 || emb->shape[0] < 1) {
-        rc = k3_err(err, "%s: model.embed_tokens.weight has no rows", ix->shards[emb->shard].path);
-        goto done;
-    }
+    if (emb->ndim < 1 || emb->shape[0] < 1)
+        return k3_err(err, "%s: model.embed_tokens.weight has no rows", ix->shards[emb->shard].path);
     if (p->tied) p->lm_head = p->embed;
-    else if (p->lm_head < 0) {
-        rc = k3_err(err, "%s: no lm_head.weight tensor and config.json does not set tie_word_embeddings", src);
-        goto done;
-    }
+    else if (p->lm_head < 0)
+        return k3_err(err, "%s: no lm_head.weight tensor and config.json does not set tie_word_embeddings", src);
+    return 0;
+}
 
-    /* experts: every MoE layer has experts 0..E-1, every page of a layer the same tensors */
+/* Phase 3: every MoE layer has experts 0..E-1 with E as config.json says;
+ * sets n_layers_moe and n_experts. */
+static int layout_count_experts(pk_plan *p, const char *src, const int *layer_max_e, k3_error *err)
+{
     int max_e = 0;
     for (int l = 0; l < p->n_layers; l++) {
         if (!layer_max_e[l]) continue;
         p->n_layers_moe++;
         if (layer_max_e[l] > max_e) max_e = layer_max_e[l];
-        if (p->cfg_experts > 0 && layer_max_e[l] != p->cfg_experts) {
-            rc = k3_err(err, "%s: layer %d has experts 0..%d but config.json says %d experts", src, l,
-                        layer_max_e[l] - 1, p->cfg_experts);
-            goto done;
-        }
+        if (p->cfg_experts > 0 && layer_max_e[l] != p->cfg_experts)
+            return k3_err(err, "%s: layer %d has experts 0..%d but config.json says %d experts", src, l,
+                          layer_max_e[l] - 1, p->cfg_experts);
     }
     p->n_experts = max_e;
+    return 0;
+}
 
-    /* offsets: pass 1 sizes pages, pass 2 places everything */
+/* Phase 4: the page size, the largest expert's tensors laid end to end
+ * (each aligned), rounded up to K3_PACK_ALIGN: one read per expert. */
+static void layout_page_bytes(pk_plan *p)
+{
+    const st_index *ix = &p->ix;
     uint64_t page_max = 0;
     for (int i = 0; i < p->n_items;) {
         if (p->items[i].file != K3_PK_EXPERTS) { i++; continue; }
@@ -510,45 +508,77 @@ static int plan_layout(pk_plan *p, const char *src, k3_error *err)
         i = j;
     }
     p->page_bytes = page_max ? align_up(page_max, K3_PACK_ALIGN) : 0;
-    uint64_t cur[K3_PK_NFILES] = {0};
-    int i = 0;
-    /* trunk: one 4 KiB-aligned, 4 KiB-padded run per layer, forward order */
+}
+
+/* Phase 5a: the trunk file, one 4 KiB-aligned, 4 KiB-padded run per layer
+ * in forward order, from item *i on (the items are sorted trunk first). */
+static void layout_place_trunk(pk_plan *p, int *i, uint64_t *cur)
+{
+    const st_index *ix = &p->ix;
     for (int l = 0; l < p->n_layers; l++) {
-        p->run_off[l] = cur[0] = align_up(cur[0], K3_PACK_ALIGN);
-        for (; i < p->n_items && p->items[i].file == K3_PK_TRUNK && p->items[i].layer == l; i++) {
-            p->items[i].dst = align_up(cur[0], K3_PACK_TENSOR_ALIGN);
-            cur[0] = p->items[i].dst + ix->tensors[p->items[i].src].nbytes;
+        p->run_off[l] = *cur = align_up(*cur, K3_PACK_ALIGN);
+        for (; *i < p->n_items && p->items[*i].file == K3_PK_TRUNK && p->items[*i].layer == l; (*i)++) {
+            p->items[*i].dst = align_up(*cur, K3_PACK_TENSOR_ALIGN);
+            *cur = p->items[*i].dst + ix->tensors[p->items[*i].src].nbytes;
         }
-        p->run_bytes[l] = align_up(cur[0] - p->run_off[l], K3_PACK_ALIGN);
-        cur[0] = p->run_off[l] + p->run_bytes[l];
+        p->run_bytes[l] = align_up(*cur - p->run_off[l], K3_PACK_ALIGN);
+        *cur = p->run_off[l] + p->run_bytes[l];
     }
-    /* experts: pages in (layer, expert) order, ids 0..E-1 without gaps */
+}
+
+/* Phase 5b: the experts file, one page per expert in (layer, expert)
+ * order, ids 0..E-1 without gaps, every expert holding the same tensors
+ * in the same bytes as expert 0 of its layer. */
+static int layout_place_experts(pk_plan *p, const char *src, int *i, uint64_t *cur, k3_error *err)
+{
+    const st_index *ix = &p->ix;
     int first_n = 0, want_e = 0, prev_l = -1;
     uint64_t first_used = 0;
-    while (i < p->n_items && p->items[i].file == K3_PK_EXPERTS) {
-        int l = p->items[i].layer, e = p->items[i].expert;
+    while (*i < p->n_items && p->items[*i].file == K3_PK_EXPERTS) {
+        int l = p->items[*i].layer, e = p->items[*i].expert;
         if (l != prev_l) { want_e = 0; prev_l = l; }
-        if (e != want_e) {
-            rc = k3_err(err, "%s: layer %d has expert %d but no expert %d", src, l, e, want_e);
-            goto done;
-        }
+        if (e != want_e) return k3_err(err, "%s: layer %d has expert %d but no expert %d", src, l, e, want_e);
         want_e++;
         uint64_t start = (uint64_t)p->n_pages++ * p->page_bytes, used = 0;
         int n = 0;
-        for (; i < p->n_items && p->items[i].file == K3_PK_EXPERTS && p->items[i].layer == l &&
-               p->items[i].expert == e; i++, n++) {
+        for (; *i < p->n_items && p->items[*i].file == K3_PK_EXPERTS && p->items[*i].layer == l &&
+               p->items[*i].expert == e; (*i)++, n++) {
             used = align_up(used, K3_PACK_TENSOR_ALIGN);
-            p->items[i].dst = start + used;
-            used += ix->tensors[p->items[i].src].nbytes;
+            p->items[*i].dst = start + used;
+            used += ix->tensors[p->items[*i].src].nbytes;
         }
         if (e == 0) { first_n = n; first_used = used; }
-        else if (n != first_n || used != first_used) {
-            rc = k3_err(err, "%s: expert %d of layer %d has %d tensors (%llu bytes) but expert 0 has %d (%llu "
-                        "bytes)", src, e, l, n, (unsigned long long)used, first_n, (unsigned long long)first_used);
-            goto done;
-        }
-        cur[1] = start + p->page_bytes;
+        else if (n != first_n || used != first_used)
+            return k3_err(err, "%s: expert %d of layer %d has %d tensors (%llu bytes) but expert 0 has %d (%llu "
+                          "bytes)", src, e, l, n, (unsigned long long)used, first_n, (unsigned long long)first_used);
+        *cur = start + p->page_bytes;
     }
+    return 0;
+}
+
+/* Classify, validate and lay out every tensor, phase by phase. After this
+ * every output offset and file size is known. */
+static int plan_layout(pk_plan *p, const char *src, k3_error *err)
+{
+    st_index *ix = &p->ix;
+    p->items = calloc((size_t)ix->n_tensors + 1, sizeof *p->items);
+    p->run_off = calloc((size_t)p->n_layers, sizeof *p->run_off);
+    p->run_bytes = calloc((size_t)p->n_layers, sizeof *p->run_bytes);
+    int *layer_tensors = calloc((size_t)p->n_layers, sizeof *layer_tensors);
+    int *layer_max_e = calloc((size_t)p->n_layers, sizeof *layer_max_e);
+    int rc = 0;
+    if (!p->items || !p->run_off || !p->run_bytes || !layer_tensors || !layer_max_e) {
+        rc = k3_err(err, "out of memory");
+        goto done;
+    }
+    if ((rc = layout_classify(p, src, layer_tensors, layer_max_e, err)) ||
+        (rc = layout_find_ends(p, src, err)) || (rc = layout_count_experts(p, src, layer_max_e, err)))
+        goto done;
+    layout_page_bytes(p);
+    uint64_t cur[K3_PK_NFILES] = {0};
+    int i = 0;
+    layout_place_trunk(p, &i, &cur[K3_PK_TRUNK]);
+    if ((rc = layout_place_experts(p, src, &i, &cur[K3_PK_EXPERTS], err))) goto done;
     /* embed.bin (the weight at 0, rows as stored) and head.bin (norm, lm_head, rest) */
     for (; i < p->n_items; i++) {
         pk_item *it = &p->items[i];
