@@ -415,187 +415,219 @@ static int parse_args(int argc, char **argv, plan_options *o)
     return 0;
 }
 
-int cmd_plan(int argc, char **argv)
+/* One k3 plan run: what it measured or was given, and the estimates. */
+#define PLAN_MAX_ROWS 8
+typedef struct plan_run {
+    plan_options o;
+    k3_planner_info info;
+    char cache[PATH_MAX];
+    k3_kernel_rates rates;
+    int rates_cached, compute_cached;
+    double *layer_s;                      /* the compute probe's figures, for --json */
+    const char *disk_how, *trunk_how;
+    double disk, disk_first_read, trunk;  /* disk_first_read: 0 when not probed now */
+    k3_trunk_probe tp;
+    int n_rows;
+    k3_plan_estimate est[PLAN_MAX_ROWS];
+    int ok[PLAN_MAX_ROWS];
+    char why[PLAN_MAX_ROWS][512];
+} plan_run;
+
+/* The budgets of the table (one row with --mem). */
+static const double table_gib[] = {4, 8, 16, 32, 64, 128};
+
+/* The model: a directory or config file, else a shipped reference
+ * configuration by name; and the cache folder of the probes. NULL after
+ * saying why. */
+static k3_planner *plan_open(plan_run *r)
 {
-    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
-    plan_options o = {0};
-    if (parse_args(argc, argv, &o)) return K3_EXIT_USAGE;
     char ref[PATH_MAX];
-    const char *path = o.model;
+    const char *path = r->o.model;
     struct stat st;
     if (stat(path, &st) != 0) {
-        if (reference_config(o.model, ref, sizeof ref) != 0) {
+        if (reference_config(r->o.model, ref, sizeof ref) != 0) {
             cli_error("%s: no such model directory, config file or reference configuration "
-                      "(shipped: kimi-k3, kimi-linear)", o.model);
-            return K3_EXIT_ERROR;
+                      "(shipped: kimi-k3, kimi-linear)", r->o.model);
+            return NULL;
         }
         path = ref;
     }
-    k3_plan_options po = {.n_threads = o.m.n_threads, .ctx_tokens = o.ctx_tokens, .cache_lru = o.m.cache_lru,
-                          .fixed_bytes = o.fixed_bytes, .trace_path = o.m.trace_path};
+    k3_plan_options po = {.n_threads = r->o.m.n_threads, .ctx_tokens = r->o.ctx_tokens, .cache_lru = r->o.m.cache_lru,
+                          .fixed_bytes = r->o.fixed_bytes, .trace_path = r->o.m.trace_path};
     k3_error err;
     k3_planner *pl = k3_planner_open(path, &po, &err);
-    if (!pl) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-    k3_planner_info info;
-    k3_planner_get_info(pl, &info);
-    char cache[PATH_MAX];
-    if (cache_dir(cache, sizeof cache)) {
-        cli_error("%s: cannot create the cache folder: %s", cache, strerror(errno));
+    if (!pl) { cli_error("%s", err.msg); return NULL; }
+    k3_planner_get_info(pl, &r->info);
+    if (cache_dir(r->cache, sizeof r->cache)) {
+        cli_error("%s: cannot create the cache folder: %s", r->cache, strerror(errno));
         k3_planner_close(pl);
-        return K3_EXIT_ERROR;
+        return NULL;
     }
-    k3_kernel_rates rates;
-    int cached = 0;
-    if (o.rates_path ? rates_from_file(o.rates_path, &rates)
-                     : kernel_rates(cache, info.n_threads, o.reprobe, &rates, &cached)) {
-        k3_planner_close(pl);
-        return K3_EXIT_ERROR;
-    }
-    if (o.cores)
+    return pl;
+}
+
+/* This machine's figures, measured or cached or given: kernel rates (scaled
+ * to --cores), the compute probe, the disk's speed for expert pages and for
+ * the trunk ring. 0, or -1 after saying why. */
+static int plan_measure(plan_run *r, k3_planner *pl)
+{
+    const plan_options *o = &r->o;
+    if (o->rates_path ? rates_from_file(o->rates_path, &r->rates)
+                      : kernel_rates(r->cache, r->info.n_threads, o->reprobe, &r->rates, &r->rates_cached))
+        return -1;
+    if (o->cores) {
         for (int f = 0; f < K3_RATE_N; f++) {
-            rates.matvec_gbps[f] *= (double)o.cores / rates.n_threads;
-            rates.matmul32_gbps[f] *= (double)o.cores / rates.n_threads;
+            r->rates.matvec_gbps[f] *= (double)o->cores / r->rates.n_threads;
+            r->rates.matmul32_gbps[f] *= (double)o->cores / r->rates.n_threads;
         }
-    if (o.cores) rates.n_threads = o.cores;   /* the routed experts' activations spread over them */
+        r->rates.n_threads = o->cores;    /* the routed experts' activations spread over them */
+    }
     /* this machine's compute: the matrices timed at the model's widths
      * (rates from a file or scaled to other cores describe another
      * machine, whose compute only the rates can tell) */
-    int compute_cached = 0;
-    double *layer_s = NULL;               /* the compute probe's figures, for --json */
-    if (!o.rates_path && !o.cores) {
-        if (compute_probe(pl, cache, info.n_threads, info.n_layers, o.reprobe, &compute_cached, &layer_s)) {
-            k3_planner_close(pl);
-            return K3_EXIT_ERROR;
-        }
-        k3_planner_get_info(pl, &info);
+    if (!o->rates_path && !o->cores) {
+        if (compute_probe(pl, r->cache, r->info.n_threads, r->info.n_layers, o->reprobe, &r->compute_cached,
+                          &r->layer_s))
+            return -1;
+        k3_planner_get_info(pl, &r->info);
     }
-    const char *disk_how = "given (--disk)";
-    double disk = o.disk_gbps, disk_first_read = 0;   /* the probe's first reading: 0 when not probed now */
-    if (disk <= 0 && disk_speed(pl, cache, strcmp(info.sizes_from, "config.json") != 0, o.reprobe, &disk,
-                                &disk_first_read, &disk_how)) {
-        free(layer_s);
-        k3_planner_close(pl);
-        return K3_EXIT_ERROR;
-    }
-    static const double table_gib[] = {4, 8, 16, 32, 64, 128};
-    const int n_rows = o.m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);
-    const char *trunk_how = "given (--disk-trunk)";
-    double trunk = o.trunk_gbps;
-    k3_trunk_probe tp = {0};
-    if (trunk <= 0 && trunk_speed(pl, &o, n_rows, table_gib, disk, &trunk, &trunk_how, &tp)) {
-        free(layer_s);
-        k3_planner_close(pl);
-        return K3_EXIT_ERROR;
-    }
-    k3_plan_estimate est[8];
-    int ok[8];
-    char why[8][512];
-    for (int i = 0; i < n_rows; i++) {
-        uint64_t mem = o.m.mem_bytes ? o.m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
-        ok[i] = k3_planner_estimate(pl, mem, disk, trunk, &rates, o.prompt_tokens, &est[i], &err) == 0;
-        if (!ok[i]) snprintf(why[i], sizeof why[i], "%s", err.msg);
-    }
-    k3_planner_close(pl);
-    if (o.m.mem_bytes && !ok[0]) { free(layer_s); cli_error("%s", why[0]); return K3_EXIT_ERROR; }
+    r->disk_how = "given (--disk)";
+    r->disk = o->disk_gbps;
+    if (r->disk <= 0 && disk_speed(pl, r->cache, strcmp(r->info.sizes_from, "config.json") != 0, o->reprobe,
+                                   &r->disk, &r->disk_first_read, &r->disk_how))
+        return -1;
+    r->n_rows = o->m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);
+    r->trunk_how = "given (--disk-trunk)";
+    r->trunk = o->trunk_gbps;
+    if (r->trunk <= 0 && trunk_speed(pl, o, r->n_rows, table_gib, r->disk, &r->trunk, &r->trunk_how, &r->tp))
+        return -1;
+    return 0;
+}
 
-    const char *routing = info.trace_tokens ? "recorded trace" : "uniform routing";
-    if (o.json) {
-        json_t *rv = json_array(), *kr = json_object();
-        for (int f = 0; f < K3_RATE_N; f++)
-            json_object_set_new(kr, k3_rate_format_name(f),
-                                json_pack("{s:f,s:f}", "matvec_gbps", rates.matvec_gbps[f], "matmul32_gbps",
-                                          rates.matmul32_gbps[f]));
-        json_t *root = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:s,s:o,s:s,s:I}",
-                                 "model", o.model, "model_type", info.model_type, "sizes_from", info.sizes_from,
-                                 "layers", info.n_layers, "moe_layers", info.n_moe_layers, "experts", info.n_experts,
-                                 "top_k", info.top_k, "trunk_bytes", (json_int_t)info.trunk_bytes, "head_bytes",
-                                 (json_int_t)info.head_bytes, "expert_slot_bytes", (json_int_t)info.expert_slot_bytes,
-                                 "experts_bytes", (json_int_t)info.experts_bytes, "session_bytes",
-                                 (json_int_t)info.session_bytes, "ctx_tokens", info.ctx_tokens, "threads",
-                                 o.cores ? o.cores : info.n_threads, "disk_gbps", disk, "disk", disk_how,
-                                 "kernel_rates", kr, "routing", routing, "trace_tokens", (json_int_t)info.trace_tokens);
-        if (o.m.mem_bytes) {
-            json_object_set_new(root, "plan", estimate_json(&est[0]));
-        } else {
-            for (int i = 0; i < n_rows; i++)
-                json_array_append_new(rv, ok[i] ? estimate_json(&est[i])
-                                                : json_pack("{s:I,s:s}", "budget_bytes",
-                                                            (json_int_t)(table_gib[i] * 1073741824.0), "error", why[i]));
-            json_object_set_new(root, "table", rv);
-            rv = NULL;
-        }
-        json_decref(rv);
-        json_object_set_new(root, "situ_ns_per_element", json_real(rates.situ_ns));
-        json_t *cp = json_null();
-        if (info.compute.kinds) {
-            const k3_compute_figures *f = &info.compute;
-            cp = json_pack("{s:i,s:f,s:b,s:o,s:o,s:o,s:o}", "layer_kinds", f->kinds, "seconds", f->probe_s, "cached",
-                           compute_cached, "layer_s", seconds_json(layer_s, layer_s ? info.n_layers + 1 : 0),
-                           "read_share", f->read_share > 0 ? json_real(f->read_share) : json_null(),
-                           "slowdown_s_per_gb", f->read_share > 0 ? json_real(f->slowdown_s_per_gb) : json_null(),
-                           "miss_expert_s", f->miss_expert_s > 0 ? json_real(f->miss_expert_s) : json_null());
-        }
-        json_object_set_new(root, "compute_probe", cp);
-        free(layer_s);
-        json_object_set_new(root, "disk_first_read_gbps", disk_first_read > 0 ? json_real(disk_first_read) : json_null());
-        json_object_set_new(root, "disk_trunk_gbps", json_real(trunk));
-        json_object_set_new(root, "disk_trunk", json_string(trunk_how));
-        if (tp.units)
-            json_object_set_new(root, "trunk_probe",
-                                json_pack("{s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "gbps", tp.gbps, "first_pass_gbps",
-                                          tp.first_pass_gbps, "units", tp.units, "pass_bytes", (json_int_t)tp.pass_bytes,
-                                          "read_bytes", (json_int_t)tp.read_bytes, "passes", tp.passes, "seconds",
-                                          tp.seconds));
-        char *s = json_dumps(root, JSON_COMPACT);
-        printf("%s\n", s ? s : "{}");
-        free(s);
-        json_decref(root);
-        return K3_EXIT_OK;
+/* The estimate at each budget of the table (or --mem's); a budget the
+ * model cannot run in keeps its reason. */
+static void plan_estimate_rows(plan_run *r, k3_planner *pl)
+{
+    k3_error err;
+    for (int i = 0; i < r->n_rows; i++) {
+        uint64_t mem = r->o.m.mem_bytes ? r->o.m.mem_bytes : (uint64_t)(table_gib[i] * 1073741824.0);
+        r->ok[i] = k3_planner_estimate(pl, mem, r->disk, r->trunk, &r->rates, r->o.prompt_tokens, &r->est[i], &err) == 0;
+        if (!r->ok[i]) snprintf(r->why[i], sizeof r->why[i], "%s", err.msg);
     }
-    free(layer_s);
-    printf("k3 plan: %s (%s; sizes from %s)\n", o.model, info.model_type, info.sizes_from);
-    printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
-           "top-%d\n", gib(info.trunk_bytes), info.n_layers, gib(info.head_bytes), info.n_moe_layers, info.n_experts,
-           info.expert_slot_bytes / 1048576.0, gib(info.experts_bytes), info.top_k);
-    printf("machine: disk %.2f GB/s for expert pages (%s", disk, disk_how);
-    if (disk_first_read > 0) printf(", read again; %.3g GB/s the first time", disk_first_read);
-    printf("), %.2f GB/s for the trunk ring (%s", trunk, trunk_how);
-    if (tp.units)
-        printf(": %d units, %.1f MB a pass, %d passes, first pass %.2f GB/s", tp.units, tp.pass_bytes / 1e6, tp.passes,
-               tp.first_pass_gbps);
-    printf(");\n         %d threads%s, kernel GB/s of weights (decode / 32-token prompt):",
-           o.cores ? o.cores : info.n_threads, o.cores ? " (scaled from this machine)" : "");
+}
+
+/* --json: the whole run as one object on one line. */
+static void print_plan_json(const plan_run *r)
+{
+    const plan_options *o = &r->o;
+    const k3_planner_info *info = &r->info;
+    const char *routing = info->trace_tokens ? "recorded trace" : "uniform routing";
+    json_t *rv = json_array(), *kr = json_object();
     for (int f = 0; f < K3_RATE_N; f++)
-        printf(" %s %.1f/%.1f", k3_rate_format_name(f), rates.matvec_gbps[f], rates.matmul32_gbps[f]);
-    if (rates.situ_ns > 0) printf("; SiTU %.1f ns/element", rates.situ_ns);
-    printf("%s\n", o.rates_path ? " (from --rates)" : cached ? " (cached)" : "");
+        json_object_set_new(kr, k3_rate_format_name(f),
+                            json_pack("{s:f,s:f}", "matvec_gbps", r->rates.matvec_gbps[f], "matmul32_gbps",
+                                      r->rates.matmul32_gbps[f]));
+    json_t *root = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:I,s:I,s:i,s:i,s:f,s:s,s:o,s:s,s:I}",
+                             "model", o->model, "model_type", info->model_type, "sizes_from", info->sizes_from,
+                             "layers", info->n_layers, "moe_layers", info->n_moe_layers, "experts", info->n_experts,
+                             "top_k", info->top_k, "trunk_bytes", (json_int_t)info->trunk_bytes, "head_bytes",
+                             (json_int_t)info->head_bytes, "expert_slot_bytes", (json_int_t)info->expert_slot_bytes,
+                             "experts_bytes", (json_int_t)info->experts_bytes, "session_bytes",
+                             (json_int_t)info->session_bytes, "ctx_tokens", info->ctx_tokens, "threads",
+                             o->cores ? o->cores : info->n_threads, "disk_gbps", r->disk, "disk", r->disk_how,
+                             "kernel_rates", kr, "routing", routing, "trace_tokens", (json_int_t)info->trace_tokens);
+    if (o->m.mem_bytes) {
+        json_object_set_new(root, "plan", estimate_json(&r->est[0]));
+    } else {
+        for (int i = 0; i < r->n_rows; i++)
+            json_array_append_new(rv, r->ok[i] ? estimate_json(&r->est[i])
+                                               : json_pack("{s:I,s:s}", "budget_bytes",
+                                                           (json_int_t)(table_gib[i] * 1073741824.0), "error", r->why[i]));
+        json_object_set_new(root, "table", rv);
+        rv = NULL;
+    }
+    json_decref(rv);
+    json_object_set_new(root, "situ_ns_per_element", json_real(r->rates.situ_ns));
+    json_t *cp = json_null();
+    if (info->compute.kinds) {
+        const k3_compute_figures *f = &info->compute;
+        cp = json_pack("{s:i,s:f,s:b,s:o,s:o,s:o,s:o}", "layer_kinds", f->kinds, "seconds", f->probe_s, "cached",
+                       r->compute_cached, "layer_s", seconds_json(r->layer_s, r->layer_s ? info->n_layers + 1 : 0),
+                       "read_share", f->read_share > 0 ? json_real(f->read_share) : json_null(),
+                       "slowdown_s_per_gb", f->read_share > 0 ? json_real(f->slowdown_s_per_gb) : json_null(),
+                       "miss_expert_s", f->miss_expert_s > 0 ? json_real(f->miss_expert_s) : json_null());
+    }
+    json_object_set_new(root, "compute_probe", cp);
+    json_object_set_new(root, "disk_first_read_gbps", r->disk_first_read > 0 ? json_real(r->disk_first_read) : json_null());
+    json_object_set_new(root, "disk_trunk_gbps", json_real(r->trunk));
+    json_object_set_new(root, "disk_trunk", json_string(r->trunk_how));
+    const k3_trunk_probe *tp = &r->tp;
+    if (tp->units)
+        json_object_set_new(root, "trunk_probe",
+                            json_pack("{s:f,s:f,s:i,s:I,s:I,s:i,s:f}", "gbps", tp->gbps, "first_pass_gbps",
+                                      tp->first_pass_gbps, "units", tp->units, "pass_bytes", (json_int_t)tp->pass_bytes,
+                                      "read_bytes", (json_int_t)tp->read_bytes, "passes", tp->passes, "seconds",
+                                      tp->seconds));
+    char *s = json_dumps(root, JSON_COMPACT);
+    printf("%s\n", s ? s : "{}");
+    free(s);
+    json_decref(root);
+}
+
+/* The text header: the model's weights, the machine's figures and where
+ * each came from, how compute and the hit rate are counted. */
+static void print_plan_header(const plan_run *r)
+{
+    const plan_options *o = &r->o;
+    const k3_planner_info *info = &r->info;
+    const k3_trunk_probe *tp = &r->tp;
+    printf("k3 plan: %s (%s; sizes from %s)\n", o->model, info->model_type, info->sizes_from);
+    printf("weights: trunk %.2f GiB in %d layers + head %.2f GiB; routed experts %d x %d x %.2f MiB = %.1f GiB, "
+           "top-%d\n", gib(info->trunk_bytes), info->n_layers, gib(info->head_bytes), info->n_moe_layers,
+           info->n_experts, info->expert_slot_bytes / 1048576.0, gib(info->experts_bytes), info->top_k);
+    printf("machine: disk %.2f GB/s for expert pages (%s", r->disk, r->disk_how);
+    if (r->disk_first_read > 0) printf(", read again; %.3g GB/s the first time", r->disk_first_read);
+    printf("), %.2f GB/s for the trunk ring (%s", r->trunk, r->trunk_how);
+    if (tp->units)
+        printf(": %d units, %.1f MB a pass, %d passes, first pass %.2f GB/s", tp->units, tp->pass_bytes / 1e6,
+               tp->passes, tp->first_pass_gbps);
+    printf(");\n         %d threads%s, kernel GB/s of weights (decode / 32-token prompt):",
+           o->cores ? o->cores : info->n_threads, o->cores ? " (scaled from this machine)" : "");
+    for (int f = 0; f < K3_RATE_N; f++)
+        printf(" %s %.1f/%.1f", k3_rate_format_name(f), r->rates.matvec_gbps[f], r->rates.matmul32_gbps[f]);
+    if (r->rates.situ_ns > 0) printf("; SiTU %.1f ns/element", r->rates.situ_ns);
+    printf("%s\n", o->rates_path ? " (from --rates)" : r->rates_cached ? " (cached)" : "");
     char read_share_text[160];
-    if (info.compute.read_share > 0)
+    if (info->compute.read_share > 0)
         snprintf(read_share_text, sizeof read_share_text,
                  "reads get %.0f%% of the disk's speed while it computes, and slow it %.3f s a GB",
-                 100 * info.compute.read_share, info.compute.slowdown_s_per_gb);
+                 100 * info->compute.read_share, info->compute.slowdown_s_per_gb);
     else
         snprintf(read_share_text, sizeof read_share_text, "reads under compute not timed (no weight file here holds "
                  "four expert pages)");
     char miss_text[64] = "";
-    if (info.compute.miss_expert_s > 0)
+    if (info->compute.miss_expert_s > 0)
         snprintf(miss_text, sizeof miss_text, ", a routed expert %.2f ms over all threads",
-                 info.compute.miss_expert_s * 1e3);
-    if (info.compute.kinds)
+                 info->compute.miss_expert_s * 1e3);
+    if (info->compute.kinds)
         printf("compute: the matrices of %d layer kinds and the head timed at the model's widths%s (%.2f s%s); "
-               "%s\n", info.compute.kinds, miss_text, info.compute.probe_s, compute_cached ? ", cached" : "",
+               "%s\n", info->compute.kinds, miss_text, info->compute.probe_s, r->compute_cached ? ", cached" : "",
                read_share_text);
     else
         printf("compute: bytes / kernel rate per format%s\n",
-               o.rates_path || o.cores ? " (another machine's)" : " (an F8 trunk is not timed at its widths)");
-    printf("hit rate: %s%s\n", routing,
-           info.trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
-    if (o.m.mem_bytes) { print_estimate_text(&est[0]); return K3_EXIT_OK; }
+               o->rates_path || o->cores ? " (another machine's)" : " (an F8 trunk is not timed at its widths)");
+    printf("hit rate: %s%s\n", info->trace_tokens ? "recorded trace" : "uniform routing",
+           info->trace_tokens ? "" : " (LRU closed form; real routing is skewed and hits more)");
+}
+
+/* The text table: one row per budget. */
+static void print_plan_table(const plan_run *r)
+{
     printf("\n%8s %9s %12s %8s %6s %21s %9s %9s %9s %9s\n", "budget", "pinned", "ring", "slots", "hit",
            "GB/token tr/exp/head", "I/O s", "compute s", "s/token", "prompt s");
-    for (int i = 0; i < n_rows; i++) {
-        if (!ok[i]) { printf("%6.0f G  %s\n", table_gib[i], why[i]); continue; }
-        const k3_plan_estimate *e = &est[i];
+    for (int i = 0; i < r->n_rows; i++) {
+        if (!r->ok[i]) { printf("%6.0f G  %s\n", table_gib[i], r->why[i]); continue; }
+        const k3_plan_estimate *e = &r->est[i];
         char ring[32], gb[48];
         if (e->ring_slots) snprintf(ring, sizeof ring, "%d x %.0f MiB", e->ring_slots, e->ring_slot_bytes / 1048576.0);
         else snprintf(ring, sizeof ring, "-");
@@ -607,6 +639,37 @@ int cmd_plan(int argc, char **argv)
     printf("(prompt s: a %d-token prompt; decode s/token = max(I/O + compute x (1 - read share), compute +\n"
            " waiting for expert misses);\n"
            " I/O s = (trunk + head) / trunk ring speed + (experts + embedding row) / disk speed)\n",
-           o.prompt_tokens);
-    return K3_EXIT_OK;
+           r->o.prompt_tokens);
+}
+
+/* k3 plan: open, measure, estimate, print; one phase each. */
+int cmd_plan(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
+    static plan_run run;                  /* large (the reasons): not on the stack */
+    plan_run *r = &run;
+    memset(r, 0, sizeof *r);
+    if (parse_args(argc, argv, &r->o)) return K3_EXIT_USAGE;
+    k3_planner *pl = plan_open(r);
+    if (!pl) return K3_EXIT_ERROR;
+    if (plan_measure(r, pl)) {
+        free(r->layer_s);
+        k3_planner_close(pl);
+        return K3_EXIT_ERROR;
+    }
+    plan_estimate_rows(r, pl);
+    k3_planner_close(pl);
+    int rc = K3_EXIT_OK;
+    if (r->o.m.mem_bytes && !r->ok[0]) {
+        cli_error("%s", r->why[0]);
+        rc = K3_EXIT_ERROR;
+    } else if (r->o.json) {
+        print_plan_json(r);
+    } else {
+        print_plan_header(r);
+        if (r->o.m.mem_bytes) print_estimate_text(&r->est[0]);
+        else print_plan_table(r);
+    }
+    free(r->layer_s);
+    return rc;
 }

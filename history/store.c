@@ -2,6 +2,7 @@
  * with private permissions, connection pragmas, identification (our
  * application_id, a schema version we understand), migrations, and the
  * shared helpers (errors, transactions, retries) the other files use. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -130,6 +131,7 @@ int hist_exec(history *h, const char *sql, history_error *err)
  * SQLITE_BUSY_SNAPSHOT; retry a few times for long-running other writers. */
 int hist_begin(history *h, history_error *err)
 {
+    assert(sqlite3_get_autocommit(h->db));   /* no write nests in another: each one commits or rolls back */
     for (int attempt = 0;; attempt++) {
         int rc = sqlite3_exec(h->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
         if (rc == SQLITE_OK) return 0;
@@ -144,6 +146,7 @@ int hist_begin(history *h, history_error *err)
  * retrying is correct. On a real failure roll back so the handle stays usable. */
 int hist_commit(history *h, history_error *err)
 {
+    assert(!sqlite3_get_autocommit(h->db));  /* a hist_begin is open */
     for (int attempt = 0;; attempt++) {
         int rc = sqlite3_exec(h->db, "COMMIT", NULL, NULL, NULL);
         if (rc == SQLITE_OK) return 0;

@@ -39,6 +39,7 @@ void io_add_busy_time_locked(k3_io *io)
 
 void io_end_read_locked(k3_io *io, k3_io_req *r, int failed)
 {
+    assert(io->in_flight > 0);            /* every end matches a begin */
     io_add_busy_time_locked(io);
     io->in_flight--;
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
@@ -85,6 +86,7 @@ static int io_before(const k3_io_req *a, const k3_io_req *b)
 /* Put r in the queue at position at (lock held, room reserved). */
 void io_insert_at_locked(k3_io *io, int at, k3_io_req *r)
 {
+    assert(at >= 0 && at <= io->n_queued && io->n_queued < io->cap_queued);   /* room was reserved */
     memmove(io->queue + at + 1, io->queue + at, (size_t)(io->n_queued - at) * sizeof *io->queue);
     io->queue[at] = r;
     io->n_queued++;
@@ -109,6 +111,7 @@ int io_injected_failure_locked(k3_io *io)
 k3_io_req *io_pop_locked(k3_io *io)
 {
     if (!io->n_queued) return NULL;
+    assert(io->n_queued <= io->cap_queued);
     k3_io_req *r = io->queue[0];
     memmove(io->queue, io->queue + 1, (size_t)(--io->n_queued) * sizeof *io->queue);
     return r;

@@ -3,6 +3,7 @@
  * A session owns all per-conversation state: KDA conv history and recurrent
  * matrices, the MLA latent cache sized for max_tokens, the token history and
  * the logits after the last token, plus scratch for one prompt chunk. */
+#include <assert.h>
 #include <malloc.h>
 #include <omp.h>
 #include <stdio.h>
@@ -401,6 +402,7 @@ int k3_session_eval(k3_session *s, const int *ids, int n, float *all_logits, k3_
         stats_step_begin(st, &step_start);
         rc = k3_forward_chunk(s, ids + done, T, all_logits ? all_logits + (size_t)done * vocab : NULL, err);
         if (rc == 0) {
+            assert(s->n_tokens + T <= s->max_tokens);   /* k3_session_check_tokens made room */
             memcpy(s->tokens + s->n_tokens, ids + done, (size_t)T * sizeof *ids);
             s->n_tokens += T;
             done += T;

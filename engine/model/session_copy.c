@@ -7,6 +7,7 @@
  * memory and without a header: it is only ever restored into a session of
  * the same model in the same process. Restoring gives bit-identical logits
  * to the session it was taken from, because it is the same bytes. */
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include "forward.h"
@@ -72,6 +73,7 @@ int k3_state_restore(k3_session *s, const k3_state *st, k3_error *err)
     for (size_t l = 0; l < n_mla; l++)
         memcpy(s->mla_cache + l * (size_t)s->max_tokens * entry, st->mla + l * n * entry, n * entry * sizeof(float));
     memcpy(s->logits, st->logits, (size_t)c->vocab_size * sizeof(float));
+    assert(st->n_tokens >= 0 && st->n_tokens <= s->max_tokens);   /* checked against the session above */
     s->n_tokens = st->n_tokens;
     s->has_logits = st->has_logits;
     return 0;

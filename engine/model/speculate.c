@@ -15,6 +15,7 @@
  *    tokens from the inputs k3_kda_block kept during the pass (kda.c,
  *    k3_kda_replay): a few vector operations per kept token, no weights.
  * Nothing is undone when every token is kept. */
+#include <assert.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,7 @@ int k3_session_eval_draft(k3_session *s, const int *ids, int n, k3_draft_keep_fn
     }
     if (rc == 0) {
         if (n_keep < n) draft_take_back(s, n_keep);
+        assert(n_keep >= 1 && n_keep <= n && s->n_tokens + n_keep <= s->max_tokens);
         memcpy(s->tokens + s->n_tokens, ids, (size_t)n_keep * sizeof *ids);
         s->n_tokens += n_keep;
         memcpy(s->logits, s->draft->logits + (size_t)(n_keep - 1) * vocab, (size_t)vocab * sizeof(float));

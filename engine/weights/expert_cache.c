@@ -1,4 +1,5 @@
 /* expert_cache.c - see expert_cache.h. */
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ void k3_expert_cache_free(k3_expert_cache *c)
 
 int k3_expert_cache_lookup(k3_expert_cache *c, int layer, int expert)
 {
+    assert(layer >= 0 && layer < c->n_layers && expert >= 0 && expert < c->n_experts);
     int s = c->slot_of[(size_t)layer * c->n_experts + expert];
     if (s >= 0) {
         c->last_use[s] = ++c->tick;
@@ -62,6 +64,8 @@ int k3_expert_cache_insert(k3_expert_cache *c, int layer, int expert)
         if (victim < 0 || worse_victim(c, s, victim)) victim = s;
     }
     if (victim < 0) return -1;
+    assert(c->pins[victim] == 0);           /* a claimed (pinned) expert is never evicted */
+    assert(c->slot_of[layer * c->n_experts + expert] < 0);   /* inserted once: not already cached */
     if (c->key_of[victim] >= 0) c->slot_of[c->key_of[victim]] = -1;
     int key = layer * c->n_experts + expert;
     c->key_of[victim] = key;
@@ -76,12 +80,17 @@ int k3_expert_cache_insert(k3_expert_cache *c, int layer, int expert)
 
 void k3_expert_cache_drop(k3_expert_cache *c, int slot)
 {
+    assert(slot >= 0 && slot < c->n_slots);
     if (c->key_of[slot] >= 0) c->slot_of[c->key_of[slot]] = -1;
     c->key_of[slot] = -1;
 }
 
 void k3_expert_cache_pin(k3_expert_cache *c, int slot) { c->pins[slot]++; }
-void k3_expert_cache_unpin(k3_expert_cache *c, int slot) { if (c->pins[slot] > 0) c->pins[slot]--; }
+void k3_expert_cache_unpin(k3_expert_cache *c, int slot)
+{
+    assert(c->pins[slot] > 0);              /* every unpin matches a pin */
+    if (c->pins[slot] > 0) c->pins[slot]--;
+}
 
 int k3_cache_policy_parse(const char *s)
 {
