@@ -61,6 +61,20 @@ report("docs: every cited section is a heading of its document", missing_section
 report("docs: every path named in a source file exists", missing_path)
 report("docs: every bare file name in a C comment is a file of the repository", missing_name)
 
+# Every C file of the program is named in docs/ARCHITECTURE.md's tables (a
+# header counts as named with its .c file).
+arch = open("docs/ARCHITECTURE.md", encoding="utf-8").read()
+def named(base):
+    return re.search(r"(?<![\w.-])%s(?!\w)" % re.escape(base), arch) is not None
+unnamed = []
+for f in files:
+    if not re.match(r"(engine|app|chat|ui|history|offline|include)/.*\.[ch]$", f) or not os.path.exists(f):
+        continue
+    base = os.path.basename(f)
+    if not named(base) and not (base.endswith(".h") and named(base[:-2] + ".c")):
+        unnamed.append("%s is not named in docs/ARCHITECTURE.md" % f)
+report("docs: every source file is named in docs/ARCHITECTURE.md", unnamed)
+
 readme = open("README.md", encoding="utf-8").read()
 m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", readme, re.S)
 table = subprocess.run(["./k3", "help", "options"], capture_output=True, text=True).stdout

@@ -1,8 +1,8 @@
 /* io_backend.h - inside engine/io/ only: the reader's state shared by the
  * queue (io.c) and its two back ends, a pool of pread threads
  * (io_pool.c) and io_uring (io_uring.c). Each back end is a small table of
- * functions (io_backend_ops), as Redis's ae.c picks ae_epoll.c or
- * ae_kqueue.c, so the optional liburing sits in one file. */
+ * functions (io_backend_ops), as Redis's event loop picks its epoll or
+ * kqueue file, so the optional liburing sits in one file. */
 #ifndef K3_IO_BACKEND_H
 #define K3_IO_BACKEND_H
 

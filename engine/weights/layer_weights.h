@@ -1,11 +1,11 @@
-/* model.h - the weights of one layer as the forward pass sees them, and the
+/* layer_weights.h - the weights of one layer as the forward pass sees them, and the
  * options of the weight store (weights.h) that hands them out.
  *
  * The forward pass never touches files directly: it asks the weight store
  * for a layer (acquire/release) and for the routed experts it needs, wherever
  * their bytes sit (pinned, a ring slot, an expert-cache slot). */
-#ifndef K3_MODEL_H
-#define K3_MODEL_H
+#ifndef K3_LAYER_WEIGHTS_H
+#define K3_LAYER_WEIGHTS_H
 
 #include <stdint.h>
 #include "config.h"
