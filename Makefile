@@ -109,7 +109,7 @@ NUMERIC_SRC := $(sort $(wildcard engine/kernels/*.h) $(filter %.c %.h,$(shell $(
 K3_NUMERICS_KEY := $(shell $(CC) -fpreprocessed -dD -E -P $(NUMERIC_SRC) 2>/dev/null | sha256sum | cut -c1-16)
 OFFLINE_LIB := $(BUILD)/libk3offline.a
 
-.PHONY: all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-numerics-files print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
+.PHONY: coverage coverage-quick all deps deps-run deps-cross deps-test test test-engine check readme-options print-numerics-key print-numerics-files print-arch print-build print-arch-flags bench bench-plan fuzz run clean asan tsan install uninstall
 all: $(K3BIN) $(TEST_BIN) $(TOOL_BIN)
 
 $(ARCH_STAMP):
@@ -267,6 +267,14 @@ bench: all
 bench-plan: all
 	@sh tools/bench_plan.sh
 
+# What the tests reach: lines executed per folder on a gcov build
+# (build-cov/); `make coverage-quick` runs the unit tests and check's
+# forward pass only (tools/coverage.sh).
+coverage: all
+	@sh tools/coverage.sh
+coverage-quick: all
+	@sh tools/coverage.sh --quick
+
 # Every fuzz target for 60 s each (tests/fuzz.sh; `make test` runs a few seconds each).
 fuzz: all
 	@sh tests/fuzz.sh 60
@@ -291,6 +299,6 @@ uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 
 clean:
-	rm -rf build build-asan build-tsan build-generic build-aarch64 k3 k3-asan
+	rm -rf build build-asan build-tsan build-cov build-generic build-aarch64 k3 k3-asan
 
 -include $(ENGINE_OBJ:.o=.d) $(OFFLINE_OBJ:.o=.d) $(FRONT_OBJ:.o=.d)

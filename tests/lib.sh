@@ -3,3 +3,29 @@
 # counts them.
 pass() { echo "PASS $1"; }
 fail() { echo "FAIL $1: $2"; }
+
+# run_pool JOBS DIR SCRIPT...: run the scripts, at most JOBS at a time, each
+# as `sh SCRIPT` with its output in DIR/NAME.out, its stderr in DIR/NAME.err
+# its exit status in DIR/NAME.rc and its wall seconds in DIR/NAME.secs
+# (NAME: the script's file name without .sh). Returns when every script
+# has ended; the caller reads the files in its own order, so the log does
+# not depend on which finished first.
+run_pool() {
+    pool_jobs=$1 pool_dir=$2
+    shift 2
+    mkdir -p "$pool_dir"
+    [ $# -gt 0 ] || return 0
+    printf '%s\n' "$@" | xargs -P "$pool_jobs" -I{} sh -c \
+        'n=$(basename "$1" .sh); a=$(date +%s); sh "$1" > "$2/$n.out" 2> "$2/$n.err"; echo $? > "$2/$n.rc"
+         echo $(( $(date +%s) - a )) > "$2/$n.secs"' _ {} "$pool_dir"
+}
+
+# Scripts that must run alone: they measure this machine (k3 plan's
+# probes, memory cgroups), build other trees from the same sources (a probe
+# file another script's build would pick up), or are whole sanitizer passes
+# of their own.
+K3_SERIAL_SCRIPTS="t_door t_numerics_key t_plan t_trust t_arch t_sanitize t_tsan t_serve_asan t_fuzz"
+is_serial_script() {
+    case " $K3_SERIAL_SCRIPTS " in *" $(basename "$1" .sh) "*) return 0 ;; esac
+    return 1
+}

@@ -10,7 +10,8 @@
 # the sanitizers already; t_serve_asan.sh is its own sanitizer run), t_door.sh and t_arch.sh (build checks of other
 # layouts and architectures), t_trust.sh and t_plan.sh (memory cgroups and
 # RSS-based plans: ASan's shadow memory changes what they measure) and
-# t_cli_misc.sh (checks the literal "./k3" hint). K3_SANITIZER=1 tells the
+# t_cli_misc.sh (checks the literal "./k3" hint), t_numerics_key.sh (a make
+# variable, no binary). K3_SANITIZER=1 tells the
 # other scripts to leave out their peak-RSS-within-budget checks only.
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/asan
@@ -42,11 +43,25 @@ for t in $BIN/tests/test_*; do
     [ -x "$t" ] || continue
     run_part "$t" "$t"
 done
+# The scripts as run.sh runs them: those that share no state
+# K3_TEST_JOBS at a time, each reported in the scripts' order.
+. tests/lib.sh
+scripts=""
 for s in tests/t_*.sh; do
     case $s in
-    tests/t_sanitize.sh|tests/t_serve_asan.sh|tests/t_tsan.sh|tests/t_fuzz.sh|tests/t_door.sh|tests/t_arch.sh|tests/t_trust.sh|tests/t_plan.sh|tests/t_cli_misc.sh) continue ;;
+    tests/t_sanitize.sh|tests/t_serve_asan.sh|tests/t_tsan.sh|tests/t_fuzz.sh|tests/t_door.sh|tests/t_arch.sh|tests/t_trust.sh|tests/t_plan.sh|tests/t_cli_misc.sh|tests/t_numerics_key.sh) continue ;;
     esac
-    run_part "$s" sh "$s"
+    scripts="$scripts $s"
+done
+rm -rf $OUT/parts
+# shellcheck disable=SC2086
+run_pool "${K3_TEST_JOBS:-2}" $OUT/parts $scripts
+for s in $scripts; do
+    n=$(basename "$s" .sh)
+    sed -n 's/^\(PASS\|FAIL\) /\1 asan: /p' $OUT/parts/$n.out
+    cat $OUT/parts/$n.err >> $OUT/stderr.log
+    rc=$(cat $OUT/parts/$n.rc 2>/dev/null || echo 127)
+    if [ "$rc" -ne 0 ] && ! grep -q '^FAIL ' $OUT/parts/$n.out; then echo "FAIL asan: $s exited with status $rc"; fi
 done
 n=$(ls $REPORTS | wc -l)
 if [ "$n" -eq 0 ]; then
