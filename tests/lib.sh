@@ -1,8 +1,10 @@
 # lib.sh - what the shell suites share (sourced: `. tests/lib.sh`).
 # Every check prints one line, "PASS name" or "FAIL name: why"; tests/run.sh
 # counts them.
+# A reason on several lines is folded onto the one line; FAILED=1 lets a
+# script keep its work files for a look when something failed.
 pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+fail() { echo "FAIL $1: $(printf "%s" "$2" | tr "\n" " ")"; FAILED=1; }
 
 # run_pool JOBS DIR SCRIPT...: run the scripts, at most JOBS at a time, each
 # as `sh SCRIPT` with its output in DIR/NAME.out, its stderr in DIR/NAME.err

@@ -9,8 +9,7 @@
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/door
 mkdir -p $OUT
-probe_ok() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+. tests/lib.sh
 cleanup() {
     for d in app chat ui history; do rm -f $d/door_probe_$$_*.c build/$d/door_probe_$$_*; done
     rm -f engine/*/layer_probe_$$_*.c build/engine/*/layer_probe_$$_*
@@ -26,10 +25,10 @@ try() {
     rc=$?
     rm -f $src build/$dir/door_probe_$$_$name.*
     if [ "$want" = ok ]; then
-        [ $rc -eq 0 ] && probe_ok "door: $dir may include $inc" || fail "door: $dir may include $inc" "$(head -c 300 $OUT/$name.log)"
+        [ $rc -eq 0 ] && pass "door: $dir may include $inc" || fail "door: $dir may include $inc" "$(head -c 300 $OUT/$name.log)"
     else
         if [ $rc -ne 0 ] && grep -q "No such file\|reaches past include/" $OUT/$name.log; then
-            probe_ok "door: $dir cannot include $inc"
+            pass "door: $dir cannot include $inc"
         else
             fail "door: $dir cannot include $inc" "the build accepted it (rc $rc)"
         fi
@@ -51,9 +50,9 @@ layer() {
     rc=$?
     rm -f $src build/$dir/layer_probe_$$_$name.*
     if [ "$want" = ok ]; then
-        [ $rc -eq 0 ] && probe_ok "layers: $dir may include $inc" || fail "layers: $dir may include $inc" "$(head -c 300 $OUT/$name.log)"
+        [ $rc -eq 0 ] && pass "layers: $dir may include $inc" || fail "layers: $dir may include $inc" "$(head -c 300 $OUT/$name.log)"
     elif [ $rc -ne 0 ] && grep -q "includes from a folder above it" $OUT/$name.log; then
-        probe_ok "layers: $dir cannot include $inc"
+        pass "layers: $dir cannot include $inc"
     else
         fail "layers: $dir cannot include $inc" "the build accepted it (rc $rc)"
     fi

@@ -14,8 +14,7 @@ fi
 T=$(mktemp -d /tmp/k3-t-history-XXXXXX) || exit 1
 FAILED=0
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $(printf "%s" "$2" | tr "\n" " ")"; FAILED=1; }
+. tests/lib.sh
 
 # run NAME EXPECTED_RC CMD... : runs CMD with stdout/stderr in $T/out and
 # $T/err; on a wrong exit code returns 1 and leaves the reason in $WHY.

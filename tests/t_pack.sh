@@ -23,8 +23,7 @@ umount $OUT/smallfs 2>/dev/null
 rm -rf $OUT
 mkdir -p $OUT
 
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
+. tests/lib.sh
 
 # expect NAME WANT_CODE WANT_TEXT -- command...   (one line on stderr, exit code, text)
 expect() {
