@@ -1,7 +1,8 @@
 /* cmd_bench.c - `k3 bench`: prompt and decode speed under a memory budget,
  * with the disk measured in the same run.
  *
- * Passes (each on a freshly opened model, so none inherits another's cache):
+ * Passes (1, 2 and 4 each on a freshly opened model, so none inherits
+ * another's cache; 2a to 3b on pass 2's):
  *   1. the prompt token by token (bytes read: what chunking saves; not with
  *      --no-token-by-token),
  *   2. the prompt in chunks, then N greedy decode steps (the figures),
@@ -11,8 +12,12 @@
  *      same model: prefill with the weights the first one read already in
  *      memory (cold start and steady state apart: the first prompt pays the
  *      reads and the first touch of every arena page),
+ *   2b. unless --no-draft, speculative decoding on the same model (none,
+ *      ngram and an oracle draft, alternating), then what a verify pass of
+ *      k tokens costs against a plain step (bench_draft.c),
  *   3. unless --no-probe, the device: the runtime's own read size and depth,
  *      read into the expert cache's own slots (no memory beyond the plan),
+ *      before pass 2's run and again after it; 3b. the trunk as the ring reads it,
  *   4. unless --no-resident, the same decode fully resident, for floor_ratio:
  *      only when holding everything fits in the same limit as pass 2 (--mem,
  *      else the limit the engine derived from the cgroup or MemAvailable);
@@ -22,7 +27,12 @@
  * pass 2 are printed as soon as they are measured (the text report line by
  * line; with --json a summary line on stderr, then one JSON object at the
  * end), so a later pass that fails cannot lose them. Benchmarks are figures,
- * not tests. */
+ * not tests.
+ *
+ * One function a pass, each filling its part of a bench_run: bench_token_by_token
+ * (1), bench_main_pass (2), bench_warm_prompt (2a), bench_drafts (2b),
+ * bench_device (3, 3b), bench_resident (4), bench_floor; then
+ * print_bench_json or print_floor_text, and cmd_bench calls them in order. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +87,7 @@ static int *make_prompt(int n, int vocab)
     return make_prompt_seeded(n, vocab, 0x2545F4914F6CDD1Dull);
 }
 
+/* The index of the largest of n logits: the greedy token. */
 static int argmax(const float *l, int n)
 {
     int b = 0;
@@ -198,9 +209,6 @@ static void json_escape(char *dst, size_t len, const char *src)
     dst[o] = 0;
 }
 
-/* The speculative decoding fields of the JSON object (no braces around):
- * draft_accept_rate and tokens_per_pass are --draft ngram's; "draft" holds
- * every mode's figures; null when not measured. */
 /* "verify_pass_cost": what a draft pass of k tokens costs against a plain
  * step, wall and CPU time (bench_draft_pass_cost); null with --no-draft or
  * when it could not be measured. */
@@ -218,6 +226,9 @@ static void print_pass_cost_json(const bench_draft_cost *cost, int have)
     printf("]}");
 }
 
+/* The speculative decoding fields of the JSON object (no braces around):
+ * draft_accept_rate and tokens_per_pass are --draft ngram's; "draft" holds
+ * every mode's figures; null when not measured. */
 static void print_draft_json(const bench_draft_figures *dr, int have, const char *failed)
 {
     if (!have) {
@@ -245,6 +256,485 @@ static void print_draft_json(const bench_draft_figures *dr, int have, const char
     printf("}");
 }
 
+/* Everything one `k3 bench` run measures, pass by pass, kept for the report
+ * at the end: the options, each pass's figures and, for a pass that could
+ * not be measured, why not (an empty string when it was). On the heap: it
+ * holds several strings of 600 to 1024 bytes. */
+typedef struct bench_run {
+    bench_options o;
+    k3_error err;
+    int *prompt;                         /* the benchmark's prompt: o.prompt_tokens ids */
+    k3_model *m;                         /* pass 2's model: open from bench_main_pass to bench_device */
+    decode_figures tbt;                  /* pass 1: prefill only */
+    /* pass 2 */
+    decode_figures main_pass;
+    double open_s;                       /* k3_model_open: cold start */
+    uint64_t prefault_bytes;             /* the expert cache, faulted in from open on */
+    double prefault_s;
+    k3_stats st;                         /* right after the pass: peak RSS, budget, resident bytes */
+    char plan[1024];                     /* k3_model_plan_json */
+    double s_per_token, bytes_per_token; /* decode */
+    double read_gbps;                    /* decode's bytes over the time the reads were busy */
+    double hit_rate;                     /* decode's expert lookups that hit the cache */
+    /* pass 2a */
+    decode_figures warm;
+    char warm_failed[600];
+    /* pass 2b */
+    bench_draft_figures dr;
+    char draft_failed[600];
+    int have_draft;
+    bench_draft_cost cost;
+    char cost_failed[600];
+    int measure_cost;
+    /* pass 3 */
+    k3_device_probe probe_before, probe_after;
+    char probe_failed[600];
+    k3_trunk_probe trunk_probe;
+    char trunk_failed[600];
+    double device_gbps;                  /* the faster of the two probes */
+    double device_spread;                /* the faster over the slower */
+    char huge_mode[32];
+    int huge_requested;
+    uint64_t anon_huge_bytes;
+    int chunk_tokens;
+    char chunk_why[256];
+    int trace_failed;                    /* k3_model_finish failed (a --trace write): an error exit after the report */
+    k3_error trace_err;
+    /* pass 4 */
+    decode_figures resident;
+    double resident_s;                   /* s/token: measured, or --resident-s-per-token */
+    char resident_why[600];
+    /* the floor */
+    double floor_s;                      /* I/O floor s/token: decode's bytes at the device's speed */
+    double floor_ratio;                  /* decode over the higher of the floor and resident */
+    char floor_note[300];
+} bench_run;
+
+/* Pass 1: the prompt one token at a time on a model of its own, for the
+ * bytes it reads (what chunking saves). Makes the prompt. Returns 0, or -1
+ * with the error printed. */
+static int bench_token_by_token(bench_run *r)
+{
+    if (!r->o.token_by_token) return 0;
+    k3_model *m = k3_model_open(r->o.model_dir, &r->o.model, &r->err);
+    if (!m) { cli_error("%s", r->err.msg); return -1; }
+    k3_model_info info;
+    k3_model_get_info(m, &info);
+    r->prompt = make_prompt(r->o.prompt_tokens, info.vocab_size);
+    int rc = r->prompt ? run_pass(m, r->prompt, r->o.prompt_tokens, 0, 1, &r->tbt, &r->err)
+                       : k3_err(&r->err, "out of memory");
+    if (rc == 0) rc = k3_model_finish(m, &r->err);
+    k3_model_close(m);
+    if (rc) { cli_error("%s", r->err.msg); return -1; }
+    return 0;
+}
+
+/* Pass 2's figures as soon as they are measured, so a later pass that fails
+ * cannot lose them: the text report's lines, or with --json one summary
+ * line on stderr. */
+static void print_main_pass(const bench_run *r)
+{
+    const bench_options *o = &r->o;
+    const decode_figures *f = &r->main_pass;
+    const double n = o->tokens;
+    if (o->json) {
+        fprintf(stderr, "k3: bench: decode %.6f s/token, prefill %.2f tok/s, %.0f bytes read/token, peak RSS %llu bytes\n",
+                r->s_per_token, o->prompt_tokens / f->prefill_s, r->bytes_per_token,
+                (unsigned long long)r->st.peak_rss_bytes);
+        return;
+    }
+    printf("kernels    %s\n", k3_kernels_name());
+    printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", r->s_per_token, 1.0 / r->s_per_token,
+           o->prompt_tokens / f->prefill_s);
+    char why[256];
+    printf("prefill    %.5f s/token in chunks of %d tokens (%s)\n", f->prefill_s / o->prompt_tokens,
+           k3_model_chunk_tokens(r->m, why, sizeof why), why);
+    printf("prefill    read %.1f MB (least possible %.1f MB)", f->prefill_bytes / 1e6, f->prefill_bytes_min / 1e6);
+    if (o->token_by_token) printf(" vs %.1f MB token by token", r->tbt.prefill_bytes / 1e6);
+    printf("\n");
+    printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", r->hit_rate * 100,
+           (unsigned long long)f->prefetch_used, (unsigned long long)f->prefetch_unused);
+    printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", r->st.peak_rss_bytes / 1048576.0,
+           r->st.budget_bytes / 1048576.0);
+    printf("per token  waiting for experts %.4f s, for trunk %.4f s, computing %.4f s; disk busy %.4f s\n",
+           f->wait_experts_ns * 1e-9 / n, f->wait_trunk_ns * 1e-9 / n,
+           r->s_per_token - (f->wait_experts_ns + f->wait_trunk_ns) * 1e-9 / n, f->read_busy_ns * 1e-9 / n);
+    fflush(stdout);
+}
+
+/* Pass 2: open the model (timed: cold start), print the plan, wait for the
+ * expert cache's prefault, probe the device once before the run, then the
+ * chunked prompt and the decode steps: the figures. Makes the prompt when
+ * pass 1 did not. Leaves the model open for passes 2a to 3. Returns 0, or
+ * -1 with the error printed and the model closed. */
+static int bench_main_pass(bench_run *r)
+{
+    const bench_options *o = &r->o;
+    const double open_t0 = k3_now_ns() / 1e9;   /* cold start: reads and first touch of every arena */
+    r->m = k3_model_open(o->model_dir, &o->model, &r->err);
+    r->open_s = k3_now_ns() / 1e9 - open_t0;
+    if (!r->m) { cli_error("%s", r->err.msg); return -1; }
+    if (!r->prompt) {
+        k3_model_info info;
+        k3_model_get_info(r->m, &info);
+        if (!(r->prompt = make_prompt(o->prompt_tokens, info.vocab_size))) {
+            cli_error("out of memory");
+            k3_model_close(r->m);
+            return -1;
+        }
+    }
+    if (!o->json) cli_print_plan(r->m);
+    /* the expert cache's memory, faulted in by the engine from open on
+     * while the CPU idles: waited for here, so the first touch (slow on a
+     * VM whose host took the memory back) is cold start, not decode */
+    k3_model_wait_prefault(r->m, &r->prefault_bytes, &r->prefault_s);
+    if (!o->json && r->prefault_bytes)
+        printf("memory     expert cache faulted in at open: %.1f MiB in %.2f s (%.2f GB/s), before the timed passes\n",
+               r->prefault_bytes / 1048576.0, r->prefault_s,
+               r->prefault_s > 0 ? r->prefault_bytes / r->prefault_s / 1e9 : 0);
+    /* the device before the run (and again after it, bench_device): the
+     * host's caches and other tenants move it from one minute to the next */
+    if (o->probe && k3_model_probe_device(r->m, 1.0, &r->probe_before, &r->err))
+        snprintf(r->probe_failed, sizeof r->probe_failed, "%s", r->err.msg);
+    decode_figures *f = &r->main_pass;
+    if (run_pass(r->m, r->prompt, o->prompt_tokens, o->tokens, 0, f, &r->err)) {
+        cli_error("%s", r->err.msg);
+        k3_model_close(r->m);
+        return -1;
+    }
+    k3_stats_read(r->m, &r->st);
+    k3_model_plan_json(r->m, r->plan, sizeof r->plan);
+    const double n = o->tokens;
+    r->s_per_token = f->decode_s / n;
+    r->bytes_per_token = (f->decode_trunk + f->decode_experts + f->decode_other) / n;
+    r->read_gbps = f->read_busy_ns ? (f->decode_trunk + f->decode_experts + f->decode_other) / (f->read_busy_ns * 1e-9) / 1e9
+                                   : 0;
+    r->hit_rate = f->decode_lookups ? (double)f->decode_hits / f->decode_lookups : 1.0;
+    print_main_pass(r);
+    return 0;
+}
+
+/* Pass 2a: a second prompt (other ids, same length) on the warmed model:
+ * prefill with the weights the first one read already in memory. */
+static void bench_warm_prompt(bench_run *r)
+{
+    const bench_options *o = &r->o;
+    if (!o->warm_prompt) return;
+    k3_model_info info;
+    k3_model_get_info(r->m, &info);
+    int *warm_prompt = make_prompt_seeded(o->prompt_tokens, info.vocab_size, 0x9E3779B97F4A7C15ull);
+    if (!warm_prompt) snprintf(r->warm_failed, sizeof r->warm_failed, "out of memory");
+    else if (run_pass(r->m, warm_prompt, o->prompt_tokens, 0, 0, &r->warm, &r->err))
+        snprintf(r->warm_failed, sizeof r->warm_failed, "%s", r->err.msg);
+    free(warm_prompt);
+    if (!o->json && !r->warm_failed[0])
+        printf("prefill    warm (a second prompt, weights already read): %.5f s/token, %.5f CPU s/token, read %.1f MB\n",
+               r->warm.prefill_s / o->prompt_tokens, r->warm.prefill_cpu_s / o->prompt_tokens, r->warm.prefill_bytes / 1e6);
+    else if (!o->json)
+        printf("prefill    warm not measured: %s\n", r->warm_failed);
+    fflush(stdout);
+}
+
+/* The text line of pass 2b's draft modes, or why they were not measured. */
+static void print_draft_text(const bench_run *r)
+{
+    const bench_draft_figures *dr = &r->dr;
+    if (r->have_draft) {
+        const double steps = (dr->tokens - 1) * dr->rounds;   /* tokens decoded after the first, over all rounds */
+        printf("draft      %d rounds alternating, %d-token repetitive prompt, %d tokens: none %.2f tok/s; ngram %.2f tok/s "
+               "(%d of %d drafted kept, %.2f tokens/pass); oracle %.2f tok/s (%.2f tokens/pass); "
+               "read %.1f / %.1f / %.1f MB/token; %s\n",
+               dr->rounds, dr->prompt_tokens, dr->tokens, bench_draft_tok_s(dr, &dr->none),
+               bench_draft_tok_s(dr, &dr->ngram), dr->ngram.kept, dr->ngram.drafted,
+               dr->ngram.passes ? steps / dr->ngram.passes : 0, bench_draft_tok_s(dr, &dr->oracle),
+               dr->oracle.passes ? steps / dr->oracle.passes : 0,
+               dr->none.bytes_read / 1e6 / steps, dr->ngram.bytes_read / 1e6 / steps, dr->oracle.bytes_read / 1e6 / steps,
+               dr->identical ? "tokens identical" : "TOKENS DIFFER");
+        fflush(stdout);
+    } else if (r->draft_failed[0]) {
+        printf("draft      not measured: %s\n", r->draft_failed);
+    }
+}
+
+/* The text line of pass 2b's verify cost, or why it was not measured. */
+static void print_pass_cost_text(const bench_run *r)
+{
+    const bench_draft_cost *cost = &r->cost;
+    if (r->measure_cost && !r->cost_failed[0]) {
+        printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost->ms[0], cost->reps);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost->ms[k] / cost->ms[0]);
+        printf("; CPU time (%.3f ms):", cost->cpu_ms[0]);
+        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost->cpu_ms[k] / cost->cpu_ms[0]);
+        printf("\n");
+        fflush(stdout);
+    } else if (r->cost_failed[0]) {
+        printf("verify     not measured: %s\n", r->cost_failed);
+    }
+}
+
+/* Pass 2b: speculative decoding side by side on the same model (none, ngram
+ * and an oracle draft, alternating), then what a verify pass of k tokens
+ * costs against a plain step. Both need 2 decode steps and a 3-token prompt,
+ * and are skipped with --no-draft. */
+static void bench_drafts(bench_run *r)
+{
+    const bench_options *o = &r->o;
+    const int wanted = o->draft_rounds && o->tokens > 1 && o->prompt_tokens >= 3;
+    if (wanted && bench_draft(r->m, r->prompt, o->prompt_tokens * 2 / 3, o->tokens, o->draft_rounds, &r->dr, &r->err))
+        snprintf(r->draft_failed, sizeof r->draft_failed, "%s", r->err.msg);
+    r->have_draft = o->draft_rounds && r->dr.rounds && !r->draft_failed[0];
+    if (!o->json) print_draft_text(r);
+    r->measure_cost = wanted;
+    if (r->measure_cost && bench_draft_pass_cost(r->m, r->prompt, o->prompt_tokens,
+                                                 o->prompt_tokens + o->tokens + 1,   /* the draft pass's context */
+                                                 2 * o->draft_rounds + 1, &r->cost, &r->err))
+        snprintf(r->cost_failed, sizeof r->cost_failed, "%s", r->err.msg);
+    if (!o->json) print_pass_cost_text(r);
+}
+
+/* The text lines of pass 3 and pass 2's reads: decode's bytes and read
+ * speed, the device, the trunk ring. */
+static void print_device_text(const bench_run *r)
+{
+    const decode_figures *f = &r->main_pass;
+    const double n = r->o.tokens;
+    printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", r->bytes_per_token / 1e6,
+           f->decode_trunk / n / 1e6, f->decode_experts / n / 1e6, r->read_gbps);
+    if (r->probe_failed[0]) printf("device not measured: %s\n", r->probe_failed);
+    else if (r->o.probe)
+        printf("device %.2f GB/s reading a sample again (before the run %.2f, after %.2f, spread x%.2f); "
+               "its first reading %.3g / %.3g GB/s\n", r->device_gbps, r->probe_before.gbps, r->probe_after.gbps,
+               r->device_spread, r->probe_before.first_read_gbps, r->probe_after.first_read_gbps);
+    else printf("device not measured (--no-probe)\n");
+    const k3_trunk_probe *t = &r->trunk_probe;
+    if (r->trunk_failed[0]) printf("trunk      not measured: %s\n", r->trunk_failed);
+    else if (r->o.probe)
+        printf("trunk      %.2f GB/s as the ring reads it (%d units, %.1f MB a pass, %d passes in %.1f s; "
+               "first pass %.2f GB/s)\n", t->gbps, t->units, t->pass_bytes / 1e6, t->passes, t->seconds,
+               t->first_pass_gbps);
+    fflush(stdout);
+}
+
+/* Pass 3 and the end of pass 2's model: the device again, then the trunk as
+ * the ring reads it; the huge pages and the chunk size the model got; then
+ * finish (a --trace write) and close it. */
+static void bench_device(bench_run *r)
+{
+    const bench_options *o = &r->o;
+    /* the device again, into the model's own expert slots; the floor uses
+     * the faster of the two figures (the lower floor), so a ratio below 1
+     * means the probe missed what the run got */
+    if (o->probe && !r->probe_failed[0] && k3_model_probe_device(r->m, 1.0, &r->probe_after, &r->err))
+        snprintf(r->probe_failed, sizeof r->probe_failed, "%s", r->err.msg);
+    /* pass 3b: the trunk as the ring reads it, right after decode read it
+     * the same way (k3 plan --disk-trunk takes this figure) */
+    if (o->probe && k3_model_probe_trunk(r->m, 1.0, &r->trunk_probe, &r->err))
+        snprintf(r->trunk_failed, sizeof r->trunk_failed, "%s", r->err.msg);
+    else if (o->probe && !r->trunk_probe.units)
+        snprintf(r->trunk_failed, sizeof r->trunk_failed, "every trunk unit is pinned at this budget: the ring reads nothing");
+    if (!r->probe_failed[0] && o->probe) {
+        const double before = r->probe_before.gbps, after = r->probe_after.gbps;
+        const double lo = before < after ? before : after;
+        r->device_gbps = before > after ? before : after;
+        r->device_spread = lo > 0 ? r->device_gbps / lo : 0;
+    }
+    const char *huge_mode;
+    k3_model_huge_pages(r->m, &huge_mode, &r->huge_requested, &r->anon_huge_bytes);
+    snprintf(r->huge_mode, sizeof r->huge_mode, "%s", huge_mode);
+    r->chunk_tokens = k3_model_chunk_tokens(r->m, r->chunk_why, sizeof r->chunk_why);
+    r->trace_failed = k3_model_finish(r->m, &r->trace_err) != 0;
+    k3_model_close(r->m);
+    r->m = NULL;
+    if (!o->json) print_device_text(r);
+}
+
+/* Pass 4: the same decode fully resident on a model of its own, for the
+ * floor; only when holding everything fits in pass 2's limit (--mem, else
+ * the budget the engine derived), otherwise resident_why says why not. With
+ * --resident-s-per-token and --no-resident the given figure stands. */
+static void bench_resident(bench_run *r)
+{
+    const bench_options *o = &r->o;
+    r->resident_s = o->resident_s_per_token;
+    if (!o->resident) {
+        if (!r->resident_s) snprintf(r->resident_why, sizeof r->resident_why, "--no-resident");
+        return;
+    }
+    const uint64_t limit = o->model.mem_bytes ? o->model.mem_bytes : r->st.budget_bytes;
+    if (limit && r->st.resident_bytes > limit) {
+        snprintf(r->resident_why, sizeof r->resident_why,
+                 "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", r->st.resident_bytes / 1048576.0,
+                 limit / 1048576.0);
+        return;
+    }
+    k3_options res_opt = {.skip_tokenizer = 1, .n_threads = o->model.n_threads, .ctx_tokens = o->model.ctx_tokens,
+                          .mem_bytes = limit};
+    k3_model *m = k3_model_open(o->model_dir, &res_opt, &r->err);
+    if (!m) {
+        snprintf(r->resident_why, sizeof r->resident_why, "%s", r->err.msg);
+        return;
+    }
+    k3_stats rs;
+    k3_stats_read(m, &rs);
+    if (rs.budget_bytes && rs.budget_bytes < rs.resident_bytes)
+        snprintf(r->resident_why, sizeof r->resident_why,
+                 "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", rs.resident_bytes / 1048576.0,
+                 rs.budget_bytes / 1048576.0);
+    else if (run_pass(m, r->prompt, o->prompt_tokens, o->tokens, 0, &r->resident, &r->err) == 0)
+        r->resident_s = r->resident.decode_s / o->tokens;
+    else
+        snprintf(r->resident_why, sizeof r->resident_why, "%s", r->err.msg);
+    k3_model_close(m);
+}
+
+/* The I/O floor (decode's bytes at the device's speed) and floor_ratio:
+ * decode against the higher of the floor and the resident decode. A decode
+ * faster than its own floor means the floor was wrong, not the run: noted. */
+static void bench_floor(bench_run *r)
+{
+    r->floor_s = r->device_gbps > 0 ? r->bytes_per_token / (r->device_gbps * 1e9) : 0;
+    const double denom = r->floor_s > r->resident_s ? r->floor_s : r->resident_s;
+    r->floor_ratio = denom > 0 ? r->s_per_token / denom : 0;
+    if (denom > 0 && r->floor_ratio < 1)
+        snprintf(r->floor_note, sizeof r->floor_note,
+                 "unreliable: decode ran %.2fx faster than the floor; the device probe (%.2f GB/s before, %.2f after) "
+                 "missed what the run got (host caching or other tenants)", 1 / r->floor_ratio, r->probe_before.gbps,
+                 r->probe_after.gbps);
+}
+
+/* s as a JSON string, escaped, or null when it is empty (a reason not to
+ * have measured something: empty when it was measured). */
+static void print_json_reason(const char *s)
+{
+    char escaped[1300];
+    if (!s[0]) {
+        printf("null");
+        return;
+    }
+    json_escape(escaped, sizeof escaped, s);
+    printf("\"%s\"", escaped);
+}
+
+/* The JSON object's first fields: pass 2's decode and prefill speeds, cold
+ * start, then pass 2a's warm prompt, or null and why not. */
+static void print_speed_json(const bench_run *r)
+{
+    const bench_options *o = &r->o;
+    const decode_figures *f = &r->main_pass;
+    printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
+           "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,\"prefill_s_per_token\":%.6f,"
+           "\"cpu_s_per_token\":{\"prefill\":%.6f,\"decode\":%.6f},\"open_s\":%.3f,"
+           "\"cache_prefault\":{\"bytes\":%llu,\"seconds\":%.3f},",
+           o->model_dir, k3_kernels_name(), o->tokens, o->prompt_tokens, r->s_per_token, 1.0 / r->s_per_token,
+           o->prompt_tokens / f->prefill_s, f->prefill_s / o->prompt_tokens, f->prefill_cpu_s / o->prompt_tokens,
+           f->decode_cpu_s / (double)o->tokens, r->open_s, (unsigned long long)r->prefault_bytes, r->prefault_s);
+    if (o->warm_prompt && !r->warm_failed[0]) {
+        printf("\"prefill_warm_s_per_token\":%.6f,\"prefill_warm_cpu_s_per_token\":%.6f,\"prefill_warm_bytes\":%llu,",
+               r->warm.prefill_s / o->prompt_tokens, r->warm.prefill_cpu_s / o->prompt_tokens,
+               (unsigned long long)r->warm.prefill_bytes);
+    } else {
+        char why[700];
+        json_escape(why, sizeof why, o->warm_prompt ? r->warm_failed : "--no-warm-prompt");
+        printf("\"prefill_warm_s_per_token\":null,\"prefill_warm_not_measured\":\"%s\",", why);
+    }
+}
+
+/* The reads: chunk size, huge pages, bytes per decode step and per prompt
+ * (pass 1's token-by-token figure, or null), the reads' own speed. */
+static void print_reads_json(const bench_run *r)
+{
+    const decode_figures *f = &r->main_pass;
+    const double n = r->o.tokens;
+    char chunk_why[600], tbt_bytes[32] = "null";
+    json_escape(chunk_why, sizeof chunk_why, r->chunk_why);
+    if (r->o.token_by_token) snprintf(tbt_bytes, sizeof tbt_bytes, "%llu", (unsigned long long)r->tbt.prefill_bytes);
+    printf("\"chunk_tokens\":%d,\"chunk_why\":\"%s\","
+           "\"huge_pages\":{\"mode\":\"%s\",\"requested\":%s,\"anon_huge_bytes\":%llu},"
+           "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
+           "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%s,"
+           "\"read_gbps\":%.3f,",
+           r->chunk_tokens, chunk_why, r->huge_mode, r->huge_requested ? "true" : "false",
+           (unsigned long long)r->anon_huge_bytes, r->bytes_per_token, f->decode_trunk / n, f->decode_experts / n,
+           (unsigned long long)f->prefill_bytes, (unsigned long long)f->prefill_bytes_min, tbt_bytes, r->read_gbps);
+}
+
+/* Pass 3's fields: the device (null with --no-probe or when the probe
+ * failed, then device_probe_error says why), both probes, the trunk ring. */
+static void print_device_json(const bench_run *r)
+{
+    const int have_device = r->o.probe && !r->probe_failed[0];
+    char before[300], after[300];
+    device_probe_json(before, sizeof before, &r->probe_before);
+    device_probe_json(after, sizeof after, &r->probe_after);
+    if (have_device) printf("\"device_gbps\":%.3f,", r->device_gbps);
+    else printf("\"device_gbps\":null,");
+    printf("\"device_spread\":%.3f,\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d,\"before\":%s,\"after\":%s},"
+           "\"device_probe_error\":", r->device_spread, (unsigned long long)r->probe_after.read_bytes,
+           r->probe_after.depth, before, after);
+    print_json_reason(r->probe_failed);
+    const k3_trunk_probe *t = &r->trunk_probe;
+    if (r->trunk_failed[0] || !r->o.probe) {
+        char why[1300];
+        json_escape(why, sizeof why, r->o.probe ? r->trunk_failed : "--no-probe");
+        printf(",\"trunk_gbps\":null,\"trunk_probe\":null,\"trunk_probe_error\":\"%s\",", why);
+    } else {
+        printf(",\"trunk_gbps\":%.3f,\"trunk_probe\":{\"gbps\":%.3f,\"first_pass_gbps\":%.3f,\"units\":%d,"
+               "\"pass_bytes\":%llu,\"read_bytes\":%llu,\"passes\":%d,\"seconds\":%.2f},\"trunk_probe_error\":null,",
+               t->gbps, t->gbps, t->first_pass_gbps, t->units, (unsigned long long)t->pass_bytes,
+               (unsigned long long)t->read_bytes, t->passes, t->seconds);
+    }
+}
+
+/* The cache, memory and plan, then the floor: io_floor_s_per_token, pass
+ * 4's resident decode (or null and why not), floor_ratio and whether to
+ * trust it, and where decode's time went. */
+static void print_floor_json(const bench_run *r)
+{
+    const decode_figures *f = &r->main_pass;
+    const double n = r->o.tokens;
+    printf("\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
+           "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,",
+           r->hit_rate, (unsigned long long)f->prefetch_used, (unsigned long long)f->prefetch_unused,
+           (unsigned long long)r->st.peak_rss_bytes, (unsigned long long)r->st.budget_bytes, r->plan, r->floor_s);
+    if (r->resident_why[0]) printf("\"resident_s_per_token\":null,");
+    else printf("\"resident_s_per_token\":%.6f,", r->resident_s);
+    printf("\"resident_not_measured\":");
+    print_json_reason(r->resident_why);
+    printf(",\"floor_ratio\":%.3f,\"floor_reliable\":%s,\"floor_note\":", r->floor_ratio,
+           r->floor_note[0] ? "false" : "true");
+    print_json_reason(r->floor_note);
+    printf(",\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
+           "\"read_busy\":%.6f}",
+           f->wait_experts_ns * 1e-9 / n, f->wait_trunk_ns * 1e-9 / n,
+           r->s_per_token - (f->wait_experts_ns + f->wait_trunk_ns) * 1e-9 / n, f->read_busy_ns * 1e-9 / n);
+}
+
+/* --json: every pass's figures as one JSON object on stdout, at the end. */
+static void print_bench_json(const bench_run *r)
+{
+    print_speed_json(r);
+    print_reads_json(r);
+    print_device_json(r);
+    print_floor_json(r);
+    print_draft_json(&r->dr, r->have_draft, r->draft_failed);
+    print_pass_cost_json(&r->cost, r->measure_cost && !r->cost_failed[0]);
+    printf("}\n");
+}
+
+/* The text report's last lines: the floor, the resident decode (or why
+ * not), floor_ratio, and the note when the floor is not to be trusted. */
+static void print_floor_text(const bench_run *r)
+{
+    printf("floor      I/O floor %.4f s/token, ", r->floor_s);
+    if (r->resident_why[0]) printf("resident not measured (%s), ", r->resident_why);
+    else printf("resident %.4f s/token, ", r->resident_s);
+    printf("floor ratio %.2f\n", r->floor_ratio);
+    if (r->floor_note[0]) printf("floor      %s\n", r->floor_note);
+}
+
+/* `k3 bench`: the passes in order (the top of this file), then the report.
+ * Passes 1 and 2 give the figures, so their failure is an error exit; a
+ * later pass that fails only leaves its figures null, with the reason. */
 int cmd_bench(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -252,323 +742,22 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(argv[i], "--endpoint")) return cmd_bench_remote(argc, argv);
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
-    k3_error err;
-    k3_model *m = NULL;
-    int *prompt = NULL, rc = 0;
-    decode_figures tbt = {0}, main_pass = {0}, resident = {0};
-    if (o.token_by_token) {               /* pass 1: token by token */
-        m = k3_model_open(o.model_dir, &o.model, &err);
-        if (!m) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
-        k3_model_info info;
-        k3_model_get_info(m, &info);
-        prompt = make_prompt(o.prompt_tokens, info.vocab_size);
-        rc = prompt ? run_pass(m, prompt, o.prompt_tokens, 0, 1, &tbt, &err) : k3_err(&err, "out of memory");
-        if (rc == 0) rc = k3_model_finish(m, &err);
-        k3_model_close(m);
-        if (rc) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
+    bench_run *r = calloc(1, sizeof *r);
+    if (!r) { cli_error("out of memory"); return K3_EXIT_ERROR; }
+    r->o = o;
+    int rc = K3_EXIT_ERROR;
+    if (bench_token_by_token(r) == 0 && bench_main_pass(r) == 0) {
+        bench_warm_prompt(r);
+        bench_drafts(r);
+        bench_device(r);
+        bench_resident(r);
+        bench_floor(r);
+        if (o.json) print_bench_json(r);
+        else print_floor_text(r);
+        if (r->trace_failed) cli_error("%s", r->trace_err.msg);   /* a failed --trace write is an error exit */
+        else rc = K3_EXIT_OK;
     }
-    /* pass 2: chunked prompt + decode */
-    k3_options main_opt = o.model;
-    const double open_t0 = k3_now_ns() / 1e9;   /* cold start: reads and first touch of every arena */
-    m = k3_model_open(o.model_dir, &main_opt, &err);
-    const double open_s = k3_now_ns() / 1e9 - open_t0;
-    if (!m) { cli_error("%s", err.msg); free(prompt); return K3_EXIT_ERROR; }
-    if (!prompt) {
-        k3_model_info info;
-        k3_model_get_info(m, &info);
-        if (!(prompt = make_prompt(o.prompt_tokens, info.vocab_size))) {
-            cli_error("out of memory");
-            k3_model_close(m);
-            return K3_EXIT_ERROR;
-        }
-    }
-    if (!o.json) cli_print_plan(m);
-    /* the expert cache's memory, faulted in by the engine from open on
-     * while the CPU idles: waited for here, so the first touch (slow on a
-     * VM whose host took the memory back) is cold start, not decode */
-    uint64_t prefault_bytes;
-    double prefault_s;
-    k3_model_wait_prefault(m, &prefault_bytes, &prefault_s);
-    if (!o.json && prefault_bytes)
-        printf("memory     expert cache faulted in at open: %.1f MiB in %.2f s (%.2f GB/s), before the timed passes\n",
-               prefault_bytes / 1048576.0, prefault_s, prefault_s > 0 ? prefault_bytes / prefault_s / 1e9 : 0);
-    /* the device before the run (and again after it): the host's caches
-     * and other tenants move it from one minute to the next */
-    k3_device_probe probe_before = {0}, probe_after = {0};
-    char probe_failed[600] = "";
-    if (o.probe && k3_model_probe_device(m, 1.0, &probe_before, &err))
-        snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
-    rc = run_pass(m, prompt, o.prompt_tokens, o.tokens, 0, &main_pass, &err);
-    if (rc) { cli_error("%s", err.msg); k3_model_close(m); free(prompt); return K3_EXIT_ERROR; }
-    k3_stats st;
-    k3_stats_read(m, &st);
-    char plan[1024];
-    k3_model_plan_json(m, plan, sizeof plan);
-    const double n = o.tokens;
-    const double s_per_token = main_pass.decode_s / n;
-    const double bytes_per_token = (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) / n;
-    const double read_gbps = main_pass.read_busy_ns ? (main_pass.decode_trunk + main_pass.decode_experts + main_pass.decode_other) /
-                                                      (main_pass.read_busy_ns * 1e-9) / 1e9 : 0;
-    const double hit = main_pass.decode_lookups ? (double)main_pass.decode_hits / main_pass.decode_lookups : 1.0;
-    if (o.json) {
-        fprintf(stderr, "k3: bench: decode %.6f s/token, prefill %.2f tok/s, %.0f bytes read/token, peak RSS %llu bytes\n",
-                s_per_token, o.prompt_tokens / main_pass.prefill_s, bytes_per_token,
-                (unsigned long long)st.peak_rss_bytes);
-    } else {
-        printf("kernels    %s\n", k3_kernels_name());
-        printf("decode     %.4f s/token (%.2f tok/s), prefill %.1f tok/s\n", s_per_token, 1.0 / s_per_token,
-               o.prompt_tokens / main_pass.prefill_s);
-        char why[256];
-        printf("prefill    %.5f s/token in chunks of %d tokens (%s)\n", main_pass.prefill_s / o.prompt_tokens,
-               k3_model_chunk_tokens(m, why, sizeof why), why);
-        printf("prefill    read %.1f MB (least possible %.1f MB)", main_pass.prefill_bytes / 1e6,
-               main_pass.prefill_bytes_min / 1e6);
-        if (o.token_by_token) printf(" vs %.1f MB token by token", tbt.prefill_bytes / 1e6);
-        printf("\n");
-        printf("cache      true hit rate %.1f%%; prefetched and used %llu, unused %llu\n", hit * 100,
-               (unsigned long long)main_pass.prefetch_used, (unsigned long long)main_pass.prefetch_unused);
-        printf("memory     peak RSS %.1f MiB, budget %.1f MiB\n", st.peak_rss_bytes / 1048576.0,
-               st.budget_bytes / 1048576.0);
-        printf("per token  waiting for experts %.4f s, for trunk %.4f s, computing %.4f s; disk busy %.4f s\n",
-               main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
-               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
-               main_pass.read_busy_ns * 1e-9 / n);
-        fflush(stdout);
-    }
-    /* pass 2a: a second prompt (other ids, same length) on the warmed model */
-    decode_figures warm = {0};
-    char warm_failed[600] = "";
-    if (o.warm_prompt) {
-        k3_model_info info;
-        k3_model_get_info(m, &info);
-        int *warm_prompt = make_prompt_seeded(o.prompt_tokens, info.vocab_size, 0x9E3779B97F4A7C15ull);
-        if (!warm_prompt) snprintf(warm_failed, sizeof warm_failed, "out of memory");
-        else if (run_pass(m, warm_prompt, o.prompt_tokens, 0, 0, &warm, &err))
-            snprintf(warm_failed, sizeof warm_failed, "%s", err.msg);
-        free(warm_prompt);
-        if (!o.json && !warm_failed[0])
-            printf("prefill    warm (a second prompt, weights already read): %.5f s/token, %.5f CPU s/token, read %.1f MB\n",
-                   warm.prefill_s / o.prompt_tokens, warm.prefill_cpu_s / o.prompt_tokens, warm.prefill_bytes / 1e6);
-        else if (!o.json)
-            printf("prefill    warm not measured: %s\n", warm_failed);
-        fflush(stdout);
-    }
-    /* pass 2b: speculative decoding, side by side on the same model */
-    bench_draft_figures dr = {0};
-    char draft_failed[600] = "";
-    if (o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3 &&
-        bench_draft(m, prompt, o.prompt_tokens * 2 / 3, o.tokens, o.draft_rounds, &dr, &err))
-        snprintf(draft_failed, sizeof draft_failed, "%s", err.msg);
-    const int have_draft = o.draft_rounds && dr.rounds && !draft_failed[0];
-    if (!o.json && have_draft) {
-        printf("draft      %d rounds alternating, %d-token repetitive prompt, %d tokens: none %.2f tok/s; ngram %.2f tok/s "
-               "(%d of %d drafted kept, %.2f tokens/pass); oracle %.2f tok/s (%.2f tokens/pass); "
-               "read %.1f / %.1f / %.1f MB/token; %s\n",
-               dr.rounds, dr.prompt_tokens, dr.tokens, bench_draft_tok_s(&dr, &dr.none), bench_draft_tok_s(&dr, &dr.ngram),
-               dr.ngram.kept, dr.ngram.drafted, dr.ngram.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.ngram.passes : 0,
-               bench_draft_tok_s(&dr, &dr.oracle),
-               dr.oracle.passes ? (double)(dr.tokens - 1) * dr.rounds / dr.oracle.passes : 0,
-               dr.none.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.ngram.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds),
-               dr.oracle.bytes_read / 1e6 / ((dr.tokens - 1) * dr.rounds), dr.identical ? "tokens identical" : "TOKENS DIFFER");
-        fflush(stdout);
-    } else if (!o.json && draft_failed[0]) {
-        printf("draft      not measured: %s\n", draft_failed);
-    }
-    bench_draft_cost cost = {0};
-    char cost_failed[600] = "";
-    const int measure_cost = o.draft_rounds && o.tokens > 1 && o.prompt_tokens >= 3;   /* as the draft pass */
-    if (measure_cost && bench_draft_pass_cost(m, prompt, o.prompt_tokens, o.prompt_tokens + o.tokens + 1,   /* the draft pass's context */
-                                          2 * o.draft_rounds + 1, &cost, &err))
-        snprintf(cost_failed, sizeof cost_failed, "%s", err.msg);
-    if (!o.json && measure_cost && !cost_failed[0]) {
-        printf("verify     pass of k tokens / plain step (%.3f ms), median of %d alternating:", cost.ms[0], cost.reps);
-        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.ms[k] / cost.ms[0]);
-        printf("; CPU time (%.3f ms):", cost.cpu_ms[0]);
-        for (int k = 1; k <= K3_DRAFT_MAX_TOKENS; k++) printf(" k=%d %.2f", k, cost.cpu_ms[k] / cost.cpu_ms[0]);
-        printf("\n");
-        fflush(stdout);
-    } else if (!o.json && cost_failed[0]) {
-        printf("verify     not measured: %s\n", cost_failed);
-    }
-    /* pass 3: the device again, into the model's own expert slots; the
-     * floor uses the faster of the two figures (the lower floor), so a
-     * ratio below 1 means the probe missed what the run got */
-    if (o.probe && !probe_failed[0] && k3_model_probe_device(m, 1.0, &probe_after, &err))
-        snprintf(probe_failed, sizeof probe_failed, "%s", err.msg);
-    /* pass 3b: the trunk as the ring reads it, right after decode read it
-     * the same way (k3 plan --disk-trunk takes this figure) */
-    k3_trunk_probe trunk_probe = {0};
-    char trunk_failed[600] = "";
-    if (o.probe && k3_model_probe_trunk(m, 1.0, &trunk_probe, &err))
-        snprintf(trunk_failed, sizeof trunk_failed, "%s", err.msg);
-    else if (o.probe && !trunk_probe.units)
-        snprintf(trunk_failed, sizeof trunk_failed, "every trunk unit is pinned at this budget: the ring reads nothing");
-    double device_gbps = 0, device_spread = 0;
-    if (!probe_failed[0] && o.probe) {
-        const double lo = probe_before.gbps < probe_after.gbps ? probe_before.gbps : probe_after.gbps;
-        device_gbps = probe_before.gbps > probe_after.gbps ? probe_before.gbps : probe_after.gbps;
-        device_spread = lo > 0 ? device_gbps / lo : 0;
-    }
-    const uint64_t probe_bytes = probe_after.read_bytes;
-    const int probe_depth = probe_after.depth;
-    char huge_mode_buf[32];
-    const char *huge_mode;
-    int huge_requested;
-    uint64_t anon_huge_bytes;
-    k3_model_huge_pages(m, &huge_mode, &huge_requested, &anon_huge_bytes);
-    snprintf(huge_mode_buf, sizeof huge_mode_buf, "%s", huge_mode);
-    char chunk_why[256];
-    const int chunk_tokens = k3_model_chunk_tokens(m, chunk_why, sizeof chunk_why);
-    k3_error trace_err;
-    int trace_failed = k3_model_finish(m, &trace_err) != 0;   /* a failed --trace write is an error exit */
-    k3_model_close(m);
-    if (!o.json) {
-        printf("reads      %.2f MB/token (trunk %.2f, experts %.2f) at %.2f GB/s; ", bytes_per_token / 1e6,
-               main_pass.decode_trunk / n / 1e6, main_pass.decode_experts / n / 1e6, read_gbps);
-        if (probe_failed[0]) printf("device not measured: %s\n", probe_failed);
-        else if (o.probe)
-            printf("device %.2f GB/s reading a sample again (before the run %.2f, after %.2f, spread x%.2f); "
-                   "its first reading %.3g / %.3g GB/s\n", device_gbps, probe_before.gbps, probe_after.gbps,
-                   device_spread, probe_before.first_read_gbps, probe_after.first_read_gbps);
-        else printf("device not measured (--no-probe)\n");
-        if (trunk_failed[0]) printf("trunk      not measured: %s\n", trunk_failed);
-        else if (o.probe)
-            printf("trunk      %.2f GB/s as the ring reads it (%d units, %.1f MB a pass, %d passes in %.1f s; "
-                   "first pass %.2f GB/s)\n", trunk_probe.gbps, trunk_probe.units, trunk_probe.pass_bytes / 1e6,
-                   trunk_probe.passes, trunk_probe.seconds, trunk_probe.first_pass_gbps);
-        fflush(stdout);
-    }
-    /* pass 4: fully resident decode, only within the same limit */
-    double resident_s = o.resident_s_per_token;
-    char resident_why[600] = "";
-    if (o.resident) {
-        const uint64_t limit = o.model.mem_bytes ? o.model.mem_bytes : st.budget_bytes;
-        if (limit && st.resident_bytes > limit) {
-            snprintf(resident_why, sizeof resident_why,
-                     "fully resident needs %.1f MiB, over the %.1f MiB limit of this run", st.resident_bytes / 1048576.0,
-                     limit / 1048576.0);
-        } else {
-            k3_options res_opt = {.skip_tokenizer = 1, .n_threads = o.model.n_threads, .ctx_tokens = o.model.ctx_tokens,
-                                  .mem_bytes = limit};
-            k3_model *r = k3_model_open(o.model_dir, &res_opt, &err);
-            k3_stats rs;
-            if (!r) {
-                snprintf(resident_why, sizeof resident_why, "%s", err.msg);
-            } else {
-                k3_stats_read(r, &rs);
-                if (rs.budget_bytes && rs.budget_bytes < rs.resident_bytes)
-                    snprintf(resident_why, sizeof resident_why,
-                             "fully resident needs %.1f MiB, over the %.1f MiB limit of this run",
-                             rs.resident_bytes / 1048576.0, rs.budget_bytes / 1048576.0);
-                else if (run_pass(r, prompt, o.prompt_tokens, o.tokens, 0, &resident, &err) == 0)
-                    resident_s = resident.decode_s / o.tokens;
-                else
-                    snprintf(resident_why, sizeof resident_why, "%s", err.msg);
-                k3_model_close(r);
-            }
-        }
-    } else if (!resident_s) {
-        snprintf(resident_why, sizeof resident_why, "--no-resident");
-    }
-    free(prompt);
-    const double floor_s = device_gbps > 0 ? bytes_per_token / (device_gbps * 1e9) : 0;
-    const double denom = floor_s > resident_s ? floor_s : resident_s;
-    const double ratio = denom > 0 ? s_per_token / denom : 0;
-    /* decode faster than its own floor: the floor was wrong, not the run */
-    char floor_note[300] = "";
-    if (denom > 0 && ratio < 1)
-        snprintf(floor_note, sizeof floor_note,
-                 "unreliable: decode ran %.2fx faster than the floor; the device probe (%.2f GB/s before, %.2f after) "
-                 "missed what the run got (host caching or other tenants)", 1 / ratio, probe_before.gbps,
-                 probe_after.gbps);
-    const double prefill_s_per_token = main_pass.prefill_s / o.prompt_tokens;
-    if (o.json) {
-        char why_json[1300], probe_json[1300], resident_field[64], device_field[64], chunk_json[600];
-        char before_json[300], after_json[300], note_json[700], tbt_field[32] = "null";
-        /* the warm prompt's figures, or null and why not */
-        char warm_json[900], warm_why_json[700];
-        if (o.warm_prompt && !warm_failed[0])
-            snprintf(warm_json, sizeof warm_json,
-                     "\"prefill_warm_s_per_token\":%.6f,\"prefill_warm_cpu_s_per_token\":%.6f,\"prefill_warm_bytes\":%llu,",
-                     warm.prefill_s / o.prompt_tokens, warm.prefill_cpu_s / o.prompt_tokens,
-                     (unsigned long long)warm.prefill_bytes);
-        else {
-            json_escape(warm_why_json, sizeof warm_why_json, o.warm_prompt ? warm_failed : "--no-warm-prompt");
-            snprintf(warm_json, sizeof warm_json,
-                     "\"prefill_warm_s_per_token\":null,\"prefill_warm_not_measured\":\"%s\",", warm_why_json);
-        }
-        char trunk_json[1500];
-        if (trunk_failed[0] || !o.probe) {
-            char why[1300];
-            json_escape(why, sizeof why, o.probe ? trunk_failed : "--no-probe");
-            snprintf(trunk_json, sizeof trunk_json, "\"trunk_gbps\":null,\"trunk_probe\":null,\"trunk_probe_error\":\"%s\"", why);
-        } else {
-            snprintf(trunk_json, sizeof trunk_json,
-                     "\"trunk_gbps\":%.3f,\"trunk_probe\":{\"gbps\":%.3f,\"first_pass_gbps\":%.3f,\"units\":%d,"
-                     "\"pass_bytes\":%llu,\"read_bytes\":%llu,\"passes\":%d,\"seconds\":%.2f},\"trunk_probe_error\":null",
-                     trunk_probe.gbps, trunk_probe.gbps, trunk_probe.first_pass_gbps, trunk_probe.units,
-                     (unsigned long long)trunk_probe.pass_bytes, (unsigned long long)trunk_probe.read_bytes,
-                     trunk_probe.passes, trunk_probe.seconds);
-        }
-        if (o.token_by_token) snprintf(tbt_field, sizeof tbt_field, "%llu", (unsigned long long)tbt.prefill_bytes);
-        json_escape(why_json, sizeof why_json, resident_why);
-        json_escape(probe_json, sizeof probe_json, probe_failed);
-        json_escape(chunk_json, sizeof chunk_json, chunk_why);
-        json_escape(note_json, sizeof note_json, floor_note);
-        device_probe_json(before_json, sizeof before_json, &probe_before);
-        device_probe_json(after_json, sizeof after_json, &probe_after);
-        if (resident_why[0]) snprintf(resident_field, sizeof resident_field, "null");
-        else snprintf(resident_field, sizeof resident_field, "%.6f", resident_s);
-        if (probe_failed[0] || !o.probe) snprintf(device_field, sizeof device_field, "null");
-        else snprintf(device_field, sizeof device_field, "%.3f", device_gbps);
-        printf("{\"model\":\"%s\",\"kernels\":\"%s\",\"tokens\":%d,\"prompt_tokens\":%d,\"decode_s_per_token\":%.6f,"
-               "\"decode_tok_per_s\":%.3f,\"prefill_tokens_per_s\":%.2f,\"prefill_s_per_token\":%.6f,"
-               "\"cpu_s_per_token\":{\"prefill\":%.6f,\"decode\":%.6f},\"open_s\":%.3f,"
-               "\"cache_prefault\":{\"bytes\":%llu,\"seconds\":%.3f},%s"
-               "\"chunk_tokens\":%d,\"chunk_why\":\"%s\","
-               "\"huge_pages\":{\"mode\":\"%s\",\"requested\":%s,\"anon_huge_bytes\":%llu},"
-               "\"bytes_read_per_token\":{\"total\":%.0f,\"trunk\":%.0f,\"experts\":%.0f},"
-               "\"prefill_bytes\":%llu,\"prefill_bytes_min\":%llu,\"prefill_bytes_token_by_token\":%s,"
-               "\"read_gbps\":%.3f,\"device_gbps\":%s,\"device_spread\":%.3f,"
-               "\"device_probe\":{\"read_bytes\":%llu,\"depth\":%d,\"before\":%s,\"after\":%s},"
-               "\"device_probe_error\":%s%s%s,%s,"
-               "\"true_hit_rate\":%.4f,\"prefetch_used\":%llu,\"prefetch_unused\":%llu,\"peak_rss_bytes\":%llu,"
-               "\"budget_bytes\":%llu,\"plan\":%s,\"io_floor_s_per_token\":%.6f,"
-               "\"resident_s_per_token\":%s,\"resident_not_measured\":%s%s%s,\"floor_ratio\":%.3f,"
-               "\"floor_reliable\":%s,\"floor_note\":%s%s%s,"
-               "\"breakdown_s_per_token\":{\"wait_experts\":%.6f,\"wait_trunk\":%.6f,\"compute\":%.6f,"
-               "\"read_busy\":%.6f}",
-               o.model_dir, k3_kernels_name(), o.tokens, o.prompt_tokens, s_per_token, 1.0 / s_per_token,
-               o.prompt_tokens / main_pass.prefill_s, prefill_s_per_token, main_pass.prefill_cpu_s / o.prompt_tokens,
-               main_pass.decode_cpu_s / n, open_s, (unsigned long long)prefault_bytes, prefault_s, warm_json,
-               chunk_tokens, chunk_json, huge_mode_buf,
-               huge_requested ? "true" : "false", (unsigned long long)anon_huge_bytes, bytes_per_token,
-               main_pass.decode_trunk / n, main_pass.decode_experts / n, (unsigned long long)main_pass.prefill_bytes,
-               (unsigned long long)main_pass.prefill_bytes_min, tbt_field, read_gbps,
-               device_field, device_spread, (unsigned long long)probe_bytes, probe_depth, before_json, after_json,
-               probe_failed[0] ? "\"" : "", probe_failed[0] ? probe_json : "null",
-               probe_failed[0] ? "\"" : "", trunk_json, hit, (unsigned long long)main_pass.prefetch_used,
-               (unsigned long long)main_pass.prefetch_unused, (unsigned long long)st.peak_rss_bytes,
-               (unsigned long long)st.budget_bytes, plan, floor_s, resident_field, resident_why[0] ? "\"" : "",
-               resident_why[0] ? why_json : "null", resident_why[0] ? "\"" : "", ratio,
-               floor_note[0] ? "false" : "true", floor_note[0] ? "\"" : "", floor_note[0] ? note_json : "null",
-               floor_note[0] ? "\"" : "",
-               main_pass.wait_experts_ns * 1e-9 / n, main_pass.wait_trunk_ns * 1e-9 / n,
-               s_per_token - (main_pass.wait_experts_ns + main_pass.wait_trunk_ns) * 1e-9 / n,
-               main_pass.read_busy_ns * 1e-9 / n);
-        print_draft_json(&dr, have_draft, draft_failed);
-        print_pass_cost_json(&cost, measure_cost && !cost_failed[0]);
-        printf("}\n");
-    } else {
-        printf("floor      I/O floor %.4f s/token, ", floor_s);
-        if (resident_why[0]) printf("resident not measured (%s), ", resident_why);
-        else printf("resident %.4f s/token, ", resident_s);
-        printf("floor ratio %.2f\n", ratio);
-        if (floor_note[0]) printf("floor      %s\n", floor_note);
-    }
-    if (trace_failed) {
-        cli_error("%s", trace_err.msg);
-        return K3_EXIT_ERROR;
-    }
-    return K3_EXIT_OK;
+    free(r->prompt);
+    free(r);
+    return rc;
 }
