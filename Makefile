@@ -61,7 +61,7 @@ endif
 
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE $(ARCH_FLAGS) -fopenmp
-ENGINE_DIRS := model kernels weights text base
+ENGINE_DIRS := model kernels weights text base formats
 ENGINE_INC := -Iinclude $(addprefix -Iengine/,$(ENGINE_DIRS))
 FRONT_INC  := -Iinclude -Ichat -Iui -Ihistory -Iapp
 LDLIBS  := -fopenmp -ljansson -lpcre2-8 $(URING_LIB) -lm -lpthread
