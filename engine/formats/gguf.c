@@ -520,6 +520,9 @@ static int build_lookup(gguf_file *g, k3_error *err)
     if (k3_strtab_init(&g->by_name, (size_t)g->n_tensors)) return k3_err(err, "out of memory");
     for (int64_t k = 0; k < g->n_tensors; k++) {
         int32_t first = k3_strtab_insert(&g->by_name, (int32_t)k, tensor_name_key, g);
+        if (first >= 0 && g->tensors[first].part == g->tensors[k].part)
+            return k3_err(err, "%s: tensor '%s' is given twice", g->parts[g->tensors[k].part].path,
+                          g->tensors[k].name);
         if (first >= 0)
             return k3_err(err, "%s: tensor '%s' is given twice (also in %s)", g->parts[g->tensors[k].part].path,
                           g->tensors[k].name, g->parts[g->tensors[first].part].path);

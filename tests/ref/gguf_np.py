@@ -287,43 +287,61 @@ def write_split(out_dir, prefix, n):
         open(path, "wb").write(gguf_bytes(kvs, mine))
 
 
+def _header(kv_bytes, n_kv=1, n_tensors=0):
+    """A header of hand-made key/value bytes, padded to 32."""
+    raw = b"GGUF" + struct.pack("<IQQ", 3, n_tensors, n_kv) + kv_bytes
+    return raw + bytes(-len(raw) % 32)
+
+
 def write_corrupt(out_dir):
-    """One file per defect; the name says the defect, the reader must refuse each with one line."""
+    """One file per defect, and the words the reader's one-line refusal must hold; prints
+    'name<TAB>words' lines."""
     rng = np.random.default_rng(3)
     q8 = random_blocks(rng, "Q8_0", 2)
     good_kvs = [("general.architecture", STRING, "kimi-linear")]
     good = gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8)])
+    info_end = good.index(struct.pack("<IQ", 8, 0)) + 12          # the tensor info's last byte + 1
+    one_tensor = gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8)])
+    dims_64_1 = struct.pack("<QQ", 64, 1)
+    key = _string("k")
     cases = {
-        "truncated_header": good[:30],
-        "truncated_data": good[:-5],
-        "bad_magic": b"GGUX" + good[4:],
-        "version_1": good[:4] + struct.pack("<I", 1) + good[8:],
-        "big_endian": good[:4] + struct.pack(">I", 3) + good[8:],
-        "huge_kv_count": good[:16] + struct.pack("<Q", 1 << 62) + good[24:],
-        "huge_tensor_count": good[:8] + struct.pack("<Q", 1 << 40) + good[16:],
-        "unknown_value_type": gguf_bytes([("k", U8, 1)], []).replace(struct.pack("<I", U8) + b"\x01",
-                                                                      struct.pack("<I", 77) + b"\x01"),
-        "huge_string": gguf_bytes([("k", STRING, "abc")], []).replace(struct.pack("<Q", 3) + b"abc",
-                                                                       struct.pack("<Q", 1 << 50) + b"abc"),
-        "huge_array": gguf_bytes([("k", ARRAY, (U32, [1]))], []).replace(struct.pack("<Q", 1) + struct.pack("<I", 1),
-                                                                          struct.pack("<Q", 1 << 61) + struct.pack("<I", 1)),
-        "duplicate_key": gguf_bytes([("k", U8, 1), ("k", U8, 2)], []),
-        "duplicate_tensor": gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8), ("a", "Q8_0", [64, 1], q8)]),
-        "bad_alignment": gguf_bytes([("general.alignment", U32, 48)], []),
-        "unknown_type": good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 16, 0)),
-        "row_not_whole_blocks": gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8)]).replace(
-            struct.pack("<Q", 64) + struct.pack("<Q", 1), struct.pack("<Q", 48) + struct.pack("<Q", 1)),
-        "offset_not_aligned": good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 8, 8)),
-        "tensor_overruns": gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8)]).replace(
-            struct.pack("<Q", 64) + struct.pack("<Q", 1), struct.pack("<Q", 64) + struct.pack("<Q", 1000)),
-        "overlap": gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8), ("b", "Q8_0", [64, 1], q8)]).replace(
-            struct.pack("<IQ", 8, 96), struct.pack("<IQ", 8, 32)),
-        "five_dims": gguf_bytes(good_kvs, [("a", "F32", [1, 1, 1, 1, 1], bytes(4))]),
-        "deep_nesting": gguf_bytes([("k", ARRAY, (ARRAY, [(ARRAY, [(ARRAY, [(ARRAY, [(U8, [1])])])])]))], []),
+        "truncated_header": (good[:info_end - 4], "a tensor offset at byte"),
+        "truncated_data": (good[:-5], "runs past the end of the file (data section 63 bytes"),
+        "bad_magic": (b"GGUX" + good[4:], "not a GGUF file"),
+        "version_1": (good[:4] + struct.pack("<I", 1) + good[8:], "GGUF version 1 is not supported"),
+        "big_endian": (good[:4] + struct.pack(">I", 3) + good[8:], "a big-endian file?"),
+        "huge_kv_count": (good[:16] + struct.pack("<Q", 1 << 62) + good[24:], "metadata entries cannot fit"),
+        "huge_tensor_count": (good[:8] + struct.pack("<Q", 1 << 40) + good[16:], "tensors cannot fit"),
+        "unknown_value_type": (_header(key + struct.pack("<I", 77) + b"\x01"), "value type 77, not a GGUF value type"),
+        "huge_string": (_header(key + struct.pack("<IQ", STRING, 1 << 50) + b"abc"), "a string value at byte"),
+        "huge_array": (_header(key + struct.pack("<IIQ", ARRAY, U32, 1 << 61) + struct.pack("<I", 1)),
+                       "array of 2305843009213693952 u32 elements"),
+        "bad_bool": (_header(key + struct.pack("<I", BOOL) + b"\x02"), "bool value 2"),
+        "nul_in_key": (_header(_string(b"a\x00b") + struct.pack("<I", U8) + b"\x01"), "holds a NUL byte"),
+        "empty_key": (_header(_string(b"") + struct.pack("<I", U8) + b"\x01"), "is 0 bytes long"),
+        "duplicate_key": (gguf_bytes([("k", U8, 1), ("k", U8, 2)], []), "metadata key 'k' appears twice"),
+        "duplicate_tensor": (gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8), ("a", "Q8_0", [64, 1], q8)]),
+                             "tensor 'a' is given twice"),
+        "bad_alignment": (gguf_bytes([("general.alignment", U32, 48)], []), "general.alignment 48 is not a power of two"),
+        "alignment_not_u32": (gguf_bytes([("general.alignment", U64, 32)], []), "general.alignment is a u64"),
+        "unknown_type": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 16, 0)),
+                         "type IQ2_XXS (ggml type 16), which k3 does not read"),
+        "unknown_ggml_id": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 200, 0)),
+                            "ggml type 200, not a ggml type"),
+        "row_not_whole_blocks": (one_tensor.replace(dims_64_1, struct.pack("<QQ", 48, 1)), "not whole Q8_0 blocks of 32"),
+        "offset_not_aligned": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 8, 8)),
+                               "offset 8 is not a multiple of the alignment 32"),
+        "tensor_overruns": (one_tensor.replace(dims_64_1, struct.pack("<QQ", 64, 1000)),
+                            "(68000 bytes at data offset 0) runs past the end of the file"),
+        "overlap": (gguf_bytes(good_kvs, [("a", "Q8_0", [64, 1], q8), ("b", "Q8_0", [64, 1], q8)]).replace(
+            struct.pack("<IQ", 8, 96), struct.pack("<IQ", 8, 32)), "tensors 'a' and 'b' overlap"),
+        "five_dims": (gguf_bytes(good_kvs, [("a", "F32", [1, 1, 1, 1, 1], bytes(4))]), "has 5 dimensions"),
+        "deep_nesting": (gguf_bytes([("k", ARRAY, (ARRAY, [(ARRAY, [(ARRAY, [(ARRAY, [(U8, [1])])])])]))], []),
+                         "nested deeper than 4"),
     }
-    for name, raw in cases.items():
+    for name, (raw, _) in cases.items():
         open(os.path.join(out_dir, name + ".gguf"), "wb").write(raw)
-    return sorted(cases)
+    return ["%s\t%s" % (name, cases[name][1]) for name in sorted(cases)]
 
 
 # ---------------------------------------------------------------- self-test
