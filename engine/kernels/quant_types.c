@@ -281,7 +281,7 @@ const k3_quant_type *k3_quant_type_by_name(const char *name)
     return NULL;
 }
 
-/* ggml.h's names by id, gaps where ids were retired. */
+/* llama.cpp's names by ggml type id, gaps where ids were retired. */
 const char *k3_ggml_type_name(uint32_t ggml_id)
 {
     static const char *const names[] = {

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The ggml type ids (ggml.h's enum ggml_type) of the types k3 reads. The
+/* The ggml type ids (the enum ggml_type of llama.cpp) of the types k3 reads. The
  * numbers are part of the file format. */
 enum {
     K3_GGML_F32 = 0,
