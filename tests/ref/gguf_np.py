@@ -12,6 +12,7 @@ values are bit-comparable with the engine's (engine/kernels/quant_types.c).
     gguf_np.py expect-info OUT.gguf [--seed N]       the lines `tool_gguf info` must print for write-types
     gguf_np.py write-split DIR PREFIX N              a split set of N parts (gguf-split's naming and keys)
     gguf_np.py write-corrupt DIR                     one bad file per defect the reader must refuse
+    gguf_np.py fuzz-seed-kimi-linear OUT             tests/fuzz/fuzz_gguf.c's seed: a Kimi Linear 48B header
     gguf_np.py --selftest                            hand-computed blocks of each type
 """
 import os
@@ -344,6 +345,97 @@ def write_corrupt(out_dir):
     return ["%s\t%s" % (name, cases[name][1]) for name in sorted(cases)]
 
 
+def kimi_linear_header(seed=5):
+    """The header of a Kimi Linear 48B GGUF at its real sizes, as llama.cpp's converter names things
+    (docs/MODEL.md, "GGUF"): 163840 tokens, their types and 163328 merges, 27 layers of tensor infos
+    in the types of a Q4_K_M file (Q8_0 where a row is not whole 256-blocks). Returns the header and
+    the size of the data section it describes (not written)."""
+    rng = np.random.default_rng(seed)
+    vocab, hidden, layers, experts = 163840, 2304, 27, 256
+    full_attn = {3, 7, 11, 15, 19, 23, 26}
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz\xc4\xa0", np.uint8)
+    lengths = rng.integers(1, 12, vocab)
+    tokens = [bytes(letters[rng.integers(0, len(letters), n)]) for n in lengths]
+    merges = [tokens[i] + b" " + tokens[i + 1] for i in range(vocab - 512)]
+    kvs = [("general.architecture", STRING, "kimi-linear"), ("general.name", STRING, "Kimi Linear 48B A3B Instruct"),
+           ("general.file_type", U32, 15), ("general.quantization_version", U32, 2),
+           ("kimi-linear.block_count", U32, layers), ("kimi-linear.context_length", U32, 1048576),
+           ("kimi-linear.embedding_length", U32, hidden), ("kimi-linear.feed_forward_length", U32, 9216),
+           ("kimi-linear.attention.head_count", U32, 32),
+           ("kimi-linear.attention.head_count_kv", ARRAY, (U32, [1 if i in full_attn else 0 for i in range(layers)])),
+           ("kimi-linear.attention.layer_norm_rms_epsilon", F32V, 1e-5),
+           ("kimi-linear.attention.kv_lora_rank", U32, 512), ("kimi-linear.attention.key_length", U32, 576),
+           ("kimi-linear.attention.key_length_mla", U32, 192), ("kimi-linear.attention.value_length_mla", U32, 128),
+           ("kimi-linear.rope.dimension_count", U32, 64), ("kimi-linear.ssm.conv_kernel", U32, 4),
+           ("kimi-linear.kda.head_dim", U32, 128), ("kimi-linear.vocab_size", U32, vocab),
+           ("kimi-linear.expert_count", U32, experts), ("kimi-linear.expert_used_count", U32, 8),
+           ("kimi-linear.expert_feed_forward_length", U32, 1024), ("kimi-linear.expert_shared_count", U32, 1),
+           ("kimi-linear.leading_dense_block_count", U32, 1), ("kimi-linear.expert_weights_scale", F32V, 2.446),
+           ("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "kimi-k2"),
+           ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
+           ("tokenizer.ggml.token_type", ARRAY, (I32, [1] * (vocab - 256) + [3] * 256)),
+           ("tokenizer.ggml.merges", ARRAY, (STRING, merges)),
+           ("tokenizer.ggml.bos_token_id", U32, 163584), ("tokenizer.ggml.eos_token_id", U32, 163586),
+           ("tokenizer.chat_template", STRING, "{% for message in messages %}<|im_" + "x" * 2000 + "{% endfor %}")]
+    t = []
+
+    def add(name, tname, dims):
+        t.append((name, tname, dims))
+    add("token_embd.weight", "Q4_K", [hidden, vocab])
+    add("output_norm.weight", "F32", [hidden])
+    add("output.weight", "Q6_K", [hidden, vocab])
+    for b in range(layers):
+        p = "blk.%d." % b
+        add(p + "attn_norm.weight", "F32", [hidden])
+        add(p + "ffn_norm.weight", "F32", [hidden])
+        if b in full_attn:
+            add(p + "attn_q.weight", "Q4_K", [hidden, 32 * 192])
+            add(p + "attn_kv_a_mqa.weight", "Q4_K", [hidden, 576])
+            add(p + "attn_kv_a_norm.weight", "F32", [512])
+            add(p + "attn_k_b.weight", "Q8_0", [128, 512, 32])
+            add(p + "attn_v_b.weight", "Q4_K", [512, 128, 32])
+            add(p + "attn_output.weight", "Q4_K", [32 * 128, hidden])
+        else:
+            for x in "qkv":
+                add(p + "attn_%s.weight" % x, "Q4_K", [hidden, 4096])
+                add(p + "ssm_conv1d_%s.weight" % x, "F32", [4, 1, 4096, 1])
+            add(p + "ssm_f_a.weight", "Q4_K", [hidden, 128])
+            add(p + "ssm_f_b.weight", "Q8_0", [128, 4096])
+            add(p + "ssm_beta.weight", "Q4_K", [hidden, 32])
+            add(p + "ssm_a", "F32", [1, 32, 1, 1])
+            add(p + "ssm_dt.bias", "F32", [4096])
+            add(p + "ssm_g_a.weight", "Q4_K", [hidden, 128])
+            add(p + "ssm_g_b.weight", "Q8_0", [128, 4096])
+            add(p + "ssm_norm.weight", "F32", [128])
+            add(p + "attn_output.weight", "Q4_K", [4096, hidden])
+        if b == 0:
+            add(p + "ffn_gate.weight", "Q4_K", [hidden, 9216])
+            add(p + "ffn_up.weight", "Q4_K", [hidden, 9216])
+            add(p + "ffn_down.weight", "Q6_K", [9216, hidden])
+        else:
+            add(p + "ffn_gate_inp.weight", "F32", [hidden, experts])
+            add(p + "exp_probs_b.bias", "F32", [experts])
+            add(p + "ffn_gate_exps.weight", "Q4_K", [hidden, 1024, experts])
+            add(p + "ffn_up_exps.weight", "Q4_K", [hidden, 1024, experts])
+            add(p + "ffn_down_exps.weight", "Q6_K", [1024, hidden, experts])
+            add(p + "ffn_gate_shexp.weight", "Q4_K", [hidden, 1024])
+            add(p + "ffn_up_shexp.weight", "Q4_K", [hidden, 1024])
+            add(p + "ffn_down_shexp.weight", "Q6_K", [1024, hidden])
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(t), len(kvs))
+    for k, vt, v in kvs:
+        head += _string(k) + struct.pack("<I", vt) + _value(vt, v)
+    off = 0
+    for name, tname, dims in t:
+        _, qk, nbytes = TYPES[tname]
+        n = int(np.prod(dims))
+        off += -off % 32
+        head += _string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        head += struct.pack("<IQ", TYPES[tname][0], off)
+        off += n // qk * nbytes
+    head += bytes(-len(head) % 32)
+    return head, off
+
+
 # ---------------------------------------------------------------- self-test
 
 def selftest():
@@ -427,6 +519,10 @@ def main(argv):
         return 0 if check_dump(argv[1], argv[2], seed) else 1
     elif cmd == "write-split":
         write_split(argv[1], argv[2], int(argv[3]))
+    elif cmd == "fuzz-seed-kimi-linear":
+        # the fuzzer's input: a u64 count of the data bytes after the header, then the header
+        head, data_bytes = kimi_linear_header()
+        open(argv[1], "wb").write(struct.pack("<Q", data_bytes) + head)
     elif cmd == "write-corrupt":
         print("\n".join(write_corrupt(argv[1])))
     else:
