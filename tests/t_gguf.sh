@@ -4,7 +4,8 @@
 # tests/ref/gguf_np.py, which writes the files: its own self-test on
 # hand-made blocks, a file with every metadata value type and one tensor of
 # random blocks per type (metadata read back as written, every weight
-# decoded bit-equal), split sets (opened by any part or by their folder; a
+# decoded bit-equal), a file written by llama.cpp's gguf-py (every tensor
+# decoded to the bits gguf-py gave), split sets (opened by any part or by their folder; a
 # missing or foreign part refused) and one file per defect the reader must
 # refuse with one line naming the file.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
@@ -34,6 +35,37 @@ if ! "$TOOL" dequant "$W/types.gguf" "$W/dump" 2> "$W/dequant.err"; then
 else
     $PY $REF check "$W/types.gguf" "$W/dump"
 fi
+
+# ---- a file written by llama.cpp's own gguf-py (tests/fixtures/gguf/make_fixture.py):
+# its metadata read, and every tensor decoded to the bits gguf-py's dequantize gave
+FIX=tests/fixtures/gguf
+mkdir -p "$W/fixture"
+"$TOOL" info $FIX/llamacpp_types.gguf > "$W/fixture_info.txt" 2> "$W/fixture.err"
+if grep -q '^kv general.architecture string kimi-linear$' "$W/fixture_info.txt" &&
+    grep -q '^kv tokenizer.ggml.tokens array\[3\] of string: a b \\xc4\\xa0the$' "$W/fixture_info.txt" &&
+    [ "$(grep -c '^tensor ' "$W/fixture_info.txt")" = 12 ]; then
+    echo "PASS gguf_llamacpp_fixture_info (gguf-py's header: metadata and 12 tensors)"
+else
+    echo "FAIL gguf_llamacpp_fixture_info: $(head -n 1 "$W/fixture.err") $(head -n 3 "$W/fixture_info.txt" | tr '\n' ' ')"
+fi
+"$TOOL" dequant $FIX/llamacpp_types.gguf "$W/fixture" 2>> "$W/fixture.err"
+for want in $FIX/expected/*.f32; do
+    name=$(basename "$want" .f32)
+    $PY -c "
+import os, sys, numpy as np
+got = np.fromfile(sys.argv[1], '<u4') if os.path.exists(sys.argv[1]) else None
+want = np.fromfile(sys.argv[2], '<u4')
+if got is None:
+    print('FAIL gguf_llamacpp_fixture_%s: the reader wrote no %s' % (sys.argv[3], sys.argv[1]))
+elif got.shape != want.shape:
+    print('FAIL gguf_llamacpp_fixture_%s: %d weights, gguf-py %d' % (sys.argv[3], got.size, want.size))
+elif (got != want).any():
+    i = int(np.argmax(got != want))
+    print('FAIL gguf_llamacpp_fixture_%s: weight %d is %r, gguf-py %r' % (sys.argv[3], i, got[i:i+1].view('<f4')[0], want[i:i+1].view('<f4')[0]))
+else:
+    print('PASS gguf_llamacpp_fixture_%s (%d weights bit-equal to gguf-py)' % (sys.argv[3], got.size))
+" "$W/fixture/$name.f32" "$want" "$name" 2>&1 | tail -n 1
+done
 
 # ---- split sets
 $PY $REF write-split "$W/split" model 3
