@@ -371,6 +371,7 @@ def kimi_linear_header(seed=5):
            ("kimi-linear.expert_count", U32, experts), ("kimi-linear.expert_used_count", U32, 8),
            ("kimi-linear.expert_feed_forward_length", U32, 1024), ("kimi-linear.expert_shared_count", U32, 1),
            ("kimi-linear.leading_dense_block_count", U32, 1), ("kimi-linear.expert_weights_scale", F32V, 2.446),
+           ("kimi-linear.expert_gating_func", U32, 2),
            ("tokenizer.ggml.model", STRING, "gpt2"), ("tokenizer.ggml.pre", STRING, "kimi-k2"),
            ("tokenizer.ggml.tokens", ARRAY, (STRING, tokens)),
            ("tokenizer.ggml.token_type", ARRAY, (I32, [1] * (vocab - 256) + [3] * 256)),
