@@ -19,6 +19,7 @@
 /* ---- a little GGUF writer: a growing byte buffer */
 typedef struct { uint8_t *p; size_t n, cap; } buf;
 
+/* Append n bytes, growing the buffer. */
 static void put(buf *b, const void *src, size_t n)
 {
     if (b->n + n > b->cap) {
@@ -28,6 +29,8 @@ static void put(buf *b, const void *src, size_t n)
     memcpy(b->p + b->n, src, n);
     b->n += n;
 }
+/* Append v as `bytes` little-endian bytes; a string, a key with its type,
+ * zero padding to a multiple of align. */
 static void put_le(buf *b, uint64_t v, int bytes)
 {
     for (int i = 0; i < bytes; i++) { uint8_t c = (uint8_t)(v >> (8 * i)); put(b, &c, 1); }
@@ -84,6 +87,7 @@ static int parse(const uint8_t *p, size_t len, uint64_t file_bytes, gguf_part *p
     return gguf_parse(p, len, file_bytes, 0, "mem.gguf", part, t, n, err);
 }
 
+/* What parse() allocated. */
 static void free_parsed(gguf_part *part, gguf_tensor *t, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) free(t[i].name);
@@ -97,6 +101,8 @@ static int names_file(const k3_error *err)
     return !strncmp(err->msg, "mem.gguf: ", 10) && !strchr(err->msg, '\n');
 }
 
+/* 1 if the first n weights of one block of `type` have want's exact bits;
+ * else 0 and why says which weight. */
 static int decode_is(const char *type, const uint8_t *block, const float *want, int n, char *why)
 {
     const k3_quant_type *t = k3_quant_type_by_name(type);

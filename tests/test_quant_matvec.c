@@ -55,6 +55,8 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
 /* y from the vector path, and both references for each row. */
 typedef struct { int64_t rows, cols; uint8_t *data; float *x, *y, *want_canonical, *want_loop; double *want_f64; } case_t;
 
+/* A random matrix and x, with each row's canonical (decode + k3_dot_f32),
+ * left-to-right and float64 references. */
 static case_t make_case(const k3_quant_type *t, int64_t rows, int64_t cols)
 {
     case_t c = {rows, cols, NULL, NULL, NULL, NULL, NULL, NULL};
@@ -85,6 +87,7 @@ static case_t make_case(const k3_quant_type *t, int64_t rows, int64_t cols)
     return c;
 }
 
+/* What make_case allocated. */
 static void free_case(case_t *c)
 {
     free(c->data); free(c->x); free(c->y); free(c->want_canonical); free(c->want_loop); free(c->want_f64);

@@ -58,6 +58,7 @@ static void print_scalar(const gguf_kv *kv)
     print_number(kv->type, v, i, u);
 }
 
+/* Part 1's key/values, then every tensor: name, type, dims, bytes. */
 static int cmd_info(const gguf_file *g)
 {
     const gguf_part *p = &g->parts[0];
@@ -96,6 +97,7 @@ static int cmd_info(const gguf_file *g)
     return 0;
 }
 
+/* Each tensor read with pread and decoded by the scalar reference. */
 static int cmd_dequant(const gguf_file *g, const char *dir)
 {
     k3_error err;

@@ -62,6 +62,7 @@ static uint64_t take_le(cursor *c, int n)
     return v;
 }
 
+/* A u32 / u64 field; `reading` names it in the error. */
 static int read_u32(cursor *c, uint32_t *out, const char *reading)
 {
     if (want(c, 4, reading)) return -1;
@@ -154,6 +155,7 @@ static int skip_array(cursor *c, int depth, const char *key, uint32_t *elem_type
     return 0;
 }
 
+/* See the declaration above: one value checked and stepped over. */
 static int skip_value(cursor *c, uint32_t t, int depth, const char *key)
 {
     if (t == GGUF_STRING) {
@@ -225,6 +227,8 @@ static int compare_tensor_offsets(const void *a, const void *b)
     return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
+/* Sort a part's tensors by offset (a copy of pointers) and refuse the
+ * first pair that shares bytes. */
 static int check_no_overlap(gguf_tensor *t, int64_t m, const char *what, k3_error *err)
 {
     gguf_tensor **order = malloc((size_t)(m ? m : 1) * sizeof *order);
@@ -284,6 +288,8 @@ static int read_tensor_info(cursor *c, uint32_t alignment, gguf_tensor *t)
     return 0;
 }
 
+/* Keys and string offsets are the part's own allocations; the values stay
+ * in the header buffer. */
 void gguf_part_free_kvs(gguf_part *part)
 {
     for (int64_t i = 0; i < part->n_kvs; i++) {
@@ -407,6 +413,7 @@ int gguf_parse(const uint8_t *buf, size_t len, uint64_t file_bytes, int part_no,
     return rc;
 }
 
+/* A linear search: a model has tens of keys and loaders ask once each. */
 const gguf_kv *gguf_part_find_kv(const gguf_part *part, const char *key)
 {
     for (int64_t i = 0; i < part->n_kvs; i++)
