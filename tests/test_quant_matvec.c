@@ -4,7 +4,8 @@
  * k3_dot_f32 over the scalar decoder's row bit for bit (the canonical order);
  * the forced-scalar reference equals a left-to-right loop exactly and a
  * float64 sum closely; results do not change with the thread count; and a
- * hand-computed row of each fused type. */
+ * hand-computed row of each fused type; the batched matmul equals the
+ * matvec token by token. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -177,6 +178,36 @@ int main(void)
             CHECK(!memcmp(y1, c.y, 320 * sizeof *y1) && !memcmp(c.y, c.want_canonical, 320 * sizeof *y1),
                   "%s: thread counts or the canonical reference differ", names[i]);
             free(y1);
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads");
+    {
+        enum { TOKENS = 5 };
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            case_t c = make_case(t, 96, 1024);
+            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * 96 * sizeof *Y);
+            float *Y2 = malloc(TOKENS * 96 * sizeof *Y2), *y = malloc(96 * sizeof *y);
+            for (int k = 0; k < TOKENS * 1024; k++) X[k] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+            for (int scalar = 0; scalar < 2; scalar++) {
+                k3_kernels_force_scalar(scalar);
+                omp_set_num_threads(1);
+                CHECK(k3_quant_matmul(Y, t, c.data, 96, 1024, X, TOKENS) == 0, "matmul");
+                omp_set_num_threads(2);
+                k3_quant_matmul(Y2, t, c.data, 96, 1024, X, TOKENS);
+                CHECK(!memcmp(Y, Y2, TOKENS * 96 * sizeof *Y), "%s %s: 1 and 2 threads differ", t->name,
+                      scalar ? "scalar" : "vector");
+                for (int tok = 0; tok < TOKENS; tok++) {
+                    k3_quant_matvec(y, t, c.data, 96, 1024, X + tok * 1024);
+                    CHECK(!memcmp(y, Y + tok * 96, 96 * sizeof *y), "%s %s token %d: matmul differs from matvec",
+                          t->name, scalar ? "scalar" : "vector", tok);
+                }
+            }
+            k3_kernels_force_scalar(0);
+            free(X); free(Y); free(Y2); free(y);
             free_case(&c);
         }
     }

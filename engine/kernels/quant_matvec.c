@@ -121,3 +121,32 @@ int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t 
     }
     return failed ? -1 : 0;
 }
+
+int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
+                    const float *X, int n_tokens)
+{
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    const int scalar = k3_kernels_scalar_forced();
+    int failed = 0;
+#pragma omp parallel if (rows * cols * n_tokens >= QUANT_PARALLEL_MIN_WEIGHTS) reduction(| : failed)
+    {
+        float *w = malloc((size_t)(cols ? cols : 1) * sizeof *w);
+        if (!w) failed = 1;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            if (failed) continue;
+            k3_quant_decode_scalar(t, (const uint8_t *)data + (uint64_t)r * row_bytes, cols, w);
+            for (int tok = 0; tok < n_tokens; tok++) {
+                const float *x = X + (int64_t)tok * cols;
+                float sum = 0.0f;
+                if (scalar)
+                    for (int64_t c = 0; c < cols; c++) sum += w[c] * x[c];
+                else
+                    sum = k3_dot_f32(w, x, cols);   /* the canonical order: = the matvec kernels */
+                Y[(int64_t)tok * rows + r] = sum;
+            }
+        }
+        free(w);
+    }
+    return failed ? -1 : 0;
+}

@@ -25,4 +25,12 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x);
 
+/* Y[t][r] = row r . X[t] for t < n_tokens (X is [n_tokens][cols], Y is
+ * [n_tokens][rows]): each row is decoded once and dotted with every token,
+ * so a prompt pays the decode once per row, not once per token. Each value
+ * equals k3_quant_matvec on that token bit for bit (forced scalar: its
+ * reference). Returns 0, or -1 when scratch memory cannot be had. */
+int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
+                    const float *X, int n_tokens);
+
 #endif
