@@ -9,6 +9,7 @@
  *
  * A file the reader refuses: its one-line error on stderr, exit status 1. */
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,8 @@ static int cmd_info(const gguf_file *g)
                 } else {
                     double v;
                     gguf_kv_array_number(kv, e, &v);
-                    print_number(kv->array_type, v, (int64_t)v, (uint64_t)v);
+                    /* each conversion only where it is defined (print_number uses the one of its type) */
+                    print_number(kv->array_type, v, fabs(v) < 9e18 ? (int64_t)v : 0, v < 0 || v >= 1.8e19 ? 0 : (uint64_t)v);
                 }
             }
         }
