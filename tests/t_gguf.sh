@@ -67,6 +67,11 @@ else:
 " "$W/fixture/$name.f32" "$want" "$name" 2>&1 | tail -n 1
 done
 
+# gguf-py's own split set (split_max_tensors=2): opened from its last part
+n=$("$TOOL" info $FIX/llamacpp_split-00003-of-00003.gguf 2> "$W/fixture_split.err" | grep -c '^tensor t[0-5] Q8_0 32,2 68$')
+if [ "$n" = 6 ]; then echo "PASS gguf_llamacpp_split_set (6 tensors over gguf-py's 3 parts)"
+else echo "FAIL gguf_llamacpp_split_set: $n of 6 tensors: $(head -n 1 "$W/fixture_split.err")"; fi
+
 # ---- split sets
 $PY $REF write-split "$W/split" model 3
 n=$("$TOOL" info "$W/split/model-00002-of-00003.gguf" 2> "$W/split.err" | grep -c '^tensor ')
