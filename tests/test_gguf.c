@@ -301,6 +301,19 @@ int main(void)
     }
     TEST_END();
 
+    TEST_BEGIN("gguf: a header longer than 128 MiB is refused before it is read (a 200 MiB string in a 300 MiB file)");
+    {
+        buf big = {0};
+        put(&big, "GGUF", 4); put_le(&big, 3, 4); put_le(&big, 0, 8); put_le(&big, 1, 8);
+        put_key(&big, "big", GGUF_STRING);
+        put_le(&big, 200ull << 20, 8);
+        int rc = parse(big.p, big.n, 300ull << 20, &part, &t, &n, &err);
+        CHECK(rc == -1 && names_file(&err) && strstr(err.msg, "would exceed 128 MiB"), "rc %d: '%s'", rc, err.msg);
+        free_parsed(&part, t, n);
+        free(big.p);
+    }
+    TEST_END();
+
     char dir[] = "/tmp/k3_test_gguf_XXXXXX";
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     char path[256];

@@ -29,7 +29,7 @@
 #define GGUF_MAX_NAME_BYTES 63             /* ggml's GGML_MAX_NAME - 1 */
 #define GGUF_MAX_KEY_BYTES 1024
 #define GGUF_MAX_ARRAY_DEPTH 4             /* arrays of arrays of ... */
-#define GGUF_MAX_HEADER_BYTES (512ull << 20)
+#define GGUF_MAX_HEADER_BYTES (128ull << 20)   /* real ones: 6-10 MB, mostly the vocabulary */
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_SPLIT_PARTS 9999
 
