@@ -132,8 +132,9 @@ int main(void)
     static const struct { const char *name; uint32_t id, elems, bytes; } ggml[] = {
         {"F32", 0, 1, 4}, {"F16", 1, 1, 2}, {"BF16", 30, 1, 2}, {"Q8_0", 8, 32, 34}, {"Q4_0", 2, 32, 18},
         {"Q5_0", 6, 32, 22}, {"Q2_K", 10, 256, 84}, {"Q3_K", 11, 256, 110}, {"Q4_K", 12, 256, 144},
-        {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210}, {"MXFP4", 39, 32, 17}};
-    CHECK(k3_quant_type_count() == 12, "%d types", k3_quant_type_count());
+        {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210}, {"MXFP4", 39, 32, 17}, {"IQ4_NL", 20, 32, 18},
+        {"IQ4_XS", 23, 256, 136}};
+    CHECK(k3_quant_type_count() == 14, "%d types", k3_quant_type_count());
     for (size_t i = 0; i < sizeof ggml / sizeof ggml[0]; i++) {
         const k3_quant_type *t = k3_quant_type_by_id(ggml[i].id);
         CHECK(t && t == k3_quant_type_by_name(ggml[i].name) && t->block_elems == ggml[i].elems &&
@@ -177,6 +178,25 @@ int main(void)
         CHECK(ok, "%s", why);
         CHECK(k3_e8m0_half_to_f32(0) == 0x1p-128f && k3_e8m0_half_to_f32(1) == 0x1p-127f &&
               k3_e8m0_half_to_f32(128) == 1.0f && k3_e8m0_half_to_f32(254) == 0x1p126f, "E8M0 halves");
+    }
+    TEST_END();
+
+    TEST_BEGIN("gguf types: hand-computed IQ4_NL and IQ4_XS blocks");
+    {
+        uint8_t b[136] = {0};
+        float y[256];
+        half_at(b, 0.5f);
+        memset(b + 2, 0xF0, 16);                 /* nibble 0 (level -127) low, 15 (113) high */
+        k3_quant_decode_scalar(k3_quant_type_by_name("IQ4_NL"), b, 32, y);
+        CHECK(y[0] == -63.5f && y[15] == -63.5f && y[16] == 56.5f, "IQ4_NL %g %g", y[0], y[16]);
+        /* IQ4_XS: group scales 33, 0+32, 32, 50 from low nibbles 1, 0, 0, 2 and high bits 2, 0, 0, 3;
+         * nibbles 8 (level 1) low and 9 (level 13) high */
+        half_at(b, 1.0f);
+        b[2] = 0xC2; b[3] = 0; b[4] = 0x01; b[5] = 0x20; b[6] = b[7] = 0;
+        memset(b + 8, 0x98, 128);
+        k3_quant_decode_scalar(k3_quant_type_by_name("IQ4_XS"), b, 256, y);
+        CHECK(y[0] == 1 && y[16] == 13 && y[32] == -32 && y[96] == 18 && y[112] == 18 * 13 && y[128] == -32,
+              "IQ4_XS %g %g %g %g %g %g", y[0], y[16], y[32], y[96], y[112], y[128]);
     }
     TEST_END();
 

@@ -1,6 +1,6 @@
 /* test_quant_matvec.c - the GGUF block-type matvec (engine/kernels/
  * quant_matvec.c) against plain scalar versions: the register-decoding Q8_0
- * and Q4_K kernels and the decode-then-dot path of the other ten types equal
+ * and Q4_K kernels and the decode-then-dot path of the other twelve types equal
  * k3_dot_f32 over the scalar decoder's row bit for bit (the canonical order);
  * the forced-scalar reference equals a left-to-right loop exactly and a
  * float64 sum closely; results do not change with the thread count; and a
@@ -34,7 +34,8 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         uint8_t *blk = data + b * t->block_bytes;
         int halves[2] = {-1, -1};
         switch (t->ggml_id) {
-        case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: halves[0] = 0; break;
+        case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
+        case K3_GGML_IQ4_XS: halves[0] = 0; break;
         case K3_GGML_Q4_K: case K3_GGML_Q5_K: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
@@ -124,7 +125,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the other ten types (decode, then the canonical dot) equal decode + k3_dot_f32");
+    TEST_BEGIN("quant matvec: the other twelve types (decode, then the canonical dot) equal decode + k3_dot_f32");
     {
         int ok = 1;
         for (int i = 0; ok && i < k3_quant_type_count(); i++) {
@@ -136,7 +137,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64");
+    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (14 types)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
@@ -183,7 +184,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads");
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (14 types)");
     {
         enum { TOKENS = 5 };
         for (int i = 0; i < k3_quant_type_count(); i++) {

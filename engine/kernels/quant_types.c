@@ -243,6 +243,45 @@ static void decode_q6_k(const uint8_t *src, int64_t n_blocks, float *out)
     }
 }
 
+/* The 16 non-uniform levels of IQ4_NL and IQ4_XS, indexed by a nibble. */
+static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* IQ4_NL, 18 bytes / 32 weights: f16 d, 16 bytes of nibbles as in Q4_0;
+ * w = d * level[nibble]. */
+static void decode_iq4_nl(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    for (int64_t b = 0; b < n_blocks; b++, src += 18, out += 32) {
+        const float d = f16_at(src);
+        const uint8_t *qs = src + 2;
+        for (int j = 0; j < 16; j++) {
+            out[j] = d * (float)iq4_levels[qs[j] & 0x0F];
+            out[j + 16] = d * (float)iq4_levels[qs[j] >> 4];
+        }
+    }
+}
+
+/* IQ4_XS, 136 bytes / 256 weights: f16 d, a u16 of high scale bits, 4
+ * bytes of low scale nibbles, 128 bytes of nibbles. Group g (32 weights,
+ * 16 bytes of nibbles as in Q4_0) has the 6-bit scale (nibble g % 2 of
+ * byte g / 2) | (bits 2g of the u16) << 4; w = (d * (scale - 32)) *
+ * level[nibble]. */
+static void decode_iq4_xs(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    for (int64_t b = 0; b < n_blocks; b++, src += 136) {
+        const float d = f16_at(src);
+        const unsigned scales_high = (unsigned)src[2] | (unsigned)src[3] << 8;
+        const uint8_t *scales_low = src + 4, *qs = src + 8;
+        for (int g = 0; g < 8; g++, qs += 16, out += 32) {
+            int scale = ((scales_low[g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+            const float dl = d * (float)(scale - 32);
+            for (int j = 0; j < 16; j++) {
+                out[j] = dl * (float)iq4_levels[qs[j] & 0x0F];
+                out[j + 16] = dl * (float)iq4_levels[qs[j] >> 4];
+            }
+        }
+    }
+}
+
 /* F32/F16/BF16 decode per element: their "block" is one weight. */
 static const k3_quant_type quant_table[] = {
     {"F32", K3_GGML_F32, 1, 4, decode_f32},
@@ -257,6 +296,8 @@ static const k3_quant_type quant_table[] = {
     {"Q5_K", K3_GGML_Q5_K, 256, 176, decode_q5_k},
     {"Q6_K", K3_GGML_Q6_K, 256, 210, decode_q6_k},
     {"MXFP4", K3_GGML_MXFP4, 32, 17, decode_mxfp4},
+    {"IQ4_NL", K3_GGML_IQ4_NL, 32, 18, decode_iq4_nl},
+    {"IQ4_XS", K3_GGML_IQ4_XS, 256, 136, decode_iq4_xs},
 };
 #define QUANT_TABLE_LEN ((int)(sizeof quant_table / sizeof quant_table[0]))
 

@@ -1,4 +1,5 @@
-"""gguf_np.py - the project's numpy reference of the GGUF file format and of its block types.
+"""gguf_np.py - the project's numpy reference of the GGUF file format and of its block types (F32 F16 BF16
+Q8_0 Q4_0 Q5_0 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS).
 
 Written from the format as docs/MODEL.md ("GGUF") restates it, not from the C engine or from
 llama.cpp's code: a GGUF writer (every metadata value type, nested arrays, alignment, split sets),
@@ -33,7 +34,10 @@ TYPES = {
     "Q8_0": (8, 32, 34), "Q4_0": (2, 32, 18), "Q5_0": (6, 32, 22),
     "Q2_K": (10, 256, 84), "Q3_K": (11, 256, 110), "Q4_K": (12, 256, 144),
     "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "MXFP4": (39, 32, 17),
+    "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136),
 }
+# IQ4_NL and IQ4_XS: the 16 non-uniform levels a nibble selects
+IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 F32 = np.float32
 
 
@@ -87,7 +91,7 @@ def random_blocks(rng, tname, n_blocks):
     _, _, nbytes = TYPES[tname]
     raw = rng.integers(0, 256, (n_blocks, nbytes), dtype=np.uint16).astype(np.uint8)
     half_at = {"F16": [0], "Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q2_K": [80, 82], "Q3_K": [108],
-               "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208]}.get(tname, [])
+               "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_NL": [0], "IQ4_XS": [0]}.get(tname, [])
     for off in half_at:
         raw[:, off:off + 2] = _finite_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
     if tname == "BF16":
@@ -128,7 +132,18 @@ def dequant(tname, raw):
         return b.copy().view("<f2").astype(F32).reshape(-1)
     if tname == "BF16":
         return (b.copy().view("<u2").astype(np.uint32) << 16).view(F32).reshape(-1)
-    if tname in ("Q4_0", "Q5_0", "Q8_0", "MXFP4"):
+    if tname == "IQ4_XS":
+        # weight w = 32g + 16k + j: nibble k (0 low, 1 high) of byte 16g + j; group g's 6-bit scale from
+        # nibble g % 2 of byte 4 + g / 2 and bits 2g of the u16 at byte 2
+        w = np.arange(256)
+        g, k, j = w // 32, (w // 16) % 2, w % 16
+        byte = b[:, 8 + 16 * g + j].astype(np.int32)
+        nib = np.where(k == 0, byte & 15, byte >> 4)
+        high = b[:, 2:4].copy().view("<u2").astype(np.int32)              # (n, 1)
+        low = (b[:, 4 + g // 2].astype(np.int32) >> (4 * (g % 2))) & 15
+        scale = low | (((high >> (2 * g)) & 3) << 4)
+        return ((_half(b, 0) * (scale - 32).astype(F32)) * IQ4_LEVELS[nib].astype(F32)).reshape(-1)
+    if tname in ("Q4_0", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL"):
         j = np.arange(32)
         if tname == "Q8_0":
             q = b[:, 2:34].view(np.int8).astype(np.int32)
@@ -137,6 +152,8 @@ def dequant(tname, raw):
         nib = np.concatenate([qs & 15, qs >> 4], axis=1)              # weight j<16: low nibble of byte j
         if tname == "Q4_0":
             return ((nib - 8).astype(F32) * _half(b, 0)).reshape(-1)
+        if tname == "IQ4_NL":
+            return (_half(b, 0) * IQ4_LEVELS[nib].astype(F32)).reshape(-1)
         if tname == "Q5_0":
             high = b[:, 2:6].copy().view("<u4").astype(np.int64)      # bit j = fifth bit of weight j
             fifth = (high >> j) & 1
@@ -440,12 +457,13 @@ def kimi_linear_header(seed=5):
 # ---------------------------------------------------------------- self-test
 
 def selftest():
-    fails = 0
+    fails = total = 0
 
     def check(name, ok, why=""):
-        nonlocal fails
+        nonlocal fails, total
         print(("PASS " if ok else "FAIL ") + name + ("" if ok else ": " + why))
         fails += 0 if ok else 1
+        total += 1
 
     def half(x):
         return np.array([x], "<f2").tobytes()
@@ -494,10 +512,19 @@ def selftest():
     blk = half(1.0) + half(0.0) + bytes([1] * 4 + [0] * 4 + [0] * 4) + bytes([0x02] * 32) + bytes(128)
     y = dequant("Q5_K", blk)
     check("q5_k_hand", y[0] == 0 and y[32] == 16 and y[64] == 0, "got %r" % y[[0, 32, 64]])
+    # IQ4_NL: d = 0.5, nibbles 0 low and 15 high -> 0.5 * -127, 0.5 * 113
+    y = dequant("IQ4_NL", half(0.5) + bytes([0xF0] * 16))
+    check("iq4_nl_hand", y[0] == -63.5 and y[16] == 56.5, "got %r %r" % (y[0], y[16]))
+    # IQ4_XS: d = 1; group 0 scale 33 (low nibble 1, high bits 2: 1 | 32), group 1 scale 32 + 0 -> 0,
+    # group 3 scale (2 | 0b11 << 4) = 50 -> 18; nibbles 8 (level 1) low and 9 (13) high
+    blk = half(1.0) + struct.pack("<H", 0b11000010) + bytes([0x01, 0x20, 0, 0]) + bytes([0x98] * 128)
+    y = dequant("IQ4_XS", blk)
+    check("iq4_xs_hand", y[0] == 1 and y[16] == 13 and y[32] == -32 and y[96] == 18 and y[112] == 18 * 13,
+          "got %r" % y[[0, 16, 32, 96, 112]])
     # the writer: a file's tensors start at multiples of the alignment
     raw = gguf_bytes([("general.alignment", U32, 64)], [("a", "F32", [3], bytes(12)), ("b", "F32", [1], bytes(4))], 64)
     check("writer_alignment", len(raw) % 64 == 4 + 0 and raw[:4] == b"GGUF", "length %d" % len(raw))
-    print("%d passed, %d failed" % (13 - fails, fails))
+    print("%d passed, %d failed" % (total - fails, fails))
     return fails == 0
 
 
