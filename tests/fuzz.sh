@@ -68,7 +68,7 @@ open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors',
         # (6 MB: 163840 tokens, 163328 merges, 610 tensor infos; its 32 GB
         # data section counted, not carried), a file of every value and block
         # type, and part 2 of a split set, each as fuzz_gguf.c takes them.
-        [ -f $corpus/seed_kimi_linear ] || /usr/bin/python3 tests/ref/gguf_np.py fuzz-seed-kimi-linear $corpus/seed_kimi_linear
+        [ $corpus/seed_kimi_linear -nt tests/ref/gguf_np.py ] || /usr/bin/python3 tests/ref/gguf_np.py fuzz-seed-kimi-linear $corpus/seed_kimi_linear
         /usr/bin/python3 tests/ref/gguf_np.py write-types $OUT/seed_types.gguf
         mkdir -p $OUT/seed_split && /usr/bin/python3 tests/ref/gguf_np.py write-split $OUT/seed_split m 2
         for f in $OUT/seed_types.gguf $OUT/seed_split/m-00002-of-00002.gguf; do
