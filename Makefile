@@ -6,6 +6,7 @@
 #     kernels/  matvec and the number formats, a scalar reference beside each SIMD path
 #     weights/  checkpoints and packed layouts, the I/O engine, the expert cache, planning
 #     text/     tokenizer, pre-tokenizer, chat template, sampler
+#     formats/  model file formats read from outside: GGUF (engine/formats/gguf.c)
 #     base/     errors, hashing, file reads and writes, statistics, test hooks
 #   offline/  gen and pack (never run by a chat)           -> build/libk3offline.a
 #   chat/ ui/ history/ app/   the front ends               -> ./k3

@@ -54,7 +54,7 @@ if [ "$B" = build ]; then K3=./k3; else K3=$B/k3; fi
 
 # Engine unit tests, lines prefixed with the ARCH.
 start=$(date +%s)
-for t in test_kernels test_k3_ops test_sampler test_manifest test_tokenizer; do
+for t in test_kernels test_quant_matvec test_k3_ops test_sampler test_manifest test_tokenizer; do
     K3_EXPECT_KERNELS=$EXPECT $RUN $B/tests/$t > $OUT/$t.txt 2>>$OUT/stderr.log
     rc=$?
     sed "s/^\(PASS\|FAIL\) /\1 $A: /" $OUT/$t.txt

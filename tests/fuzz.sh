@@ -4,6 +4,7 @@
 # real files at their real sizes (-max_len is at least the largest seed).
 # Every parser that reads a file from outside has a target:
 #   safetensors       a shard's header (engine/formats/safetensors.c)
+#   gguf              a GGUF file's header and metadata (engine/formats/gguf.c)
 #   index             model.safetensors.index.json beside a real shard
 #   config            config.json
 #   tiktoken          tiktoken.model (then one encode + decode)
@@ -19,7 +20,7 @@
 cd "$(dirname "$0")/.." || exit 1
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-safetensors index config tiktoken tokenizer_config manifest manifest_tables session history_import}
+TARGETS=${*:-safetensors gguf index config tiktoken tokenizer_config manifest manifest_tables session history_import}
 OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
@@ -61,6 +62,19 @@ open('$corpus/seed_small', 'wb').write(seed(shard([('a.weight', 'BF16', [4, 8], 
 open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])))
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
+    gguf)
+        srcs="engine/formats/gguf.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        # seeds: the header of a Kimi Linear 48B Q4_K_M file at its real size
+        # (6 MB: 163840 tokens, 163328 merges, 610 tensor infos; its 32 GB
+        # data section counted, not carried), a file of every value and block
+        # type, and part 2 of a split set, each as fuzz_gguf.c takes them.
+        [ $corpus/seed_kimi_linear -nt tests/ref/gguf_np.py ] || /usr/bin/python3 tests/ref/gguf_np.py fuzz-seed-kimi-linear $corpus/seed_kimi_linear
+        /usr/bin/python3 tests/ref/gguf_np.py write-types $OUT/seed_types.gguf
+        mkdir -p $OUT/seed_split && /usr/bin/python3 tests/ref/gguf_np.py write-split $OUT/seed_split m 2
+        for f in $OUT/seed_types.gguf $OUT/seed_split/m-00002-of-00002.gguf; do
+            /usr/bin/python3 -c "import struct, sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(struct.pack('<Q', 0) + d)" \
+                $f $corpus/seed_$(basename $f .gguf)
+        done ;;
     index)
         srcs="engine/formats/safetensors.c engine/kernels/dtype.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         /usr/bin/python3 -c "

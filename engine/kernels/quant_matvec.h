@@ -1,0 +1,36 @@
+/* quant_matvec.h - matrix-vector products of GGUF block-type weights with
+ * fp32 activations (the exact path of issue 27: no activation is quantized).
+ *
+ * A matrix is `rows` rows of `cols` weights, each row cols / block_elems
+ * blocks (quant_types.h). Row r's result is the dot product of its weights,
+ * decoded exactly as llama.cpp decodes them, with x, summed in the canonical
+ * order of matvec.c (16-column chunks, two 8-lane FMA accumulators, the fixed
+ * reduction): it equals k3_dot_f32(decoded row, x) bit for bit on every back
+ * end and thread count. Q8_0 and Q4_K decode in registers inside the dot
+ * product; the other types decode a row into scratch first. Forcing the
+ * scalar kernels (k3_kernels_force_scalar) gives the plain reference: the
+ * decoded row summed left to right. */
+#ifndef K3_QUANT_MATVEC_H
+#define K3_QUANT_MATVEC_H
+
+#include <stdint.h>
+#include "quant_types.h"
+
+/* Bytes of one row of cols weights of type t. */
+uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
+
+/* y[r] = row r . x for r in [0, rows); rows split across OpenMP threads
+ * when the matrix is large. cols must be a multiple of t->block_elems.
+ * Returns 0, or -1 when scratch memory for a row cannot be had. */
+int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
+                    const float *x);
+
+/* Y[t][r] = row r . X[t] for t < n_tokens (X is [n_tokens][cols], Y is
+ * [n_tokens][rows]): each row is decoded once and dotted with every token,
+ * so a prompt pays the decode once per row, not once per token. Each value
+ * equals k3_quant_matvec on that token bit for bit (forced scalar: its
+ * reference). Returns 0, or -1 when scratch memory cannot be had. */
+int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
+                    const float *X, int n_tokens);
+
+#endif

@@ -1,0 +1,247 @@
+/* test_quant_matvec.c - the GGUF block-type matvec (engine/kernels/
+ * quant_matvec.c) against plain scalar versions: the register-decoding Q8_0
+ * and Q4_K kernels and the decode-then-dot path of the other twelve types equal
+ * k3_dot_f32 over the scalar decoder's row bit for bit (the canonical order);
+ * the forced-scalar reference equals a left-to-right loop exactly and a
+ * float64 sum closely; results do not change with the thread count; and a
+ * hand-computed row of each fused type; the batched matmul equals the
+ * matvec token by token. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels.h"
+#include "quant_matvec.h"
+#include "quant_types.h"
+#include "test.h"
+
+/* xorshift64: the test's random bytes. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+
+/* Random blocks of type t with tame scales (f16 scales in +-[2^-10, 2^-4],
+ * E8M0 bytes 118..130), so every product is finite. */
+static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_blocks)
+{
+    for (int64_t i = 0; i < n_blocks * t->block_bytes; i++) data[i] = (uint8_t)rnd();
+    for (int64_t b = 0; b < n_blocks; b++) {
+        uint8_t *blk = data + b * t->block_bytes;
+        int halves[2] = {-1, -1};
+        switch (t->ggml_id) {
+        case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
+        case K3_GGML_IQ4_XS: halves[0] = 0; break;
+        case K3_GGML_Q4_K: case K3_GGML_Q5_K: halves[0] = 0; halves[1] = 2; break;
+        case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
+        case K3_GGML_Q3_K: halves[0] = 108; break;
+        case K3_GGML_Q6_K: halves[0] = 208; break;
+        case K3_GGML_MXFP4: blk[0] = (uint8_t)(118 + rnd() % 13); break;
+        case K3_GGML_BF16: blk[1] = (uint8_t)((blk[1] & 0x80) | (0x3C + rnd() % 4)); break;
+        case K3_GGML_F32: { float f = (float)((int)(rnd() % 2001) - 1000) / 256.0f; memcpy(blk, &f, 4); } break;
+        default: break;
+        }
+        for (int h = 0; h < 2; h++) {
+            if (halves[h] < 0) continue;
+            uint16_t bits = (uint16_t)(((rnd() & 1) << 15) | ((5 + rnd() % 7) << 10) | (rnd() & 0x3FF));
+            blk[halves[h]] = (uint8_t)bits;
+            blk[halves[h] + 1] = (uint8_t)(bits >> 8);
+        }
+    }
+}
+
+/* y from the vector path, and both references for each row. */
+typedef struct { int64_t rows, cols; uint8_t *data; float *x, *y, *want_canonical, *want_loop; double *want_f64; } case_t;
+
+/* A random matrix and x, with each row's canonical (decode + k3_dot_f32),
+ * left-to-right and float64 references. */
+static case_t make_case(const k3_quant_type *t, int64_t rows, int64_t cols)
+{
+    case_t c = {rows, cols, NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t n_blocks = rows * cols / t->block_elems;
+    c.data = malloc((size_t)(n_blocks * t->block_bytes));
+    c.x = malloc((size_t)cols * sizeof *c.x);
+    c.y = malloc((size_t)rows * sizeof *c.y);
+    c.want_canonical = malloc((size_t)rows * sizeof(float));
+    c.want_loop = malloc((size_t)rows * sizeof(float));
+    c.want_f64 = malloc((size_t)rows * sizeof(double));
+    random_matrix(t, c.data, n_blocks);
+    for (int64_t i = 0; i < cols; i++) c.x[i] = (float)((int)(rnd() % 2001) - 1000) / 500.0f;
+    float *w = malloc((size_t)cols * sizeof *w);
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    for (int64_t r = 0; r < rows; r++) {
+        k3_quant_decode_scalar(t, c.data + r * row_bytes, cols, w);
+        c.want_canonical[r] = k3_dot_f32(w, c.x, cols);      /* SIMD canonical order */
+        float loop = 0.0f;
+        double f64 = 0.0;
+        for (int64_t i = 0; i < cols; i++) {
+            loop += w[i] * c.x[i];
+            f64 += (double)w[i] * (double)c.x[i];
+        }
+        c.want_loop[r] = loop;
+        c.want_f64[r] = f64;
+    }
+    free(w);
+    return c;
+}
+
+/* What make_case allocated. */
+static void free_case(case_t *c)
+{
+    free(c->data); free(c->x); free(c->y); free(c->want_canonical); free(c->want_loop); free(c->want_f64);
+}
+
+/* 1 if every row of the vector path equals the canonical reference's bits. */
+static int canonical_equal(const k3_quant_type *t, int64_t rows, int64_t cols, char *why)
+{
+    case_t c = make_case(t, rows, cols);
+    int ok = k3_quant_matvec(c.y, t, c.data, rows, cols, c.x) == 0;
+    for (int64_t r = 0; ok && r < rows; r++)
+        if (memcmp(&c.y[r], &c.want_canonical[r], 4)) {
+            sprintf(why, "%s %lldx%lld row %lld: %.9g, decode + k3_dot_f32 %.9g", t->name, (long long)rows,
+                    (long long)cols, (long long)r, c.y[r], c.want_canonical[r]);
+            ok = 0;
+        }
+    free_case(&c);
+    return ok;
+}
+
+int main(void)
+{
+    char why[256] = "";
+    k3_kernels_force_scalar(0);
+
+    TEST_BEGIN("quant matvec: Q8_0 and Q4_K decoded in registers equal decode + k3_dot_f32 bit for bit");
+    {
+        int ok = 1;
+        const k3_quant_type *q8 = k3_quant_type_by_name("Q8_0"), *q4k = k3_quant_type_by_name("Q4_K");
+        ok = ok && canonical_equal(q8, 1, 32, why) && canonical_equal(q8, 13, 2304, why);
+        ok = ok && canonical_equal(q4k, 1, 256, why) && canonical_equal(q4k, 13, 2304, why);
+        CHECK(ok, "%s", why);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: the other twelve types (decode, then the canonical dot) equal decode + k3_dot_f32");
+    {
+        int ok = 1;
+        for (int i = 0; ok && i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            if (t->ggml_id == K3_GGML_Q8_0 || t->ggml_id == K3_GGML_Q4_K) continue;
+            ok = canonical_equal(t, 5, 1024, why);
+        }
+        CHECK(ok, "%s", why);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (14 types)");
+    {
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            case_t c = make_case(t, 6, 2048);
+            k3_kernels_force_scalar(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_force_scalar(0);
+            int bad = -1;
+            for (int64_t r = 0; r < c.rows; r++) if (memcmp(&c.y[r], &c.want_loop[r], 4)) bad = (int)r;
+            CHECK(bad < 0, "%s row %d: scalar %.9g, loop %.9g", t->name, bad, c.y[bad < 0 ? 0 : bad],
+                  c.want_loop[bad < 0 ? 0 : bad]);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            for (int64_t r = 0; r < c.rows; r++) {
+                /* the scale of the sum: the float64 sum of |w x| */
+                float *w = malloc((size_t)c.cols * sizeof *w);
+                k3_quant_decode_scalar(t, c.data + r * k3_quant_row_bytes(t, c.cols), c.cols, w);
+                double mag = 0;
+                for (int64_t k = 0; k < c.cols; k++) mag += fabs((double)w[k] * c.x[k]);
+                free(w);
+                CHECK(fabs(c.y[r] - c.want_f64[r]) <= 1e-5 * mag + 1e-30, "%s row %lld: %.9g vs float64 %.17g (scale %g)",
+                      t->name, (long long)r, c.y[r], c.want_f64[r], mag);
+            }
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: the same bits on 1 and 2 threads (a matrix large enough to split)");
+    {
+        const char *names[] = {"Q4_K", "Q8_0", "Q6_K"};
+        for (int i = 0; i < 3; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            case_t c = make_case(t, 320, 1024);
+            float *y1 = malloc(320 * sizeof *y1);
+            omp_set_num_threads(1);
+            k3_quant_matvec(y1, t, c.data, c.rows, c.cols, c.x);
+            omp_set_num_threads(2);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            CHECK(!memcmp(y1, c.y, 320 * sizeof *y1) && !memcmp(c.y, c.want_canonical, 320 * sizeof *y1),
+                  "%s: thread counts or the canonical reference differ", names[i]);
+            free(y1);
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (14 types)");
+    {
+        enum { TOKENS = 5 };
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            case_t c = make_case(t, 96, 1024);
+            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * 96 * sizeof *Y);
+            float *Y2 = malloc(TOKENS * 96 * sizeof *Y2), *y = malloc(96 * sizeof *y);
+            for (int k = 0; k < TOKENS * 1024; k++) X[k] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+            for (int scalar = 0; scalar < 2; scalar++) {
+                k3_kernels_force_scalar(scalar);
+                omp_set_num_threads(1);
+                CHECK(k3_quant_matmul(Y, t, c.data, 96, 1024, X, TOKENS) == 0, "matmul");
+                omp_set_num_threads(2);
+                k3_quant_matmul(Y2, t, c.data, 96, 1024, X, TOKENS);
+                CHECK(!memcmp(Y, Y2, TOKENS * 96 * sizeof *Y), "%s %s: 1 and 2 threads differ", t->name,
+                      scalar ? "scalar" : "vector");
+                for (int tok = 0; tok < TOKENS; tok++) {
+                    k3_quant_matvec(y, t, c.data, 96, 1024, X + tok * 1024);
+                    CHECK(!memcmp(y, Y + tok * 96, 96 * sizeof *y), "%s %s token %d: matmul differs from matvec",
+                          t->name, scalar ? "scalar" : "vector", tok);
+                }
+            }
+            k3_kernels_force_scalar(0);
+            free(X); free(Y); free(Y2); free(y);
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: hand-computed Q8_0 and Q4_K rows");
+    {
+        uint8_t row[144] = {0};
+        float x[256], y = 0;
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        uint16_t half = k3_f32_to_f16(0.5f);
+        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);
+        for (int j = 0; j < 32; j++) row[2 + j] = (uint8_t)(int8_t)(j - 16);      /* sum (j - 16) = -16 */
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q8_0"), row, 1, 32, x);
+            CHECK(y == -8.0f, "Q8_0 %s: %g, want 0.5 x -16", scalar ? "scalar" : "vector", y);
+        }
+        memset(row, 0, sizeof row);
+        half = k3_f32_to_f16(1.0f);
+        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);                    /* d 1, dmin 0 */
+        for (int j = 0; j < 4; j++) row[4 + j] = (uint8_t)(j + 1);               /* scales 1..4 */
+        memset(row + 16, 0x21, 128);                                              /* nibbles 1 low, 2 high */
+        x[40] = 3.0f;                                                             /* group 1 (high, scale 2) */
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q4_K"), row, 1, 256, x);
+            /* groups 0..3: 32 x (1x1 + 2x2 + 3x1 + 4x2) = 512, plus weight 40 (2 x 2 = 4) counted 3x: +8 */
+            CHECK(y == 520.0f, "Q4_K %s: %g, want 520", scalar ? "scalar" : "vector", y);
+        }
+        k3_kernels_force_scalar(0);
+    }
+    TEST_END();
+
+    TEST_EXIT();
+}
