@@ -108,6 +108,47 @@ char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out)
     return buf;
 }
 
+/* stdin is not a file k3_read_file can stat for its size: read it in
+ * doubling chunks up to the same limit as a prompt file. */
+char *cli_read_stdin(size_t max_bytes, size_t *len_out)
+{
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    if (!buf) { cli_error("stdin: out of memory"); return NULL; }
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+        len += got;
+        if (len > max_bytes) {
+            cli_error("stdin: more than the limit of %zu bytes", max_bytes);
+            free(buf);
+            return NULL;
+        }
+        if (cap - len < 2) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) { cli_error("stdin: out of memory"); free(buf); return NULL; }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (ferror(stdin)) {
+        cli_error("stdin: %s", strerror(errno));
+        free(buf);
+        return NULL;
+    }
+    buf[len] = 0;
+    if (len_out) *len_out = len;
+    return buf;
+}
+
+/* A pipe or a redirected file brings text; a terminal, /dev/null or a
+ * closed stdin does not, and reading them would wait or find nothing. */
+int cli_stdin_has_text(void)
+{
+    struct stat st;
+    if (isatty(STDIN_FILENO) || fstat(STDIN_FILENO, &st)) return 0;
+    return S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
 void cli_print_plan(const k3_model *m)
 {
     k3_plan_info p;

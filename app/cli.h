@@ -30,8 +30,10 @@ int cmd_version(int argc, char **argv);
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Exit codes. */
-enum { K3_EXIT_OK = 0, K3_EXIT_ERROR = 1, K3_EXIT_USAGE = 2, K3_EXIT_INTERRUPTED = 130 };
+/* Exit codes (docs/COMMANDS.md, "Exit codes"): NOT_ANSWERED is the chat's
+ * "a message went unanswered or a command failed" (ui/plain.h). */
+enum { K3_EXIT_OK = 0, K3_EXIT_ERROR = 1, K3_EXIT_USAGE = 2, K3_EXIT_NOT_ANSWERED = 3, K3_EXIT_INTERRUPTED = 130,
+       K3_EXIT_TERMINATED = 143 };
 
 /* True if argv[i] equals "--help" or "-h". */
 int cli_wants_help(int argc, char **argv);
@@ -53,6 +55,14 @@ void cli_print_plan(const k3_model *m);
 /* Read a whole file into a malloc'd NUL-terminated buffer; NULL + message on
  * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
 char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
+
+/* All of stdin into a malloc'd NUL-terminated buffer (at most max_bytes);
+ * NULL + message on error. */
+char *cli_read_stdin(size_t max_bytes, size_t *len_out);
+
+/* Is stdin a pipe, a socket or a redirected regular file (text to read),
+ * rather than a terminal or a device such as /dev/null? */
+int cli_stdin_has_text(void);
 
 /* Ctrl-C during `k3 run`: set by the handler cli_catch_sigint installs,
  * polled by the token loop (local or remote) to stop the answer. */

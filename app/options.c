@@ -375,10 +375,10 @@ static const cli_option options[] = {
     {"--raw", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_chat_raw,
      "line mode: every line is a message, even one starting with / (else /help, /retry ... are commands)"},
 
-    {"--prompt", "-p", OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none: this or --prompt-file", set_run_prompt,
-     "prompt text (UTF-8)"},
+    {"--prompt", "-p", OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none: this, --prompt-file or stdin", set_run_prompt,
+     "prompt text (UTF-8); with piped stdin: this, a blank line, then the piped text"},
     {"--prompt-file", NULL, OPTS_RUN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_run_prompt_file,
-     "read the prompt from FILE"},
+     "read the prompt from FILE (- is stdin)"},
     {"--chat", NULL, OPTS_RUN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_run_chat,
      "wrap the prompt as one user turn in the model's chat format"},
 

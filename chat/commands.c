@@ -364,6 +364,18 @@ int chat_is_command(const char *line)
     return line[0] == '/' && line[1] != '/';
 }
 
+/* The name is the word after the slash, up to white space. */
+const chat_command *chat_command_find(const char *line)
+{
+    if (!chat_is_command(line)) return NULL;
+    const char *p = line + 1;
+    size_t nlen = 0;
+    while (p[nlen] && !isspace((unsigned char)p[nlen])) nlen++;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strlen(commands[i].name) == nlen && !strncmp(commands[i].name, p, nlen)) return &commands[i];
+    return NULL;
+}
+
 const chat_command *chat_command_parse(chat_cmd_ctx *x, const char *line, char *args, size_t cap)
 {
     const char *p = line + 1;
