@@ -91,6 +91,7 @@ static int set_gen_preset(cli_settings *s, const opt_value *v)
 static int set_gen_seed(cli_settings *s, const opt_value *v) { s->gen.seed = (uint64_t)v->i; return 0; }
 static int set_gen_dtype(cli_settings *s, const opt_value *v) { s->gen.f32 = (int)v->i; return 0; }
 static int set_gen_shards(cli_settings *s, const opt_value *v) { s->gen.shards = (int)v->i; return 0; }
+static int set_gen_force(cli_settings *s, const opt_value *v) { s->gen.force = (int)v->i; return 0; }
 static int set_gen_corpus(cli_settings *s, const opt_value *v) { s->gen.tokenizer_corpus = v->s; return 0; }
 static int set_gen_n_base(cli_settings *s, const opt_value *v) { s->gen.n_base = (int)v->i; return 0; }
 
@@ -286,6 +287,8 @@ static const cli_option options[] = {
      "instead of a model: only a Kimi K3 tokenizer, its BPE merges learned from FILE (tools/train_demo.py)"},
     {"--n-base", NULL, OPTS_GEN, OPT_INT, "N", NULL, 256, 1 << 20, "3840", NULL, set_gen_n_base,
      "with --tokenizer-corpus: N - 256 merges, a vocabulary of N + 256"},
+    {"--force", NULL, OPTS_GEN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_gen_force,
+     "write into a non-empty OUT_DIR (never over a model k3 gen did not write)"},
 
     {"--force", NULL, OPTS_PACK, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_pack_force,
      "replace DST if it is an existing packed model"},

@@ -43,6 +43,7 @@ typedef struct cli_gen_settings {
     int shards;
     const char *tokenizer_corpus;   /* --tokenizer-corpus FILE: only a tokenizer, learned from FILE */
     int n_base;              /* --n-base N: its base vocabulary (N - 256 merges) */
+    int force;               /* --force: write into a non-empty OUT_DIR (a model k3 gen wrote) */
 } cli_gen_settings;
 
 /* What `k3 pack` options set (copied into k3_pack_opts). */

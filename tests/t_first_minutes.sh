@@ -68,3 +68,20 @@ else fail "--prompt-file -" "exit $RC: $(tail -1 $OUT/r3.err)"; fi
 $K3 run $MINI -n 6 < /dev/null > /dev/null 2> $OUT/r4.err; RC=$?
 if [ $RC = 2 ] && grep -q 'no prompt' $OUT/r4.err; then pass "k3 run without a prompt or piped text: usage error, exit 2"
 else fail "k3 run no prompt" "exit $RC: $(cat $OUT/r4.err)"; fi
+
+# --- 1. k3 gen never overwrites a model it did not write
+cp -r $MINI $OUT/copy
+$K3 gen $OUT/copy --preset k3-tiny > /dev/null 2> $OUT/g1.err; RC=$?
+if [ $RC = 1 ] && grep -q 'not empty' $OUT/g1.err && cmp -s $MINI/config.json $OUT/copy/config.json &&
+   cmp -s $MINI/tiktoken.model $OUT/copy/tiktoken.model; then
+    pass "k3 gen into a copy of k3-mini: refused (exit 1), config.json and tokenizer untouched"
+else fail "k3 gen over a model" "exit $RC: $(cat $OUT/g1.err)"; fi
+$K3 gen $OUT/copy --preset k3-tiny --force > /dev/null 2> $OUT/g2.err; RC=$?
+if [ $RC = 1 ] && grep -q 'did not write' $OUT/g2.err && cmp -s $MINI/config.json $OUT/copy/config.json; then
+    pass "k3 gen --force over a model k3 gen did not write: still refused"
+else fail "k3 gen --force over a real model" "exit $RC: $(cat $OUT/g2.err)"; fi
+$K3 gen $OUT/tiny --preset tiny --seed 1 > /dev/null 2>&1
+$K3 gen $OUT/tiny --preset tiny --seed 2 --force > /dev/null 2> $OUT/g3.err; RC=$?
+if [ $RC = 0 ] && printf 'hi\n' | $K3 run $OUT/tiny -n 2 > /dev/null 2>&1; then
+    pass "k3 gen --force replaces a model k3 gen wrote"
+else fail "k3 gen --force over its own model" "exit $RC: $(cat $OUT/g3.err)"; fi
