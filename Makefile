@@ -276,15 +276,19 @@ run: deps-run
 	@$(MAKE) --no-print-directory $(K3BIN)
 	./k3 chat models/k3-mini
 
-# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
-# needs nothing else at run time; models and the history live elsewhere).
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary and
+# the demo model in PREFIX/share/k3/models, where `k3 chat` (or k3 chat
+# k3-mini) finds it from any directory; the history lives in the user's
+# data folder.
 PREFIX  ?= /usr/local
 install: $(K3BIN)
-	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini"
 	install -m 755 $(K3BIN) "$(DESTDIR)$(PREFIX)/bin/k3"
+	install -m 644 models/k3-mini/* "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini/"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
+	rm -rf "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini"
 
 clean:
 	rm -rf build build-asan build-tsan build-generic build-aarch64 k3 k3-asan

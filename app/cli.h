@@ -83,17 +83,27 @@ void cli_print_text(void *user, const char *text, size_t len);
 /* Every command's options are rows of one table: options.h. */
 
 /* A model argument as the directory to open: a path to a config.json (or
- * to another file inside a model directory) means its directory. Copies
- * into buf and returns it. */
+ * to another file inside a model directory) means its directory; a
+ * directory is taken as it is; a bare name (k3-mini, as `ollama run NAME`)
+ * is looked up as ROOT/NAME in the cli_model_roots, in order. Copies into
+ * buf and returns it, or NULL after a one-line error ("/tmp is not a model
+ * directory", "NAME: no such model (looked in ...)"). */
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
+
+/* Where a model named by its name is looked for, in order: each folder of
+ * $K3_MODELS (colon-separated), the user's data folder
+ * ($XDG_DATA_HOME/k3/models, else ~/.local/share/k3/models), models/ here,
+ * and the installed share folder (PREFIX/share/k3/models beside the binary's
+ * PREFIX/bin, where `make install` puts k3-mini). Returns how many. */
+int cli_model_roots(char roots[][4096], int max_roots);
 
 /* The command that runs this binary as typed here: "k3" when that is on
  * PATH, else "./k3" (relative to the current directory) or an absolute path.
  * For hints the user may copy. */
 void cli_self_command(char *buf, unsigned long cap);
 
-/* Default model directory: $K3_MODEL, else "models/k3-mini" (the trained demo
- * model, committed, so a fresh clone has it). */
+/* Default model: $K3_MODEL, else the name "k3-mini" (the trained demo model:
+ * committed in models/, installed by `make install`), for cli_model_dir. */
 const char *cli_default_model(void);
 
 #endif

@@ -251,6 +251,8 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(argv[i], "--endpoint")) return cmd_bench_remote(argc, argv);
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
+    char model_dir_buf[4096];
+    if (!(o.model_dir = cli_model_dir(o.model_dir, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     k3_error err;
     k3_model *m = NULL;
     int *prompt = NULL, rc = 0;

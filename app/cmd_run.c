@@ -101,7 +101,8 @@ int cmd_run(int argc, char **argv)
     }
     if (!model_dir) model_dir = cli_default_model();
     char model_dir_buf[4096];
-    model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json means its directory */
+    model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf);   /* a path, or a name: k3-mini */
+    if (!model_dir) { free(prompt_text); return K3_EXIT_ERROR; }
 
     k3_error err;
     k3_options opt = set.model;

@@ -85,3 +85,35 @@ $K3 gen $OUT/tiny --preset tiny --seed 2 --force > /dev/null 2> $OUT/g3.err; RC=
 if [ $RC = 0 ] && printf 'hi\n' | $K3 run $OUT/tiny -n 2 > /dev/null 2>&1; then
     pass "k3 gen --force replaces a model k3 gen wrote"
 else fail "k3 gen --force over its own model" "exit $RC: $(cat $OUT/g3.err)"; fi
+
+# --- 4. from any directory: the installed demo model, models by name
+rm -rf $OUT/stage
+make --no-print-directory install PREFIX=/opt/k3fm DESTDIR=$PWD/$OUT/stage > $OUT/inst.out 2>&1
+IK3=$PWD/$OUT/stage/opt/k3fm/bin/k3
+mkdir -p $OUT/elsewhere $OUT/zoo $OUT/xdg/k3/models
+$K3 gen $OUT/zoo/tiny-zoo --preset tiny --seed 3 > /dev/null 2>&1
+$K3 gen $OUT/xdg/k3/models/tiny-data --preset tiny --seed 4 > /dev/null 2>&1
+(cd $OUT/elsewhere && printf 'hi\n' | $IK3 chat --db ../fm.db -n 3 > ../i1.out 2> ../i1.err); RC=$?
+if [ $RC = 0 ] && [ -f $OUT/stage/opt/k3fm/share/k3/models/k3-mini/config.json ] &&
+   grep -q 'share/k3/models/k3-mini' $OUT/i1.err; then
+    pass "make install puts k3-mini in PREFIX/share/k3/models; k3 chat with no model finds it from another directory"
+else fail "installed default model" "exit $RC: $(tail -2 $OUT/i1.err)"; fi
+(cd $OUT/elsewhere && printf 'hi\n' | $IK3 chat k3-mini --db ../fm.db -n 3 > /dev/null 2> ../i2.err); RC=$?
+if [ $RC = 0 ]; then pass "k3 chat k3-mini: a model named by its name, from another directory"
+else fail "k3 chat k3-mini by name" "exit $RC: $(tail -2 $OUT/i2.err)"; fi
+(cd $OUT/elsewhere && K3_MODELS=$PWD/../zoo $K3 run tiny-zoo -p hi -n 2 > /dev/null 2> ../i3.err); RC=$?
+if [ $RC = 0 ]; then pass "k3 run NAME finds NAME in \$K3_MODELS"
+else fail "\$K3_MODELS lookup" "exit $RC: $(tail -2 $OUT/i3.err)"; fi
+(cd $OUT/elsewhere && $K3 run tiny-data -p hi -n 2 > /dev/null 2> ../i4.err); RC=$?
+if [ $RC = 0 ]; then pass "k3 run NAME finds NAME in the data folder (\$XDG_DATA_HOME/k3/models)"
+else fail "data folder lookup" "exit $RC: $(tail -2 $OUT/i4.err)"; fi
+(cd $OUT/elsewhere && $K3 run no-such-model -p hi -n 2 > /dev/null 2> ../i5.err); RC=$?
+if [ $RC = 1 ] && grep -q 'no-such-model: no such model (looked for' $OUT/i5.err && [ "$(wc -l < $OUT/i5.err)" = 1 ]; then
+    pass "an unknown model name: one line naming where it looked, exit 1"
+else fail "unknown model name" "exit $RC: $(cat $OUT/i5.err)"; fi
+
+# --- 9. smaller items
+$K3 chat /tmp < /dev/null > /dev/null 2> $OUT/s1.err; RC=$?
+if [ $RC = 1 ] && grep -q '^k3: /tmp is not a model directory' $OUT/s1.err; then
+    pass "k3 chat /tmp: '/tmp is not a model directory', exit 1"
+else fail "k3 chat /tmp" "exit $RC: $(cat $OUT/s1.err)"; fi
