@@ -186,10 +186,12 @@ $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 -lcurl $(LDLIBS)
 
-# The drafter and its policy (chat/draft.c) link the engine for the passes.
-$(BUILD)/tests/test_draft: tests/test_draft.c $(BUILD)/chat/draft.o $(ENGINE_LIB) tests/test.h
+# The drafter and its policy (chat/draft.c) link the engine for the passes;
+# the token loop's loop rule (chat/generate.c) is tested beside them.
+DRAFT_TEST_OBJ := $(BUILD)/chat/draft.o $(BUILD)/chat/generate.o $(BUILD)/chat/text_append.o
+$(BUILD)/tests/test_draft: tests/test_draft.c $(DRAFT_TEST_OBJ) $(ENGINE_LIB) tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/chat/draft.o $(ENGINE_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(DRAFT_TEST_OBJ) $(ENGINE_LIB) $(LDLIBS)
 
 # The remote /metrics parser's unit test links that one chat object.
 $(BUILD)/tests/test_remote_metrics: tests/test_remote_metrics.c $(BUILD)/chat/remote_metrics.o tests/test.h

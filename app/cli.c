@@ -166,13 +166,14 @@ void cli_print_plan(const k3_model *m)
             p.all_resident ? "; fully resident" : "");
 }
 
-/* Does dir hold a config.json (what every model directory k3 opens has)?
- * Any kind of file counts: the engine says what is wrong with a FIFO. */
-static int has_config(const char *dir)
+/* Does dir hold this file (config.json: what every model directory k3
+ * opens has)? Any kind of file counts: the engine says what is wrong with a
+ * FIFO. */
+static int has_file(const char *dir, const char *name)
 {
     char path[PATH_MAX];
     struct stat st;
-    if (snprintf(path, sizeof path, "%s/config.json", dir) >= (int)sizeof path) return 0;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return 0;
     return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
 }
 
@@ -229,7 +230,7 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
         return buf;
     }
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (has_config(arg)) return buf;
+        if (has_file(arg, "config.json") || has_file(arg, "tiktoken.model")) return buf;   /* k3 tokenize: a tokenizer alone */
         /* a bare name that is also a folder here (k3-mini in models/) is still looked up */
         if (strchr(arg, '/')) {
             cli_error("%s is not a model directory (it has no config.json; k3 models lists the models found)", arg);
@@ -246,7 +247,7 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
     for (int i = 0; i < n_roots; i++) {
         char cand[PATH_MAX];
         if (snprintf(cand, sizeof cand, "%s/%s", roots[i], arg) >= (int)sizeof cand) continue;
-        if (has_config(cand)) {
+        if (has_file(cand, "config.json")) {
             snprintf(buf, cap, "%s", cand);
             return buf;
         }

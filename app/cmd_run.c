@@ -171,7 +171,8 @@ int cmd_run(int argc, char **argv)
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
                 res.n_generated > 1 && res.decode_cpu_s > 0 ? (res.n_generated - 1) / res.decode_cpu_s : 0.0, drafts,
                 cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
-                : res.length_limit ? " (length limit reached: -n raises it)" : "");
+                : res.length_limit ? " (length limit reached: -n raises it)"
+                : res.loop_period ? " (stopped: the answer repeated itself)" : "");
     }
     free(res.text);
     free(res.ids);

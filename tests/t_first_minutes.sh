@@ -117,3 +117,11 @@ $K3 chat /tmp < /dev/null > /dev/null 2> $OUT/s1.err; RC=$?
 if [ $RC = 1 ] && grep -q '^k3: /tmp is not a model directory' $OUT/s1.err; then
     pass "k3 chat /tmp: '/tmp is not a model directory', exit 1"
 else fail "k3 chat /tmp" "exit $RC: $(cat $OUT/s1.err)"; fi
+
+# --- 5. the README's example ends: the loop rule (chat/generate.h)
+(cd $OUT/elsewhere && echo "What does 'harbour' mean?" | $IK3 chat --db ../h.db > ../h.out 2> ../h.err); RC=$?
+G=$(sed -n 's/.*turn 1: .* \([0-9]*\) tokens at.*/\1/p' $OUT/h.err)
+if [ $RC = 0 ] && [ -n "$G" ] && [ "$G" -lt 512 ] && grep -q "The word 'harbour' means" $OUT/h.out &&
+   ! grep -q 'length limit' $OUT/h.err; then
+    pass "echo \"What does 'harbour' mean?\" | k3 chat (installed, from elsewhere): the answer ends after $G tokens, under the 512 limit"
+else fail "harbour answer" "exit $RC, $G tokens: $(tail -2 $OUT/h.err)"; fi

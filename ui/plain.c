@@ -261,7 +261,8 @@ static int report_turn(conversation *c, const plain_options *opt, plain_ui *ui, 
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
                 r->interrupted ? " (interrupted)" : r->context_full ? " (context full)"
-                : r->length_limit ? " (length limit reached: -n raises it)" : "");
+                : r->length_limit ? " (length limit reached: -n raises it)"
+                : r->loop_period ? " (stopped: the answer repeated itself)" : "");
     }
     if (r->context_full)
         fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
