@@ -23,7 +23,7 @@ OPT     ?= -O2
 #   generic    portable C11, no SIMD header (engine/kernels/kernels_generic.h)
 # Default: the target of $(CC). All three give bit-identical logits (the
 # canonical summation order of engine/kernels/matvec.c); only x86-64-v3 adds x86
-# flags. README.md "Platforms" says how to build and test each.
+# flags. docs/RUNNING.md, "Platforms" says how to build and test each.
 CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
 ARCH ?= x86-64-v3
@@ -224,9 +224,9 @@ deps-cross:
 test: all
 	@sh tests/run.sh
 
-# README's option list, regenerated from the options table (app/options.c).
+# docs/OPTIONS.md's option list, regenerated from the options table (app/options.c).
 readme-options: $(K3BIN)
-	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("README.md").read(); open("README.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
+	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("docs/OPTIONS.md").read(); open("docs/OPTIONS.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
 
 # The fast subset: unit tests + the forward pass against the reference on
 # two models (< 60 s); `make test` is the whole suite.
