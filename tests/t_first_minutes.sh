@@ -125,3 +125,15 @@ if [ $RC = 0 ] && [ -n "$G" ] && [ "$G" -lt 512 ] && grep -q "The word 'harbour'
    ! grep -q 'length limit' $OUT/h.err; then
     pass "echo \"What does 'harbour' mean?\" | k3 chat (installed, from elsewhere): the answer ends after $G tokens, under the 512 limit"
 else fail "harbour answer" "exit $RC, $G tokens: $(tail -2 $OUT/h.err)"; fi
+printf 'hello there\n' | $K3 chat $MINI --db $OUT/p.db -n 8 > /dev/null 2>&1
+rm -rf $OUT/p.db.snapshots                      # no snapshot: the resume re-prefills
+printf 'again\n' | $K3 chat $MINI --db $OUT/p.db --resume last -n 4 > /dev/null 2> $OUT/p.err
+if grep -q '^k3: prefilled the conversation: [0-9]* tokens$' $OUT/p.err && ! grep -q "$(printf '\r')" $OUT/p.err; then
+    pass "re-prefill progress to a log: one line, no carriage-return redraws"
+else fail "progress to a log" "$(tr '\r' '~' < $OUT/p.err | head -3)"; fi
+$K3 history export last --format json -o $OUT/p.json --db $OUT/p.db 2> /dev/null
+$K3 history import $OUT/p.json --db $OUT/imp.db > /dev/null 2>&1
+$K3 history import $OUT/p.json --db $OUT/imp.db > $OUT/imp2.out 2>&1; RC=$?
+if [ $RC = 0 ] && grep -q 'already stored' $OUT/imp2.out && [ "$(sql $OUT/imp.db 'SELECT count(*) FROM conversations')" = 1 ]; then
+    pass "importing the same export twice: 'already stored', no duplicate"
+else fail "import twice" "exit $RC: $(cat $OUT/imp2.out); $(sql $OUT/imp.db 'SELECT count(*) FROM conversations') conversations"; fi

@@ -162,11 +162,17 @@ static void say(void *user, chat_say_kind kind, const char *text)
     fprintf(stderr, "%s%s\n", kind == CHAT_SAY_ERROR ? "k3: " : "", text);
 }
 
-/* Re-prefill progress: n/N and a bar, redrawn in place on a terminal. */
+/* Re-prefill progress: n/N and a bar, redrawn in place on a terminal; to
+ * a log (stderr not a terminal) one line when it is done, since redrawn
+ * bars there run together into one unreadable line. */
 void plain_show_progress(void *user, int done, int total)
 {
     (void)user;
     if (total <= 0) return;
+    if (!isatty(STDERR_FILENO)) {
+        if (done >= total) fprintf(stderr, "k3: prefilled the conversation: %d tokens\n", total);
+        return;
+    }
     char bar[31];
     int fill = (int)((int64_t)done * 30 / total);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
