@@ -137,3 +137,12 @@ $K3 history import $OUT/p.json --db $OUT/imp.db > $OUT/imp2.out 2>&1; RC=$?
 if [ $RC = 0 ] && grep -q 'already stored' $OUT/imp2.out && [ "$(sql $OUT/imp.db 'SELECT count(*) FROM conversations')" = 1 ]; then
     pass "importing the same export twice: 'already stored', no duplicate"
 else fail "import twice" "exit $RC: $(cat $OUT/imp2.out); $(sql $OUT/imp.db 'SELECT count(*) FROM conversations') conversations"; fi
+printf '/set system You are terse.\n/set\n/set verbose\n/clear\n' | $K3 chat $MINI --db $OUT/o.db --lines -n 3 > /dev/null 2> $OUT/o1.err; RC=$?
+if [ $RC = 0 ] && grep -q 'system prompt: You are terse\.' $OUT/o1.err && grep -q '/set verbose: .*/stats' $OUT/o1.err &&
+   grep -q "/new starts an empty one, as ollama's /clear" $OUT/o1.err; then
+    pass "ollama's /set system sets the system prompt; /set verbose and /clear name k3's equivalents"
+else fail "ollama /set system, /set verbose, /clear" "exit $RC: $(cat $OUT/o1.err)"; fi
+printf '/save mine\n/load other\n' | $K3 chat $MINI --db $OUT/o.db --lines -n 3 > /dev/null 2> $OUT/o2.err; RC=$?
+if [ $RC = 3 ] && grep -q '/save is ollama.s: .*/export' $OUT/o2.err && grep -q '/load is ollama.s: .*k3 chat MODEL' $OUT/o2.err; then
+    pass "ollama's /save and /load: one line naming k3's equivalent each, exit 3 (nothing saved or loaded)"
+else fail "ollama /save /load" "exit $RC: $(cat $OUT/o2.err)"; fi

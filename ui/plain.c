@@ -302,9 +302,10 @@ static int run_command_counted(chat_cmd_ctx *x, const plain_options *opt, int tt
     case CHAT_ACT_NONE: return 0;
     case CHAT_ACT_QUIT: return 1;
     case CHAT_ACT_HELP: print_help(); return 0;
-    case CHAT_ACT_CLEAR:
+    case CHAT_ACT_CLEAR:                 /* k3's meaning, with where ollama's /clear is */
         if (isatty(STDOUT_FILENO)) fputs("\033[H\033[2J", stdout);
         fflush(stdout);
+        fprintf(stderr, "screen cleared; the conversation goes on (/new starts an empty one, as ollama's /clear)\n");
         return 0;
     case CHAT_ACT_STATS: print_stats(c); return 0;
     case CHAT_ACT_RAW: fprintf(stderr, "k3: line mode always prints answers as the model wrote them\n"); return 0;
