@@ -55,6 +55,7 @@ typedef enum tui_role {
     TR_SEG_TRUNK, TR_SEG_RING, TR_SEG_CACHE, TR_SEG_STATE, TR_SEG_OTHER,  /* memory bar */
     TR_TIMELINE,      /* timeline columns without a hit rate */
     TR_LIVE,          /* the token being computed */
+    TR_CODE,          /* code in an answer: blocks and `inline code` */
     TR_N_ROLES
 } tui_role;
 
@@ -94,6 +95,9 @@ attr_t tui_attr(tui_role role);
 const tui_glyphs *tui_glyph(void);
 /* 1 when colours are in use (not under NO_COLOR or on a monochrome terminal). */
 int tui_term_colour(void);
+/* What *italic* is drawn with: italics when the terminal has them (terminfo
+ * sitm), else underline. */
+attr_t tui_italic_attr(void);
 
 /* ---- tui_transcript.c: the message list -------------------------------- */
 

@@ -130,6 +130,7 @@ static void init_colors(void)
         {TR_SEG_RING, COLOR_MAGENTA, -1},       {TR_SEG_CACHE, COLOR_GREEN, -1},
         {TR_SEG_STATE, COLOR_YELLOW, -1},       {TR_SEG_OTHER, COLOR_CYAN, -1},
         {TR_TIMELINE, COLOR_BLUE, -1},          {TR_LIVE, COLOR_WHITE, -1},
+        {TR_CODE, COLOR_GREEN, -1},
     };
     start_color();
     use_default_colors();
@@ -307,6 +308,12 @@ attr_t tui_attr(tui_role role)
 }
 
 const tui_glyphs *tui_glyph(void) { return glyphs; }
+
+attr_t tui_italic_attr(void)
+{
+    const char *sitm = tigetstr("sitm");
+    return sitm && sitm != (const char *)-1 ? A_ITALIC : A_UNDERLINE;
+}
 
 /* Legends must not promise colours that NO_COLOR (or the terminal) took away. */
 int tui_term_colour(void) { return term.color; }
