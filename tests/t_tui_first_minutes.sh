@@ -108,3 +108,20 @@ if wait_for 'Enter sends' 20 && grep -q 'incomplete: the chat stopped while answ
     pass "an answer cut by kill -9 shows as incomplete, not interrupted"
 else fail "incomplete answer" "$(grep -n 'tokens' $OUT/screen.txt | head -3 | tr '\n' ' ')"; fi
 send "/quit"
+
+# 6. LANG=C at 80x24: a missing figure reads n/a between | bullets; after an
+# answer the speed row is not cut (the draft figures move to their own row)
+$TM kill-session -t k3 2>/dev/null
+$TM new-session -d -s k3 -x 80 -y 24 \
+    "env LANG=C LC_ALL=C HOME=$HOME XDG_DATA_HOME=$XDG_DATA_HOME XDG_STATE_HOME=$XDG_STATE_HOME PS1='K3SHELL\$ ' sh"
+sleep 0.3
+$TM send-keys -t k3 "$K3 chat $M --db $OUT/c.db" Enter
+if wait_for 'Enter sends' 20 && grep -q 'gen n/a | prompt n/a | TTFT n/a' $OUT/screen.txt; then
+    pass "LANG=C: missing figures read n/a between | bullets ($(grep -o 'gen n/a.*' $OUT/screen.txt | head -1))"
+else fail "LANG=C n/a" "$(grep -n 'gen' $OUT/screen.txt | head -2 | tr '\n' ' ')"; fi
+send "What does 'dog' mean?"
+if wait_for 'tokens .* TTFT' 30 && grep -q 'gen [0-9.]* tok/s | prompt [0-9]* tok/s | TTFT [0-9.]* s' $OUT/screen.txt &&
+   grep -q 'draft [0-9]*% kept, [0-9.]* tok/pass\|draft n/a' $OUT/screen.txt; then
+    pass "80 columns: the speed row shows gen, prompt and TTFT whole, the draft figures in full"
+else fail "speed row at 80 columns" "$(grep -n 'gen\|draft' $OUT/screen.txt | head -3 | tr '\n' ' ')"; fi
+send "/quit"

@@ -1,11 +1,13 @@
 /* test_chat_text.c - the chat's text helpers on their own: how ui/markdown.c
  * classifies the lines of an answer (fences with and without a language,
  * ~~~, a block still open while it streams, headings against #hashtags,
- * inline styles and their markers, tables, the n-th code block) and how
- * chat/multiline.c assembles ollama's """ messages. */
+ * inline styles and their markers, tables, the n-th code block), how
+ * chat/multiline.c assembles ollama's """ messages, and the disk gauge's
+ * sliding-window rate (ui/rate_window.h). */
 #include <string.h>
 #include "markdown.h"
 #include "multiline.h"
+#include "rate_window.h"
 #include "test.h"
 
 /* Kinds of every line of s, as letters: T text, H heading, O open, C code, E end. */
@@ -118,6 +120,34 @@ int main(void)
     CHECK(md_code_block(cb, strlen(cb), 3, &b0, &b1) == 0 && !strncmp(cb + b0, "open", b1 - b0) && b1 - b0 == 4,
           "a block still open at the end");
     CHECK(md_code_block(cb, strlen(cb), 4, &b0, &b1) == -1, "no fourth");
+    TEST_END();
+
+    TEST_BEGIN("rate_window: bursty reads give a steady rate; the peak never falls");
+    rate_window rw = {0};
+    uint64_t total = 0;
+    double lo = 1e30, hi = 0, raw_lo = 1e30, raw_hi = 0, peak_before = 0;
+    int peak_fell = 0;
+    for (int i = 0; i <= 40; i++) {                  /* 20 s, a sample every 0.5 s */
+        uint64_t before = total;
+        if (i % 2 == 1) total += 70000000;           /* 70 MB in one half-second, none in the next */
+        rate_window_add(&rw, i * 0.5, total);
+        double r = rate_window_bps(&rw), raw = (double)(total - before) / 0.5;
+        if (i >= 10) {
+            lo = r < lo ? r : lo;
+            hi = r > hi ? r : hi;
+            raw_lo = raw < raw_lo ? raw : raw_lo;
+            raw_hi = raw > raw_hi ? raw : raw_hi;
+        }
+        peak_fell |= rw.peak_bps < peak_before;
+        peak_before = rw.peak_bps;
+    }
+    CHECK(lo >= 60e6 && hi <= 80e6, "windowed rate %.1f..%.1f MB/s, want 60..80 (the half-second rate: %.0f..%.0f)",
+          lo / 1e6, hi / 1e6, raw_lo / 1e6, raw_hi / 1e6);
+    for (int i = 41; i <= 60; i++) rate_window_add(&rw, i * 0.5, total);   /* the reads stop */
+    CHECK(rate_window_bps(&rw) == 0 && rw.peak_bps >= hi && !peak_fell, "idle: %.1f MB/s, peak %.1f",
+          rate_window_bps(&rw) / 1e6, rw.peak_bps / 1e6);
+    rate_window_add(&rw, 30.2, total + 1);           /* closer than 0.5 s to the last sample: not kept */
+    CHECK(rw.t_s[rw.n - 1] == 30.0, "a sample 0.2 s after the last was kept");
     TEST_END();
 
     TEST_BEGIN("multiline: \"\"\" blocks");

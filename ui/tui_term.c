@@ -49,7 +49,7 @@ static const tui_glyphs glyphs_unicode_mono = {
 static const tui_glyphs glyphs_ascii = {
     0,
     {" ", ".", ".", ":", ":", "|", "|", "#", "#"},
-    "-", "...", "-", "^", "v", ">",
+    "-", "...", "|", "^", "v", ">",
     {"#", "=", "*", "@", "%"},
     ".",
 };
@@ -308,6 +308,10 @@ attr_t tui_attr(tui_role role)
 }
 
 const tui_glyphs *tui_glyph(void) { return glyphs; }
+
+/* Under LANG=C the em dash became "-", the same as the bullet, and "gen -
+ * - prompt - -" could not be read: there a missing figure is "n/a". */
+const char *tui_unknown(void) { return glyphs->unicode ? "\u2014" : "n/a"; }
 
 attr_t tui_italic_attr(void)
 {
