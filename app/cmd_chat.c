@@ -37,6 +37,8 @@ static void usage(FILE *f)
                "every conversation is stored (k3 history lists them).\n");
     cli_print_options(f, OPTS_CHAT | OPTS_ALL);
     fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n"
+               "Exit codes: 0 every message answered, 1 error, 2 usage, 3 (without a terminal) a message not\n"
+               "answered, a command that failed or nothing to answer, 130 an answer cut by Ctrl-C (docs/COMMANDS.md).\n"
                "With --endpoint the answers come from an OpenAI-compatible server (the conversation is stored\n"
                "locally and records the server; --resume goes back to it):\n");
     cli_print_options(f, OPTS_REMOTE);
