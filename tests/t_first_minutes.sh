@@ -17,7 +17,8 @@ PY=/usr/bin/python3
 OUT=tests/out/first_minutes
 rm -rf $OUT
 mkdir -p $OUT/home
-K3=${K3:-$PWD/k3}
+K3=${K3:-./k3}
+case $K3 in /*) ;; *) K3=$PWD/$K3 ;; esac      # the checks run it from other directories too
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 unset K3_MODEL K3_MODELS
 MINI=$PWD/models/k3-mini
