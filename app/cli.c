@@ -238,8 +238,8 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
         }
     }
     if (strchr(arg, '/') || !*arg || !strcmp(arg, ".") || !strcmp(arg, "..")) {
-        if (stat(arg, &st) != 0) cli_error("%s: no such model directory", arg);
-        else cli_error("%s is not a model directory (it has no config.json)", arg);
+        if (stat(arg, &st) != 0) return buf;      /* a path: the engine names the file it cannot open */
+        cli_error("%s is not a model directory (it has no config.json)", arg);
         return NULL;
     }
     char roots[8][4096], looked[2048] = "";
