@@ -9,6 +9,8 @@
 #    did not write even with it;
 #  - models by name from any directory: $K3_MODELS, the data folder, the
 #    installed share folder (make install puts k3-mini there);
+#  - the README's "What does 'harbour' mean?" ends before the limit (the
+#    loop rule of chat/generate.h);
 #  - the smaller items: no progress bar drawn on a non-terminal, a
 #    duplicate import said, `k3 chat /tmp` names a non-model directory,
 #    ollama's spellings answered with k3's equivalent.
