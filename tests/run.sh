@@ -10,6 +10,9 @@
 # total printed at the end ("N checks run"); lower it only with a reason in
 # the commit message.
 cd "$(dirname "$0")/.." || exit 1
+# k3 run reads a piped stdin as its prompt (after -p TEXT): a suite started
+# with stdin on a pipe that never closes (ssh, a CI runner) must not wait on it
+exec < /dev/null
 OUT=tests/out
 mkdir -p $OUT
 LOG=$OUT/run.log
