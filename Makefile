@@ -24,7 +24,7 @@ OPT     ?= -O2
 #   generic    portable C11, no SIMD header (engine/kernels/kernels_generic.h)
 # Default: the target of $(CC). All three give bit-identical logits (the
 # canonical summation order of engine/kernels/matvec.c); only x86-64-v3 adds x86
-# flags. README.md "Platforms" says how to build and test each.
+# flags. docs/RUNNING.md, "Platforms" says how to build and test each.
 CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
 ARCH ?= x86-64-v3
@@ -184,15 +184,17 @@ $(BUILD)/tests/test_chat_text: tests/test_chat_text.c $(BUILD)/ui/markdown.o $(B
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/ui/markdown.o $(BUILD)/chat/multiline.o $(BUILD)/chat/text_append.o
 
 # The chat tool drives the conversation controller: history + chat objects.
-CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ))
+CHAT_OBJ := $(HISTORY_OBJ) $(filter $(BUILD)/chat/%,$(FRONT_OBJ)) $(BUILD)/ui/markdown.o   # /copy N finds code blocks
 $(BUILD)/tests/tool_chat: tests/tool_chat.c $(CHAT_OBJ) $(ENGINE_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(CHAT_OBJ) $(ENGINE_LIB) -lsqlite3 -lcurl $(LDLIBS)
 
-# The drafter and its policy (chat/draft.c) link the engine for the passes.
-$(BUILD)/tests/test_draft: tests/test_draft.c $(BUILD)/chat/draft.o $(ENGINE_LIB) tests/test.h
+# The drafter and its policy (chat/draft.c) link the engine for the passes;
+# the token loop's loop rule (chat/generate.c) is tested beside them.
+DRAFT_TEST_OBJ := $(BUILD)/chat/draft.o $(BUILD)/chat/generate.o $(BUILD)/chat/text_append.o
+$(BUILD)/tests/test_draft: tests/test_draft.c $(DRAFT_TEST_OBJ) $(ENGINE_LIB) tests/test.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(BUILD)/chat/draft.o $(ENGINE_LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) $(FRONT_INC) -Itests -o $@ $< $(DRAFT_TEST_OBJ) $(ENGINE_LIB) $(LDLIBS)
 
 # The remote /metrics parser's unit test links that one chat object.
 $(BUILD)/tests/test_remote_metrics: tests/test_remote_metrics.c $(BUILD)/chat/remote_metrics.o tests/test.h
@@ -225,9 +227,9 @@ deps-cross:
 test: all
 	@sh tests/run.sh
 
-# README's option list, regenerated from the options table (app/options.c).
+# docs/OPTIONS.md's option list, regenerated from the options table (app/options.c).
 readme-options: $(K3BIN)
-	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("README.md").read(); open("README.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
+	@/usr/bin/python3 -c 'import re,subprocess; t=subprocess.check_output(["./$(K3BIN)","help","options"],text=True); r=open("docs/OPTIONS.md").read(); open("docs/OPTIONS.md","w").write(re.sub(r"(<!-- options:begin -->\n).*?(<!-- options:end -->)", lambda m: m.group(1)+t+m.group(2), r, flags=re.S))'
 
 # The fast subset: unit tests + the forward pass against the reference on
 # two models (< 60 s); `make test` is the whole suite.
@@ -289,15 +291,19 @@ run: deps-run
 	@$(MAKE) --no-print-directory $(K3BIN)
 	./k3 chat models/k3-mini
 
-# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary (it
-# needs nothing else at run time; models and the history live elsewhere).
+# make install [PREFIX=/usr/local] [DESTDIR=staging]: the one binary and
+# the demo model in PREFIX/share/k3/models, where `k3 chat` (or k3 chat
+# k3-mini) finds it from any directory; the history lives in the user's
+# data folder.
 PREFIX  ?= /usr/local
 install: $(K3BIN)
-	install -d "$(DESTDIR)$(PREFIX)/bin"
+	install -d "$(DESTDIR)$(PREFIX)/bin" "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini"
 	install -m 755 $(K3BIN) "$(DESTDIR)$(PREFIX)/bin/k3"
+	install -m 644 models/k3-mini/* "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini/"
 
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
+	rm -rf "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini"
 
 clean:
 	rm -rf build build-asan build-tsan build-cov build-generic build-aarch64 k3 k3-asan

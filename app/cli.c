@@ -109,6 +109,47 @@ char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out)
     return buf;
 }
 
+/* stdin is not a file k3_read_file can stat for its size: read it in
+ * doubling chunks up to the same limit as a prompt file. */
+char *cli_read_stdin(size_t max_bytes, size_t *len_out)
+{
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    if (!buf) { cli_error("stdin: out of memory"); return NULL; }
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len - 1, stdin)) > 0) {
+        len += got;
+        if (len > max_bytes) {
+            cli_error("stdin: more than the limit of %zu bytes", max_bytes);
+            free(buf);
+            return NULL;
+        }
+        if (cap - len < 2) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) { cli_error("stdin: out of memory"); free(buf); return NULL; }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (ferror(stdin)) {
+        cli_error("stdin: %s", strerror(errno));
+        free(buf);
+        return NULL;
+    }
+    buf[len] = 0;
+    if (len_out) *len_out = len;
+    return buf;
+}
+
+/* A pipe or a redirected file brings text; a terminal, /dev/null or a
+ * closed stdin does not, and reading them would wait or find nothing. */
+int cli_stdin_has_text(void)
+{
+    struct stat st;
+    if (isatty(STDIN_FILENO) || fstat(STDIN_FILENO, &st)) return 0;
+    return S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
 void cli_print_plan(const k3_model *m)
 {
     k3_plan_info p;
@@ -126,17 +167,97 @@ void cli_print_plan(const k3_model *m)
             p.all_resident ? "; fully resident" : "");
 }
 
+/* Does dir hold this file (config.json: what every model directory k3
+ * opens has)? Any kind of file counts: the engine says what is wrong with a
+ * FIFO. */
+static int has_file(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    struct stat st;
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) return 0;
+    return stat(path, &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+/* The folder `make install` puts the demo model in, found from the binary
+ * (PREFIX/bin/k3 -> PREFIX/share/k3/models) so that any PREFIX or DESTDIR
+ * works without a path compiled in. */
+static void installed_models_dir(char *buf, size_t cap)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    buf[0] = 0;
+    if (n <= 0) return;
+    self[n] = 0;
+    char *slash = strrchr(self, '/');
+    if (!slash) return;
+    *slash = 0;                                   /* PREFIX/bin */
+    char share[PATH_MAX + 32], real[PATH_MAX];
+    snprintf(share, sizeof share, "%s/../share/k3/models", self);
+    /* resolved when it exists, so lists and hints read PREFIX/share/... */
+    if (snprintf(buf, cap, "%s", realpath(share, real) ? real : share) >= (int)cap) buf[0] = 0;
+}
+
+int cli_model_roots(char roots[][4096], int max_roots)
+{
+    int n = 0;
+    const char *env = getenv("K3_MODELS");
+    if (env && *env) {
+        char *list = strdup(env);
+        for (char *save = NULL, *r = list ? strtok_r(list, ":", &save) : NULL; r && n < max_roots;
+             r = strtok_r(NULL, ":", &save))
+            snprintf(roots[n++], 4096, "%s", r);
+        free(list);
+    }
+    const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+    if (n < max_roots && xdg && xdg[0] == '/') snprintf(roots[n++], 4096, "%s/k3/models", xdg);
+    else if (n < max_roots && home && *home) snprintf(roots[n++], 4096, "%s/.local/share/k3/models", home);
+    if (n < max_roots) snprintf(roots[n++], 4096, "models");
+    if (n < max_roots) {
+        installed_models_dir(roots[n], 4096);
+        if (roots[n][0]) n++;
+    }
+    return n;
+}
+
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
 {
     struct stat st;
     snprintf(buf, cap, "%s", arg);
-    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {   /* .../config.json: its directory */
         char *slash = strrchr(buf, '/');
         if (slash == buf) slash[1] = 0;
         else if (slash) *slash = 0;
         else snprintf(buf, cap, ".");
+        return buf;
     }
-    return buf;
+    if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (has_file(arg, "config.json") || has_file(arg, "tiktoken.model")) return buf;   /* k3 tokenize: a tokenizer alone */
+        /* a bare name that is also a folder here (k3-mini in models/) is still looked up */
+        if (strchr(arg, '/')) {
+            cli_error("%s is not a model directory (it has no config.json; k3 models lists the models found)", arg);
+            return NULL;
+        }
+    }
+    if (strchr(arg, '/') || !*arg || !strcmp(arg, ".") || !strcmp(arg, "..")) {
+        if (stat(arg, &st) != 0) return buf;      /* a path: the engine names the file it cannot open */
+        cli_error("%s is not a model directory (it has no config.json)", arg);
+        return NULL;
+    }
+    char roots[8][4096], looked[2048] = "";
+    int n_roots = cli_model_roots(roots, 8);
+    for (int i = 0; i < n_roots; i++) {
+        char cand[PATH_MAX];
+        if (snprintf(cand, sizeof cand, "%s/%s", roots[i], arg) >= (int)sizeof cand) continue;
+        if (has_file(cand, "config.json")) {
+            snprintf(buf, cap, "%s", cand);
+            return buf;
+        }
+        size_t l = strlen(looked);
+        if (snprintf(looked + l, sizeof looked - l, "%s%s", l ? ", " : "", roots[i]) >= (int)(sizeof looked - l)) break;
+    }
+    cli_error("%s: no such model (looked for %s/config.json in %s; k3 models lists the models found)", arg, arg,
+              looked);
+    return NULL;
 }
 
 /* Is this path the running binary? */
@@ -172,7 +293,7 @@ void cli_self_command(char *buf, unsigned long cap)
 const char *cli_default_model(void)
 {
     const char *m = getenv("K3_MODEL");
-    return (m && *m) ? m : "models/k3-mini";
+    return (m && *m) ? m : "k3-mini";
 }
 
 

@@ -30,8 +30,10 @@ int cmd_version(int argc, char **argv);
 /* Print "k3: " + message + newline to stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Exit codes. */
-enum { K3_EXIT_OK = 0, K3_EXIT_ERROR = 1, K3_EXIT_USAGE = 2, K3_EXIT_INTERRUPTED = 130 };
+/* Exit codes (docs/COMMANDS.md, "Exit codes"): NOT_ANSWERED is the chat's
+ * "a message went unanswered or a command failed" (ui/plain.h). */
+enum { K3_EXIT_OK = 0, K3_EXIT_ERROR = 1, K3_EXIT_USAGE = 2, K3_EXIT_NOT_ANSWERED = 3, K3_EXIT_INTERRUPTED = 130,
+       K3_EXIT_TERMINATED = 143 };
 
 /* True if argv[i] equals "--help" or "-h". */
 int cli_wants_help(int argc, char **argv);
@@ -54,6 +56,14 @@ void cli_print_plan(const k3_model *m);
  * error. Regular files only, of at most max_bytes (the K3_MAX_* limits). */
 char *cli_read_file(const char *path, size_t max_bytes, size_t *len_out);
 
+/* All of stdin into a malloc'd NUL-terminated buffer (at most max_bytes);
+ * NULL + message on error. */
+char *cli_read_stdin(size_t max_bytes, size_t *len_out);
+
+/* Is stdin a pipe, a socket or a redirected regular file (text to read),
+ * rather than a terminal or a device such as /dev/null? */
+int cli_stdin_has_text(void);
+
 /* Ctrl-C during `k3 run`: set by the handler cli_catch_sigint installs,
  * polled by the token loop (local or remote) to stop the answer. */
 extern volatile sig_atomic_t cli_interrupted;
@@ -73,17 +83,27 @@ void cli_print_text(void *user, const char *text, size_t len);
 /* Every command's options are rows of one table: options.h. */
 
 /* A model argument as the directory to open: a path to a config.json (or
- * to another file inside a model directory) means its directory. Copies
- * into buf and returns it. */
+ * to another file inside a model directory) means its directory; a
+ * directory is taken as it is; a bare name (k3-mini, as `ollama run NAME`)
+ * is looked up as ROOT/NAME in the cli_model_roots, in order. Copies into
+ * buf and returns it, or NULL after a one-line error ("/tmp is not a model
+ * directory", "NAME: no such model (looked in ...)"). */
 const char *cli_model_dir(const char *arg, char *buf, unsigned long cap);
+
+/* Where a model named by its name is looked for, in order: each folder of
+ * $K3_MODELS (colon-separated), the user's data folder
+ * ($XDG_DATA_HOME/k3/models, else ~/.local/share/k3/models), models/ here,
+ * and the installed share folder (PREFIX/share/k3/models beside the binary's
+ * PREFIX/bin, where `make install` puts k3-mini). Returns how many. */
+int cli_model_roots(char roots[][4096], int max_roots);
 
 /* The command that runs this binary as typed here: "k3" when that is on
  * PATH, else "./k3" (relative to the current directory) or an absolute path.
  * For hints the user may copy. */
 void cli_self_command(char *buf, unsigned long cap);
 
-/* Default model directory: $K3_MODEL, else "models/k3-mini" (the trained demo
- * model, committed, so a fresh clone has it). */
+/* Default model: $K3_MODEL, else the name "k3-mini" (the trained demo model:
+ * committed in models/, installed by `make install`), for cli_model_dir. */
 const char *cli_default_model(void);
 
 #endif

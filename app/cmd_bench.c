@@ -742,6 +742,8 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(argv[i], "--endpoint")) return cmd_bench_remote(argc, argv);
     bench_options o;
     if (parse(argc, argv, &o)) return K3_EXIT_USAGE;
+    char model_dir_buf[4096];
+    if (!(o.model_dir = cli_model_dir(o.model_dir, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     bench_run *r = calloc(1, sizeof *r);
     if (!r) { cli_error("out of memory"); return K3_EXIT_ERROR; }
     r->o = o;

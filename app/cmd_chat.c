@@ -37,6 +37,8 @@ static void usage(FILE *f)
                "every conversation is stored (k3 history lists them).\n");
     cli_print_options(f, OPTS_CHAT | OPTS_ALL);
     fprintf(f, "Ctrl-C stops an answer (kept, marked interrupted); Ctrl-C at the prompt or Ctrl-D exits.\n"
+               "Exit codes: 0 every message answered, 1 error, 2 usage, 3 (without a terminal) a message not\n"
+               "answered, a command that failed or nothing to answer, 130 an answer cut by Ctrl-C (docs/COMMANDS.md).\n"
                "With --endpoint the answers come from an OpenAI-compatible server (the conversation is stored\n"
                "locally and records the server; --resume goes back to it):\n");
     cli_print_options(f, OPTS_REMOTE);
@@ -96,8 +98,6 @@ static int parse_options(int argc, char **argv, chat_options *o)
     o->draft = set.draft;
     o->ctx = set.model.ctx_tokens;
     o->sampling_given = set.sampling_given;
-    static char model_dir_buf[4096];
-    o->model_dir = cli_model_dir(o->model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json: its directory */
     if (o->resume && o->system) {
         cli_error("chat: --system applies to a new conversation; a resumed one keeps the system prompt it began with "
                   "(drop --system, or start a new conversation)");
@@ -131,6 +131,9 @@ int cmd_chat(int argc, char **argv)
     }
     free(rec_endpoint);
     free(rec_model);
+    char model_dir_buf[4096];
+    o.model_dir = cli_model_dir(o.model_dir, model_dir_buf, sizeof model_dir_buf);   /* a path, or a name: k3-mini */
+    if (!o.model_dir) return K3_EXIT_ERROR;
     k3_error err;
     history_error herr;
     o.model.need_tokenizer = 1;

@@ -63,6 +63,8 @@ int cmd_eval(int argc, char **argv)
         return K3_EXIT_USAGE;
     }
     if (!model_dir) model_dir = cli_default_model();
+    char model_dir_buf[4096];
+    if (!(model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     int n = 0;
     int *ids = cli_parse_ids("--ids", ids_text, &n);
     if (!ids) return K3_EXIT_USAGE;

@@ -362,7 +362,13 @@ static int sub_import(const history_args *a)
     if (h) {
         history_conversation c;
         history_error err;
-        if (history_import_json(h, text, a->pos[0], &c, &err) < 0) {
+        int64_t id = history_import_json(h, text, a->pos[0], &c, &err);
+        if (id == HISTORY_IMPORT_ALREADY_STORED) {
+            printf("already stored: conversation %s has the same %lld messages; nothing imported\n", c.uid,
+                   (long long)c.n_messages);
+            history_conv_free(&c);
+            rc = K3_EXIT_OK;
+        } else if (id < 0) {
             cli_error("%s", err.msg);
         } else {
             printf("imported %s (%lld messages)\n", c.uid, (long long)c.n_messages);

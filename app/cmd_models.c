@@ -4,6 +4,7 @@
  * (the demo's weights are random). Nothing is loaded: config.json and file
  * sizes only (chat/model_facts.c). */
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,16 +12,19 @@
 #include "cli.h"
 #include "model_facts.h"
 
-/* `k3 help models`: the README's "Getting a real model" in short. The
+/* `k3 help models`: docs/RUNNING.md, "Getting a real model" in short. The
  * speeds are estimates derived from docs/PERFORMANCE.md (see there). */
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: k3 models [DIR...]\n\n"
-        "Lists the model directories found in DIR (default: each directory of $K3_MODELS,\n"
-        "colon-separated, then models/): name, size on disk, architecture; a directory with\n"
-        "config.json counts, as do its subdirectories with one.\n\n"
-        "Getting a real model (the demo model's weights are random: it does not talk sense)\n\n"
+        "Lists the model directories found in DIR (default: where a model named by its name is\n"
+        "looked for: each directory of $K3_MODELS, colon-separated, ~/.local/share/k3/models,\n"
+        "models/, then PREFIX/share/k3/models of make install): name, size on disk,\n"
+        "architecture; a directory with config.json counts, as do its subdirectories with one.\n"
+        "k3 chat NAME opens the first NAME found in that order.\n\n"
+        "Getting a real model (the demo model, k3-mini, is 1.9 MB: it writes English words\n"
+        "without sense; the random presets of k3 gen write noise)\n\n"
         "  Kimi Linear 48B-A3B (Hugging Face: moonshotai/Kimi-Linear-48B-A3B-Instruct)\n"
         "    hf download moonshotai/Kimi-Linear-48B-A3B-Instruct --local-dir models/kimi-linear\n"
         "    (older clients: huggingface-cli download ... with the same arguments)\n"
@@ -99,17 +103,17 @@ int cmd_models(int argc, char **argv)
             scan_root(argv[i], &n_found);
         }
     } else {
-        const char *env = getenv("K3_MODELS");
-        char *roots = strdup(env && *env ? env : "");
-        if (!roots) return K3_EXIT_ERROR;
-        int seen_models = 0;
-        for (char *save = NULL, *r = strtok_r(roots, ":", &save); r; r = strtok_r(NULL, ":", &save)) {
-            seen_models |= !strcmp(r, "models") || !strcmp(r, "models/");
-            scan_root(r, &n_found);
+        char roots[8][4096], real[8][PATH_MAX];
+        int n_roots = cli_model_roots(roots, 8);
+        for (int i = 0; i < n_roots; i++) {
+            struct stat st;
+            real[i][0] = 0;
+            if (stat(roots[i], &st) != 0 || !S_ISDIR(st.st_mode) || !realpath(roots[i], real[i])) continue;
+            int seen = 0;                       /* $K3_MODELS=models names models/ once */
+            for (int j = 0; j < i; j++) seen |= real[j][0] && !strcmp(real[j], real[i]);
+            if (seen) continue;
+            scan_root(roots[i], &n_found);
         }
-        free(roots);
-        struct stat st;
-        if (!seen_models && stat("models", &st) == 0 && S_ISDIR(st.st_mode)) scan_root("models", &n_found);
     }
     if (n_found == 0)
         fprintf(stderr, "k3: no model directories found (a model directory has a config.json); "

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cli.h"
 #include "remote_cli.h"
 #include "generate.h"
@@ -18,11 +19,57 @@
 /* The command's own lines; the options come from the table. */
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n\n");
+    fprintf(f, "usage: k3 run [MODEL] -p TEXT [options]\n       CMD | k3 run [MODEL] [-p INSTRUCTION] [options]\n\n");
     cli_print_options(f, OPTS_RUN | OPTS_ALL);
     fprintf(f, "With --endpoint the prompt goes, as one user message, to an OpenAI-compatible server:\n");
     cli_print_options(f, OPTS_REMOTE);
     fprintf(f, "Text goes to stdout, statistics to stderr. Stops at the end-of-message token, [EOS] or [EOT].\n");
+}
+
+/* The prompt as `llm` takes it: -p TEXT, --prompt-file FILE (- is stdin),
+ * or piped stdin alone; -p with piped text is the instruction, a blank
+ * line, then the text (`cat notes.txt | k3 run -p "summarise"`). 0 and a
+ * malloc'd *text_out, or the exit code after a one-line error. */
+static int gather_prompt(const char *prompt, const char *prompt_file, char **text_out, size_t *len_out)
+{
+    if (prompt && prompt_file) {
+        cli_error("run: give one of -p TEXT or --prompt-file FILE, not both (piped stdin goes after -p TEXT)");
+        return K3_EXIT_USAGE;
+    }
+    if (prompt_file && strcmp(prompt_file, "-"))
+        return (*text_out = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, len_out)) ? K3_EXIT_OK : K3_EXIT_ERROR;
+    int use_stdin = prompt_file || cli_stdin_has_text();
+    if (!use_stdin && !prompt) {
+        cli_error("run: no prompt: give -p TEXT or --prompt-file FILE, or pipe the text in (echo hi | k3 run)");
+        return K3_EXIT_USAGE;
+    }
+    size_t piped_len = 0;
+    char *piped = use_stdin ? cli_read_stdin(K3_MAX_PROMPT_BYTES, &piped_len) : NULL;
+    if (use_stdin && !piped) return K3_EXIT_ERROR;
+    while (piped_len && (piped[piped_len - 1] == '\n' || piped[piped_len - 1] == '\r')) piped[--piped_len] = 0;
+    if (!prompt) {
+        if (!piped_len) {
+            cli_error("run: stdin is empty: nothing to answer");
+            free(piped);
+            return K3_EXIT_USAGE;
+        }
+        *text_out = piped;
+        *len_out = piped_len;
+        return K3_EXIT_OK;
+    }
+    size_t prompt_len = strlen(prompt), len = prompt_len + (piped_len ? 2 + piped_len : 0);
+    char *text = malloc(len + 1);
+    if (!text) { cli_error("run: out of memory"); free(piped); return K3_EXIT_ERROR; }
+    memcpy(text, prompt, prompt_len);
+    if (piped_len) {
+        memcpy(text + prompt_len, "\n\n", 2);
+        memcpy(text + prompt_len + 2, piped, piped_len);
+    }
+    text[len] = 0;
+    free(piped);
+    *text_out = text;
+    *len_out = len;
+    return K3_EXIT_OK;
 }
 
 int cmd_run(int argc, char **argv)
@@ -34,41 +81,36 @@ int cmd_run(int argc, char **argv)
     int n_args;
     if (cli_parse_args("run", argc, argv, OPTS_RUN | OPTS_ALL | OPTS_REMOTE, &set, &model_dir, 1, &n_args))
         return K3_EXIT_USAGE;
-    const char *prompt = set.run.prompt, *prompt_file = set.run.prompt_file, *system = set.system;
+    const char *prompt_file = set.run.prompt_file, *system = set.system;
     const int chat = set.run.chat;
     const remote_cli remote_opt = set.remote;
-    if (!prompt == !prompt_file) {
-        cli_error("run: give exactly one of -p TEXT or --prompt-file FILE");
-        return K3_EXIT_USAGE;
-    }
+    size_t prompt_len = 0;
+    char *prompt_text = NULL;
+    int prompt_rc = gather_prompt(set.run.prompt, prompt_file, &prompt_text, &prompt_len);
+    if (prompt_rc) return prompt_rc;
+    const char *prompt = prompt_text;
     if (remote_opt.endpoint) {   /* an OpenAI-compatible server instead of a local model */
-        if (model_dir) { cli_error("run: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
-        size_t text_len;
-        char *text = prompt_file ? cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &text_len) : NULL;
-        if (prompt_file && !text) return K3_EXIT_ERROR;
-        int rc = run_remote(&remote_opt, text ? text : prompt, system, (int)set.max_new, set.sampler.temperature,
+        if (model_dir) {
+            cli_error("run: give either MODEL or --endpoint URL, not both");
+            free(prompt_text);
+            return K3_EXIT_USAGE;
+        }
+        int rc = run_remote(&remote_opt, prompt, system, (int)set.max_new, set.sampler.temperature,
                             set.sampler.top_p, (long long)set.sampler.seed);
-        free(text);
+        free(prompt_text);
         return rc;
     }
     if (!model_dir) model_dir = cli_default_model();
     char model_dir_buf[4096];
-    model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf);   /* .../config.json means its directory */
-    char *file_text = NULL;
-    size_t prompt_len;
-    if (prompt_file) {
-        if (!(file_text = cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &prompt_len))) return K3_EXIT_ERROR;
-        prompt = file_text;
-    } else {
-        prompt_len = strlen(prompt);
-    }
+    model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf);   /* a path, or a name: k3-mini */
+    if (!model_dir) { free(prompt_text); return K3_EXIT_ERROR; }
 
     k3_error err;
     k3_options opt = set.model;
     opt.need_tokenizer = 1;
     const long long max_new = set.max_new, ctx = set.model.ctx_tokens;
     k3_model *m = k3_model_open(model_dir, &opt, &err);
-    if (!m) { cli_error("%s", err.msg); free(file_text); return K3_EXIT_ERROR; }
+    if (!m) { cli_error("%s", err.msg); free(prompt_text); return K3_EXIT_ERROR; }
     cli_print_plan(m);
     const k3_tokenizer *tok = k3_model_tokenizer(m);
     int n_prompt = 0, *ids;
@@ -83,7 +125,7 @@ int cmd_run(int argc, char **argv)
         ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     }
-    free(file_text);
+    free(prompt_text);
     if (!ids) { k3_model_close(m); return K3_EXIT_ERROR; }
     if (n_prompt == 0) { cli_error("run: the prompt is empty"); free(ids); k3_model_close(m); return K3_EXIT_USAGE; }
     if (n_prompt + max_new > ctx) {
@@ -130,7 +172,8 @@ int cmd_run(int argc, char **argv)
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
                 res.n_generated > 1 && res.decode_cpu_s > 0 ? (res.n_generated - 1) / res.decode_cpu_s : 0.0, drafts,
                 cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
-                : res.length_limit ? " (length limit reached: -n raises it)" : "");
+                : res.length_limit ? " (length limit reached: -n raises it)"
+                : res.loop_period ? " (stopped: the answer repeated itself)" : "");
     }
     free(res.text);
     free(res.ids);

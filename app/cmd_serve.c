@@ -62,6 +62,8 @@ int cmd_serve(int argc, char **argv)
         return K3_EXIT_USAGE;
     }
     if (!model_dir) model_dir = cli_default_model();
+    char model_dir_buf[4096];
+    if (!(model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     k3_options opt = set.model;
     opt.need_tokenizer = 1;
     if (opt.mem_bytes && state_cache) {

@@ -187,6 +187,8 @@ int cmd_tokenize(int argc, char **argv)
     }
     tokenize_args a;
     if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
+    char model_dir_buf[4096];
+    if (!(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     int *decode_ids = NULL, n_decode = 0;
     if (a.mode == TOKENIZE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;

@@ -36,7 +36,9 @@ static void print_help(FILE *f)
     fprintf(f, "  help      this text (k3 help COMMAND: that command's options; k3 help options: the\n"
                "            options shared by several commands)\n"
                "  --version version, source, build flags and kernels\n\nMODEL is a Hugging Face checkpoint directory or a packed one "
-               "(k3 pack);\ndefault $K3_MODEL, else models/k3-mini.\n");
+               "(k3 pack),\nor a model's name looked up in $K3_MODELS, ~/.local/share/k3/models, models/ and\n"
+               "PREFIX/share/k3/models (k3 models lists them); default $K3_MODEL, else k3-mini.\n"
+               "Exit codes: 0 done, 1 error, 2 usage, 3 chat input not answered, 130 Ctrl-C.\n");
 }
 
 int main(int argc, char **argv)
@@ -49,7 +51,7 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (!strcmp(name, "--version") || !strcmp(name, "version")) return cmd_version(argc - 1, argv + 1);
     if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
-        if (argc > 2 && !strcmp(argv[2], "options")) {   /* the shared options table (README's list) */
+        if (argc > 2 && !strcmp(argv[2], "options")) {   /* the shared options table (docs/OPTIONS.md) */
             cli_print_options_markdown(stdout);
             return K3_EXIT_OK;
         }

@@ -92,6 +92,7 @@ static int set_gen_preset(cli_settings *s, const opt_value *v)
 static int set_gen_seed(cli_settings *s, const opt_value *v) { s->gen.seed = (uint64_t)v->i; return 0; }
 static int set_gen_dtype(cli_settings *s, const opt_value *v) { s->gen.f32 = (int)v->i; return 0; }
 static int set_gen_shards(cli_settings *s, const opt_value *v) { s->gen.shards = (int)v->i; return 0; }
+static int set_gen_force(cli_settings *s, const opt_value *v) { s->gen.force = (int)v->i; return 0; }
 static int set_gen_corpus(cli_settings *s, const opt_value *v) { s->gen.tokenizer_corpus = v->s; return 0; }
 static int set_gen_n_base(cli_settings *s, const opt_value *v) { s->gen.n_base = (int)v->i; return 0; }
 
@@ -287,6 +288,8 @@ static const cli_option options[] = {
      "instead of a model: only a Kimi K3 tokenizer, its BPE merges learned from FILE (tools/train_demo.py)"},
     {"--n-base", NULL, OPTS_GEN, OPT_INT, "N", NULL, 256, 1 << 20, "3840", NULL, set_gen_n_base,
      "with --tokenizer-corpus: N - 256 merges, a vocabulary of N + 256"},
+    {"--force", NULL, OPTS_GEN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_gen_force,
+     "write into a non-empty OUT_DIR (never over a model k3 gen did not write)"},
 
     {"--force", NULL, OPTS_PACK, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_pack_force,
      "replace DST if it is an existing packed model"},
@@ -376,10 +379,10 @@ static const cli_option options[] = {
     {"--raw", NULL, OPTS_CHAT, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_chat_raw,
      "line mode: every line is a message, even one starting with / (else /help, /retry ... are commands)"},
 
-    {"--prompt", "-p", OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none: this or --prompt-file", set_run_prompt,
-     "prompt text (UTF-8)"},
+    {"--prompt", "-p", OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none: this, --prompt-file or stdin", set_run_prompt,
+     "prompt text (UTF-8); with piped stdin: this, a blank line, then the piped text"},
     {"--prompt-file", NULL, OPTS_RUN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_run_prompt_file,
-     "read the prompt from FILE"},
+     "read the prompt from FILE (- is stdin)"},
     {"--chat", NULL, OPTS_RUN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_run_chat,
      "wrap the prompt as one user turn in the model's chat format"},
 

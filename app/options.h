@@ -5,7 +5,7 @@
  * remote commands, and each command's own (plan, serve, chat, run, eval,
  * bench, bench --endpoint, tokenize, history, gen, pack): name, type, default, bounds and help in one
  * row each, as in Redis's config table. The table feeds the parser, every
- * command's --help, `k3 help options` and README's option list (checked by
+ * command's --help, `k3 help options` and docs/OPTIONS.md's list (checked by
  * tests/t_docs.sh); tests/t_options.sh checks that no command parses an
  * option outside it. */
 #ifndef K3_OPTIONS_H
@@ -43,6 +43,7 @@ typedef struct cli_gen_settings {
     int shards;
     const char *tokenizer_corpus;   /* --tokenizer-corpus FILE: only a tokenizer, learned from FILE */
     int n_base;              /* --n-base N: its base vocabulary (N - 256 merges) */
+    int force;               /* --force: write into a non-empty OUT_DIR (a model k3 gen wrote) */
 } cli_gen_settings;
 
 /* What `k3 pack` options set (copied into k3_pack_opts). */
@@ -170,7 +171,7 @@ int cli_parse_args(const char *cmd, int argc, char **argv, unsigned groups, cli_
 void cli_print_options(FILE *f, unsigned groups);
 
 /* The options as Markdown tables: the shared ones, then each command's
- * (README's list; `k3 help options`). */
+ * (docs/OPTIONS.md; `k3 help options`). */
 void cli_print_options_markdown(FILE *f);
 
 #endif

@@ -180,10 +180,42 @@ static chat_action cmd_system(chat_cmd_ctx *x, const char *args)
 }
 
 /* /set key=value...: all pairs are checked before any is applied. */
+static chat_action cmd_system(chat_cmd_ctx *x, const char *args);
+
+/* ollama's /set words other than "parameter": system is /system; verbose,
+ * quiet, history, wordwrap and format have a k3 answer. 1 when args was one
+ * of them (handled), else 0. */
+static int set_ollama_word(chat_cmd_ctx *x, const char *args, chat_action *act)
+{
+    size_t n = strcspn(args, " \t");
+    const char *rest = args + n;
+    while (*rest == ' ' || *rest == '\t') rest++;
+    if (n == 6 && !strncmp(args, "system", 6)) { *act = cmd_system(x, rest); return 1; }
+    static const struct { const char *word, *answer; } words[] = {
+        {"verbose", "k3 always shows each answer's figures (under it, or on stderr in line mode); /stats shows "
+                    "the engine's counters"},
+        {"quiet", "k3 shows each answer's figures under it (F2 hides the gauges in the full screen)"},
+        {"history", "k3 keeps the input history always (Up, Ctrl-R)"},
+        {"nohistory", "k3 keeps the input history always (Up, Ctrl-R)"},
+        {"wordwrap", "k3 always wraps at word boundaries"},
+        {"nowordwrap", "k3 always wraps at word boundaries"},
+        {"format", "k3 has no JSON mode in the chat; k3 chat --json prints each turn as JSON"},
+    };
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
+        if (strlen(words[i].word) == n && !strncmp(args, words[i].word, n)) {
+            chat_say(x, CHAT_SAY_NOTICE, "/set %s: %s", words[i].word, words[i].answer);
+            *act = CHAT_ACT_NONE;
+            return 1;
+        }
+    return 0;
+}
+
 static chat_action cmd_set(chat_cmd_ctx *x, const char *args)
 {
     k3_sampler *sp = conversation_sampler(x->conv);
     char line[256];
+    chat_action act;
+    if (set_ollama_word(x, args, &act)) return act;
     if (!*args) {                             /* everything a turn runs with */
         chat_format_sampling(sp, line, sizeof line);
         k3_session *s = conversation_session(x->conv);   /* none for a remote backend: the server's context */
@@ -330,6 +362,24 @@ static chat_action cmd_edit(chat_cmd_ctx *x, const char *args)
     return CHAT_ACT_EDIT;
 }
 
+/* ollama's /save and /load do what k3 does another way: say which (an
+ * error, so a script that sent them sees exit 3: nothing was saved). */
+static chat_action cmd_ollama_save(chat_cmd_ctx *x, const char *args)
+{
+    (void)args;
+    chat_say(x, CHAT_SAY_ERROR, "/save is ollama's: k3 stores every conversation as it goes (k3 history); "
+                                "/rename TITLE names it, /export md|json FILE writes it to a file");
+    return CHAT_ACT_NONE;
+}
+
+static chat_action cmd_ollama_load(chat_cmd_ctx *x, const char *args)
+{
+    (void)args;
+    chat_say(x, CHAT_SAY_ERROR, "/load is ollama's: k3 chat MODEL opens another model (quit first); /resume ID "
+                                "continues a stored conversation");
+    return CHAT_ACT_NONE;
+}
+
 static const chat_command commands[] = {
     {"help", "", "this list (F1 in the full screen)", 0, cmd_help},
     {"new", "", "start a new conversation", 1, cmd_new},
@@ -343,14 +393,17 @@ static const chat_command commands[] = {
     {"undo", "", "drop the last message and its answer", 1, cmd_undo},
     {"edit", "", "edit the last message and send it again", 1, cmd_edit},
     {"stats", "", "engine and screen counters", 0, cmd_stats},
-    {"clear", "", "clear the screen (the record keeps everything)", 0, cmd_clear},
+    {"clear", "", "clear the screen (the record keeps everything; /new clears the context)", 0, cmd_clear},
     {"quit", "", "leave (the conversation is saved)", 0, cmd_quit},
     {"exit", "", "leave (the conversation is saved)", 0, cmd_quit},
     {"bye", "", "leave (ollama's spelling of /quit)", 0, cmd_quit},
     {"show", "[info]", "the model: architecture, experts, dtype, context, size, plan", 0, chat_cmd_show},
-    {"copy", "", "copy the last answer to the clipboard (OSC 52)", 1, chat_cmd_copy},
+    {"copy", "[N|code]", "copy the last answer (or its N-th code block; code: the first) to the clipboard (OSC 52)", 1,
+     chat_cmd_copy},
     {"rename", "TITLE", "rename this conversation", 1, chat_cmd_rename},
     {"raw", "", "answers as raw text / rendered markdown (toggle)", 0, chat_cmd_raw},
+    {"save", "", "ollama's: names its k3 equivalents (/rename, /export)", 0, cmd_ollama_save},
+    {"load", "", "ollama's: names its k3 equivalents (k3 chat MODEL, /resume)", 0, cmd_ollama_load},
 };
 
 const chat_command *chat_commands(size_t *n)
@@ -362,6 +415,18 @@ const chat_command *chat_commands(size_t *n)
 int chat_is_command(const char *line)
 {
     return line[0] == '/' && line[1] != '/';
+}
+
+/* The name is the word after the slash, up to white space. */
+const chat_command *chat_command_find(const char *line)
+{
+    if (!chat_is_command(line)) return NULL;
+    const char *p = line + 1;
+    size_t nlen = 0;
+    while (p[nlen] && !isspace((unsigned char)p[nlen])) nlen++;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strlen(commands[i].name) == nlen && !strncmp(commands[i].name, p, nlen)) return &commands[i];
+    return NULL;
 }
 
 const chat_command *chat_command_parse(chat_cmd_ctx *x, const char *line, char *args, size_t cap)

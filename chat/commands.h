@@ -62,6 +62,10 @@ const chat_command *chat_commands(size_t *n);
 /* Is this input line a command? "/x" is; "//x" is the message "/x". */
 int chat_is_command(const char *line);
 
+/* The known command a "/name args" line names, or NULL, saying nothing: in
+ * a pipe only known commands are commands ("/usr/bin is ..." is a message). */
+const chat_command *chat_command_find(const char *line);
+
 /* Split "/name args": the command (NULL when unknown: an error was said) and
  * its arguments, trimmed, copied into args. */
 const chat_command *chat_command_parse(chat_cmd_ctx *x, const char *line, char *args, size_t cap);

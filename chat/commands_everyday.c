@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "commands.h"
+#include "markdown.h"
 #include "remote.h"
 #include "model_facts.h"
 
@@ -51,13 +52,25 @@ static char *base64(const char *s, size_t n)
     return out;
 }
 
-/* /copy: the last answer as stored (raw markdown) to the terminal's
- * clipboard through OSC 52, written to the controlling terminal (never into
- * stdout, which may be a pipe of answers). It works over ssh and inside tmux
- * (set-clipboard on); a terminal that ignores OSC 52 leaves its clipboard. */
+/* /copy: the last answer as stored (raw markdown), or with N / code only
+ * its N-th (first) fenced code block as llm's --extract and aichat's .copy
+ * do, to the terminal's clipboard through OSC 52, written to the
+ * controlling terminal (never into stdout, which may be a pipe of answers).
+ * It works over ssh and inside tmux (set-clipboard on); a terminal that
+ * ignores OSC 52 leaves its clipboard. */
 chat_action chat_cmd_copy(chat_cmd_ctx *x, const char *args)
 {
-    (void)args;
+    int which = 0;                               /* 0 = the whole answer, else the code block's number */
+    if (!strcmp(args, "code")) which = 1;
+    else if (*args) {
+        char *end;
+        long v = strtol(args, &end, 10);
+        if (*end || v < 1 || v > 1000) {
+            chat_say(x, CHAT_SAY_ERROR, "usage: /copy [N|code] (N: the answer's N-th code block; code: its first)");
+            return CHAT_ACT_NONE;
+        }
+        which = (int)v;
+    }
     history_message *msgs = NULL;
     size_t n = 0;
     history_error herr;
@@ -72,18 +85,31 @@ chat_action chat_cmd_copy(chat_cmd_ctx *x, const char *args)
     const history_message *last = NULL;
     for (size_t i = n; i-- > 0 && !last;)
         if (!strcmp(msgs[i].role, "assistant") && *msgs[i].content) last = &msgs[i];
+    size_t from = 0, to = last ? strlen(last->content) : 0;
+    int n_blocks = 0;
+    if (last && which && md_code_block(last->content, to, which, &from, &to)) {
+        size_t b0, b1;
+        while (md_code_block(last->content, strlen(last->content), n_blocks + 1, &b0, &b1) == 0) n_blocks++;
+        chat_say(x, CHAT_SAY_ERROR, "/copy %s: the last answer has %d code block%s", args, n_blocks,
+                 n_blocks == 1 ? "" : "s");
+        history_msg_list_free(msgs, n);
+        return CHAT_ACT_NONE;
+    }
     int fd = last ? open("/dev/tty", O_WRONLY | O_NOCTTY | O_CLOEXEC) : -1;
     if (!last) {
         chat_say(x, CHAT_SAY_ERROR, "/copy: no answer in this conversation yet");
     } else if (fd < 0) {
         chat_say(x, CHAT_SAY_ERROR, "/copy: no terminal to send the clipboard sequence to");
     } else {
-        size_t len = strlen(last->content);
-        char *b64 = base64(last->content, len);
-        if (b64 && dprintf(fd, "\033]52;c;%s\a", b64) > 0)
-            chat_say(x, CHAT_SAY_NOTICE, "copied the last answer (%zu bytes) to the clipboard (OSC 52)", len);
-        else
+        size_t len = to - from;
+        char *b64 = base64(last->content + from, len);
+        if (b64 && dprintf(fd, "\033]52;c;%s\a", b64) > 0) {
+            if (which) chat_say(x, CHAT_SAY_NOTICE, "copied code block %d of the last answer (%zu bytes) to the "
+                                "clipboard (OSC 52)", which, len);
+            else chat_say(x, CHAT_SAY_NOTICE, "copied the last answer (%zu bytes) to the clipboard (OSC 52)", len);
+        } else {
             chat_say(x, CHAT_SAY_ERROR, "/copy: cannot write to the terminal");
+        }
         free(b64);
     }
     if (fd >= 0) close(fd);

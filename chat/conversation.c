@@ -629,6 +629,7 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->interrupted = g.interrupted;
     r->context_full = g.context_full;
     r->length_limit = g.length_limit;
+    r->loop_period = g.loop_period;
     r->error = rc != 0;
     r->text = g.text ? g.text : strdup("");
     history_status st = rc ? HISTORY_ERROR : g.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;

@@ -20,6 +20,7 @@ typedef struct turn_result {
     double ttft_ms, prefill_ms, decode_ms, decode_tok_s;
     int interrupted, context_full, error;
     int length_limit;            /* the answer was cut by the -n limit */
+    int loop_period;             /* the loop rule ended it (generate.h): its cycle in tokens, else 0 */
     int decode_passes;           /* passes over the model after the first token */
     int drafted_tokens, draft_kept_tokens;   /* --draft ngram: verified, and of those kept */
     const char *status;          /* "complete" / "interrupted" / "error" */

@@ -52,6 +52,23 @@ static int emit_token(generate_result *out, int next, int n_base, k3_detok *dt,
     return 0;
 }
 
+/* Checked after every token: for each period p, how far back the tail
+ * equals itself shifted by p. It fires when that span is long enough and
+ * holds whole cycles, so the answer ends where its loop began a new round
+ * ("... of the sanding of the sanding"), not inside a word. */
+int generate_loop_period(const int *ids, int n)
+{
+    for (int p = 1; p <= GENERATE_LOOP_MAX_PERIOD && p * GENERATE_LOOP_MIN_REPEATS <= n; p++) {
+        int need = p * GENERATE_LOOP_MIN_REPEATS;
+        if (need < GENERATE_LOOP_MIN_TOKENS) need = GENERATE_LOOP_MIN_TOKENS;
+        if (need > n) continue;
+        int span = p;                     /* ids[n - span .. n) repeat with period p */
+        while (span < n && ids[n - 1 - span] == ids[n - 1 - span + p]) span++;
+        if (span >= need && span % p == 0) return p;
+    }
+    return 0;
+}
+
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
                     int max_new, int draft, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
                     generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err)
@@ -111,9 +128,11 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
                                                                        on_text, on_progress, user, t0, &t_first,
                                                                        &cpu_first, err);
         if (rc || out->stopped_on >= 0) break;
+        if (n_stop_ids > 0 && (out->loop_period = generate_loop_period(out->ids, out->n_generated))) break;
     }
     draft_context_free(&ctx);
-    out->length_limit = rc == 0 && out->n_generated >= max_new && out->stopped_on < 0 && !out->interrupted;
+    out->length_limit = rc == 0 && out->n_generated >= max_new && out->stopped_on < 0 && !out->interrupted &&
+                        !out->loop_period;
     size_t n = k3_detok_flush(&dt, piece, sizeof piece);
     if (n && text_append(&text.buf, &text.len, &text.cap, piece, n) == 0 && on_text) on_text(user, piece, n);
     out->text = text.buf;

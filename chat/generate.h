@@ -14,6 +14,7 @@ typedef struct generate_result {
     int interrupted;          /* the interrupt flag ended it */
     int context_full;         /* the context limit ended it */
     int length_limit;         /* max_new ended it (an answer cut by -n) */
+    int loop_period;          /* the loop rule ended it: the repeated cycle's length in tokens, else 0 */
     int pending_token;        /* last sampled token not yet fed to the session, or -1 */
     double first_token_s;     /* seconds from start to the first token */
     double decode_s;          /* seconds from the first token to the end */
@@ -24,6 +25,21 @@ typedef struct generate_result {
      * first token, draft tokens verified and kept */
     int n_passes, n_drafted, n_draft_kept;
 } generate_result;
+
+/* The loop rule: an answer whose last tokens repeat one cycle of at most
+ * GENERATE_LOOP_MAX_PERIOD tokens, at least GENERATE_LOOP_MIN_REPEATS times
+ * in a row and over at least GENERATE_LOOP_MIN_TOKENS tokens, has stopped
+ * saying anything new ("of the sanding of the sanding of ..."): it ends
+ * there instead of running to the length limit. Greedy decoding falls into
+ * such loops with real models too; a repetition penalty would also change
+ * every answer that legitimately repeats (copying a passage, code). */
+#define GENERATE_LOOP_MAX_PERIOD 64
+#define GENERATE_LOOP_MIN_REPEATS 4
+#define GENERATE_LOOP_MIN_TOKENS 48
+
+/* The length of the cycle the last tokens of ids[0..n) repeat under the
+ * loop rule, or 0. */
+int generate_loop_period(const int *ids, int n);
 
 /* Called with each complete piece of text as it is produced. */
 typedef void (*generate_text_fn)(void *user, const char *text, size_t len);
@@ -36,7 +52,9 @@ typedef void (*generate_progress_fn)(void *user, const generate_result *so_far);
  * the n-gram draft after it, and keeps what sampling confirms: the same
  * tokens and session as DRAFT_NONE, in fewer passes when drafts hit). The last
  * sampled token is left pending (not fed) so a stop or limit costs no extra
- * forward pass; the caller feeds it when the conversation goes on. Returns
+ * forward pass; the caller feeds it when the conversation goes on. With
+ * stop ids the loop rule applies too (out->loop_period); without any (a
+ * caller that ignores the end of message, as a benchmark) it does not. Returns
  * 0, or -1 with err set (the result still describes what was produced). */
 int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids,
                     int max_new, int draft, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,

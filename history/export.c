@@ -287,6 +287,36 @@ static int64_t import_conversation_row(history *h, json_t *doc, const char *sour
     return id;
 }
 
+/* Importing the same export twice made a silent duplicate. The file's
+ * conversation is already here when a conversation with its uid holds the
+ * same messages (roles and texts, in order): its id, 0 when not, -1 on a
+ * database error. */
+static int64_t import_already_stored(history *h, json_t *doc, json_t *messages, history_error *err)
+{
+    json_t *uid = json_object_get(doc, "id");
+    if (!json_is_string(uid)) return 0;
+    sqlite3_stmt *st = hist_prepare(h, "SELECT m.role, m.content, c.id FROM messages m JOIN conversations c ON "
+                                       "c.id = m.conversation_id WHERE c.uid = ? ORDER BY m.id", err);
+    if (!st) return -1;
+    sqlite3_bind_text(st, 1, json_string_value(uid), -1, SQLITE_TRANSIENT);
+    size_t n = 0;
+    int64_t id = 0;
+    int same = 1, rc;
+    while ((rc = hist_step(st)) == SQLITE_ROW && same) {
+        json_t *jm = json_array_get(messages, n++);
+        const char *role = json_string_value(json_object_get(jm, "role"));
+        const char *content = json_string_value(json_object_get(jm, "content"));
+        char *clean = content ? hist_utf8_clean(content) : NULL;
+        same = role && clean && !strcmp(role, (const char *)sqlite3_column_text(st, 0)) &&
+               !strcmp(clean, (const char *)sqlite3_column_text(st, 1));
+        free(clean);
+        id = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hist_db_err(h, err, "looking for an imported conversation");
+    return same && n > 0 && n == json_array_size(messages) ? id : 0;
+}
+
 /* Everything in one transaction: an import either fully lands or not at all. */
 int64_t history_import_json(history *h, const char *json_text, const char *source, history_conversation *out, history_error *err)
 {
@@ -307,6 +337,12 @@ int64_t history_import_json(history *h, const char *json_text, const char *sourc
         goto done;
     }
     if (!json_is_array(messages)) { hist_err(err, "%s: messages: expected an array", source); goto done; }
+    int64_t stored = import_already_stored(h, doc, messages, err);
+    if (stored < 0) goto done;
+    if (stored > 0) {
+        id = out && history_conv_get(h, stored, out, err) ? -1 : HISTORY_IMPORT_ALREADY_STORED;
+        goto done;
+    }
     if (hist_begin(h, err)) goto done;
     int64_t new_id = import_conversation_row(h, doc, source, err);
     for (size_t i = 0; new_id > 0 && i < json_array_size(messages); i++)

@@ -273,7 +273,10 @@ char *history_export_string(history *h, int64_t conversation_id, history_format 
 
 /* Import one conversation from our JSON export. Keeps its uid when free in
  * this database (else picks a new one). source names the input in errors.
- * Returns the new conversation id or -1. */
+ * Returns the new conversation id, HISTORY_IMPORT_ALREADY_STORED when a
+ * conversation with the file's uid holds the same messages (nothing is
+ * written; out describes that one), or -1. */
+#define HISTORY_IMPORT_ALREADY_STORED (-2)
 int64_t history_import_json(history *h, const char *json_text, const char *source,
                             history_conversation *out, history_error *err);
 

@@ -4,6 +4,9 @@
 # on one generated preset and one independently written checkpoint. `make
 # test` stays the whole suite. Ends with "N passed, N failed".
 cd "$(dirname "$0")/.." || exit 1
+# k3 run reads a piped stdin as its prompt (after -p TEXT): a suite started
+# with stdin on a pipe that never closes (ssh, a CI runner) must not wait on it
+exec < /dev/null
 # OpenMP threads sleep at barriers instead of spinning: on a loaded machine
 # (2 cores shared by several jobs) spinning made test_kernels 5-8x slower,
 # measured side by side; the numbers are the same either way (fixed order).

@@ -17,6 +17,9 @@
 # the commit message.
 cd "$(dirname "$0")/.." || exit 1
 . tests/lib.sh
+# k3 run reads a piped stdin as its prompt (after -p TEXT): a suite started
+# with stdin on a pipe that never closes (ssh, a CI runner) must not wait on it
+exec < /dev/null
 OUT=tests/out
 mkdir -p $OUT
 LOG=$OUT/run.log

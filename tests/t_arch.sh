@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_arch.sh - the portable builds (README "Platforms"): ARCH=generic on this
+# t_arch.sh - the portable builds (docs/RUNNING.md, "Platforms"): ARCH=generic on this
 # machine and ARCH=aarch64 (cross-built, run under qemu-aarch64 on x86-64),
 # each through tests/arch_check.sh: engine unit tests with the expected
 # kernels in use, and logits byte-identical to the host build.

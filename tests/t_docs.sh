@@ -3,7 +3,11 @@
 # a source file cites exists, every section it names ("docs/MODEL.md, "KDA"")
 # is a heading there, every file path it names (engine/io/io.c, tests/t_stream.sh,
 # or a bare io.c) is a file of the repository, and nothing cites a design
-# document the repository does not contain.
+# document the repository does not contain; docs/OPTIONS.md's option list
+# is current; the README is short (the "Chatting" keys within 60 lines), no
+# sentence is said in two paragraphs, every exit code is documented, and
+# every k3 example of the README runs as printed (from another directory,
+# after make install).
 cd "$(dirname "$0")/.." || exit 1
 /usr/bin/python3 - <<'PY'
 import os, re, subprocess
@@ -75,13 +79,99 @@ for f in files:
         unnamed.append("%s is not named in docs/ARCHITECTURE.md" % f)
 report("docs: every source file is named in docs/ARCHITECTURE.md", unnamed)
 
-readme = open("README.md", encoding="utf-8").read()
-m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", readme, re.S)
+options_doc = open("docs/OPTIONS.md", encoding="utf-8").read()
+m = re.search(r"<!-- options:begin -->\n(.*?)<!-- options:end -->", options_doc, re.S)
 table = subprocess.run(["./k3", "help", "options"], capture_output=True, text=True).stdout
 if not m:
-    print("FAIL docs: README's option list: no <!-- options:begin --> block")
+    print("FAIL docs: docs/OPTIONS.md's option list: no <!-- options:begin --> block")
 elif m.group(1) != table or not table:
-    print("FAIL docs: README's option list differs from `k3 help options` (run make readme-options)")
+    print("FAIL docs: docs/OPTIONS.md's option list differs from `k3 help options` (run make readme-options)")
 else:
-    print("PASS docs: README's option list equals the options table (%d options)" % (table.count("\n") - 2))
+    print("PASS docs: docs/OPTIONS.md's option list equals the options table (%d options)" % (table.count("\n") - 2))
+
+# README is the two-minute read: short, and the chat's keys come early
+readme_lines = open("README.md", encoding="utf-8").read().split("\n")
+chatting = [i + 1 for i, l in enumerate(readme_lines) if l.strip() == "## Chatting"]
+if len(readme_lines) <= 120 and chatting and chatting[0] <= 60:
+    print("PASS docs: README is %d lines (at most 120), \"Chatting\" starts at line %d (at most 60)"
+          % (len(readme_lines), chatting[0]))
+else:
+    print("FAIL docs: README is %d lines (at most 120), \"Chatting\" at line %s (at most 60)"
+          % (len(readme_lines), chatting[0] if chatting else "none"))
+
+# no paragraph said twice: a sentence of 40 characters or more in two paragraphs
+owned = ["README.md", "docs/COMMANDS.md", "docs/OPTIONS.md", "docs/RUNNING.md"]
+seen, doubled = {}, []
+for f in owned:
+    if not os.path.exists(f):
+        doubled.append("%s does not exist" % f)
+        continue
+    in_code = False
+    paras, cur = [], []
+    for l in open(f, encoding="utf-8").read().split("\n"):
+        if l.startswith("```"):
+            in_code = not in_code
+            continue
+        if in_code or l.startswith("|") or not l.strip():
+            if cur: paras.append(" ".join(cur)); cur = []
+            continue
+        cur.append(l.strip())
+    if cur: paras.append(" ".join(cur))
+    for n, p in enumerate(paras):
+        for sent in re.split(r"(?<=[.;:])\s+", p):
+            if len(sent) < 40:
+                continue
+            where = (f, n)
+            if sent in seen and seen[sent] != where:
+                doubled.append("%s and %s paragraph %d both say '%s'" % (seen[sent][0], f, n, sent[:80]))
+            seen.setdefault(sent, where)
+report("docs: no sentence of the README and docs/{COMMANDS,OPTIONS,RUNNING}.md is said in two paragraphs", doubled)
+
+# the exit codes app/cli.h defines are the ones docs/COMMANDS.md lists
+codes = sorted(set(int(c) for c in re.findall(r"K3_EXIT_[A-Z_]+ = (\d+)", open("app/cli.h").read())))
+listed = set()
+if os.path.exists("docs/COMMANDS.md"):
+    sec = open("docs/COMMANDS.md", encoding="utf-8").read().split("## Exit codes", 1)
+    if len(sec) == 2:
+        listed = set(int(c) for c in re.findall(r"^\| (\d+) \|", sec[1].split("\n## ", 1)[0], re.M))
+if codes and listed == set(codes):
+    print("PASS docs: docs/COMMANDS.md's \"Exit codes\" lists every K3_EXIT_* code (%s)" % ", ".join(map(str, codes)))
+else:
+    print("FAIL docs: exit codes in app/cli.h %s, in docs/COMMANDS.md %s" % (codes, sorted(listed)))
+PY
+
+# Every k3 example in the README's sh blocks runs as printed: `./k3 ...`
+# here, `k3 ...` from another directory with the installed k3 first on PATH;
+# a command waiting for input gets /quit (the full screen is not tested here).
+OUT=tests/out/docs
+rm -rf $OUT
+mkdir -p $OUT/elsewhere $OUT/xdg
+make --no-print-directory install PREFIX=/usr DESTDIR=$PWD/$OUT/stage > $OUT/install.log 2>&1
+/usr/bin/python3 - "$PWD/$OUT" <<'PY'
+import os, re, subprocess, sys
+out = sys.argv[1]
+env = dict(os.environ, PATH=out + "/stage/usr/bin:" + os.environ.get("PATH", ""),
+           XDG_DATA_HOME=out + "/xdg", XDG_STATE_HOME=out + "/xdg", HOME=out + "/elsewhere")
+env.pop("K3_MODEL", None)
+env.pop("K3_MODELS", None)
+examples, failed = [], []
+for block in re.findall(r"```sh\n(.*?)```", open("README.md", encoding="utf-8").read(), re.S):
+    for line in block.split("\n"):
+        cmd = re.sub(r"\s+#.*$", "", line).strip()
+        if re.match(r"(\./)?k3 ", cmd) or re.search(r"\| *(\./)?k3 ", cmd):
+            examples.append(cmd)
+for cmd in examples:
+    cwd = os.getcwd() if "./k3" in cmd else out + "/elsewhere"
+    try:
+        r = subprocess.run(["sh", "-c", cmd], cwd=cwd, env=env, input="/quit\n", capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode != 0:
+            failed.append("%s: exit %d: %s" % (cmd, r.returncode, r.stderr.strip().split("\n")[-1][:150]))
+    except subprocess.TimeoutExpired:
+        failed.append("%s: still running after 120 s" % cmd)
+if examples and not failed:
+    print("PASS docs: the README's %d k3 examples run as printed (k3 from another directory after make install)"
+          % len(examples))
+else:
+    print("FAIL docs: README k3 examples: %s" % (failed[0] if failed else "none found"))
 PY

@@ -95,7 +95,8 @@ import json,sys; d=json.load(open('$OUT/bench.json'))
 sys.exit(0 if d['requests']==3 and d['tokens']==48 and d['ttft_ms_p50']>0 and d['tok_s']>0 and d['itl_ms_p90']>=d['itl_ms_p50']>=0 else 1)" && echo 1) \
    "endpoint: k3 bench --endpoint reports TTFT, tok/s and inter-token percentiles: $(cat $OUT/bench.json)" "$(cat $OUT/bench.err)"
 
-# failures: one line each, the conversation intact
+# failures: one line each, the conversation intact, exit 3 (a message not
+# answered: docs/COMMANDS.md, "Exit codes")
 fault() {  # fault SLUG DESCRIPTION URL PATTERN [extra options]
     slug=$1; name=$2; url=$3; pat=$4; shift 4
     db=$OUT/f_$slug.db
@@ -104,8 +105,8 @@ fault() {  # fault SLUG DESCRIPTION URL PATTERN [extra options]
     last_json $db
     st=$(jget "','.join(m['role'][0]+':'+m['status'] for m in d['messages'])" 2>/dev/null)
     lines=$(grep -c "$pat" $OUT/f_$slug.err)
-    ok $([ $rc = 0 ] && [ "$lines" = 2 ] && [ "$st" = "u:complete,a:error,u:complete,a:error" ] && echo 1) \
-       "endpoint fault: $name: one line per turn ($(grep -m1 "$pat" $OUT/f_$slug.err | cut -c1-110)), both turns stored" \
+    ok $([ $rc = 3 ] && [ "$lines" = 2 ] && [ "$st" = "u:complete,a:error,u:complete,a:error" ] && echo 1) \
+       "endpoint fault: $name: exit 3 (not answered), one line per turn ($(grep -m1 "$pat" $OUT/f_$slug.err | cut -c1-110)), both turns stored" \
        "rc $rc, $lines lines matching '$pat', stored [$st]: $(head -3 $OUT/f_$slug.err)"
 }
 fake ok; FOK=$FPORT
@@ -146,7 +147,7 @@ wait $CP
 rc=$?
 last_json $OUT/kill.db
 st=$(jget "d['messages'][1]['status']" 2>/dev/null); part=$(jget "len(d['messages'][1]['content'])" 2>/dev/null)
-ok $([ $rc = 0 ] && [ "$st" = error ] && [ -n "$part" ] && grep -q "cut mid-answer\|connection\|Failure when receiving" $OUT/kill.err && echo 1) \
+ok $([ $rc = 3 ] && [ "$st" = error ] && [ -n "$part" ] && grep -q "cut mid-answer\|connection\|Failure when receiving" $OUT/kill.err && echo 1) \
    "endpoint fault: server killed mid-stream: $(grep -m1 'k3: http' $OUT/kill.err | cut -c1-100); partial answer ($part bytes) stored as error" \
    "rc $rc status $st part $part: $(cat $OUT/kill.err)"
 

@@ -142,6 +142,10 @@ if wait_for 'streaming \([3-9]\|[1-9][0-9]\)' 120; then   # a few pieces in (slo
          echo "$ans" | grep -q 'TTFT [0-9.]* m*s' && echo "$ans" | grep -q 'p50 [0-9.]* m*s' && echo "$ans" | grep -q 'p90 [0-9.]* m*s' && echo 1) \
        "endpoint tui: the panel shows the stream: network bytes/s, tok/s, TTFT, inter-token p50/p90 [$net] [$ans]" \
        "NETWORK [$net] ANSWER [$ans]"
+    srv_rows=$(panel $OUT/s2.txt SERVER)
+    ok $(echo "$srv_rows" | grep -q 'state reuse hit [0-9]*%' && echo 1) \
+       "endpoint tui: a server figure is never split across rows ($(echo "$srv_rows" | grep -o 'state reuse hit [0-9]*%'))" \
+       "SERVER [$srv_rows]"
     ok $([ -n "$d1" ] && [ -n "$d2" ] && [ "$d1" != "$d2" ] && echo 1) \
        "endpoint tui: the server's disk gauges move while the answer streams (bytes read: $d1 -> $d2)" \
        "[$d1] vs [$d2]: $(panel $OUT/s2.txt "SERVER DISK READ")"

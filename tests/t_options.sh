@@ -4,7 +4,7 @@
 #    (strcmp(a, "--x") or a {"--x", ...} list): the table's parser is the
 #    only one, outside the files listed below as not yet moved;
 #  - every option a command's --help lists is a row of `k3 help options`
-#    (the README's list), and no name is listed twice for one command;
+#    (docs/OPTIONS.md's list), and no name is listed twice for one command;
 #  - a bad value gets the same one-line error from every command that takes
 #    the option, a missing value says so, and an option of another command
 #    is refused.
@@ -40,7 +40,7 @@ for f in sorted(glob.glob("app/*.c") + glob.glob("chat/*.c")):
 check("options: no command outside app/options.c parses an option by hand (still by hand: %s)"
       % ", ".join(sorted(not_moved)), problems)
 
-# The table as README shows it.
+# The table as docs/OPTIONS.md shows it.
 md = subprocess.run([k3, "help", "options"], capture_output=True, text=True).stdout
 names = set()
 for m in re.finditer(r"^\| `([^`]+)`", md, re.M):

@@ -3,7 +3,7 @@
 # real in a detached tmux pane (100x40, UTF-8): the header and /show say the
 # weights are random; /show lists architecture, experts, dtype, context,
 # size and plan; an answer with markdown (imported into the store, since a
-# random model writes none) shows its code block as a box with the language
+# random model writes none) shows its code block between rules with the language
 # label, its heading and **bold** with attributes and no markers, and /raw
 # shows the source (the store keeps it raw); /copy puts the last answer on
 # the clipboard through OSC 52 (tmux keeps it as a paste buffer); /rename;
@@ -79,10 +79,10 @@ else fail "random weights shown" "header: $(head -1 $OUT/screen.txt)"; fi
 # 2. the markdown answer, rendered
 cap -e > $OUT/md_attr.txt
 cap > $OUT/md.txt
-if grep -q '^┌─ python ─*┐$' $OUT/md.txt && grep -q '^│ def route(x): *│$' $OUT/md.txt \
-    && grep -q '^│     return top_k(router(x), 8) *│$' $OUT/md.txt && grep -q '^└─*┘$' $OUT/md.txt \
+if grep -q '^── python ─*$' $OUT/md.txt && grep -q '^def route(x): *$' $OUT/md.txt \
+    && grep -q '^    return top_k(router(x), 8) *$' $OUT/md.txt && grep -q '^─*$' $OUT/md.txt \
     && ! grep -q '```' $OUT/md.txt; then
-    pass "a fenced code block is drawn as a box with its language label"
+    pass "a fenced code block is drawn between rules, the top one with its language label"
 else fail "code block box" "$(grep -n 'python\|route\|```' $OUT/md.txt | head -5 | tr '\n' ' ')"; fi
 # heading without its '#' (level 1: bold and underlined, SGR 4; tmux only
 # sends attributes that change, and the user line above is already bold),
@@ -100,7 +100,7 @@ if wait_for 'answers shown as raw text' 5 && grep -q '^```python' $OUT/screen.tx
     pass "/raw shows the markdown source"
 else fail "/raw" "$(grep -n 'python\|Routing' $OUT/screen.txt | head -3 | tr '\n' ' ')"; fi
 send "/raw"
-wait_for 'answers rendered as markdown' 5 && grep -q '^┌─ python' $OUT/screen.txt && pass "/raw again renders it" \
+wait_for 'answers rendered as markdown' 5 && grep -q '^── python' $OUT/screen.txt && pass "/raw again renders it" \
     || fail "/raw toggles back" "$(grep -n 'python' $OUT/screen.txt | head -2)"
 $K3 history show 5eed0001 --db $DB > $OUT/stored.txt 2>&1
 grep -q '^```python' $OUT/stored.txt && grep -q '\*\*chosen per token\*\*' $OUT/stored.txt \

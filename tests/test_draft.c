@@ -6,6 +6,7 @@
  * look again after DRAFT_RETRY_PASSES idle passes). */
 #include <string.h>
 #include "draft.h"
+#include "generate.h"
 #include "test.h"
 
 static void test_ngram(void)
@@ -131,10 +132,47 @@ static void test_policy(void)
     TEST_END();
 }
 
+/* The loop rule of chat/generate.c against a plain restatement: a tail of
+ * whole cycles, GENERATE_LOOP_MIN_REPEATS of them and GENERATE_LOOP_MIN_TOKENS
+ * tokens at least; text that repeats less, or a phrase said twice, runs on. */
+static void test_loop_rule(void)
+{
+    TEST_BEGIN("generate: the loop rule stops whole repeated cycles only");
+    int ids[400], n = 0;
+    for (int i = 0; i < 20; i++) ids[n++] = 100 + i;               /* a distinct opening */
+    int cycle[] = {7, 8, 9};                                        /* "of the sanding" */
+    int fired_at = -1;
+    for (int r = 0; r < 40 && fired_at < 0; r++)
+        for (int j = 0; j < 3 && fired_at < 0; j++) {
+            ids[n++] = cycle[j];
+            if (generate_loop_period(ids, n)) fired_at = n;
+        }
+    /* period 3 needs max(4 x 3, 48) = 48 tokens of whole cycles: 16 rounds */
+    CHECK(fired_at == 20 + 48, "fired at %d tokens, expected %d", fired_at, 20 + 48);
+    CHECK(generate_loop_period(ids, fired_at) == 3, "period %d", generate_loop_period(ids, fired_at));
+    CHECK(generate_loop_period(ids, fired_at - 1) == 0, "fired one token early");
+    /* a long cycle (a 20-token sentence) needs 4 rounds: 80 tokens */
+    n = 0;
+    for (int r = 0; r < 4; r++)
+        for (int j = 0; j < 20; j++) ids[n++] = 500 + j;
+    CHECK(generate_loop_period(ids, n) == 20, "4 x 20 tokens: period %d", generate_loop_period(ids, n));
+    CHECK(generate_loop_period(ids, n - 20) == 0, "3 x 20 tokens must run on");
+    /* counting 1..200: never periodic */
+    for (int i = 0; i < 200; i++) ids[i] = i;
+    int any = 0;
+    for (int m = 1; m <= 200; m++) any |= generate_loop_period(ids, m) != 0;
+    CHECK(!any, "a sequence without repeats fired");
+    /* one token 47 times: under the 48-token floor; the 48th fires */
+    for (int i = 0; i < 48; i++) ids[i] = 5;
+    CHECK(generate_loop_period(ids, 47) == 0 && generate_loop_period(ids, 48) == 1, "a run of one token");
+    TEST_END();
+}
+
 int main(void)
 {
     test_ngram();
     test_prompt_lookup();
     test_policy();
+    test_loop_rule();
     TEST_EXIT();
 }

@@ -461,9 +461,22 @@ static void test_export_import(void)
             free(json2);
             history_conv_free(&c);
         }
+        /* the same file again: already stored, nothing written (issue 30: no silent duplicate) */
         int64_t id3 = history_import_json(h2, json1, "x.json", &c, &err);
-        CHECK(id3 > 0 && id3 != id2, "second import of the same file: %s", err.msg);
-        if (id3 > 0) history_conv_free(&c);
+        CHECK(id3 == HISTORY_IMPORT_ALREADY_STORED && c.id == id2, "second import of the same file: %lld: %s",
+              (long long)id3, err.msg);
+        if (id3 == HISTORY_IMPORT_ALREADY_STORED) history_conv_free(&c);
+        /* the same uid with other messages is another conversation: imported under a new uid */
+        char *edited = strdup(json1);
+        char *hello = edited ? strstr(edited, "\"content\": \"") : NULL;
+        int64_t id4 = -1;
+        if (hello) {
+            hello[12] = 'X';                     /* the first message's text changes */
+            id4 = history_import_json(h2, edited, "edited.json", &c, &err);
+            if (id4 > 0) history_conv_free(&c);
+        }
+        CHECK(hello && id4 > 0 && id4 != id2, "an edited export with the same uid: %lld: %s", (long long)id4, err.msg);
+        free(edited);
     }
     if (h2) {
         int64_t before = 0;

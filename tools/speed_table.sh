@@ -1,5 +1,5 @@
 #!/bin/sh
-# speed_table.sh - the "What speed to expect" tables of README.md: `k3 plan`
+# speed_table.sh - the "What speed to expect" tables of docs/RUNNING.md: `k3 plan`
 # on the shipped reference configs over machine classes (RAM x NVMe speed).
 #   tools/speed_table.sh [RATES_JSON] [CORES]
 # Kernel rates: RATES_JSON (default configs/kernel_rates_2026-11-29.json,

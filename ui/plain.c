@@ -48,6 +48,9 @@ typedef struct plain_ui {
     uint64_t prev_bytes, prev_lookups, prev_hits;
     size_t prev_text_len;        /* bytes of the answer already reported */
     k3_stats stats;              /* scratch for k3_stats_read */
+    int n_failed;                /* messages not answered, commands that said an error: exit PLAIN_EXIT_NOT_ANSWERED */
+    int n_done;                  /* messages answered and commands that ran without an error */
+    int n_interrupted;           /* answers cut by Ctrl-C: exit 130 */
 } plain_ui;
 
 /* Disk bytes and expert lookups/hits so far (the engine's running totals). */
@@ -153,17 +156,24 @@ static void print_json(conversation *c, const turn_result *r)
 }
 
 /* The shared commands talk back on stderr (stdout carries only answers). */
-static void say(void *ui, chat_say_kind kind, const char *text)
+static void say(void *user, chat_say_kind kind, const char *text)
 {
-    (void)ui;
+    plain_ui *ui = user;
+    if (kind == CHAT_SAY_ERROR) ui->n_failed++;   /* a script must see that a command failed */
     fprintf(stderr, "%s%s\n", kind == CHAT_SAY_ERROR ? "k3: " : "", text);
 }
 
-/* Re-prefill progress: n/N and a bar, redrawn in place on a terminal. */
+/* Re-prefill progress: n/N and a bar, redrawn in place on a terminal; to
+ * a log (stderr not a terminal) one line when it is done, since redrawn
+ * bars there run together into one unreadable line. */
 void plain_show_progress(void *user, int done, int total)
 {
     (void)user;
     if (total <= 0) return;
+    if (!isatty(STDERR_FILENO)) {
+        if (done >= total) fprintf(stderr, "k3: prefilled the conversation: %d tokens\n", total);
+        return;
+    }
     char bar[31];
     int fill = (int)((int64_t)done * 30 / total);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
@@ -227,10 +237,12 @@ static void print_remote_figures(conversation *c)
 
 /* How one turn ended: its text went out as it streamed; now the figures.
  * Returns -1 when the chat cannot go on. */
-static int report_turn(conversation *c, const plain_options *opt, int t, turn_result *r, const k3_error *err)
+static int report_turn(conversation *c, const plain_options *opt, plain_ui *ui, int t, turn_result *r,
+                       const k3_error *err)
 {
-    if (t == 1) {                       /* not sent: say why, go on */
+    if (t == 1) {                       /* not sent: say why, go on (the exit code tells) */
         fprintf(stderr, "k3: %s\n", err->msg);
+        ui->n_failed++;
         return 0;
     }
     if (!opt->json) { fputc('\n', stdout); fflush(stdout); }
@@ -241,6 +253,9 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
     }
     if (r->error && r->error_msg[0])     /* a remote failure: one line, the conversation goes on */
         fprintf(stderr, "k3: %s\n", r->error_msg);
+    if (r->error) ui->n_failed++;
+    else if (r->interrupted) ui->n_interrupted++;
+    else ui->n_done++;
     if (opt->json) {
         print_json(c, r);
     } else if (conversation_remote(c)) {
@@ -253,7 +268,8 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
         fprintf(stderr, "k3: turn %d: prefilled %d tokens in %.0f ms, ttft %.0f ms, %d tokens at %.2f tok/s%s\n",
                 r->turn, r->prefilled_tokens, r->prefill_ms, r->ttft_ms, r->generated_tokens, r->decode_tok_s,
                 r->interrupted ? " (interrupted)" : r->context_full ? " (context full)"
-                : r->length_limit ? " (length limit reached: -n raises it)" : "");
+                : r->length_limit ? " (length limit reached: -n raises it)"
+                : r->loop_period ? " (stopped: the answer repeated itself)" : "");
     }
     if (r->context_full)
         fprintf(stderr, "k3: the context is full: start a new conversation (or raise --ctx)\n");
@@ -261,8 +277,20 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
     return 0;
 }
 
-/* Run one / command line; returns 1 to quit, -1 on a fatal error. */
+/* Run one / command line; returns 1 to quit, -1 on a fatal error. A
+ * command that said no error counts as done (for the exit code); turns it
+ * runs (/retry, /edit) count themselves in report_turn. */
+static int run_command_counted(chat_cmd_ctx *x, const plain_options *opt, int tty, plain_ui *ui, const char *line);
 static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain_ui *ui, const char *line)
+{
+    int failed_before = ui->n_failed, done_before = ui->n_done + ui->n_interrupted;
+    int q = run_command_counted(x, opt, tty, ui, line);
+    if (ui->n_failed == failed_before && ui->n_done + ui->n_interrupted == done_before) ui->n_done++;
+    return q;
+}
+
+/* The command itself (run_command counts it). */
+static int run_command_counted(chat_cmd_ctx *x, const plain_options *opt, int tty, plain_ui *ui, const char *line)
 {
     char args[4096];
     conversation *c = x->conv;
@@ -275,9 +303,10 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     case CHAT_ACT_NONE: return 0;
     case CHAT_ACT_QUIT: return 1;
     case CHAT_ACT_HELP: print_help(); return 0;
-    case CHAT_ACT_CLEAR:
+    case CHAT_ACT_CLEAR:                 /* k3's meaning, with where ollama's /clear is */
         if (isatty(STDOUT_FILENO)) fputs("\033[H\033[2J", stdout);
         fflush(stdout);
+        fprintf(stderr, "screen cleared; the conversation goes on (/new starts an empty one, as ollama's /clear)\n");
         return 0;
     case CHAT_ACT_STATS: print_stats(c); return 0;
     case CHAT_ACT_RAW: fprintf(stderr, "k3: line mode always prints answers as the model wrote them\n"); return 0;
@@ -287,10 +316,12 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         int rr = conversation_resume(c, args, plain_show_progress, NULL, &from_snapshot, &err);
         if (rr == 1) {                     /* not resumed: the current conversation goes on */
             fprintf(stderr, "k3: %s\n", err.msg);
+            ui->n_failed++;
             return 0;
         }
         if (rr) {
             fprintf(stderr, "k3: %s\n", err.msg);
+            ui->n_failed++;
             if (conversation_start(c, x->system, &err)) return -1;
             fprintf(stderr, "k3: started a new conversation instead\n");
             return 0;
@@ -301,7 +332,7 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
     }
     case CHAT_ACT_UNDO:
         t = conversation_undo(c, plain_show_progress, NULL, &err);
-        if (t) fprintf(stderr, "k3: %s\n", err.msg);
+        if (t) { fprintf(stderr, "k3: %s\n", err.msg); ui->n_failed++; }
         else if (!conversation_session(c)) fprintf(stderr, "k3: the last exchange was undone\n");   /* a server keeps no state here */
         else fprintf(stderr, "k3: the last exchange was undone (%d tokens of state kept)\n",
                      k3_session_n_tokens(conversation_session(c)));
@@ -312,21 +343,21 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         stream_begin(ui);
         t = conversation_retry(c, &interrupted, stream_text, ui, &r, &err);
         generating = 0;
-        return report_turn(c, opt, t, &r, &err);
+        return report_turn(c, opt, ui, t, &r, &err);
     case CHAT_ACT_EDIT: {
         if (!tty) fprintf(stderr, "k3: /edit: the next line replaces the last message\n");
         char *text = line_input_edit(tty, "edit> ", x->edit_text);
         free(x->edit_text);
         x->edit_text = NULL;
         if (!text) return 1;
-        if (!*text) { free(text); fprintf(stderr, "k3: /edit: nothing sent\n"); return 0; }
+        if (!*text) { free(text); fprintf(stderr, "k3: /edit: nothing sent\n"); ui->n_failed++; return 0; }
         interrupted = 0;
         generating = 1;
         stream_begin(ui);
         t = conversation_edit(c, text, &interrupted, stream_text, ui, &r, &err);
         generating = 0;
         free(text);
-        return report_turn(c, opt, t, &r, &err);
+        return report_turn(c, opt, ui, t, &r, &err);
     }
     }
     return 0;
@@ -338,6 +369,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
                    .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL};
     if (opt->stream) conversation_set_token_observer(c, stream_token);
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+    int typed = isatty(STDIN_FILENO);     /* else a pipe or a file: only known commands are commands */
     int whole_stdin = !isatty(STDIN_FILENO) && !opt->lines;
     multiline ml = {0};
     struct sigaction sa;
@@ -370,7 +402,7 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
             if (mrc <= 0) continue;
         }
         if (!*line) { free(line); continue; }
-        if (!opt->raw && !as_text && chat_is_command(line)) {
+        if (!opt->raw && !as_text && chat_is_command(line) && (typed || chat_command_find(line))) {
             int q = run_command(&x, opt, tty, &ui, line);
             free(line);
             if (q < 0) rc = 1;
@@ -382,14 +414,17 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
         k3_error err;
         interrupted = 0;
         generating = 1;
-        int t = conversation_turn(c, opt->raw || as_text || line[0] != '/' ? line : line + 1, &interrupted, stream_text, &ui,
-                                  &r, &err);
+        int doubled_slash = !opt->raw && !as_text && line[0] == '/' && line[1] == '/';   /* "//x" sends "/x" */
+        int t = conversation_turn(c, doubled_slash ? line + 1 : line, &interrupted, stream_text, &ui, &r, &err);
         generating = 0;
         free(line);
-        if (report_turn(c, opt, t, &r, &err)) { rc = 1; break; }
+        if (report_turn(c, opt, &ui, t, &r, &err)) { rc = 1; break; }
         if (terminated) break;
     }
-    if (ml.open) fprintf(stderr, "k3: input ended inside a \"\"\" block; that message was not sent\n");
+    if (ml.open) {
+        fprintf(stderr, "k3: input ended inside a \"\"\" block; that message was not sent\n");
+        ui.n_failed++;
+    }
     multiline_free(&ml);
     if (terminated) rc = 143;
     line_input_close(tty);
@@ -399,5 +434,8 @@ int plain_chat_run(conversation *c, history *db, const plain_options *opt)
         fprintf(stderr, "k3: conversation saved; resume with: %s --resume %s\n", opt->resume_hint, conversation_uid(c));
     else
         fprintf(stderr, "k3: no message sent, nothing saved\n");
+    /* the exit code tells a script whether everything it sent was answered */
+    if (rc == 0 && (ui.n_failed || (!typed && !ui.n_done && !ui.n_interrupted))) rc = PLAIN_EXIT_NOT_ANSWERED;
+    else if (rc == 0 && ui.n_interrupted) rc = 130;
     return rc;
 }

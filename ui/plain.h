@@ -22,12 +22,22 @@ typedef struct plain_options {
     const char *model_dir;       /* for /show */
 } plain_options;
 
+/* The exit code when a message went unanswered (invalid UTF-8, over the
+ * context, a server's failure, a """ block never closed), a command said an
+ * error (unknown /command typed on a terminal, /resume of an unknown id), or
+ * a pipe held nothing to answer; the same number as K3_EXIT_NOT_ANSWERED
+ * (app/cli.h). */
+#define PLAIN_EXIT_NOT_ANSWERED 3
+
 /* Re-prefill progress on stderr (n/N and a bar), for conversation_resume. */
 void plain_show_progress(void *user, int done, int total);
 
-/* Runs until end of input or /quit; returns the process exit code. A piped
- * stdin of several lines is one message (as llm) unless opt->lines; a
- * single piped line is taken as typed (a / command too). */
+/* Runs until end of input or /quit; returns the process exit code: 0 when
+ * every message was answered and every command ran, PLAIN_EXIT_NOT_ANSWERED,
+ * 1 on a failure that ends the chat, 130 when an answer was cut by Ctrl-C,
+ * 143 on SIGTERM. A piped stdin of several lines is one message (as llm)
+ * unless opt->lines; a single piped line is taken as typed when it names a
+ * known command, else it is a message ("/usr/bin is ..."). */
 int plain_chat_run(conversation *c, history *db, const plain_options *opt);
 
 #endif

@@ -117,7 +117,11 @@ int tui_command(tui *t, const char *line)
         t->show_help = 1;
         t->help_top = 0;
         break;
-    case CHAT_ACT_CLEAR: tui_transcript_clear(&t->tr); break;
+    case CHAT_ACT_CLEAR:                 /* the command's notice (where ollama's /clear is) stays on screen */
+        tui_transcript_clear(&t->tr);
+        tui_transcript_notice(&t->tr, TE_NOTICE, "screen cleared; the conversation goes on (/new starts an empty "
+                                                 "one, as ollama's /clear)");
+        break;
     case CHAT_ACT_STATS: show_stats(t); break;
     case CHAT_ACT_NEW:
         tui_transcript_clear(&t->tr);
@@ -232,7 +236,11 @@ void tui_load_transcript(tui *t)
             int fl = 0;
             if (m->generated_tokens >= 0)
                 fl = snprintf(footer, sizeof footer, "%lld tokens", (long long)m->generated_tokens);
-            if (m->status != HISTORY_COMPLETE)
+            /* a chat killed mid-answer is not a Ctrl-C: say what the store says */
+            if (m->in_progress)
+                snprintf(footer + fl, sizeof footer - (size_t)fl, "%sincomplete: the chat stopped while answering",
+                         fl ? ", " : "");
+            else if (m->status != HISTORY_COMPLETE)
                 snprintf(footer + fl, sizeof footer - (size_t)fl, "%s%s", fl ? ", " : "",
                          history_status_name(m->status));
             if (*footer) tui_transcript_set_footer(&t->tr, e, footer);

@@ -63,19 +63,18 @@ void tui_gauges_sample(tui_gauges *g, const k3_model *m, double now_s)
     uint64_t bytes = read_bytes_total(s);
     if (!g->have_now) {
         g->have_now = 1;
-        g->rate_t0 = g->spark_t0 = now_s;
-        g->rate_b0 = g->spark_b0 = bytes;
+        g->spark_t0 = now_s;
+        g->spark_b0 = bytes;
+        memset(&g->rate, 0, sizeof g->rate);
+        rate_window_add(&g->rate, now_s, bytes);
         g->rate_bps = -1;
         g->seen_records = s->n_records;
         g->tok_trunk0 = s->bytes_read_trunk;
         g->tok_experts0 = s->bytes_read_experts;
         return;
     }
-    if (now_s - g->rate_t0 >= 0.5) {
-        g->rate_bps = (double)(bytes - g->rate_b0) / (now_s - g->rate_t0);
-        g->rate_t0 = now_s;
-        g->rate_b0 = bytes;
-    }
+    rate_window_add(&g->rate, now_s, bytes);
+    g->rate_bps = rate_window_bps(&g->rate);
     double dt = now_s - g->spark_t0;
     if (dt >= 1.0) {                     /* one sample per whole second elapsed */
         int secs = (int)dt;
@@ -251,7 +250,7 @@ int tui_gauges_timeline(const tui_gauges *g, tui_timeline_col *cols, int max_col
 /* Decimal units, matching the MB/s of the rate; negative means unknown (a dash). */
 void tui_fmt_bytes(char *buf, size_t cap, double b)
 {
-    if (b < 0) snprintf(buf, cap, "%s", tui_glyph()->unicode ? "\u2014" : "-");
+    if (b < 0) snprintf(buf, cap, "%s", tui_unknown());
     else if (b < 1e3) snprintf(buf, cap, "%.0f B", b);
     else if (b < 1e6) snprintf(buf, cap, "%.1f kB", b / 1e3);
     else if (b < 1e9) snprintf(buf, cap, "%.1f MB", b / 1e6);

@@ -60,7 +60,7 @@ static void fmt_rate(char *buf, size_t cap, double bps)
 /* A percentage, or a dash when nothing was looked up. */
 static void fmt_pct(char *buf, size_t cap, double rate)
 {
-    if (rate < 0) snprintf(buf, cap, "%s", tui_glyph()->unicode ? "\u2014" : "-");
+    if (rate < 0) snprintf(buf, cap, "%s", tui_unknown());
     else snprintf(buf, cap, "%.0f%%", rate * 100);
 }
 
@@ -254,9 +254,7 @@ static void make_figures(const tui_gauges *g, figures *f)
     tui_fmt_bytes(f->total, sizeof f->total, (double)(s->bytes_read_trunk + s->bytes_read_experts + s->bytes_read_other));
     tui_fmt_bytes(f->trunk_total, sizeof f->trunk_total, (double)s->bytes_read_trunk);
     tui_fmt_bytes(f->experts_total, sizeof f->experts_total, (double)s->bytes_read_experts);
-    float mx = g->rate_bps > 0 ? (float)g->rate_bps : 0;      /* the peak includes "now" */
-    for (int i = 0; i < g->n_spark; i++) mx = g->spark[i] > mx ? g->spark[i] : mx;
-    fmt_rate(f->spark_max, sizeof f->spark_max, mx);
+    fmt_rate(f->spark_max, sizeof f->spark_max, g->rate.peak_bps > 0 ? g->rate.peak_bps : -1);   /* never falls */
     uint64_t t, e;
     tui_gauges_token_bytes(g, &t, &e);
     tui_fmt_bytes(f->tok_now, sizeof f->tok_now, (double)(t + e));
@@ -278,7 +276,7 @@ static void make_figures(const tui_gauges *g, figures *f)
     tui_fmt_bytes(f->rss, sizeof f->rss, s->rss_bytes ? (double)s->rss_bytes : -1);
     tui_fmt_bytes(f->peak, sizeof f->peak, s->peak_rss_bytes ? (double)s->peak_rss_bytes : -1);
     double gen = tui_gauges_gen_tok_s(g), pp = tui_gauges_prompt_tok_s(g);
-    const char *dash = tui_glyph()->unicode ? "\u2014" : "-";
+    const char *dash = tui_unknown();
     if (gen > 0) snprintf(f->gen, sizeof f->gen, "%.1f tok/s", gen);
     else snprintf(f->gen, sizeof f->gen, "%s", dash);
     if (pp > 0) snprintf(f->prompt, sizeof f->prompt, "%.0f tok/s", pp);
@@ -327,7 +325,7 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
     snprintf(line, sizeof line, "%-11s", f.rate);
     tui_put(w, line, cols - lab);
     char tail[64];
-    snprintf(tail, sizeof tail, " peak %s (60 s)", f.spark_max);
+    snprintf(tail, sizeof tail, " peak %s", f.spark_max);
     int tail_w = tui_text_width(tail, strlen(tail));
     int spark_w = cols - lab - 11 - tail_w - 1;
     if (spark_w > 30) spark_w = 30;
@@ -383,9 +381,17 @@ static void draw_band(const tui_gauges *g, WINDOW *w)
         wmove(w, y, 0);
         tui_draw_role(w, TR_TITLE, "speed", lab);
         wmove(w, y, lab);
-        snprintf(line, sizeof line, "gen %s  %s  prompt %s  %s  TTFT %s  %s  %s", f.gen, tui_glyph()->bullet, f.prompt,
-                 tui_glyph()->bullet, f.ttft, tui_glyph()->bullet, f.draft);
-        tui_put(w, line, cols - lab);
+        const char *bul = tui_glyph()->bullet;
+        snprintf(line, sizeof line, "gen %s %s prompt %s %s TTFT %s %s %s", f.gen, bul, f.prompt, bul, f.ttft, bul,
+                 f.draft);
+        if (tui_text_width(line, strlen(line)) > cols - lab && y + 1 < rows - 2) {   /* narrow: draft on its own row */
+            snprintf(line, sizeof line, "gen %s %s prompt %s %s TTFT %s", f.gen, bul, f.prompt, bul, f.ttft);
+            tui_put(w, line, cols - lab);
+            wmove(w, ++y, lab);
+            tui_put(w, f.draft, cols - lab);
+        } else {
+            tui_put(w, line, cols - lab);
+        }
     }
     /* timeline: caption, then the remaining rows but the last (the rule) */
     y++;

@@ -5,6 +5,7 @@
  * reuse; k3 serve's disk, cache and memory follow in the usual sections).
  * A figure the server does not give is named as not available, never
  * drawn as a zero. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include "tui_internal.h"
@@ -12,7 +13,7 @@
 /* "12.3 ms", or a dash when unknown. */
 static void fmt_ms(char *buf, size_t cap, double ms)
 {
-    if (ms < 0) snprintf(buf, cap, "%s", tui_glyph()->unicode ? "\u2014" : "-");
+    if (ms < 0) snprintf(buf, cap, "%s", tui_unknown());
     else if (ms < 1000) snprintf(buf, cap, "%.1f ms", ms);
     else snprintf(buf, cap, "%.2f s", ms / 1e3);
 }
@@ -25,7 +26,7 @@ typedef struct remote_text {
 static void make_text(const tui_gauges *g, remote_text *f)
 {
     const tui_remote_gauges *rg = &g->remote;
-    const char *dash = tui_glyph()->unicode ? "\u2014" : "-";
+    const char *dash = tui_unknown();
     if (rg->net_bps < 0) snprintf(f->net, sizeof f->net, "%s", dash);
     else {
         tui_fmt_bytes(f->net, sizeof f->net - 2, rg->net_bps);
@@ -45,9 +46,13 @@ static void make_text(const tui_gauges *g, remote_text *f)
         snprintf(f->cached, sizeof f->cached, "prompt reuse not reported");
 }
 
-/* Text over up to max_rows rows of the panel, broken at spaces (a byte
- * count: a multi-byte bullet only makes a row a little shorter); returns
- * the rows used. */
+/* Inside one figure ("state reuse hit 39%") the words are joined by this
+ * byte: put_wrapped never breaks there and draws it as a space. */
+#define NO_BREAK '\x01'
+
+/* Text over up to max_rows rows of the panel, broken at spaces, never
+ * inside a figure (a byte count: a multi-byte bullet only makes a row a
+ * little shorter); returns the rows used. */
 static int put_wrapped(WINDOW *w, int y, int x, tui_role role, const char *text, int max_rows)
 {
     int width = getmaxx(w) - x, used = 0;
@@ -61,12 +66,32 @@ static int put_wrapped(WINDOW *w, int y, int x, tui_role role, const char *text,
         }
         char line[256];
         snprintf(line, sizeof line, "%.*s", (int)take, text + at);
+        for (char *c = line; *c; c++)
+            if (*c == NO_BREAK) *c = ' ';
         wmove(w, y + used++, x);
         tui_draw_role(w, role, line, width);
         at += take;
         while (at < len && text[at] == ' ') at++;
     }
     return used;
+}
+
+/* One figure appended to the list at figs[*at]: a bullet before all but
+ * the first, its own words joined by NO_BREAK so a row never ends inside
+ * it ("state reuse" above, "hit 39%" below). */
+static void add_figure(char *figs, size_t cap, size_t *at, const char *fmt, ...)
+{
+    char item[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(item, sizeof item, fmt, ap);
+    va_end(ap);
+    for (char *c = item; *c; c++)
+        if (*c == ' ') *c = NO_BREAK;
+    if (*at >= cap) return;
+    int n = snprintf(figs + *at, cap - *at, "%s%s%s%s", *at ? " " : "", *at ? tui_glyph()->bullet : "", *at ? " " : "",
+                     item);
+    if (n > 0) *at += (size_t)n;
 }
 
 /* The SERVER lines: each figure the server gives, then those it does not.
@@ -77,7 +102,6 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     const remote_metrics *m = &rg->m;
     int cols = getmaxx(w), used = 0;
     char line[512];
-    const char *bul = tui_glyph()->bullet;
     if (!rg->have_m) {                    /* no /metrics: every server figure is unknown */
         const char *why = rg->m_err;
         size_t ul = strlen(remote_url(rg->r));
@@ -92,15 +116,13 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     }
     char figs[256] = "";
     size_t at = 0;
-#define ADD(...) do { if (at < sizeof figs) { int n_ = snprintf(figs + at, sizeof figs - at, __VA_ARGS__); if (n_ > 0) at += (size_t)n_; } } while (0)
-    if (m->running.have) ADD("%srunning %.0f", at ? "  " : "", m->running.v);
-    if (m->waiting.have) ADD("%s%s waiting %.0f", at ? " " : "", at ? bul : "", m->waiting.v);
-    if (m->kv_usage.have) ADD("%s%s KV cache %.0f%%", at ? " " : "", at ? bul : "", m->kv_usage.v * 100);
+    if (m->running.have) add_figure(figs, sizeof figs, &at, "running %.0f", m->running.v);
+    if (m->waiting.have) add_figure(figs, sizeof figs, &at, "waiting %.0f", m->waiting.v);
+    if (m->kv_usage.have) add_figure(figs, sizeof figs, &at, "KV cache %.0f%%", m->kv_usage.v * 100);
     if (m->cache_hit_rate.have)
-        ADD("%s%s %s %.0f%%", at ? " " : "", at ? bul : "", m->kind == REMOTE_K3 ? "state reuse hit" : "prefix-cache hit",
-            m->cache_hit_rate.v * 100);
-    if (m->gen_throughput.have) ADD("%s%s %.1f tok/s", at ? " " : "", at ? bul : "", m->gen_throughput.v);
-#undef ADD
+        add_figure(figs, sizeof figs, &at, "%s %.0f%%", m->kind == REMOTE_K3 ? "state reuse hit" : "prefix-cache hit",
+                   m->cache_hit_rate.v * 100);
+    if (m->gen_throughput.have) add_figure(figs, sizeof figs, &at, "%.1f tok/s", m->gen_throughput.v);
     char head[192];
     snprintf(head, sizeof head, "%s at %s", remote_server_name(m->kind), rg->host);
     wmove(w, y + used++, x);

@@ -34,6 +34,7 @@
 #include "multiline.h"
 #include "remote.h"
 #include "remote_metrics.h"
+#include "rate_window.h"
 #include "tui.h"
 #include "tui_text.h"
 
@@ -55,6 +56,7 @@ typedef enum tui_role {
     TR_SEG_TRUNK, TR_SEG_RING, TR_SEG_CACHE, TR_SEG_STATE, TR_SEG_OTHER,  /* memory bar */
     TR_TIMELINE,      /* timeline columns without a hit rate */
     TR_LIVE,          /* the token being computed */
+    TR_CODE,          /* code in an answer: blocks and `inline code` */
     TR_N_ROLES
 } tui_role;
 
@@ -94,6 +96,12 @@ attr_t tui_attr(tui_role role);
 const tui_glyphs *tui_glyph(void);
 /* 1 when colours are in use (not under NO_COLOR or on a monochrome terminal). */
 int tui_term_colour(void);
+/* A figure not known (yet): an em dash, "n/a" without Unicode. */
+const char *tui_unknown(void);
+
+/* What *italic* is drawn with: italics when the terminal has them (terminfo
+ * sitm), else underline. */
+attr_t tui_italic_attr(void);
 
 /* ---- tui_transcript.c: the message list -------------------------------- */
 
@@ -200,10 +208,9 @@ typedef struct tui_gauges {
     k3_stats now;                /* the latest k3_stats_read */
     double now_s;
     int have_now;
-    /* disk rate (htop method: delta over >= 500 ms) */
-    double rate_t0;
-    uint64_t rate_b0;
-    double rate_bps;             /* < 0 until the first full interval */
+    /* disk rate over a window of ~5 s (rate_window.h); its peak never falls */
+    rate_window rate;
+    double rate_bps;             /* < 0 until the window has two samples */
     /* sparkline: one sample per second */
     double spark_t0;
     uint64_t spark_b0;

@@ -363,6 +363,7 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         else if (r->interrupted) snprintf(footer + n, sizeof footer - (size_t)n, " %s interrupted", bul);
         else if (r->context_full) snprintf(footer + n, sizeof footer - (size_t)n, " %s context full: /new starts over", bul);
         else if (r->length_limit) snprintf(footer + n, sizeof footer - (size_t)n, " %s length limit reached (-n)", bul);
+        else if (r->loop_period) snprintf(footer + n, sizeof footer - (size_t)n, " %s stopped: it repeated itself", bul);
         tui_transcript_set_footer(&t->tr, t->answer_entry, footer);
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
         else if (r->error && r->error_msg[0])          /* a server's failure: the conversation goes on */

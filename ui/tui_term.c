@@ -49,7 +49,7 @@ static const tui_glyphs glyphs_unicode_mono = {
 static const tui_glyphs glyphs_ascii = {
     0,
     {" ", ".", ".", ":", ":", "|", "|", "#", "#"},
-    "-", "...", "-", "^", "v", ">",
+    "-", "...", "|", "^", "v", ">",
     {"#", "=", "*", "@", "%"},
     ".",
 };
@@ -130,6 +130,7 @@ static void init_colors(void)
         {TR_SEG_RING, COLOR_MAGENTA, -1},       {TR_SEG_CACHE, COLOR_GREEN, -1},
         {TR_SEG_STATE, COLOR_YELLOW, -1},       {TR_SEG_OTHER, COLOR_CYAN, -1},
         {TR_TIMELINE, COLOR_BLUE, -1},          {TR_LIVE, COLOR_WHITE, -1},
+        {TR_CODE, COLOR_GREEN, -1},
     };
     start_color();
     use_default_colors();
@@ -307,6 +308,16 @@ attr_t tui_attr(tui_role role)
 }
 
 const tui_glyphs *tui_glyph(void) { return glyphs; }
+
+/* Under LANG=C the em dash became "-", the same as the bullet, and "gen -
+ * - prompt - -" could not be read: there a missing figure is "n/a". */
+const char *tui_unknown(void) { return glyphs->unicode ? "\u2014" : "n/a"; }
+
+attr_t tui_italic_attr(void)
+{
+    const char *sitm = tigetstr("sitm");
+    return sitm && sitm != (const char *)-1 ? A_ITALIC : A_UNDERLINE;
+}
 
 /* Legends must not promise colours that NO_COLOR (or the terminal) took away. */
 int tui_term_colour(void) { return term.color; }

@@ -129,50 +129,110 @@ void tui_transcript_set_raw(tui_transcript *t, int raw)
     t->width = 0;                                /* forces a full rewrap at the next draw */
 }
 
-/* Columns of s[i] as drawn: a bold marker takes none. */
-static int md_char(const char *s, size_t i, size_t end, int markers, int *cols)
+/* Columns of s[i] as drawn and its length in bytes: a marker (styles[i -
+ * base] hidden) takes none, the ']' of a link one. */
+static int md_char(const char *s, size_t i, size_t end, const unsigned char *styles, size_t base, int *cols)
 {
-    if (markers && md_is_bold_marker(s, i, end)) { *cols = 0; return 2; }
     uint32_t cp;
     int len = tui_utf8_decode(s + i, end - i, &cp);
-    *cols = tui_cp_width(cp);
-    return len;
+    unsigned char st = styles ? styles[i - base] : 0;
+    *cols = st & MD_ST_HIDDEN ? 0 : st & MD_ST_SPACE ? 1 : tui_cp_width(cp);
+    return st & (MD_ST_HIDDEN | MD_ST_SPACE) ? 1 : len;
 }
 
 /* Wrap one markdown source range into lines of at most avail columns: at the
- * last space that fits (hard = anywhere, for code), bold markers taking no
- * room. Every line is tagged with its kind for drawing. */
+ * last space that fits (hard = anywhere, for code), markers taking no room
+ * (styles of the line from ml->start, or NULL). Every line is tagged with
+ * its kind for drawing. */
 static void wrap_md_range(tui_transcript *t, int entry, const md_line *ml, size_t start, size_t end, int avail,
-                          int hard, int markers)
+                          int hard, const unsigned char *styles)
 {
+    const char *s = t->entries[entry].text;
     if (avail < 1) avail = 1;
     size_t pos = start;
     do {
         size_t i = pos, space_end = 0;
         int w = 0, cw;
         while (i < end) {
-            int len = md_char(t->entries[entry].text, i, end, markers, &cw);
+            int len = md_char(s, i, end, styles, ml->start, &cw);
             if (w + cw > avail) break;
             w += cw;
             i += (size_t)len;
-            if (t->entries[entry].text[i - 1] == ' ') space_end = i;
+            if (s[i - 1] == ' ' || (styles && styles[i - 1 - ml->start] & MD_ST_SPACE)) space_end = i;
         }
         size_t stop = i;
         if (i < end) {
             if (!hard && space_end > pos) stop = space_end;
-            else if (i == pos) stop = pos + (size_t)md_char(t->entries[entry].text, i, end, markers, &cw);
+            else if (i == pos) stop = pos + (size_t)md_char(s, i, end, styles, ml->start, &cw);
         }
         push_line(t, entry, TL_TEXT, 0, pos, stop - pos);
         tui_line *L = &t->wrapped_lines[t->n_lines - 1];
         L->md = ml->kind;
         L->level = ml->level;
-        L->src_start = start;
+        L->src_start = ml->start;
         pos = stop;
     } while (pos < end);
 }
 
-/* An answer rendered: code blocks as boxes (a top line with the language,
- * verbatim lines, a bottom line), headings and paragraphs word-wrapped. */
+/* The most columns a table may have, and its column widths. */
+#define MD_TABLE_MAX_COLS 32
+
+/* Display widths of a table's columns (the widest cell of each), and the
+ * number of columns. */
+static int table_widths(const char *s, size_t n, size_t start, int *widths)
+{
+    size_t end, cs[MD_TABLE_MAX_COLS], ce[MD_TABLE_MAX_COLS];
+    int n_cols = 0;
+    if (!md_table_at(s, n, start, &end)) return 0;
+    memset(widths, 0, MD_TABLE_MAX_COLS * sizeof *widths);
+    for (size_t p = start; p < end;) {
+        size_t e = p;
+        while (e < n && s[e] != '\n') e++;
+        if (!md_table_is_rule(s, p, e)) {
+            int k = md_table_cells(s, p, e, cs, ce, MD_TABLE_MAX_COLS);
+            for (int c = 0; c < k; c++) {
+                int w = tui_text_width(s + cs[c], ce[c] - cs[c]);
+                if (w > widths[c]) widths[c] = w;
+            }
+            if (k > n_cols) n_cols = k;
+        }
+        p = e < n ? e + 1 : n;
+    }
+    for (int c = 0; c < n_cols; c++)
+        if (widths[c] < 3) widths[c] = 3;        /* room for a rule of at least --- */
+    return n_cols;
+}
+
+/* A table as aligned columns when it fits the width: one screen line per
+ * source line; *pos moves past it. 0 when there is no table at *pos or it
+ * is too wide (then its lines wrap as text). */
+static int wrap_table(tui_transcript *t, int entry, size_t *pos, int width)
+{
+    const tui_entry *e = &t->entries[entry];
+    int widths[MD_TABLE_MAX_COLS];
+    size_t end;
+    int n_cols = table_widths(e->text, e->len, *pos, widths);
+    if (!n_cols || !md_table_at(e->text, e->len, *pos, &end)) return 0;
+    int total = 3 * (n_cols - 1);
+    for (int c = 0; c < n_cols; c++) total += widths[c];
+    if (total > width) return 0;
+    for (size_t p = *pos; p < end;) {
+        size_t le = p;
+        while (le < e->len && e->text[le] != '\n') le++;
+        push_line(t, entry, TL_TEXT, 0, p, le - p);
+        tui_line *L = &t->wrapped_lines[t->n_lines - 1];
+        L->md = md_table_is_rule(e->text, p, le) ? MD_TABLE_RULE : MD_TABLE_ROW;
+        L->level = p == *pos;                    /* the header row */
+        L->src_start = *pos;                     /* the table's start: draw finds its widths there */
+        p = le < e->len ? le + 1 : e->len;
+    }
+    *pos = end;
+    return 1;
+}
+
+/* An answer rendered: code blocks between two rules (the code itself at
+ * column 0, nothing beside it, so a mouse selection takes only code),
+ * tables as aligned columns, headings and paragraphs word-wrapped. */
 static void wrap_markdown(tui_transcript *t, int entry, int width)
 {
     const tui_entry *e = &t->entries[entry];
@@ -181,6 +241,7 @@ static void wrap_markdown(tui_transcript *t, int entry, int width)
     int in_fence = 0;
     md_line ml;
     do {
+        if (!in_fence && wrap_table(t, entry, &pos, width)) continue;
         size_t next = md_next_line(s, n, pos, &in_fence, &ml);
         switch (ml.kind) {
         case MD_FENCE_OPEN:
@@ -189,14 +250,18 @@ static void wrap_markdown(tui_transcript *t, int entry, int width)
             t->wrapped_lines[t->n_lines - 1].md = ml.kind;
             break;
         case MD_CODE:
-            wrap_md_range(t, entry, &ml, ml.start, ml.end, width - 4, 1, 0);
+            wrap_md_range(t, entry, &ml, ml.start, ml.end, width, 1, NULL);
             break;
         case MD_HEADING:
-            wrap_md_range(t, entry, &ml, ml.body, ml.body_end, width, 0, 0);
+            wrap_md_range(t, entry, &ml, ml.body, ml.body_end, width, 0, NULL);
             break;
-        default:
-            wrap_md_range(t, entry, &ml, ml.start, ml.end, width, 0, md_line_has_bold(s, ml.start, ml.end));
+        default: {
+            unsigned char *styles = ml.end > ml.start ? malloc(ml.end - ml.start) : NULL;
+            if (styles) md_inline_styles(s, ml.start, ml.end, styles);
+            wrap_md_range(t, entry, &ml, ml.start, ml.end, width, 0, styles);
+            free(styles);
             break;
+        }
         }
         pos = next;
     } while (pos < n);
@@ -307,40 +372,71 @@ static void put_rule(WINDOW *w, int n)
     for (int i = 0; i < n; i++) waddstr(w, h);
 }
 
-/* One rendered answer line: box parts in the dim colour, headings bold
- * (and underlined at level 1), paragraphs with **bold** spans. */
+/* The attributes of an inline style (markdown.h, MD_ST_*). */
+static attr_t style_attr(unsigned char st)
+{
+    attr_t a = A_NORMAL;
+    if (st & MD_ST_BOLD) a |= A_BOLD;
+    if (st & MD_ST_ITALIC) a |= tui_italic_attr();
+    if (st & MD_ST_CODE) a |= tui_term_colour() ? tui_attr(TR_CODE) : A_REVERSE;
+    if (st & MD_ST_LINK) a |= A_UNDERLINE;
+    if (st & MD_ST_URL) a |= tui_attr(TR_DIM);
+    return a;
+}
+
+/* One row of a table: cells padded to the column widths, " │ " between
+ * them (dim); the rule under the header as ─ and ┼. */
+static void draw_table_line(const tui_transcript *t, WINDOW *w, const tui_line *L, const char *s, size_t n)
+{
+    int widths[MD_TABLE_MAX_COLS];
+    int n_cols = table_widths(s, n, L->src_start, widths);
+    const int uni = tui_glyph()->unicode;
+    attr_t dim = tui_attr(TR_DIM);
+    size_t cs[MD_TABLE_MAX_COLS], ce[MD_TABLE_MAX_COLS];
+    int k = md_table_cells(s, L->off, L->off + L->len, cs, ce, MD_TABLE_MAX_COLS), used = 0;
+    for (int c = 0; c < n_cols && used < t->width; c++) {
+        if (c) {
+            wattrset(w, dim);
+            waddstr(w, L->md == MD_TABLE_RULE ? (uni ? "\u2500\u253c\u2500" : "-+-") : (uni ? " \u2502 " : " | "));
+            used += 3;
+        }
+        if (L->md == MD_TABLE_RULE) {
+            wattrset(w, dim);
+            put_rule(w, widths[c]);
+        } else {
+            wattrset(w, L->level ? A_BOLD : A_NORMAL);
+            int cw = c < k ? tui_put_text(w, s + cs[c], ce[c] - cs[c], widths[c]) : 0;
+            for (; cw < widths[c] && c < n_cols - 1; cw++) waddch(w, ' ');
+        }
+        used += widths[c];
+    }
+}
+
+/* One rendered answer line: code between dim rules (the top one with the
+ * language), code lines in the code colour at column 0, headings bold (and
+ * underlined at level 1), tables in columns, paragraphs with their inline
+ * styles and without the markers. */
 static void draw_md_line(const tui_transcript *t, WINDOW *w, const tui_line *L, const char *s, size_t n)
 {
-    const int uni = tui_glyph()->unicode, width = t->width;
+    const int width = t->width;
     attr_t dim = tui_attr(TR_DIM);
     if (L->md == MD_FENCE_OPEN || L->md == MD_FENCE_CLOSE) {
-        int top = L->md == MD_FENCE_OPEN;
         wattrset(w, dim);
-        waddstr(w, top ? (uni ? "\u250c" : "+") : (uni ? "\u2514" : "+"));
-        int used = 1;
-        if (top && L->len) {
-            put_rule(w, 1);
+        int used = 0;
+        if (L->md == MD_FENCE_OPEN && L->len) {
+            put_rule(w, 2);
             waddch(w, ' ');
             wattrset(w, dim | A_BOLD);
-            used += 2 + tui_put_text(w, s + L->off, L->len, width - 6);
+            used = 4 + tui_put_text(w, s + L->off, L->len, width - 6);
             wattrset(w, dim);
             waddch(w, ' ');
-            used++;
         }
-        if (width - used - 1 > 0) put_rule(w, width - used - 1);
-        waddstr(w, top ? (uni ? "\u2510" : "+") : (uni ? "\u2518" : "+"));
+        if (width - used > 0) put_rule(w, width - used);
         return;
     }
     if (L->md == MD_CODE) {
-        const char *bar = uni ? "\u2502" : "|";
-        int y = getcury(w);
-        wattrset(w, dim);
-        waddstr(w, bar);
-        waddch(w, ' ');
-        wattrset(w, A_NORMAL);
-        tui_put_text(w, s + L->off, L->len, width - 4);
-        wattrset(w, dim);
-        mvwaddstr(w, y, width - 1, bar);
+        wattrset(w, tui_term_colour() ? tui_attr(TR_CODE) : A_NORMAL);
+        tui_put_text(w, s + L->off, L->len, width);
         return;
     }
     if (L->md == MD_HEADING) {
@@ -348,28 +444,38 @@ static void draw_md_line(const tui_transcript *t, WINDOW *w, const tui_line *L, 
         tui_put_text(w, s + L->off, L->len, width);
         return;
     }
-    /* paragraph: bold state at the start of this wrapped piece, then toggles */
+    if (L->md == MD_TABLE_ROW || L->md == MD_TABLE_RULE) {
+        draw_table_line(t, w, L, s, n);
+        return;
+    }
+    /* paragraph: the styles of the whole source line, drawn in runs */
     size_t line_end = L->off + L->len;
     while (line_end < n && s[line_end] != '\n') line_end++;
-    int markers = md_line_has_bold(s, L->src_start, line_end), bold = 0;
-    for (size_t i = L->src_start; markers && i < L->off; i++)
-        if (md_is_bold_marker(s, i, line_end)) { bold = !bold; i++; }
-    size_t i = L->off, seg = i, end = L->off + L->len;
+    unsigned char *styles = line_end > L->src_start ? malloc(line_end - L->src_start) : NULL;
+    if (!styles) {
+        tui_put_text(w, s + L->off, L->len, width);
+        return;
+    }
+    md_inline_styles(s, L->src_start, line_end, styles);
+    size_t i = L->off, end = L->off + L->len;
     int used = 0;
-    while (i <= end) {
-        int at_marker = i < end && markers && md_is_bold_marker(s, i, end);
-        if (i == end || at_marker) {
-            wattrset(w, bold ? A_BOLD : A_NORMAL);
-            used += tui_put_text(w, s + seg, i - seg, width - used);
-            if (i == end) break;
-            bold = !bold;
-            i += 2;
-            seg = i;
+    while (i < end && used < width) {
+        unsigned char st = styles[i - L->src_start];
+        if (st & MD_ST_HIDDEN) { i++; continue; }
+        if (st & MD_ST_SPACE) {
+            wattrset(w, A_NORMAL);
+            waddch(w, ' ');
+            used++;
+            i++;
             continue;
         }
-        uint32_t cp;
-        i += (size_t)tui_utf8_decode(s + i, end - i, &cp);
+        size_t j = i;
+        while (j < end && styles[j - L->src_start] == st) j++;
+        wattrset(w, style_attr(st));
+        used += tui_put_text(w, s + i, j - i, width - used);
+        i = j;
     }
+    free(styles);
 }
 
 /* Bottom-aligned drawing: the newest line sits on the last row unless the
