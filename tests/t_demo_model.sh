@@ -15,14 +15,14 @@
 #    random-weights demo model fails.
 # python3-torch and wamerican come with `make deps` (tools/deps.sh --test).
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+. tests/tmux.sh
 K3=${K3:-./k3}
 TOOL=${TOOL:-${K3_TESTBIN:-build/tests}/tool_engine}
 PY=/usr/bin/python3
 MODEL=${DEMO_MODEL:-models/k3-mini}
 OUT=tests/out/demo_model
 mkdir -p $OUT
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 
 if [ ! -f $MODEL/config.json ]; then
     fail "demo model" "$MODEL/config.json is missing"
@@ -137,14 +137,7 @@ if [ ! -f /usr/share/dict/words ]; then
 fi
 RANDOM_MODEL=tests/out/demo_random
 [ -f $RANDOM_MODEL/config.json ] || $K3 gen $RANDOM_MODEL --preset demo >/dev/null 2>&1
-SOCK=k3demo$$
-TM="tmux -L $SOCK"
-cleanup() {
-    sock=$($TM display -p '#{socket_path}' 2>/dev/null)
-    $TM kill-server >/dev/null 2>&1
-    [ -n "$sock" ] && rm -f "$sock"
-}
-trap cleanup EXIT INT TERM
+tmux_server k3demo
 
 # ask NAME MODEL: one question in the full-screen chat; the stored answer
 # goes to $OUT/NAME.answer and the last screen to $OUT/NAME.screen.

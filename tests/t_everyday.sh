@@ -14,6 +14,7 @@
 #  - the shared commands in plain mode: /show, /set n=N and the ollama
 #    spelling, /rename, /copy without a terminal (a clear error), /raw.
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
 PY=/usr/bin/python3
 OUT=tests/out/everyday
 rm -rf $OUT
@@ -22,8 +23,6 @@ K3=${K3:-./k3}
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 M=$OUT/models/small
 $K3 gen $M --preset small --seed 7 >/dev/null 2>&1
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 
 # 1. the random-weights marker
 if $PY -c "import json,sys; sys.exit(0 if json.load(open('$M/config.json')).get('k3_random_weights') is True else 1)"; then

@@ -15,6 +15,7 @@
 #    duplicate import said, `k3 chat /tmp` names a non-model directory,
 #    ollama's spellings answered with k3's equivalent.
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
 PY=/usr/bin/python3
 OUT=tests/out/first_minutes
 rm -rf $OUT
@@ -24,8 +25,6 @@ case $K3 in /*) ;; *) K3=$PWD/$K3 ;; esac      # the checks run it from other di
 export XDG_DATA_HOME=$PWD/$OUT/xdg XDG_STATE_HOME=$PWD/$OUT/xdg HOME=$PWD/$OUT/home
 unset K3_MODEL K3_MODELS
 MINI=$PWD/models/k3-mini
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 sql() { $PY -c "import sqlite3,sys; [print('|'.join(str(c) for c in r)) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]" "$1" "$2"; }
 
 # --- 2. piped k3 chat: honest exit codes; only known commands are commands

@@ -9,12 +9,13 @@
 # terminal. Everything it writes stays in tests/out (HOME and the XDG dirs
 # point there). Prints "PASS name" / "FAIL name: why".
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+. tests/tmux.sh
 K3=${K3:-./k3}
 OUT=tests/out
 MODEL=$OUT/tui_model
 DB=$OUT/tui.db
 WORK=$OUT/tui_work
-SOCK=k3tui$$
 MEM=${TUI_MEM:-}             # default: just above the minimum, so the weights stream from disk
 mkdir -p $OUT
 if ! command -v tmux >/dev/null 2>&1; then
@@ -24,31 +25,11 @@ fi
 [ -f $MODEL/config.json ] || $K3 gen $MODEL --preset small >/dev/null 2>&1
 rm -rf $WORK $DB $DB-wal $DB-shm $DB.snapshots $OUT/tui_export.md
 mkdir -p $WORK/home
-TM="tmux -L $SOCK"
+tmux_server k3tui
+SCREEN=$WORK/screen.txt
 
-cleanup() {
-    sock=$($TM display -p '#{socket_path}' 2>/dev/null)
-    $TM kill-server >/dev/null 2>&1
-    [ -n "$sock" ] && rm -f "$sock"
-}
-trap cleanup EXIT INT TERM
 
-cap() { $TM capture-pane -t k3 -p; }
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
 
-# wait_for REGEX SECONDS: poll the screen until REGEX shows up.
-wait_for() {
-    i=0
-    limit=$(($2 * 10))
-    while [ $i -lt $limit ]; do
-        cap > $WORK/screen.txt
-        grep -q -- "$1" $WORK/screen.txt && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
 
 # The conversation id shown in the status line.
 conv_id() { cap | head -1 | sed -n 's/.*conv \([0-9a-f]\{8\}\).*/\1/p'; }

@@ -7,6 +7,8 @@
 # clipboard; an answer cut by kill -9 reads "incomplete", not
 # "interrupted". Prints "PASS name" / "FAIL name: why".
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+. tests/tmux.sh
 K3=${K3:-./k3}
 PY=/usr/bin/python3
 OUT=tests/out/tui_first_minutes
@@ -18,28 +20,8 @@ if ! command -v tmux >/dev/null 2>&1; then
 fi
 M=$PWD/models/k3-mini
 DB=$OUT/f.db
-SOCK=k3tuif$$
-TM="tmux -L $SOCK"
-cleanup() {
-    sock=$($TM display -p '#{socket_path}' 2>/dev/null)
-    $TM kill-server >/dev/null 2>&1
-    [ -n "$sock" ] && rm -f "$sock"
-}
-trap cleanup EXIT INT TERM
-pass() { echo "PASS $1"; }
-fail() { echo "FAIL $1: $2"; }
-cap() { $TM capture-pane -t k3 -p "$@"; }
-wait_for() {
-    i=0
-    while [ $i -lt $(($2 * 10)) ]; do
-        cap > $OUT/screen.txt
-        grep -q -- "$1" $OUT/screen.txt && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
-send() { $TM send-keys -t k3 -l "$1"; $TM send-keys -t k3 Enter; }
+tmux_server k3tuif
+SCREEN=$OUT/screen.txt
 export XDG_DATA_HOME=$PWD/$OUT/home/data XDG_STATE_HOME=$PWD/$OUT/home/state HOME=$PWD/$OUT/home
 
 # A stored conversation whose answer holds every kind of markdown.

@@ -7,34 +7,19 @@
 #  - /retry, /undo and /edit work on the screen and in the record.
 # Prints "PASS name" / "FAIL name: why".
 cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+. tests/tmux.sh
 K3=${K3:-./k3}
 OUT=tests/out/tui_input
 M=$OUT/model
 DB=$OUT/t.db
-SOCK=k3tin$$
 PY=/usr/bin/python3
 rm -rf $OUT
 mkdir -p $OUT/home
 if ! command -v tmux >/dev/null 2>&1; then echo "FAIL tui input: tmux is not installed"; exit 0; fi
 $K3 gen $M --preset small --seed 41 >/dev/null 2>&1
-TM="tmux -L $SOCK"
-cleanup() {
-    sock=$($TM display -p '#{socket_path}' 2>/dev/null)
-    $TM kill-server >/dev/null 2>&1
-    [ -n "$sock" ] && rm -f "$sock"
-}
-trap cleanup EXIT INT TERM
-cap() { $TM capture-pane -t k3 -p; }
-wait_for() {
-    i=0
-    while [ $i -lt $(($2 * 10)) ]; do
-        cap > $OUT/screen.txt
-        grep -q -- "$1" $OUT/screen.txt && return 0
-        sleep 0.1
-        i=$((i + 1))
-    done
-    return 1
-}
+tmux_server k3tin
+SCREEN=$OUT/screen.txt
 sql() { $PY -c "import sqlite3,sys; [print('|'.join(str(c) for c in r)) for r in sqlite3.connect(sys.argv[1]).execute(sys.argv[2])]" "$1" "$2"; }
 # The input line: the row above the key bar, after the prompt mark.
 input_line() { cap | tail -2 | head -1 | sed 's/^[>›] *//; s/ *$//'; }
@@ -55,7 +40,6 @@ start_chat() {   # start_chat LANG ARGS...
     $TM send-keys -t k3 "env LANG=$lang LC_ALL=$lang $K3 chat $M --db $DB -n 6 $*" Enter
     wait_for 'Enter sends' 15
 }
-send() { $TM send-keys -t k3 -l "$1"; $TM send-keys -t k3 Enter; }
 idle() { sleep 0.3; wait_for ' idle' 60; }
 
 $TM new-session -d -s k3 -x 120 -y 40 \
