@@ -45,8 +45,10 @@ int cmd_run(int argc, char **argv)
         size_t text_len;
         char *text = prompt_file ? cli_read_file(prompt_file, K3_MAX_PROMPT_BYTES, &text_len) : NULL;
         if (prompt_file && !text) return K3_EXIT_ERROR;
-        int rc = run_remote(&remote_opt, text ? text : prompt, system, (int)set.max_new, set.sampler.temperature,
-                            set.sampler.top_p, (long long)set.sampler.seed);
+        const int given = set.sampling_given;   /* only what was typed goes to the server */
+        int rc = run_remote(&remote_opt, text ? text : prompt, system, chat, (int)set.max_new,
+                            given & 1 ? set.sampler.temperature : -1, given & 4 ? set.sampler.top_p : 0,
+                            given & 16 ? (long long)set.sampler.seed : -1);
         free(text);
         return rc;
     }

@@ -46,6 +46,7 @@ typedef struct plain_ui {
     uint64_t t0_ns, prev_ns;     /* when the message was sent, the previous token */
     uint64_t prev_bytes, prev_lookups, prev_hits;
     size_t prev_text_len;        /* bytes of the answer already reported */
+    int in_reasoning;            /* the reasoning mark is open (text mode) */
     k3_stats stats;              /* scratch for k3_stats_read */
 } plain_ui;
 
@@ -124,10 +125,24 @@ static char *read_all_stdin(void)
     return buf;
 }
 
+/* A thinking model's reasoning, marked off from the answer in the text
+ * output: "[reasoning] ... [/reasoning]" (--json has it in its own field). */
+static void stream_reasoning(void *user, const char *text, size_t len)
+{
+    plain_ui *ui = user;
+    if (ui->json) return;
+    if (!ui->in_reasoning) fputs("[reasoning] ", stdout);
+    ui->in_reasoning = 1;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
 static void stream_text(void *user, const char *text, size_t len)
 {
     plain_ui *ui = user;
     if (ui->json) return;
+    if (ui->in_reasoning) fputs("\n[/reasoning]\n", stdout);
+    ui->in_reasoning = 0;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
 }
@@ -144,6 +159,8 @@ static void print_json(conversation *c, const turn_result *r)
     json_object_set_new(o, "drafted_tokens", json_integer(r->drafted_tokens));
     json_object_set_new(o, "draft_kept_tokens", json_integer(r->draft_kept_tokens));
     json_object_set_new(o, "decode_passes", json_integer(r->decode_passes));
+    if (r->reasoning) json_object_set_new(o, "reasoning", json_string(r->reasoning));
+    if (r->length_in_reasoning) json_object_set_new(o, "length_in_reasoning", json_true());
     char *line = json_dumps(o, JSON_COMPACT);
     printf("%s\n", line);
     fflush(stdout);
@@ -216,9 +233,17 @@ static void print_remote_figures(conversation *c)
         fprintf(stderr, "k3: server figures not available (%s)\n", err.msg);
         return;
     }
+    static remote_metrics prev;          /* the previous turn's poll: rates between the two */
+    static double prev_s;
+    static int have_prev;
+    const double now_s = k3_now_ns() / 1e9;
     remote_metrics m;
     remote_metrics_parse(text, len, &m);
     free(text);
+    if (have_prev) remote_metrics_between(&prev, &m, now_s - prev_s);
+    prev = m;
+    prev_s = now_s;
+    have_prev = 1;
     char line[1024];
     remote_metrics_summary(&m, line, sizeof line);
     fprintf(stderr, "k3: %s\n", line);
@@ -233,6 +258,9 @@ static int report_turn(conversation *c, const plain_options *opt, int t, turn_re
         return 0;
     }
     if (!opt->json) { fputc('\n', stdout); fflush(stdout); }
+    if (t == 0 && r->length_in_reasoning)
+        fprintf(stderr, "k3: the answer ran out of tokens while still reasoning (finish_reason length, no answer): "
+                        "raise the limit with /set n=N\n");
     if (t < 0) {
         fprintf(stderr, "k3: %s\n", err->msg);
         turn_result_free(r);
@@ -333,9 +361,10 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
 
 int plain_chat_run(conversation *c, history *db, const plain_options *opt)
 {
-    plain_ui ui = {.json = opt->json,
+    plain_ui ui = {.json = opt->json, .in_reasoning = 0,
                    .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL};
     if (opt->stream) conversation_set_token_observer(c, stream_token);
+    conversation_set_reasoning_fn(c, stream_reasoning);
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int whole_stdin = !isatty(STDIN_FILENO) && !opt->lines;
     multiline ml = {0};

@@ -96,6 +96,7 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     if (m->running.have) ADD("%srunning %.0f", at ? "  " : "", m->running.v);
     if (m->waiting.have) ADD("%s%s waiting %.0f", at ? " " : "", at ? bul : "", m->waiting.v);
     if (m->kv_usage.have) ADD("%s%s KV cache %.0f%%", at ? " " : "", at ? bul : "", m->kv_usage.v * 100);
+    if (m->state_usage.have) ADD("%s%s state pool %.0f%%", at ? " " : "", at ? bul : "", m->state_usage.v * 100);
     if (m->cache_hit_rate.have)
         ADD("%s%s %s %.0f%%", at ? " " : "", at ? bul : "", m->kind == REMOTE_K3 ? "state reuse hit" : "prefix-cache hit",
             m->cache_hit_rate.v * 100);

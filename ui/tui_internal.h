@@ -177,6 +177,7 @@ typedef struct tui_remote_gauges {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     remote_metrics polled;
+    double polled_s;             /* when polled was read (for the rates between two polls) */
     int polled_ok;               /* the last GET /metrics worked */
     uint64_t n_polls;
     char polled_err[256];
