@@ -38,6 +38,28 @@ static int is_loopback(const char *host)
     return 0;
 }
 
+/* Where --mem goes, said once at start: the engine's share by use, the kept
+ * prompt states, and what requests may hold (bodies and parses, bounded). */
+static void print_memory_plan(serve *sv, uint64_t budget_bytes, uint64_t request_bytes)
+{
+    k3_stats st;
+    k3_stats_read(sv->model, &st);
+    const double mib = 1048576.0;
+    char budget[64];
+    if (budget_bytes) snprintf(budget, sizeof budget, "--mem %.0f MiB", budget_bytes / mib);
+    else snprintf(budget, sizeof budget, "no --mem budget");
+    fprintf(stderr,
+            "k3 serve: memory plan (%s): engine: trunk %.1f MiB, ring %.1f MiB, expert cache %.1f MiB, state %.1f MiB, "
+            "other %.1f MiB; state cache (prompt-state reuse) %.1f MiB in at most %d entries%s; requests %.1f MiB "
+            "(%d bodies of --max-body %.1f MiB in flight, %d parses at once); connections %d, %u per address, "
+            "a request must arrive within %d s\n",
+            budget, st.pinned_trunk_bytes / mib, st.ring_bytes / mib, st.expert_cache_bytes / mib, st.state_bytes / mib,
+            st.other_bytes / mib, sv->state_cache_bytes / mib, sv->state_cache_entries,
+            sv->state_cache_bytes ? " (--state-cache 0 gives it to the expert cache)" : "", request_bytes / mib,
+            SERVE_BODIES_IN_FLIGHT, sv->max_body_bytes / mib, SERVE_PARSE_SLOTS, sv->queue_max + 32,
+            sv->per_address_limit, sv->request_timeout_s);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -64,6 +86,15 @@ int cmd_serve(int argc, char **argv)
     if (!model_dir) model_dir = cli_default_model();
     k3_options opt = set.model;
     opt.need_tokenizer = 1;
+    const uint64_t budget_bytes = opt.mem_bytes;
+    const uint64_t request_bytes = serve_request_reserve_bytes((size_t)so->max_body_bytes);
+    if (opt.mem_bytes && request_bytes * 4 > opt.mem_bytes) {
+        cli_error("serve: --mem %.0f MiB leaves too little beside the requests' %.1f MiB (--max-body %.1f MiB): "
+                  "raise --mem or lower --max-body", budget_bytes / 1048576.0, request_bytes / 1048576.0,
+                  so->max_body_bytes / 1048576.0);
+        return K3_EXIT_USAGE;
+    }
+    if (opt.mem_bytes) opt.mem_bytes -= request_bytes;   /* the requests are counted against --mem */
     if (opt.mem_bytes && state_cache) {
         if (state_cache * 4 > opt.mem_bytes) state_cache = opt.mem_bytes / 4;
         opt.mem_bytes -= state_cache;
@@ -90,6 +121,10 @@ int cmd_serve(int argc, char **argv)
     sv.state_cache_entries = so->state_cache_entries;
     sv.verbose = !so->quiet;
     sv.draft = set.draft;
+    sv.request_timeout_s = so->request_timeout_s;
+    sv.per_address_limit = (unsigned)(so->queue + 32) / 2 > 4 ? (unsigned)(so->queue + 32) / 2 : 4;
+    sv.body_bytes_cap = SERVE_BODIES_IN_FLIGHT * (size_t)so->max_body_bytes;
+    print_memory_plan(&sv, budget_bytes, request_bytes);
     static const double ttft_s[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
     static const double tok_s[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
     static const double e2e_s[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};

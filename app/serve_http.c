@@ -8,6 +8,7 @@
  * socket while waiting (non-stream), and its generation is halted at the
  * next token. No part of a request is ever used as a file name. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -22,8 +23,82 @@
 typedef struct conn_ctx {
     char *body;
     size_t len, cap;
+    size_t reserved;             /* of sv->body_bytes_in_flight, given back on completion */
     int too_big;
+    int too_busy;                /* the bodies in flight are at their cap: 429 */
 } conn_ctx;
+
+/* ---- slowloris: each connection's request must arrive within a deadline --
+ * MHD's idle timeout restarts at every byte, so a byte every few seconds
+ * would hold a connection for ever. Every connection is in this table from
+ * accept to close; while it is reading a request (from accept, or from the
+ * end of its previous answer) a watchdog thread shuts it down once
+ * request_timeout_s have passed. Answering (streaming) is not bounded here. */
+#define WATCH_SLOTS 1100          /* --queue's maximum 1024 + 32 connections, and spare */
+
+typedef struct conn_watch {
+    int fd;                      /* -1 = free slot */
+    int reading;                 /* waiting for (more of) a request */
+    uint64_t since_ns;
+} conn_watch;
+
+static conn_watch watch[WATCH_SLOTS];
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t watch_thread;
+static volatile int watch_stop;
+
+/* MHD tells of every connection opened and closed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    pthread_mutex_lock(&watch_mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = NULL;
+        for (int i = 0; ci && i < WATCH_SLOTS; i++)
+            if (watch[i].fd < 0) {
+                watch[i] = (conn_watch){.fd = ci->connect_fd, .reading = 1, .since_ns = k3_now_ns()};
+                *socket_context = &watch[i];
+                break;
+            }
+    } else if (*socket_context) {
+        ((conn_watch *)*socket_context)->fd = -1;
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&watch_mu);
+}
+
+/* reading 1: a request is awaited from now; 0: it has arrived. */
+static void watch_mark(struct MHD_Connection *c, int reading)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&watch_mu);
+    w->reading = reading;
+    w->since_ns = k3_now_ns();
+    pthread_mutex_unlock(&watch_mu);
+}
+
+/* Once a second: shut down the connections whose request is overdue (MHD
+ * then sees the end of the stream and closes them). */
+static void *watchdog_main(void *arg)
+{
+    serve *sv = arg;
+    const uint64_t limit_ns = (uint64_t)sv->request_timeout_s * 1000000000ull;
+    while (!watch_stop) {
+        usleep(250 * 1000);
+        const uint64_t now = k3_now_ns();
+        pthread_mutex_lock(&watch_mu);
+        for (int i = 0; i < WATCH_SLOTS; i++)
+            if (watch[i].fd >= 0 && watch[i].reading && now - watch[i].since_ns > limit_ns) {
+                shutdown(watch[i].fd, SHUT_RDWR);
+                watch[i].reading = 0;   /* once */
+            }
+        pthread_mutex_unlock(&watch_mu);
+    }
+    return NULL;
+}
 
 /* Queue a response with a body we own (copied by MHD) and a content type. */
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
@@ -55,13 +130,23 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
     return ok;
 }
 
-/* True when the peer has closed its side (a read would return 0). */
-static int peer_gone(int fd)
+/* True when the peer has closed its side (a read would return 0) or reset
+ * the connection. drain 1 (a non-stream request, which reads nothing more
+ * before answering): bytes after the request are read and dropped, so a
+ * client that wrote one more byte and closed is still seen to be gone. A
+ * half-close (shutdown(SHUT_WR) after the request) looks the same as a
+ * close from here and is taken as gone. */
+static int peer_gone(int fd, int drain)
 {
-    char b;
+    char b[4096];
     if (fd < 0) return 0;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
+    for (int round = 0; round < 64; round++) {   /* at most 256 KiB dropped per look */
+        ssize_t n = recv(fd, b, drain ? sizeof b : 1, drain ? MSG_DONTWAIT : MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) return 1;
+        if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+        if (!drain) return 0;
+    }
+    return 0;
 }
 
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
@@ -145,7 +230,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         cond_wait_ms(&sv->job_cv, &sv->mu, 500);
-        if (job->state != JOB_DONE && peer_gone(job->conn_fd)) {
+        if (job->state != JOB_DONE && peer_gone(job->conn_fd, 0)) {
             job->cancelled = 1;
             __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         } else if (job->out_len == 0 && k3_now_ns() - job->last_write_ns > 5000000000ull) {
@@ -181,9 +266,17 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
     if (!job) return respond_error(c, 500, "out of memory", "server_error", NULL, NULL, NULL);
     job->sv = sv;
     char msg[512], param[64];
+    pthread_mutex_lock(&sv->mu);              /* a parse slot: the JSON trees held at once are bounded */
+    while (sv->parse_slots_free == 0) pthread_cond_wait(&sv->parse_cv, &sv->mu);
+    sv->parse_slots_free--;
+    pthread_mutex_unlock(&sv->mu);
     int status = kind == SERVE_CHAT ? serve_parse_chat(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param, sizeof param)
                                     : serve_parse_completion(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param,
                                                              sizeof param);
+    pthread_mutex_lock(&sv->mu);
+    sv->parse_slots_free++;
+    pthread_cond_signal(&sv->parse_cv);
+    pthread_mutex_unlock(&sv->mu);
     if (status) {
         serve_job_release(sv, job);
         return respond_error(c, (unsigned)status, msg, status == 500 ? "server_error" : "invalid_request_error", param,
@@ -207,7 +300,7 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
     pthread_mutex_lock(&sv->mu);
     while (job->state != JOB_DONE) {
         cond_wait_ms(&sv->job_cv, &sv->mu, 200);
-        if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd)) {
+        if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd, 1)) {
             job->cancelled = 1;
             __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         }
@@ -238,6 +331,7 @@ static int key_ok(serve *sv, struct MHD_Connection *c)
 static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *url, const char *method, conn_ctx *cx)
 {
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    watch_mark(c, 0);                         /* the request is in: no deadline while it is answered */
     if (!strcmp(url, "/health")) {
         if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
         return respond(c, 200, "application/json", "{\"status\":\"ok\"}", NULL);
@@ -245,6 +339,9 @@ static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *ur
     if (!key_ok(sv, c))
         return respond_error(c, 401, "Incorrect API key provided (send it as 'Authorization: Bearer KEY')",
                              "invalid_request_error", NULL, "invalid_api_key", NULL);
+    if (cx->too_busy)
+        return respond_error(c, 429, "the server is busy: too many request bodies are arriving at once; retry later",
+                             "rate_limit_error", NULL, "busy", "1");
     if (cx->too_big) {
         char m[128];
         snprintf(m, sizeof m, "the request body exceeds %zu bytes", sv->max_body_bytes);
@@ -297,7 +394,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             cx->body = NULL;
             cx->len = cx->cap = 0;
         }
-        if (!cx->too_big) {
+        if (!cx->too_big && !cx->too_busy) {   /* the bodies of all connections share one cap */
+            pthread_mutex_lock(&sv->mu);
+            if (sv->body_bytes_in_flight + *upload_size > sv->body_bytes_cap) cx->too_busy = 1;
+            else { sv->body_bytes_in_flight += *upload_size; cx->reserved += *upload_size; }
+            pthread_mutex_unlock(&sv->mu);
+            if (cx->too_busy) {
+                free(cx->body);
+                cx->body = NULL;
+                cx->len = cx->cap = 0;
+            }
+        }
+        if (!cx->too_big && !cx->too_busy) {
             if (text_append(&cx->body, &cx->len, &cx->cap, upload, *upload_size)) return MHD_NO;
         }
         *upload_size = 0;
@@ -308,19 +416,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
     (void)toe;
+    serve *sv = cls;
     conn_ctx *cx = *con_cls;
     if (cx) {
+        pthread_mutex_lock(&sv->mu);
+        sv->body_bytes_in_flight -= cx->reserved;
+        pthread_mutex_unlock(&sv->mu);
         free(cx->body);
         free(cx);
     }
     *con_cls = NULL;
+    watch_mark(c, 1);                         /* keep-alive: the next request has its own deadline */
 }
 
 int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t *stop, k3_error *err)
 {
+    for (int i = 0; i < WATCH_SLOTS; i++) watch[i].fd = -1;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
@@ -331,9 +443,12 @@ int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t 
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)(sv->queue_max + 32),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, sv->per_address_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) return k3_err(err, "cannot listen on %s port %d (in use, or not an address of this machine)", host, port);
+    int watching = pthread_create(&watch_thread, NULL, watchdog_main, sv) == 0;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int bound = di ? di->port : port;
     fprintf(stderr, "k3 serve: listening on http://%s%s%s:%d (model '%s', context %d, queue %d%s)\n",
@@ -343,6 +458,8 @@ int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t 
     while (!*stop) usleep(100 * 1000);
     fprintf(stderr, "k3 serve: shutting down\n");
     serve_engine_stop(sv);   /* wakes every waiting connection */
+    watch_stop = 1;
+    if (watching) pthread_join(watch_thread, NULL);
     MHD_stop_daemon(d);
     return 0;
 }
