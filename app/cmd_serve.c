@@ -60,6 +60,23 @@ static void print_memory_plan(serve *sv, uint64_t budget_bytes, uint64_t request
             sv->per_address_limit, sv->request_timeout_s);
 }
 
+/* The engine's "use --mem NM or more" counts its own share only: say the
+ * whole --mem that leaves it that much beside the requests' reserve and
+ * (when on) the state cache's quarter. */
+static void say_whole_budget(k3_error *err, uint64_t budget_bytes, uint64_t request_bytes, int state_cache_on)
+{
+    const char *at = strstr(err->msg, "use --mem ");
+    unsigned long long engine_mib = at ? strtoull(at + 10, NULL, 10) : 0;
+    if (!budget_bytes || !engine_mib || !strstr(at, "M or more")) return;
+    const unsigned long long whole_mib =
+        (request_bytes + 1048575) / 1048576 + (state_cache_on ? (engine_mib * 4 + 2) / 3 : engine_mib) + 1;
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n,
+             " for the engine; k3 serve also sets aside %.1f MiB for requests%s: use --mem %lluM or more",
+             request_bytes / 1048576.0, state_cache_on ? " and a quarter of the rest for the state cache" : "",
+             whole_mib);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -88,13 +105,8 @@ int cmd_serve(int argc, char **argv)
     opt.need_tokenizer = 1;
     const uint64_t budget_bytes = opt.mem_bytes;
     const uint64_t request_bytes = serve_request_reserve_bytes((size_t)so->max_body_bytes);
-    if (opt.mem_bytes && request_bytes * 4 > opt.mem_bytes) {
-        cli_error("serve: --mem %.0f MiB leaves too little beside the requests' %.1f MiB (--max-body %.1f MiB): "
-                  "raise --mem or lower --max-body", budget_bytes / 1048576.0, request_bytes / 1048576.0,
-                  so->max_body_bytes / 1048576.0);
-        return K3_EXIT_USAGE;
-    }
-    if (opt.mem_bytes) opt.mem_bytes -= request_bytes;   /* the requests are counted against --mem */
+    if (opt.mem_bytes)   /* the requests are counted against --mem (too little: the engine says how much) */
+        opt.mem_bytes = opt.mem_bytes > request_bytes + (1u << 20) ? opt.mem_bytes - request_bytes : 1u << 20;
     if (opt.mem_bytes && state_cache) {
         if (state_cache * 4 > opt.mem_bytes) state_cache = opt.mem_bytes / 4;
         opt.mem_bytes -= state_cache;
@@ -102,7 +114,11 @@ int cmd_serve(int argc, char **argv)
     static serve sv;   /* lives as long as the process; connection threads point at it */
     k3_error err;
     sv.model = k3_model_open(model_dir, &opt, &err);
-    if (!sv.model) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    if (!sv.model) {
+        say_whole_budget(&err, budget_bytes, request_bytes, state_cache > 0);
+        cli_error("%s", err.msg);
+        return K3_EXIT_ERROR;
+    }
     if (name) snprintf(sv.model_name, sizeof sv.model_name, "%s", name);
     else {
         size_t n = strlen(model_dir);

@@ -8,7 +8,7 @@
 #   sglang    SGLang, reasoning_content (python/sglang/srt/entrypoints/openai/serving_chat.py)
 #   llama     llama-server, reasoning_content and "timings" (tools/server/server.cpp)
 # and the /metrics fixtures of tests/fixtures/metrics_*.txt (vLLM >= 0.9,
-# 0.8 V1, V0: vllm/v1/metrics/loggers.py and vllm/engine/metrics.py; SGLang
+# 0.8 V1, V0: vllm/v1/metrics/loggers.py and the V0 engine's metrics.py; SGLang
 # and SGLang hybrid: python/sglang/srt/metrics/collector.py; llama-server:
 # tools/server/server.cpp). Checks: the reasoning shown (marked), in --json,
 # stored beside the answer, exported, never re-sent; an old database

@@ -228,6 +228,7 @@ void tui_load_transcript(tui *t)
             tui_transcript_add(&t->tr, TE_USER, m->content);
         } else if (!strcmp(m->role, "assistant")) {
             int e = tui_transcript_add(&t->tr, TE_ASSISTANT, m->content);
+            if (m->reasoning) tui_transcript_append_reasoning(&t->tr, e, m->reasoning, strlen(m->reasoning));
             char footer[128] = "";
             int fl = 0;
             if (m->generated_tokens >= 0)

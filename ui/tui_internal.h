@@ -104,10 +104,12 @@ typedef struct tui_entry {
     char *text;                  /* UTF-8, whole characters only */
     size_t len, cap;
     char *footer;                /* dim line under an answer ("230 tokens · 45 tok/s"), or NULL */
+    char *reasoning;             /* a thinking model's reasoning, dim above the answer, or NULL */
+    size_t reasoning_len, reasoning_cap;
     int first_line;              /* index of its first screen line once wrapped */
 } tui_entry;
 
-typedef enum tui_line_part { TL_TEXT, TL_FOOTER, TL_BLANK } tui_line_part;
+typedef enum tui_line_part { TL_TEXT, TL_FOOTER, TL_BLANK, TL_REASONING } tui_line_part;
 
 /* One screen line: a slice of an entry's text or footer, or a blank gap. */
 typedef struct tui_line {
@@ -143,6 +145,8 @@ void tui_transcript_notice(tui_transcript *t, tui_entry_kind kind, const char *f
 /* Append streamed text to an entry (text must be whole characters). */
 void tui_transcript_append(tui_transcript *t, int entry, const char *text, size_t len);
 void tui_transcript_set_footer(tui_transcript *t, int entry, const char *footer);
+/* Append a thinking model's reasoning to an answer entry (drawn dim above its text). */
+void tui_transcript_append_reasoning(tui_transcript *t, int entry, const char *text, size_t len);
 /* Drop the last entry (a message that was not sent). */
 void tui_transcript_pop(tui_transcript *t);
 /* Scroll by pages (+ = up toward older text). */
@@ -317,6 +321,8 @@ typedef struct tui_worker {
     tui_job running;             /* job being run (TJ_NONE = idle) */
     char *text;                  /* streamed text not yet taken by the UI */
     size_t text_len, text_cap;
+    char *reasoning;             /* streamed reasoning not yet taken by the UI */
+    size_t reasoning_len, reasoning_cap;
     int progress_done, progress_total;
     char conv_uid[16];           /* the conversation's id and turns as the worker last saw them */
     int conv_turns;

@@ -416,6 +416,10 @@ static void take_worker_output(tui *t)
     size_t len = w->text_len;
     w->text = NULL;
     w->text_len = w->text_cap = 0;
+    char *reasoning = w->reasoning;
+    size_t reasoning_len = w->reasoning_len;
+    w->reasoning = NULL;
+    w->reasoning_len = w->reasoning_cap = 0;
     t->progress_done = w->progress_done;
     t->progress_total = w->progress_total;
     if (w->conv_published) {
@@ -432,6 +436,12 @@ static void take_worker_output(tui *t)
         memset(&w->result, 0, sizeof w->result);
     }
     pthread_mutex_unlock(&w->mu);
+    if (reasoning_len) {
+        if (t->g.first_token_s == 0) t->g.first_token_s = tui_now_s();
+        tui_transcript_append_reasoning(&t->tr, t->answer_entry, reasoning, reasoning_len);
+        t->dirty = 1;
+    }
+    free(reasoning);
     if (len) {
         if (t->g.first_token_s == 0) t->g.first_token_s = tui_now_s();
         append_answer(t, text, len, 0);
