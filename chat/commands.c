@@ -351,6 +351,7 @@ static const chat_command commands[] = {
     {"copy", "", "copy the last answer to the clipboard (OSC 52)", 1, chat_cmd_copy},
     {"rename", "TITLE", "rename this conversation", 1, chat_cmd_rename},
     {"raw", "", "answers as raw text / rendered markdown (toggle)", 0, chat_cmd_raw},
+    {"reasoning", "", "a thinking model's reasoning shown whole / collapsed to one line (toggle)", 0, chat_cmd_reasoning},
 };
 
 const chat_command *chat_commands(size_t *n)

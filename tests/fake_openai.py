@@ -41,7 +41,7 @@ ARGS = sys.argv[2:]
 METRICS = ARGS[ARGS.index("--metrics") + 1] if "--metrics" in ARGS else None
 TLS = ARGS[ARGS.index("--tls") + 1:ARGS.index("--tls") + 3] if "--tls" in ARGS else None
 RECORD = ARGS[ARGS.index("--record") + 1] if "--record" in ARGS else None
-REASONING = ["The user", " greets me;", " answer", " briefly."]
+REASONING = ["The user", " greets me;", " answer", " briefly.", "\nKeep it short."]
 ANSWER = ["Hello", " there."]
 STATE = {"posts": 0}
 

@@ -258,9 +258,15 @@ if wait_for 'Enter sends' 20; then
     rl=$(grep -n 'The user greets me; answer briefly.' $OUT/think_screen.txt | head -1 | cut -d: -f1)
     al=$(grep -n '^Hello there.' $OUT/think_screen.txt | head -1 | cut -d: -f1)
     srv=$(panel $OUT/think_screen.txt SERVER | sed 's/ | / /g; s/[ |]*$//')
+    $TM send-keys -t k3 -l "/reasoning"
+    $TM send-keys -t k3 Enter
+    wait_for 'reasoning collapsed' 10
+    cap > $OUT/think_collapsed.txt
     ok $([ -n "$rl" ] && [ -n "$al" ] && [ "$rl" -lt "$al" ] && grep -q "$(printf '\033')\[2m *The user greets me" $OUT/think_escapes.txt &&
+         grep -q 'Keep it short.' $OUT/think_screen.txt && ! grep -q 'Keep it short.' $OUT/think_collapsed.txt &&
+         grep -q 'The user greets me' $OUT/think_collapsed.txt &&
          echo "$srv" | grep -q 'KV cache 12%.*state pool 85%.*prefix-cache hit 75%' && echo 1) \
-       "endpoint tui: a thinking model's reasoning is drawn dim above its answer; SGLang hybrid's state pool in the panel [$srv]" \
+       "endpoint tui: a thinking model's reasoning is drawn dim above its answer, /reasoning collapses it to one line; SGLang hybrid's state pool in the panel [$srv]" \
        "reasoning line [$rl] answer line [$al], panel [$srv]: $(grep -v '^$' $OUT/think_screen.txt | head -8 | cut -c1-80 | tr '\n' '|')"
     $TM send-keys -t k3 C-d
     wait_for 'resume with' 10

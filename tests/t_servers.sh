@@ -52,13 +52,13 @@ for prof in vllm vllm_old sglang llama; do
     db=$OUT/$prof.db
     printf 'Hi\nAgain\n' | $K3 chat --lines --endpoint $URL --db $db --json > $OUT/$prof.jsonl 2> $OUT/$prof.err
     rc=$?
-    T=$($PY -c "import json; d=json.loads(open('$OUT/$prof.jsonl').readline()); print(d['text'] + '|' + d.get('reasoning', '-'))" 2>/dev/null)
+    T=$($PY -c "import json; d=json.loads(open('$OUT/$prof.jsonl').readline()); print(repr(d['text'] + '|' + d.get('reasoning', '-')))" 2>/dev/null)
     $K3 history export last --db $db --format json > $OUT/$prof.json 2>/dev/null
-    S=$(jq_ $OUT/$prof.json "d['messages'][1]['content'] + '|' + d['messages'][1].get('reasoning', '-')")
+    S=$(jq_ $OUT/$prof.json "repr(d['messages'][1]['content'] + '|' + d['messages'][1].get('reasoning', '-'))")
     R=$($PY -c "
 import json; reqs=[json.loads(l) for l in open('$OUT/$prof.req')]
 m=reqs[1]['body']['messages']; print('|'.join(x['role'] + ':' + x['content'] for x in m))" 2>/dev/null)
-    want="Hello there.|The user greets me; answer briefly."
+    want="'Hello there.|The user greets me; answer briefly.\\nKeep it short.'"
     ok $([ $rc = 0 ] && [ "$T" = "$want" ] && [ "$S" = "$want" ] && [ "$R" = "user:Hi|assistant:Hello there.|user:Again" ] && echo 1) \
        "servers: $prof reasoning: own --json field, stored beside the answer, exported, not re-sent ($R)" \
        "rc $rc, json [$T], stored [$S], second request [$R]: $(head -3 $OUT/$prof.err)"
@@ -69,7 +69,8 @@ fake vllm
 printf 'Hi\n' | $K3 chat --lines --endpoint $URL --db $OUT/plain.db > $OUT/plain.out 2> $OUT/plain.err
 $K3 history export last --db $OUT/plain.db --format markdown > $OUT/plain.md 2>&1
 $K3 history show last --db $OUT/plain.db > $OUT/plain.show 2>&1
-ok $(grep -q '^\[reasoning\] The user greets me; answer briefly\.$' $OUT/plain.out && grep -q '^\[/reasoning\]$' $OUT/plain.out &&
+ok $(grep -q '^\[reasoning\] The user greets me; answer briefly\.$' $OUT/plain.out && grep -q '^Keep it short\.$' $OUT/plain.out &&
+     grep -q '^\[/reasoning\]$' $OUT/plain.out &&
      grep -q '^Hello there\.$' $OUT/plain.out && grep -q '<summary>reasoning</summary>' $OUT/plain.md &&
      grep -q '(reasoning) The user greets me' $OUT/plain.show && echo 1) \
    "servers: plain mode marks the reasoning [reasoning] ... [/reasoning]; markdown export and history show keep it apart" \
@@ -80,7 +81,7 @@ cp $OUT/plain.db $OUT/old.db
 sqlite3 $OUT/old.db "ALTER TABLE messages DROP COLUMN reasoning; PRAGMA user_version = 5;" 2>$OUT/old.err
 printf 'Hi\n' | $K3 chat --lines --endpoint $URL --db $OUT/old.db --json > $OUT/old.jsonl 2>> $OUT/old.err
 V=$(sqlite3 $OUT/old.db "PRAGMA user_version" 2>/dev/null)
-N=$(sqlite3 $OUT/old.db "select count(*) from messages where reasoning = 'The user greets me; answer briefly.'" 2>/dev/null)
+N=$(sqlite3 $OUT/old.db "select count(*) from messages where reasoning like 'The user greets me; answer briefly.%Keep it short.'" 2>/dev/null)
 ok $([ "$V" = 6 ] && [ "$N" = 1 ] && echo 1) "servers: a schema-5 database is migrated (version $V) and stores the reasoning" \
    "version [$V], $N rows: $(cat $OUT/old.err)"
 

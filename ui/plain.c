@@ -308,6 +308,9 @@ static int run_command(chat_cmd_ctx *x, const plain_options *opt, int tty, plain
         return 0;
     case CHAT_ACT_STATS: print_stats(c); return 0;
     case CHAT_ACT_RAW: fprintf(stderr, "k3: line mode always prints answers as the model wrote them\n"); return 0;
+    case CHAT_ACT_REASONING:
+        fprintf(stderr, "k3: line mode prints the reasoning whole as it streams, between [reasoning] and [/reasoning]\n");
+        return 0;
     case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
     case CHAT_ACT_RESUME: {
         int from_snapshot = 0;

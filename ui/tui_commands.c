@@ -143,6 +143,12 @@ int tui_command(tui *t, const char *line)
         break;
     }
     case CHAT_ACT_UNDO: start_job(t, TJ_UNDO, NULL); break;
+    case CHAT_ACT_REASONING:
+        tui_transcript_set_reasoning_collapsed(&t->tr, !t->tr.reasoning_collapsed);
+        tui_transcript_notice(&t->tr, TE_NOTICE, t->tr.reasoning_collapsed
+                                                     ? "reasoning collapsed to its first line (/reasoning shows it whole)"
+                                                     : "reasoning shown whole (/reasoning collapses it)");
+        break;
     case CHAT_ACT_RAW:
         tui_transcript_set_raw(&t->tr, !t->tr.raw);
         tui_transcript_notice(&t->tr, TE_NOTICE, t->tr.raw ? "answers shown as raw text (/raw again renders markdown)"

@@ -133,6 +133,7 @@ typedef struct tui_transcript {
     int view_rows;               /* rows of the last draw (for paging) */
     int right_margin;            /* blank columns kept at the right (a gutter before the gauges) */
     int raw;                     /* 1 = answers as raw text, 0 = markdown rendered (/raw) */
+    int reasoning_collapsed;     /* 1 = each reasoning as its first line only (/reasoning) */
 } tui_transcript;
 
 void tui_transcript_free(tui_transcript *t);
@@ -154,6 +155,7 @@ void tui_transcript_page(tui_transcript *t, int pages);
 void tui_transcript_draw(tui_transcript *t, WINDOW *w);
 /* Markdown rendering of answers on (0) or off (1); everything is wrapped again. */
 void tui_transcript_set_raw(tui_transcript *t, int raw);
+void tui_transcript_set_reasoning_collapsed(tui_transcript *t, int collapsed);
 
 /* ---- tui_gauges.c: live statistics ------------------------------------- */
 

@@ -132,6 +132,13 @@ static int push_line(tui_transcript *t, int entry, tui_line_part part, int first
     return 0;
 }
 
+/* /reasoning: the same entries wrapped again, reasoning whole or one line. */
+void tui_transcript_set_reasoning_collapsed(tui_transcript *t, int collapsed)
+{
+    t->reasoning_collapsed = collapsed;
+    t->width = 0;                                /* forces a full rewrap at the next draw */
+}
+
 /* /raw: the same entries wrapped again another way. */
 void tui_transcript_set_raw(tui_transcript *t, int raw)
 {
@@ -290,8 +297,11 @@ static int rewrap(tui_transcript *t, int width)
         int indent;
         const char *prefix = entry_prefix(en->kind, &indent);
         int pw = tui_text_width(prefix, strlen(prefix));
-        if (en->reasoning_len)                       /* a thinking model's reasoning, dim, above its answer */
+        if (en->reasoning_len) {                     /* a thinking model's reasoning, dim, above its answer */
+            const int before_reasoning = t->n_lines;
             wrap_text(t, e, TL_REASONING, en->reasoning, en->reasoning_len, indent + 2, indent + 2, width);
+            if (t->reasoning_collapsed && t->n_lines > before_reasoning + 1) t->n_lines = before_reasoning + 1;
+        }
         if (en->kind == TE_ASSISTANT && !t->raw && en->len) wrap_markdown(t, e, width);
         else wrap_text(t, e, TL_TEXT, en->text ? en->text : "", en->len, pw, indent, width);
         if (en->footer) wrap_text(t, e, TL_FOOTER, en->footer, strlen(en->footer), indent, indent, width);
