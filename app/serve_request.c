@@ -287,8 +287,10 @@ int serve_parse_chat(serve *sv, const char *body, size_t len, serve_job *job, ch
             status = BAD(400, "messages", "messages[%zu].role '%.40s' is not one of system, developer, user, assistant, tool", i, r);
             break;
         }
-        json_object_foreach(m, key, v)
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name")) {
+        json_object_foreach(m, key, v)   /* a vLLM client sends an answer's reasoning back: not rendered */
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
+                !((!strcmp(key, "reasoning_content") || !strcmp(key, "reasoning")) && (json_is_string(v) || json_is_null(v))) &&
+                !(!strcmp(key, "tool_calls") && (json_is_null(v) || (json_is_array(v) && !json_array_size(v))))) {
                 status = BAD(400, "messages", "messages[%zu]: unsupported field '%.60s'", i, key);
                 break;
             }

@@ -53,8 +53,10 @@ H='"model":"small","messages":[{"role":"user","content":"hi"}],"max_tokens":4'
 s1=$(post $A /v1/chat/completions "{$H,\"tools\":[],\"tool_choice\":\"none\",\"parallel_tool_calls\":false}" $OUT/h1.json)
 s2=$(post $A /v1/chat/completions "{$H,\"response_format\":{\"type\":\"text\"},\"logprobs\":false,\"presence_penalty\":0,\"frequency_penalty\":0.0}" $OUT/h2.json)
 s3=$(post $A /v1/chat/completions "{$H,\"store\":false,\"metadata\":{\"app\":\"x\"},\"top_logprobs\":0}" $OUT/h3.json)
-ok $([ "$s1$s2$s3" = 200200200 ] && echo 1) "serve bounds: harmless fields real clients send are accepted (tools [], response_format text, ...)" \
-   "$s1 $s2 $s3: $(cat $OUT/h1.json $OUT/h2.json $OUT/h3.json | head -c 600)"
+s4=$(post $A /v1/chat/completions '{"model":"small","max_tokens":4,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"Hello.","reasoning_content":"They greet me.","tool_calls":[]},{"role":"user","content":"again"}]}' $OUT/h4.json)
+ok $([ "$s1$s2$s3$s4" = 200200200200 ] && echo 1) \
+   "serve bounds: harmless fields real clients send are accepted (tools [], response_format text, an answer's reasoning_content sent back, ...)" \
+   "$s1 $s2 $s3 $s4: $(cat $OUT/h1.json $OUT/h2.json $OUT/h3.json $OUT/h4.json | head -c 800)"
 s1=$(post $A /v1/chat/completions "{$H,\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}" $OUT/t1.json)
 s2=$(post $A /v1/chat/completions "{$H,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}" $OUT/t2.json)
 ok $([ "$s1$s2" = 400400 ] && grep -q "cannot call tools" $OUT/t1.json && grep -q "json_schema' is not supported" $OUT/t2.json && echo 1) \
