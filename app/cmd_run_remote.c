@@ -77,6 +77,7 @@ static void run_reasoning_text(void *user, const char *text, size_t len)
     fflush(stderr);
 }
 
+/* The answer's pieces to stdout, closing the reasoning's mark first. */
 static void run_answer_text(void *user, const char *text, size_t len)
 {
     if (reasoning_open) fputs("\n[/reasoning]\n", stderr);

@@ -466,6 +466,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* See remote.h: the fewest significant digits (1 to 9) that read back as
+ * the same float, so the server gets what was typed. */
 double remote_float_decimal(float v)
 {
     char text[32];

@@ -366,6 +366,9 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
         else if (r->error && r->error_msg[0])          /* a server's failure: the conversation goes on */
             tui_transcript_notice(&t->tr, TE_ERROR, "%s", r->error_msg);
+        else if (r->length_in_reasoning)               /* the whole budget went on thinking */
+            tui_transcript_notice(&t->tr, TE_ERROR, "the answer ran out of tokens while still reasoning (finish_reason "
+                                                    "length, no answer): /set n=N raises the limit");
     }
     tui_gauges_turn_end(&t->g, rc == 1 ? NULL : r);
 }

@@ -82,6 +82,9 @@ void tui_transcript_append(tui_transcript *t, int entry, const char *text, size_
     invalidate_from(t, entry);
 }
 
+/* Streaming reasoning: kept apart from the answer's text so it is drawn dim
+ * above it and can be collapsed; only this entry (and what follows) is
+ * wrapped again. */
 void tui_transcript_append_reasoning(tui_transcript *t, int entry, const char *text, size_t len)
 {
     if (entry < 0 || entry >= t->n_entries || len == 0) return;
