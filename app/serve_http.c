@@ -26,6 +26,7 @@ typedef struct conn_ctx {
     size_t reserved;             /* of sv->body_bytes_in_flight, given back on completion */
     int too_big;
     int too_busy;                /* the bodies in flight are at their cap: 429 */
+    int http11;                  /* the request is HTTP/1.1 (may get an interim 1xx) */
 } conn_ctx;
 
 /* ---- slowloris: each connection's request must arrive within a deadline --
@@ -130,23 +131,51 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
     return ok;
 }
 
-/* True when the peer has closed its side (a read would return 0) or reset
- * the connection. drain 1 (a non-stream request, which reads nothing more
- * before answering): bytes after the request are read and dropped, so a
- * client that wrote one more byte and closed is still seen to be gone. A
- * half-close (shutdown(SHUT_WR) after the request) looks the same as a
- * close from here and is taken as gone. */
-static int peer_gone(int fd, int drain)
+enum { PEER_THERE = 0, PEER_EOF = 1, PEER_RESET = 2 };
+
+/* What a look at the peer's side finds: nothing new (PEER_THERE), the end
+ * of its stream (a close, or a half-close after its request), or a reset.
+ * drain 1 (a non-stream request, which reads nothing more before
+ * answering): bytes after the request are read and dropped, so a client
+ * that wrote one more byte and closed still shows its end. */
+static int peer_state(int fd, int drain)
 {
     char b[4096];
-    if (fd < 0) return 0;
+    if (fd < 0) return PEER_THERE;
     for (int round = 0; round < 64; round++) {   /* at most 256 KiB dropped per look */
         ssize_t n = recv(fd, b, drain ? sizeof b : 1, drain ? MSG_DONTWAIT : MSG_PEEK | MSG_DONTWAIT);
-        if (n == 0) return 1;
-        if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
-        if (!drain) return 0;
+        if (n == 0) return PEER_EOF;
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? PEER_THERE : PEER_RESET;
+        if (!drain) return PEER_THERE;
     }
-    return 0;
+    return PEER_THERE;
+}
+
+/* A stream's client is gone at the end of its stream (it reads as it goes). */
+static int peer_gone(int fd) { return peer_state(fd, 0) != PEER_THERE; }
+
+/* A non-stream client whose stream ended may have closed or only
+ * half-closed (shutdown(SHUT_WR), nc -N) and still wait for the answer:
+ * the two look the same until something is written. An interim
+ * "100 Continue" (HTTP/1.1 clients must skip 1xx responses) is written at
+ * most every 2 s: a closed client answers it with a reset, which the next
+ * look sees (as the socket's error); a half-closed one reads on. HTTP/1.0 has no 1xx: its end is
+ * taken as gone. Returns 1 when the client is gone. */
+static int nonstream_client_gone(int fd, int http11, uint64_t *last_probe_ns)
+{
+    const int st = peer_state(fd, 1);
+    if (st == PEER_THERE) return 0;
+    if (st == PEER_RESET || !http11) return 1;
+    if (*last_probe_ns) {                     /* the reset a probe drew (recv keeps saying EOF: SO_ERROR says it) */
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e) return 1;
+    }
+    const uint64_t now = k3_now_ns();
+    if (*last_probe_ns && now - *last_probe_ns < 2000000000ull) return 0;
+    *last_probe_ns = now;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
 }
 
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
@@ -230,7 +259,7 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         cond_wait_ms(&sv->job_cv, &sv->mu, 500);
-        if (job->state != JOB_DONE && peer_gone(job->conn_fd, 0)) {
+        if (job->state != JOB_DONE && peer_gone(job->conn_fd)) {
             job->cancelled = 1;
             __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         } else if (job->out_len == 0 && k3_now_ns() - job->last_write_ns > 5000000000ull) {
@@ -298,9 +327,10 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
         return ok;
     }
     pthread_mutex_lock(&sv->mu);
+    uint64_t last_probe_ns = 0;
     while (job->state != JOB_DONE) {
         cond_wait_ms(&sv->job_cv, &sv->mu, 200);
-        if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd, 1)) {
+        if (job->state != JOB_DONE && !job->cancelled && nonstream_client_gone(job->conn_fd, cx->http11, &last_probe_ns)) {
             job->cancelled = 1;
             __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         }
@@ -376,13 +406,13 @@ static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *ur
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     serve *sv = cls;
     conn_ctx *cx = *con_cls;
     if (!cx) {
         cx = calloc(1, sizeof *cx);
         if (!cx) return MHD_NO;
         *con_cls = cx;
+        cx->http11 = version && !strcmp(version, "HTTP/1.1");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > sv->max_body_bytes) cx->too_big = 1;
         return MHD_YES;

@@ -17,7 +17,8 @@
 #    limit), and after --request-timeout 2 they are cut off and the first
 #    address is answered again;
 #  - a non-stream client that sends one more byte after its request and
-#    closes is seen to be gone: its generation is cancelled.
+#    closes is seen to be gone: its generation is cancelled; one that only
+#    half-closes (shutdown(SHUT_WR)) gets its answer.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 OUT=tests/out/serve_bounds
@@ -146,3 +147,22 @@ C=$(curl -s http://127.0.0.1:$A/metrics | sed -n 's/^k3_requests_total{outcome="
 ok $([ "$C" = 1 ] && grep -q "client gone: cancelled" $OUT/a.log && echo 1) \
    "serve bounds: a non-stream client that sends one more byte and closes is seen gone, its generation cancelled" \
    "cancelled [$C]: $(tail -3 $OUT/a.log)"
+
+# a client that half-closes after its request (shutdown(SHUT_WR), as nc -N does) still gets its answer
+$PY - $A > $OUT/half.out 2>&1 <<'PYEOF'
+import socket, sys
+port = int(sys.argv[1])
+body = b'{"model":"small","messages":[{"role":"user","content":"hi"}],"max_tokens":8,"temperature":0}'
+s = socket.create_connection(("127.0.0.1", port), timeout=30)
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+s.shutdown(socket.SHUT_WR)
+got = b""
+while True:
+    b = s.recv(65536)
+    if not b: break
+    got += b
+print(len(got), b"HTTP/1.1 200" in got, b'"choices"' in got)
+PYEOF
+ok $([ "$(cut -d' ' -f2- $OUT/half.out)" = "True True" ] && echo 1) \
+   "serve bounds: a non-stream client that half-closes after its request gets its answer ($(cut -d' ' -f1 $OUT/half.out) bytes)" \
+   "$(cat $OUT/half.out)"
