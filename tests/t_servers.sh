@@ -69,12 +69,15 @@ fake vllm
 printf 'Hi\n' | $K3 chat --lines --endpoint $URL --db $OUT/plain.db > $OUT/plain.out 2> $OUT/plain.err
 $K3 history export last --db $OUT/plain.db --format markdown > $OUT/plain.md 2>&1
 $K3 history show last --db $OUT/plain.db > $OUT/plain.show 2>&1
-ok $(grep -q '^\[reasoning\] The user greets me; answer briefly\.$' $OUT/plain.out && grep -q '^Keep it short\.$' $OUT/plain.out &&
+$K3 history export last --db $OUT/plain.db --format json > $OUT/plain.json 2>&1
+$K3 history import $OUT/plain.json --db $OUT/imported.db > /dev/null 2>&1
+IR=$(sqlite3 $OUT/imported.db "select count(*) from messages where reasoning like 'The user greets me;%Keep it short.'" 2>/dev/null)
+ok $([ "$IR" = 1 ] && grep -q '^\[reasoning\] The user greets me; answer briefly\.$' $OUT/plain.out && grep -q '^Keep it short\.$' $OUT/plain.out &&
      grep -q '^\[/reasoning\]$' $OUT/plain.out &&
      grep -q '^Hello there\.$' $OUT/plain.out && grep -q '<summary>reasoning</summary>' $OUT/plain.md &&
      grep -q '(reasoning) The user greets me' $OUT/plain.show && echo 1) \
-   "servers: plain mode marks the reasoning [reasoning] ... [/reasoning]; markdown export and history show keep it apart" \
-   "$(cat $OUT/plain.out $OUT/plain.md $OUT/plain.show | head -30)"
+   "servers: plain mode marks the reasoning [reasoning] ... [/reasoning]; markdown export, history show and a JSON import keep it apart" \
+   "imported [$IR]: $(cat $OUT/plain.out $OUT/plain.md $OUT/plain.show | head -30)"
 
 # 3. a database from before the reasoning column (schema 5) is migrated and then keeps reasoning
 cp $OUT/plain.db $OUT/old.db
