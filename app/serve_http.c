@@ -46,7 +46,7 @@ typedef struct conn_watch {
 static conn_watch watch[WATCH_SLOTS];
 static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t watch_thread;
-static volatile int watch_stop;
+static int watch_stop;             /* set and read with __atomic */
 
 /* MHD tells of every connection opened and closed. */
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
@@ -87,7 +87,7 @@ static void *watchdog_main(void *arg)
 {
     serve *sv = arg;
     const uint64_t limit_ns = (uint64_t)sv->request_timeout_s * 1000000000ull;
-    while (!watch_stop) {
+    while (!__atomic_load_n(&watch_stop, __ATOMIC_RELAXED)) {
         usleep(250 * 1000);
         const uint64_t now = k3_now_ns();
         pthread_mutex_lock(&watch_mu);
@@ -488,7 +488,7 @@ int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t 
     while (!*stop) usleep(100 * 1000);
     fprintf(stderr, "k3 serve: shutting down\n");
     serve_engine_stop(sv);   /* wakes every waiting connection */
-    watch_stop = 1;
+    __atomic_store_n(&watch_stop, 1, __ATOMIC_RELAXED);
     if (watching) pthread_join(watch_thread, NULL);
     MHD_stop_daemon(d);
     return 0;
