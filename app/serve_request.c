@@ -11,7 +11,7 @@
  *
  * Bounded before the parse: a body with more JSON containers than a chat
  * of MAX_MESSAGES messages can hold is refused before jansson builds it
- * (a 1 MB body of {} would otherwise be ~60 MB of objects). */
+ * (a 1 MB body of {} would otherwise be 77 MB of objects, measured). */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #    requests may hold, counted against --mem;
 #  - 8 clients POSTing ~1 MB bodies of {"messages":[{},{},...]} at once are
 #    refused before the parse: the server's peak RSS grows by less than
-#    40 MB (on 18c9cfb each body became ~90 MB of JSON objects);
+#    40 MB (on 18c9cfb each body became 77 MB of jansson objects, measured);
 #  - slowloris: 40 connections sending a header byte every 0.5 s from one
 #    address: another address still gets /health at once (per-address
 #    limit), and after --request-timeout 2 they are cut off and the first
