@@ -781,6 +781,19 @@ static remote_params remote_sampling(const conversation *c)
     return p;
 }
 
+/* What an answer records as its sampling: the parameters that went to the
+ * server, no more ({} = the server's own defaults), as typed. */
+static char *sent_sampling_json(const remote_params *p)
+{
+    json_t *o = json_object();
+    if (p->temperature >= 0) json_object_set_new(o, "temperature", json_real(remote_float_decimal((float)p->temperature)));
+    if (p->top_p > 0 && p->top_p < 1) json_object_set_new(o, "top_p", json_real(remote_float_decimal((float)p->top_p)));
+    if (p->seed >= 0) json_object_set_new(o, "seed", json_integer(p->seed));
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    return text;
+}
+
 remote *conversation_remote(conversation *c) { return c->remote; }
 const char *conversation_remote_model(const conversation *c) { return c->remote ? c->remote_model : ""; }
 
@@ -875,7 +888,7 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     r->turn = ++c->turn;
     remote_params p = remote_sampling(c);
     p.on_reasoning = remote_reasoning;
-    char *answer_sampling = sampling_json(&c->sampler);
+    char *answer_sampling = sent_sampling_json(&p);
     remote_sink sink = {.on_text = on_text, .user = user, .c = c, .sampling = answer_sampling,
                         .last_save_s = k3_now_ns() / 1e9};
     history_message pm = history_message_make("assistant", "", HISTORY_INTERRUPTED);

@@ -114,9 +114,15 @@ P=$($PY -c "
 import json; r=[json.loads(l) for l in open('$OUT/ok.req')]
 b0, b1 = r[0]['body'], r[1]['body']
 print(r[0]['path'], 'temperature' in b0, 'seed' in b0, 'top_p' in b0, b1.get('temperature'), b1.get('top_p'), b1.get('seed'), r[2]['path'])")
-ok $([ "$P" = "/v1/completions False False False 0.7 0.9 5 /v1/chat/completions" ] && echo 1) \
-   "servers: only the sampling typed is sent, as typed (temperature 0.7, not 0.699999988); k3 run without --chat uses /v1/completions" \
-   "$P"
+printf 'hi\n/set temp=0.7\nagain\n' | $K3 chat --lines --endpoint $URL --db $OUT/sampling.db > /dev/null 2>&1
+SP=$($PY -c "
+import json; r=[json.loads(l) for l in open('$OUT/ok.req')]
+print('temperature' in r[-2]['body'], r[-1]['body'].get('temperature'))")
+SS=$(sqlite3 $OUT/sampling.db "select group_concat(sampling_json, ' ') from messages where role = 'assistant'" 2>/dev/null)
+ok $([ "$P" = "/v1/completions False False False 0.7 0.9 5 /v1/chat/completions" ] && [ "$SP" = "False 0.7" ] &&
+     [ "$SS" = '{} {"temperature":0.7}' ] && echo 1) \
+   "servers: only the sampling typed (or /set) is sent and recorded, as typed (0.7, not 0.699999988); k3 run without --chat uses /v1/completions" \
+   "[$P] chat [$SP] recorded [$SS]"
 $K3 run --endpoint $URL -p hi > $OUT/raw.out 2>&1
 fake nocompletions
 $K3 run --endpoint $URL -p hi > $OUT/nocmpl.out 2> $OUT/nocmpl.err
