@@ -124,7 +124,7 @@ int cmd_chat(int argc, char **argv)
     if (o.remote.endpoint) {
         if (o.model_given) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
         int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.lines, o.raw,
-                                  o.max_new, &o.sampler);
+                                  o.max_new, &o.sampler, o.sampling_given);
         free(rec_endpoint);
         free(rec_model);
         return rrc;

@@ -34,7 +34,7 @@ int chat_remote_backend_of(const char *db_path, const char *ref, char **endpoint
 }
 
 int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resume, const char *system, int json,
-                    int plain, int lines, int raw, int max_new, const k3_sampler *sampler)
+                    int plain, int lines, int raw, int max_new, const k3_sampler *sampler, int sampling_given)
 {
     int bad;
     const char *key = remote_cli_key(ro, &bad);
@@ -55,6 +55,7 @@ int chat_remote_run(const remote_cli *ro, const char *db_path, const char *resum
     if (!db) { cli_error("%s", herr.msg); goto out; }
     c = conversation_create_remote(r, model, db, sampler, max_new, ro->timeout_s, ro->retries, &err);
     if (!c) { cli_error("%s", err.msg); goto out; }
+    conversation_set_remote_sampling_given(c, sampling_given);
     if (resume ? conversation_resume(c, resume, NULL, NULL, NULL, &err) != 0 : conversation_start(c, system, &err) != 0) {
         cli_error("%s", err.msg);
         goto out;

@@ -178,7 +178,9 @@ static int sub_list(const history_args *a)
     for (size_t i = 0; i < n; i++) {
         char when[32];
         local_time(list[i].updated_ms, when, sizeof when);
-        printf("%-8s  %-16s  %5lld  %-20.20s  ", list[i].uid, when, (long long)list[i].n_turns, model_short(list[i].model_path));
+        const char *model = !strncmp(list[i].model_fingerprint, "remote:", 7) ? list[i].model_fingerprint + 7   /* an endpoint's model name */
+                                                                               : model_short(list[i].model_path);
+        printf("%-8s  %-16s  %5lld  %-20.20s  ", list[i].uid, when, (long long)list[i].n_turns, model);
         print_clean(stdout, *list[i].title ? list[i].title : "(untitled)", 0, 60);
         putchar('\n');
     }
@@ -242,6 +244,11 @@ static int sub_show(const history_args *a)
             print_msg_stats(&msgs[i]);
             if (msgs[i].sampling_json) printf("  sampling %s", msgs[i].sampling_json);
             putchar('\n');
+            if (msgs[i].reasoning) {
+                printf("(reasoning) ");
+                print_clean(stdout, msgs[i].reasoning, 1, 0);
+                printf("\n(answer) ");
+            }
             print_clean(stdout, msgs[i].content, 1, 0);
             putchar('\n');
         }

@@ -95,8 +95,10 @@ int cmd_run(int argc, char **argv)
             free(prompt_text);
             return K3_EXIT_USAGE;
         }
-        int rc = run_remote(&remote_opt, prompt, system, (int)set.max_new, set.sampler.temperature,
-                            set.sampler.top_p, (long long)set.sampler.seed);
+        const int given = set.sampling_given;   /* only what was typed goes to the server */
+        int rc = run_remote(&remote_opt, prompt, system, chat, (int)set.max_new,
+                            given & 1 ? set.sampler.temperature : -1, given & 4 ? set.sampler.top_p : 0,
+                            given & 16 ? (long long)set.sampler.seed : -1);
         free(prompt_text);
         return rc;
     }

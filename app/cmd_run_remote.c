@@ -65,8 +65,35 @@ static remote_params params_of(const remote_cli *o, int max_new, double temp, do
                            .timeout_s = o->timeout_s, .max_retries = o->retries};
 }
 
-int run_remote(const remote_cli *o, const char *prompt, const char *system, int max_new, double temp, double top_p,
-               long long seed)
+/* The reasoning of a thinking model goes to stderr, marked, as it streams
+ * (stdout carries the answer alone); answer_text closes the mark. */
+static int reasoning_open;
+static void run_reasoning_text(void *user, const char *text, size_t len)
+{
+    (void)user;
+    if (!reasoning_open) fputs("[reasoning] ", stderr);
+    reasoning_open = 1;
+    fwrite(text, 1, len, stderr);
+    fflush(stderr);
+}
+
+/* The answer's pieces to stdout, closing the reasoning's mark first. */
+static void run_answer_text(void *user, const char *text, size_t len)
+{
+    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
+    reasoning_open = 0;
+    cli_print_text(user, text, len);
+}
+
+/* A rate the run could see, or why not. */
+static void format_rate(const remote_result *res, char *out, size_t len)
+{
+    if (res->tok_s > 0) snprintf(out, len, "%.2f tok/s%s", res->tok_s, res->tok_s_from_server ? " (the server's timing)" : "");
+    else snprintf(out, len, "tok/s not measurable (the answer came in %d pieces)", res->n_chunks + res->n_reasoning_chunks);
+}
+
+int run_remote(const remote_cli *o, const char *prompt, const char *system, int chat, int max_new, double temp,
+               double top_p, long long seed)
 {
     char model[256];
     remote *r = open_remote(o, model, sizeof model);
@@ -76,21 +103,32 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     if (system) msgs[n++] = (k3_chat_msg){"system", system};
     msgs[n++] = (k3_chat_msg){"user", prompt};
     remote_params p = params_of(o, max_new, temp, top_p, seed);
+    p.on_reasoning = run_reasoning_text;
     cli_catch_sigint();
     remote_result res;
     k3_error err;
-    int rc = remote_chat(r, model, msgs, n, &p, &cli_interrupted, cli_print_text, print_notice, NULL, &res, &err);
+    int rc = chat || system
+                 ? remote_chat(r, model, msgs, n, &p, &cli_interrupted, run_answer_text, print_notice, NULL, &res, &err)
+                 : remote_complete(r, model, prompt, &p, &cli_interrupted, run_answer_text, print_notice, NULL, &res, &err);
+    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) cli_error("%s", err.msg);
-    if (!rc || res.n_chunks) fprintf(stderr, "k3: %s (%s): prompt %d tokens (%d cached); ttft %.0f ms; generated %d tokens, %.2f tok/s; "
+    char rate[96];
+    format_rate(&res, rate, sizeof rate);
+    if (!rc || res.n_chunks) fprintf(stderr, "k3: %s (%s): prompt %d tokens (%d cached); ttft %.0f ms; generated %d tokens, %s; "
                     "inter-token p50 %.1f ms p90 %.1f ms; %llu bytes%s\n",
             remote_url(r), model, res.prompt_tokens, res.cached_tokens > 0 ? res.cached_tokens : 0, res.ttft_ms,
-            res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks, res.tok_s, res.itl_p50_ms, res.itl_p90_ms,
-            (unsigned long long)res.bytes_in, res.interrupted ? " (interrupted)" : "");
+            res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks + res.n_reasoning_chunks, rate,
+            res.itl_p50_ms, res.itl_p90_ms, (unsigned long long)res.bytes_in, res.interrupted ? " (interrupted)" : "");
+    const int out_of_tokens = !rc && res.length_in_reasoning;
+    if (out_of_tokens)
+        cli_error("%s (%s): the answer ran out of tokens while still reasoning (finish_reason length, %d reasoning "
+                  "pieces, no answer): raise -n", remote_url(r), model, res.n_reasoning_chunks);
+    const int interrupted = res.interrupted;
     remote_result_free(&res);
     remote_close(r);
-    return rc ? K3_EXIT_ERROR : res.interrupted ? K3_EXIT_INTERRUPTED : K3_EXIT_OK;
+    return rc || out_of_tokens ? K3_EXIT_ERROR : interrupted ? K3_EXIT_INTERRUPTED : K3_EXIT_OK;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -107,10 +145,10 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     cli_catch_sigint();
     double *ttft = calloc((size_t)n_requests, sizeof *ttft), *p50 = calloc((size_t)n_requests, sizeof *p50);
     double *p90 = calloc((size_t)n_requests, sizeof *p90), tok_s_sum = 0;
-    int done = 0, tokens = 0, rc = K3_EXIT_OK;
+    int done = 0, tokens = 0, rc = K3_EXIT_OK, n_rates = 0;   /* n_rates: requests whose rate could be measured */
     for (int i = 0; i < n_requests && !cli_interrupted && ttft && p50 && p90; i++) {
         k3_chat_msg msg = {"user", prompt};
-        remote_params p = params_of(o, max_new, 0, 1, 1);
+        remote_params p = params_of(o, max_new, -1, 0, -1);   /* the server's own sampling defaults */
         remote_result res;
         k3_error err;
         if (remote_chat(r, model, &msg, 1, &p, &cli_interrupted, NULL, print_notice, NULL, &res, &err)) {
@@ -122,12 +160,14 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
         ttft[done] = res.ttft_ms;
         p50[done] = res.itl_p50_ms;
         p90[done] = res.itl_p90_ms;
-        tok_s_sum += res.tok_s;
+        if (res.tok_s > 0) { tok_s_sum += res.tok_s; n_rates++; }
         tokens += res.completion_tokens >= 0 ? res.completion_tokens : res.n_chunks;
         done++;
+        char rate[96];
+        format_rate(&res, rate, sizeof rate);
         if (!json)
-            fprintf(stderr, "k3 bench: request %d: ttft %.1f ms, %.2f tok/s, inter-token p50 %.2f ms p90 %.2f ms\n", i + 1,
-                    res.ttft_ms, res.tok_s, res.itl_p50_ms, res.itl_p90_ms);
+            fprintf(stderr, "k3 bench: request %d: ttft %.1f ms, %s, inter-token p50 %.2f ms p90 %.2f ms\n", i + 1,
+                    res.ttft_ms, rate, res.itl_p50_ms, res.itl_p90_ms);
         remote_result_free(&res);
     }
     if (done) {
@@ -135,15 +175,23 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
         qsort(p50, (size_t)done, sizeof *p50, cmp_double);
         qsort(p90, (size_t)done, sizeof *p90, cmp_double);
         double t50 = ttft[(done - 1) / 2], t90 = ttft[(int)((done - 1) * 0.9)];
+        char rate_json[48] = "null", rate_text[96];
+        if (n_rates) {
+            snprintf(rate_json, sizeof rate_json, "%.3f", tok_s_sum / n_rates);
+            snprintf(rate_text, sizeof rate_text, "%.2f tok/s (mean of the %d requests with a measurable rate)",
+                     tok_s_sum / n_rates, n_rates);
+        } else {
+            snprintf(rate_text, sizeof rate_text, "tok/s not measurable (every answer came in one or two pieces)");
+        }
         if (json)
             printf("{\"endpoint\":\"%s\",\"model\":\"%s\",\"requests\":%d,\"tokens\":%d,\"ttft_ms_p50\":%.2f,"
-                   "\"ttft_ms_p90\":%.2f,\"tok_s\":%.3f,\"itl_ms_p50\":%.3f,\"itl_ms_p90\":%.3f}\n",
-                   remote_url(r), model, done, tokens, t50, t90, tok_s_sum / done, p50[(done - 1) / 2], p90[(done - 1) / 2]);
-        else
-            printf("%s (%s): %d requests, %d tokens: TTFT p50 %.1f ms p90 %.1f ms; %.2f tok/s; inter-token p50 %.2f ms "
-                   "p90 %.2f ms (medians over requests)\n",
-                   remote_url(r), model, done, tokens, t50, t90, tok_s_sum / done, p50[(done - 1) / 2],
+                   "\"ttft_ms_p90\":%.2f,\"tok_s\":%s,\"tok_s_requests\":%d,\"itl_ms_p50\":%.3f,\"itl_ms_p90\":%.3f}\n",
+                   remote_url(r), model, done, tokens, t50, t90, rate_json, n_rates, p50[(done - 1) / 2],
                    p90[(done - 1) / 2]);
+        else
+            printf("%s (%s): %d requests, %d tokens: TTFT p50 %.1f ms p90 %.1f ms; %s; inter-token p50 %.2f ms "
+                   "p90 %.2f ms (medians over requests)\n",
+                   remote_url(r), model, done, tokens, t50, t90, rate_text, p50[(done - 1) / 2], p90[(done - 1) / 2]);
     }
     free(ttft);
     free(p50);

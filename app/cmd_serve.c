@@ -38,6 +38,45 @@ static int is_loopback(const char *host)
     return 0;
 }
 
+/* Where --mem goes, said once at start: the engine's share by use, the kept
+ * prompt states, and what requests may hold (bodies and parses, bounded). */
+static void print_memory_plan(serve *sv, uint64_t budget_bytes, uint64_t request_bytes)
+{
+    k3_stats st;
+    k3_stats_read(sv->model, &st);
+    const double mib = 1048576.0;
+    char budget[64];
+    if (budget_bytes) snprintf(budget, sizeof budget, "--mem %.0f MiB", budget_bytes / mib);
+    else snprintf(budget, sizeof budget, "no --mem budget");
+    fprintf(stderr,
+            "k3 serve: memory plan (%s): engine: trunk %.1f MiB, ring %.1f MiB, expert cache %.1f MiB, state %.1f MiB, "
+            "other %.1f MiB; state cache (prompt-state reuse) %.1f MiB in at most %d entries%s; requests %.1f MiB "
+            "(%d bodies of --max-body %.1f MiB in flight, %d parses at once); connections %d, %u per address, "
+            "a request must arrive within %d s\n",
+            budget, st.pinned_trunk_bytes / mib, st.ring_bytes / mib, st.expert_cache_bytes / mib, st.state_bytes / mib,
+            st.other_bytes / mib, sv->state_cache_bytes / mib, sv->state_cache_entries,
+            sv->state_cache_bytes ? " (--state-cache 0 gives it to the expert cache)" : "", request_bytes / mib,
+            SERVE_BODIES_IN_FLIGHT, sv->max_body_bytes / mib, SERVE_PARSE_SLOTS, sv->queue_max + 32,
+            sv->per_address_limit, sv->request_timeout_s);
+}
+
+/* The engine's "use --mem NM or more" counts its own share only: say the
+ * whole --mem that leaves it that much beside the requests' reserve and
+ * (when on) the state cache's quarter. */
+static void say_whole_budget(k3_error *err, uint64_t budget_bytes, uint64_t request_bytes, int state_cache_on)
+{
+    const char *at = strstr(err->msg, "use --mem ");
+    unsigned long long engine_mib = at ? strtoull(at + 10, NULL, 10) : 0;
+    if (!budget_bytes || !engine_mib || !strstr(at, "M or more")) return;
+    const unsigned long long whole_mib =
+        (request_bytes + 1048575) / 1048576 + (state_cache_on ? (engine_mib * 4 + 2) / 3 : engine_mib) + 1;
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n,
+             " for the engine; k3 serve also sets aside %.1f MiB for requests%s: use --mem %lluM or more",
+             request_bytes / 1048576.0, state_cache_on ? " and a quarter of the rest for the state cache" : "",
+             whole_mib);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -66,6 +105,10 @@ int cmd_serve(int argc, char **argv)
     if (!(model_dir = cli_model_dir(model_dir, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
     k3_options opt = set.model;
     opt.need_tokenizer = 1;
+    const uint64_t budget_bytes = opt.mem_bytes;
+    const uint64_t request_bytes = serve_request_reserve_bytes((size_t)so->max_body_bytes);
+    if (opt.mem_bytes)   /* the requests are counted against --mem (too little: the engine says how much) */
+        opt.mem_bytes = opt.mem_bytes > request_bytes + (1u << 20) ? opt.mem_bytes - request_bytes : 1u << 20;
     if (opt.mem_bytes && state_cache) {
         if (state_cache * 4 > opt.mem_bytes) state_cache = opt.mem_bytes / 4;
         opt.mem_bytes -= state_cache;
@@ -73,7 +116,11 @@ int cmd_serve(int argc, char **argv)
     static serve sv;   /* lives as long as the process; connection threads point at it */
     k3_error err;
     sv.model = k3_model_open(model_dir, &opt, &err);
-    if (!sv.model) { cli_error("%s", err.msg); return K3_EXIT_ERROR; }
+    if (!sv.model) {
+        say_whole_budget(&err, budget_bytes, request_bytes, state_cache > 0);
+        cli_error("%s", err.msg);
+        return K3_EXIT_ERROR;
+    }
     if (name) snprintf(sv.model_name, sizeof sv.model_name, "%s", name);
     else {
         size_t n = strlen(model_dir);
@@ -92,6 +139,10 @@ int cmd_serve(int argc, char **argv)
     sv.state_cache_entries = so->state_cache_entries;
     sv.verbose = !so->quiet;
     sv.draft = set.draft;
+    sv.request_timeout_s = so->request_timeout_s;
+    sv.per_address_limit = (unsigned)(so->queue + 32) / 2 > 4 ? (unsigned)(so->queue + 32) / 2 : 4;
+    sv.body_bytes_cap = SERVE_BODIES_IN_FLIGHT * (size_t)so->max_body_bytes;
+    print_memory_plan(&sv, budget_bytes, request_bytes);
     static const double ttft_s[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
     static const double tok_s[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
     static const double e2e_s[] = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};

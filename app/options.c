@@ -155,6 +155,7 @@ static int set_serve_max_body(cli_settings *s, const opt_value *v) { s->serve.ma
 static int set_serve_state_cache(cli_settings *s, const opt_value *v) { s->serve.state_cache_bytes = (uint64_t)v->i; return 0; }
 static int set_serve_entries(cli_settings *s, const opt_value *v) { s->serve.state_cache_entries = (int)v->i; return 0; }
 static int set_serve_quiet(cli_settings *s, const opt_value *v) { s->serve.quiet = (int)v->i; return 0; }
+static int set_serve_request_timeout(cli_settings *s, const opt_value *v) { s->serve.request_timeout_s = (int)v->i; return 0; }
 
 /* k3 chat. */
 static int set_chat_resume(cli_settings *s, const opt_value *v) { s->chat.resume = v->s; return 0; }
@@ -366,6 +367,8 @@ static const cli_option options[] = {
      "at most N kept states"},
     {"--quiet", NULL, OPTS_SERVE, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_serve_quiet,
      "no per-request log line on stderr"},
+    {"--request-timeout", NULL, OPTS_SERVE, OPT_INT, "S", NULL, 1, 3600, "30", NULL, set_serve_request_timeout,
+     "a request's headers and body must arrive within S seconds (a slow client is cut off)"},
 
     {"--resume", NULL, OPTS_CHAT, OPT_TEXT, "ID|last", NULL, 0, 0, NULL, "a new conversation", set_chat_resume,
      "continue a stored conversation with the sampling it was left with (sampling options given here override "

@@ -71,6 +71,7 @@ typedef struct cli_plan_settings {
 typedef struct cli_serve_settings {
     const char *host, *key_env, *model_name;   /* model_name NULL = the directory's name */
     int port, max_tokens, queue, state_cache_entries, quiet;
+    int request_timeout_s;   /* --request-timeout: a request's headers and body must arrive within it */
     uint64_t max_body_bytes, state_cache_bytes;
 } cli_serve_settings;
 

@@ -91,6 +91,13 @@ typedef struct serve {
     int state_cache_entries;
     int verbose;
     int draft;                   /* speculative decoding (chat/draft.h): the options table's default */
+    /* bounds on what clients can make the server hold (serve_http.c) */
+    int request_timeout_s;       /* a request's headers and body must arrive within this (slowloris) */
+    unsigned per_address_limit;  /* connections one client address may hold */
+    size_t body_bytes_cap;       /* request bodies held at once, all connections (more: 429) */
+    size_t body_bytes_in_flight; /* under mu */
+    int parse_slots_free;        /* requests parsed at once (JSON trees bounded by SERVE_PARSE_BYTES each); under mu */
+    pthread_cond_t parse_cv;
     /* the engine side */
     k3_session *session;
     int stop_ids[8], n_stop_ids;
@@ -121,6 +128,15 @@ int serve_submit(serve *sv, serve_job *job);
 /* Drop one reference (under no lock); frees the job at zero. */
 void serve_job_release(serve *sv, serve_job *job);
 serve_job *serve_job_new(void);
+
+/* The request bounds and the memory they may take, counted against --mem:
+ * bodies in flight (SERVE_BODIES_IN_FLIGHT of the largest) and at most
+ * SERVE_PARSE_SLOTS parses at once, each a JSON tree of at most
+ * SERVE_MAX_CONTAINERS containers (~512 bytes each) plus ~3x its body. */
+#define SERVE_BODIES_IN_FLIGHT 4
+#define SERVE_PARSE_SLOTS 2
+#define SERVE_MAX_CONTAINERS (4 * 4096 + 64)
+size_t serve_request_reserve_bytes(size_t max_body_bytes);
 
 /* serve_request.c: parse and validate a body into job; 0, or the HTTP
  * status (400/404) with a message in msg and the offending field in param. */

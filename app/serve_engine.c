@@ -313,6 +313,8 @@ int serve_engine_start(serve *sv, k3_error *err)
     pthread_mutex_init(&sv->mu, NULL);
     pthread_cond_init(&sv->work_cv, NULL);
     pthread_cond_init(&sv->job_cv, NULL);
+    pthread_cond_init(&sv->parse_cv, NULL);
+    sv->parse_slots_free = SERVE_PARSE_SLOTS;
     if (pthread_create(&sv->worker, NULL, worker_main, sv)) {
         k3_session_free(sv->session);
         sv->session = NULL;

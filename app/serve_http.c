@@ -8,6 +8,7 @@
  * socket while waiting (non-stream), and its generation is halted at the
  * next token. No part of a request is ever used as a file name. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <stdio.h>
@@ -23,8 +24,83 @@
 typedef struct conn_ctx {
     char *body;
     size_t len, cap;
+    size_t reserved;             /* of sv->body_bytes_in_flight, given back on completion */
     int too_big;
+    int too_busy;                /* the bodies in flight are at their cap: 429 */
+    int http11;                  /* the request is HTTP/1.1 (may get an interim 1xx) */
 } conn_ctx;
+
+/* ---- slowloris: each connection's request must arrive within a deadline --
+ * MHD's idle timeout restarts at every byte, so a byte every few seconds
+ * would hold a connection for ever. Every connection is in this table from
+ * accept to close; while it is reading a request (from accept, or from the
+ * end of its previous answer) a watchdog thread shuts it down once
+ * request_timeout_s have passed. Answering (streaming) is not bounded here. */
+#define WATCH_SLOTS 1100          /* --queue's maximum 1024 + 32 connections, and spare */
+
+typedef struct conn_watch {
+    int fd;                      /* -1 = free slot */
+    int reading;                 /* waiting for (more of) a request */
+    uint64_t since_ns;
+} conn_watch;
+
+static conn_watch watch[WATCH_SLOTS];
+static pthread_mutex_t watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t watch_thread;
+static int watch_stop;             /* set and read with __atomic */
+
+/* MHD tells of every connection opened and closed. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context, enum MHD_ConnectionNotificationCode code)
+{
+    (void)cls;
+    pthread_mutex_lock(&watch_mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = NULL;
+        for (int i = 0; ci && i < WATCH_SLOTS; i++)
+            if (watch[i].fd < 0) {
+                watch[i] = (conn_watch){.fd = ci->connect_fd, .reading = 1, .since_ns = k3_now_ns()};
+                *socket_context = &watch[i];
+                break;
+            }
+    } else if (*socket_context) {
+        ((conn_watch *)*socket_context)->fd = -1;
+        *socket_context = NULL;
+    }
+    pthread_mutex_unlock(&watch_mu);
+}
+
+/* reading 1: a request is awaited from now; 0: it has arrived. */
+static void watch_mark(struct MHD_Connection *c, int reading)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    conn_watch *w = ci ? ci->socket_context : NULL;
+    if (!w) return;
+    pthread_mutex_lock(&watch_mu);
+    w->reading = reading;
+    w->since_ns = k3_now_ns();
+    pthread_mutex_unlock(&watch_mu);
+}
+
+/* Once a second: shut down the connections whose request is overdue (MHD
+ * then sees the end of the stream and closes them). */
+static void *watchdog_main(void *arg)
+{
+    serve *sv = arg;
+    const uint64_t limit_ns = (uint64_t)sv->request_timeout_s * 1000000000ull;
+    while (!__atomic_load_n(&watch_stop, __ATOMIC_RELAXED)) {
+        usleep(250 * 1000);
+        const uint64_t now = k3_now_ns();
+        pthread_mutex_lock(&watch_mu);
+        for (int i = 0; i < WATCH_SLOTS; i++)
+            if (watch[i].fd >= 0 && watch[i].reading && now - watch[i].since_ns > limit_ns) {
+                shutdown(watch[i].fd, SHUT_RDWR);
+                watch[i].reading = 0;   /* once */
+            }
+        pthread_mutex_unlock(&watch_mu);
+    }
+    return NULL;
+}
 
 /* Queue a response with a body we own (copied by MHD) and a content type. */
 static enum MHD_Result respond(struct MHD_Connection *c, unsigned status, const char *type, const char *body,
@@ -56,13 +132,51 @@ static enum MHD_Result respond_error(struct MHD_Connection *c, unsigned status, 
     return ok;
 }
 
-/* True when the peer has closed its side (a read would return 0). */
-static int peer_gone(int fd)
+enum { PEER_THERE = 0, PEER_EOF = 1, PEER_RESET = 2 };
+
+/* What a look at the peer's side finds: nothing new (PEER_THERE), the end
+ * of its stream (a close, or a half-close after its request), or a reset.
+ * drain 1 (a non-stream request, which reads nothing more before
+ * answering): bytes after the request are read and dropped, so a client
+ * that wrote one more byte and closed still shows its end. */
+static int peer_state(int fd, int drain)
 {
-    char b;
-    if (fd < 0) return 0;
-    ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0;
+    char b[4096];
+    if (fd < 0) return PEER_THERE;
+    for (int round = 0; round < 64; round++) {   /* at most 256 KiB dropped per look */
+        ssize_t n = recv(fd, b, drain ? sizeof b : 1, drain ? MSG_DONTWAIT : MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0) return PEER_EOF;
+        if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? PEER_THERE : PEER_RESET;
+        if (!drain) return PEER_THERE;
+    }
+    return PEER_THERE;
+}
+
+/* A stream's client is gone at the end of its stream (it reads as it goes). */
+static int peer_gone(int fd) { return peer_state(fd, 0) != PEER_THERE; }
+
+/* A non-stream client whose stream ended may have closed or only
+ * half-closed (shutdown(SHUT_WR), nc -N) and still wait for the answer:
+ * the two look the same until something is written. An interim
+ * "100 Continue" (HTTP/1.1 clients must skip 1xx responses) is written at
+ * most every 2 s: a closed client answers it with a reset, which the next
+ * look sees (as the socket's error); a half-closed one reads on. HTTP/1.0 has no 1xx: its end is
+ * taken as gone. Returns 1 when the client is gone. */
+static int nonstream_client_gone(int fd, int http11, uint64_t *last_probe_ns)
+{
+    const int st = peer_state(fd, 1);
+    if (st == PEER_THERE) return 0;
+    if (st == PEER_RESET || !http11) return 1;
+    if (*last_probe_ns) {                     /* the reset a probe drew (recv keeps saying EOF: SO_ERROR says it) */
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e) return 1;
+    }
+    const uint64_t now = k3_now_ns();
+    if (*last_probe_ns && now - *last_probe_ns < 2000000000ull) return 0;
+    *last_probe_ns = now;
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    return send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != EWOULDBLOCK;
 }
 
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms)
@@ -182,9 +296,17 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
     if (!job) return respond_error(c, 500, "out of memory", "server_error", NULL, NULL, NULL);
     job->sv = sv;
     char msg[512], param[64];
+    pthread_mutex_lock(&sv->mu);              /* a parse slot: the JSON trees held at once are bounded */
+    while (sv->parse_slots_free == 0) pthread_cond_wait(&sv->parse_cv, &sv->mu);
+    sv->parse_slots_free--;
+    pthread_mutex_unlock(&sv->mu);
     int status = kind == SERVE_CHAT ? serve_parse_chat(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param, sizeof param)
                                     : serve_parse_completion(sv, cx->body ? cx->body : "", cx->len, job, msg, sizeof msg, param,
                                                              sizeof param);
+    pthread_mutex_lock(&sv->mu);
+    sv->parse_slots_free++;
+    pthread_cond_signal(&sv->parse_cv);
+    pthread_mutex_unlock(&sv->mu);
     if (status) {
         serve_job_release(sv, job);
         return respond_error(c, (unsigned)status, msg, status == 500 ? "server_error" : "invalid_request_error", param,
@@ -206,9 +328,10 @@ static enum MHD_Result generate(serve *sv, struct MHD_Connection *c, conn_ctx *c
         return ok;
     }
     pthread_mutex_lock(&sv->mu);
+    uint64_t last_probe_ns = 0;
     while (job->state != JOB_DONE) {
         cond_wait_ms(&sv->job_cv, &sv->mu, 200);
-        if (job->state != JOB_DONE && !job->cancelled && peer_gone(job->conn_fd)) {
+        if (job->state != JOB_DONE && !job->cancelled && nonstream_client_gone(job->conn_fd, cx->http11, &last_probe_ns)) {
             job->cancelled = 1;
             __atomic_store_n(&job->halt, 1, __ATOMIC_RELAXED);   /* read by the engine thread */
         }
@@ -239,6 +362,7 @@ static int key_ok(serve *sv, struct MHD_Connection *c)
 static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *url, const char *method, conn_ctx *cx)
 {
     const int get = !strcmp(method, "GET"), post = !strcmp(method, "POST");
+    watch_mark(c, 0);                         /* the request is in: no deadline while it is answered */
     if (!strcmp(url, "/health")) {
         if (!get) return respond_error(c, 405, "use GET", "invalid_request_error", NULL, NULL, NULL);
         return respond(c, 200, "application/json", "{\"status\":\"ok\"}", NULL);
@@ -246,6 +370,9 @@ static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *ur
     if (!key_ok(sv, c))
         return respond_error(c, 401, "Incorrect API key provided (send it as 'Authorization: Bearer KEY')",
                              "invalid_request_error", NULL, "invalid_api_key", NULL);
+    if (cx->too_busy)
+        return respond_error(c, 429, "the server is busy: too many request bodies are arriving at once; retry later",
+                             "rate_limit_error", NULL, "busy", "1");
     if (cx->too_big) {
         char m[128];
         snprintf(m, sizeof m, "the request body exceeds %zu bytes", sv->max_body_bytes);
@@ -280,13 +407,13 @@ static enum MHD_Result route(serve *sv, struct MHD_Connection *c, const char *ur
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
-    (void)version;
     serve *sv = cls;
     conn_ctx *cx = *con_cls;
     if (!cx) {
         cx = calloc(1, sizeof *cx);
         if (!cx) return MHD_NO;
         *con_cls = cx;
+        cx->http11 = version && !strcmp(version, "HTTP/1.1");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > sv->max_body_bytes) cx->too_big = 1;
         return MHD_YES;
@@ -298,7 +425,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             cx->body = NULL;
             cx->len = cx->cap = 0;
         }
-        if (!cx->too_big) {
+        if (!cx->too_big && !cx->too_busy) {   /* the bodies of all connections share one cap */
+            pthread_mutex_lock(&sv->mu);
+            if (sv->body_bytes_in_flight + *upload_size > sv->body_bytes_cap) cx->too_busy = 1;
+            else { sv->body_bytes_in_flight += *upload_size; cx->reserved += *upload_size; }
+            pthread_mutex_unlock(&sv->mu);
+            if (cx->too_busy) {
+                free(cx->body);
+                cx->body = NULL;
+                cx->len = cx->cap = 0;
+            }
+        }
+        if (!cx->too_big && !cx->too_busy) {
             if (text_append(&cx->body, &cx->len, &cx->cap, upload, *upload_size)) return MHD_NO;
         }
         *upload_size = 0;
@@ -309,19 +447,23 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
-    (void)c;
     (void)toe;
+    serve *sv = cls;
     conn_ctx *cx = *con_cls;
     if (cx) {
+        pthread_mutex_lock(&sv->mu);
+        sv->body_bytes_in_flight -= cx->reserved;
+        pthread_mutex_unlock(&sv->mu);
         free(cx->body);
         free(cx);
     }
     *con_cls = NULL;
+    watch_mark(c, 1);                         /* keep-alive: the next request has its own deadline */
 }
 
 int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t *stop, k3_error *err)
 {
+    for (int i = 0; i < WATCH_SLOTS; i++) watch[i].fd = -1;
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
     char port_s[16];
     snprintf(port_s, sizeof port_s, "%d", port);
@@ -332,9 +474,12 @@ int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t 
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, (uint16_t)port, NULL, NULL, on_request, sv, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_CONNECTION_LIMIT, (unsigned)(sv->queue_max + 32),
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, sv,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, sv->per_address_limit, MHD_OPTION_NOTIFY_CONNECTION, on_connection, sv,
+        MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) return k3_err(err, "cannot listen on %s port %d (in use, or not an address of this machine)", host, port);
+    int watching = pthread_create(&watch_thread, NULL, watchdog_main, sv) == 0;
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     int bound = di ? di->port : port;
     fprintf(stderr, "k3 serve: listening on http://%s%s%s:%d (model '%s', context %d, queue %d%s)\n",
@@ -344,6 +489,8 @@ int serve_http_run(serve *sv, const char *host, int port, volatile sig_atomic_t 
     while (!*stop) usleep(100 * 1000);
     fprintf(stderr, "k3 serve: shutting down\n");
     serve_engine_stop(sv);   /* wakes every waiting connection */
+    __atomic_store_n(&watch_stop, 1, __ATOMIC_RELAXED);
+    if (watching) pthread_join(watch_thread, NULL);
     MHD_stop_daemon(d);
     return 0;
 }

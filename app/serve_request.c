@@ -4,7 +4,14 @@
  * Every field of a request is looked at: a known field of the wrong type or
  * out of range, an unknown field, or a feature k3 does not implement
  * (n > 1, logprobs, penalties, tools, images) is a 400 that names the field,
- * so a client never silently gets something other than what it asked for. */
+ * so a client never silently gets something other than what it asked for.
+ * What real clients send that changes nothing (tools: [], tool_choice none,
+ * parallel_tool_calls, response_format text, logprobs false, penalties 0,
+ * store, metadata) is accepted.
+ *
+ * Bounded before the parse: a body with more JSON containers than a chat
+ * of MAX_MESSAGES messages can hold is refused before jansson builds it
+ * (a 1 MB body of {} would otherwise be 77 MB of objects, measured). */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -14,7 +21,12 @@
 #include "serve.h"
 #include "k3_util.h"
 
-#define MAX_MESSAGES 4096
+#define MAX_MESSAGES 4096   /* SERVE_MAX_CONTAINERS (serve.h) allows 4 containers a message */
+
+size_t serve_request_reserve_bytes(size_t max_body_bytes)
+{
+    return SERVE_BODIES_IN_FLIGHT * max_body_bytes + SERVE_PARSE_SLOTS * (3 * max_body_bytes + SERVE_MAX_CONTAINERS * 512u);
+}
 
 /* Fill msg/param and return the HTTP status, so callers `return bad(...)`. */
 static int bad(int status, char *msg, size_t msglen, char *param, size_t paramlen, const char *field,
@@ -123,6 +135,24 @@ static int common_field(serve *sv, const char *key, json_t *v, serve_job *job, l
         if (get_number(v, 0, 0, &d, &set)) return BAD(400, key, "'%s' is not supported (only 0)", key);
     } else if (!strcmp(key, "logprobs")) {
         if (!json_is_null(v) && !json_is_false(v)) return BAD(400, key, "'logprobs' is not supported");
+    } else if (!strcmp(key, "top_logprobs")) {
+        if (get_integer(v, 0, 0, &x, &set)) return BAD(400, key, "'top_logprobs' is not supported (only 0)");
+    } else if (!strcmp(key, "tools") || !strcmp(key, "functions")) {   /* no tools offered: nothing changes */
+        if (!json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
+            return BAD(400, key, "'%s' is not supported: this server cannot call tools (send none, or an empty list)", key);
+    } else if (!strcmp(key, "tool_choice") || !strcmp(key, "function_call")) {
+        const char *c = json_string_value(v);
+        if (!json_is_null(v) && !(c && (!strcmp(c, "none") || !strcmp(c, "auto"))))
+            return BAD(400, key, "'%s' must be \"none\" or \"auto\": this server cannot call tools", key);
+    } else if (!strcmp(key, "parallel_tool_calls") || !strcmp(key, "store")) {
+        if (!json_is_boolean(v) && !json_is_null(v)) return BAD(400, key, "'%s' must be a boolean", key);
+    } else if (!strcmp(key, "metadata")) {
+        if (!json_is_object(v) && !json_is_null(v)) return BAD(400, key, "'metadata' must be an object");
+    } else if (!strcmp(key, "response_format")) {
+        const char *type = json_string_value(json_object_get(v, "type"));
+        if (!json_is_null(v) && !(type && !strcmp(type, "text")))
+            return BAD(400, key, "'response_format' type '%.40s' is not supported (only \"text\": no JSON mode or "
+                                 "schema here)", type ? type : "?");
     } else {
         return 1;
     }
@@ -182,8 +212,32 @@ static int content_text(json_t *c, char **out, char *msg, size_t msglen, char *p
     return 0;
 }
 
+/* JSON containers ({ and [) outside strings, counted before any parse. */
+static size_t count_containers(const char *body, size_t len)
+{
+    size_t n = 0;
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = body[i];
+        if (in_string) {
+            if (c == '\\') i++;
+            else if (c == '"') in_string = 0;
+        } else if (c == '"') {
+            in_string = 1;
+        } else if (c == '{' || c == '[') {
+            n++;
+        }
+    }
+    return n;
+}
+
 static json_t *load_object(const char *body, size_t len, char *msg, size_t msglen, char *param, size_t paramlen, int *status)
 {
+    if (count_containers(body, len) > SERVE_MAX_CONTAINERS) {
+        *status = BAD(400, NULL, "the request has more than %d JSON objects and arrays (at most %d messages of a few "
+                                 "parts each)", SERVE_MAX_CONTAINERS, MAX_MESSAGES);
+        return NULL;
+    }
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
@@ -234,8 +288,10 @@ int serve_parse_chat(serve *sv, const char *body, size_t len, serve_job *job, ch
             status = BAD(400, "messages", "messages[%zu].role '%.40s' is not one of system, developer, user, assistant, tool", i, r);
             break;
         }
-        json_object_foreach(m, key, v)
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name")) {
+        json_object_foreach(m, key, v)   /* a vLLM client sends an answer's reasoning back: not rendered */
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
+                !((!strcmp(key, "reasoning_content") || !strcmp(key, "reasoning")) && (json_is_string(v) || json_is_null(v))) &&
+                !(!strcmp(key, "tool_calls") && (json_is_null(v) || (json_is_array(v) && !json_array_size(v))))) {
                 status = BAD(400, "messages", "messages[%zu]: unsupported field '%.60s'", i, key);
                 break;
             }

@@ -404,6 +404,7 @@ static const chat_command commands[] = {
     {"raw", "", "answers as raw text / rendered markdown (toggle)", 0, chat_cmd_raw},
     {"save", "", "ollama's: names its k3 equivalents (/rename, /export)", 0, cmd_ollama_save},
     {"load", "", "ollama's: names its k3 equivalents (k3 chat MODEL, /resume)", 0, cmd_ollama_load},
+    {"reasoning", "", "a thinking model's reasoning shown whole / collapsed to one line (toggle)", 0, chat_cmd_reasoning},
 };
 
 const chat_command *chat_commands(size_t *n)

@@ -31,6 +31,7 @@ typedef enum chat_action {
     CHAT_ACT_UNDO,       /* run conversation_undo, then redraw the transcript */
     CHAT_ACT_EDIT,       /* put chat_cmd_ctx.edit_text in the input line; send it with conversation_edit */
     CHAT_ACT_RAW,        /* /raw: answers as raw text or rendered markdown (toggle) */
+    CHAT_ACT_REASONING,  /* /reasoning: a thinking model's reasoning shown whole or collapsed (toggle) */
 } chat_action;
 
 typedef enum chat_say_kind { CHAT_SAY_NOTICE, CHAT_SAY_ERROR } chat_say_kind;
@@ -78,6 +79,7 @@ chat_action chat_cmd_show(chat_cmd_ctx *x, const char *args);
 chat_action chat_cmd_copy(chat_cmd_ctx *x, const char *args);
 chat_action chat_cmd_rename(chat_cmd_ctx *x, const char *args);
 chat_action chat_cmd_raw(chat_cmd_ctx *x, const char *args);
+chat_action chat_cmd_reasoning(chat_cmd_ctx *x, const char *args);
 /* /set's arguments as key=value pairs: ollama's "parameter NAME VALUE"
  * becomes "NAME=VALUE", the rest is copied. -1 on a malformed "parameter". */
 int chat_set_spelling(const char *args, char *buf, size_t cap);

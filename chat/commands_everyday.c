@@ -144,6 +144,15 @@ chat_action chat_cmd_raw(chat_cmd_ctx *x, const char *args)
     return CHAT_ACT_RAW;
 }
 
+/* /reasoning: the front end shows a thinking model's reasoning whole or
+ * collapsed to its first line. */
+chat_action chat_cmd_reasoning(chat_cmd_ctx *x, const char *args)
+{
+    (void)x;
+    (void)args;
+    return CHAT_ACT_REASONING;
+}
+
 int chat_set_spelling(const char *args, char *buf, size_t cap)
 {
     if (strncmp(args, "parameter ", 10)) {

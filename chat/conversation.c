@@ -36,6 +36,9 @@ struct conversation {
     remote *remote;              /* an OpenAI-compatible server instead of model/session (remote turns below) */
     char remote_model[256];
     int remote_timeout_s, remote_retries;
+    int remote_sampling_given;   /* options.h's bits of what the user typed */
+    k3_sampler remote_sampling_start;   /* the sampling at creation: a /set change from it is sent too */
+    conversation_text_fn on_reasoning;
 };
 
 static int remote_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
@@ -44,7 +47,8 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
 void turn_result_free(turn_result *r)
 {
     free(r->text);
-    r->text = NULL;
+    free(r->reasoning);
+    r->text = r->reasoning = NULL;
 }
 
 conversation *conversation_create(k3_model *m, history *db, const char *model_dir,
@@ -760,8 +764,39 @@ conversation *conversation_create_remote(remote *r, const char *model_name, hist
     c->max_new = max_new;
     c->remote_timeout_s = timeout_s;
     c->remote_retries = max_retries;
+    c->remote_sampling_start = c->sampler;
     if (!c->model_dir) { free(c); k3_err(err, "out of memory"); return NULL; }
     return c;
+}
+
+void conversation_set_remote_sampling_given(conversation *c, int given) { c->remote_sampling_given = given; }
+void conversation_set_reasoning_fn(conversation *c, conversation_text_fn on_reasoning) { c->on_reasoning = on_reasoning; }
+
+/* The request's sampling: a parameter goes out only when the user typed it
+ * or changed it since (/set, a resumed conversation's stored setting). */
+static remote_params remote_sampling(const conversation *c)
+{
+    const k3_sampler *now = &c->sampler, *start = &c->remote_sampling_start;
+    const int given = c->remote_sampling_given;
+    remote_params p = {.temperature = -1, .top_p = 0, .seed = -1, .max_tokens = c->max_new,
+                       .timeout_s = c->remote_timeout_s, .max_retries = c->remote_retries};
+    if ((given & 1) || now->temperature != start->temperature) p.temperature = now->temperature;
+    if ((given & 4) || now->top_p != start->top_p) p.top_p = now->top_p;
+    if ((given & 16) || now->seed != start->seed) p.seed = (long long)now->seed;
+    return p;
+}
+
+/* What an answer records as its sampling: the parameters that went to the
+ * server, no more ({} = the server's own defaults), as typed. */
+static char *sent_sampling_json(const remote_params *p)
+{
+    json_t *o = json_object();
+    if (p->temperature >= 0) json_object_set_new(o, "temperature", json_real(remote_float_decimal((float)p->temperature)));
+    if (p->top_p > 0 && p->top_p < 1) json_object_set_new(o, "top_p", json_real(remote_float_decimal((float)p->top_p)));
+    if (p->seed >= 0) json_object_set_new(o, "seed", json_integer(p->seed));
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    return text;
 }
 
 remote *conversation_remote(conversation *c) { return c->remote; }
@@ -779,6 +814,8 @@ typedef struct remote_sink {
     int64_t message_id;          /* the in-progress row, or -1 when it could not be written */
     char *text;                  /* the answer so far */
     size_t len, cap;
+    char *reasoning;             /* the reasoning so far */
+    size_t reasoning_len, reasoning_cap;
     int pieces, saved_pieces;
     double last_save_s;
     const char *sampling;
@@ -791,6 +828,7 @@ static void remote_save_partial(remote_sink *rs)
     pm.generated_tokens = rs->pieces;
     pm.sampling_json = (char *)rs->sampling;
     pm.in_progress = 1;
+    pm.reasoning = rs->reasoning;
     history_error herr;
     if (history_msg_update(rs->c->db, rs->message_id, &pm, &herr) && rs->saved_pieces >= 0)
         fprintf(stderr, "k3: warning: the answer so far was not saved: %s\n", herr.msg);
@@ -804,6 +842,18 @@ static void remote_text(void *user, const char *text, size_t len)
     if (rs->on_text) rs->on_text(rs->user, text, len);
     if (rs->message_id < 0) return;
     if (text_append(&rs->text, &rs->len, &rs->cap, text, len)) return;
+    rs->pieces++;
+    if (rs->pieces - rs->saved_pieces >= SAVE_EVERY_TOKENS || k3_now_ns() / 1e9 - rs->last_save_s >= SAVE_EVERY_S)
+        remote_save_partial(rs);
+}
+
+/* A piece of reasoning: shown by the front end, kept beside the answer. */
+static void remote_reasoning(void *user, const char *text, size_t len)
+{
+    remote_sink *rs = user;
+    if (rs->c->on_reasoning) rs->c->on_reasoning(rs->user, text, len);
+    if (rs->message_id < 0) return;
+    if (text_append(&rs->reasoning, &rs->reasoning_len, &rs->reasoning_cap, text, len)) return;
     rs->pieces++;
     if (rs->pieces - rs->saved_pieces >= SAVE_EVERY_TOKENS || k3_now_ns() / 1e9 - rs->last_save_s >= SAVE_EVERY_S)
         remote_save_partial(rs);
@@ -841,10 +891,9 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
         return k3_err(err, "%s", herr.msg);
     }
     r->turn = ++c->turn;
-    remote_params p = {.temperature = c->sampler.temperature, .top_p = c->sampler.top_p,
-                       .seed = (long long)c->sampler.seed, .max_tokens = c->max_new,
-                       .timeout_s = c->remote_timeout_s, .max_retries = c->remote_retries};
-    char *answer_sampling = sampling_json(&c->sampler);
+    remote_params p = remote_sampling(c);
+    p.on_reasoning = remote_reasoning;
+    char *answer_sampling = sent_sampling_json(&p);
     remote_sink sink = {.on_text = on_text, .user = user, .c = c, .sampling = answer_sampling,
                         .last_save_s = k3_now_ns() / 1e9};
     history_message pm = history_message_make("assistant", "", HISTORY_INTERRUPTED);
@@ -880,6 +929,10 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     if (rc) snprintf(r->error_msg, sizeof r->error_msg, "%s", rerr.msg);
     r->text = res.text;
     res.text = NULL;
+    if (res.reasoning_len) { r->reasoning = res.reasoning; res.reasoning = NULL; }
+    r->length_in_reasoning = res.length_in_reasoning;
+    r->length_limit = !strcmp(res.finish_reason, "length");
+    remote_result_free(&res);
     history_status st = rc ? HISTORY_ERROR : res.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;
     r->status = history_status_name(st);
     history_message am = history_message_make("assistant", r->text, st);
@@ -893,10 +946,12 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     am.engine_stats_json = stats ? json_dumps(stats, JSON_COMPACT) : NULL;
     json_decref(stats);
     am.sampling_json = answer_sampling;
+    am.reasoning = r->reasoning;
     int failed = history_msg_update(c->db, sink.message_id, &am, &herr);   /* in_progress = 0: the answer ended */
     free(am.engine_stats_json);
     free(answer_sampling);
     free(sink.text);
+    free(sink.reasoning);
     if (failed) return k3_err(err, "%s", herr.msg);
     return 0;
 }

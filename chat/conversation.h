@@ -29,6 +29,8 @@ typedef struct turn_result {
     int cached_tokens;           /* prompt tokens the server reused (-1 if it does not say) */
     double itl_p50_ms, itl_p90_ms, net_bytes_s;
     int retries;                 /* 429s retried */
+    char *reasoning;             /* a thinking model's reasoning (malloc'd, NULL when none; freed by turn_result_free) */
+    int length_in_reasoning;     /* the -n budget ran out while the model was still reasoning: no answer */
     char error_msg[512];         /* why the turn failed (r->error), the conversation intact */
 } turn_result;
 
@@ -54,6 +56,13 @@ void conversation_free(conversation *c);
 typedef struct remote remote;
 conversation *conversation_create_remote(remote *r, const char *model_name, history *db, const k3_sampler *sampler,
                                          int max_new, int timeout_s, int max_retries, k3_error *err);
+/* Which sampling parameters the user set on the command line (options.h's
+ * bits: temp 1, top-p 4, seed 16): only those, and values changed since
+ * with /set, are sent to the server; the rest are the server's defaults. */
+void conversation_set_remote_sampling_given(conversation *c, int given);
+/* Called with each piece of a thinking model's reasoning as it streams
+ * (the same user pointer as the turn's text callback); NULL = not shown. */
+void conversation_set_reasoning_fn(conversation *c, conversation_text_fn on_reasoning);
 /* The server, or NULL for a local model. */
 remote *conversation_remote(conversation *c);
 const char *conversation_remote_model(const conversation *c);

@@ -73,19 +73,25 @@ uint64_t remote_bytes_in(const remote *r) { return __atomic_load_n(&r->bytes_in,
 void remote_result_free(remote_result *r)
 {
     free(r->text);
-    r->text = NULL;
+    free(r->reasoning);
+    r->text = r->reasoning = NULL;
 }
 
 /* ---- plumbing shared by every request ---------------------------------- */
 
 typedef struct buf {
     char *s;
-    size_t len, cap, max;
+    size_t len, cap, max;        /* max 0 = unbounded */
+    int over;                    /* more than max arrived: the rest was dropped */
 } buf;
 
+/* Append, keeping at most max bytes (over says some were dropped). */
 static int buf_add(buf *b, const char *p, size_t n)
 {
-    if (b->max && b->len + n > b->max) n = b->len < b->max ? b->max - b->len : 0;
+    if (b->max && b->len + n > b->max) {
+        n = b->len < b->max ? b->max - b->len : 0;
+        b->over = 1;
+    }
     return text_append(&b->s, &b->len, &b->cap, p, n);
 }
 
@@ -169,9 +175,11 @@ static CURL *easy_for(const remote *r, const char *path, struct curl_slist **hdr
     return c;
 }
 
+/* A whole response body, refused (the transfer aborted) past its bound. */
 static size_t collect(char *p, size_t sz, size_t n, void *u)
 {
-    return buf_add(u, p, sz * n) ? 0 : sz * n;
+    buf *b = u;
+    return buf_add(b, p, sz * n) || b->over ? 0 : sz * n;
 }
 
 /* GET path into a buffer; 0, or -1 with err. */
@@ -189,6 +197,7 @@ static int get_text(remote *r, const char *path, int timeout_s, buf *out, long *
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, status);
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
+    if (out->over) return k3_err(err, "%s%s: the response is larger than %zu bytes: refused", r->url, path, out->max);
     if (rc != CURLE_OK) {
         transport_error(r, rc, errbuf, timeout_s, err);
         return -1;
@@ -198,7 +207,7 @@ static int get_text(remote *r, const char *path, int timeout_s, buf *out, long *
 
 int remote_pick_model(remote *r, const char *want, char *out, size_t outlen, k3_error *err)
 {
-    buf b = {0};
+    buf b = {.max = REMOTE_MODELS_MAX_BYTES};
     long status = 0;
     if (get_text(r, "/v1/models", 30, &b, &status, err)) { free(b.s); return -1; }
     if (status != 200) {
@@ -260,14 +269,81 @@ typedef struct stream {
     remote_text_fn on_text;
     void *user;
     volatile sig_atomic_t *interrupt_flag;
-    buf line, text, errbody;
+    const remote_params *p;
+    remote_notice_fn on_notice;
+    buf line, text, reasoning, errbody;
     int done, malformed, server_error;
+    int stopped;                 /* k3 stopped reading (max_tokens reached): not a failure */
     char problem[400];
     uint64_t t0_ns, first_ns, last_ns;
     double *gaps;
     int n_gaps, cap_gaps;
     char retry_after[32];
 } stream;
+
+/* The stream's pieces are bounded: past max_tokens pieces (the server
+ * ignored max_tokens) or REMOTE_ANSWER_MAX_BYTES k3 stops reading and keeps
+ * what arrived. */
+static int over_bounds(stream *s)
+{
+    const int max_tokens = s->p->max_tokens;
+    if (max_tokens > 0 && s->out->n_chunks + s->out->n_reasoning_chunks >= max_tokens) {
+        s->out->stopped_at_max_tokens = 1;
+        snprintf(s->out->finish_reason, sizeof s->out->finish_reason, "length");
+        return 1;
+    }
+    if (s->text.len + s->reasoning.len >= REMOTE_ANSWER_MAX_BYTES) {
+        s->malformed = 1;
+        snprintf(s->problem, sizeof s->problem, "the answer is larger than %u MiB: stopped (what arrived is kept)",
+                 REMOTE_ANSWER_MAX_BYTES >> 20);
+        return 1;
+    }
+    return 0;
+}
+
+/* One piece of answer (is_reasoning 0) or reasoning (1): timed (the first
+ * of either is the TTFT), kept, handed on. */
+static void take_piece(stream *s, json_t *value, int is_reasoning)
+{
+    if (s->done || s->malformed) return;
+    if (over_bounds(s)) { s->stopped = s->done = !s->malformed; return; }
+    const char *piece = json_string_value(value);
+    size_t n = json_string_length(value);
+    char *clean = NULL;
+    if (n && memchr(piece, 0, n)) {   /* a U+0000 in the answer: shown and stored as U+FFFD */
+        clean = malloc(n * 3 + 1);
+        size_t k = 0;
+        for (size_t i = 0; clean && i < n; i++) {
+            if (piece[i]) clean[k++] = piece[i];
+            else { memcpy(clean + k, "\xef\xbf\xbd", 3); k += 3; }
+        }
+        if (clean) { clean[k] = 0; piece = clean; n = k; }
+        else n = 0;
+    }
+    if (n) {
+        uint64_t now = k3_now_ns();
+        if (!s->first_ns) s->first_ns = now;
+        else {
+            if (s->n_gaps == s->cap_gaps) {
+                int cap = s->cap_gaps ? s->cap_gaps * 2 : 256;
+                double *g = realloc(s->gaps, (size_t)cap * sizeof *g);
+                if (g) { s->gaps = g; s->cap_gaps = cap; }
+            }
+            if (s->n_gaps < s->cap_gaps) s->gaps[s->n_gaps++] = (now - s->last_ns) * 1e-6;
+        }
+        s->last_ns = now;
+        if (is_reasoning) {
+            buf_add(&s->reasoning, piece, n);
+            s->out->n_reasoning_chunks++;
+            if (s->p->on_reasoning) s->p->on_reasoning(s->user, piece, n);
+        } else {
+            buf_add(&s->text, piece, n);
+            s->out->n_chunks++;
+            if (s->on_text) s->on_text(s->user, piece, n);
+        }
+    }
+    free(clean);
+}
 
 static void on_event(stream *s, const char *data)
 {
@@ -293,38 +369,20 @@ static void on_event(stream *s, const char *data)
         return;
     }
     json_t *ch = json_array_get(json_object_get(j, "choices"), 0);
-    json_t *content = json_object_get(json_object_get(ch, "delta"), "content");
+    json_t *delta = json_object_get(ch, "delta");
+    /* reasoning first: vLLM >= 0.10 "reasoning", older vLLM, SGLang and
+     * llama-server "reasoning_content" (a chunk may carry both names) */
+    json_t *thought = json_object_get(delta, "reasoning");
+    if (!json_is_string(thought) || !json_string_length(thought)) thought = json_object_get(delta, "reasoning_content");
+    if (json_is_string(thought) && json_string_length(thought)) take_piece(s, thought, 1);
+    json_t *calls = json_object_get(delta, "tool_calls");
+    if (json_is_array(calls) && json_array_size(calls) && !s->out->tool_call[0]) {
+        const char *name = json_string_value(json_object_get(json_object_get(json_array_get(calls, 0), "function"), "name"));
+        snprintf(s->out->tool_call, sizeof s->out->tool_call, "%s", name && *name ? name : "(unnamed)");
+    }
+    json_t *content = json_object_get(delta, "content");
     if (!json_is_string(content)) content = json_object_get(ch, "text");
-    const char *piece = json_string_value(content);
-    size_t n = piece ? json_string_length(content) : 0;
-    char *clean = NULL;
-    if (n && memchr(piece, 0, n)) {   /* a U+0000 in the answer: shown and stored as U+FFFD */
-        clean = malloc(n * 3 + 1);
-        size_t k = 0;
-        for (size_t i = 0; clean && i < n; i++) {
-            if (piece[i]) clean[k++] = piece[i];
-            else { memcpy(clean + k, "\xef\xbf\xbd", 3); k += 3; }
-        }
-        if (clean) { clean[k] = 0; piece = clean; n = k; }
-        else n = 0;
-    }
-    if (n) {
-        uint64_t now = k3_now_ns();
-        if (!s->first_ns) s->first_ns = now;
-        else {
-            if (s->n_gaps == s->cap_gaps) {
-                int cap = s->cap_gaps ? s->cap_gaps * 2 : 256;
-                double *g = realloc(s->gaps, (size_t)cap * sizeof *g);
-                if (g) { s->gaps = g; s->cap_gaps = cap; }
-            }
-            if (s->n_gaps < s->cap_gaps) s->gaps[s->n_gaps++] = (now - s->last_ns) * 1e-6;
-        }
-        s->last_ns = now;
-        buf_add(&s->text, piece, n);
-        s->out->n_chunks++;
-        if (s->on_text) s->on_text(s->user, piece, n);
-    }
-    free(clean);
+    if (json_is_string(content) && json_string_length(content)) take_piece(s, content, 0);
     const char *fr = json_string_value(json_object_get(ch, "finish_reason"));
     if (fr) snprintf(s->out->finish_reason, sizeof s->out->finish_reason, "%s", fr);
     json_t *u = json_object_get(j, "usage");
@@ -334,6 +392,12 @@ static void on_event(stream *s, const char *data)
         if (json_is_integer(pt)) s->out->prompt_tokens = (int)json_integer_value(pt);
         if (json_is_integer(ct)) s->out->completion_tokens = (int)json_integer_value(ct);
         if (json_is_integer(cached)) s->out->cached_tokens = (int)json_integer_value(cached);
+    }
+    /* llama-server's own decode rate (tools/server/server.cpp, "timings") */
+    json_t *pps = json_object_get(json_object_get(j, "timings"), "predicted_per_second");
+    if (json_is_number(pps) && json_number_value(pps) > 0) {
+        s->out->tok_s = json_number_value(pps);
+        s->out->tok_s_from_server = 1;
     }
     json_decref(j);
 }
@@ -359,7 +423,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *u)
     long status = 0;
     curl_easy_getinfo(s->c, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) return buf_add(&s->errbody, p, n) ? 0 : n;
-    for (size_t i = 0; i < n && !s->malformed && !s->server_error; i++) {
+    for (size_t i = 0; i < n && !s->malformed && !s->server_error && !s->stopped; i++) {
         if (p[i] != '\n') {
             if (s->line.len > (4u << 20)) {
                 s->malformed = 1;
@@ -373,7 +437,7 @@ static size_t on_body(char *p, size_t sz, size_t nm, void *u)
         s->line.len = 0;
         if (s->line.s) s->line.s[0] = 0;
     }
-    return s->malformed || s->server_error ? 0 : n;
+    return s->malformed || s->server_error || s->stopped ? 0 : n;
 }
 
 static size_t on_header(char *p, size_t sz, size_t nm, void *u)
@@ -403,18 +467,39 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static char *request_body(const char *model, const k3_chat_msg *msgs, int n_msgs, const remote_params *p)
+/* See remote.h: the fewest significant digits (1 to 9) that read back as
+ * the same float, so the server gets what was typed. */
+double remote_float_decimal(float v)
 {
-    json_t *arr = json_array();
-    for (int i = 0; i < n_msgs; i++)
-        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
-    json_t *j = json_pack("{s:s, s:o, s:b, s:{s:b}, s:f}", "model", model, "messages", arr, "stream", 1,
-                          "stream_options", "include_usage", 1, "temperature", p->temperature);
+    char text[32];
+    for (int digits = 1; digits <= 9; digits++) {
+        snprintf(text, sizeof text, "%.*g", digits, (double)v);
+        double d = strtod(text, NULL);
+        if ((float)d == v) return d;
+    }
+    return (double)v;
+}
+
+/* The request: a chat (msgs) or a raw completion (prompt), streamed, with
+ * only the sampling the user set. */
+static char *request_body(const char *model, const k3_chat_msg *msgs, int n_msgs, const char *prompt,
+                          const remote_params *p)
+{
+    json_t *j = json_pack("{s:s, s:b, s:{s:b}}", "model", model, "stream", 1, "stream_options", "include_usage", 1);
     if (!j) return NULL;
-    if (p->top_p > 0 && p->top_p < 1) json_object_set_new(j, "top_p", json_real(p->top_p));
+    if (prompt) {
+        json_object_set_new(j, "prompt", json_string(prompt));
+    } else {
+        json_t *arr = json_array();
+        for (int i = 0; i < n_msgs; i++)
+            json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+        json_object_set_new(j, "messages", arr);
+    }
+    if (p->temperature >= 0) json_object_set_new(j, "temperature", json_real(remote_float_decimal((float)p->temperature)));
+    if (p->top_p > 0 && p->top_p < 1) json_object_set_new(j, "top_p", json_real(remote_float_decimal((float)p->top_p)));
     if (p->seed >= 0) json_object_set_new(j, "seed", json_integer(p->seed));
     if (p->max_tokens > 0) json_object_set_new(j, "max_tokens", json_integer(p->max_tokens));
-    char *s = json_dumps(j, JSON_COMPACT);
+    char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(j);
     return s;
 }
@@ -429,23 +514,38 @@ static int nap(int seconds, volatile sig_atomic_t *flag)
     return flag && __atomic_load_n(flag, __ATOMIC_RELAXED);
 }
 
-int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msgs, const remote_params *p,
-                volatile sig_atomic_t *interrupt_flag, remote_text_fn on_text, remote_notice_fn on_notice,
-                void *user, remote_result *out, k3_error *err)
+/* The decode rate, or 0 when it cannot be measured: the server's own
+ * figure when it gave one; else the tokens after the first piece over the
+ * time they took, only when they came as 3 or more pieces over 1 ms or
+ * more (an answer in one or two chunks has no rate to see). */
+static double measured_tok_s(const remote_result *out, uint64_t first_ns, uint64_t last_ns)
+{
+    if (out->tok_s_from_server) return out->tok_s;
+    const int pieces = out->n_chunks + out->n_reasoning_chunks;
+    const double span_s = (last_ns - first_ns) * 1e-9;
+    if (pieces < 3 || span_s < 0.001) return 0;
+    const int tokens = out->completion_tokens > 0 ? out->completion_tokens : pieces;
+    return tokens * (double)(pieces - 1) / pieces / span_s;
+}
+
+/* Both kinds of request: POST path with body, streamed into out. */
+static int stream_request(remote *r, const char *path, char *body, const remote_params *p,
+                          volatile sig_atomic_t *interrupt_flag, remote_text_fn on_text, remote_notice_fn on_notice,
+                          void *user, remote_result *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);
     out->prompt_tokens = out->completion_tokens = out->cached_tokens = -1;
     const int timeout_s = p->timeout_s > 0 ? p->timeout_s : 120;
     const int max_retries = p->max_retries >= 0 ? p->max_retries : 3;
-    char *body = request_body(model, msgs, n_msgs, p);
-    if (!body) { out->failed = 1; out->text = strdup(""); return k3_err(err, "out of memory"); }
-    stream s = {.r = r, .out = out, .on_text = on_text, .user = user, .interrupt_flag = interrupt_flag};
+    if (!body) { out->failed = 1; out->text = strdup(""); out->reasoning = strdup(""); return k3_err(err, "out of memory"); }
+    stream s = {.r = r, .out = out, .on_text = on_text, .user = user, .interrupt_flag = interrupt_flag, .p = p,
+                .on_notice = on_notice};
     int rc = 0;
     const uint64_t t_start = k3_now_ns();
     for (int attempt = 0;; attempt++) {
         char errbuf[CURL_ERROR_SIZE];
         struct curl_slist *hdrs;
-        s.c = easy_for(r, "/v1/chat/completions", &hdrs, errbuf, timeout_s);
+        s.c = easy_for(r, path, &hdrs, errbuf, timeout_s);
         if (!s.c) { rc = k3_err(err, "out of memory"); break; }
         hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
         hdrs = curl_slist_append(hdrs, "Accept: text/event-stream");
@@ -469,6 +569,7 @@ int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msg
         curl_slist_free_all(hdrs);
         out->http_status = (int)status;
         if (cc == CURLE_ABORTED_BY_CALLBACK) { out->interrupted = 1; break; }
+        if (s.stopped) break;        /* max_tokens pieces arrived: the answer is complete as asked */
         if (s.malformed || s.server_error) { rc = k3_err(err, "%s: %s", r->url, s.problem); break; }
         if (cc != CURLE_OK && status == 200 && s.first_ns) {
             rc = k3_err(err, "%s: the stream was cut mid-answer (%d pieces received): %s", r->url, out->n_chunks,
@@ -509,10 +610,24 @@ int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msg
     out->failed = rc != 0;
     out->text = s.text.s ? s.text.s : strdup("");
     out->len = s.text.len;
+    out->reasoning = s.reasoning.s ? s.reasoning.s : strdup("");
+    out->reasoning_len = s.reasoning.len;
+    if (!strcmp(out->finish_reason, "length") && !out->n_chunks && out->n_reasoning_chunks) out->length_in_reasoning = 1;
+    if (out->stopped_at_max_tokens && on_notice) {
+        char note[1200];
+        snprintf(note, sizeof note, "%s: the server sent more than max_tokens %d pieces: stopped reading there", r->url,
+                 p->max_tokens);
+        on_notice(user, note);
+    }
+    if (out->tool_call[0] && on_notice) {
+        char note[1400];
+        snprintf(note, sizeof note, "%s: the model asked to call the tool '%s', but k3 offers no tools: %s", r->url,
+                 out->tool_call, out->n_chunks ? "only its text is shown" : "there is no answer text");
+        on_notice(user, note);
+    }
     out->total_ms = (t_end - t_start) * 1e-6;
     out->ttft_ms = s.first_ns ? (s.first_ns - s.t0_ns) * 1e-6 : 0;
-    int n_tok = out->completion_tokens > 0 ? out->completion_tokens : out->n_chunks;
-    if (s.first_ns && s.last_ns > s.first_ns && n_tok > 1) out->tok_s = (n_tok - 1) / ((s.last_ns - s.first_ns) * 1e-9);
+    out->tok_s = s.first_ns ? measured_tok_s(out, s.first_ns, s.last_ns) : out->tok_s_from_server ? out->tok_s : 0;
     if (s.n_gaps) {
         qsort(s.gaps, (size_t)s.n_gaps, sizeof *s.gaps, cmp_double);
         out->itl_p50_ms = s.gaps[(s.n_gaps - 1) / 2];
@@ -523,4 +638,30 @@ int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msg
     free(s.errbody.s);
     free(body);
     return rc;
+}
+
+int remote_chat(remote *r, const char *model, const k3_chat_msg *msgs, int n_msgs, const remote_params *p,
+                volatile sig_atomic_t *interrupt_flag, remote_text_fn on_text, remote_notice_fn on_notice,
+                void *user, remote_result *out, k3_error *err)
+{
+    return stream_request(r, "/v1/chat/completions", request_body(model, msgs, n_msgs, NULL, p), p, interrupt_flag,
+                          on_text, on_notice, user, out, err);
+}
+
+int remote_complete(remote *r, const char *model, const char *prompt, const remote_params *p,
+                    volatile sig_atomic_t *interrupt_flag, remote_text_fn on_text, remote_notice_fn on_notice,
+                    void *user, remote_result *out, k3_error *err)
+{
+    int rc = stream_request(r, "/v1/completions", request_body(model, NULL, 0, prompt, p), p, interrupt_flag, on_text,
+                            on_notice, user, out, err);
+    if (rc == 0 || out->http_status != 404 || out->n_chunks) return rc;
+    if (on_notice) {
+        char note[1200];
+        snprintf(note, sizeof note, "%s: no /v1/completions (HTTP 404): the prompt goes as one chat message instead",
+                 r->url);
+        on_notice(user, note);
+    }
+    remote_result_free(out);
+    k3_chat_msg msg = {"user", prompt};
+    return remote_chat(r, model, &msg, 1, p, interrupt_flag, on_text, on_notice, user, out, err);
 }

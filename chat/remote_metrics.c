@@ -32,15 +32,26 @@ static const known known_names[] = {
     {"vllm:gpu_cache_usage_perc", REMOTE_VLLM, F(kv_usage), MAX, NULL, NULL},   /* before vLLM V1 */
     {"vllm:prefix_cache_hits_total", REMOTE_VLLM, F(prefix_hits), SUM, NULL, NULL},
     {"vllm:prefix_cache_queries_total", REMOTE_VLLM, F(prefix_queries), SUM, NULL, NULL},
+    {"vllm:gpu_prefix_cache_hits_total", REMOTE_VLLM, F(gpu_prefix_hits), SUM, NULL, NULL},      /* 0.8 V1 */
+    {"vllm:gpu_prefix_cache_queries_total", REMOTE_VLLM, F(gpu_prefix_queries), SUM, NULL, NULL},
+    {"vllm:gpu_prefix_cache_hit_rate", REMOTE_VLLM, F(cache_hit_rate), MAX, NULL, NULL},    /* V0: a fraction */
     {"vllm:prompt_tokens_total", REMOTE_VLLM, F(prompt_tokens), SUM, NULL, NULL},
     {"vllm:generation_tokens_total", REMOTE_VLLM, F(generation_tokens), SUM, NULL, NULL},
     {"sglang:num_running_reqs", REMOTE_SGLANG, F(running), SUM, NULL, NULL},
     {"sglang:num_queue_reqs", REMOTE_SGLANG, F(waiting), SUM, NULL, NULL},
     {"sglang:token_usage", REMOTE_SGLANG, F(kv_usage), MAX, NULL, NULL},
+    {"sglang:mamba_usage", REMOTE_SGLANG, F(state_usage), MAX, NULL, NULL},
+    {"sglang:cached_tokens_total", REMOTE_SGLANG, F(cached_tokens), SUM, NULL, NULL},
     {"sglang:cache_hit_rate", REMOTE_SGLANG, F(cache_hit_rate), MAX, NULL, NULL},
     {"sglang:gen_throughput", REMOTE_SGLANG, F(gen_throughput), SUM, NULL, NULL},
     {"sglang:prompt_tokens_total", REMOTE_SGLANG, F(prompt_tokens), SUM, NULL, NULL},
     {"sglang:generation_tokens_total", REMOTE_SGLANG, F(generation_tokens), SUM, NULL, NULL},
+    {"llamacpp:requests_processing", REMOTE_LLAMA, F(running), SUM, NULL, NULL},
+    {"llamacpp:requests_deferred", REMOTE_LLAMA, F(waiting), SUM, NULL, NULL},
+    {"llamacpp:kv_cache_usage_ratio", REMOTE_LLAMA, F(kv_usage), MAX, NULL, NULL},
+    {"llamacpp:predicted_tokens_seconds", REMOTE_LLAMA, F(gen_throughput), MAX, NULL, NULL},
+    {"llamacpp:prompt_tokens_total", REMOTE_LLAMA, F(prompt_tokens), SUM, NULL, NULL},
+    {"llamacpp:tokens_predicted_total", REMOTE_LLAMA, F(generation_tokens), SUM, NULL, NULL},
     {"k3_requests_running", REMOTE_K3, F(running), SUM, NULL, NULL},
     {"k3_requests_waiting", REMOTE_K3, F(waiting), SUM, NULL, NULL},
     {"k3_prefix_cache_hits_total", REMOTE_K3, F(prefix_hits), SUM, NULL, NULL},
@@ -151,9 +162,44 @@ void remote_metrics_parse(const char *text, size_t len, remote_metrics *out)
         if (s < e && *s != '#' && parse_line(s, e, out)) out->n_bad_lines++;
         p = nl ? nl + 1 : end;
     }
+    if (!out->prefix_hits.have && !out->prefix_queries.have) {   /* vLLM 0.8 (some versions export both names) */
+        out->prefix_hits = out->gpu_prefix_hits;
+        out->prefix_queries = out->gpu_prefix_queries;
+    }
+    if (out->kind == REMOTE_SGLANG && out->cached_tokens.have && out->prompt_tokens.have) {
+        /* the gauge is the last prefill batch's (0 after any decode): the lifetime ratio instead */
+        out->cache_hit_rate.have = out->prompt_tokens.v > 0;
+        out->cache_hit_rate.v = out->cache_hit_rate.have ? out->cached_tokens.v / out->prompt_tokens.v : 0;
+    }
     if (!out->cache_hit_rate.have && out->prefix_queries.have && out->prefix_hits.have && out->prefix_queries.v > 0) {
         out->cache_hit_rate.v = out->prefix_hits.v / out->prefix_queries.v;
         out->cache_hit_rate.have = 1;
+    }
+}
+
+void remote_metrics_between(const remote_metrics *prev, remote_metrics *now, double dt_s)
+{
+    if (!prev || prev->kind != now->kind || dt_s <= 0) return;
+    if (!now->gen_throughput.have && prev->generation_tokens.have && now->generation_tokens.have &&
+        now->generation_tokens.v >= prev->generation_tokens.v) {
+        now->gen_throughput.v = (now->generation_tokens.v - prev->generation_tokens.v) / dt_s;
+        now->gen_throughput.have = 1;
+    }
+    double hits = -1, queries = 0;
+    if (now->kind == REMOTE_SGLANG && prev->cached_tokens.have && now->cached_tokens.have && prev->prompt_tokens.have &&
+        now->prompt_tokens.have) {
+        hits = now->cached_tokens.v - prev->cached_tokens.v;
+        queries = now->prompt_tokens.v - prev->prompt_tokens.v;
+    } else if (prev->prefix_queries.have && now->prefix_queries.have && prev->prefix_hits.have && now->prefix_hits.have) {
+        hits = now->prefix_hits.v - prev->prefix_hits.v;
+        queries = now->prefix_queries.v - prev->prefix_queries.v;
+    }
+    if (hits < 0) return;                      /* no counters (V0's own gauge stands) or a restart */
+    if (queries > 0) {
+        now->cache_hit_rate.v = hits / queries;
+        now->cache_hit_rate.have = 1;
+    } else if (prev->cache_hit_rate.have) {    /* nothing prefilled since: the last rate stands */
+        now->cache_hit_rate = prev->cache_hit_rate;
     }
 }
 
@@ -163,6 +209,7 @@ const char *remote_server_name(remote_server_kind k)
     case REMOTE_VLLM: return "vLLM";
     case REMOTE_SGLANG: return "SGLang";
     case REMOTE_K3: return "k3 serve";
+    case REMOTE_LLAMA: return "llama-server";
     default: return "unknown server";
     }
 }
@@ -212,6 +259,7 @@ void remote_metrics_summary(const remote_metrics *m, char *buf, size_t len)
     if (m->running.have) add(buf, len, &at, " running %.0f", m->running.v);
     if (m->waiting.have) add(buf, len, &at, ", waiting %.0f", m->waiting.v);
     if (m->kv_usage.have) add(buf, len, &at, ", KV cache %.0f%%", m->kv_usage.v * 100);
+    if (m->state_usage.have) add(buf, len, &at, ", state pool %.0f%%", m->state_usage.v * 100);
     if (m->cache_hit_rate.have) add(buf, len, &at, ", %s hit %.0f%%", m->kind == REMOTE_K3 ? "state reuse" : "prefix cache",
                                     m->cache_hit_rate.v * 100);
     if (m->gen_throughput.have) add(buf, len, &at, ", %.1f tok/s", m->gen_throughput.v);

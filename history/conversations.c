@@ -473,7 +473,7 @@ static void bind_opt_real(sqlite3_stmt *st, int i, double v)
     if (v >= 0) sqlite3_bind_double(st, i, v); else sqlite3_bind_null(st, i);
 }
 
-/* Bind a message's fields as ?2 .. ?14 (the numbering the insert and the
+/* Bind a message's fields as ?2 .. ?15 (the numbering the insert and the
  * update share). Returns the token-id blob to free after the step, or NULL
  * (*oom set when it could not be made). */
 static uint8_t *bind_msg_fields(sqlite3_stmt *st, const history_message *m, const char *content, const char *stats,
@@ -491,6 +491,8 @@ static uint8_t *bind_msg_fields(sqlite3_stmt *st, const history_message *m, cons
     sqlite3_bind_int64(st, 11, m->created_ms > 0 ? m->created_ms : hist_now_ms());
     if (m->sampling_json) sqlite3_bind_text(st, 13, m->sampling_json, -1, SQLITE_STATIC); else sqlite3_bind_null(st, 13);
     sqlite3_bind_int(st, 14, m->in_progress != 0);
+    if (m->reasoning && *m->reasoning) sqlite3_bind_text(st, 15, m->reasoning, -1, SQLITE_STATIC);
+    else sqlite3_bind_null(st, 15);
     uint8_t *blob = NULL;
     if (m->token_ids && m->n_token_ids > 0) {      /* int32 little-endian, whatever the host */
         blob = malloc((size_t)m->n_token_ids * 4);
@@ -512,9 +514,9 @@ int64_t hist_msg_insert(history *h, int64_t conv_id, const history_message *m, c
     sqlite3_stmt *st = hist_prepare(h,
         "INSERT INTO messages (conversation_id, seq, role, content, status, prompt_tokens,"
         " generated_tokens, ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids,"
-        " sampling_json, in_progress)"
+        " sampling_json, in_progress, reasoning)"
         " VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM messages WHERE conversation_id = ?1),"
-        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)", err);
+        " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conv_id);
     int oom = 0;
@@ -633,7 +635,7 @@ int history_msg_update(history *h, int64_t message_id, const history_message *m,
     sqlite3_stmt *st = hist_prepare(h,
         "UPDATE messages SET content = ?3, status = ?4, prompt_tokens = ?5, generated_tokens = ?6, ttft_ms = ?7,"
         " prefill_ms = ?8, decode_ms = ?9, engine_stats_json = ?10, token_ids = ?12, sampling_json = ?13,"
-        " in_progress = ?14 WHERE id = ?1 RETURNING conversation_id", err);
+        " in_progress = ?14, reasoning = ?15 WHERE id = ?1 RETURNING conversation_id", err);
     if (!st) { hist_rollback(h); goto done; }
     sqlite3_bind_int64(st, 1, message_id);
     int oom = 0;
@@ -662,6 +664,7 @@ void history_msg_list_free(history_message *list, size_t n)
         free(list[i].engine_stats_json);
         free(list[i].token_ids);
         free(list[i].sampling_json);
+        free(list[i].reasoning);
     }
     free(list);
 }
@@ -698,11 +701,13 @@ static int read_msg_row(sqlite3_stmt *st, history_message *m)
     }
     m->sampling_json = hist_col_text(st, 14, 0);
     m->in_progress = sqlite3_column_int(st, 15);
+    m->reasoning = hist_col_text(st, 16, 0);
     if (!m->content || (sqlite3_column_type(st, 11) != SQLITE_NULL && !m->engine_stats_json)) {
         free(m->content);
         free(m->engine_stats_json);
         free(m->token_ids);
         free(m->sampling_json);
+        free(m->reasoning);
         return -1;
     }
     return 0;
@@ -715,8 +720,8 @@ int history_msg_list(history *h, int64_t conversation_id, history_message **out,
     *n_out = 0;
     sqlite3_stmt *st = hist_prepare(h,
         "SELECT id, conversation_id, seq, role, content, status, prompt_tokens, generated_tokens,"
-        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids, sampling_json, in_progress"
-        " FROM messages WHERE conversation_id = ? ORDER BY seq", err);
+        " ttft_ms, prefill_ms, decode_ms, engine_stats_json, created_ms, token_ids, sampling_json, in_progress,"
+        " reasoning FROM messages WHERE conversation_id = ? ORDER BY seq", err);
     if (!st) return -1;
     sqlite3_bind_int64(st, 1, conversation_id);
     void *list;

@@ -70,6 +70,7 @@ static int export_markdown(const history_conversation *c, const history_message 
         fprintf(f, "## %s", role_heading(m->role));
         if (m->in_progress) fprintf(f, " (incomplete: the chat stopped while answering)");
         else if (m->status != HISTORY_COMPLETE) fprintf(f, " (%s)", history_status_name(m->status));
+        if (m->reasoning) fprintf(f, "\n\n<details><summary>reasoning</summary>\n\n%s\n\n</details>", m->reasoning);
         fprintf(f, "\n\n%s\n\n", m->content);
         if (m->sampling_json) fprintf(f, "*sampling: `%s`*\n\n", m->sampling_json);
         md_stats_line(f, m);
@@ -108,6 +109,7 @@ static json_t *message_json(const history_message *m)
     json_object_set_new(o, "engine_stats", embedded_json(m->engine_stats_json));
     if (m->sampling_json) json_object_set_new(o, "sampling", embedded_json(m->sampling_json));
     if (m->in_progress) json_object_set_new(o, "incomplete", json_true());
+    if (m->reasoning) json_object_set_new(o, "reasoning", json_string(m->reasoning));
     return o;
 }
 
@@ -236,6 +238,10 @@ static int import_message(history *h, int64_t conv_id, json_t *jm, size_t index,
     m.prefill_ms = prefill;
     m.decode_ms = decode;
     m.created_ms = created > 0 ? (int64_t)created : 0;
+    const char *reasoning = "";
+    if (get_string(jm, "reasoning", &reasoning, source, where, err)) return -1;
+    char *clean_reasoning = *reasoning ? hist_utf8_clean(reasoning) : NULL;
+    m.reasoning = clean_reasoning;
     char *stats = NULL, *clean = hist_utf8_clean(content);
     int rc = -1;
     if (!clean) hist_err(err, "%s: out of memory", source);
@@ -243,6 +249,7 @@ static int import_message(history *h, int64_t conv_id, json_t *jm, size_t index,
         rc = hist_msg_insert(h, conv_id, &m, clean, stats, err) < 0 ? -1 : 0;
     free(stats);
     free(clean);
+    free(clean_reasoning);
     return rc;
 }
 

@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 5
+#define HISTORY_SCHEMA_VERSION 6
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -143,6 +143,8 @@ typedef struct history_message {
     char *sampling_json;         /* an answer's sampling (JSON object text) or NULL; borrowed on add */
     int in_progress;             /* 1 = an answer written while it streamed that never finished:
                                   * the chat was killed mid-answer (shown as incomplete) */
+    char *reasoning;             /* a thinking model's reasoning before this answer (shown, exported,
+                                  * never re-sent as answer text), or NULL; borrowed on add */
 } history_message;
 
 /* A message with every optional field unknown; content is borrowed. */

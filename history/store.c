@@ -258,7 +258,9 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
  * the sampling each answer was made with (the conversation's own
  * sampling_json is the current setting), and in_progress = 1 on an answer
  * row still being written as it streams (a crash leaves it so). v5: the
- * remote backend (endpoint, model) of a conversation (`k3 chat --endpoint`). */
+ * remote backend (endpoint, model) of a conversation (`k3 chat --endpoint`).
+ * v6: an answer's reasoning (a thinking model's delta.reasoning), kept
+ * beside its content, never in it. */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -323,6 +325,9 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
      * (`k3 chat --endpoint`): the server URL and its model name. */
     "ALTER TABLE conversations ADD COLUMN backend_endpoint TEXT NOT NULL DEFAULT '';"
     "ALTER TABLE conversations ADD COLUMN backend_model TEXT NOT NULL DEFAULT '';",
+
+    /* v6: a thinking model's reasoning before an answer (NULL = none). */
+    "ALTER TABLE messages ADD COLUMN reasoning TEXT;",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the

@@ -14,6 +14,24 @@ MODE: ok (a good stream), malformed (garbage in the event stream), cut (the
 connection closes mid-answer), slow (headers, then silence), 401 (wants key
 "right-key"), 429 (two 429s with Retry-After: 1, then a good stream),
 429forever, 500.
+
+Thinking servers, each as its own source writes the stream (issue 29):
+  vllm        vLLM >= 0.10: a role-only first chunk, delta.reasoning, then
+              delta.content, a usage-only last chunk (choices: [])
+              (vllm/entrypoints/openai/protocol.py DeltaMessage,
+               vllm/entrypoints/openai/serving_chat.py)
+  vllm_old    vLLM 0.8-0.9: delta.reasoning_content (same files, older)
+  sglang      SGLang: delta.reasoning_content, usage on the finish chunk
+              (python/sglang/srt/entrypoints/openai/serving_chat.py)
+  llama       llama-server: delta.reasoning_content and a "timings" object
+              on the last chunk (tools/server/server.cpp)
+  think_length  reasoning until finish_reason "length", no answer
+  tools       a tool_calls delta, finish_reason "tool_calls", no content
+  onechunk    the whole answer in one chunk (usage: 50 tokens)
+  flood       ignores max_tokens: 64 KiB content events without end
+  models_flood  an endless /v1/models body
+  nocompletions  /v1/completions is a 404 (chat only)
+--record FILE appends each POST as {"path":..., "body":...} per line.
 """
 import json, ssl, sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +40,9 @@ MODE = sys.argv[1]
 ARGS = sys.argv[2:]
 METRICS = ARGS[ARGS.index("--metrics") + 1] if "--metrics" in ARGS else None
 TLS = ARGS[ARGS.index("--tls") + 1:ARGS.index("--tls") + 3] if "--tls" in ARGS else None
+RECORD = ARGS[ARGS.index("--record") + 1] if "--record" in ARGS else None
+REASONING = ["The user", " greets me;", " answer", " briefly.", "\nKeep it short."]
+ANSWER = ["Hello", " there."]
 STATE = {"posts": 0}
 
 
@@ -32,6 +53,58 @@ def chunk(text=None, finish=None, usage=None):
         d["choices"] = []
         d["usage"] = usage
     return ("data: " + json.dumps(d) + "\n\n").encode()
+
+
+def event(obj):
+    return ("data: " + json.dumps(obj) + "\n\n").encode()
+
+
+def delta_chunk(delta, finish=None, extra=None):
+    d = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+         "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+    d.update(extra or {})
+    return event(d)
+
+
+def thinking_stream(w, mode):
+    """The reasoning profiles: vllm, vllm_old, sglang, llama, think_length, tools."""
+    field = "reasoning" if mode == "vllm" else "reasoning_content"
+    usage = {"prompt_tokens": 12, "completion_tokens": 6, "total_tokens": 18}
+    w.write(delta_chunk({"role": "assistant", "content": ""}))          # role-only first chunk
+    if mode == "tools":
+        w.write(delta_chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                             "function": {"name": "get_weather", "arguments": ""}}]}))
+        w.write(delta_chunk({"tool_calls": [{"index": 0, "function": {"arguments": "{\"city\": \"Paris\"}"}}]}))
+        w.write(delta_chunk({}, "tool_calls"))
+        w.write(b"data: [DONE]\n\n")
+        return
+    for piece in REASONING:
+        d = {field: piece}
+        if mode == "sglang":
+            d["content"] = None
+        w.write(delta_chunk(d))
+        w.flush()
+        time.sleep(0.01)
+    time.sleep(0.3)                                   # thinking done: the answer comes later (TTFT is the first reasoning token)
+    if mode == "think_length":
+        w.write(delta_chunk({}, "length"))
+        w.write(b"data: [DONE]\n\n")
+        return
+    for piece in ANSWER:
+        w.write(delta_chunk({"content": piece}))
+        w.flush()
+        time.sleep(0.01)
+    if mode == "sglang":
+        w.write(delta_chunk({}, "stop", {"usage": usage}))
+    elif mode == "llama":
+        w.write(delta_chunk({}, "stop", {"usage": usage, "timings": {
+            "prompt_n": 12, "prompt_ms": 30.5, "prompt_per_second": 393.4,
+            "predicted_n": 6, "predicted_ms": 142.9, "predicted_per_token_ms": 23.8, "predicted_per_second": 42.0}}))
+    else:
+        w.write(delta_chunk({}, "stop"))
+        w.write(event({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": "fake",
+                       "choices": [], "usage": usage}))               # usage-only last chunk
+    w.write(b"data: [DONE]\n\n")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -51,6 +124,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self):
+        if self.path == "/v1/models" and MODE == "models_flood":
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            try:
+                self.wfile.write(b'{"object":"list","data":[')
+                for _ in range(256):                       # 64 MiB at most, unless the client hangs up
+                    self.wfile.write(b'{"id":"x","object":"model"},' * 9000)
+            except OSError:
+                pass
+            return
         if self.path == "/v1/models":
             self.send_json(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
         elif self.path == "/metrics" and METRICS:
@@ -65,8 +149,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))
-        self.rfile.read(n)
+        body = self.rfile.read(n)
         STATE["posts"] += 1
+        if RECORD:
+            with open(RECORD, "a") as f:
+                f.write(json.dumps({"path": self.path, "body": json.loads(body or b"{}")}) + "\n")
+        if self.path == "/v1/completions" and MODE == "nocompletions":
+            return self.send_json(404, {"error": {"message": "Not Found"}})
         if MODE == "401" and self.headers.get("Authorization") != "Bearer right-key":
             return self.send_json(401, {"error": {"message": "Incorrect API key provided", "code": "invalid_api_key"}})
         if MODE == "500":
@@ -81,6 +170,33 @@ class Handler(BaseHTTPRequestHandler):
         if MODE == "slow":
             w.flush()
             time.sleep(60)
+            return
+        if MODE in ("vllm", "vllm_old", "sglang", "llama", "think_length", "tools"):
+            thinking_stream(w, MODE)
+            w.flush()
+            return
+        if MODE == "onechunk":
+            w.write(delta_chunk({"role": "assistant", "content": "Hello from the fake server in one piece."}, "stop",
+                                {"usage": {"prompt_tokens": 9, "completion_tokens": 50, "total_tokens": 59}}))
+            w.write(b"data: [DONE]\n\n")
+            w.flush()
+            return
+        if MODE == "flood":
+            big = "x" * 65536
+            try:
+                for _ in range(4096):                      # 256 MiB at most, unless the client hangs up
+                    w.write(delta_chunk({"content": big}))
+            except OSError:
+                pass
+            return
+        if self.path == "/v1/completions":
+            for word in ["raw", " completion"]:
+                w.write(event({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
+                               "choices": [{"index": 0, "text": word, "logprobs": None, "finish_reason": None}]}))
+            w.write(event({"id": "cmpl-1", "object": "text_completion", "created": 0, "model": "fake",
+                           "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "stop"}]}))
+            w.write(b"data: [DONE]\n\n")
+            w.flush()
             return
         for word in ["Hello", " from", " the", " fake", " server."]:
             w.write(chunk(word))

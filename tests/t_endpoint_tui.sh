@@ -47,8 +47,10 @@ fi
 
 # a k3 serve just above its memory minimum, so its weights stream from disk
 # (a quarter of a small --mem goes to the kept prompt states)
-MIN=$(timeout 60 $K3 serve $M --port 0 --mem 1M 2>&1 | grep -o 'use --mem [0-9]*M' | grep -o '[0-9]*')
-timeout 600 $K3 serve $M --port 0 --mem $((${MIN:-42} * 4 / 3 + 6))M > $OUT/serve.log 2>&1 &
+# (k3 serve's message ends with the whole --mem: the engine's minimum, the requests' reserve and
+# the state cache's quarter)
+MIN=$(timeout 60 $K3 serve $M --port 0 --mem 1M 2>&1 | grep -o 'use --mem [0-9]*M' | tail -1 | grep -o '[0-9]*')
+timeout 600 $K3 serve $M --port 0 --mem $((${MIN:-84} + 6))M > $OUT/serve.log 2>&1 &
 PIDS="$PIDS $!"
 PORT=""
 for i in $(seq 1 200); do
@@ -109,7 +111,7 @@ jget() { $PY -c "import json; d=json.load(open('$OUT/last.json')); print($1)" 2>
 case $K3 in /*) K3T=$K3 ;; *) K3T=$PWD/$K3 ;; esac   # the pane's shell: this tree's k3, wherever tmux starts it
 $TM new-session -d -s k3 -x 120 -y 40 -c "$PWD" "env HOME=$PWD/$OUT/home XDG_DATA_HOME=$PWD/$OUT/xdg PS1='K3SHELL\$ ' sh"
 sleep 0.3
-$TM send-keys -t k3 "$K3T chat --endpoint $URL --db $DB -n 3000" Enter
+$TM send-keys -t k3 "$K3T chat --endpoint $URL --db $DB -n 3000 --temp 0" Enter   # greedy: a long answer
 if ! wait_for 'Enter sends' 20 || ! wait_for 'SERVER MEMORY' 10; then
     echo "FAIL endpoint tui: no full-screen chat with the server's panel: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
     exit 0
@@ -244,9 +246,41 @@ else
     echo "FAIL endpoint tui: the chat against a failing server did not start: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
 fi
 
+# a thinking model (the vLLM >= 0.10 replay: delta.reasoning) on an SGLang hybrid's /metrics: the
+# reasoning is drawn dim above the answer, and the panel shows the KDA state pool beside the KV cache
+$PY tests/fake_openai.py vllm --metrics tests/fixtures/metrics_sglang_hybrid.txt > $OUT/fake_think.out 2>&1 &
+PIDS="$PIDS $!"
+for i in $(seq 1 50); do FT=$(sed -n 's/^port //p' $OUT/fake_think.out 2>/dev/null); [ -n "$FT" ] && break; sleep 0.1; done
+$TM send-keys -t k3 "clear; $K3T chat --endpoint http://127.0.0.1:$FT --db $PWD/$OUT/think.db" Enter
+if wait_for 'Enter sends' 20; then
+    $TM send-keys -t k3 -l "hello"
+    $TM send-keys -t k3 Enter
+    wait_for 'turn 1.*idle' 20
+    sleep 1.2
+    cap > $OUT/think_screen.txt
+    $TM capture-pane -t k3 -p -e > $OUT/think_escapes.txt
+    rl=$(grep -n 'The user greets me; answer briefly.' $OUT/think_screen.txt | head -1 | cut -d: -f1)
+    al=$(grep -n '^Hello there.' $OUT/think_screen.txt | head -1 | cut -d: -f1)
+    srv=$(panel $OUT/think_screen.txt SERVER | sed 's/ | / /g; s/[ |]*$//')
+    $TM send-keys -t k3 -l "/reasoning"
+    $TM send-keys -t k3 Enter
+    wait_for 'reasoning collapsed' 10
+    cap > $OUT/think_collapsed.txt
+    ok $([ -n "$rl" ] && [ -n "$al" ] && [ "$rl" -lt "$al" ] && grep -q "$(printf '\033')\[2m *The user greets me" $OUT/think_escapes.txt &&
+         grep -q 'Keep it short.' $OUT/think_screen.txt && ! grep -q 'Keep it short.' $OUT/think_collapsed.txt &&
+         grep -q 'The user greets me' $OUT/think_collapsed.txt &&
+         echo "$srv" | grep -q 'KV cache 12%.*state pool 85%.*prefix-cache hit 75%' && echo 1) \
+       "endpoint tui: a thinking model's reasoning is drawn dim above its answer, /reasoning collapses it to one line; SGLang hybrid's state pool in the panel [$srv]" \
+       "reasoning line [$rl] answer line [$al], panel [$srv]: $(grep -v '^$' $OUT/think_screen.txt | head -8 | cut -c1-80 | tr '\n' '|')"
+    $TM send-keys -t k3 C-d
+    wait_for 'resume with' 10
+else
+    echo "FAIL endpoint tui: the chat against a thinking server did not start: $(grep -v '^$' $OUT/screen.txt | tail -3 | tr '\n' ' ')"
+fi
+
 # kill -9 of the client mid-answer: the partial answer is in the store
 DB9=$OUT/kill9.db
-(printf 'Tell me a very long story\n'; sleep 60) | $K3 chat --lines --endpoint $URL --db $DB9 -n 3000 > $OUT/kill9.out 2>&1 &
+(printf 'Tell me a very long story\n'; sleep 60) | $K3 chat --lines --endpoint $URL --db $DB9 -n 3000 --temp 0 > $OUT/kill9.out 2>&1 &
 CPID=$!
 for i in $(seq 1 300); do [ "$(wc -c < $OUT/kill9.out)" -gt 200 ] && break; sleep 0.1; done
 sleep 1.5                         # past one periodic save

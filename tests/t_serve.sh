@@ -111,7 +111,7 @@ err "temperature a string" 400 '{"model":"small","messages":[{"role":"user","con
 err "top_p 0" 400 '{"model":"small","messages":[{"role":"user","content":"hi"}],"top_p":0}' top_p
 err "max_tokens -1" 400 '{"model":"small","messages":[{"role":"user","content":"hi"}],"max_tokens":-1}' max_tokens
 err "n=2" 400 '{"model":"small","messages":[{"role":"user","content":"hi"}],"n":2}' n
-err "unknown field" 400 '{"model":"small","messages":[{"role":"user","content":"hi"}],"tools":[]}' tools
+err "unknown field" 400 '{"model":"small","messages":[{"role":"user","content":"hi"}],"frobnicate":[]}' frobnicate
 err "bad role" 400 '{"model":"small","messages":[{"role":"wizard","content":"hi"}]}' messages
 err "empty messages" 400 '{"model":"small","messages":[]}' messages
 err "image content part" 400 '{"model":"small","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}' messages

@@ -3,7 +3,8 @@
 # + UndefinedBehaviorSanitizer (build-asan/, as tests/t_sanitize.sh): good
 # requests, bad ones (invalid JSON, oversized body, bad fields), a client
 # that disconnects mid-stream, a malformed and a cut stream on the client
-# side, then a clean shutdown with leak checking. Any sanitizer report fails.
+# side, then a clean shutdown with leak checking; then tests/t_serve_bounds.sh (slowloris,
+# oversized bodies) and tests/t_servers.sh with this k3. Any sanitizer report fails.
 cd "$(dirname "$0")/.." || exit 1
 OUT=tests/out/serve_asan
 rm -rf $OUT
@@ -76,5 +77,20 @@ for mode in malformed cut; do
         echo "FAIL asan chat --endpoint $mode stream: rc $rc $(grep -m1 -E 'ERROR|runtime error' $OUT/f.err)"
     else
         echo "PASS asan chat --endpoint $mode stream: one line, no memory errors"
+    fi
+done
+# the attacks and the server replays of issue 29 with this ASan k3: tests/t_serve_bounds.sh
+# (a bounded slowloris, 8 oversized bodies at once, a client gone, harmless fields) and
+# tests/t_servers.sh (reasoning of each server, a server ignoring max_tokens, an endless
+# /v1/models); every check of theirs must pass and no sanitizer may report
+for suite in serve_bounds servers; do
+    K3=$K sh tests/t_$suite.sh > $OUT/$suite.txt 2>&1
+    sleep 2                                   # the stopped servers' leak reports
+    np=$(grep -c '^PASS' $OUT/$suite.txt); nf=$(grep -c '^FAIL' $OUT/$suite.txt)
+    rep=$(grep -l "Sanitizer\|runtime error" tests/out/$suite/*.log tests/out/$suite/*.err 2>/dev/null | head -1)
+    if [ -n "$rep" ] || [ "$nf" != 0 ] || [ "$np" = 0 ]; then
+        echo "FAIL asan $suite: $np passed, $nf failed, sanitizer report in [$rep]: $(grep -m1 '^FAIL' $OUT/$suite.txt; [ -n "$rep" ] && grep -m1 -E 'ERROR|runtime error' $rep)"
+    else
+        echo "PASS asan $suite: its $np checks pass with the ASan k3, no sanitizer report"
     fi
 done

@@ -47,6 +47,7 @@ typedef struct plain_ui {
     uint64_t t0_ns, prev_ns;     /* when the message was sent, the previous token */
     uint64_t prev_bytes, prev_lookups, prev_hits;
     size_t prev_text_len;        /* bytes of the answer already reported */
+    int in_reasoning;            /* the reasoning mark is open (text mode) */
     k3_stats stats;              /* scratch for k3_stats_read */
     int n_failed;                /* messages not answered, commands that said an error: exit PLAIN_EXIT_NOT_ANSWERED */
     int n_done;                  /* messages answered and commands that ran without an error */
@@ -128,10 +129,24 @@ static char *read_all_stdin(void)
     return buf;
 }
 
+/* A thinking model's reasoning, marked off from the answer in the text
+ * output: "[reasoning] ... [/reasoning]" (--json has it in its own field). */
+static void stream_reasoning(void *user, const char *text, size_t len)
+{
+    plain_ui *ui = user;
+    if (ui->json) return;
+    if (!ui->in_reasoning) fputs("[reasoning] ", stdout);
+    ui->in_reasoning = 1;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout);
+}
+
 static void stream_text(void *user, const char *text, size_t len)
 {
     plain_ui *ui = user;
     if (ui->json) return;
+    if (ui->in_reasoning) fputs("\n[/reasoning]\n", stdout);
+    ui->in_reasoning = 0;
     fwrite(text, 1, len, stdout);
     fflush(stdout);
 }
@@ -148,6 +163,8 @@ static void print_json(conversation *c, const turn_result *r)
     json_object_set_new(o, "drafted_tokens", json_integer(r->drafted_tokens));
     json_object_set_new(o, "draft_kept_tokens", json_integer(r->draft_kept_tokens));
     json_object_set_new(o, "decode_passes", json_integer(r->decode_passes));
+    if (r->reasoning) json_object_set_new(o, "reasoning", json_string(r->reasoning));
+    if (r->length_in_reasoning) json_object_set_new(o, "length_in_reasoning", json_true());
     char *line = json_dumps(o, JSON_COMPACT);
     printf("%s\n", line);
     fflush(stdout);
@@ -227,9 +244,17 @@ static void print_remote_figures(conversation *c)
         fprintf(stderr, "k3: server figures not available (%s)\n", err.msg);
         return;
     }
+    static remote_metrics prev;          /* the previous turn's poll: rates between the two */
+    static double prev_s;
+    static int have_prev;
+    const double now_s = k3_now_ns() / 1e9;
     remote_metrics m;
     remote_metrics_parse(text, len, &m);
     free(text);
+    if (have_prev) remote_metrics_between(&prev, &m, now_s - prev_s);
+    prev = m;
+    prev_s = now_s;
+    have_prev = 1;
     char line[1024];
     remote_metrics_summary(&m, line, sizeof line);
     fprintf(stderr, "k3: %s\n", line);
@@ -246,6 +271,9 @@ static int report_turn(conversation *c, const plain_options *opt, plain_ui *ui, 
         return 0;
     }
     if (!opt->json) { fputc('\n', stdout); fflush(stdout); }
+    if (t == 0 && r->length_in_reasoning)
+        fprintf(stderr, "k3: the answer ran out of tokens while still reasoning (finish_reason length, no answer): "
+                        "raise the limit with /set n=N\n");
     if (t < 0) {
         fprintf(stderr, "k3: %s\n", err->msg);
         turn_result_free(r);
@@ -310,6 +338,9 @@ static int run_command_counted(chat_cmd_ctx *x, const plain_options *opt, int tt
         return 0;
     case CHAT_ACT_STATS: print_stats(c); return 0;
     case CHAT_ACT_RAW: fprintf(stderr, "k3: line mode always prints answers as the model wrote them\n"); return 0;
+    case CHAT_ACT_REASONING:
+        fprintf(stderr, "k3: line mode prints the reasoning whole as it streams, between [reasoning] and [/reasoning]\n");
+        return 0;
     case CHAT_ACT_NEW: fprintf(stderr, "k3: new conversation\n"); return 0;
     case CHAT_ACT_RESUME: {
         int from_snapshot = 0;
@@ -365,9 +396,10 @@ static int run_command_counted(chat_cmd_ctx *x, const plain_options *opt, int tt
 
 int plain_chat_run(conversation *c, history *db, const plain_options *opt)
 {
-    plain_ui ui = {.json = opt->json,
+    plain_ui ui = {.json = opt->json, .in_reasoning = 0,
                    .model = conversation_session(c) ? k3_session_model(conversation_session(c)) : NULL};
     if (opt->stream) conversation_set_token_observer(c, stream_token);
+    conversation_set_reasoning_fn(c, stream_reasoning);
     int tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
     int typed = isatty(STDIN_FILENO);     /* else a pipe or a file: only known commands are commands */
     int whole_stdin = !isatty(STDIN_FILENO) && !opt->lines;

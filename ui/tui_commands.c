@@ -147,6 +147,12 @@ int tui_command(tui *t, const char *line)
         break;
     }
     case CHAT_ACT_UNDO: start_job(t, TJ_UNDO, NULL); break;
+    case CHAT_ACT_REASONING:
+        tui_transcript_set_reasoning_collapsed(&t->tr, !t->tr.reasoning_collapsed);
+        tui_transcript_notice(&t->tr, TE_NOTICE, t->tr.reasoning_collapsed
+                                                     ? "reasoning collapsed to its first line (/reasoning shows it whole)"
+                                                     : "reasoning shown whole (/reasoning collapses it)");
+        break;
     case CHAT_ACT_RAW:
         tui_transcript_set_raw(&t->tr, !t->tr.raw);
         tui_transcript_notice(&t->tr, TE_NOTICE, t->tr.raw ? "answers shown as raw text (/raw again renders markdown)"
@@ -232,6 +238,7 @@ void tui_load_transcript(tui *t)
             tui_transcript_add(&t->tr, TE_USER, m->content);
         } else if (!strcmp(m->role, "assistant")) {
             int e = tui_transcript_add(&t->tr, TE_ASSISTANT, m->content);
+            if (m->reasoning) tui_transcript_append_reasoning(&t->tr, e, m->reasoning, strlen(m->reasoning));
             char footer[128] = "";
             int fl = 0;
             if (m->generated_tokens >= 0)

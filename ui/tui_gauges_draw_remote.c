@@ -119,6 +119,7 @@ static int server_lines(const tui_gauges *g, WINDOW *w, int y, int x, int max_ro
     if (m->running.have) add_figure(figs, sizeof figs, &at, "running %.0f", m->running.v);
     if (m->waiting.have) add_figure(figs, sizeof figs, &at, "waiting %.0f", m->waiting.v);
     if (m->kv_usage.have) add_figure(figs, sizeof figs, &at, "KV cache %.0f%%", m->kv_usage.v * 100);
+    if (m->state_usage.have) add_figure(figs, sizeof figs, &at, "state pool %.0f%%", m->state_usage.v * 100);
     if (m->cache_hit_rate.have)
         add_figure(figs, sizeof figs, &at, "%s %.0f%%", m->kind == REMOTE_K3 ? "state reuse hit" : "prefix-cache hit",
                    m->cache_hit_rate.v * 100);

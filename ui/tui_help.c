@@ -35,6 +35,7 @@ static const char *const help_lines[] = {
     "  /copy                    copy the last answer to the clipboard (OSC 52)",
     "  /rename TITLE            rename this conversation",
     "  /raw                     answers as raw text / rendered markdown (toggle)",
+    "  /reasoning               a thinking model's reasoning whole / collapsed (toggle)",
     "  \"\"\"                      start or end a multi-line message (as in ollama)",
     "  /stats                   engine and screen statistics",
     "  /clear                   clear the screen's transcript (the store keeps it)",

@@ -112,10 +112,12 @@ typedef struct tui_entry {
     char *text;                  /* UTF-8, whole characters only */
     size_t len, cap;
     char *footer;                /* dim line under an answer ("230 tokens · 45 tok/s"), or NULL */
+    char *reasoning;             /* a thinking model's reasoning, dim above the answer, or NULL */
+    size_t reasoning_len, reasoning_cap;
     int first_line;              /* index of its first screen line once wrapped */
 } tui_entry;
 
-typedef enum tui_line_part { TL_TEXT, TL_FOOTER, TL_BLANK } tui_line_part;
+typedef enum tui_line_part { TL_TEXT, TL_FOOTER, TL_BLANK, TL_REASONING } tui_line_part;
 
 /* One screen line: a slice of an entry's text or footer, or a blank gap. */
 typedef struct tui_line {
@@ -139,6 +141,7 @@ typedef struct tui_transcript {
     int view_rows;               /* rows of the last draw (for paging) */
     int right_margin;            /* blank columns kept at the right (a gutter before the gauges) */
     int raw;                     /* 1 = answers as raw text, 0 = markdown rendered (/raw) */
+    int reasoning_collapsed;     /* 1 = each reasoning as its first line only (/reasoning) */
 } tui_transcript;
 
 void tui_transcript_free(tui_transcript *t);
@@ -151,6 +154,8 @@ void tui_transcript_notice(tui_transcript *t, tui_entry_kind kind, const char *f
 /* Append streamed text to an entry (text must be whole characters). */
 void tui_transcript_append(tui_transcript *t, int entry, const char *text, size_t len);
 void tui_transcript_set_footer(tui_transcript *t, int entry, const char *footer);
+/* Append a thinking model's reasoning to an answer entry (drawn dim above its text). */
+void tui_transcript_append_reasoning(tui_transcript *t, int entry, const char *text, size_t len);
 /* Drop the last entry (a message that was not sent). */
 void tui_transcript_pop(tui_transcript *t);
 /* Scroll by pages (+ = up toward older text). */
@@ -158,6 +163,7 @@ void tui_transcript_page(tui_transcript *t, int pages);
 void tui_transcript_draw(tui_transcript *t, WINDOW *w);
 /* Markdown rendering of answers on (0) or off (1); everything is wrapped again. */
 void tui_transcript_set_raw(tui_transcript *t, int raw);
+void tui_transcript_set_reasoning_collapsed(tui_transcript *t, int collapsed);
 
 /* ---- tui_gauges.c: live statistics ------------------------------------- */
 
@@ -185,6 +191,7 @@ typedef struct tui_remote_gauges {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     remote_metrics polled;
+    double polled_s;             /* when polled was read (for the rates between two polls) */
     int polled_ok;               /* the last GET /metrics worked */
     uint64_t n_polls;
     char polled_err[256];
@@ -323,6 +330,8 @@ typedef struct tui_worker {
     tui_job running;             /* job being run (TJ_NONE = idle) */
     char *text;                  /* streamed text not yet taken by the UI */
     size_t text_len, text_cap;
+    char *reasoning;             /* streamed reasoning not yet taken by the UI */
+    size_t reasoning_len, reasoning_cap;
     int progress_done, progress_total;
     char conv_uid[16];           /* the conversation's id and turns as the worker last saw them */
     int conv_turns;

@@ -368,6 +368,9 @@ static void finish_turn(tui *t, int rc, turn_result *r, const k3_error *err)
         if (rc < 0) tui_transcript_notice(&t->tr, TE_ERROR, "%s", err->msg);
         else if (r->error && r->error_msg[0])          /* a server's failure: the conversation goes on */
             tui_transcript_notice(&t->tr, TE_ERROR, "%s", r->error_msg);
+        else if (r->length_in_reasoning)               /* the whole budget went on thinking */
+            tui_transcript_notice(&t->tr, TE_ERROR, "the answer ran out of tokens while still reasoning (finish_reason "
+                                                    "length, no answer): /set n=N raises the limit");
     }
     tui_gauges_turn_end(&t->g, rc == 1 ? NULL : r);
 }
@@ -418,6 +421,10 @@ static void take_worker_output(tui *t)
     size_t len = w->text_len;
     w->text = NULL;
     w->text_len = w->text_cap = 0;
+    char *reasoning = w->reasoning;
+    size_t reasoning_len = w->reasoning_len;
+    w->reasoning = NULL;
+    w->reasoning_len = w->reasoning_cap = 0;
     t->progress_done = w->progress_done;
     t->progress_total = w->progress_total;
     if (w->conv_published) {
@@ -434,6 +441,12 @@ static void take_worker_output(tui *t)
         memset(&w->result, 0, sizeof w->result);
     }
     pthread_mutex_unlock(&w->mu);
+    if (reasoning_len) {
+        if (t->g.first_token_s == 0) t->g.first_token_s = tui_now_s();
+        tui_transcript_append_reasoning(&t->tr, t->answer_entry, reasoning, reasoning_len);
+        t->dirty = 1;
+    }
+    free(reasoning);
     if (len) {
         if (t->g.first_token_s == 0) t->g.first_token_s = tui_now_s();
         append_answer(t, text, len, 0);

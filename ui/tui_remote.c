@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "k3_util.h"
 #include "tui_internal.h"
 
 #define POLL_S 1                 /* /metrics once a second */
@@ -42,10 +43,13 @@ static void *poller_main(void *arg)
         remote_metrics m;
         char *text = remote_get_metrics(rg->r, &len, METRICS_TIMEOUT_S, &err);
         int ok = text != NULL;
+        const double now_s = k3_now_ns() / 1e9;
         if (ok) remote_metrics_parse(text, len, &m);
         free(text);
         pthread_mutex_lock(&rg->mu);
         if (ok) {
+            if (rg->polled_ok) remote_metrics_between(&rg->polled, &m, now_s - rg->polled_s);   /* rates between polls */
+            rg->polled_s = now_s;
             rg->polled = m;
             rg->polled_err[0] = 0;
         } else {

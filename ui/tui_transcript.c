@@ -25,6 +25,7 @@ void tui_transcript_clear(tui_transcript *t)
     for (int i = 0; i < t->n_entries; i++) {
         free(t->entries[i].text);
         free(t->entries[i].footer);
+        free(t->entries[i].reasoning);
     }
     t->n_entries = 0;
     t->n_lines = 0;
@@ -81,6 +82,17 @@ void tui_transcript_append(tui_transcript *t, int entry, const char *text, size_
     invalidate_from(t, entry);
 }
 
+/* Streaming reasoning: kept apart from the answer's text so it is drawn dim
+ * above it and can be collapsed; only this entry (and what follows) is
+ * wrapped again. */
+void tui_transcript_append_reasoning(tui_transcript *t, int entry, const char *text, size_t len)
+{
+    if (entry < 0 || entry >= t->n_entries || len == 0) return;
+    tui_entry *e = &t->entries[entry];
+    if (text_append(&e->reasoning, &e->reasoning_len, &e->reasoning_cap, text, len)) return;
+    invalidate_from(t, entry);
+}
+
 /* How the answer ended (tokens, speed, interrupted) under it. */
 void tui_transcript_set_footer(tui_transcript *t, int entry, const char *footer)
 {
@@ -98,6 +110,7 @@ void tui_transcript_pop(tui_transcript *t)
     tui_entry *e = &t->entries[--t->n_entries];
     free(e->text);
     free(e->footer);
+    free(e->reasoning);
 }
 
 /* PgUp/PgDn move by a screen less one line, so a line of context stays. */
@@ -120,6 +133,13 @@ static int push_line(tui_transcript *t, int entry, tui_line_part part, int first
     }
     t->wrapped_lines[t->n_lines++] = (tui_line){entry, part, first, off, len, MD_NONE, 0, off};
     return 0;
+}
+
+/* /reasoning: the same entries wrapped again, reasoning whole or one line. */
+void tui_transcript_set_reasoning_collapsed(tui_transcript *t, int collapsed)
+{
+    t->reasoning_collapsed = collapsed;
+    t->width = 0;                                /* forces a full rewrap at the next draw */
 }
 
 /* /raw: the same entries wrapped again another way. */
@@ -345,6 +365,11 @@ static int rewrap(tui_transcript *t, int width)
         int indent;
         const char *prefix = entry_prefix(en->kind, &indent);
         int pw = tui_text_width(prefix, strlen(prefix));
+        if (en->reasoning_len) {                     /* a thinking model's reasoning, dim, above its answer */
+            const int before_reasoning = t->n_lines;
+            wrap_text(t, e, TL_REASONING, en->reasoning, en->reasoning_len, indent + 2, indent + 2, width);
+            if (t->reasoning_collapsed && t->n_lines > before_reasoning + 1) t->n_lines = before_reasoning + 1;
+        }
         if (en->kind == TE_ASSISTANT && !t->raw && en->len) wrap_markdown(t, e, width);
         else wrap_text(t, e, TL_TEXT, en->text ? en->text : "", en->len, pw, indent, width);
         if (en->footer) wrap_text(t, e, TL_FOOTER, en->footer, strlen(en->footer), indent, indent, width);
@@ -501,12 +526,13 @@ void tui_transcript_draw(tui_transcript *t, WINDOW *w)
         int indent;
         const char *prefix = entry_prefix(e->kind, &indent);
         wmove(w, r, 0);
-        attr_t a = L->part == TL_FOOTER ? tui_attr(TR_DIM) : entry_attr(e->kind);
+        attr_t a = L->part == TL_FOOTER || L->part == TL_REASONING ? tui_attr(TR_DIM) : entry_attr(e->kind);
         wattrset(w, a);
         int used = 0;
         if (L->first) used = tui_put(w, prefix, cols);
+        else if (L->part == TL_REASONING) { wmove(w, r, indent + 2); used = indent + 2; }
         else if (L->part == TL_FOOTER || indent) { wmove(w, r, indent); used = indent; }
-        const char *src = L->part == TL_FOOTER ? e->footer : e->text;
+        const char *src = L->part == TL_FOOTER ? e->footer : L->part == TL_REASONING ? e->reasoning : e->text;
         if (L->md != MD_NONE && src) draw_md_line(t, w, L, src, e->len);
         else if (src) tui_put_text(w, src + L->off, L->len, t->width - used);
         wattrset(w, A_NORMAL);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "text_append.h"
 #include "tui_internal.h"
 #include "k3_util.h"
 
@@ -52,6 +53,20 @@ static void on_text(void *user, const char *text, size_t len)
     else if (w->n_gaps < TUI_GAPS_MAX) w->gaps_ms[w->n_gaps++] = (float)((now - w->last_piece_ns) * 1e-6);
     w->last_piece_ns = now;
     publish_conv(w);
+    pthread_mutex_unlock(&w->mu);
+    wake_ui(w);
+}
+
+/* Reasoning callback (worker thread): its own queue, shown dim above the answer. */
+static void on_reasoning(void *user, const char *text, size_t len)
+{
+    tui_worker *w = user;
+    pthread_mutex_lock(&w->mu);
+    text_append(&w->reasoning, &w->reasoning_len, &w->reasoning_cap, text, len);
+    uint64_t now = k3_now_ns();                 /* reasoning counts for TTFT and the gaps as an answer does */
+    if (w->n_pieces++ == 0) w->first_piece_ns = now;
+    else if (w->n_gaps < TUI_GAPS_MAX) w->gaps_ms[w->n_gaps++] = (float)((now - w->last_piece_ns) * 1e-6);
+    w->last_piece_ns = now;
     pthread_mutex_unlock(&w->mu);
     wake_ui(w);
 }
@@ -122,6 +137,7 @@ int tui_worker_start(tui_worker *w, conversation *c, int wake_fd)
     memset(w, 0, sizeof *w);
     w->conv = c;
     w->wake_fd = wake_fd;
+    conversation_set_reasoning_fn(c, on_reasoning);
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     sigset_t ui_signals, old;                   /* not the fatal ones: those must reach their handler */
@@ -149,6 +165,7 @@ void tui_worker_stop(tui_worker *w)
     w->started = 0;
     free(w->arg);
     free(w->text);
+    free(w->reasoning);
     turn_result_free(&w->result);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
