@@ -556,7 +556,8 @@ static int64_t put_snapshot(history *h, int64_t conv, int64_t msg, int fill, siz
     memset(data, fill, n);
     int ok = write_file(tmp, data, n) == 0;
     free(data);
-    history_snapshot_key key = {conv, msg, (int64_t)n, fp, 3};
+    history_snapshot_key key = {.conversation_id = conv, .message_id = msg, .n_tokens = (int64_t)n,
+                                .model_fingerprint = fp, .format_version = 3};
     int64_t id = ok ? history_snapshot_commit(h, tmp, &key, &err) : -1;
     if (id < 0) fprintf(stderr, "snapshot: %s\n", err.msg);
     free(tmp);
@@ -646,7 +647,8 @@ static void test_snapshots(void)
     CHECK(count_snapshot_files(dir) == 4, "superseded files beyond the newest 4 not removed (%d files)", count_snapshot_files(dir));
     CHECK(history_snapshot_latest(h, conv, "fp-other", 3, &s, &err) == 0, "wrong fingerprint matched");
     CHECK(history_snapshot_latest(h, conv, "fp1", 4, &s, &err) == 0, "wrong format version matched");
-    history_snapshot_key wrong = {conv, 999999, 1, "fp1", 3};
+    history_snapshot_key wrong = {.conversation_id = conv, .message_id = 999999, .n_tokens = 1,
+                                  .model_fingerprint = "fp1", .format_version = 3};
     char *tmp = NULL;
     CHECK(history_snapshot_begin(h, &tmp, &err) == 0 && history_snapshot_commit(h, tmp, &wrong, &err) < 0 && !file_exists(tmp),
           "commit for a missing message: '%s'", err.msg);

@@ -61,7 +61,7 @@ typedef struct { int64_t rows, cols; uint8_t *data; float *x, *y, *want_canonica
  * left-to-right and float64 references. */
 static case_t make_case(const k3_quant_type *t, int64_t rows, int64_t cols)
 {
-    case_t c = {rows, cols, NULL, NULL, NULL, NULL, NULL, NULL};
+    case_t c = {.rows = rows, .cols = cols};
     const int64_t n_blocks = rows * cols / t->block_elems;
     c.data = malloc((size_t)(n_blocks * t->block_bytes));
     c.x = malloc((size_t)cols * sizeof *c.x);

@@ -236,13 +236,13 @@ int tui_gauges_timeline(const tui_gauges *g, tui_timeline_col *cols, int max_col
     for (int i = start; i < (int)s->n_valid && k < want; i++) {
         const k3_token_record *r = &s->records[i];
         if (r->phase != K3_PHASE_DECODE) continue;
-        cols[k++] = (tui_timeline_col){r->bytes_trunk + r->bytes_experts, r->ms, r->expert_lookups,
-                                       r->expert_hits, 0};
+        cols[k++] = (tui_timeline_col){.bytes = r->bytes_trunk + r->bytes_experts, .ms = r->ms,
+                                       .lookups = r->expert_lookups, .hits = r->expert_hits, .live = 0};
     }
     if (live && k < max_cols) {
         uint64_t t, e;
         tui_gauges_token_bytes(g, &t, &e);
-        cols[k++] = (tui_timeline_col){t + e, 0, 0, 0, 1};
+        cols[k++] = (tui_timeline_col){.bytes = t + e, .ms = 0, .lookups = 0, .hits = 0, .live = 1};
     }
     return k;
 }

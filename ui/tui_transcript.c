@@ -131,7 +131,8 @@ static int push_line(tui_transcript *t, int entry, tui_line_part part, int first
         t->wrapped_lines = g;
         t->cap_lines = cap;
     }
-    t->wrapped_lines[t->n_lines++] = (tui_line){entry, part, first, off, len, MD_NONE, 0, off};
+    t->wrapped_lines[t->n_lines++] = (tui_line){.entry = entry, .part = part, .first = first, .off = off, .len = len,
+                                                         .md = MD_NONE, .level = 0, .src_start = off};
     return 0;
 }
 

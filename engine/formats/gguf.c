@@ -363,7 +363,8 @@ static int read_metadata(cursor *c, gguf_part *part, uint64_t n_kv)
 int gguf_parse(const uint8_t *buf, size_t len, uint64_t file_bytes, int part_no, const char *what,
                gguf_part *part, gguf_tensor **tensors, int64_t *n, k3_error *err)
 {
-    cursor c = {buf, len < file_bytes ? len : file_bytes, 0, file_bytes, what, err, 0};
+    cursor c = {.buf = buf, .len = len < file_bytes ? len : file_bytes, .at = 0, .file_bytes = file_bytes,
+                .what = what, .err = err, .need_more = 0};
     const int64_t first = *n;
     part->kvs = NULL;
     part->n_kvs = 0;
