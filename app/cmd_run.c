@@ -119,8 +119,8 @@ int cmd_run(int argc, char **argv)
     if (chat) {
         k3_chat_msg msgs[2];
         int n_msgs = 0;
-        if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system};
-        msgs[n_msgs++] = (k3_chat_msg){"user", prompt};
+        if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system, NULL};
+        msgs[n_msgs++] = (k3_chat_msg){"user", prompt, NULL};
         ids = k3_model_render_chat(m, msgs, n_msgs, 1, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     } else {

@@ -245,9 +245,9 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
     int nm = 0;
     if (!cm) return k3_err(err, "out of memory");
     const char *system = system_prompt(c);
-    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system};
+    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system, NULL};
     for (size_t i = 0; i < n; i++)
-        if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
+        if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content, NULL};
     int n_ids = 0, *ids = NULL;
     if (nm) {
         k3_error rerr;
@@ -554,8 +554,8 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     k3_chat_msg msgs[2];
     int nm = 0;
     const char *system = system_prompt(c);
-    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
-    msgs[nm++] = (k3_chat_msg){"user", user_text};
+    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system, NULL};
+    msgs[nm++] = (k3_chat_msg){"user", user_text, NULL};
     int n_ids = 0;
     k3_error rerr;
     int *ids = k3_model_render_chat(c->model, msgs, nm, 1, &n_ids, &rerr);
@@ -880,10 +880,10 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     if (!msgs) { history_msg_list_free(stored, n_stored); return k3_err(err, "out of memory"); }
     int nm = 0;
     const char *system = system_prompt(c);
-    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
+    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system, NULL};
     for (size_t i = 0; i < n_stored; i++)
-        if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content};
-    msgs[nm++] = (k3_chat_msg){"user", user_text};
+        if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content, NULL};
+    msgs[nm++] = (k3_chat_msg){"user", user_text, NULL};
     history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
     if (history_msg_add(c->db, c->row.id, &um, &herr) < 0) {
         free(msgs);

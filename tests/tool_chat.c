@@ -43,7 +43,7 @@ static int equivalence(const char *dir, const char *db_path, char **msgs)
         turn_result_free(&r);
     }
     /* turn 2 prefilled exactly the rendering of its user message + prompt */
-    k3_chat_msg one = {"user", msgs[1]};
+    k3_chat_msg one = {"user", msgs[1], NULL};
     int n_one = 0;
     int *ids_one = k3_model_render_chat(m, &one, 1, 1, &n_one, &err);
     if (ids_one && turn2_prefill == n_one) printf("PASS turn 2 prefilled only its %d new tokens\n", n_one);
