@@ -28,3 +28,68 @@ for t in off low medium high max; do
     if [ "$a" = "$b" ] && [ -n "$a" ]; then echo "PASS --think $t: XTML ids identical to the reference renderer ($(echo $a | wc -w) ids)"
     else echo "FAIL --think $t: engine [$a] reference [$b]"; fi
 done
+
+# a chat with thinking on: the tokens are forced (K3_TEST_FORCE_IDS, test_hooks.c)
+# to a reasoning, the model's <|close|>, an answer and <|end_of_msg|>, twice
+sp_id() { $PY -c "import json,sys;d=json.load(open('$M/tokenizer_config.json'))['added_tokens_decoder'];print([k for k,v in d.items() if v['content']==sys.argv[1]][0])" "$1"; }
+CL=$(sp_id "<|close|>"); EM=$(sp_id "<|end_of_msg|>")
+R1=$($K3 tokenize $M --text "The user greets me; I greet back."); A1=$($K3 tokenize $M --text "Hi there!")
+R2=$($K3 tokenize $M --text "Two and two make four."); A2=$($K3 tokenize $M --text "4")
+FORCE="$R1 $CL $A1 $EM $R2 $CL $A2 $EM"
+rm -rf $OUT/tool.db*
+K3_TEST_FORCE_IDS="$FORCE" ${K3_TESTBIN:-build/tests}/tool_chat think $M $OUT/tool.db medium 2>$OUT/tool.err ||
+    echo "FAIL tool_chat think: exit status $? $(head -c 300 $OUT/tool.err)"
+
+# k3 chat --think: the reasoning in its own --json field, stored and exported beside the answer
+rm -rf $OUT/chat.db*
+printf 'Hello\nWhat is 2+2?\n' | K3_TEST_FORCE_IDS="$FORCE" $K3 chat $M --db $OUT/chat.db --think max --json --lines -n 40 \
+    > $OUT/chat.jsonl 2>$OUT/chat.err
+if $PY - $OUT/chat.jsonl <<'PYEOF'
+import json, sys
+t = [json.loads(l) for l in open(sys.argv[1])]
+assert [x["reasoning"] for x in t] == ["The user greets me; I greet back.", "Two and two make four."], t
+assert [x["text"] for x in t] == ["Hi there!", "4"], t
+PYEOF
+then echo "PASS k3 chat --think max --json: each turn's reasoning in its own field, the answer without it"
+else echo "FAIL k3 chat --think --json: $(head -c 400 $OUT/chat.jsonl) $(tail -2 $OUT/chat.err)"; fi
+$K3 history export last --format json --db $OUT/chat.db > $OUT/export.json 2>&1
+$K3 history export last --format md --db $OUT/chat.db > $OUT/export.md 2>&1
+if $PY - $OUT/export.json $OUT/export.md <<'PYEOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = [(m["role"], m["content"], m.get("reasoning")) for m in d["messages"]]
+assert got == [("user", "Hello", None), ("assistant", "Hi there!", "The user greets me; I greet back."),
+               ("user", "What is 2+2?", None), ("assistant", "4", "Two and two make four.")], got
+assert d["sampling"]["think"] == "max" if isinstance(d.get("sampling"), dict) else '"think":"max"' in json.dumps(d), d
+md = open(sys.argv[2]).read()
+assert "The user greets me; I greet back." in md and "Hi there!" in md, md
+PYEOF
+then echo "PASS history export (json, md) of a thinking chat: reasoning beside each answer, the setting kept"
+else echo "FAIL history export of a thinking chat: $(head -c 600 $OUT/export.json)"; fi
+
+# /think: set before the first message; a begun conversation keeps its own
+rm -rf $OUT/cmd.db*
+printf '/think low\nHello\n/think high\n/think\n' | K3_TEST_FORCE_IDS="$FORCE" $K3 chat $M --db $OUT/cmd.db --plain --lines -n 40 \
+    > $OUT/cmd.out 2>&1
+if grep -q '"think":"low"' $OUT/cmd.db 2>/dev/null || $K3 history show last --db $OUT/cmd.db 2>/dev/null | grep -q '"think":"low"'; then
+    if grep -q "began with thinking low and keeps it" $OUT/cmd.out && grep -q "thinking: low" $OUT/cmd.out &&
+        grep -q "\[reasoning\] The user greets me" $OUT/cmd.out; then
+        echo "PASS /think low before the first message thinks (reasoning marked in plain mode); /think high after it keeps low"
+    else echo "FAIL /think: $(cat $OUT/cmd.out | head -c 600)"; fi
+else echo "FAIL /think low: the conversation is not stored with think low: $(head -c 600 $OUT/cmd.out)"; fi
+
+# k3 run --chat --think: the reasoning marked on stderr, the answer alone on stdout
+K3_TEST_FORCE_IDS="$R1 $CL $A1 $EM" $K3 run $M --chat --think high -p "Hello" -n 40 > $OUT/run.out 2>$OUT/run.err
+rc=$?
+if [ $rc -eq 0 ] && [ "$(cat $OUT/run.out)" = "Hi there!" ] && grep -q "^\[reasoning\] The user greets me; I greet back.$" $OUT/run.err
+then echo "PASS k3 run --chat --think: answer on stdout, reasoning marked on stderr"
+else echo "FAIL k3 run --chat --think: rc $rc stdout [$(cat $OUT/run.out)] stderr [$(tail -3 $OUT/run.err)]"; fi
+
+# a Kimi Linear model has no thinking: one clear line, exit 1
+L=$OUT/linear
+[ -f $L/config.json ] || $K3 gen $L --preset tiny --seed 3 >/dev/null 2>&1
+echo hi | $K3 chat $L --db $OUT/linear.db --think high --plain > $OUT/linear.out 2>$OUT/linear.err
+rc=$?
+if [ $rc -eq 1 ] && grep -q "no thinking mode" $OUT/linear.err && [ ! -s $OUT/linear.out ]
+then echo "PASS --think high on a Kimi Linear model: exit 1, $(grep 'no thinking' $OUT/linear.err)"
+else echo "FAIL --think on Kimi Linear: rc $rc $(cat $OUT/linear.err | tail -2)"; fi
