@@ -314,10 +314,10 @@ static const cli_option options[] = {
      "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
     {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
      "TEST ONLY: assume the destination filesystem has N bytes free"},
-    {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0, 0, "off",
-     NULL, set_think,
-     "Kimi K3 thinking and its effort (run: with --chat; tokenize: with --chat); off by default: thousands of "
-     "tokens on a CPU (docs/COMMANDS.md)"},
+    {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE | OPTS_SERVE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0,
+     0, "off", NULL, set_think,
+     "Kimi K3 thinking and its effort (run, tokenize: with --chat; serve: unless a request says, see "
+     "chat_template_kwargs); off by default: thousands of tokens on a CPU (docs/COMMANDS.md)"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
     {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",

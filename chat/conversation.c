@@ -174,6 +174,7 @@ int conversation_set_think(conversation *c, const char *effort, k3_error *err)
         k3_err(err, "--think %s: this model has no thinking mode (only Kimi K3 models think; --think off)", effort);
         return 1;
     }
+    if (c->remote) return 0;              /* off, and it stays off: the server decides */
     c->think_next = effort;
     if (!c->have_row && k3_session_n_tokens(c->session) == 0) {
         c->think = effort;

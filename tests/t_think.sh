@@ -93,3 +93,52 @@ rc=$?
 if [ $rc -eq 1 ] && grep -q "no thinking mode" $OUT/linear.err && [ ! -s $OUT/linear.out ]
 then echo "PASS --think high on a Kimi Linear model: exit 1, $(grep 'no thinking' $OUT/linear.err)"
 else echo "FAIL --think on Kimi Linear: rc $rc $(cat $OUT/linear.err | tail -2)"; fi
+
+# k3 serve: a thinking model's reasoning as vLLM returns it, reasoning_content apart from content
+SPIDS=""
+trap 'for p in $SPIDS; do kill $p 2>/dev/null; done' EXIT INT TERM
+serve_start() {   # serve_start LOG MODEL ARGS...: sets PORT
+    log=$1; shift
+    K3_TEST_FORCE_IDS="$FORCE" timeout 300 $K3 serve "$@" --port 0 > $log 2>&1 &
+    SPIDS="$SPIDS $!"
+    PORT=""
+    for i in $(seq 1 100); do
+        PORT=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' $log)
+        [ -n "$PORT" ] && return 0
+        sleep 0.1
+    done
+    echo "FAIL serve: did not start: $(tail -3 $log)"
+    return 1
+}
+if serve_start $OUT/serve.log $M; then
+    curl -s -o $OUT/serve1.json http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \
+        -d '{"model":"k3tiny","messages":[{"role":"user","content":"Hello"}],"max_tokens":40,"chat_template_kwargs":{"thinking":true,"thinking_effort":"low"}}'
+    if $PY - $OUT/serve1.json <<'PYEOF'
+import json, sys
+m = json.load(open(sys.argv[1]))["choices"][0]["message"]
+assert m["reasoning_content"] == "The user greets me; I greet back." and m["content"] == "Hi there!", m
+PYEOF
+    then echo "PASS serve, chat_template_kwargs thinking: message.reasoning_content apart from content (non-stream)"
+    else echo "FAIL serve non-stream reasoning_content: $(head -c 500 $OUT/serve1.json)"; fi
+    curl -sN -o $OUT/serve2.sse http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \
+        -d '{"model":"k3tiny","messages":[{"role":"user","content":"Hello"},{"role":"assistant","content":"Hi there!","reasoning_content":"The user greets me; I greet back."},{"role":"user","content":"What is 2+2?"}],"max_tokens":40,"stream":true,"reasoning_effort":"high"}'
+    if $PY - $OUT/serve2.sse <<'PYEOF'
+import json, sys
+r = c = ""
+for line in open(sys.argv[1]):
+    if line.startswith("data: {"):
+        for ch in json.loads(line[6:])["choices"]:
+            d = ch["delta"]
+            r += d.get("reasoning_content") or ""
+            c += d.get("content") or ""
+assert r == "Two and two make four." and c == "4", (r, c)
+PYEOF
+    then echo "PASS serve, reasoning_effort, stream: delta.reasoning_content then delta.content, apart"
+    else echo "FAIL serve stream reasoning_content: $(head -c 600 $OUT/serve2.sse)"; fi
+fi
+if serve_start $OUT/serve_linear.log $L; then
+    s=$(curl -s -o $OUT/serve3.json -w '%{http_code}' http://127.0.0.1:$PORT/v1/chat/completions -H 'Content-Type: application/json' \
+        -d '{"model":"linear","messages":[{"role":"user","content":"Hello"}],"max_tokens":4,"reasoning_effort":"low"}')
+    if [ "$s" = 400 ] && grep -q "no thinking mode" $OUT/serve3.json; then echo "PASS serve: thinking asked of a Kimi Linear model: 400, $(cat $OUT/serve3.json | head -c 120)"
+    else echo "FAIL serve thinking on Kimi Linear: status $s $(head -c 300 $OUT/serve3.json)"; fi
+fi
