@@ -44,6 +44,10 @@ static int parse_tokenize_args(int argc, char **argv, tokenize_args *a)
     a->mode = set.tokenize.mode;
     a->arg = set.tokenize.arg;
     a->effort = cli_think_effort(set.think);
+    if (a->effort && a->mode != TOKENIZE_CHAT) {
+        cli_error("tokenize: --think renders a chat: use it with --chat FILE.json");
+        return -1;
+    }
     if (!a->model) a->model = cli_default_model();
     return 0;
 }

@@ -36,8 +36,9 @@ CL=$(sp_id "<|close|>"); EM=$(sp_id "<|end_of_msg|>")
 R1=$($K3 tokenize $M --text "The user greets me; I greet back."); A1=$($K3 tokenize $M --text "Hi there!")
 R2=$($K3 tokenize $M --text "Two and two make four."); A2=$($K3 tokenize $M --text "4")
 FORCE="$R1 $CL $A1 $EM $R2 $CL $A2 $EM"
+R3=$($K3 tokenize $M --text "Let me think about this question very carefully before I answer it, step by step.")
 rm -rf $OUT/tool.db*
-K3_TEST_FORCE_IDS="$FORCE" ${K3_TESTBIN:-build/tests}/tool_chat think $M $OUT/tool.db medium 2>$OUT/tool.err ||
+K3_TEST_FORCE_IDS="$FORCE $R3" ${K3_TESTBIN:-build/tests}/tool_chat think $M $OUT/tool.db medium 2>$OUT/tool.err ||
     echo "FAIL tool_chat think: exit status $? $(head -c 300 $OUT/tool.err)"
 
 # k3 chat --think: the reasoning in its own --json field, stored and exported beside the answer

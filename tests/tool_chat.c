@@ -19,7 +19,7 @@
  *   tool_chat think MODEL DB EFFORT
  *       two thinking turns on a Kimi K3 model (t_think.sh forces the
  *       tokens with K3_TEST_FORCE_IDS: reasoning, <|close|>, answer,
- *       <|end_of_msg|>, twice): the reasoning is stored beside the answer, not in it;
+ *       <|end_of_msg|>, twice; then a reasoning longer than -n): the reasoning is stored beside the answer, not in it;
  *       turn 2 prefilled only its message (the thinking-effort message is
  *       not repeated); the kept state equals the template's rendering of
  *       the record (k3_model_render_chat_think with the stored reasoning),
@@ -117,26 +117,28 @@ static int thinking(const char *dir, const char *db_path, const char *effort)
     history *db = m ? history_open(db_path, 0, &herr) : NULL;
     if (!m || !db) { printf("FAIL think setup: %s\n", m ? herr.msg : err.msg); return 1; }
     k3_sampler sp = {.temperature = 0, .top_p = 1};
-    conversation *c = conversation_create(m, db, dir, &sp, 14, 2048, &err);
+    conversation *c = conversation_create(m, db, dir, &sp, 40, 2048, &err);
     if (!c || conversation_set_think(c, effort, &err) || conversation_start(c, "Be brief.", &err)) {
         printf("FAIL think: %s\n", err.msg);
         return 1;
     }
-    const char *said[2] = {"Hello there", "What is 2+2?"};
-    char *reasoning[2] = {0}, *answer[2] = {0};
-    int fails = 0, prefill2 = 0;
-    for (int t = 0; t < 2; t++) {
+    const char *said[3] = {"Hello there", "What is 2+2?", "And a long one?"};
+    char *reasoning[3] = {0}, *answer[3] = {0};
+    int fails = 0, prefill2 = 0, cut_in_reasoning = 0;
+    for (int t = 0; t < 3; t++) {
         turn_result r;
         if (conversation_turn(c, said[t], NULL, NULL, NULL, &r, &err)) { printf("FAIL think turn %d: %s\n", t + 1, err.msg); return 1; }
         reasoning[t] = r.reasoning ? strdup(r.reasoning) : NULL;
         answer[t] = strdup(r.text);
         if (t == 1) prefill2 = r.prefilled_tokens;
+        if (t == 2) cut_in_reasoning = r.length_in_reasoning && !*r.text && r.reasoning && r.generated_tokens == 40;
         turn_result_free(&r);
     }
     /* the record: reasoning beside the answer */
     history_message *msgs = NULL;
     size_t n = 0;
-    int stored_ok = !history_msg_list(db, conversation_id(c), &msgs, &n, &herr) && n == 4;
+    int stored_ok = !history_msg_list(db, conversation_id(c), &msgs, &n, &herr) && n == 6;
+    stored_ok = stored_ok && answer[0] && !strcmp(answer[0], "Hi there!") && answer[1] && !strcmp(answer[1], "4");
     for (int t = 0; stored_ok && t < 2; t++) {
         const history_message *a = &msgs[2 * t + 1];
         stored_ok = reasoning[t] && *reasoning[t] && a->reasoning && !strcmp(a->reasoning, reasoning[t]) &&
@@ -145,6 +147,10 @@ static int thinking(const char *dir, const char *db_path, const char *effort)
     if (stored_ok) printf("PASS think %s: each answer's reasoning stored in its own column, the answer apart (\"%.20s\"...)\n",
                           effort, msgs[1].reasoning);
     else { printf("FAIL think %s: reasoning not stored apart (%zu messages)\n", effort, n); fails++; }
+    if (cut_in_reasoning && n == 6 && msgs[5].reasoning && !strcmp(msgs[5].reasoning, reasoning[2]) && !*msgs[5].content)
+        printf("PASS think %s: an answer cut by -n while thinking says so (no answer; its reasoning \"%.16s...\" kept)\n",
+               effort, reasoning[2]);
+    else { printf("FAIL think %s: the answer cut while thinking (flag %d)\n", effort, cut_in_reasoning); fails++; }
     history_msg_list_free(msgs, n);
     /* turn 2's prompt: its message and the generation prompt, no second effort message */
     k3_chat_msg one = {"user", said[1], NULL};
@@ -169,12 +175,12 @@ static int thinking(const char *dir, const char *db_path, const char *effort)
     char rm[4200];
     snprintf(rm, sizeof rm, "rm -rf '%s.snapshots'", db_path);   /* no snapshot: rebuilt from the record's ids */
     if (system(rm)) printf("FAIL think: %s\n", rm);
-    c = conversation_create(m, db, dir, &sp, 14, 2048, &err);
+    c = conversation_create(m, db, dir, &sp, 40, 2048, &err);
     int from_snapshot = -1;
     if (!c || conversation_resume(c, uid, NULL, NULL, &from_snapshot, &err)) { printf("FAIL think resume: %s\n", err.msg); return 1; }
     snprintf(label, sizeof label, "think %s resumed (%s)", effort, from_snapshot ? "snapshot" : "re-prefill");
     fails += state_is_record(m, db, c, conversation_think(c), label);
-    for (int t = 0; t < 2; t++) { free(reasoning[t]); free(answer[t]); }
+    for (int t = 0; t < 3; t++) { free(reasoning[t]); free(answer[t]); }
     conversation_free(c);
     history_close(db);
     k3_model_close(m);
