@@ -19,6 +19,8 @@ cat > $OUT/chat.json <<'JSON'
  {"role": "assistant", "content": "Hi there!", "reasoning_content": "  \n The user greets me; <|close|>think<|sep|> greet back.\n "},
  {"role": "user", "content": "And 2+2?"},
  {"role": "assistant", "content": "4", "reasoning_content": " \n\t "},
+ {"role": "user", "content": "Spaces?"},
+ {"role": "assistant", "content": "Yes.", "reasoning_content": "\u3000\u00a0 Wide\u2003spaces\u0085 kept inside. \u2028\u00a0"},
  {"role": "user", "content": "Again? 🙂"}]
 JSON
 for t in off low medium high max; do

@@ -120,12 +120,40 @@ int k3_chat_think_effort_valid(const char *effort)
                       !strcmp(effort, "max"));
 }
 
-/* The length of s without the whitespace around it (Jinja's trim), from *start. */
-static size_t trimmed(const char *s, size_t *start)
+/* Is code point c white space to Python's str.strip (what Jinja's trim
+ * calls): ASCII \t-\r, \x1c-\x1f and space, U+0085, U+00A0, U+1680,
+ * U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000. */
+static int py_space(unsigned c)
 {
-    size_t a = 0, e = strlen(s);
-    while (a < e && strchr(" \t\n\r\f\v", s[a])) a++;
-    while (e > a && strchr(" \t\n\r\f\v", s[e - 1])) e--;
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* The code point of the UTF-8 sequence at s[0, n) and its length in *len
+ * (a malformed byte is itself, one byte long: never white space). */
+static unsigned utf8_at(const unsigned char *s, size_t n, size_t *len)
+{
+    int k = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (k == 0 || (size_t)k > n) { *len = 1; return 0xfffd; }
+    unsigned c = k == 1 ? s[0] : s[0] & (0x7f >> k);
+    for (int i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80) { *len = 1; return 0xfffd; }
+        c = c << 6 | (s[i] & 0x3f);
+    }
+    *len = (size_t)k;
+    return c;
+}
+
+/* The length of s without the white space around it (Jinja's trim, which
+ * is Python's str.strip), from *start. */
+static size_t trimmed(const char *str, size_t *start)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t n = strlen(str), a = 0, e, len;
+    while (a < n && py_space(utf8_at(s + a, n - a, &len))) a += len;
+    e = a;
+    for (size_t i = a; i < n; i += len)          /* the end of the last character that is not white space */
+        if (!py_space(utf8_at(s + i, n - i, &len))) e = i + len;
     *start = a;
     return e - a;
 }
