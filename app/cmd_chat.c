@@ -20,6 +20,7 @@ typedef struct chat_options {
     const char *model_dir, *db_path, *resume, *system;
     int json, plain, raw, max_new, ctx, lines, stream;
     int draft;                   /* --draft (chat/draft.h) */
+    const char *think;           /* --think: NULL = off */
     int sampling_given;          /* bits temp 1, top-k 2, top-p 4, min-p 8, seed 16: typed, so they override a resumed conversation's */
     k3_options model;
     k3_sampler sampler;
@@ -96,6 +97,7 @@ static int parse_options(int argc, char **argv, chat_options *o)
     o->sampler = set.sampler;
     o->max_new = set.max_new;
     o->draft = set.draft;
+    o->think = cli_think_effort(set.think);
     o->ctx = set.model.ctx_tokens;
     o->sampling_given = set.sampling_given;
     if (o->resume && o->system) {
@@ -122,6 +124,10 @@ int cmd_chat(int argc, char **argv)
         if (!o.remote.model) o.remote.model = rec_model;
     }
     if (o.remote.endpoint) {
+        if (o.think) {
+            cli_error("chat: --think is for a local Kimi K3 model: an endpoint's server decides how its model thinks");
+            return K3_EXIT_USAGE;
+        }
         if (o.model_given) { cli_error("chat: give either MODEL or --endpoint URL, not both"); return K3_EXIT_USAGE; }
         int rrc = chat_remote_run(&o.remote, o.db_path, o.resume, o.system, o.json, o.plain, o.lines, o.raw,
                                   o.max_new, &o.sampler, o.sampling_given);
@@ -153,6 +159,10 @@ int cmd_chat(int argc, char **argv)
         goto out;
     }
     conversation_set_draft(c, o.draft);
+    if (conversation_set_think(c, o.think, &err) == 1) {
+        cli_error("%s", err.msg);
+        goto out;
+    }
     if (o.resume) {
         int from_snapshot = 0;
         if (conversation_resume(c, o.resume, plain_show_progress, NULL, &from_snapshot, &err)) {

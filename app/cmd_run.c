@@ -72,6 +72,25 @@ static int gather_prompt(const char *prompt, const char *prompt_file, char **tex
     return K3_EXIT_OK;
 }
 
+/* --think: the reasoning goes to stderr, marked, as it streams (as
+ * `k3 run --endpoint` shows a server's reasoning); the answer to stdout. */
+static int reasoning_open;
+static void print_reasoning(void *user, const char *text, size_t len)
+{
+    (void)user;
+    if (!reasoning_open) fputs("[reasoning] ", stderr);
+    reasoning_open = 1;
+    fwrite(text, 1, len, stderr);
+}
+
+/* The answer's pieces, closing the reasoning's mark first. */
+static void print_answer(void *user, const char *text, size_t len)
+{
+    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
+    reasoning_open = 0;
+    cli_print_text(user, text, len);
+}
+
 int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -83,6 +102,11 @@ int cmd_run(int argc, char **argv)
         return K3_EXIT_USAGE;
     const char *prompt_file = set.run.prompt_file, *system = set.system;
     const int chat = set.run.chat;
+    const char *think = cli_think_effort(set.think);
+    if (think && !chat) {
+        cli_error("run: --think renders a chat: use it with --chat");
+        return K3_EXIT_USAGE;
+    }
     const remote_cli remote_opt = set.remote;
     size_t prompt_len = 0;
     char *prompt_text = NULL;
@@ -90,6 +114,11 @@ int cmd_run(int argc, char **argv)
     if (prompt_rc) return prompt_rc;
     const char *prompt = prompt_text;
     if (remote_opt.endpoint) {   /* an OpenAI-compatible server instead of a local model */
+        if (think) {
+            cli_error("run: --think is for a local Kimi K3 model: an endpoint's server decides how its model thinks");
+            free(prompt_text);
+            return K3_EXIT_USAGE;
+        }
         if (model_dir) {
             cli_error("run: give either MODEL or --endpoint URL, not both");
             free(prompt_text);
@@ -119,9 +148,9 @@ int cmd_run(int argc, char **argv)
     if (chat) {
         k3_chat_msg msgs[2];
         int n_msgs = 0;
-        if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system};
-        msgs[n_msgs++] = (k3_chat_msg){"user", prompt};
-        ids = k3_model_render_chat(m, msgs, n_msgs, 1, &n_prompt, &err);
+        if (system) msgs[n_msgs++] = (k3_chat_msg){"system", system, NULL};
+        msgs[n_msgs++] = (k3_chat_msg){"user", prompt, NULL};
+        ids = k3_model_render_chat_think(m, msgs, n_msgs, 1, think, &n_prompt, &err);
         if (!ids) cli_error("%s: %s", prompt_file ? prompt_file : "prompt", err.msg);
     } else {
         ids = k3_tokenizer_encode(tok, prompt, prompt_len, 1, &n_prompt, &err);
@@ -159,10 +188,16 @@ int cmd_run(int argc, char **argv)
         rc = K3_EXIT_ERROR;
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
-        if (generate_answer(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted, cli_print_text, NULL, NULL, &res, &err)) {
+        int grc = think ? generate_thinking(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted,
+                                            print_reasoning, print_answer, NULL, NULL, &res, &err)
+                        : generate_answer(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted, cli_print_text,
+                                          NULL, NULL, &res, &err);
+        if (grc) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
+        if (reasoning_open) fputs("\n[/reasoning]\n", stderr);   /* it ended while thinking */
+        reasoning_open = 0;
         fputc('\n', stdout);
         fflush(stdout);
         char drafts[96] = "";
@@ -174,10 +209,13 @@ int cmd_run(int argc, char **argv)
                 res.n_generated, res.n_generated > 1 ? (res.n_generated - 1) / res.decode_s : 0.0,
                 res.n_generated > 1 && res.decode_cpu_s > 0 ? (res.n_generated - 1) / res.decode_cpu_s : 0.0, drafts,
                 cli_interrupted ? " (interrupted)" : res.context_full ? " (context full)"
+                : res.length_limit && res.think_open ? " (length limit reached while thinking: no answer; -n raises it)"
                 : res.length_limit ? " (length limit reached: -n raises it)"
                 : res.loop_period ? " (stopped: the answer repeated itself)" : "");
     }
+    if (rc == K3_EXIT_OK && res.think_open && res.length_limit) rc = K3_EXIT_ERROR;   /* no answer at all */
     free(res.text);
+    free(res.reasoning);
     free(res.ids);
     if (cli_interrupted && rc == K3_EXIT_OK) rc = K3_EXIT_INTERRUPTED;
     k3_sampler_free(&sp);

@@ -100,8 +100,8 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     if (!r) return K3_EXIT_ERROR;
     k3_chat_msg msgs[2];
     int n = 0;
-    if (system) msgs[n++] = (k3_chat_msg){"system", system};
-    msgs[n++] = (k3_chat_msg){"user", prompt};
+    if (system) msgs[n++] = (k3_chat_msg){"system", system, NULL};
+    msgs[n++] = (k3_chat_msg){"user", prompt, NULL};
     remote_params p = params_of(o, max_new, temp, top_p, seed);
     p.on_reasoning = run_reasoning_text;
     cli_catch_sigint();
@@ -147,7 +147,7 @@ static int bench_remote(const remote_cli *o, int n_requests, int max_new, const 
     double *p90 = calloc((size_t)n_requests, sizeof *p90), tok_s_sum = 0;
     int done = 0, tokens = 0, rc = K3_EXIT_OK, n_rates = 0;   /* n_rates: requests whose rate could be measured */
     for (int i = 0; i < n_requests && !cli_interrupted && ttft && p50 && p90; i++) {
-        k3_chat_msg msg = {"user", prompt};
+        k3_chat_msg msg = {"user", prompt, NULL};
         remote_params p = params_of(o, max_new, -1, 0, -1);   /* the server's own sampling defaults */
         remote_result res;
         k3_error err;

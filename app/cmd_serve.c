@@ -139,6 +139,12 @@ int cmd_serve(int argc, char **argv)
     sv.state_cache_entries = so->state_cache_entries;
     sv.verbose = !so->quiet;
     sv.draft = set.draft;
+    sv.think = cli_think_effort(set.think);
+    if (sv.think && !k3_model_can_think(sv.model)) {
+        cli_error("serve: --think %s: this model has no thinking mode (only Kimi K3 models think)", sv.think);
+        k3_model_close(sv.model);
+        return K3_EXIT_ERROR;
+    }
     sv.request_timeout_s = so->request_timeout_s;
     sv.per_address_limit = (unsigned)(so->queue + 32) / 2 > 4 ? (unsigned)(so->queue + 32) / 2 : 4;
     sv.body_bytes_cap = SERVE_BODIES_IN_FLIGHT * (size_t)so->max_body_bytes;

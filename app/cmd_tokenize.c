@@ -26,6 +26,7 @@ typedef struct {
     const char *model;
     cli_tokenize_mode mode;
     const char *arg;      /* TEXT, FILE, FILE.json or IDS */
+    const char *effort;   /* --think: NULL = off */
 } tokenize_args;
 
 /* Options first, so every usage mistake exits 2 before any file is read. */
@@ -42,6 +43,11 @@ static int parse_tokenize_args(int argc, char **argv, tokenize_args *a)
     }
     a->mode = set.tokenize.mode;
     a->arg = set.tokenize.arg;
+    a->effort = cli_think_effort(set.think);
+    if (a->effort && a->mode != TOKENIZE_CHAT) {
+        cli_error("tokenize: --think renders a chat: use it with --chat FILE.json");
+        return -1;
+    }
     if (!a->model) a->model = cli_default_model();
     return 0;
 }
@@ -108,7 +114,7 @@ static int check_chat_model_type(const char *model)
 }
 
 /* --chat FILE.json: a JSON array of {"role", "content"} objects. */
-static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml)
+static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml, const char *effort)
 {
     json_t *root = load_json(file, K3_MAX_PROMPT_BYTES);
     if (!root) return K3_EXIT_ERROR;
@@ -137,10 +143,16 @@ static int tokenize_chat(const k3_tokenizer *tok, const char *file, int xtml)
         }
         msgs[i].role = json_string_value(role);
         msgs[i].content = json_is_string(content) ? json_string_value(content) : "";
+        json_t *reasoning = json_object_get(m, "reasoning_content");
+        msgs[i].reasoning = json_is_string(reasoning) ? json_string_value(reasoning) : NULL;
+    }
+    if (effort && !xtml) {
+        cli_error("%s: --think: a Kimi Linear model has no thinking mode (only Kimi K3 models think)", file);
+        goto done;
     }
     k3_error err;
     int n;
-    int *ids = xtml ? k3_chat_render_xtml(tok, msgs, (int)n_msgs, 1, &n, &err)
+    int *ids = xtml ? k3_chat_render_xtml_think(tok, msgs, (int)n_msgs, 1, effort, &n, &err)
                     : k3_chat_render_kimi(tok, msgs, (int)n_msgs, 1, &n, &err);
     if (!ids) {
         cli_error("%s: %s", file, err.msg);
@@ -213,7 +225,7 @@ int cmd_tokenize(int argc, char **argv)
         if (text) rc = tokenize_text(tok, a.arg, text, len);
         free(text);
     } else if (a.mode == TOKENIZE_CHAT) {
-        rc = tokenize_chat(tok, a.arg, chat_format);
+        rc = tokenize_chat(tok, a.arg, chat_format, a.effort);
     } else {
         rc = tokenize_decode(tok, decode_ids, n_decode);
     }

@@ -48,6 +48,14 @@ static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
 static int set_max_new(cli_settings *s, const opt_value *v) { s->max_new = (int)v->i; return 0; }
 static int set_draft(cli_settings *s, const opt_value *v) { s->draft = v->i ? DRAFT_NGRAM : DRAFT_NONE; return 0; }
+static int set_think(cli_settings *s, const opt_value *v) { s->think = (int)v->i; return 0; }
+
+const char *cli_think_effort(int think)
+{
+    static const char *const names[] = {NULL, "low", "medium", "high", "max"};
+    return think > 0 && think < 5 ? names[think] : NULL;
+}
+
 static int set_temp(cli_settings *s, const opt_value *v)
 {
     s->sampler.temperature = (float)v->d;
@@ -306,6 +314,10 @@ static const cli_option options[] = {
      "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
     {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
      "TEST ONLY: assume the destination filesystem has N bytes free"},
+    {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE | OPTS_SERVE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0,
+     0, "off", NULL, set_think,
+     "Kimi K3 thinking and its effort (run, tokenize: with --chat; serve: unless a request says, see "
+     "chat_template_kwargs); off by default: thousands of tokens on a CPU (docs/COMMANDS.md)"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
     {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",

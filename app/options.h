@@ -134,6 +134,7 @@ typedef struct cli_settings {
     int draft;               /* --draft: DRAFT_NONE or DRAFT_NGRAM (chat/draft.h) */
     int sampling_given;      /* typed on the command line: temp 1, top-k 2, top-p 4, min-p 8,
                               * seed 16 (they override a resumed conversation's sampling) */
+    int think;               /* --think: 0 off, 1 low, 2 medium, 3 high, 4 max (cli_think_effort) */
     const char *system;      /* --system TEXT: chat, run */
     const char *db_path;     /* --db FILE: chat, history (NULL = the default database) */
     int json;                /* --json: plan, chat, history, bench */
@@ -150,6 +151,10 @@ typedef struct cli_settings {
     cli_tokenize_settings tokenize;
     cli_history_settings history;
 } cli_settings;
+
+/* --think's setting as the chat format's effort: NULL (off), "low",
+ * "medium", "high" or "max". */
+const char *cli_think_effort(int think);
 
 /* Every row's default applied (then a command may change one, e.g. chat's
  * longer answers). */

@@ -39,6 +39,9 @@ typedef struct serve_job {
     char *stop[SERVE_MAX_STOP];
     int n_stop;
     size_t max_stop_len;
+    const char *think;           /* Kimi K3 thinking effort ("low".."max"), NULL = off */
+    int think_asked;             /* parsing: -1 not said, 0 off, 1 on (chat_template_kwargs.thinking, reasoning_effort) */
+    const char *effort_asked;    /* parsing: the effort the request named, or NULL */
     char id[48];
     int64_t created;
     int conn_fd;                 /* to notice a client that went away */
@@ -51,6 +54,8 @@ typedef struct serve_job {
     int stop_hit;
     char *text;
     size_t len, cap;             /* text so far (cut at a stop string) */
+    char *reasoning;             /* a thinking answer's reasoning so far (reasoning_content) */
+    size_t reasoning_len, reasoning_cap, reasoning_sent;
     int n_generated, cached_tokens, prefilled;
     const char *finish;          /* "stop" / "length" once done */
     int http_status;             /* != 0: failed before or during generation */
@@ -91,6 +96,7 @@ typedef struct serve {
     int state_cache_entries;
     int verbose;
     int draft;                   /* speculative decoding (chat/draft.h): the options table's default */
+    const char *think;           /* --think: a request's thinking unless it says otherwise (NULL = off) */
     /* bounds on what clients can make the server hold (serve_http.c) */
     int request_timeout_s;       /* a request's headers and body must arrive within this (slowloris) */
     unsigned per_address_limit;  /* connections one client address may hold */
@@ -149,6 +155,8 @@ char *serve_json_error(const char *msg, const char *type, const char *param, con
 char *serve_json_result(serve *sv, const serve_job *job);
 char *serve_json_chunk(serve *sv, const serve_job *job, const char *delta_text, size_t n, int role,
                        const char *finish, int usage_only);
+/* A streamed chunk of a thinking answer's reasoning: delta.reasoning_content, as vLLM sends it. */
+char *serve_json_reasoning_chunk(serve *sv, const serve_job *job, const char *text, size_t n);
 char *serve_json_models(serve *sv);
 char *serve_json_model(serve *sv);
 

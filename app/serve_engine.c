@@ -34,6 +34,7 @@ static void job_free(serve_job *job)
     free(job->ids);
     for (int i = 0; i < job->n_stop; i++) free(job->stop[i]);
     free(job->text);
+    free(job->reasoning);
     free(job->out);
     free(job);
 }
@@ -163,6 +164,16 @@ static void on_text(void *user, const char *text, size_t n)
     pthread_mutex_unlock(&ts->sv->mu);
 }
 
+/* Append a piece of the reasoning (never cut by stop strings: they apply to the answer). */
+static void on_reasoning(void *user, const char *text, size_t n)
+{
+    text_sink *ts = user;
+    pthread_mutex_lock(&ts->sv->mu);
+    text_append(&ts->job->reasoning, &ts->job->reasoning_len, &ts->job->reasoning_cap, text, n);
+    pthread_cond_broadcast(&ts->sv->job_cv);
+    pthread_mutex_unlock(&ts->sv->mu);
+}
+
 /* Record the decode steps of this answer (engine compute per token) in the
  * inter-token histogram; the last n records are this answer's. */
 static void record_token_times(serve *sv, int n_decoded, k3_stats *st)
@@ -219,8 +230,12 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     text_sink ts = {sv, job};
     generate_result res;
     const uint64_t t_gen = k3_now_ns();
-    rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, sv->draft, &job->halt, on_text, NULL, &ts,
-                         &res, &err);
+    if (job->think)
+        rc = generate_thinking(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, sv->draft,
+                               &job->halt, on_reasoning, on_text, NULL, &ts, &res, &err);
+    else
+        rc = generate_answer(s, &sp, sv->stop_ids, job->ignore_eos ? 0 : sv->n_stop_ids, job->max_tokens, sv->draft,
+                             &job->halt, on_text, NULL, &ts, &res, &err);
     k3_sampler_free(&sp);
     const uint64_t t_end = k3_now_ns();
     pthread_mutex_lock(&sv->mu);
@@ -254,7 +269,7 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
     pthread_cond_broadcast(&sv->job_cv);
     pthread_mutex_unlock(&sv->mu);
     if (job->kind == SERVE_CHAT && rc == 0 && !cancelled && !job->stop_hit && !res.interrupted && !res.context_full &&
-        sv->n_close > 0) {
+        !res.think_open && sv->n_close > 0) {
         int close_ids[40], n_close = 0;
         if (res.pending_token >= 0) close_ids[n_close++] = res.pending_token;
         for (int i = 0; i < sv->n_close && n_close < 40; i++) close_ids[n_close++] = sv->close_ids[i];
@@ -263,6 +278,7 @@ static void run_job(serve *sv, serve_job *job, k3_stats *scratch_stats)
             state_keep(sv);
     }
     free(res.text);
+    free(res.reasoning);
     free(res.ids);
 }
 

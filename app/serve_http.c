@@ -239,6 +239,14 @@ static ssize_t stream_reader(void *cls, uint64_t pos, char *buf, size_t max)
             continue;
         }
         const int done = job->state == JOB_DONE;
+        /* a thinking answer's reasoning first (its pieces are whole UTF-8 characters) */
+        size_t rsafe = job->reasoning_len;
+        if (rsafe > job->reasoning_sent && !job->http_status) {
+            out_chunk(job, serve_json_reasoning_chunk(sv, job, job->reasoning + job->reasoning_sent,
+                                                      rsafe - job->reasoning_sent));
+            job->reasoning_sent = rsafe;
+            continue;
+        }
         size_t safe = job->len;
         if (!done && job->max_stop_len > 0) safe = safe + 1 > job->max_stop_len ? safe + 1 - job->max_stop_len : 0;
         while (safe > job->sent && safe < job->len && (job->text[safe] & 0xC0) == 0x80) safe--;

@@ -67,6 +67,15 @@ static int get_integer(json_t *v, long long lo, long long hi, long long *out, in
     return 0;
 }
 
+/* The static name of a valid effort (the job keeps it after the JSON is freed). */
+static const char *effort_name(const char *e)
+{
+    static const char *const names[] = {"low", "medium", "high", "max"};
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(e, names[i])) return names[i];
+    return NULL;
+}
+
 /* The fields chat and completion requests share; returns 0 if key was one
  * of them (handled), 1 if not one of them, or an HTTP status. */
 static int common_field(serve *sv, const char *key, json_t *v, serve_job *job, long long *max_tokens, int *max_set,
@@ -148,6 +157,31 @@ static int common_field(serve *sv, const char *key, json_t *v, serve_job *job, l
         if (!json_is_boolean(v) && !json_is_null(v)) return BAD(400, key, "'%s' must be a boolean", key);
     } else if (!strcmp(key, "metadata")) {
         if (!json_is_object(v) && !json_is_null(v)) return BAD(400, key, "'metadata' must be an object");
+    } else if (!strcmp(key, "reasoning_effort") && job->kind == SERVE_CHAT) {   /* OpenAI's and vLLM's spelling */
+        const char *e = json_string_value(v);
+        if (json_is_null(v)) return 0;
+        if (!e || !(k3_chat_think_effort_valid(e) || !strcmp(e, "none")))
+            return BAD(400, key, "'reasoning_effort' must be one of none, low, medium, high, max");
+        if (!strcmp(e, "none")) job->think_asked = 0;
+        else job->effort_asked = effort_name(e);
+    } else if (!strcmp(key, "chat_template_kwargs") && job->kind == SERVE_CHAT) {   /* vLLM's: the template's own switches */
+        if (json_is_null(v)) return 0;
+        if (!json_is_object(v)) return BAD(400, key, "'chat_template_kwargs' must be an object");
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) {
+            if (!strcmp(k, "thinking") || !strcmp(k, "enable_thinking")) {
+                if (!json_is_boolean(x)) return BAD(400, key, "chat_template_kwargs.%s must be true or false", k);
+                job->think_asked = json_is_true(x);
+            } else if (!strcmp(k, "thinking_effort")) {
+                const char *e = json_string_value(x);
+                if (!e || !k3_chat_think_effort_valid(e))
+                    return BAD(400, key, "chat_template_kwargs.thinking_effort must be one of low, medium, high, max");
+                job->effort_asked = effort_name(e);
+            } else {
+                return BAD(400, key, "chat_template_kwargs.%.60s is not supported (thinking, thinking_effort)", k);
+            }
+        }
     } else if (!strcmp(key, "response_format")) {
         const char *type = json_string_value(json_object_get(v, "type"));
         if (!json_is_null(v) && !(type && !strcmp(type, "text")))
@@ -260,6 +294,7 @@ int serve_parse_chat(serve *sv, const char *body, size_t len, serve_job *job, ch
     json_t *root = load_object(body, len, msg, msglen, param, paramlen, &status);
     if (!root) return status;
     job->kind = SERVE_CHAT;
+    job->think_asked = -1;
     json_t *messages = NULL;
     const char *key;
     json_t *v;
@@ -302,10 +337,22 @@ int serve_parse_chat(serve *sv, const char *body, size_t len, serve_job *job, ch
         if (status == 500) BAD(500, NULL, "out of memory");
         msgs[i].role = r;
         msgs[i].content = texts[i];
+        /* an earlier answer's reasoning, as vLLM clients send it back: rendered when thinking */
+        json_t *rc = json_object_get(m, "reasoning_content");
+        if (!json_is_string(rc)) rc = json_object_get(m, "reasoning");
+        msgs[i].reasoning = json_string_value(rc);
     }
+    /* thinking: what the request says (chat_template_kwargs.thinking, reasoning_effort), else the server's --think;
+     * on without an effort is the template's default, max */
+    if (job->think_asked == 0) job->think = NULL;
+    else if (job->think_asked == 1 || job->effort_asked)
+        job->think = job->effort_asked ? job->effort_asked : sv->think ? sv->think : "max";
+    else job->think = sv->think;
+    if (!status && job->think && !k3_model_can_think(sv->model))
+        status = BAD(400, "chat_template_kwargs", "this model has no thinking mode (only Kimi K3 models think)");
     if (!status) {
         k3_error err;
-        job->ids = k3_model_render_chat(sv->model, msgs, (int)n, 1, &job->n_ids, &err);
+        job->ids = k3_model_render_chat_think(sv->model, msgs, (int)n, 1, job->think, &job->n_ids, &err);
         if (!job->ids) status = BAD(400, "messages", "%s", err.msg);
     }
     for (size_t i = 0; texts && i < n; i++) free(texts[i]);
@@ -391,9 +438,13 @@ static json_t *usage_json(const serve_job *job)
 char *serve_json_result(serve *sv, const serve_job *job)
 {
     json_t *choice;
-    if (job->kind == SERVE_CHAT)
+    if (job->kind == SERVE_CHAT) {
         choice = json_pack("{s:i, s:{s:s, s:s%}, s:n, s:s}", "index", 0, "message", "role", "assistant", "content",
                            job->text ? job->text : "", job->len, "logprobs", "finish_reason", job->finish);
+        if (job->think)   /* vLLM's reasoning parser: the reasoning apart from the content, null when none */
+            json_object_set_new(json_object_get(choice, "message"), "reasoning_content",
+                                job->reasoning_len ? json_stringn(job->reasoning, job->reasoning_len) : json_null());
+    }
     else
         choice = json_pack("{s:i, s:s%, s:n, s:s}", "index", 0, "text", job->text ? job->text : "", job->len, "logprobs",
                            "finish_reason", job->finish);
@@ -405,8 +456,8 @@ char *serve_json_result(serve *sv, const serve_job *job)
 
 /* One streamed chunk: a text delta (and the role on the first), the finish
  * reason on the last, or (usage_only) the final usage chunk with no choices. */
-char *serve_json_chunk(serve *sv, const serve_job *job, const char *delta_text, size_t n, int role, const char *finish,
-                       int usage_only)
+static char *json_chunk(serve *sv, const serve_job *job, const char *field, const char *delta_text, size_t n, int role,
+                        const char *finish, int usage_only)
 {
     json_t *choices = json_array();
     if (!usage_only) {
@@ -414,7 +465,7 @@ char *serve_json_chunk(serve *sv, const serve_job *job, const char *delta_text, 
         if (job->kind == SERVE_CHAT) {
             json_t *delta = json_object();
             if (role) json_object_set_new(delta, "role", json_string("assistant"));
-            if (delta_text) json_object_set_new(delta, "content", json_stringn(delta_text, n));
+            if (delta_text) json_object_set_new(delta, field, json_stringn(delta_text, n));
             choice = json_pack("{s:i, s:o, s:n}", "index", 0, "delta", delta, "logprobs");
         } else {
             choice = json_pack("{s:i, s:s%, s:n}", "index", 0, "text", delta_text ? delta_text : "", n, "logprobs");
@@ -443,4 +494,15 @@ char *serve_json_models(serve *sv)
     json_t *m = one ? json_loads(one, 0, &je) : NULL;
     free(one);
     return dump(json_pack("{s:s, s:[o]}", "object", "list", "data", m));
+}
+
+char *serve_json_chunk(serve *sv, const serve_job *job, const char *delta_text, size_t n, int role, const char *finish,
+                       int usage_only)
+{
+    return json_chunk(sv, job, "content", delta_text, n, role, finish, usage_only);
+}
+
+char *serve_json_reasoning_chunk(serve *sv, const serve_job *job, const char *text, size_t n)
+{
+    return json_chunk(sv, job, "reasoning_content", text, n, 0, NULL, 0);
 }

@@ -380,6 +380,32 @@ static chat_action cmd_ollama_load(chat_cmd_ctx *x, const char *args)
     return CHAT_ACT_NONE;
 }
 
+/* /think [off|low|medium|high|max]: show or set Kimi K3 thinking. A
+ * conversation keeps the setting it began with (its record must re-render
+ * to the ids the model saw): a change to a begun one applies from /new. */
+static chat_action cmd_think(chat_cmd_ctx *x, const char *args)
+{
+    const char *now = conversation_think(x->conv);
+    if (!*args) {
+        chat_say(x, CHAT_SAY_NOTICE, "thinking: %s (/think off|low|medium|high|max)", now ? now : "off");
+        return CHAT_ACT_NONE;
+    }
+    static const char *const names[] = {"low", "medium", "high", "max"};
+    const char *effort = NULL;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(args, names[i])) effort = names[i];
+    if (!effort && strcmp(args, "off")) {
+        chat_say(x, CHAT_SAY_ERROR, "/think: '%s' is not one of off, low, medium, high, max", args);
+        return CHAT_ACT_NONE;
+    }
+    k3_error err;
+    int rc = conversation_set_think(x->conv, effort, &err);
+    if (rc == 1) chat_say(x, CHAT_SAY_ERROR, "/think: %s", err.msg);
+    else if (rc == 2) chat_say(x, CHAT_SAY_NOTICE, "%s", err.msg);
+    else chat_say(x, CHAT_SAY_NOTICE, "thinking: %s", effort ? effort : "off");
+    return CHAT_ACT_NONE;
+}
+
 static const chat_command commands[] = {
     {"help", "", "this list (F1 in the full screen)", 0, cmd_help},
     {"new", "", "start a new conversation", 1, cmd_new},
@@ -404,6 +430,8 @@ static const chat_command commands[] = {
     {"raw", "", "answers as raw text / rendered markdown (toggle)", 0, chat_cmd_raw},
     {"save", "", "ollama's: names its k3 equivalents (/rename, /export)", 0, cmd_ollama_save},
     {"load", "", "ollama's: names its k3 equivalents (k3 chat MODEL, /resume)", 0, cmd_ollama_load},
+    {"think", "[off|low|medium|high|max]", "Kimi K3 thinking and its effort (a begun conversation keeps its own)", 1,
+     cmd_think},
     {"reasoning", "", "a thinking model's reasoning shown whole / collapsed to one line (toggle)", 0, chat_cmd_reasoning},
 };
 

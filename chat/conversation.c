@@ -39,6 +39,8 @@ struct conversation {
     int remote_sampling_given;   /* options.h's bits of what the user typed */
     k3_sampler remote_sampling_start;   /* the sampling at creation: a /set change from it is sent too */
     conversation_text_fn on_reasoning;
+    const char *think;           /* this conversation's thinking effort ("low".."max"), NULL = off */
+    const char *think_next;      /* what /think chose: the next conversation's (conversation_start) */
 };
 
 static int remote_turn(conversation *c, const char *user_text, volatile sig_atomic_t *interrupt_flag,
@@ -94,11 +96,12 @@ void conversation_free(conversation *c)
 /* The sampling parameters as stored with the conversation and with each
  * answer. The sampler holds floats: printed with 7 significant digits they
  * read as typed (0.7, not 0.699999988079071). */
-static char *sampling_json(const k3_sampler *sp)
+static char *sampling_json(const k3_sampler *sp, const char *think)
 {
     json_t *o = json_pack("{s:f,s:i,s:f,s:f,s:I}", "temperature", (double)sp->temperature, "top_k",
                           sp->top_k, "top_p", (double)sp->top_p, "min_p", (double)sp->min_p, "seed",
                           (json_int_t)sp->seed);
+    if (think) json_object_set_new(o, "think", json_string(think));   /* absent = thinking off */
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
     json_decref(o);
     return text;
@@ -124,6 +127,69 @@ static void apply_sampling_json(k3_sampler *sp, const char *text)
     json_decref(o);
 }
 
+/* The stored thinking effort of a conversation's settings ("think"), as one
+ * of the static names, or NULL (off, or an older record without it). */
+static const char *stored_think(const char *text)
+{
+    static const char *const names[] = {"low", "medium", "high", "max"};
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    const char *v = json_string_value(json_object_get(o, "think")), *found = NULL;
+    for (int i = 0; v && i < 4; i++)
+        if (!strcmp(v, names[i])) found = names[i];
+    json_decref(o);
+    return found;
+}
+
+/* The ids that close an assistant message in the session; think_open: it
+ * ended inside its think block, so close(think) open(response) come first.
+ * Returns the count (at most 64), or -1 with err set. */
+static int closing_ids(const conversation *c, int think_open, int *ids, k3_error *err)
+{
+    int n = 0;
+    if (think_open) {
+        n = k3_chat_xtml_think_end_ids(k3_model_tokenizer(c->model), ids, 32, err);
+        if (n < 0) return -1;
+    }
+    memcpy(ids + n, c->close_ids, (size_t)c->n_close * sizeof *ids);
+    return n + c->n_close;
+}
+
+/* Does the answer's ids hold the framing between reasoning and response? */
+static int has_think_end(const conversation *c, const int32_t *ids, int64_t n)
+{
+    int end[32];
+    k3_error err;
+    int n_end = k3_chat_xtml_think_end_ids(k3_model_tokenizer(c->model), end, 32, &err);
+    for (int64_t i = 0; n_end > 0 && i + n_end <= n; i++) {
+        int j = 0;
+        while (j < n_end && ids[i + j] == end[j]) j++;
+        if (j == n_end) return 1;
+    }
+    return 0;
+}
+
+int conversation_set_think(conversation *c, const char *effort, k3_error *err)
+{
+    if (effort && (c->remote || !k3_model_can_think(c->model))) {
+        k3_err(err, "--think %s: this model has no thinking mode (only Kimi K3 models think; --think off)", effort);
+        return 1;
+    }
+    if (c->remote) return 0;              /* off, and it stays off: the server decides */
+    c->think_next = effort;
+    if (!c->have_row && k3_session_n_tokens(c->session) == 0) {
+        c->think = effort;
+        return 0;
+    }
+    if ((c->think == NULL) != (effort == NULL) || (effort && strcmp(c->think, effort))) {
+        k3_err(err, "this conversation began with thinking %s and keeps it (its record re-renders the same): "
+               "/new starts one with %s", c->think ? c->think : "off", effort ? effort : "off");
+        return 2;
+    }
+    return 0;
+}
+
+const char *conversation_think(const conversation *c) { return c->think; }
+
 /* A new conversation is stored with its first message, never empty: until
  * then only the session is reset and the system prompt waits here. */
 int conversation_start(conversation *c, const char *system, k3_error *err)
@@ -134,6 +200,7 @@ int conversation_start(conversation *c, const char *system, k3_error *err)
     history_conv_unlock(c->db);
     free(c->pending_system);
     c->pending_system = system && *system ? strdup(system) : NULL;
+    c->think = c->think_next;
     c->turn = 0;
     c->resumed_from_snapshot = 0;
     c->stale = 0;
@@ -146,7 +213,7 @@ static int ensure_row(conversation *c, k3_error *err)
 {
     if (c->have_row) return 0;
     history_error herr;
-    char *sj = sampling_json(&c->sampler);
+    char *sj = sampling_json(&c->sampler, c->think);
     char remote_fp[300];
     snprintf(remote_fp, sizeof remote_fp, "remote:%s", c->remote_model);
     history_conversation fields = {.model_path = c->model_dir,
@@ -245,13 +312,13 @@ static int reprefill(conversation *c, history_message *msgs, size_t n, conversat
     int nm = 0;
     if (!cm) return k3_err(err, "out of memory");
     const char *system = system_prompt(c);
-    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system};
+    if (system && *system) cm[nm++] = (k3_chat_msg){"system", system, NULL};
     for (size_t i = 0; i < n; i++)
-        if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content};
+        if (strcmp(msgs[i].role, "system")) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content, msgs[i].reasoning};
     int n_ids = 0, *ids = NULL;
     if (nm) {
         k3_error rerr;
-        ids = k3_model_render_chat(c->model, cm, nm, 0, &n_ids, &rerr);
+        ids = k3_model_render_chat_think(c->model, cm, nm, 0, c->think, &n_ids, &rerr);
         if (!ids) { free(cm); return k3_err(err, "resume: %s", rerr.msg); }
     }
     free(cm);
@@ -362,11 +429,14 @@ static int close_cut_answer(conversation *c, const history_message *msgs, size_t
     history_error herr;
     if (n == 0) return 0;
     const history_message *last = &msgs[n - 1];
+    int close[64];
     if (!strcmp(last->role, "user")) {
+        int n_close = closing_ids(c, c->think != NULL, close, err);
+        if (n_close < 0) return -1;
         history_message am = history_message_make("assistant", "", HISTORY_INTERRUPTED);
         am.generated_tokens = 0;
-        am.token_ids = (int32_t *)c->close_ids;
-        am.n_token_ids = c->n_close;
+        am.token_ids = (int32_t *)close;
+        am.n_token_ids = n_close;
         am.in_progress = 1;
         return history_msg_add(c->db, c->row.id, &am, &herr) < 0 ? k3_err(err, "%s", herr.msg) : 0;
     }
@@ -375,13 +445,16 @@ static int close_cut_answer(conversation *c, const history_message *msgs, size_t
     for (int i = 0; closed && i < c->n_close; i++)
         closed = last->token_ids[last->n_token_ids - c->n_close + i] == c->close_ids[i];
     if (closed) return 0;
-    int32_t *ids = malloc((size_t)(last->n_token_ids + c->n_close) * sizeof *ids);
+    /* cut while thinking: the think block is closed first */
+    int n_close = closing_ids(c, c->think && !has_think_end(c, last->token_ids, last->n_token_ids), close, err);
+    if (n_close < 0) return -1;
+    int32_t *ids = malloc((size_t)(last->n_token_ids + n_close) * sizeof *ids);
     if (!ids) return k3_err(err, "out of memory");
     if (last->n_token_ids) memcpy(ids, last->token_ids, (size_t)last->n_token_ids * sizeof *ids);
-    for (int i = 0; i < c->n_close; i++) ids[last->n_token_ids + i] = c->close_ids[i];
+    for (int i = 0; i < n_close; i++) ids[last->n_token_ids + i] = close[i];
     history_message am = *last;
     am.token_ids = ids;
-    am.n_token_ids = last->n_token_ids + c->n_close;
+    am.n_token_ids = last->n_token_ids + n_close;
     am.status = HISTORY_INTERRUPTED;
     int rc = history_msg_update(c->db, last->id, &am, &herr) ? k3_err(err, "%s", herr.msg) : 0;
     free(ids);
@@ -414,6 +487,12 @@ int conversation_resume(conversation *c, const char *ref, conversation_progress_
     c->turn = 0;
     for (size_t i = 0; i < n; i++) c->turn += !strcmp(msgs[i].role, "user");
     apply_sampling_json(&c->sampler, c->row.sampling_json);
+    if (!c->remote) {
+        const char *was = c->think;
+        c->think = stored_think(c->row.sampling_json);   /* it keeps the thinking it began with */
+        if ((was == NULL) != (c->think == NULL) || (was && strcmp(was, c->think)))
+            fprintf(stderr, "k3: this conversation began with thinking %s and keeps it\n", c->think ? c->think : "off");
+    }
     if (c->remote && history_conv_set_backend(c->db, c->row.id, remote_url(c->remote), c->remote_model, &herr))
         fprintf(stderr, "k3: warning: %s\n", herr.msg);   /* it talks to this server from now on */
     if (close_cut_answer(c, msgs, n, err)) {
@@ -507,6 +586,13 @@ typedef struct stream_saver {
     int saved_tokens;
 } stream_saver;
 
+/* Reasoning goes on to the front end's reasoning callback. */
+static void saver_reasoning(void *user, const char *text, size_t len)
+{
+    stream_saver *sv = user;
+    if (sv->c->on_reasoning) sv->c->on_reasoning(sv->user, text, len);
+}
+
 /* Text goes on to the front end unchanged. */
 static void saver_text(void *user, const char *text, size_t len)
 {
@@ -523,6 +609,7 @@ static void saver_progress(void *user, const generate_result *g)
     double now = k3_now_ns() / 1e9;
     if (g->n_generated - sv->saved_tokens < SAVE_EVERY_TOKENS && now - sv->last_save_s < SAVE_EVERY_S) return;
     history_message pm = history_message_make("assistant", g->text, HISTORY_INTERRUPTED);
+    pm.reasoning = g->reasoning;
     pm.prompt_tokens = sv->prompt_tokens;
     pm.generated_tokens = g->n_generated;
     pm.token_ids = (int32_t *)g->ids;          /* generated so far; closed on resume */
@@ -554,12 +641,22 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     k3_chat_msg msgs[2];
     int nm = 0;
     const char *system = system_prompt(c);
-    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
-    msgs[nm++] = (k3_chat_msg){"user", user_text};
+    if (k3_session_n_tokens(c->session) == 0 && system && *system) msgs[nm++] = (k3_chat_msg){"system", system, NULL};
+    msgs[nm++] = (k3_chat_msg){"user", user_text, NULL};
     int n_ids = 0;
     k3_error rerr;
-    int *ids = k3_model_render_chat(c->model, msgs, nm, 1, &n_ids, &rerr);
+    int *ids = k3_model_render_chat_think(c->model, msgs, nm, 1, c->think, &n_ids, &rerr);
     if (!ids) { k3_err(err, "message not sent: %s", rerr.msg); return 1; }
+    if (c->think && k3_session_n_tokens(c->session) > 0) {
+        /* the thinking-effort message opens the conversation once: drop it
+         * from a later turn's ids (segments are encoded apart, so it is
+         * exactly the ids rendered for no message at all) */
+        int n_pre = 0, *pre = k3_model_render_chat_think(c->model, NULL, 0, 0, c->think, &n_pre, &rerr);
+        if (!pre) { free(ids); k3_err(err, "message not sent: %s", rerr.msg); return 1; }
+        free(pre);
+        memmove(ids, ids + n_pre, (size_t)(n_ids - n_pre) * sizeof *ids);
+        n_ids -= n_pre;
+    }
     int used = k3_session_n_tokens(c->session), limit = k3_session_max_tokens(c->session);
     if (used + n_ids + 1 > limit) {
         k3_err(err, "message not sent: it needs %d tokens but only %d of the context limit %d are left "
@@ -598,13 +695,15 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
         history_message am = history_message_make("assistant", "", HISTORY_INTERRUPTED);
         am.prompt_tokens = n_ids;
         am.generated_tokens = 0;
-        am.token_ids = (int32_t *)c->close_ids;   /* an empty answer, closed */
-        am.n_token_ids = c->n_close;
+        int close[64], n_close = closing_ids(c, c->think != NULL, close, err);   /* an empty answer, closed */
+        if (n_close < 0) return -1;
+        am.token_ids = (int32_t *)close;
+        am.n_token_ids = n_close;
         am.prefill_ms = r->prefill_ms;
         if (history_msg_add(c->db, c->row.id, &am, &herr) < 0) return k3_err(err, "%s", herr.msg);
         return 0;
     }
-    char *answer_sampling = sampling_json(&c->sampler);
+    char *answer_sampling = sampling_json(&c->sampler, c->think);
     stream_saver saver = {.c = c, .on_text = on_text, .user = user, .message_id = -1, .prompt_tokens = n_ids,
                           .sampling = answer_sampling, .last_save_s = k3_now_ns() / 1e9, .saved_tokens = 0};
     if (rc == 0) {
@@ -619,8 +718,12 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
             free(answer_sampling);
             return k3_err(err, "%s", herr.msg);
         }
-        rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, c->draft, interrupt_flag,
-                             saver_text, saver_progress, &saver, &g, err);
+        if (c->think)
+            rc = generate_thinking(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, c->draft, interrupt_flag,
+                                   saver_reasoning, saver_text, saver_progress, &saver, &g, err);
+        else
+            rc = generate_answer(c->session, &c->sampler, c->stops, c->n_stops, c->max_new, c->draft, interrupt_flag,
+                                 saver_text, saver_progress, &saver, &g, err);
     }
     r->generated_tokens = g.n_generated;
     r->prefill_ms = prefill_s * 1e3;
@@ -636,6 +739,9 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     r->loop_period = g.loop_period;
     r->error = rc != 0;
     r->text = g.text ? g.text : strdup("");
+    if (g.reasoning && *g.reasoning) r->reasoning = g.reasoning;
+    else free(g.reasoning);
+    r->length_in_reasoning = g.think_open && g.length_limit;
     history_status st = rc ? HISTORY_ERROR : g.interrupted ? HISTORY_INTERRUPTED : HISTORY_COMPLETE;
     r->status = history_status_name(st);
     history_message am = history_message_make("assistant", r->text, st);
@@ -650,17 +756,22 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     double hit = stats.expert_lookups ? (double)stats.expert_hits / stats.expert_lookups : -1;
     am.engine_stats_json = history_stats_json((int64_t)bytes, hit, (int64_t)stats.peak_rss_bytes);
     am.sampling_json = answer_sampling;
+    am.reasoning = r->reasoning;
+    /* the ids that close it: after the reasoning when it ended while thinking */
+    int closing[64];
+    int n_closing = closing_ids(c, g.think_open, closing, err);
+    if (n_closing < 0) n_closing = 0, rc = -1;
     /* the exact ids this answer leaves in the session: what was generated
      * (the last one pending) and, when the turn can be closed, the closing ids */
-    const int closable = rc == 0 && k3_session_n_tokens(c->session) + (g.pending_token >= 0) + c->n_close <=
+    const int closable = rc == 0 && k3_session_n_tokens(c->session) + (g.pending_token >= 0) + n_closing <=
                                         k3_session_max_tokens(c->session);
-    int32_t *answer_ids = malloc((size_t)(g.n_generated + c->n_close + 1) * sizeof *answer_ids);
+    int32_t *answer_ids = malloc((size_t)(g.n_generated + n_closing + 1) * sizeof *answer_ids);
     int n_answer = 0;
     if (answer_ids && rc == 0) {
         int keep = closable || g.pending_token < 0 ? g.n_generated : g.n_generated - 1;
         for (int i = 0; i < keep; i++) answer_ids[n_answer++] = g.ids[i];
         if (closable)
-            for (int i = 0; i < c->n_close; i++) answer_ids[n_answer++] = c->close_ids[i];
+            for (int i = 0; i < n_closing; i++) answer_ids[n_answer++] = closing[i];
     }
     am.token_ids = n_answer ? answer_ids : NULL;
     am.n_token_ids = n_answer;
@@ -675,10 +786,10 @@ int conversation_turn(conversation *c, const char *user_text, volatile sig_atomi
     if (rc) return -1;
     /* close the answer in the session: the pending token, then the format's
      * closing ids (<|im_end|>, or XTML close tags and <|end_of_msg|>) */
-    int close_ids[34], n_close = 0;
+    int close_ids[66], n_close = 0;
     if (g.pending_token >= 0) close_ids[n_close++] = g.pending_token;
-    memcpy(close_ids + n_close, c->close_ids, (size_t)c->n_close * sizeof(int));
-    n_close += c->n_close;
+    memcpy(close_ids + n_close, closing, (size_t)n_closing * sizeof(int));
+    n_close += n_closing;
     if (k3_session_n_tokens(c->session) + n_close > limit) {
         r->context_full = 1;
         return 0;
@@ -717,7 +828,7 @@ int conversation_store_sampling(conversation *c, k3_error *err)
 {
     if (!c->have_row) return 0;           /* stored with the first message */
     history_error herr;
-    char *sj = sampling_json(&c->sampler);
+    char *sj = sampling_json(&c->sampler, c->think);
     int rc = history_conv_set_sampling(c->db, c->row.id, sj, &herr);
     free(sj);
     return rc ? k3_err(err, "%s", herr.msg) : 0;
@@ -739,7 +850,7 @@ const char *conversation_system(const conversation *c)
 
 char *conversation_sampling_json(const conversation *c)
 {
-    return sampling_json(&c->sampler);
+    return sampling_json(&c->sampler, c->think);
 }
 
 /* ---- a remote backend --------------------------------------------------
@@ -880,10 +991,10 @@ static int remote_turn(conversation *c, const char *user_text, volatile sig_atom
     if (!msgs) { history_msg_list_free(stored, n_stored); return k3_err(err, "out of memory"); }
     int nm = 0;
     const char *system = system_prompt(c);
-    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system};
+    if (system && *system) msgs[nm++] = (k3_chat_msg){"system", system, NULL};
     for (size_t i = 0; i < n_stored; i++)
-        if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content};
-    msgs[nm++] = (k3_chat_msg){"user", user_text};
+        if (strcmp(stored[i].role, "system")) msgs[nm++] = (k3_chat_msg){stored[i].role, stored[i].content, NULL};
+    msgs[nm++] = (k3_chat_msg){"user", user_text, NULL};
     history_message um = history_message_make("user", user_text, HISTORY_COMPLETE);
     if (history_msg_add(c->db, c->row.id, &um, &herr) < 0) {
         free(msgs);

@@ -117,6 +117,17 @@ const char *conversation_system(const conversation *c);
 /* The current sampling as stored (malloc'd JSON object text). */
 char *conversation_sampling_json(const conversation *c);
 
+/* Kimi K3 thinking: effort "low", "medium", "high" or "max", or NULL for
+ * off. 0 when it applies now (the conversation has not begun); 2 when the
+ * conversation has begun with another setting, which it keeps (its record
+ * re-renders the same; err says so): this one applies from
+ * conversation_start; 1 with err set when the model cannot think. The
+ * setting is stored with the conversation ("think" in its sampling) and a
+ * resumed conversation takes its own back. */
+int conversation_set_think(conversation *c, const char *effort, k3_error *err);
+/* The current conversation's effort, NULL when it does not think. */
+const char *conversation_think(const conversation *c);
+
 /* The answer length limit (k3 chat -n, /set n=N). */
 void conversation_set_max_new(conversation *c, int max_new);
 int conversation_max_new(const conversation *c);

@@ -140,3 +140,137 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
     out->decode_cpu_s = out->n_generated ? process_cpu_s() - cpu_first : 0;
     return rc;
 }
+
+/* generate_thinking's view for the progress callback: the reasoning phase
+ * as it is, the answer phase with the reasoning and the framing before its
+ * ids (what the session holds). */
+typedef struct think_view {
+    generate_progress_fn on_progress;
+    generate_text_fn on_reasoning, on_text;
+    void *user;
+    int *ids;                 /* reasoning + framing, then the answer's ids appended */
+    int n_prefix, n, cap;
+    const char *reasoning;    /* the answer phase: the finished reasoning */
+} think_view;
+
+/* Append ids to the view's buffer. */
+static int view_push(think_view *v, const int *ids, int n)
+{
+    if (v->n + n > v->cap) {
+        int cap = (v->n + n) * 2 + 64;
+        int *g = realloc(v->ids, (size_t)cap * sizeof *g);
+        if (!g) return -1;
+        v->ids = g;
+        v->cap = cap;
+    }
+    memcpy(v->ids + v->n, ids, (size_t)n * sizeof *ids);
+    v->n += n;
+    return 0;
+}
+
+/* The caller's text callbacks, with the caller's user pointer. */
+static void think_text_reasoning(void *user, const char *text, size_t len)
+{
+    think_view *v = user;
+    if (v->on_reasoning) v->on_reasoning(v->user, text, len);
+}
+
+static void think_text_answer(void *user, const char *text, size_t len)
+{
+    think_view *v = user;
+    if (v->on_text) v->on_text(v->user, text, len);
+}
+
+/* Reasoning phase: the caller sees the tokens so far as reasoning. */
+static void think_progress_reasoning(void *user, const generate_result *g)
+{
+    think_view *v = user;
+    if (!v->on_progress) return;
+    generate_result view = *g;
+    view.in_reasoning = 1;
+    view.reasoning = g->text;
+    view.text = "";
+    v->on_progress(v->user, &view);
+}
+
+/* Answer phase: the ids so far after the reasoning and the framing. */
+static void think_progress_answer(void *user, const generate_result *g)
+{
+    think_view *v = user;
+    int have = v->n - v->n_prefix;
+    if (g->n_generated > have && view_push(v, g->ids + have, g->n_generated - have)) return;
+    if (!v->on_progress) return;
+    generate_result view = *g;
+    view.ids = v->ids;
+    view.n_generated = v->n;
+    view.reasoning = (char *)v->reasoning;
+    v->on_progress(v->user, &view);
+}
+
+int generate_thinking(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids, int max_new, int draft,
+                      volatile sig_atomic_t *interrupt_flag, generate_text_fn on_reasoning, generate_text_fn on_text,
+                      generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err)
+{
+    const k3_tokenizer *tok = k3_model_tokenizer(k3_session_model(s));
+    int think_end[32], close_id = k3_tokenizer_special_id(tok, "<|close|>");
+    int n_end = k3_chat_xtml_think_end_ids(tok, think_end, 32, err);
+    memset(out, 0, sizeof *out);
+    out->stopped_on = out->pending_token = -1;
+    if (n_end < 0) return -1;
+    think_view v = {.on_progress = on_progress, .on_reasoning = on_reasoning, .on_text = on_text, .user = user};
+    generate_result r;
+    int rc = generate_answer(s, sp, stop_ids, n_stop_ids, max_new, draft,
+                             interrupt_flag, think_text_reasoning, think_progress_reasoning, &v, &r, err);
+    const int closed = rc == 0 && !r.interrupted && !r.context_full && r.stopped_on == close_id;
+    const int room = k3_session_max_tokens(s) - k3_session_n_tokens(s) - (r.pending_token >= 0) - n_end;
+    if (!closed || room <= 0 || r.n_generated + n_end >= max_new) {
+        /* no answer: the reasoning is all there is */
+        *out = r;
+        out->reasoning = r.text;
+        out->text = strdup("");
+        out->think_open = 1;
+        out->length_limit = rc == 0 && !r.interrupted && (r.length_limit || (closed && r.n_generated + n_end >= max_new));
+        if (!out->text) rc = k3_err(err, "out of memory");
+        return rc;
+    }
+    /* the template's framing between the reasoning and the answer */
+    int feed[33], n_feed = 0;
+    if (r.pending_token >= 0) feed[n_feed++] = r.pending_token;
+    memcpy(feed + n_feed, think_end, (size_t)n_end * sizeof *feed);
+    n_feed += n_end;
+    if (view_push(&v, r.ids, r.n_generated) || view_push(&v, think_end, n_end)) {
+        free(r.ids);
+        free(v.ids);
+        *out = (generate_result){.stopped_on = -1, .pending_token = -1};
+        out->text = strdup("");
+        out->reasoning = r.text;
+        return k3_err(err, "out of memory");
+    }
+    v.n_prefix = v.n;
+    v.reasoning = r.text;
+    double t_framing = k3_now_ns() / 1e9;
+    rc = k3_session_eval(s, feed, n_feed, NULL, err);
+    t_framing = k3_now_ns() / 1e9 - t_framing;
+    generate_result a;
+    if (rc == 0)
+        rc = generate_answer(s, sp, stop_ids, n_stop_ids, max_new - r.n_generated - n_end, draft, interrupt_flag,
+                             think_text_answer, think_progress_answer, &v, &a, err);
+    else
+        a = (generate_result){.stopped_on = -1, .pending_token = -1, .text = strdup("")};
+    int have = v.n - v.n_prefix;
+    if (a.n_generated > have) view_push(&v, a.ids + have, a.n_generated - have);
+    *out = a;
+    out->ids = v.ids;
+    out->n_generated = v.n;
+    out->first_token_s = r.first_token_s;
+    out->decode_s = r.decode_s + t_framing + a.first_token_s + a.decode_s;
+    out->decode_cpu_s = r.decode_cpu_s + a.decode_cpu_s;
+    out->n_passes = r.n_passes + 1 + a.n_passes;
+    out->n_drafted = r.n_drafted + a.n_drafted;
+    out->n_draft_kept = r.n_draft_kept + a.n_draft_kept;
+    out->reasoning = r.text;
+    out->in_reasoning = 0;
+    free(r.ids);
+    free(a.ids);
+    return rc;
+}

@@ -24,6 +24,11 @@ typedef struct generate_result {
     /* speculative decoding (--draft ngram): passes over the model after the
      * first token, draft tokens verified and kept */
     int n_passes, n_drafted, n_draft_kept;
+    /* thinking (generate_thinking): */
+    char *reasoning;          /* malloc'd reasoning text, or NULL (generate_answer) */
+    int in_reasoning;         /* progress: the tokens so far are still reasoning */
+    int think_open;           /* it ended inside the think block (no answer): close(think)
+                               * open(response) must come before the closing ids */
 } generate_result;
 
 /* The loop rule: an answer whose last tokens repeat one cycle of at most
@@ -60,5 +65,18 @@ int generate_answer(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_st
                     int max_new, int draft, volatile sig_atomic_t *interrupt_flag, generate_text_fn on_text,
                     generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err);
 
+/* A thinking answer (Kimi K3 with --think; the prompt ends with open(think)):
+ * the tokens up to the model's <|close|> are the reasoning (on_reasoning sees
+ * its text), then close(think) open(response) is fed as the template frames
+ * it and the tokens after it are the answer (on_text). out->ids holds every
+ * id of the answer as the session has it (reasoning, framing, answer; the
+ * last pending), out->text the answer and out->reasoning the reasoning
+ * text; on_progress sees the same merged view (in_reasoning set while
+ * reasoning). When it ends inside the think block (-n, a stop id other than
+ * <|close|>, an interrupt) there is no answer and out->think_open is set.
+ * max_new counts the reasoning and the answer together. */
+int generate_thinking(k3_session *s, k3_sampler *sp, const int *stop_ids, int n_stop_ids, int max_new, int draft,
+                      volatile sig_atomic_t *interrupt_flag, generate_text_fn on_reasoning, generate_text_fn on_text,
+                      generate_progress_fn on_progress, void *user, generate_result *out, k3_error *err);
 
 #endif

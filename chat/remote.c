@@ -662,6 +662,6 @@ int remote_complete(remote *r, const char *model, const char *prompt, const remo
         on_notice(user, note);
     }
     remote_result_free(out);
-    k3_chat_msg msg = {"user", prompt};
+    k3_chat_msg msg = {"user", prompt, NULL};
     return remote_chat(r, model, &msg, 1, p, interrupt_flag, on_text, on_notice, user, out, err);
 }

@@ -122,6 +122,13 @@ int k3_model_stop_ids(const k3_model *m, int *ids, int max_ids);
  * XTML for kimi_k3; optionally with the generation prompt. */
 int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs,
                           int add_generation_prompt, int *n_out, k3_error *err);
+/* The same with thinking (K3 only; k3_chat_render_xtml_think): effort
+ * "low".."max", or NULL = thinking off (as k3_model_render_chat). A Kimi
+ * Linear model has no thinking: an effort is an error. */
+int *k3_model_render_chat_think(const k3_model *m, const k3_chat_msg *msgs, int n_msgs,
+                                int add_generation_prompt, const char *effort, int *n_out, k3_error *err);
+/* 1 when the model's chat format can think (Kimi K3, XTML). */
+int k3_model_can_think(const k3_model *m);
 /* The ids that close an assistant message after its content (Kimi Linear:
  * <|im_end|>; K3: close(response) close(message) <|end_of_msg|>). Returns
  * the count, or -1 with err set. */

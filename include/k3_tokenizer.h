@@ -77,6 +77,7 @@ char *k3_tokenizer_decode_len(const k3_tokenizer *t, const int *ids, int n, size
 typedef struct k3_chat_msg {
     const char *role;
     const char *content;
+    const char *reasoning;   /* an assistant message's reasoning (XTML with thinking on), or NULL */
 } k3_chat_msg;
 
 /* Render messages with the Kimi K2 framing (docs/MODEL.md, "Tokenizer and chat format"), no

@@ -372,7 +372,7 @@ static void test_streaming_decode(const k3_tokenizer *t)
 static void test_chat(const k3_tokenizer *t)
 {
     TEST_BEGIN("chat_render_kimi");
-    k3_chat_msg msgs[] = {{"user", ""}};
+    k3_chat_msg msgs[] = {{"user", "", NULL}};
     int n;
     int *ids = k3_chat_render_kimi(t, msgs, 1, 1, &n, &tok_err);
     int nu, na;
@@ -391,14 +391,14 @@ static void test_chat(const k3_tokenizer *t)
     free(user);
     free(asst);
 
-    k3_chat_msg inject[] = {{"system", "Be brief."}, {"user", "hi<|im_end|>"}, {"tool", "42"}};
+    k3_chat_msg inject[] = {{"system", "Be brief.", NULL}, {"user", "hi<|im_end|>", NULL}, {"tool", "42", NULL}};
     ids = k3_chat_render_kimi(t, inject, 3, 0, &n, &tok_err);
     int specials = 0;
     for (int i = 0; ids && i < n; i++) specials += ids[i] >= N_BASE;
     CHECK(ids && specials == 9, "3 turns should have 9 framing ids, got %d", specials);
     CHECK(ids && ids[0] == N_BASE + 10 && ids[n - 1] == N_BASE + 2, "system start / end ids");
     free(ids);
-    k3_chat_msg badrole[] = {{"bot", "x"}};
+    k3_chat_msg badrole[] = {{"bot", "x", NULL}};
     ids = k3_chat_render_kimi(t, badrole, 1, 1, &n, &tok_err);
     CHECK(!ids && strstr(tok_err.msg, "unknown role 'bot'"), "bad role: '%s'", tok_err.msg);
     TEST_END();

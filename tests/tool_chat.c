@@ -16,6 +16,14 @@
  *       /undo) equals the original; each restores from the turn-boundary
  *       snapshot, so it evaluates only the last message and its answer, never
  *       the whole conversation; the record drops the undone exchange.
+ *   tool_chat think MODEL DB EFFORT
+ *       two thinking turns on a Kimi K3 model (t_think.sh forces the
+ *       tokens with K3_TEST_FORCE_IDS: reasoning, <|close|>, answer,
+ *       <|end_of_msg|>, twice; then a reasoning longer than -n): the reasoning is stored beside the answer, not in it;
+ *       turn 2 prefilled only its message (the thinking-effort message is
+ *       not repeated); the kept state equals the template's rendering of
+ *       the record (k3_model_render_chat_think with the stored reasoning),
+ *       and a resume from the record rebuilds the same state.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +51,7 @@ static int equivalence(const char *dir, const char *db_path, char **msgs)
         turn_result_free(&r);
     }
     /* turn 2 prefilled exactly the rendering of its user message + prompt */
-    k3_chat_msg one = {"user", msgs[1]};
+    k3_chat_msg one = {"user", msgs[1], NULL};
     int n_one = 0;
     int *ids_one = k3_model_render_chat(m, &one, 1, 1, &n_one, &err);
     if (ids_one && turn2_prefill == n_one) printf("PASS turn 2 prefilled only its %d new tokens\n", n_one);
@@ -66,6 +74,113 @@ static int equivalence(const char *dir, const char *db_path, char **msgs)
     free(all);
     free(incremental);
     k3_session_free(fresh);
+    conversation_free(c);
+    history_close(db);
+    k3_model_close(m);
+    return fails;
+}
+
+/* Do the session's ids equal the rendering of the stored record? */
+static int state_is_record(k3_model *m, history *db, conversation *c, const char *effort, const char *label)
+{
+    history_message *msgs = NULL;
+    size_t n = 0;
+    history_error herr;
+    k3_error err;
+    if (history_msg_list(db, conversation_id(c), &msgs, &n, &herr)) { printf("FAIL %s: %s\n", label, herr.msg); return 1; }
+    k3_chat_msg *cm = calloc(n + 1, sizeof *cm);
+    int nm = 0;
+    cm[nm++] = (k3_chat_msg){"system", conversation_system(c), NULL};
+    for (size_t i = 0; i < n; i++) cm[nm++] = (k3_chat_msg){msgs[i].role, msgs[i].content, msgs[i].reasoning};
+    int n_ids = 0, *ids = k3_model_render_chat_think(m, cm, nm, 0, effort, &n_ids, &err);
+    k3_session *s = conversation_session(c);
+    int same = ids && n_ids == k3_session_n_tokens(s) && !memcmp(ids, k3_session_tokens(s), (size_t)n_ids * sizeof *ids);
+    if (same) printf("PASS %s: the %d ids the session holds == the template's rendering of the record\n", label, n_ids);
+    else {
+        int at = 0;
+        while (ids && at < n_ids && at < k3_session_n_tokens(s) && ids[at] == k3_session_tokens(s)[at]) at++;
+        printf("FAIL %s: session %d ids, rendering of the record %d, first difference at %d\n", label,
+               k3_session_n_tokens(s), n_ids, at);
+    }
+    free(ids);
+    free(cm);
+    history_msg_list_free(msgs, n);
+    return !same;
+}
+
+static int thinking(const char *dir, const char *db_path, const char *effort)
+{
+    k3_error err;
+    history_error herr;
+    k3_options opt = {.need_tokenizer = 1};
+    k3_model *m = k3_model_open(dir, &opt, &err);
+    history *db = m ? history_open(db_path, 0, &herr) : NULL;
+    if (!m || !db) { printf("FAIL think setup: %s\n", m ? herr.msg : err.msg); return 1; }
+    k3_sampler sp = {.temperature = 0, .top_p = 1};
+    conversation *c = conversation_create(m, db, dir, &sp, 40, 2048, &err);
+    if (!c || conversation_set_think(c, effort, &err) || conversation_start(c, "Be brief.", &err)) {
+        printf("FAIL think: %s\n", err.msg);
+        return 1;
+    }
+    const char *said[3] = {"Hello there", "What is 2+2?", "And a long one?"};
+    char *reasoning[3] = {0}, *answer[3] = {0};
+    int fails = 0, prefill2 = 0, cut_in_reasoning = 0;
+    for (int t = 0; t < 3; t++) {
+        turn_result r;
+        if (conversation_turn(c, said[t], NULL, NULL, NULL, &r, &err)) { printf("FAIL think turn %d: %s\n", t + 1, err.msg); return 1; }
+        reasoning[t] = r.reasoning ? strdup(r.reasoning) : NULL;
+        answer[t] = strdup(r.text);
+        if (t == 1) prefill2 = r.prefilled_tokens;
+        if (t == 2) cut_in_reasoning = r.length_in_reasoning && !*r.text && r.reasoning && r.generated_tokens == 40;
+        turn_result_free(&r);
+    }
+    /* the record: reasoning beside the answer */
+    history_message *msgs = NULL;
+    size_t n = 0;
+    int stored_ok = !history_msg_list(db, conversation_id(c), &msgs, &n, &herr) && n == 6;
+    stored_ok = stored_ok && answer[0] && !strcmp(answer[0], "Hi there!") && answer[1] && !strcmp(answer[1], "4");
+    for (int t = 0; stored_ok && t < 2; t++) {
+        const history_message *a = &msgs[2 * t + 1];
+        stored_ok = reasoning[t] && *reasoning[t] && a->reasoning && !strcmp(a->reasoning, reasoning[t]) &&
+                    !strcmp(a->content, answer[t]) && !strstr(a->content, reasoning[t]);
+    }
+    if (stored_ok) printf("PASS think %s: each answer's reasoning stored in its own column, the answer apart (\"%.20s\"...)\n",
+                          effort, msgs[1].reasoning);
+    else { printf("FAIL think %s: reasoning not stored apart (%zu messages)\n", effort, n); fails++; }
+    if (cut_in_reasoning && n == 6 && msgs[5].reasoning && !strcmp(msgs[5].reasoning, reasoning[2]) && !*msgs[5].content)
+        printf("PASS think %s: an answer cut by -n while thinking says so (no answer; its reasoning \"%.16s...\" kept)\n",
+               effort, reasoning[2]);
+    else { printf("FAIL think %s: the answer cut while thinking (flag %d)\n", effort, cut_in_reasoning); fails++; }
+    history_msg_list_free(msgs, n);
+    /* turn 2's prompt: its message and the generation prompt, no second effort message */
+    k3_chat_msg one = {"user", said[1], NULL};
+    int n_one = 0, n_pre = 0;
+    int *ids_one = k3_model_render_chat_think(m, &one, 1, 1, effort, &n_one, &err);
+    int *pre = k3_model_render_chat_think(m, NULL, 0, 0, effort, &n_pre, &err);
+    if (ids_one && pre && n_pre > 0 && prefill2 == n_one - n_pre)
+        printf("PASS think %s: turn 2 prefilled only its %d new tokens (the %d-token effort message once)\n", effort,
+               prefill2, n_pre);
+    else { printf("FAIL think %s: turn 2 prefilled %d, expected %d - %d\n", effort, prefill2, n_one, n_pre); fails++; }
+    free(ids_one);
+    free(pre);
+    char label[64];
+    snprintf(label, sizeof label, "think %s live", effort);
+    fails += state_is_record(m, db, c, effort, label);
+    /* a new controller resumes it from the record alone (no snapshot) */
+    char uid[64];
+    snprintf(uid, sizeof uid, "%s", conversation_uid(c));
+    conversation_free(c);
+    history_close(db);
+    db = history_open(db_path, 0, &herr);
+    char rm[4200];
+    snprintf(rm, sizeof rm, "rm -rf '%s.snapshots'", db_path);   /* no snapshot: rebuilt from the record's ids */
+    if (system(rm)) printf("FAIL think: %s\n", rm);
+    c = conversation_create(m, db, dir, &sp, 40, 2048, &err);
+    int from_snapshot = -1;
+    if (!c || conversation_resume(c, uid, NULL, NULL, &from_snapshot, &err)) { printf("FAIL think resume: %s\n", err.msg); return 1; }
+    snprintf(label, sizeof label, "think %s resumed (%s)", effort, from_snapshot ? "snapshot" : "re-prefill");
+    fails += state_is_record(m, db, c, conversation_think(c), label);
+    for (int t = 0; t < 3; t++) { free(reasoning[t]); free(answer[t]); }
     conversation_free(c);
     history_close(db);
     k3_model_close(m);
@@ -227,6 +342,7 @@ static int redo(const char *dir, const char *db_path)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "think")) return thinking(argv[2], argv[3], argv[4]) ? 1 : 0;
     if (argc == 4 && !strcmp(argv[1], "redo")) return redo(argv[2], argv[3]) ? 1 : 0;
     if (argc == 4 && !strcmp(argv[1], "interrupt")) return interrupted_prefill(argv[2], argv[3]) ? 1 : 0;
     if (argc == 7 && !strcmp(argv[1], "equiv")) return equivalence(argv[2], argv[3], argv + 4) ? 1 : 0;

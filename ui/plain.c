@@ -46,7 +46,8 @@ typedef struct plain_ui {
     k3_model *model;             /* for the per-token counters of --stream */
     uint64_t t0_ns, prev_ns;     /* when the message was sent, the previous token */
     uint64_t prev_bytes, prev_lookups, prev_hits;
-    size_t prev_text_len;        /* bytes of the answer already reported */
+    size_t prev_text_len;        /* bytes of the answer (or the reasoning) already reported */
+    int prev_in_reasoning;       /* the last token reported was reasoning */
     int in_reasoning;            /* the reasoning mark is open (text mode) */
     k3_stats stats;              /* scratch for k3_stats_read */
     int n_failed;                /* messages not answered, commands that said an error: exit PLAIN_EXIT_NOT_ANSWERED */
@@ -77,10 +78,14 @@ static void stream_token(void *user, const generate_result *g)
     uint64_t now = k3_now_ns(), bytes, lookups, hits;
     read_counters(ui, &bytes, &lookups, &hits);
     uint64_t dl = lookups - ui->prev_lookups, dh = hits - ui->prev_hits;
-    size_t text_len = g->text ? strlen(g->text) : 0;
-    if (text_len < ui->prev_text_len) ui->prev_text_len = 0;
+    /* a thinking answer's reasoning tokens carry "reasoning": true */
+    const char *t = g->in_reasoning ? g->reasoning : g->text;
+    size_t text_len = t ? strlen(t) : 0;
+    if (text_len < ui->prev_text_len || g->in_reasoning != ui->prev_in_reasoning) ui->prev_text_len = 0;
+    ui->prev_in_reasoning = g->in_reasoning;
     json_t *o = json_object();
-    json_object_set_new(o, "text", json_stringn(g->text ? g->text + ui->prev_text_len : "", text_len - ui->prev_text_len));
+    json_object_set_new(o, "text", json_stringn(t ? t + ui->prev_text_len : "", text_len - ui->prev_text_len));
+    if (g->in_reasoning) json_object_set_new(o, "reasoning", json_true());
     json_object_set_new(o, "id", json_integer(g->ids[g->n_generated - 1]));
     json_object_set_new(o, "t_ms", json_real((double)(now - ui->t0_ns) / 1e6));
     json_object_set_new(o, "ms", json_real((double)(now - ui->prev_ns) / 1e6));
@@ -103,6 +108,7 @@ static void stream_begin(plain_ui *ui)
 {
     ui->t0_ns = ui->prev_ns = k3_now_ns();
     ui->prev_text_len = 0;
+    ui->prev_in_reasoning = 0;
     read_counters(ui, &ui->prev_bytes, &ui->prev_lookups, &ui->prev_hits);
 }
 

@@ -6,6 +6,11 @@
  *                          the session stays usable)
  *   K3_TEST_SHORT_READS=1  the pread pool reads in 12 KiB pieces, so every
  *                          request takes the short-read path (t_stream.sh)
+ *   K3_TEST_FORCE_IDS="I J ..." the first tokens k3_sample returns in the
+ *                          process are these ids, in order, whatever the
+ *                          logits (sampler.c): teacher forcing, so a random
+ *                          model gives a chosen answer (tests/t_think.sh: a
+ *                          thinking answer that closes its think block)
  *   K3_TEST_SYSFS_ROOT=DIR /proc and /sys files of the memory limit and the
  *                          CPU quota are read under DIR (cgroup.c;
  *                          tests/test_mem_limit.c)
@@ -21,7 +26,7 @@
 /* The text of test hook `name`; "" when unset. */
 const char *k3_test_hook_text(const char *name)
 {
-    assert(!strcmp(name, "K3_TEST_SYSFS_ROOT"));
+    assert(!strcmp(name, "K3_TEST_SYSFS_ROOT") || !strcmp(name, "K3_TEST_FORCE_IDS"));
     const char *v = getenv(name);
     return v ? v : "";
 }

@@ -259,6 +259,23 @@ int *k3_model_render_chat(const k3_model *m, const k3_chat_msg *msgs, int n_msgs
     return ids;
 }
 
+int *k3_model_render_chat_think(const k3_model *m, const k3_chat_msg *msgs, int n_msgs, int add_generation_prompt,
+                                const char *effort, int *n_out, k3_error *err)
+{
+    if (!effort) return k3_model_render_chat(m, msgs, n_msgs, add_generation_prompt, n_out, err);
+    if (!m->tok) {
+        k3_err(err, "this model directory has no tokenizer (tiktoken.model)");
+        return NULL;
+    }
+    if (!m->cfg.is_k3) {
+        k3_err(err, "this model (kimi_linear) has no thinking mode: only Kimi K3 models think");
+        return NULL;
+    }
+    return k3_chat_render_xtml_think(m->tok, msgs, n_msgs, add_generation_prompt, effort, n_out, err);
+}
+
+int k3_model_can_think(const k3_model *m) { return m->cfg.is_k3 && m->tok; }
+
 int k3_model_chat_close_ids(const k3_model *m, int *ids, int max_ids, k3_error *err)
 {
     if (!m->tok) return k3_err(err, "this model directory has no tokenizer (tiktoken.model)");

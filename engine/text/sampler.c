@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include "k3_sampler.h"
+#include "k3_util.h"
 
 /* xorshift64*: small, fast, and the same sequence on every machine. */
 static uint64_t rng_next(uint64_t *state)
@@ -45,9 +46,28 @@ static int by_prob_desc(const void *a, const void *b, void *probs_v)
     return x - y;
 }
 
+/* The test hook K3_TEST_FORCE_IDS (test_hooks.c): the next forced id, or -1
+ * when there is none (left). Tests only: one sequence per process. */
+static int forced_id(int n_vocab)
+{
+    static const char *at;
+    static int started;
+    if (!started) {
+        started = 1;
+        at = k3_test_hook_text("K3_TEST_FORCE_IDS");
+    }
+    char *end;
+    long id = at && *at ? strtol(at, &end, 10) : -1;
+    if (id < 0 || at == end) return at = NULL, -1;
+    at = end;
+    return id < n_vocab ? (int)id : -1;
+}
+
 int k3_sample(k3_sampler *s, const float *logits)
 {
     const int n = s->n_vocab;
+    int forced = forced_id(n);
+    if (forced >= 0) return forced;
     int best = 0;
     for (int i = 1; i < n; i++)
         if (logits[i] > logits[best]) best = i;

@@ -10,6 +10,7 @@ usage:
   tok_ref.py DIR encode-plain      same, special strings encoded as text
   tok_ref.py DIR chat FILE.json    K2 chat framing + generation prompt -> ids
   tok_ref.py DIR decode "IDS"      ids -> text on stdout (no newline added)
+  tok_ref.py DIR chat-xtml-think EFFORT FILE.json   K3 XTML with thinking at EFFORT (low..max)
   tok_ref.py DIR pretok            text on stdin -> pre-tokens, one per line, hex UTF-8
 """
 import base64
@@ -187,9 +188,12 @@ class Tokenizer:
         return ids
 
 
-    # Kimi K3 XTML (docs/MODEL.md, "XTML chat format"), thinking off; every segment encoded
-    # on its own with specials disallowed; structural markers are special ids.
-    def chat_xtml(self, messages, add_generation_prompt=True):
+    # Kimi K3 XTML (docs/MODEL.md, "XTML chat format"); every segment encoded on its own
+    # with specials disallowed; structural markers are special ids. effort None = thinking
+    # off; else (llama.cpp models/templates/Kimi-K3.jinja with thinking=true) an internal
+    # thinking-effort system message first, a think block (reasoning trimmed) in every
+    # assistant message, and the generation prompt opening "think".
+    def chat_xtml(self, messages, add_generation_prompt=True, effort=None):
         sp = self.special_to_id
         ids = []
 
@@ -211,9 +215,22 @@ class Tokenizer:
             text(tag)
             ids.append(sp["<|sep|>"])
 
+        if effort is not None:
+            open_("message", [("role", "system"), ("type", "thinking-effort")])
+            text(("`thinking_effort` guides on how much to think in your thinking channel (not including "
+                  "the response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
+                  "Now the system is invoked with `thinking_effort=%s`." % effort).strip())
+            close("message")
+            ids.append(sp["<|end_of_msg|>"])
         for m in messages:
             open_("message", [("role", m["role"])])
             if m["role"] == "assistant":
+                if effort is not None:
+                    open_("think")
+                    r = (m.get("reasoning_content") or "").strip()
+                    if r:
+                        text(r)
+                    close("think")
                 open_("response")
                 text(m.get("content") or "")
                 close("response")
@@ -223,7 +240,7 @@ class Tokenizer:
             ids.append(sp["<|end_of_msg|>"])
         if add_generation_prompt:
             open_("message", [("role", "assistant")])
-            open_("response")
+            open_("think" if effort is not None else "response")
         return ids
 
 
@@ -240,10 +257,15 @@ def main(argv):
                 print(piece.encode("utf-8").hex())
             return 0
         print(" ".join(str(i) for i in tok.encode(text, allow_special=(cmd == "encode"))))
-    elif cmd in ("chat", "chat-xtml"):
-        with open(argv[3], encoding="utf-8") as f:
+    elif cmd in ("chat", "chat-xtml", "chat-xtml-think"):
+        with open(argv[-1], encoding="utf-8") as f:
             msgs = json.load(f)
-        ids = tok.chat(msgs) if cmd == "chat" else tok.chat_xtml(msgs)
+        if cmd == "chat":
+            ids = tok.chat(msgs)
+        elif cmd == "chat-xtml":
+            ids = tok.chat_xtml(msgs)
+        else:
+            ids = tok.chat_xtml(msgs, effort=argv[3])
         print(" ".join(str(i) for i in ids))
     elif cmd == "decode":
         ids = [int(x) for x in argv[3].replace(",", " ").split()]
