@@ -304,6 +304,7 @@ install: $(K3BIN)
 uninstall:
 	rm -f "$(DESTDIR)$(PREFIX)/bin/k3"
 	rm -rf "$(DESTDIR)$(PREFIX)/share/k3/models/k3-mini"
+	@rmdir "$(DESTDIR)$(PREFIX)/share/k3/models" "$(DESTDIR)$(PREFIX)/share/k3" 2>/dev/null || true
 
 clean:
 	rm -rf build build-asan build-tsan build-cov build-generic build-aarch64 k3 k3-asan
