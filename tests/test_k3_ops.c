@@ -312,6 +312,31 @@ static void test_mxfp4_canonical(void)
     TEST_END();
 }
 
+/* Every scale byte a loader accepts (0-254: subnormal weights at the bottom,
+ * products that overflow to inf at the top) gives the canonical bits: the
+ * vector decoders' per-scale tables and multiplies agree with the plain C
+ * statement of the order on every one of them, 1 and 4 rows at a time. */
+static void test_mxfp4_every_scale(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "mxfp4_matvec_every_scale_byte [%s]", k3_kernels_name());
+    TEST_BEGIN(name);
+    enum { ROWS = 9, COLS = 928 };          /* 9 x 29 groups = 261 scale bytes */
+    static uint8_t packed[ROWS * COLS / 2], scale[ROWS * COLS / 32];
+    static float x[COLS], y[ROWS];
+    for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(urand() * 256);
+    for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(i % 255);
+    for (int c = 0; c < COLS; c++) x[c] = (float)((urand() - 0.5) * 4);
+    k3_weight w = {K3_DT_MXFP4, ROWS, COLS, packed, NULL, scale};
+    k3_matvec(y, &w, x);
+    for (int64_t r = 0; r < ROWS; r++) {
+        float want = mxfp4_canonical_row(&w, r, x);
+        CHECK(!memcmp(&y[r], &want, 4), "row %lld (scales %d..%d): %a vs canonical %a", (long long)r,
+              (int)scale[r * (COLS / 32)], (int)scale[r * (COLS / 32) + COLS / 32 - 1], y[r], want);
+    }
+    TEST_END();
+}
+
 /* k3_delta_rule_tokens (one sweep of the state per token, strips of columns
  * in registers) leaves the state and writes every output bit for bit as
  * k3_delta_rule_step token after token - the decode path and the old chunk
@@ -388,6 +413,7 @@ int main(void)
     test_mxfp4_vector();
     test_mxfp4_dot();
     test_mxfp4_canonical();
+    test_mxfp4_every_scale();
     test_delta_rule_tokens();
     TEST_EXIT();
 }

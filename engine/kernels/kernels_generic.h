@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include "mxfp4.h"
 #include <string.h>
 
 #define K3_KERNELS_NAME "generic (portable C)"
@@ -152,6 +153,26 @@ K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
         uint8_t byte = bytes16[c / 2];
         f[c / 8].lane[c % 8] = doubled_e2m1[(c & 1) ? byte >> 4 : byte & 0x0F];
     }
+}
+
+/* The MXFP4 matvec's lane order on this back end: columns in order (see
+ * kernels_x86.h for a back end that permutes them). */
+#define MXFP4_LANE_COLUMNS {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+/* 16 floats of x (one chunk) in the lane order above: a copy. */
+K3_INLINE void v16_to_mxfp4_lanes(const float *x16, float *lanes16)
+{
+    memcpy(lanes16, x16, 16 * sizeof(float));
+}
+
+/* One MXFP4 group -> its 32 exact weights, scale applied, columns in order
+ * (w[0] columns 0-7 ... w[3] 24-31): doubled integers times half the scale. */
+K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w[4])
+{
+    const v8f half_scale = v8_set1(0.5f * k3_e8m0_to_f32(scale));
+    v32_from_mxfp4_doubled(bytes16, w);
+    for (int i = 0; i < 4; i++)
+        w[i] = v8_mul(w[i], half_scale);
 }
 
 #endif

@@ -11,6 +11,8 @@
 
 #include <arm_neon.h>
 #include <stdint.h>
+#include <string.h>
+#include "mxfp4.h"
 
 #define K3_KERNELS_NAME "aarch64 (NEON)"
 
@@ -158,6 +160,26 @@ K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
         f[2 * i + 1].lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi16)));
         f[2 * i + 1].hi = vcvtq_f32_s32(vmovl_high_s16(hi16));
     }
+}
+
+/* The MXFP4 matvec's lane order on this back end: columns in order (see
+ * kernels_x86.h for a back end that permutes them). */
+#define MXFP4_LANE_COLUMNS {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+/* 16 floats of x (one chunk) in the lane order above: a copy. */
+K3_INLINE void v16_to_mxfp4_lanes(const float *x16, float *lanes16)
+{
+    memcpy(lanes16, x16, 16 * sizeof(float));
+}
+
+/* One MXFP4 group -> its 32 exact weights, scale applied, columns in order
+ * (w[0] columns 0-7 ... w[3] 24-31): doubled integers times half the scale. */
+K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w[4])
+{
+    const v8f half_scale = v8_set1(0.5f * k3_e8m0_to_f32(scale));
+    v32_from_mxfp4_doubled(bytes16, w);
+    for (int i = 0; i < 4; i++)
+        w[i] = v8_mul(w[i], half_scale);
 }
 
 #endif
