@@ -101,7 +101,7 @@ ENGINE_LIB  := $(BUILD)/libk3engine.a
 # config parsing), comments stripped. Session files carry it; a file written
 # by a build whose numerics differ is refused (docs/ARCHITECTURE.md, "Session
 # files"), and no one has to remember to bump a version by hand.
-NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engine/kernels/mxfp4.c engine/kernels/dtype.c engine/kernels/ops.c \
+NUMERIC_SRC := $(wildcard engine/kernels/matvec.c engine/kernels/convert.c engine/kernels/mxfp4.c engine/kernels/mxfp4_q8.c engine/kernels/dtype.c engine/kernels/ops.c \
                engine/kernels/delta_rule.c engine/kernels/delta_rule.h \
                engine/kernels/ops.h engine/kernels/kernels.h engine/kernels/kernels_arch.h engine/kernels/kernels_x86.h \
                engine/kernels/kernels_neon.h engine/kernels/kernels_generic.h engine/model/kda.c engine/model/mla.c engine/model/moe.c engine/model/forward.c \

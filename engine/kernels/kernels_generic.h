@@ -175,4 +175,23 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
         w[i] = v8_mul(w[i], half_scale);
 }
 
+/* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in
+ * q8 position order (mxfp4_q8.c), as exact floats: lane l = sum over
+ * positions 4l..4l+3 of doubled E2M1 code x q (position p < 16 is the low
+ * nibble of byte p, p >= 16 the high nibble of byte p - 16), summed
+ * directly. */
+K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, const int32_t *offsets8)
+{
+    (void)offsets8;   /* for back ends that look up code + 12 (kernels_x86.h) */
+    static const int8_t doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    float sums[8];
+    for (int l = 0; l < 8; l++) {
+        int32_t sum = 0;
+        for (int p = 4 * l; p < 4 * l + 4; p++)
+            sum += doubled[p < 16 ? bytes16[p] & 0x0F : bytes16[p - 16] >> 4] * q32[p];
+        sums[l] = (float)sum;
+    }
+    return v8_loadu(sums);
+}
+
 #endif

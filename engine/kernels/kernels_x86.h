@@ -171,4 +171,59 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
     w[3] = _mm256_castsi256_ps(_mm256_and_si256(chunk1, upper_word));
 }
 
+/* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in
+ * q8 position order (mxfp4_q8.c), as exact floats: lane l = sum over
+ * positions 4l..4l+3 of doubled E2M1 code x q. The nibbles unpack as for
+ * the exact path (low nibbles in the low 128 bits = positions 0-15, high
+ * nibbles = 16-31); pshufb looks up code + 12 (0..24, unsigned) so
+ * vpmaddubsw can multiply it with the signed q directly, vpmaddwd with ones
+ * adds the pairs, and the quantizer's per-lane 12 * sum(q) (offsets8) is
+ * subtracted: all exact in int16/int32, the same integers as the plain
+ * sums of the generic back end. */
+K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, const int32_t *offsets8)
+{
+    const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                                   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
+    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+    __m256i pairs = _mm256_maddubs_epi16(_mm256_shuffle_epi8(codes_plus_12, nibbles),
+                                         _mm256_loadu_si256((const __m256i *)q32));
+    __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
+                                    _mm256_loadu_si256((const __m256i *)offsets8));
+    return _mm256_cvtepi32_ps(sums);
+}
+
+/* The q8 quantization of one 32-column group (mxfp4_q8.c's contract,
+ * which its scalar loop states): amax of |x| with NaN lanes taken as 0
+ * (the scalar compare skips them), then per column x * inverse clamped to
+ * [-127, 127] (NaN -> -127, as max_ps returns its second operand) and
+ * rounded to nearest even: element by element the same IEEE operations, so
+ * the same codes. Codes in column order into ints32 (the caller reorders);
+ * returns amax. */
+#define K3_HAVE_Q8_QUANTIZE_GROUP 1
+K3_INLINE float q8_quantize_group_columns(const float *x32, float (*inverse_of)(float), int32_t ints32[32])
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x32 + 8 * i);
+        __m256 a = _mm256_and_ps(v[i], abs_mask);
+        a = _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q));   /* NaN -> 0 */
+        m = _mm256_max_ps(m, a);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h);
+    const __m256 inverse = _mm256_set1_ps(inverse_of(amax));
+    for (int i = 0; i < 4; i++) {
+        __m256 scaled = _mm256_max_ps(_mm256_mul_ps(v[i], inverse), _mm256_set1_ps(-127.0f));
+        scaled = _mm256_min_ps(scaled, _mm256_set1_ps(127.0f));
+        scaled = _mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256((__m256i *)(ints32 + 8 * i), _mm256_cvtps_epi32(scaled));
+    }
+    return amax;
+}
+
 #endif

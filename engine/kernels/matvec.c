@@ -110,6 +110,20 @@ void k3_kernels_force_scalar(int on)
     kernels_scalar_forced = on != 0;
 }
 
+static int kernels_activations_q8;
+
+/* --activations: which MXFP4 path k3_matvec and k3_matmul take (kernels.h). */
+void k3_kernels_set_activations_q8(int on)
+{
+    kernels_activations_q8 = on != 0;
+}
+
+/* The MXFP4 activation path in force (1 = q8). */
+int k3_kernels_activations_q8(void)
+{
+    return kernels_activations_q8;
+}
+
 /* So callers (and tests) can report which path ran. */
 int k3_kernels_scalar_forced(void)
 {
@@ -602,6 +616,10 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
+    if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {
+        k3_mxfp4_q8_matvec_rows(y, W, x, row_begin, row_end);
+        return;
+    }
     if (!simd_usable(W)) {
         for (int64_t r = row_begin; r < row_end; r++)
             y[r] = dot_row_scalar(W, r, x);
@@ -1020,6 +1038,10 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         return;
     if (n_tokens == 1) {
         k3_matvec(Y, W, X);
+        return;
+    }
+    if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {
+        k3_mxfp4_q8_matmul(Y, W, X, n_tokens);
         return;
     }
     if (simd_usable(W) && rows * cols < MATVEC_PARALLEL_MIN_ELEMS) {

@@ -10,11 +10,14 @@ const float k3_e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
 k3_mxfp4_bf16_bytes k3_mxfp4_bf16_tables[256] __attribute__((aligned(64)));
+float k3_mxfp4_half_scales[256];
 
 /* The tables' contents (mxfp4.h): the same float product as the scalar
  * reference decoder, so a looked-up weight equals the reference's bits. */
 static void fill_bf16_tables(void)
 {
+    for (int e = 0; e < 256; e++)
+        k3_mxfp4_half_scales[e] = 0.5f * k3_e8m0_to_f32((uint8_t)e);
     for (int e = 0; e < 256; e++)
         for (int i = 0; i < 16; i++) {
             float value = k3_e2m1_values[i] * k3_e8m0_to_f32((uint8_t)e);

@@ -42,7 +42,11 @@ typedef struct {
 /* The 256 tables (16 KiB), filled once by k3_mxfp4_tables_init(). */
 extern k3_mxfp4_bf16_bytes k3_mxfp4_bf16_tables[256];
 
-/* Fill k3_mxfp4_bf16_tables (thread-safe, once; later calls are an atomic
+/* Half of every E8M0 scale (0.5 * 2^(e-127), exact), filled with the
+ * tables: the q8 path multiplies it by the activation group's scale. */
+extern float k3_mxfp4_half_scales[256];
+
+/* Fill k3_mxfp4_bf16_tables and k3_mxfp4_half_scales (thread-safe, once; later calls are an atomic
  * load). Called by the MXFP4 matvec before its first table lookup. */
 void k3_mxfp4_tables_init(void);
 
@@ -53,5 +57,14 @@ void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out);
 
 /* 0 if no scale byte is 255; else -1 and the first offending row in *row. */
 int k3_mxfp4_check(const uint8_t *scales, int64_t rows, int64_t cols, int64_t *row);
+
+/* The activation-quantized path (mxfp4_q8.c, --activations q8): x
+ * quantized per 32-column group to int8 (q in position order, d the group
+ * scales), integer dot products with the doubled E2M1 codes, one fma per
+ * group. Its contract is at the top of mxfp4_q8.c. */
+void k3_mxfp4_q8_quantize(const float *x, int64_t cols, int8_t *q, float *d, int32_t *offsets);
+float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x);
+void k3_mxfp4_q8_matvec_rows(float *y, const k3_weight *W, const float *x, int64_t row_begin, int64_t row_end);
+void k3_mxfp4_q8_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens);
 
 #endif
