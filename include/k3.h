@@ -198,7 +198,8 @@ const char *k3_model_fingerprint(const k3_model *m);
 
 /* The engine build's identity: "k3-engine-" and a hash of the sources that
  * decide numerics and kernel speed. Session snapshots carry it (one from
- * another build is refused); k3 plan keys its cached kernel rates by it. */
+ * another build is refused); k3 plan keys its cached kernel rates by it.
+ * Under --activations q8 it ends in "+q8" (other numerics). */
 const char *k3_engine_build(void);
 
 /* Write the session (KDA conv + recurrent states, MLA latent cache of the
