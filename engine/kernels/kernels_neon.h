@@ -201,4 +201,13 @@ K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, co
     return v8_loadu(sums);
 }
 
+/* The same for n_tokens (1..4) tokens' codes (kernels_x86.h shares the
+ * nibble lookup between them; here each token is summed on its own). */
+K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
+                                            const int32_t *const *offsets8, v8f *partials)
+{
+    for (int t = 0; t < n_tokens; t++)
+        partials[t] = v8_mxfp4_q8_partials(bytes16, q32[t], offsets8[t]);
+}
+
 #endif

@@ -179,19 +179,23 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
  * vpmaddubsw can multiply it with the signed q directly, vpmaddwd with ones
  * adds the pairs, and the quantizer's per-lane 12 * sum(q) (offsets8) is
  * subtracted: all exact in int16/int32, the same integers as the plain
- * sums of the generic back end. */
-K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, const int32_t *offsets8)
+ * sums of the generic back end. For n_tokens (1..4) tokens' codes at once
+ * (a prompt): the nibbles are looked up once. */
+K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
+                                            const int32_t *const *offsets8, v8f *partials)
 {
     const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
                                                    12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
     __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
     __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
                                        _mm256_set1_epi8(0x0F));
-    __m256i pairs = _mm256_maddubs_epi16(_mm256_shuffle_epi8(codes_plus_12, nibbles),
-                                         _mm256_loadu_si256((const __m256i *)q32));
-    __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
-                                    _mm256_loadu_si256((const __m256i *)offsets8));
-    return _mm256_cvtepi32_ps(sums);
+    __m256i codes = _mm256_shuffle_epi8(codes_plus_12, nibbles);
+    for (int t = 0; t < n_tokens; t++) {
+        __m256i pairs = _mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)q32[t]));
+        __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
+                                        _mm256_loadu_si256((const __m256i *)offsets8[t]));
+        partials[t] = _mm256_cvtepi32_ps(sums);
+    }
 }
 
 /* The q8 quantization of one 32-column group (mxfp4_q8.c's contract,

@@ -168,42 +168,81 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
     return lanes[0] + lanes[1];
 }
 
-/* N_ROWS (1..4) rows against quantized x: per group, each row's 8 integer
- * partial sums from the back end (v8_mxfp4_q8_partials), then one fma with
- * the group's scale product; the q codes are shared by the rows. */
-K3_INLINE void q8_dot_rows(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale,
-                           const q8_x *xq, int64_t cols, float *out)
+/* Tokens whose quantized x share one nibble lookup in a prompt (the
+ * accumulators of 4 rows x 2 tokens fit the registers). */
+#define Q8_TOKENS 2
+
+/* N_ROWS (1..4) rows against N_TOKENS (1..Q8_TOKENS) quantized x: per
+ * group, each row's nibbles are looked up once and give each token's 8
+ * integer partial sums (v8_mxfp4_q8_partials_tokens), then one fma per
+ * (row, token) with the group's scale product: every (row, token) sees
+ * the contract's operations, whatever N_ROWS and N_TOKENS. */
+K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *packed,
+                            const uint8_t *const *scale, const q8_x *xq, int64_t cols,
+                            float out[][Q8_TOKENS])
 {
-    v8f acc[4];
+    v8f acc[4][Q8_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-        acc[r] = v8_zero();
+#pragma GCC unroll 2
+        for (int t = 0; t < n_tokens; t++)
+            acc[r][t] = v8_zero();
     for (int64_t g = 0; g < cols / 32; g++) {
+        const int8_t *q[Q8_TOKENS];
+        const int32_t *offsets[Q8_TOKENS];
+#pragma GCC unroll 2
+        for (int t = 0; t < n_tokens; t++) {
+            q[t] = xq[t].q + g * 32;
+            offsets[t] = xq[t].offsets + g * 8;
+        }
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             __builtin_prefetch(packed[r] + g * 16 + 2048, 0, 3);
-            v8f partial = v8_mxfp4_q8_partials(packed[r] + g * 16, xq->q + g * 32, xq->offsets + g * 8);
-            v8f group_scale = v8_set1(xq->d[g] * k3_mxfp4_half_scales[scale[r][g]]);
-            acc[r] = v8_fma(partial, group_scale, acc[r]);
+            v8f partial[Q8_TOKENS];
+            v8_mxfp4_q8_partials_tokens(packed[r] + g * 16, n_tokens, q, offsets, partial);
+            const float half_scale = k3_mxfp4_half_scales[scale[r][g]];
+#pragma GCC unroll 2
+            for (int t = 0; t < n_tokens; t++)
+                acc[r][t] = v8_fma(partial[t], v8_set1(xq[t].d[g] * half_scale), acc[r][t]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-        out[r] = v8_hsum(acc[r]);
+#pragma GCC unroll 2
+        for (int t = 0; t < n_tokens; t++)
+            out[r][t] = v8_hsum(acc[r][t]);
 }
 
-/* Rows [b, e) from quantized x: four quarter streams per step, as
- * matvec.c's rows_simd walks memory (one row from each quarter), then the
- * leftover rows one at a time. */
-static void q8_rows(float *y, const k3_weight *W, const q8_x *xq, int64_t b, int64_t e)
+/* One instantiation per token count, so the loops above unroll. */
+static void q8_dot_rows_1(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale, const q8_x *xq,
+                          int64_t cols, float out[][Q8_TOKENS])
+{
+    if (n_rows == 4) q8_dot_block(4, 1, packed, scale, xq, cols, out);
+    else q8_dot_block(1, 1, packed, scale, xq, cols, out);
+}
+
+static void q8_dot_rows_2(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale, const q8_x *xq,
+                          int64_t cols, float out[][Q8_TOKENS])
+{
+    if (n_rows == 4) q8_dot_block(4, 2, packed, scale, xq, cols, out);
+    else q8_dot_block(1, 2, packed, scale, xq, cols, out);
+}
+
+/* Rows [b, e) for n_tokens (1..Q8_TOKENS) quantized x into y[t]: four
+ * quarter streams per step, as matvec.c's rows_simd walks memory (one row
+ * from each quarter), then the leftover rows one at a time. */
+static void q8_rows(float *const *y, int n_tokens, const k3_weight *W, const q8_x *xq, int64_t b, int64_t e)
 {
     const int64_t row_bytes = W->cols / 2, groups = W->cols / 32;
     const uint8_t *data = W->data;
     if (k3_kernels_scalar_forced()) {
-        for (int64_t r = b; r < e; r++)
-            y[r] = q8_row_from_quantized(W, r, xq->q, xq->d);
+        for (int t = 0; t < n_tokens; t++)
+            for (int64_t r = b; r < e; r++)
+                y[t][r] = q8_row_from_quantized(W, r, xq[t].q, xq[t].d);
         return;
     }
+    void (*dot)(int, const uint8_t *const *, const uint8_t *const *, const q8_x *, int64_t, float[][Q8_TOKENS]) =
+        n_tokens == 2 ? q8_dot_rows_2 : q8_dot_rows_1;
     int64_t quarter = (e - b) / 4;
     for (int64_t i = 0; i < quarter; i++) {
         int64_t r[4] = {b + i, b + i + quarter, b + i + 2 * quarter, b + i + 3 * quarter};
@@ -212,14 +251,18 @@ static void q8_rows(float *y, const k3_weight *W, const q8_x *xq, int64_t b, int
             packed[k] = data + r[k] * row_bytes;
             scale[k] = W->mx_scale + r[k] * groups;
         }
-        float out[4];
-        q8_dot_rows(4, packed, scale, xq, W->cols, out);
+        float out[4][Q8_TOKENS];
+        dot(4, packed, scale, xq, W->cols, out);
         for (int k = 0; k < 4; k++)
-            y[r[k]] = out[k];
+            for (int t = 0; t < n_tokens; t++)
+                y[t][r[k]] = out[k][t];
     }
     for (int64_t r = b + 4 * quarter; r < e; r++) {
         const uint8_t *packed = data + r * row_bytes, *scale = W->mx_scale + r * groups;
-        q8_dot_rows(1, &packed, &scale, xq, W->cols, y + r);
+        float out[1][Q8_TOKENS];
+        dot(1, &packed, &scale, xq, W->cols, out);
+        for (int t = 0; t < n_tokens; t++)
+            y[t][r] = out[0][t];
     }
 }
 
@@ -260,16 +303,17 @@ void k3_mxfp4_q8_matvec_rows(float *y, const k3_weight *W, const float *x, int64
     k3_mxfp4_tables_init();
     q8_x xq = q8_over(bytes, W->cols);
     q8_quantize(x, W->cols, &xq);
-    q8_rows(y, W, &xq, b, e);
+    q8_rows(&y, 1, W, &xq, b, e);
     if (bytes != stack)
         free(bytes);
 }
 
 /* k3_matmul for MXFP4 under q8 activations: each token's x is quantized
- * once, then each thread's rows run token after token in blocks of 16 rows
- * (8 KiB of nibbles at 1024 columns, hot in L1/L2 across the tokens). Every
- * (row, token) is the matvec's q8_dot_rows on the same quantized x: decode
- * and prompt give the same bits. */
+ * once, then each thread's rows run in blocks of 16 rows (8 KiB of nibbles
+ * at 1024 columns, hot in L1/L2 across the tokens), Q8_TOKENS tokens per
+ * pass sharing the nibble lookups. Every (row, token) gets the contract's
+ * operations on the same quantized x as the matvec: decode and prompt give
+ * the same bits. */
 void k3_mxfp4_q8_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
 {
     const int64_t rows = W->rows, cols = W->cols;
@@ -289,9 +333,15 @@ void k3_mxfp4_q8_matmul(float *Y, const k3_weight *W, const float *X, int n_toke
 #pragma omp parallel for schedule(static) if (parallel)
     for (int64_t block = 0; block < blocks; block++) {
         int64_t b = block * 16, e = b + 16 < rows ? b + 16 : rows;
-        for (int t = 0; t < n_tokens; t++) {
-            q8_x xq = q8_over(bytes + q8_bytes(cols) * (size_t)t, cols);
-            q8_rows(Y + (int64_t)t * rows, W, &xq, b, e);
+        for (int t = 0; t < n_tokens; t += Q8_TOKENS) {
+            int n = n_tokens - t < Q8_TOKENS ? n_tokens - t : Q8_TOKENS;
+            q8_x xq[Q8_TOKENS];
+            float *y[Q8_TOKENS];
+            for (int k = 0; k < n; k++) {
+                xq[k] = q8_over(bytes + q8_bytes(cols) * (size_t)(t + k), cols);
+                y[k] = Y + (int64_t)(t + k) * rows;
+            }
+            q8_rows(y, n, W, xq, b, e);
         }
     }
     free(bytes);
