@@ -9,13 +9,14 @@
  * Its own contract, bit-identical across thread counts, budgets, decode and
  * prompt, and ISAs:
  *
- *   Quantization (scalar C, the same everywhere): per group g of 32
- *   columns, amax = the largest |x|, d_g = amax / 127 and
- *   q = rintf(x * (127 / amax)) clamped to [-127, 127] (all 0 when amax is
- *   0; rintf rounds to nearest, ties to even). The int8 codes are stored
- *   in the q8 position order: position p < 16
- *   holds column 2p of the group, p >= 16 column 2(p - 16) + 1 (the order
- *   the nibbles unpack into, low nibbles then high nibbles).
+ *   Quantization: per group g of 32 columns, amax = the largest |x| (NaN
+ *   skipped), d_g = amax / 127 and q = rintf(x * (127 / amax)) clamped to
+ *   [-127, 127] (NaN -> -127; all 0 when amax is 0; rintf rounds to
+ *   nearest, ties to even): element-wise IEEE operations, so the scalar
+ *   loop and kernels_x86.h's 8-lane version give the same codes. The int8
+ *   codes are stored in the q8 position order: position p < 16 holds
+ *   column 2p of the group, p >= 16 column 2(p - 16) + 1 (the order the
+ *   nibbles unpack into, low nibbles then high nibbles).
  *
  *   A row keeps 8 fp32 lanes, from +0. For each group in order, lane l gets
  *   the exact integer P_l = sum over positions 4l..4l+3 of doubled E2M1 code
@@ -24,11 +25,11 @@
  *   are doubled) and d_g * (scale_g / 2) is one fp32 multiply. The row is
  *   the canonical hsum of the 8 lanes (lane i + i+4, i + i+2, 0 + 1).
  *
- * |P_l| <= 4 * 12 * 127, so the int16 pair sums of the SIMD path cannot
- * saturate and (float)P_l is exact. Every back end computes the same
- * integers and then the same fp32 operations in the same order. The scalar
- * reference (mxfp4_q8_row_scalar) states the contract in plain C; the tests
- * hold the vector path to it bit for bit. */
+ * |P_l| <= 4 * 12 * 127 and the AVX2 pair sums of (code + 12) * q stay
+ * within 2 * 24 * 127, so nothing saturates and (float)P_l is exact. Every
+ * back end computes the same integers and then the same fp32 operations in
+ * the same order. The scalar reference (k3_mxfp4_q8_row_scalar) states the
+ * contract in plain C; the tests hold the vector paths to it bit for bit. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
