@@ -43,6 +43,7 @@ static int set_depth(cli_settings *s, const opt_value *v) { s->model.io_depth = 
 static int set_prefetch(cli_settings *s, const opt_value *v) { s->model.prefetch = (int)v->i; return 0; }
 static int set_chunk(cli_settings *s, const opt_value *v) { s->model.chunk_tokens = (int)v->i; return 0; }
 static int set_huge(cli_settings *s, const opt_value *v) { s->model.no_huge_pages = (int)v->i; return 0; }
+static int set_activations(cli_settings *s, const opt_value *v) { s->model.activations_q8 = (int)v->i; return 0; }
 static int set_trace(cli_settings *s, const opt_value *v) { s->model.trace_path = v->s; return 0; }
 static int set_threads(cli_settings *s, const opt_value *v) { s->model.n_threads = (int)v->i; return 0; }
 static int set_ctx(cli_settings *s, const opt_value *v) { s->model.ctx_tokens = (int)v->i; return 0; }
@@ -264,6 +265,8 @@ static const cli_option options[] = {
      set_chunk, "prompt tokens per pass over the weights"},
     {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,
      "large arenas on 2 MiB transparent huge pages"},
+    {"--activations", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "f32|q8", 0, 0, "f32", NULL, set_activations,
+     "MXFP4 experts: exact fp32 activations, or int8 per 32 columns (faster, approximate)"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
     {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS, else the CPUs this process may use (a cgroup CPU quota caps it)", set_threads,

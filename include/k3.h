@@ -75,6 +75,8 @@ typedef struct k3_options {
     int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
                               * budget allows (k3_model_chunk_tokens says which and why) */
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
+    int activations_q8;      /* --activations q8: MXFP4 experts take int8 activations per
+                              * 32 columns (faster, not exact); default f32, exact */
 } k3_options;
 
 /* Tokens per forward chunk: prompts run in chunks of this many, and a
@@ -207,7 +209,8 @@ const char *k3_model_fingerprint(const k3_model *m);
 
 /* The engine build's identity: "k3-engine-" and a hash of the sources that
  * decide numerics and kernel speed. Session snapshots carry it (one from
- * another build is refused); k3 plan keys its cached kernel rates by it. */
+ * another build is refused); k3 plan keys its cached kernel rates by it.
+ * Under --activations q8 it ends in "+q8" (other numerics). */
 const char *k3_engine_build(void);
 
 /* Write the session (KDA conv + recurrent states, MLA latent cache of the

@@ -43,6 +43,25 @@ for m in k3tiny py_a py_b; do
     checked "k3 $m split" ${K3_TESTBIN:-build/tests}/tool_engine split $dir "$IDS" 6 | sed "s/^\(PASS\|FAIL\) /\1 k3 $m: /"
 done
 
+# --activations q8 (int8 activations for the MXFP4 experts): its own
+# contract makes the logits the same bytes at 1 and 2 threads and whether
+# the prompt runs in one chunk or token by token (--chunk-tokens 1: the
+# decode path); it is applied (not the f32 bytes) and stays close to f32.
+dir=$OUT/k3tiny
+IDS=$($PY -c "import random; random.seed('q8'); print(' '.join(str(random.randrange(300)) for _ in range(40)))")
+$K3 eval $dir --ids "$IDS" --logits $OUT/q8_t2.f32 --activations q8 --threads 2 2>/dev/null &&
+$K3 eval $dir --ids "$IDS" --logits $OUT/q8_t1.f32 --activations q8 --threads 1 2>/dev/null &&
+$K3 eval $dir --ids "$IDS" --logits $OUT/q8_c1.f32 --activations q8 --chunk-tokens 1 2>/dev/null &&
+$K3 eval $dir --ids "$IDS" --logits $OUT/f32.f32 2>/dev/null || echo "FAIL k3 eval --activations q8: the runs failed"
+if cmp -s $OUT/q8_t2.f32 $OUT/q8_t1.f32 && cmp -s $OUT/q8_t2.f32 $OUT/q8_c1.f32; then
+    echo "PASS k3 --activations q8: the same logits bytes at 1 and 2 threads, in one chunk and token by token"
+else echo "FAIL k3 --activations q8: logits differ across threads or chunking"; fi
+kl=$($PY tools/logits_kl.py $OUT/f32.f32 $OUT/q8_t2.f32 $(vocab_of $dir))
+mean=$(echo "$kl" | sed -n 's/.*mean KL \([^ ]*\) nats.*/\1/p')
+if ! cmp -s $OUT/f32.f32 $OUT/q8_t2.f32 && $PY -c "import sys; sys.exit(not 0 < float('$mean') < 0.05)" 2>/dev/null; then
+    echo "PASS k3 --activations q8 applied, close to f32: $kl"
+else echo "FAIL k3 --activations q8 against f32 (want 0 < mean KL < 0.05): $kl"; fi
+
 # XTML chat rendering against the Python reference, and the tokenizer
 cat > $OUT/chat.json <<'JSON'
 [{"role": "system", "content": "You are \"helpful\" & kind."},

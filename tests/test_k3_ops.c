@@ -5,6 +5,7 @@
  * E8M0 edge bytes, SIMD vs scalar, matmul vs matvec), and the KDA delta rule
  * over a chunk against its per-token reference. */
 #include <math.h>
+#include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,130 @@ static void test_mxfp4_canonical(void)
     TEST_END();
 }
 
+/* Every scale byte a loader accepts (0-254: subnormal weights at the bottom,
+ * products that overflow to inf at the top) gives the canonical bits: the
+ * vector decoders' per-scale tables and multiplies agree with the plain C
+ * statement of the order on every one of them, 1 and 4 rows at a time. */
+static void test_mxfp4_every_scale(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "mxfp4_matvec_every_scale_byte [%s]", k3_kernels_name());
+    TEST_BEGIN(name);
+    enum { ROWS = 9, COLS = 928 };          /* 9 x 29 groups = 261 scale bytes */
+    static uint8_t packed[ROWS * COLS / 2], scale[ROWS * COLS / 32];
+    static float x[COLS], y[ROWS];
+    for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(urand() * 256);
+    for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(i % 255);
+    for (int c = 0; c < COLS; c++) x[c] = (float)((urand() - 0.5) * 4);
+    k3_weight w = {K3_DT_MXFP4, ROWS, COLS, packed, NULL, scale};
+    k3_matvec(y, &w, x);
+    for (int64_t r = 0; r < ROWS; r++) {
+        float want = mxfp4_canonical_row(&w, r, x);
+        CHECK(!memcmp(&y[r], &want, 4), "row %lld (scales %d..%d): %a vs canonical %a", (long long)r,
+              (int)scale[r * (COLS / 32)], (int)scale[r * (COLS / 32) + COLS / 32 - 1], y[r], want);
+    }
+    TEST_END();
+}
+
+/* The q8 path (--activations q8, mxfp4_q8.c) holds its own contract: the
+ * vector matvec (4-row and 1-row kernels), the matmul (prompt) and 1 or 2
+ * threads all give the bits of the plain C reference k3_mxfp4_q8_row_scalar,
+ * on shapes with leftover rows, an all-zero activation group, a NaN-free
+ * spread of magnitudes, and scales from subnormal to large. */
+static void test_mxfp4_q8_contract(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "mxfp4_q8_matvec_matmul_threads_equal_scalar_reference [%s]", k3_kernels_name());
+    TEST_BEGIN(name);
+    const int64_t shapes[][3] = {{1, 32, 2}, {7, 96, 3}, {70, 1024, 5}, {33, 3584, 4}, {9, 9216, 2}};
+    k3_kernels_set_activations_q8(1);
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int64_t rows = shapes[k][0], cols = shapes[k][1];
+        int n_tokens = (int)shapes[k][2];
+        uint8_t *packed = malloc((size_t)(rows * cols / 2)), *scale = malloc((size_t)(rows * cols / 32));
+        float *x = malloc((size_t)(cols * n_tokens) * sizeof(float)), *y = malloc((size_t)rows * sizeof(float));
+        float *y2 = malloc((size_t)rows * sizeof(float)), *Y = malloc((size_t)(rows * n_tokens) * sizeof(float));
+        for (int64_t i = 0; i < rows * cols / 2; i++) packed[i] = (uint8_t)(urand() * 256);
+        for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)(k == 1 ? urand() * 40 : 100 + urand() * 40);
+        for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((urand() - 0.5) * pow(10, (urand() - 0.5) * 4));
+        for (int c = 0; c < 32 && cols >= 64; c++) x[32 + c] = 0.0f;   /* an all-zero group */
+        k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
+        k3_matmul(Y, &w, x, n_tokens);
+        for (int t = 0; t < n_tokens; t++) {
+            const float *xt = x + (int64_t)t * cols;
+            omp_set_num_threads(1);
+            k3_matvec(y, &w, xt);
+            omp_set_num_threads(2);
+            k3_matvec(y2, &w, xt);
+            for (int64_t r = 0; r < rows; r++) {
+                float want = k3_mxfp4_q8_row_scalar(&w, r, xt);
+                CHECK(!memcmp(&y[r], &want, 4), "%lldx%lld row %lld token %d: matvec %a vs reference %a",
+                      (long long)rows, (long long)cols, (long long)r, t, y[r], want);
+                CHECK(!memcmp(&y2[r], &want, 4), "%lldx%lld row %lld: 2 threads %a vs reference %a",
+                      (long long)rows, (long long)cols, (long long)r, y2[r], want);
+                CHECK(!memcmp(&Y[(int64_t)t * rows + r], &want, 4), "%lldx%lld row %lld token %d: matmul %a vs %a",
+                      (long long)rows, (long long)cols, (long long)r, t, Y[(int64_t)t * rows + r], want);
+            }
+        }
+        k3_kernels_force_scalar(1);
+        k3_matvec(y2, &w, x);
+        k3_kernels_force_scalar(0);
+        k3_matvec(y, &w, x);
+        CHECK(!memcmp(y, y2, (size_t)rows * sizeof(float)), "%lldx%lld: scalar-forced q8 differs from vector q8",
+              (long long)rows, (long long)cols);
+        free(packed); free(scale); free(x); free(y); free(y2); free(Y);
+    }
+    k3_kernels_set_activations_q8(0);
+    TEST_END();
+}
+
+/* The q8 result is the exact dot product of the weights with x rounded to
+ * its int8 grid: each column moves x by at most half a step (d_g / 2), so
+ * |q8 - exact| <= sum over columns of |w| d_g / 2 (plus fp32 rounding).
+ * Also the quantizer itself: ties go to even, the largest |x| of a group
+ * maps to +-127, an all-zero group to codes 0 and scale 0. */
+static void test_mxfp4_q8_error_bound(void)
+{
+    TEST_BEGIN("mxfp4_q8_within_half_a_step_of_exact_and_quantizer_rules");
+    enum { ROWS = 40, COLS = 1024 };
+    static uint8_t packed[ROWS * COLS / 2], scale[ROWS * COLS / 32];
+    static float x[COLS], y_exact[ROWS], y_q8[ROWS], row[COLS];
+    for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(urand() * 256);
+    for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(118 + urand() * 12);
+    for (int c = 0; c < COLS; c++) x[c] = (float)((urand() - 0.5) * pow(10, (urand() - 0.5) * 3));
+    k3_weight w = {K3_DT_MXFP4, ROWS, COLS, packed, NULL, scale};
+    k3_matvec(y_exact, &w, x);
+    k3_kernels_set_activations_q8(1);
+    k3_matvec(y_q8, &w, x);
+    k3_kernels_set_activations_q8(0);
+    int8_t q[COLS];
+    float d[COLS / 32];
+    k3_mxfp4_q8_quantize(x, COLS, q, d, NULL);
+    double worst_ratio = 0;
+    for (int r = 0; r < ROWS; r++) {
+        k3_mxfp4_decode_row_scalar(&w, r, row);
+        double bound = 0, magnitude = 0;
+        for (int c = 0; c < COLS; c++) {
+            bound += fabs(row[c]) * d[c / 32] * 0.5;
+            magnitude += fabs((double)row[c] * x[c]);
+        }
+        double err = fabs((double)y_q8[r] - y_exact[r]);
+        CHECK(err <= bound * (1 + 1e-5) + 1e-6 * magnitude, "row %d: |q8 - exact| %g above the bound %g", r, err,
+              bound);
+        if (bound > 0 && err / bound > worst_ratio) worst_ratio = err / bound;
+    }
+    CHECK(worst_ratio > 0, "q8 equals exact on every row: quantization not applied");
+    float group[64] = {0};
+    group[0] = 127.0f; group[1] = -2.5f; group[2] = 3.5f; group[3] = -127.0f; group[5] = 0.5f;
+    k3_mxfp4_q8_quantize(group, 64, q, d, NULL);
+    /* positions: p < 16 is column 2p, p >= 16 column 2(p - 16) + 1 */
+    CHECK(q[0] == 127 && q[16] == -2 && q[1] == 4 && q[17] == -127 && q[18] == 0, "codes %d %d %d %d %d "
+          "(want 127 -2 4 -127 0: ties to even)", q[0], q[16], q[1], q[17], q[18]);
+    CHECK(d[0] == 1.0f && d[1] == 0.0f && q[32] == 0 && q[63] == 0, "scales %g %g, zero group codes %d %d",
+          d[0], d[1], q[32], q[63]);
+    TEST_END();
+}
+
 /* k3_delta_rule_tokens (one sweep of the state per token, strips of columns
  * in registers) leaves the state and writes every output bit for bit as
  * k3_delta_rule_step token after token - the decode path and the old chunk
@@ -389,6 +514,9 @@ int main(void)
     test_mxfp4_vector();
     test_mxfp4_dot();
     test_mxfp4_canonical();
+    test_mxfp4_every_scale();
+    test_mxfp4_q8_contract();
+    test_mxfp4_q8_error_bound();
     test_delta_rule_tokens();
     TEST_EXIT();
 }

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include "mxfp4.h"
 #include <string.h>
 
 #define K3_KERNELS_NAME "generic (portable C)"
@@ -152,6 +153,54 @@ K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
         uint8_t byte = bytes16[c / 2];
         f[c / 8].lane[c % 8] = doubled_e2m1[(c & 1) ? byte >> 4 : byte & 0x0F];
     }
+}
+
+/* The MXFP4 matvec's lane order on this back end: columns in order (see
+ * kernels_x86.h for a back end that permutes them). */
+#define MXFP4_LANE_COLUMNS {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+/* 16 floats of x (one chunk) in the lane order above: a copy. */
+K3_INLINE void v16_to_mxfp4_lanes(const float *x16, float *lanes16)
+{
+    memcpy(lanes16, x16, 16 * sizeof(float));
+}
+
+/* One MXFP4 group -> its 32 exact weights, scale applied, columns in order
+ * (w[0] columns 0-7 ... w[3] 24-31): doubled integers times half the scale. */
+K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w[4])
+{
+    const v8f half_scale = v8_set1(0.5f * k3_e8m0_to_f32(scale));
+    v32_from_mxfp4_doubled(bytes16, w);
+    for (int i = 0; i < 4; i++)
+        w[i] = v8_mul(w[i], half_scale);
+}
+
+/* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in
+ * q8 position order (mxfp4_q8.c), as exact floats: lane l = sum over
+ * positions 4l..4l+3 of doubled E2M1 code x q (position p < 16 is the low
+ * nibble of byte p, p >= 16 the high nibble of byte p - 16), summed
+ * directly. */
+K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, const int32_t *offsets8)
+{
+    (void)offsets8;   /* for back ends that look up code + 12 (kernels_x86.h) */
+    static const int8_t doubled[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    float sums[8];
+    for (int l = 0; l < 8; l++) {
+        int32_t sum = 0;
+        for (int p = 4 * l; p < 4 * l + 4; p++)
+            sum += doubled[p < 16 ? bytes16[p] & 0x0F : bytes16[p - 16] >> 4] * q32[p];
+        sums[l] = (float)sum;
+    }
+    return v8_loadu(sums);
+}
+
+/* The same for n_tokens (1..4) tokens' codes (kernels_x86.h shares the
+ * nibble lookup between them; here each token is summed on its own). */
+K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
+                                            const int32_t *const *offsets8, v8f *partials)
+{
+    for (int t = 0; t < n_tokens; t++)
+        partials[t] = v8_mxfp4_q8_partials(bytes16, q32[t], offsets8[t]);
 }
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <immintrin.h>
 #include <stdint.h>
+#include "mxfp4.h"
 
 #define K3_KERNELS_NAME "x86-64-v3 (AVX2 FMA F16C)"
 
@@ -123,6 +124,110 @@ K3_INLINE void v32_from_mxfp4_doubled(const uint8_t *bytes16, v8f f[4])
     f[1] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(first, 8)));
     f[2] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(second));
     f[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(second, 8)));
+}
+
+/* The MXFP4 matvec's lane order on this back end (see dot_rows_mxfp4 in
+ * matvec.c): lane l of each 16-column chunk's two vectors (l < 8 the first,
+ * l >= 8 the second) holds column MXFP4_LANE_COLUMNS[l] of the chunk, so the
+ * accumulator lane l always carries the canonical chain of that column. It
+ * is the order v32_from_mxfp4_lanes produces without moving a float. */
+#define MXFP4_LANE_COLUMNS {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15}
+
+/* 16 floats of x (one chunk) in the lane order above: the chunk read as a
+ * 4 x 4 matrix, transposed. */
+K3_INLINE void v16_to_mxfp4_lanes(const float *x16, float *lanes16)
+{
+    __m128 r0 = _mm_loadu_ps(x16), r1 = _mm_loadu_ps(x16 + 4), r2 = _mm_loadu_ps(x16 + 8),
+           r3 = _mm_loadu_ps(x16 + 12);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    _mm_storeu_ps(lanes16, r0);
+    _mm_storeu_ps(lanes16 + 4, r1);
+    _mm_storeu_ps(lanes16 + 8, r2);
+    _mm_storeu_ps(lanes16 + 12, r3);
+}
+
+/* One MXFP4 group (16 bytes of nibbles, scale byte `scale`) -> its 32 exact
+ * weights, scale applied, in the lane order above: w[0], w[1] are columns
+ * 0-15, w[2], w[3] columns 16-31. Both nibble halves come from one
+ * broadcast load (the high 128-bit half shifted by 4), two byte shuffles
+ * look up the low and high byte of each weight's bf16 pattern in the
+ * scale's table (mxfp4.h), an unpack pairs them into 16-bit words, and a
+ * 32-bit lane's two words become two floats by a shift and a mask: 4
+ * shuffles and no convert or multiply per 32 weights, against 10 shuffles,
+ * 4 converts and 4 multiplies for v32_from_mxfp4_doubled. */
+K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w[4])
+{
+    const k3_mxfp4_bf16_bytes *table = &k3_mxfp4_bf16_tables[scale];
+    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
+    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+    __m256i low = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->low), nibbles);
+    __m256i high = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->high), nibbles);
+    __m256i chunk0 = _mm256_unpacklo_epi8(low, high), chunk1 = _mm256_unpackhi_epi8(low, high);
+    const __m256i upper_word = _mm256_set1_epi32((int)0xFFFF0000u);
+    w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk0, 16));
+    w[1] = _mm256_castsi256_ps(_mm256_and_si256(chunk0, upper_word));
+    w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk1, 16));
+    w[3] = _mm256_castsi256_ps(_mm256_and_si256(chunk1, upper_word));
+}
+
+/* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in
+ * q8 position order (mxfp4_q8.c), as exact floats: lane l = sum over
+ * positions 4l..4l+3 of doubled E2M1 code x q. The nibbles unpack as for
+ * the exact path (low nibbles in the low 128 bits = positions 0-15, high
+ * nibbles = 16-31); pshufb looks up code + 12 (0..24, unsigned) so
+ * vpmaddubsw can multiply it with the signed q directly, vpmaddwd with ones
+ * adds the pairs, and the quantizer's per-lane 12 * sum(q) (offsets8) is
+ * subtracted: all exact in int16/int32, the same integers as the plain
+ * sums of the generic back end. For n_tokens (1..4) tokens' codes at once
+ * (a prompt): the nibbles are looked up once. */
+K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
+                                            const int32_t *const *offsets8, v8f *partials)
+{
+    const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                                   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
+    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+    __m256i codes = _mm256_shuffle_epi8(codes_plus_12, nibbles);
+    for (int t = 0; t < n_tokens; t++) {
+        __m256i pairs = _mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)q32[t]));
+        __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
+                                        _mm256_loadu_si256((const __m256i *)offsets8[t]));
+        partials[t] = _mm256_cvtepi32_ps(sums);
+    }
+}
+
+/* The q8 quantization of one 32-column group (mxfp4_q8.c's contract,
+ * which its scalar loop states): amax of |x| with NaN lanes taken as 0
+ * (the scalar compare skips them), then per column x * inverse clamped to
+ * [-127, 127] (NaN -> -127, as max_ps returns its second operand) and
+ * rounded to nearest even: element by element the same IEEE operations, so
+ * the same codes. Codes in column order into ints32 (the caller reorders);
+ * returns amax. */
+#define K3_HAVE_Q8_QUANTIZE_GROUP 1
+K3_INLINE float q8_quantize_group_columns(const float *x32, float (*inverse_of)(float), int32_t ints32[32])
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 v[4], m = _mm256_setzero_ps();
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(x32 + 8 * i);
+        __m256 a = _mm256_and_ps(v[i], abs_mask);
+        a = _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q));   /* NaN -> 0 */
+        m = _mm256_max_ps(m, a);
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    float amax = _mm_cvtss_f32(h);
+    const __m256 inverse = _mm256_set1_ps(inverse_of(amax));
+    for (int i = 0; i < 4; i++) {
+        __m256 scaled = _mm256_max_ps(_mm256_mul_ps(v[i], inverse), _mm256_set1_ps(-127.0f));
+        scaled = _mm256_min_ps(scaled, _mm256_set1_ps(127.0f));
+        scaled = _mm256_round_ps(scaled, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_si256((__m256i *)(ints32 + 8 * i), _mm256_cvtps_epi32(scaled));
+    }
+    return amax;
 }
 
 #endif

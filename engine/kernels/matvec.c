@@ -111,6 +111,20 @@ void k3_kernels_force_scalar(int on)
     kernels_scalar_forced = on != 0;
 }
 
+static int kernels_activations_q8;
+
+/* --activations: which MXFP4 path k3_matvec and k3_matmul take (kernels.h). */
+void k3_kernels_set_activations_q8(int on)
+{
+    kernels_activations_q8 = on != 0;
+}
+
+/* The MXFP4 activation path in force (1 = q8). */
+int k3_kernels_activations_q8(void)
+{
+    return kernels_activations_q8;
+}
+
 /* So callers (and tests) can report which path ran. */
 int k3_kernels_scalar_forced(void)
 {
@@ -178,6 +192,23 @@ static float dot_row_scalar(const k3_weight *W, int64_t r, const float *x)
     for (int64_t c = 0; c < W->cols; c++)
         sum += weight_scalar(W, r, c) * x[c];
     return sum;
+}
+
+/* The MXFP4 canonical order of one row in plain C (16 scalar chains with
+ * fmaf, the hsum tree at the end): the SIMD kernels' bits without their
+ * lane-ordered copy of x, for when that copy cannot be allocated. */
+static float mxfp4_canonical_row_slow(const k3_weight *W, int64_t r, const float *x)
+{
+    float chains[16] = {0}, sums[8];
+    for (int64_t c = 0; c < W->cols; c++)
+        chains[c % 16] = fmaf(weight_scalar(W, r, c), x[c], chains[c % 16]);
+    for (int i = 0; i < 8; i++)
+        sums[i] = chains[i] + chains[i + 8];
+    for (int i = 0; i < 4; i++)
+        sums[i] += sums[i + 4];
+    for (int i = 0; i < 2; i++)
+        sums[i] += sums[i + 2];
+    return sums[0] + sums[1];
 }
 
 /* ------------------------------------------------------------------------ */
@@ -419,25 +450,62 @@ void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out)
     }
 }
 
+/* Column of lane l (0-15) of a 16-column chunk in the MXFP4 matvec's
+ * vectors (the back end's MXFP4_LANE_COLUMNS: identity, or the order its
+ * decoder yields without moving floats). Accumulator lane l then always
+ * holds the canonical chain of column mxfp4_lane_columns[l]: the same
+ * fmas in the same order, only in other lanes. */
+static const int mxfp4_lane_columns[16] = MXFP4_LANE_COLUMNS;
+
+/* x in the MXFP4 lane order: xl[16k + l] = x[16k + mxfp4_lane_columns[l]]
+ * (a copy, exact), made once per k3_matvec_rows call for all its rows. */
+static void mxfp4_x_to_lanes(const float *x, int64_t cols, float *xl)
+{
+    for (int64_t c = 0; c < cols; c += 16)
+        v16_to_mxfp4_lanes(x + c, xl + c);
+}
+
+/* The row's value from its two accumulators in lane order: the canonical
+ * end hsum(A0 + A1) (chain i plus chain i + 8, then lane i + i+4, i + i+2,
+ * 0 + 1), read from the lanes where each chain sits. Scalar adds from one
+ * store: cheaper than moving the floats back into canonical vectors. */
+K3_INLINE float mxfp4_lanes_sum(v8f acc0, v8f acc1)
+{
+    float lanes[16], chain[16], sums[8];
+    v8_storeu(lanes, acc0);
+    v8_storeu(lanes + 8, acc1);
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; l++)
+        chain[mxfp4_lane_columns[l]] = lanes[l];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++)
+        sums[i] = chain[i] + chain[i + 8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+        sums[i] += sums[i + 4];
+    return (sums[0] + sums[2]) + (sums[1] + sums[3]);
+}
+
 /* dot_rows_simd for MXFP4, straight from the nibbles: a group is the two
  * 16-column chunks 2g and 2g + 1 of the canonical order (cols is a multiple
- * of 32, checked by the loaders, so there is no tail). Four rows share the
- * x loads and give eight independent FMA chains. */
-K3_INLINE void dot_rows_mxfp4(int n_rows, const row_ref *rows, const float *x, int64_t cols, float *out)
+ * of 32, checked by the loaders, so there is no tail). x_lanes is x in the
+ * back end's lane order (mxfp4_x_to_lanes), which its decoder's weights
+ * share; the final sum reads each chain from its lane. Four rows share the x loads and give eight independent FMA chains. */
+K3_INLINE void dot_rows_mxfp4(int n_rows, const row_ref *rows, const float *x_lanes, int64_t cols, float *out)
 {
     v8f acc0[4], acc1[4];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
         acc0[r] = acc1[r] = v8_zero();
     for (int64_t g = 0; g < cols / 32; g++) {
-        const float *xg = x + g * 32;
+        const float *xg = x_lanes + g * 32;
         v8f x0 = v8_loadu(xg), x1 = v8_loadu(xg + 8), x2 = v8_loadu(xg + 16), x3 = v8_loadu(xg + 24);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
-            if (PREFETCH_AHEAD_BYTES && (g & 3) == 0)   /* one prefetch per 64-byte line of nibbles */
+            if (PREFETCH_AHEAD_BYTES)   /* every group: cheaper than a branch per row */
                 __builtin_prefetch(rows[r].data + g * 16 + PREFETCH_AHEAD_BYTES, 0, PREFETCH_LOCALITY);
             v8f w[4];
-            mxfp4_group_decode(rows[r], g, w);
+            v32_from_mxfp4_lanes(rows[r].data + g * 16, rows[r].mx_scale[g], w);
             acc0[r] = v8_fma(w[0], x0, acc0[r]);
             acc1[r] = v8_fma(w[1], x1, acc1[r]);
             acc0[r] = v8_fma(w[2], x2, acc0[r]);
@@ -446,7 +514,7 @@ K3_INLINE void dot_rows_mxfp4(int n_rows, const row_ref *rows, const float *x, i
     }
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-        out[r] = hsum_canonical(acc0[r], acc1[r]);
+        out[r] = mxfp4_lanes_sum(acc0[r], acc1[r]);
 }
 
 /* Dispatch of the row kernels on a constant dtype. */
@@ -510,9 +578,27 @@ static void rows_e4m3(float *y, const k3_weight *W, const float *x, int64_t b, i
     rows_simd(K3_DT_F8_E4M3, y, W, x, b, e);
 }
 
+/* Columns whose lane-ordered x fits the stack buffer of rows_mxfp4 (Kimi
+ * K3's widest MXFP4 matrix has 7168); wider ones take a heap copy. */
+#define MXFP4_STACK_COLS 8192
+
+/* MXFP4 rows: x is put in the decoder's lane order once for all rows (a
+ * stack copy; the heap for very wide rows; on allocation failure the rows
+ * go one at a time through the reference order, the same bits). */
 static void rows_mxfp4(float *y, const k3_weight *W, const float *x, int64_t b, int64_t e)
 {
-    rows_simd(K3_DT_MXFP4, y, W, x, b, e);
+    float stack_lanes[MXFP4_STACK_COLS] __attribute__((aligned(32)));
+    float *x_lanes = W->cols <= MXFP4_STACK_COLS ? stack_lanes : malloc((size_t)W->cols * sizeof(float));
+    if (!x_lanes) {
+        for (int64_t r = b; r < e; r++)
+            y[r] = mxfp4_canonical_row_slow(W, r, x);
+        return;
+    }
+    k3_mxfp4_tables_init();
+    mxfp4_x_to_lanes(x, W->cols, x_lanes);
+    rows_simd(K3_DT_MXFP4, y, W, x_lanes, b, e);
+    if (x_lanes != stack_lanes)
+        free(x_lanes);
 }
 
 /* True when W's dtype has SIMD kernels and SIMD is allowed. */
@@ -531,6 +617,10 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
+    if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {
+        k3_mxfp4_q8_matvec_rows(y, W, x, row_begin, row_end);
+        return;
+    }
     if (!simd_usable(W)) {
         for (int64_t r = row_begin; r < row_end; r++)
             y[r] = dot_row_scalar(W, r, x);
@@ -949,6 +1039,10 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         return;
     if (n_tokens == 1) {
         k3_matvec(Y, W, X);
+        return;
+    }
+    if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {
+        k3_mxfp4_q8_matmul(Y, W, X, n_tokens);
         return;
     }
     if (simd_usable(W) && rows * cols < MATVEC_PARALLEL_MIN_ELEMS) {

@@ -1,12 +1,41 @@
 /* mxfp4.c - see mxfp4.h: the value table, the scalar reference decoder and
  * the loaders' scale check. The vector decoder (k3_mxfp4_decode_row) and the
  * dot products live in matvec.c beside the other dtypes' SIMD decoders. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "mxfp4.h"
 
 const float k3_e2m1_values[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+k3_mxfp4_bf16_bytes k3_mxfp4_bf16_tables[256] __attribute__((aligned(64)));
+float k3_mxfp4_half_scales[256];
+
+/* The tables' contents (mxfp4.h): the same float product as the scalar
+ * reference decoder, so a looked-up weight equals the reference's bits. */
+static void fill_bf16_tables(void)
+{
+    for (int e = 0; e < 256; e++)
+        k3_mxfp4_half_scales[e] = 0.5f * k3_e8m0_to_f32((uint8_t)e);
+    for (int e = 0; e < 256; e++)
+        for (int i = 0; i < 16; i++) {
+            float value = k3_e2m1_values[i] * k3_e8m0_to_f32((uint8_t)e);
+            uint32_t bits;
+            memcpy(&bits, &value, 4);
+            for (int half = 0; half < 2; half++) {
+                k3_mxfp4_bf16_tables[e].low[i + 16 * half] = (uint8_t)(bits >> 16);
+                k3_mxfp4_bf16_tables[e].high[i + 16 * half] = (uint8_t)(bits >> 24);
+            }
+        }
+}
+
+/* Once per process, from any thread. */
+void k3_mxfp4_tables_init(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, fill_bf16_tables);
+}
 
 /* The reference decoder: one nibble and one table lookup per column. */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out)

@@ -26,6 +26,30 @@ static inline float k3_e8m0_to_f32(uint8_t b)
     return v.f;
 }
 
+/* Every E2M1 value times every E8M0 scale, as bf16 bit patterns split in
+ * bytes: for scale byte e, low[i] and high[i] (i < 16, repeated at i + 16 so
+ * one 32-byte register holds a lookup table per 128-bit half) are the low
+ * and high byte of the top 16 bits of the fp32 product e2m1[i] * 2^(e-127).
+ * That product is exact and its low 16 bits are zero (at most two
+ * significant bits, subnormals included; overflow gives inf), so the two
+ * bytes are the exact weight: a vector decoder looks a weight up, scale
+ * applied, with two byte shuffles instead of a convert and a multiply. */
+typedef struct {
+    uint8_t low[32];
+    uint8_t high[32];
+} k3_mxfp4_bf16_bytes;
+
+/* The 256 tables (16 KiB), filled once by k3_mxfp4_tables_init(). */
+extern k3_mxfp4_bf16_bytes k3_mxfp4_bf16_tables[256];
+
+/* Half of every E8M0 scale (0.5 * 2^(e-127), exact), filled with the
+ * tables: the q8 path multiplies it by the activation group's scale. */
+extern float k3_mxfp4_half_scales[256];
+
+/* Fill k3_mxfp4_bf16_tables and k3_mxfp4_half_scales (thread-safe, once; later calls are an atomic
+ * load). Called by the MXFP4 matvec before its first table lookup. */
+void k3_mxfp4_tables_init(void);
+
 /* Decode row r (W->cols values) into out: the scalar reference (mxfp4.c),
  * or the vector decoder (matvec.c; the scalar one when scalar is forced). */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out);
@@ -33,5 +57,14 @@ void k3_mxfp4_decode_row(const k3_weight *W, int64_t r, float *out);
 
 /* 0 if no scale byte is 255; else -1 and the first offending row in *row. */
 int k3_mxfp4_check(const uint8_t *scales, int64_t rows, int64_t cols, int64_t *row);
+
+/* The activation-quantized path (mxfp4_q8.c, --activations q8): x
+ * quantized per 32-column group to int8 (q in position order, d the group
+ * scales), integer dot products with the doubled E2M1 codes, one fma per
+ * group. Its contract is at the top of mxfp4_q8.c. */
+void k3_mxfp4_q8_quantize(const float *x, int64_t cols, int8_t *q, float *d, int32_t *offsets);
+float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x);
+void k3_mxfp4_q8_matvec_rows(float *y, const k3_weight *W, const float *x, int64_t row_begin, int64_t row_end);
+void k3_mxfp4_q8_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens);
 
 #endif

@@ -54,6 +54,9 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     }
     if (m->n_threads > K3_MAX_THREADS) m->n_threads = K3_MAX_THREADS;
     omp_set_num_threads(m->n_threads);
+    /* the MXFP4 activation path is the kernels' process-wide setting: the
+     * model opened last decides it (one model per process in every command) */
+    k3_kernels_set_activations_q8(opt && opt->activations_q8);
     m->stats.n_layers = (uint32_t)m->cfg.n_layers;
     m->layer_slot = calloc((size_t)m->cfg.n_layers, sizeof *m->layer_slot);
     if (!m->layer_slot) { k3_err(err, "out of memory"); free(m); return NULL; }

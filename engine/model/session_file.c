@@ -25,8 +25,13 @@
 #define K3_ENGINE_BUILD "k3-engine-" K3_NUMERICS_KEY
 
 /* The same identity for what else must not outlive a change to the
- * numeric sources (k3 plan's cached kernel rates). */
-const char *k3_engine_build(void) { return K3_ENGINE_BUILD; }
+ * numeric sources (k3 plan's cached kernel rates). --activations q8 is
+ * other numerics from the same sources (mxfp4_q8.c): its snapshots and
+ * rates carry "+q8", so neither path loads what the other computed. */
+const char *k3_engine_build(void)
+{
+    return k3_kernels_activations_q8() ? K3_ENGINE_BUILD "+q8" : K3_ENGINE_BUILD;
+}
 
 typedef struct session_header {
     char magic[8];
@@ -69,7 +74,7 @@ static void fill_header(const k3_session *s, session_header *h)
     h->version = K3_SESSION_FORMAT_VERSION;
     h->header_bytes = sizeof *h;
     memcpy(h->fingerprint, k3_model_fingerprint(s->m), 16);
-    snprintf(h->build, sizeof h->build, "%s", K3_ENGINE_BUILD);
+    snprintf(h->build, sizeof h->build, "%s", k3_engine_build());
     h->n_tokens = (uint32_t)s->n_tokens;
     h->vocab = (uint32_t)c->vocab_size;
     h->kda_floats = k3_config_kda_conv_floats(c) + k3_config_kda_state_floats(c);
