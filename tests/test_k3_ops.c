@@ -183,7 +183,7 @@ static void test_mxfp4_vector(void)
     TEST_BEGIN("mxfp4_spec_test_vector_and_swapped_nibbles");
     uint8_t packed[16] = {0x01, 0x29, 0x93, 0xF4};
     uint8_t scale[1] = {127};
-    k3_weight w = {K3_DT_MXFP4, 1, 32, packed, NULL, scale};
+    k3_weight w = {.dtype = K3_DT_MXFP4, .rows = 1, .cols = 32, .data = packed, .mx_scale = scale};
     float out[32], outs[32];
     k3_mxfp4_decode_row(&w, 0, out);
     k3_mxfp4_decode_row_scalar(&w, 0, outs);
@@ -202,7 +202,7 @@ static void test_mxfp4_vector(void)
     CHECK(k3_e8m0_to_f32(0) == 0x1p-127f && k3_e8m0_to_f32(254) == 0x1p127f && k3_e8m0_to_f32(127) == 1.0f, "e8m0");
     uint8_t packed2[32] = {0x77}, scale2[2] = {130, 120};   /* 6.0 at column 0; 2^3 and 2^-7 */
     packed2[16] = 0x0F;                                      /* column 32: low nibble 15 = -6 */
-    k3_weight w2 = {K3_DT_MXFP4, 1, 64, packed2, NULL, scale2};
+    k3_weight w2 = {.dtype = K3_DT_MXFP4, .rows = 1, .cols = 64, .data = packed2, .mx_scale = scale2};
     float o2[64];
     k3_mxfp4_decode_row(&w2, 0, o2);
     CHECK(o2[0] == 48.0f && o2[1] == 48.0f && o2[32] == -6.0f / 128 && o2[33] == 0.0f, "group scales: %g %g %g %g",
@@ -226,7 +226,7 @@ static void test_mxfp4_dot(void)
         for (int64_t i = 0; i < rows * cols / 2; i++) packed[i] = (uint8_t)(urand() * 256);
         for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)(110 + urand() * 30);
         for (int64_t i = 0; i < cols * 4; i++) x[i] = (float)((urand() - 0.5) * 4);
-        k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
+        k3_weight w = {.dtype = K3_DT_MXFP4, .rows = rows, .cols = cols, .data = packed, .mx_scale = scale};
         k3_matvec(y, &w, x);
         k3_kernels_force_scalar(1);
         k3_matvec(ys, &w, x);
@@ -297,7 +297,7 @@ static void test_mxfp4_canonical(void)
         /* one shape with the smallest scales (2^-127..2^-108: subnormal weights) */
         for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)((k == 1 ? 0 : 100) + urand() * 20);
         for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((urand() - 0.5) * 4);
-        k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
+        k3_weight w = {.dtype = K3_DT_MXFP4, .rows = rows, .cols = cols, .data = packed, .mx_scale = scale};
         k3_matmul(Y, &w, x, n_tokens);
         for (int t = 0; t < n_tokens; t++) {
             k3_matvec(y, &w, x + t * cols);
@@ -329,7 +329,7 @@ static void test_mxfp4_every_scale(void)
     for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(urand() * 256);
     for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(i % 255);
     for (int c = 0; c < COLS; c++) x[c] = (float)((urand() - 0.5) * 4);
-    k3_weight w = {K3_DT_MXFP4, ROWS, COLS, packed, NULL, scale};
+    k3_weight w = {.dtype = K3_DT_MXFP4, .rows = ROWS, .cols = COLS, .data = packed, .mx_scale = scale};
     k3_matvec(y, &w, x);
     for (int64_t r = 0; r < ROWS; r++) {
         float want = mxfp4_canonical_row(&w, r, x);
@@ -361,7 +361,7 @@ static void test_mxfp4_q8_contract(void)
         for (int64_t i = 0; i < rows * cols / 32; i++) scale[i] = (uint8_t)(k == 1 ? urand() * 40 : 100 + urand() * 40);
         for (int64_t i = 0; i < cols * n_tokens; i++) x[i] = (float)((urand() - 0.5) * pow(10, (urand() - 0.5) * 4));
         for (int c = 0; c < 32 && cols >= 64; c++) x[32 + c] = 0.0f;   /* an all-zero group */
-        k3_weight w = {K3_DT_MXFP4, rows, cols, packed, NULL, scale};
+        k3_weight w = {.dtype = K3_DT_MXFP4, .rows = rows, .cols = cols, .data = packed, .mx_scale = scale};
         k3_matmul(Y, &w, x, n_tokens);
         for (int t = 0; t < n_tokens; t++) {
             const float *xt = x + (int64_t)t * cols;
@@ -405,7 +405,7 @@ static void test_mxfp4_q8_error_bound(void)
     for (size_t i = 0; i < sizeof packed; i++) packed[i] = (uint8_t)(urand() * 256);
     for (size_t i = 0; i < sizeof scale; i++) scale[i] = (uint8_t)(118 + urand() * 12);
     for (int c = 0; c < COLS; c++) x[c] = (float)((urand() - 0.5) * pow(10, (urand() - 0.5) * 3));
-    k3_weight w = {K3_DT_MXFP4, ROWS, COLS, packed, NULL, scale};
+    k3_weight w = {.dtype = K3_DT_MXFP4, .rows = ROWS, .cols = COLS, .data = packed, .mx_scale = scale};
     k3_matvec(y_exact, &w, x);
     k3_kernels_set_activations_q8(1);
     k3_matvec(y_q8, &w, x);
@@ -476,13 +476,13 @@ static void test_delta_rule_tokens(void)
                 k3_delta_rule_step(S_ref, q + t * stride, k + t * stride, v + t * stride, alpha + t * stride,
                                    beta[3 * t], o_ref + t * o_stride, u, Dk, Dv);
             memcpy(S_new, S0, ns * sizeof(float));
-            k3_delta_tokens in = {q, k, v, alpha, stride, beta, 3, o_new, o_stride};
+            k3_delta_tokens in = {.q = q, .k = k, .v = v, .alpha = alpha, .stride = stride, .beta = beta, .beta_stride = 3, .o = o_new, .o_stride = o_stride};
             k3_delta_rule_tokens(S_new, &in, T, Dk, Dv, u);
             CHECK(!memcmp(S_new, S_ref, ns * sizeof(float)), "Dk %d Dv %d T %d: state differs", Dk, Dv, T);
             CHECK(!memcmp(o_new, o_ref, T * o_stride * sizeof(float)), "Dk %d Dv %d T %d: outputs differ", Dk, Dv, T);
             if (Dv <= 128) {                      /* the replay's form: one output buffer */
                 memcpy(S_new, S0, ns * sizeof(float));
-                k3_delta_tokens replay = {q, k, v, alpha, stride, beta, 3, o_last, 0};
+                k3_delta_tokens replay = {.q = q, .k = k, .v = v, .alpha = alpha, .stride = stride, .beta = beta, .beta_stride = 3, .o = o_last, .o_stride = 0};
                 k3_delta_rule_tokens(S_new, &replay, T, Dk, Dv, u);
                 CHECK(!memcmp(S_new, S_ref, ns * sizeof(float)), "Dk %d Dv %d T %d: replay state differs", Dk, Dv, T);
                 CHECK(!memcmp(o_last, o_ref + (T - 1) * o_stride, (size_t)Dv * sizeof(float)),
@@ -490,7 +490,7 @@ static void test_delta_rule_tokens(void)
             }
             memcpy(S_scalar, S0, ns * sizeof(float));
             k3_kernels_force_scalar(1);
-            k3_delta_tokens scalar_in = {q, k, v, alpha, stride, beta, 3, o_scalar, o_stride};
+            k3_delta_tokens scalar_in = {.q = q, .k = k, .v = v, .alpha = alpha, .stride = stride, .beta = beta, .beta_stride = 3, .o = o_scalar, .o_stride = o_stride};
             k3_delta_rule_tokens(S_scalar, &scalar_in, T, Dk, Dv, u);
             k3_kernels_force_scalar(0);
             for (size_t i = 0; i < ns; i++)

@@ -482,7 +482,7 @@ static void test_e4m3_simd_table(void)
         codes[i] = (uint8_t)i;
     codes[0x7F] = 0x00;
     codes[0xFF] = 0x00;
-    k3_weight w = {K3_DT_F8_E4M3, 16, 16, codes, NULL, NULL};
+    k3_weight w = {.dtype = K3_DT_F8_E4M3, .rows = 16, .cols = 16, .data = codes};
     float x[16] = {0}, y[16];
     for (int c = 0; c < 16; c++) {
         x[c] = 1.0f;
@@ -592,7 +592,7 @@ static void test_dot_axpy(void)
     TEST_BEGIN("dot_f32_and_axpy");
     for (int64_t n = 0; n <= 300; n += (n < 40 ? 1 : 37)) {
         float *a = vector_random(n + 1) + 1, *b = vector_random(n);
-        k3_weight w = {K3_DT_F32, 1, n, a, NULL, NULL};
+        k3_weight w = {.dtype = K3_DT_F32, .rows = 1, .cols = n, .data = a};
         float simd = k3_dot_f32(a, b, n), row = 0;
         if (n > 0)
             k3_matvec(&row, &w, b);
@@ -639,7 +639,7 @@ static void test_nonfinite_rows(void)
         data[i] = 0x3F80;
     data[1 * cols + 5] = 0x7FC0;    /* NaN */
     data[6 * cols + 39] = 0x7F80;   /* +inf in the tail chunk */
-    k3_weight w = {K3_DT_BF16, rows, cols, data, NULL, NULL};
+    k3_weight w = {.dtype = K3_DT_BF16, .rows = rows, .cols = cols, .data = data};
     float x[40], y[8];
     for (int i = 0; i < 40; i++)
         x[i] = 1.0f;
