@@ -121,26 +121,39 @@ static float q8_half_scale(uint8_t e8m0)
     return 0.5f * k3_e8m0_to_f32(e8m0);
 }
 
+/* One group of the contract: lane l gets the exact integer dot of
+ * positions 4l..4l+3 (doubled codes x int8 activations), times the group's
+ * scales, in one fma. Both scalar rows below share it. */
+static void q8_group_into_lanes(const uint8_t *bytes16, uint8_t e8m0, const int8_t *q32, float d, float lanes[8])
+{
+    const float group_scale = d * q8_half_scale(e8m0);
+    for (int l = 0; l < 8; l++) {
+        int32_t partial = 0;
+        for (int p = 4 * l; p < 4 * l + 4; p++)
+            partial += q8_doubled_code(bytes16, p) * q32[p];
+        lanes[l] = fmaf((float)partial, group_scale, lanes[l]);
+    }
+}
+
+/* The contract's final sum of the eight lanes: halves, quarters, pair. */
+static float q8_lanes_sum(float lanes[8])
+{
+    for (int i = 0; i < 4; i++)
+        lanes[i] += lanes[i + 4];
+    for (int i = 0; i < 2; i++)
+        lanes[i] += lanes[i + 2];
+    return lanes[0] + lanes[1];
+}
+
 /* The contract in plain C for row r, from x already quantized (q, d). */
 static float q8_row_from_quantized(const k3_weight *W, int64_t r, const int8_t *q, const float *d)
 {
     const uint8_t *packed = (const uint8_t *)W->data + r * (W->cols / 2);
     const uint8_t *scale = W->mx_scale + r * (W->cols / 32);
     float lanes[8] = {0};
-    for (int64_t g = 0; g < W->cols / 32; g++) {
-        float group_scale = d[g] * q8_half_scale(scale[g]);
-        for (int l = 0; l < 8; l++) {
-            int32_t partial = 0;
-            for (int p = 4 * l; p < 4 * l + 4; p++)
-                partial += q8_doubled_code(packed + g * 16, p) * q[g * 32 + p];
-            lanes[l] = fmaf((float)partial, group_scale, lanes[l]);
-        }
-    }
-    for (int i = 0; i < 4; i++)
-        lanes[i] += lanes[i + 4];
-    for (int i = 0; i < 2; i++)
-        lanes[i] += lanes[i + 2];
-    return lanes[0] + lanes[1];
+    for (int64_t g = 0; g < W->cols / 32; g++)
+        q8_group_into_lanes(packed + g * 16, scale[g], q + g * 32, d[g], lanes);
+    return q8_lanes_sum(lanes);
 }
 
 /* The scalar reference of one row from fp32 x: quantizes group by group
@@ -154,19 +167,9 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
         int8_t q[32];
         float d;
         k3_mxfp4_q8_quantize(x + g * 32, 32, q, &d, NULL);
-        float group_scale = d * q8_half_scale(scale[g]);
-        for (int l = 0; l < 8; l++) {
-            int32_t partial = 0;
-            for (int p = 4 * l; p < 4 * l + 4; p++)
-                partial += q8_doubled_code(packed + g * 16, p) * q[p];
-            lanes[l] = fmaf((float)partial, group_scale, lanes[l]);
-        }
+        q8_group_into_lanes(packed + g * 16, scale[g], q, d, lanes);
     }
-    for (int i = 0; i < 4; i++)
-        lanes[i] += lanes[i + 4];
-    for (int i = 0; i < 2; i++)
-        lanes[i] += lanes[i + 2];
-    return lanes[0] + lanes[1];
+    return q8_lanes_sum(lanes);
 }
 
 /* Tokens whose quantized x share one nibble lookup in a prompt (the
