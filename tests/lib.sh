@@ -31,3 +31,22 @@ is_serial_script() {
     case " $K3_SERIAL_SCRIPTS " in *" $(basename "$1" .sh) "*) return 0 ;; esac
     return 1
 }
+
+# store_answer MODEL DB ID FILE: a conversation in DB whose id is ID and
+# whose answer is FILE's text (a one-word chat, exported, its answer
+# replaced, imported again; the export stays in FILE.json): a known
+# answer for the screen tests.
+store_answer() {
+    printf 'hello\n' | ${K3:-./k3} chat "$1" --db "$2" -n 2 >/dev/null 2>&1
+    ${K3:-./k3} history export last --db "$2" --format json -o "$4.json" 2>/dev/null
+    /usr/bin/python3 - "$4.json" "$3" "$4" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["id"] = sys.argv[2]
+for m in d["messages"]:
+    if m["role"] == "assistant":
+        m["content"] = open(sys.argv[3], encoding="utf-8").read()
+json.dump(d, open(sys.argv[1], "w"))
+PY
+    ${K3:-./k3} history import "$4.json" --db "$2" >/dev/null 2>&1
+}

@@ -29,19 +29,8 @@ SCREEN=$OUT/screen.txt
 export XDG_DATA_HOME=$PWD/$OUT/home/data XDG_STATE_HOME=$PWD/$OUT/home/state HOME=$PWD/$OUT/home
 
 # A stored conversation whose answer is markdown (exported, edited, imported).
-printf 'hello\n' | $K3 chat $M --db $DB -n 2 >/dev/null 2>&1
-$K3 history export last --db $DB --format json -o $OUT/md.json 2>/dev/null
-$PY - $OUT/md.json <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["id"] = "5eed0001"
-for m in d["messages"]:
-    if m["role"] == "assistant":
-        m["content"] = ("# Routing\n\nExperts are **chosen per token** by the router.\n\n"
-                        "```python\ndef route(x):\n    return top_k(router(x), 8)\n```\nDone.")
-json.dump(d, open(sys.argv[1], "w"))
-PY
-$K3 history import $OUT/md.json --db $DB >/dev/null 2>&1
+printf '%b' '# Routing\n\nExperts are **chosen per token** by the router.\n\n```python\ndef route(x):\n    return top_k(router(x), 8)\n```\nDone.' > $OUT/md
+store_answer $M $DB 5eed0001 $OUT/md
 
 $TM new-session -d -s k3 -x 100 -y 40 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 HOME=$HOME XDG_DATA_HOME=$XDG_DATA_HOME XDG_STATE_HOME=$XDG_STATE_HOME PS1='K3SHELL\$ ' sh"

@@ -25,20 +25,8 @@ SCREEN=$OUT/screen.txt
 export XDG_DATA_HOME=$PWD/$OUT/home/data XDG_STATE_HOME=$PWD/$OUT/home/state HOME=$PWD/$OUT/home
 
 # A stored conversation whose answer holds every kind of markdown.
-printf 'hello\n' | $K3 chat $M --db $DB -n 2 >/dev/null 2>&1
-$K3 history export last --db $DB --format json -o $OUT/md.json 2>/dev/null
-$PY - $OUT/md.json <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["id"] = "5eed0002"
-for m in d["messages"]:
-    if m["role"] == "assistant":
-        m["content"] = ("Some *slanted* words, `k3 run` inline, see [the docs](https://k3.example/docs) now.\n\n"
-                        "| model | size |\n|---|---:|\n| k3-mini | 1.9 MB |\n| Kimi K3 | 1.56 TB |\n\n"
-                        "```sh\nmake run\nk3 chat\n```\nDone.")
-json.dump(d, open(sys.argv[1], "w"))
-PY
-$K3 history import $OUT/md.json --db $DB >/dev/null 2>&1
+printf '%b' 'Some *slanted* words, `k3 run` inline, see [the docs](https://k3.example/docs) now.\n\n| model | size |\n|---|---:|\n| k3-mini | 1.9 MB |\n| Kimi K3 | 1.56 TB |\n\n```sh\nmake run\nk3 chat\n```\nDone.' > $OUT/md
+store_answer $M $DB 5eed0002 $OUT/md
 
 $TM new-session -d -s k3 -x 100 -y 40 \
     "env LANG=C.UTF-8 LC_ALL=C.UTF-8 HOME=$HOME XDG_DATA_HOME=$XDG_DATA_HOME XDG_STATE_HOME=$XDG_STATE_HOME PS1='K3SHELL\$ ' sh"
