@@ -317,6 +317,33 @@ void cli_print_text(void *user, const char *text, size_t len)
     fflush(stdout);
 }
 
+/* Whether "[reasoning] " was printed and "[/reasoning]" not yet. */
+static int reasoning_open;
+
+/* A reasoning piece to stderr, opening the mark before the first. */
+void cli_print_reasoning(void *user, const char *text, size_t len)
+{
+    (void)user;
+    if (!reasoning_open) fputs("[reasoning] ", stderr);
+    reasoning_open = 1;
+    fwrite(text, 1, len, stderr);
+    fflush(stderr);
+}
+
+/* Close the reasoning's mark, if one is open. */
+void cli_close_reasoning(void)
+{
+    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
+    reasoning_open = 0;
+}
+
+/* An answer piece to stdout, the reasoning's mark closed first. */
+void cli_print_answer(void *user, const char *text, size_t len)
+{
+    cli_close_reasoning();
+    cli_print_text(user, text, len);
+}
+
 /* The least stack k3 runs with, and what it asks for when the limit is below. */
 #define K3_STACK_MIN_BYTES ((rlim_t)256 << 10)
 #define K3_STACK_WANT_BYTES ((rlim_t)8 << 20)

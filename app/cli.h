@@ -80,6 +80,14 @@ int cli_ensure_stack(void);
  * answer streams as it is made. */
 void cli_print_text(void *user, const char *text, size_t len);
 
+/* `k3 run`'s thinking output, local or from a server: the reasoning to
+ * stderr between "[reasoning] " and "[/reasoning]" as it streams, the
+ * answer to stdout (cli_print_answer closes the mark first);
+ * cli_close_reasoning closes it when the turn ended while thinking. */
+void cli_print_reasoning(void *user, const char *text, size_t len);
+void cli_print_answer(void *user, const char *text, size_t len);
+void cli_close_reasoning(void);
+
 /* Every command's options are rows of one table: options.h. */
 
 /* A model argument as the directory to open: a path to a config.json (or

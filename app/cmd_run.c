@@ -72,25 +72,6 @@ static int gather_prompt(const char *prompt, const char *prompt_file, char **tex
     return K3_EXIT_OK;
 }
 
-/* --think: the reasoning goes to stderr, marked, as it streams (as
- * `k3 run --endpoint` shows a server's reasoning); the answer to stdout. */
-static int reasoning_open;
-static void print_reasoning(void *user, const char *text, size_t len)
-{
-    (void)user;
-    if (!reasoning_open) fputs("[reasoning] ", stderr);
-    reasoning_open = 1;
-    fwrite(text, 1, len, stderr);
-}
-
-/* The answer's pieces, closing the reasoning's mark first. */
-static void print_answer(void *user, const char *text, size_t len)
-{
-    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
-    reasoning_open = 0;
-    cli_print_text(user, text, len);
-}
-
 int cmd_run(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) { usage(stdout); return K3_EXIT_OK; }
@@ -189,15 +170,14 @@ int cmd_run(int argc, char **argv)
     } else {
         double prompt_s = (k3_now_ns() / 1e9) - t0;
         int grc = think ? generate_thinking(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted,
-                                            print_reasoning, print_answer, NULL, NULL, &res, &err)
+                                            cli_print_reasoning, cli_print_answer, NULL, NULL, &res, &err)
                         : generate_answer(s, &sp, stops, n_stops, (int)max_new, set.draft, &cli_interrupted, cli_print_text,
                                           NULL, NULL, &res, &err);
         if (grc) {
             cli_error("%s", err.msg);
             rc = K3_EXIT_ERROR;
         }
-        if (reasoning_open) fputs("\n[/reasoning]\n", stderr);   /* it ended while thinking */
-        reasoning_open = 0;
+        cli_close_reasoning();   /* it ended while thinking */
         fputc('\n', stdout);
         fflush(stdout);
         char drafts[96] = "";

@@ -65,26 +65,6 @@ static remote_params params_of(const remote_cli *o, int max_new, double temp, do
                            .timeout_s = o->timeout_s, .max_retries = o->retries};
 }
 
-/* The reasoning of a thinking model goes to stderr, marked, as it streams
- * (stdout carries the answer alone); answer_text closes the mark. */
-static int reasoning_open;
-static void run_reasoning_text(void *user, const char *text, size_t len)
-{
-    (void)user;
-    if (!reasoning_open) fputs("[reasoning] ", stderr);
-    reasoning_open = 1;
-    fwrite(text, 1, len, stderr);
-    fflush(stderr);
-}
-
-/* The answer's pieces to stdout, closing the reasoning's mark first. */
-static void run_answer_text(void *user, const char *text, size_t len)
-{
-    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
-    reasoning_open = 0;
-    cli_print_text(user, text, len);
-}
-
 /* A rate the run could see, or why not. */
 static void format_rate(const remote_result *res, char *out, size_t len)
 {
@@ -103,14 +83,14 @@ int run_remote(const remote_cli *o, const char *prompt, const char *system, int 
     if (system) msgs[n++] = (k3_chat_msg){"system", system, NULL};
     msgs[n++] = (k3_chat_msg){"user", prompt, NULL};
     remote_params p = params_of(o, max_new, temp, top_p, seed);
-    p.on_reasoning = run_reasoning_text;
+    p.on_reasoning = cli_print_reasoning;
     cli_catch_sigint();
     remote_result res;
     k3_error err;
     int rc = chat || system
-                 ? remote_chat(r, model, msgs, n, &p, &cli_interrupted, run_answer_text, print_notice, NULL, &res, &err)
-                 : remote_complete(r, model, prompt, &p, &cli_interrupted, run_answer_text, print_notice, NULL, &res, &err);
-    if (reasoning_open) fputs("\n[/reasoning]\n", stderr);
+                 ? remote_chat(r, model, msgs, n, &p, &cli_interrupted, cli_print_answer, print_notice, NULL, &res, &err)
+                 : remote_complete(r, model, prompt, &p, &cli_interrupted, cli_print_answer, print_notice, NULL, &res, &err);
+    cli_close_reasoning();
     fputc('\n', stdout);
     fflush(stdout);
     if (rc) cli_error("%s", err.msg);
