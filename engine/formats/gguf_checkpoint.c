@@ -285,16 +285,16 @@ static json_t *config_json(const gguf_file *g, const char *arch, int is_k3, k3_e
         json_object_set_new(tc, "moe_renormalize", json_true());
     }
     if (is_k3) {
-        const gguf_kv *situ = arch_kv(g, arch, "activation_situ_beta");
+        const gguf_kv *situ = arch_kv(g, arch, "activation.situ_beta");
         if (situ) {
             json_object_set_new(tc, "hidden_act", json_string("situ"));
-            if (put_number(tc, "activation_situ_beta", situ, 0, what, "activation_situ_beta", err) ||
-                put_number(tc, "activation_situ_linear_beta", arch_kv(g, arch, "activation_situ_linear_beta"), 0,
-                           what, "activation_situ_linear_beta", err))
+            if (put_number(tc, "activation_situ_beta", situ, 0, what, "activation.situ_beta", err) ||
+                put_number(tc, "activation_situ_linear_beta", arch_kv(g, arch, "activation.situ_linear_beta"), 0,
+                           what, "activation.situ_linear_beta", err))
                 goto fail;
         }
-        if (put_number(tc, "attn_res_block_size", arch_kv(g, arch, "attn_res_block_size"), 1, what,
-                       "attn_res_block_size", err) ||
+        if (put_number(tc, "attn_res_block_size", arch_kv(g, arch, "attn_res.block_size"), 1, what,
+                       "attn_res.block_size", err) ||
             put_number(lac, "gate_lower_bound", arch_kv(g, arch, "kda.gate_lower_bound"), 0, what,
                        "kda.gate_lower_bound", err))
             goto fail;
