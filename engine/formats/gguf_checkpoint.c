@@ -448,6 +448,32 @@ int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix
     return st_index_build_lookup(ix, err);
 }
 
+void gguf_checkpoint_name(const char *name, const char *prefix, char *out, size_t len)
+{
+    size_t pl = strlen(prefix);
+    if (!strncmp(name, prefix, pl)) name += pl;
+    for (size_t k = 0; k < sizeof top_names / sizeof top_names[0]; k++)
+        if (!strcmp(name, top_names[k].k3)) { snprintf(out, len, "%s", top_names[k].gguf); return; }
+    int layer, at = 0;
+    if (sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0) {
+        const char *suffix = name + at;
+        for (size_t k = 0; k < sizeof block_names / sizeof block_names[0]; k++)
+            if (!strcmp(suffix, block_names[k].k3)) {
+                snprintf(out, len, "blk.%d.%s", layer, block_names[k].gguf);
+                return;
+            }
+        int expert, e_at = 0;
+        char which[8];
+        if (sscanf(suffix, "block_sparse_moe.experts.%d.%3[w123].weight%n", &expert, which, &e_at) == 2 && e_at > 0)
+            for (size_t k = 0; k < sizeof expert_names / sizeof expert_names[0]; k++)
+                if (!strcmp(which, expert_names[k].k3)) {
+                    snprintf(out, len, "blk.%d.%s (expert %d)", layer, expert_names[k].gguf, expert);
+                    return;
+                }
+    }
+    snprintf(out, len, "%s", name);
+}
+
 const char *gguf_file_type_name(const gguf_file *g)
 {
     static const char *const names[] = {
