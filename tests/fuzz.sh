@@ -63,7 +63,7 @@ open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
     gguf)
-        srcs="engine/formats/gguf.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: the header of a Kimi Linear 48B Q4_K_M file at its real size
         # (6 MB: 163840 tokens, 163328 merges, 610 tensor infos; its 32 GB
         # data section counted, not carried), a file of every value and block

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gguf_checkpoint.h"
-#include "quant_matvec.h"
 
 /* GGUF name inside a block (after "blk.L.") -> k3's name after
  * "model.layers.L.". KDA and MLA share attn_q/attn_output (q_proj, o_proj);
@@ -431,7 +430,7 @@ int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix
                 return k3_err(err, "%s: tensor '%s' must be 3-D with %d experts", file_name(g), t->name,
                               cfg->n_experts);
             /* expert e's matrix: the e-th slab of dims[1] rows */
-            const uint64_t slab = (uint64_t)t->dims[1] * k3_quant_row_bytes(t->type, t->dims[0]);
+            const uint64_t slab = t->bytes / (uint64_t)cfg->n_experts;   /* dims[1] rows of dims[0] */
             for (int e = 0; e < cfg->n_experts; e++) {
                 snprintf(name, sizeof name, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.weight",
                          cfg->tensor_prefix, layer, e, expert_names[k].k3);
