@@ -18,7 +18,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n\n");
     cli_print_options(f, OPTS_TOKENIZE);
     fprintf(f, "\nMODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
-               "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
+               "(--chat also reads config.json), or a .gguf file (its own vocabulary);\n"
+               "default $K3_MODEL, else models/k3-mini.\n"
                "Ids are printed on one line separated by spaces.\n");
 }
 
@@ -200,7 +201,15 @@ int cmd_tokenize(int argc, char **argv)
     tokenize_args a;
     if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
     char model_dir_buf[4096];
-    if (!(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
+    size_t model_len = strlen(a.model);
+    int gguf = model_len > 5 && !strcmp(a.model + model_len - 5, ".gguf");   /* the file's own vocabulary */
+    if (gguf && a.mode == TOKENIZE_CHAT) {
+        cli_error("%s: --chat needs the model's folder (its config.json names the chat format); "
+                  "a .gguf takes --text, --text-file or --decode", a.model);
+        return K3_EXIT_USAGE;
+    }
+    if (!gguf && !(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf)))
+        return K3_EXIT_ERROR;
     int *decode_ids = NULL, n_decode = 0;
     if (a.mode == TOKENIZE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;
@@ -210,7 +219,7 @@ int cmd_tokenize(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     k3_error err;
-    k3_tokenizer *tok = k3_tokenizer_load(a.model, &err);
+    k3_tokenizer *tok = gguf ? k3_tokenizer_load_gguf(a.model, &err) : k3_tokenizer_load(a.model, &err);
     if (!tok) {
         cli_error("%s", err.msg);
         free(decode_ids);
