@@ -213,6 +213,9 @@ static int check_merges(const gguf_part *part, const k3_tokenizer *t, const char
     return rc;
 }
 
+/* The whole reading, from one part's key/values so the fuzzer can run it on
+ * a header alone: the kind, the layout the types give, the tokens decoded,
+ * the tokenizer built, then the merges checked against its ranks. */
 k3_tokenizer *gguf_tokenizer_from_part(const gguf_part *part, const char *what, k3_error *err)
 {
     if (expect_string(part, "tokenizer.ggml.model", "gpt2", what, err) ||
@@ -250,6 +253,8 @@ k3_tokenizer *gguf_tokenizer_from_part(const gguf_part *part, const char *what, 
     return t;
 }
 
+/* The model's metadata, hence its vocabulary, is in the first part of a
+ * split set. */
 k3_tokenizer *gguf_tokenizer_open(const gguf_file *g, const char *what, k3_error *err)
 {
     if (g->n_parts < 1) {

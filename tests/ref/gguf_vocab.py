@@ -124,6 +124,7 @@ DEFECTS = {
     "merge_unknown": "is not two tokens joining into a token",
     "special_empty": "'s name is empty",
     "special_twice": "named twice",
+    "truncated": "runs past the end of the file",
 }
 
 
@@ -184,7 +185,10 @@ def write(model_dir, out, defect=None):
         kvs.append(("tokenizer.ggml.bos_token_id", U32, bos))
     if eos is not None:
         kvs.append(("tokenizer.ggml.eos_token_id", U32, eos))
-    open(out, "wb").write(gguf_bytes(kvs, []))
+    data = gguf_bytes(kvs, [])
+    if defect == "truncated":      # the file ends inside the tokens array
+        data = data[:len(data) // 2]
+    open(out, "wb").write(data)
 
 
 def main(argv):
