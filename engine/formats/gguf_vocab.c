@@ -185,8 +185,9 @@ static int check_merges(const gguf_part *part, const k3_tokenizer *t, const char
     const gguf_kv *merges = expect_array(part, "tokenizer.ggml.merges", 1, what, err);
     if (!merges) return -1;
     int n_base = k3_tokenizer_n_base(t);
-    if (merges->count > (uint64_t)n_base)
-        return k3_err(err, "%s: %llu merges for %d tokens", what, (unsigned long long)merges->count, n_base);
+    if (merges->count > (uint64_t)n_base - 256)   /* at most one per token of two or more bytes */
+        return k3_err(err, "%s: %llu merges for %d tokens (at most %d)", what, (unsigned long long)merges->count,
+                      n_base, n_base - 256);
     uint8_t *buf = malloc(2 * MAX_TOKEN_BYTES + 2);
     if (!buf) return k3_err(err, "%s: out of memory", what);
     int rc = 0, last = -1;

@@ -477,12 +477,18 @@ k3_tokenizer *k3_tokenizer_from_arrays(const k3_vocab_arrays *v, const char *wha
         k3_err(err, "%s: %d special tokens (at most %d)", what, v->n_names, K3_MAX_SPECIAL);
         return NULL;
     }
+    size_t n = (size_t)v->n_base;
+    for (size_t r = 0; r < n; r++)
+        if (v->offsets[r + 1] <= v->offsets[r] || v->offsets[r + 1] - v->offsets[r] > UINT32_MAX) {
+            k3_err(err, "%s: token %zu is empty", what, r);
+            return NULL;
+        }
     k3_tokenizer *t = calloc(1, sizeof *t);
     if (!t) {
         k3_err(err, "%s: out of memory", what);
         return NULL;
     }
-    size_t n = (size_t)v->n_base, total = v->offsets[n] - v->offsets[0];
+    size_t total = v->offsets[n] - v->offsets[0];
     t->n_base = v->n_base;
     t->arena = malloc(total ? total : 1);
     t->tok_off = calloc(n, sizeof *t->tok_off);
@@ -490,11 +496,7 @@ k3_tokenizer *k3_tokenizer_from_arrays(const k3_vocab_arrays *v, const char *wha
     if (!t->arena || !t->tok_off || !t->tok_len || k3_strtab_init(&t->ranks, n)) goto oom;
     memcpy(t->arena, v->bytes + v->offsets[0], total);
     for (size_t r = 0; r < n; r++) {
-        size_t len = v->offsets[r + 1] - v->offsets[r];
-        if (v->offsets[r + 1] < v->offsets[r] || len == 0 || len > UINT32_MAX) {
-            k3_err(err, "%s: token %zu is empty", what, r);
-            goto fail;
-        }
+        size_t len = v->offsets[r + 1] - v->offsets[r];   /* 1..UINT32_MAX: checked above */
         t->tok_off[r] = v->offsets[r] - v->offsets[0];
         t->tok_len[r] = (uint32_t)len;
         int dup = rank_insert(t, (int)r);

@@ -122,6 +122,7 @@ DEFECTS = {
     "few_normal": "200 normal tokens before the first special",
     "no_merges": "no tokenizer.ggml.merges",
     "merge_unknown": "is not two tokens joining into a token",
+    "merges_extra": "merges for",
     "special_empty": "'s name is empty",
     "special_twice": "named twice",
     "truncated": "runs past the end of the file",
@@ -168,6 +169,8 @@ def write(model_dir, out, defect=None):
         types[200:n_base] = [3] * (n_base - 200)
     elif defect == "merge_unknown":
         merges[3] = "x \u0120\u0120\u0120\u0120\u0120\u0120zq"
+    elif defect == "merges_extra":         # more merges than tokens of two or more bytes
+        merges += merges[:300]
     elif defect == "special_empty":
         tokens[n_base + 3] = ""
     elif defect == "special_twice":
