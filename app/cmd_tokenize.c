@@ -200,16 +200,28 @@ int cmd_tokenize(int argc, char **argv)
     }
     tokenize_args a;
     if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
-    char model_dir_buf[4096];
-    size_t model_len = strlen(a.model);
-    int gguf = model_len > 5 && !strcmp(a.model + model_len - 5, ".gguf");   /* the file's own vocabulary */
+    char model_dir_buf[4096], folder[4096], vocab_path[4200];
+    if (!(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
+    /* A GGUF's own vocabulary unless a tiktoken.model sits beside it, as
+     * k3_model_open chooses, so the ids are the ones a chat would use. */
+    int gguf = 0;
+    if (k3_model_path_is_gguf(a.model)) {
+        size_t n = strlen(a.model);
+        const char *slash = strrchr(a.model, '/');
+        if (n > 5 && !strcmp(a.model + n - 5, ".gguf"))   /* a file: its folder */
+            snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == a.model ? 1 : (int)(slash - a.model),
+                     slash ? a.model : ".");
+        else
+            snprintf(folder, sizeof folder, "%s", a.model);
+        snprintf(vocab_path, sizeof vocab_path, "%s/tiktoken.model", folder);
+        gguf = access(vocab_path, F_OK) != 0;
+        if (!gguf) a.model = folder;
+    }
     if (gguf && a.mode == TOKENIZE_CHAT) {
         cli_error("%s: --chat needs the model's folder (its config.json names the chat format); "
                   "a .gguf takes --text, --text-file or --decode", a.model);
         return K3_EXIT_USAGE;
     }
-    if (!gguf && !(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf)))
-        return K3_EXIT_ERROR;
     int *decode_ids = NULL, n_decode = 0;
     if (a.mode == TOKENIZE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;

@@ -8,7 +8,8 @@
 # the ids and decoded bytes must be the tiktoken path's; on models/k3-mini
 # every id must decode as in llama.cpp's own file
 # (tests/fixtures/gguf/k3mini_vocab.gguf); every bad variant is refused with
-# one line naming the file. tests/test_gguf_vocab.c runs the whole corpus.
+# one line naming the file; a tiktoken.model beside the file is used first.
+# tests/test_gguf_vocab.c runs the whole corpus.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
 cd "$(dirname "$0")/.." || exit 1
 K3=${K3:-./k3}
@@ -79,6 +80,19 @@ while IFS="	" read -r name msg; do
         echo "FAIL gguf_vocab_bad_$name: exit $rc, stderr '$(head -n 1 "$W/bad.err")' (want '$msg')"
     fi
 done < "$W/defects.txt"
+
+# ---- a folder holding only the GGUF reads its vocabulary; a tiktoken.model
+# beside the file wins (as k3_model_open chooses)
+rm -rf "$W/folder" && mkdir -p "$W/folder" && cp tests/fixtures/gguf/k3mini_vocab.gguf "$W/folder/"
+"$K3" tokenize "$W/folder" --text-file "$W/mixed.txt" > "$W/folder.ids" 2>&1
+"$K3" tokenize models/k3-mini --text-file "$W/mixed.txt" > "$W/folder.tik" 2>&1
+if [ -s "$W/folder.tik" ] && cmp -s "$W/folder.ids" "$W/folder.tik"; then echo "PASS gguf_vocab_folder"
+else echo "FAIL gguf_vocab_folder: $(head -c 200 "$W/folder.ids")"; fi
+echo garbage > "$W/folder/tiktoken.model" && cp models/k3-mini/tokenizer_config.json "$W/folder/"
+"$K3" tokenize "$W/folder/k3mini_vocab.gguf" --text hi > /dev/null 2> "$W/beside.err"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF -- "$W/folder/tiktoken.model:1:" "$W/beside.err"; then echo "PASS gguf_vocab_tiktoken_beside_wins"
+else echo "FAIL gguf_vocab_tiktoken_beside_wins: exit $rc, '$(head -n 1 "$W/beside.err")'"; fi
 
 # ---- --chat needs the model folder's chat format: a usage error on a .gguf
 "$K3" tokenize "$W/tiny.gguf" --chat "$W/mixed.txt" > /dev/null 2> "$W/chat.err"
