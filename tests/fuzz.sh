@@ -79,10 +79,15 @@ open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors',
     gguf_vocab)
         srcs="engine/formats/gguf_vocab.c engine/formats/gguf.c engine/kernels/quant_types.c engine/kernels/convert.c engine/text/tokenizer.c engine/text/byte_spelling.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: the seed model's vocabulary as llama.cpp's converter writes it
-        # (tests/ref/gguf_vocab.py) and models/k3-mini's as llama.cpp's gguf-py
-        # wrote it (the committed fixture), each as fuzz_gguf.c takes a file
+        # (tests/ref/gguf_vocab.py), models/k3-mini's as llama.cpp's gguf-py
+        # wrote it (the committed fixture) and a synthetic one at Kimi's sizes
+        # (163,840 ids, 7 MB), each as fuzz_gguf.c takes a file
         /usr/bin/python3 tests/ref/gguf_vocab.py write $SEEDMODEL $OUT/seed_vocab.gguf
-        for f in $OUT/seed_vocab.gguf tests/fixtures/gguf/k3mini_vocab.gguf; do
+        if [ ! $OUT/seed_kimi_vocab.gguf -nt tests/ref/gguf_vocab.py ]; then
+            /usr/bin/python3 tests/ref/gguf_vocab.py synthetic $OUT/seed_kimi_vocab
+            /usr/bin/python3 tests/ref/gguf_vocab.py write $OUT/seed_kimi_vocab $OUT/seed_kimi_vocab.gguf
+        fi
+        for f in $OUT/seed_vocab.gguf tests/fixtures/gguf/k3mini_vocab.gguf $OUT/seed_kimi_vocab.gguf; do
             /usr/bin/python3 -c "import struct, sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(struct.pack('<Q', 0) + d)" \
                 $f $corpus/seed_$(basename $f .gguf)
         done ;;

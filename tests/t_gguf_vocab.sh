@@ -7,7 +7,8 @@
 # specials: the converter drops the last two slots, as for the real Kimi)
 # the ids and decoded bytes must be the tiktoken path's; on models/k3-mini
 # every id must decode as in llama.cpp's own file
-# (tests/fixtures/gguf/k3mini_vocab.gguf); every bad variant is refused with
+# (tests/fixtures/gguf/k3mini_vocab.gguf); a synthetic vocabulary at Kimi's
+# sizes gives the same ids and bytes; every bad variant is refused with
 # one line naming the file; a tiktoken.model beside the file is used first.
 # tests/test_gguf_vocab.c runs the whole corpus.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
@@ -61,6 +62,31 @@ if [ -s "$W/mini.tik" ] && cmp -s "$W/mini.ours" "$W/mini.llamacpp" && cmp -s "$
     echo "PASS gguf_vocab_writer_matches_llamacpp"
 else
     echo "FAIL gguf_vocab_writer_matches_llamacpp: ids 0..2049 decode differently ($(head -n 1 "$W/mini.err"))"
+fi
+
+# ---- at Kimi's sizes (163,584 ranks, vocab_size 163,840, a 7 MB header): a
+# synthetic vocabulary (tests/ref/gguf_vocab.py synthetic), the same ids and
+# every id's bytes
+KIMI=$W/kimi_size
+$PY $GEN synthetic "$KIMI" && $PY $GEN write "$KIMI" "$W/kimi_size.gguf"
+cat "$W/mixed.txt" "$W/latin.txt" "$W/specials.txt" > "$W/kimi_text.txt"
+"$K3" tokenize "$KIMI" --text-file "$W/kimi_text.txt" > "$W/kimi.tik" 2>&1
+"$K3" tokenize "$W/kimi_size.gguf" --text-file "$W/kimi_text.txt" > "$W/kimi.gguf.ids" 2>&1
+if [ "$(wc -w < "$W/kimi.tik")" -gt 50 ] && cmp -s "$W/kimi.tik" "$W/kimi.gguf.ids"; then echo "PASS gguf_vocab_kimi_size_ids"
+else echo "FAIL gguf_vocab_kimi_size_ids: $(head -c 200 "$W/kimi.gguf.ids")"; fi
+: > "$W/kimi_all.tik"
+: > "$W/kimi_all.gguf.txt"
+for start in $(seq 0 16384 163841); do
+    end=$((start + 16383))
+    [ $end -gt 163841 ] && end=163841
+    ids=$(seq $start $end | tr '\n' ' ')
+    "$K3" tokenize "$KIMI" --decode "$ids" >> "$W/kimi_all.tik" 2>&1
+    "$K3" tokenize "$W/kimi_size.gguf" --decode "$ids" >> "$W/kimi_all.gguf.txt" 2>&1
+done
+if [ "$(wc -c < "$W/kimi_all.tik")" -gt 1000000 ] && cmp -s "$W/kimi_all.tik" "$W/kimi_all.gguf.txt"; then
+    echo "PASS gguf_vocab_kimi_size_every_id"
+else
+    echo "FAIL gguf_vocab_kimi_size_every_id: ids 0..163841 decode otherwise ($(head -c 200 "$W/kimi_all.gguf.txt"))"
 fi
 
 # ---- bad vocabularies: exit 1, one line naming the file and the defect

@@ -13,6 +13,10 @@ config.json's vocab_size its token (type 1 normal, 3 control) or "[PADid]" (type
     gguf_vocab.py write MODEL_DIR OUT.gguf [DEFECT]   the vocabulary; with DEFECT, that bad variant
     gguf_vocab.py defects                             the defect names, one a line: NAME<TAB>the
                                                       message k3 must give
+    gguf_vocab.py synthetic MODEL_DIR [N_BASE VOCAB]  a tokenizer-only model folder at Kimi's sizes
+                                                      (163584 ranks, vocab_size 163840: the last two
+                                                      special slots unwritten): tiktoken.model,
+                                                      tokenizer_config.json, config.json
 """
 import base64
 import json
@@ -194,9 +198,45 @@ def write(model_dir, out, defect=None):
     open(out, "wb").write(data)
 
 
+def synthetic(model_dir, n_base=163584, vocab_size=163840, seed=11):
+    """Ranks as a byte-level BPE trainer leaves them: the 256 bytes, then each new token the join of
+    two earlier ones (at most 24 bytes, none twice), drawn with a fixed seed; Kimi's framing
+    specials named as its tokenizer_config.json names them."""
+    import random
+    rng = random.Random(seed)
+    tokens = [bytes([b]) for b in range(256)]
+    seen = set(tokens)
+    # favour common pieces: letters, space-prefixed words, digits, UTF-8 lead and continuation bytes
+    hot = [bytes([b]) for b in b"etaoinshrdlucmfwypvbgkqjxz ETAOIN0123456789.,\n\t"] + [b" "] * 8
+    while len(tokens) < n_base:
+        a = tokens[rng.randrange(min(len(tokens), len(tokens) // 2 + 256))] if rng.random() < 0.7 else rng.choice(hot)
+        b = rng.choice(tokens) if rng.random() < 0.5 else rng.choice(hot)
+        t = a + b
+        if len(t) <= 24 and t not in seen:
+            seen.add(t)
+            tokens.append(t)
+    os.makedirs(model_dir, exist_ok=True)
+    with open(os.path.join(model_dir, "tiktoken.model"), "w") as f:
+        for r, t in enumerate(tokens):
+            f.write("%s %d\n" % (base64.b64encode(t).decode(), r))
+    names = ["[BOS]", "[EOS]", "<|im_end|>", "<|im_user|>", "<|im_assistant|>", None, "<|start_header_id|>",
+             "<|end_header_id|>", None, "[EOT]", "<|im_system|>", "<|tool_calls_section_begin|>",
+             "<|tool_calls_section_end|>", "<|tool_call_begin|>", "<|tool_call_argument_begin|>",
+             "<|tool_call_end|>", None, "<|im_middle|>"]
+    added = {str(n_base + i): {"content": c, "special": True} for i, c in enumerate(names) if c}
+    added[str(n_base + 254)] = {"content": "[UNK]", "special": True}
+    added[str(n_base + 255)] = {"content": "[PAD]", "special": True}
+    json.dump({"added_tokens_decoder": added, "bos_token": "[BOS]", "eos_token": "[EOS]"},
+              open(os.path.join(model_dir, "tokenizer_config.json"), "w"), indent=1)
+    json.dump({"model_type": "kimi_linear", "vocab_size": vocab_size, "bos_token_id": n_base,
+               "eos_token_id": n_base + 1}, open(os.path.join(model_dir, "config.json"), "w"))
+
+
 def main(argv):
     if argv[:1] == ["write"] and len(argv) in (3, 4):
         write(argv[1], argv[2], argv[3] if len(argv) == 4 else None)
+    elif argv[:1] == ["synthetic"] and len(argv) in (2, 4):
+        synthetic(argv[1], *[int(x) for x in argv[2:]])
     elif argv[:1] == ["defects"]:
         for name, msg in DEFECTS.items():
             print("%s\t%s" % (name, msg))
