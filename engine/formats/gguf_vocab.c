@@ -10,7 +10,7 @@
 /* llama.cpp's token types (tokenizer.ggml.token_type). */
 enum { TOKEN_NORMAL = 1, TOKEN_CONTROL = 3, TOKEN_UNUSED = 5 };
 
-#define MAX_TOKEN_BYTES 4096   /* the longest Kimi token is 128 bytes */
+#define MAX_TOKEN_BYTES 4096   /* a bound for one token or special name, far above any real one */
 
 /* A required string key equal to `want`: the tokenizer kind and the
  * pre-tokenizer are the two things k3 does not read from the file but knows
@@ -24,10 +24,13 @@ static int expect_string(const gguf_part *part, const char *key, const char *wan
     if (!kv) return k3_err(err, "%s: no %s (the file carries no vocabulary k3 reads)", what, key);
     if (gguf_kv_string(kv, &s, &len))
         return k3_err(err, "%s: %s is a %s, not a string", what, key, gguf_value_type_name(kv->type));
-    if (len != strlen(want) || memcmp(s, want, len))
-        return k3_err(err, "%s: %s is \"%.*s\"; k3 reads only \"%s\" (Kimi's tiktoken vocabulary)", what,
-                      key, (int)(len > 40 ? 40 : len), s, want);
-    return 0;
+    if (len == strlen(want) && !memcmp(s, want, len)) return 0;
+    char shown[41];   /* the file's value, kept to one printable line */
+    size_t n = len < sizeof shown - 1 ? len : sizeof shown - 1;
+    for (size_t i = 0; i < n; i++) shown[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    shown[n] = 0;
+    return k3_err(err, "%s: %s is \"%s\"; k3 reads only \"%s\" (Kimi's tiktoken vocabulary)", what, key, shown,
+                  want);
 }
 
 /* A required array key of `want` element kind (strings or numbers). */
