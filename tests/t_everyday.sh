@@ -151,3 +151,13 @@ if [ -z "$missing" ] && [ "$G" = 2 ] && $K3 history list --db $OUT/c.db | grep -
     && [ "$(wc -l < $OUT/cmds.jsonl)" -eq 1 ]; then
     pass "plain mode: /show, /set parameter num_predict 2 (answer of 2 tokens), /set, /rename, /copy, /raw, /bye"
 else fail "plain-mode commands" "generated '$G', missing$missing"; fi
+# the history keeps the model's type: history show, the Markdown and JSON exports, an import of it
+$K3 history show last --db $OUT/c.db > $OUT/type_show.txt 2>&1
+$K3 history export last --db $OUT/c.db --format md > $OUT/type.md 2>&1
+$K3 history export last --db $OUT/c.db --format json -o $OUT/type.json --force 2>/dev/null
+$K3 history import $OUT/type.json --db $OUT/type_imported.db >/dev/null 2>&1
+TI=$($K3 history list --db $OUT/type_imported.db --json 2>/dev/null | $PY -c "import json,sys; print(json.load(sys.stdin)[0]['model_type'])" 2>&1)
+if grep -q '^model: .*small (.*), type BF16$' $OUT/type_show.txt && grep -q '^- model type: BF16$' $OUT/type.md &&
+    grep -q '"model_type": "BF16"' $OUT/type.json && [ "$TI" = BF16 ]; then
+    pass "history show, export (md, json) and import keep the model's type (BF16)"
+else fail "history model type" "show: $(grep model: $OUT/type_show.txt); md: $(grep type $OUT/type.md); imported '$TI'"; fi
