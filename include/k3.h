@@ -107,6 +107,9 @@ typedef struct k3_model_info {
  * for a caller that sizes its own buffers before k3_model_open, so the plan
  * counts them in the process's memory (k3 eval's chunk of logits). */
 int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
+/* 1 if path is a GGUF model (a .gguf file, or a folder holding one file or
+ * one split set and no config.json); k3_model_open reads those too. */
+int k3_model_path_is_gguf(const char *path);
 
 /* k3_model_info.type_label of the model in DIR from its tensor headers
  * alone, without opening the model (nothing of the weights is read): `k3

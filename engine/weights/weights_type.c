@@ -3,8 +3,8 @@
  * A safetensors or packed checkpoint has no such field, so it is named from
  * its tensors: the dtype of most of the layer matrices' bytes, and the
  * routed experts' when theirs differs (Kimi K3: "BF16 + MXFP4 experts").
- * A file that names its own type (a GGUF's general.file_type) sets
- * k3_weights.type_label before the store would name it (weights.c). */
+ * A file that names its own type (a GGUF's general.file_type, in
+ * k3_weights.file_type) keeps that name instead (weights.c). */
 #include "weights_type.h"
 #include <stdio.h>
 #include <string.h>
