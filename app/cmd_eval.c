@@ -137,14 +137,16 @@ static void print_kl(const eval_kl_summary *r, const char *base_path, const eval
     printf("same top-1        %.3f ± %.3f %%\n", 100 * r->same_top, 100 * r->same_top_err);
 }
 
-/* The model's short name for a base file's header: the folder's last part. */
-static void model_label(const char *model_dir, char *out, size_t cap)
+/* The model as a base file's header names it: the path's last part, the
+ * weights' type and the engine build ("k3-mini BF16 + MXFP4 experts
+ * k3-engine-..."; "+q8" ends the build under --activations q8). */
+static void model_label(const char *model_dir, const k3_model_info *info, char *out, size_t cap)
 {
     size_t len = strlen(model_dir);
     while (len > 1 && model_dir[len - 1] == '/') len--;
     size_t start = len;
     while (start > 0 && model_dir[start - 1] != '/') start--;
-    snprintf(out, cap, "%.*s %s", (int)(len - start), model_dir + start, k3_engine_build());
+    snprintf(out, cap, "%.*s %s %s", (int)(len - start), model_dir + start, info->type_label, k3_engine_build());
 }
 
 /* Check the command line's choice of input and output: one output of
@@ -285,7 +287,7 @@ int cmd_eval(int argc, char **argv)
     } else {
         eval_kl_header h = {.version = EVAL_KL_VERSION, .vocab = (uint32_t)info.vocab_size, .n_tokens = (uint32_t)n};
         snprintf(h.fingerprint, sizeof h.fingerprint, "%s", k3_model_fingerprint(m));
-        model_label(model_dir, h.source, sizeof h.source);
+        model_label(model_dir, &info, h.source, sizeof h.source);
         if (e->logits_path) job.logits_out = out.f;
         else job.base_out = &base_out;
         if ((e->save_base && eval_kl_write_begin(&base_out, out.f, out_path, &h, ids, &err)) ||

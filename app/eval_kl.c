@@ -4,7 +4,7 @@
  *   8   magic "K3KLBASE"
  *   4   version, 4 vocab, 4 n_tokens, 4 zero
  *   32  fingerprint of the model that wrote it (NUL-padded text)
- *   96  that model's name and engine build (NUL-padded text)
+ *   96  that model's name, weights' type and engine build (NUL-padded text)
  *   4 x n_tokens   the ids (int32)
  *   4 x vocab x (n_tokens - 1)   float32 logits: row t is the model's
  *                  prediction after ids[0..t], for every t that has a next id

@@ -22,7 +22,7 @@
 typedef struct eval_kl_header {
     uint32_t version, vocab, n_tokens;
     char fingerprint[32];      /* k3_model_fingerprint of the model that wrote it */
-    char source[96];           /* that model's name and engine build, for the report */
+    char source[96];           /* that model's name, weights' type and engine build, for the report */
 } eval_kl_header;
 
 /* A base file being written: header, ids, rows, then the checksum. */

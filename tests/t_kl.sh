@@ -71,8 +71,9 @@ else fail "kl: figures against numpy" "worst $worst; k3 $(cat $OUT/q8.json) nump
 # The text report names the figures.
 $K3 eval $MINI --kl-base $OUT/base.k3kl --activations q8 > $OUT/q8.txt 2>/dev/null
 if grep -q '^mean KLD' $OUT/q8.txt && grep -q '^99% KLD' $OUT/q8.txt && grep -q '^same top-1 ' $OUT/q8.txt &&
-    grep -q '^PPL(base) ' $OUT/q8.txt && grep -q '^ln(PPL ratio) ' $OUT/q8.txt; then
-    pass "kl: the report prints PPL(base), ln(PPL ratio), mean and 99% KLD, same top-1"
+    grep -q '^PPL(base) ' $OUT/q8.txt && grep -q '^ln(PPL ratio) ' $OUT/q8.txt &&
+    grep -q '^base written by   k3-mini BF16 + MXFP4 experts k3-engine-[0-9a-f]* (model [0-9a-f]*), the same model files$' $OUT/q8.txt; then
+    pass "kl: the report prints the base's model and type, PPL(base), ln(PPL ratio), mean and 99% KLD, same top-1"
 else fail "kl: the report" "$(cat $OUT/q8.txt)"; fi
 
 # Broken base files: one line naming the file, exit 1.
