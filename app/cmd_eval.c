@@ -101,6 +101,11 @@ static int *text_file_ids(const char *model_dir, const char *path, int *n)
     char *text = cli_read_file(path, K3_MAX_PROMPT_BYTES, &len);
     int *ids = NULL;
     if (text && !(ids = k3_tokenizer_encode(tok, text, len, 1, n, &err))) cli_error("%s: %s", path, err.msg);
+    if (ids && *n < 1) {
+        cli_error("%s: no text to evaluate", path);
+        free(ids);
+        ids = NULL;
+    }
     free(text);
     k3_tokenizer_free(tok);
     return ids;

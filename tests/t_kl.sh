@@ -104,5 +104,7 @@ expect_one "a changed byte" 1 "flipped.k3kl: checksum mismatch" $K3 eval $MINI -
 expect_one "another vocabulary" 1 "base.k3kl: made with a vocabulary of 2048" $K3 eval $OUT/tiny --kl-base $OUT/base.k3kl
 expect_one "a missing base" 1 "nothing.k3kl" $K3 eval $MINI --kl-base $OUT/nothing.k3kl
 expect_one "one id is too few for a base" 1 "at least 2 ids" $K3 eval $MINI --ids "5" --save-base $OUT/one.k3kl
+: > $OUT/empty.txt
+expect_one "an empty --text-file" 1 "empty.txt: no text to evaluate" $K3 eval $MINI --text-file $OUT/empty.txt --save-base $OUT/e.k3kl
 expect_one "--kl-base with --ids" 2 "ids from the base" $K3 eval $MINI --kl-base $OUT/base.k3kl --ids "1 2"
 expect_one "two outputs" 2 "only one of" $K3 eval $MINI --ids "1 2" --logits $OUT/x.f32 --save-base $OUT/x.k3kl
