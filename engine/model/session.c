@@ -180,6 +180,7 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     snprintf(out->dtype, sizeof out->dtype, "%s", m->cfg.dtype);
     out->experts_mxfp4 = m->cfg.experts_mxfp4;
     out->ctx_tokens = m->ctx_tokens;
+    snprintf(out->type_label, sizeof out->type_label, "%s", k3_weights_type_label(m->weights));
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }
