@@ -69,10 +69,25 @@ static int show_dir(const char *path, int *n_found)
     return 1;
 }
 
-/* A root is a model itself or holds models one level down (sorted by name). */
+/* A .gguf file to list: a single file, or the first part of a split set
+ * (NAME-00001-of-00003.gguf stands for the set). */
+static int is_listed_gguf(const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 6 || strcmp(name + len - 5, ".gguf")) return 0;
+    int part, parts;
+    char tail[32];
+    if (len >= 20 && sscanf(name + len - 20, "-%5d-of-%5d%5s", &part, &parts, tail) == 3 && !strcmp(tail, ".gguf"))
+        return part == 1;
+    return 1;
+}
+
+/* A root is a model itself or holds models one level down (sorted by name):
+ * folders, and .gguf files. */
 static void scan_root(const char *root, int *n_found)
 {
-    if (show_dir(root, n_found)) return;
+    /* a root holding one .gguf file is a folder of models, listed by file */
+    if (!k3_model_path_is_gguf(root) && show_dir(root, n_found)) return;
     struct dirent **names = NULL;
     int n = scandir(root, &names, NULL, alphasort);
     for (int i = 0; i < n; i++) {
@@ -84,6 +99,7 @@ static void scan_root(const char *root, int *n_found)
             snprintf(path, sizeof path, "%s%s%s", root, root[strlen(root) - 1] == '/' ? "" : "/", nm);
             struct stat st;
             if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) show_dir(path, n_found);
+            else if (S_ISREG(st.st_mode) && is_listed_gguf(nm)) show_dir(path, n_found);
         }
         free(names[i]);
     }

@@ -21,6 +21,11 @@ void model_fmt_bytes(char *buf, size_t cap, double b)
  * level is the size people download and keep. */
 int64_t model_dir_bytes(const char *dir)
 {
+    k3_model_info info;
+    k3_error err;
+    struct stat fst;
+    if (stat(dir, &fst) == 0 && S_ISREG(fst.st_mode))   /* a GGUF file: the parts of its set */
+        return k3_model_peek_gguf(dir, &info, &err) == 0 ? (int64_t)info.weight_bytes : (int64_t)fst.st_size;
     DIR *d = opendir(dir);
     if (!d) return -1;
     int64_t total = 0;
@@ -104,6 +109,19 @@ static long long cfg_int(json_t *o, const char *key)
 
 int model_dir_summary(const char *dir, char *out, size_t cap, char *why, size_t why_cap)
 {
+    if (k3_model_path_is_gguf(dir)) {     /* a GGUF file, set or folder: its header says */
+        k3_model_info info;
+        k3_error err;
+        if (k3_model_peek_gguf(dir, &info, &err)) {
+            snprintf(why, why_cap, "%s", err.msg);
+            return -1;
+        }
+        int n = snprintf(out, cap, "%s, %d layers", info.model_type, info.n_layers);
+        if (info.n_experts > 1 && n >= 0 && (size_t)n < cap)
+            n += snprintf(out + n, cap - (size_t)n, ", %d experts top-%d", info.n_experts, info.top_k);
+        if (n >= 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, ", GGUF");
+        return 0;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t jerr;

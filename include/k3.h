@@ -110,6 +110,11 @@ int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
 /* 1 if path is a GGUF model (a .gguf file, or a folder holding one file or
  * one split set and no config.json); k3_model_open reads those too. */
 int k3_model_path_is_gguf(const char *path);
+/* What a GGUF model's header says, without reading its weights: model_type,
+ * n_layers, n_kda_layers, n_mla_layers, n_experts, top_k, vocab_size,
+ * hidden, dtype and type_label (the file's type, "Q4_K_M"), and in
+ * weight_bytes the bytes of its parts. `k3 models`. 0, or -1 with err. */
+int k3_model_peek_gguf(const char *path, k3_model_info *out, k3_error *err);
 
 /* k3_model_info.type_label of the model in DIR from its tensor headers
  * alone, without opening the model (nothing of the weights is read): `k3

@@ -43,6 +43,31 @@ int k3_model_config_load(const char *path, k3_config *c, uint64_t *config_hash, 
 
 int k3_model_path_is_gguf(const char *path) { return gguf_is_model_path(path); }
 
+int k3_model_peek_gguf(const char *path, k3_model_info *out, k3_error *err)
+{
+    memset(out, 0, sizeof *out);
+    gguf_file g;
+    if (gguf_open(&g, path, err)) return -1;
+    k3_config c;
+    int rc = gguf_checkpoint_config(&g, &c, err);
+    if (!rc) {
+        snprintf(out->model_type, sizeof out->model_type, "%s", c.model_type);
+        out->vocab_size = c.vocab_size;
+        out->hidden = c.hidden;
+        out->n_layers = c.n_layers;
+        out->n_kda_layers = k3_config_count_attn(&c, K3_ATTN_KDA);
+        out->n_mla_layers = k3_config_count_attn(&c, K3_ATTN_MLA);
+        out->n_experts = c.n_experts;
+        out->top_k = c.top_k;
+        out->bos_id = c.bos_id;
+        snprintf(out->dtype, sizeof out->dtype, "%s", c.dtype);
+        snprintf(out->type_label, sizeof out->type_label, "%s", gguf_file_type_name(&g));
+        for (int i = 0; i < g.n_parts; i++) out->weight_bytes += g.parts[i].file_bytes;
+    }
+    gguf_close(&g);
+    return rc;
+}
+
 void k3_model_folder(const char *path, char *out, size_t len)
 {
     size_t n = strlen(path);
