@@ -19,6 +19,10 @@ kimi_ref.py's, unchanged (its numerics choices stay: the GGUF carries only weigh
     gguf_model.py types FILE.gguf              one line per ggml type: how many tensors, which
     gguf_model.py same-weights FILE.gguf HF_DIR  PASS/FAIL: every tensor mapped back equals the
                                                checkpoint's (ssm_a: -exp(A_log) rounded to f32)
+    gguf_model.py same-logits FILE.gguf HF_DIR "IDS"   PASS/FAIL: the reference's logits over both agree
+                                               to 1e-12 of max-logit once A is taken as stored
+    gguf_model.py close-weights FILE.gguf HF_DIR MAXREL  PASS/FAIL: each tensor within MAXREL (RMS) of
+                                               the source's: a quantized file holds that model
 """
 import argparse
 import json
@@ -33,7 +37,8 @@ import gguf_np  # noqa: E402
 import kimi_ref  # noqa: E402
 
 ARCH = "kimi-linear"
-TYPE_NAME = {v[0]: k for k, v in gguf_np.TYPES.items()}
+ALL_TYPES = {**gguf_np.TYPES, **gguf_np.DECODE_ONLY_TYPES}
+TYPE_NAME = {v[0]: k for k, v in ALL_TYPES.items()}
 SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
@@ -88,7 +93,7 @@ class Reader:
     def get(self, name):
         """float64 array in numpy order (ggml dims reversed)."""
         tname, dims, off = self.tensors[name]
-        _, qk, nbytes = gguf_np.TYPES[tname]
+        _, qk, nbytes = ALL_TYPES[tname]
         n = int(np.prod(dims))
         raw = self.buf[self.data + off: self.data + off + n // qk * nbytes]
         return gguf_np.dequant(tname, raw).astype(np.float64).reshape(list(reversed(dims)))
@@ -241,6 +246,59 @@ def same_weights(path, hf_dir):
     return ok
 
 
+def same_logits(path, hf_dir, ids, tol=1e-12):
+    """PASS/FAIL: the reference over the GGUF against the reference over the checkpoint, both in float64.
+    What the file cannot hold exactly is A (stored as -exp(A_log) in f32) and the float metadata
+    (rms_norm_eps and routed_scaling_factor are f32 keys), so the checkpoint's A_log is first replaced by
+    the log of the stored value and its two floats rounded to f32; the logits must then agree to tol.
+    The difference from the checkpoint taken as it is is printed too."""
+    r = Reader(path)
+    gm = load(path)
+    ck = kimi_ref.Checkpoint(hf_dir)
+    raw = kimi_ref.Model(ck).forward(ids)
+    t = {n: ck.get(n) for n in ck.where}
+    for n in t:
+        if n.endswith("A_log"):
+            t[n] = np.log(np.exp(t[n].astype(np.float32)).astype(np.float64))
+    cfg = dict(ck.config.raw)
+    for k in ("rms_norm_eps", "routed_scaling_factor"):
+        cfg[k] = float(np.float32(cfg[k]))
+    matched = kimi_ref.Model(kimi_ref.DictCheckpoint(cfg, t)).forward(ids)
+    mine = gm.forward(ids)
+    rel = lambda a, b: float(np.max(np.abs(a - b)) / np.max(np.abs(b)))  # noqa: E731
+    d, d_raw = rel(mine, matched), rel(mine, raw)
+    ok = d <= tol
+    print("%s %s: reference over the GGUF vs over the checkpoint: %.2e of max-logit with A and the float "
+          "keys as stored (limit %g); %.2e with the checkpoint's own%s" % ("PASS" if ok else "FAIL", os.path.basename(path),
+                                                                d, tol, d_raw, "" if ok else " (too far)"))
+    del r
+    return ok
+
+
+def close_weights(path, hf_dir, max_rel):
+    """PASS/FAIL: every tensor mapped back is the checkpoint's within max_rel (RMS of the difference over
+    RMS of the weights, per tensor): a quantized file holds the model it was made from, name by name."""
+    r = Reader(path)
+    mine = hf_tensors(r, config_of(r))
+    ck = kimi_ref.Checkpoint(hf_dir)
+    worst, wname = 0.0, ""
+    for n in sorted(ck.where):
+        if n not in mine:
+            print("FAIL %s: no tensor for %s" % (os.path.basename(path), n))
+            return False
+        want = ck.get(n)
+        got = mine[n].reshape(want.shape)
+        if n.endswith("A_log"):
+            got, want = np.exp(got), np.exp(want)
+        e = float(np.sqrt(np.mean((got - want) ** 2)) / np.sqrt(np.mean(want ** 2)))
+        if e > worst:
+            worst, wname = e, n
+    ok = worst <= max_rel
+    print("%s %s: every tensor within %.3g RMS of the source checkpoint's (worst %.3g, %s)"
+          % ("PASS" if ok else "FAIL", os.path.basename(path), max_rel, worst, wname))
+    return ok
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "types":
@@ -248,6 +306,10 @@ def main(argv=None):
         return 0
     if argv and argv[0] == "same-weights":
         return 0 if same_weights(argv[1], argv[2]) else 1
+    if argv and argv[0] == "same-logits":
+        return 0 if same_logits(argv[1], argv[2], [int(x) for x in argv[3].split()]) else 1
+    if argv and argv[0] == "close-weights":
+        return 0 if close_weights(argv[1], argv[2], float(argv[3])) else 1
     if argv and argv[0] == "config":
         print(json.dumps(config_of(Reader(argv[1])), indent=1))
         return 0

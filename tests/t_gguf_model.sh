@@ -1,0 +1,63 @@
+#!/bin/sh
+# t_gguf_model.sh - Kimi Linear GGUF files written by llama.cpp's own tools
+# (tests/fixtures/gguf/kimi_linear: tools/hf_to_gguf.py on gguf-py and
+# llama-quantize; make_fixtures.sh holds the commands) against the numpy
+# reference (tests/ref/gguf_model.py over kimi_ref.py).
+#
+# Per fixture: the reference reads it and finds the ggml types
+# make_fixtures.sh recorded; every tensor mapped back to its Hugging Face
+# name is the source checkpoint's within the type's error (so a quantized
+# file holds that model, name by name). The F32 file: every tensor equal to
+# the source's, the reference's logits over it equal to the reference over
+# the source (0 apart once A and the two float keys are taken as stored),
+# and llama.cpp's own greedy ids and logits (recorded by make_fixtures.sh)
+# agree with the reference (its kv_a/L2 norms use eps 1e-5 where the
+# reference uses 1e-6: observed 2e-4 of max-logit, limit 1e-3).
+cd "$(dirname "$0")/.." || exit 1
+PY=/usr/bin/python3
+FX=tests/fixtures/gguf/kimi_linear
+OUT=tests/out/gguf_model
+mkdir -p $OUT
+IDS=$(sed -n 's/^# IDS //p' $FX/manifest.txt)
+N_IDS=$(echo $IDS | wc -w)
+
+# the fixtures' source, regenerated exactly as make_fixtures.sh made it
+SRC=$OUT/src
+[ -f $SRC/config.json ] || $PY tests/ref/gen_ckpt.py $SRC --hidden 256 --layers 2 --kda-heads 2 \
+    --kda-head-dim 32 --mla-heads 2 --kv-lora 64 --nope 32 --rope 16 --v-dim 32 --experts 4 --topk 2 \
+    --moe-inter 32 --dense-inter 64 --shared 1 --vocab 288 --full-attn 2 --shards 1 --dtype f32 --seed 27 \
+    --tokenizer >/dev/null
+
+# largest RMS(dequantized - source) / RMS(source) of a tensor allowed per file type (observed x ~2)
+max_rel() {
+    case $1 in
+    F32) echo 1e-6 ;; F16) echo 1e-3 ;; BF16) echo 5e-3 ;; Q8_0) echo 1.5e-2 ;; Q6_K) echo 4e-2 ;;
+    Q5_K_M|Q5_0) echo 8e-2 ;; Q4_K_M|Q4_0|IQ4_NL|IQ4_XS|MXFP4_MOE) echo 0.2 ;; Q3_K_M) echo 0.3 ;;
+    Q2_K) echo 0.6 ;; *) echo 0 ;;
+    esac
+}
+
+for f in $FX/kl-*.gguf; do
+    t=${f##*/kl-}; t=${t%.gguf}
+    want=$(grep "^kl-$t.gguf |" $FX/manifest.txt | cut -d'|' -f2 | sed 's/^ *//; s/ *$//')
+    got=$($PY tests/ref/gguf_model.py types $f 2>&1)
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then
+        echo "PASS gguf fixture $t: the reader finds the types llama.cpp's tools wrote ($got)"
+    else
+        echo "FAIL gguf fixture $t: types [$got], manifest says [$want]"
+    fi
+    $PY tests/ref/gguf_model.py close-weights $f $SRC $(max_rel $t) | sed "s/^\(PASS\|FAIL\) /\1 gguf fixture $t: /"
+done
+
+F32=$FX/kl-F32.gguf
+$PY tests/ref/gguf_model.py same-weights $F32 $SRC | sed 's/^\(PASS\|FAIL\) /\1 gguf fixture F32 weights: /'
+$PY tests/ref/gguf_model.py same-logits $F32 $SRC "$IDS" | sed 's/^\(PASS\|FAIL\) /\1 gguf fixture F32 logits: /'
+ref_greedy=$($PY tests/ref/gguf_model.py $F32 --ids "$IDS" --out $OUT/ref-F32.f32 --greedy 8)
+llama_greedy=$(grep "^kl-F32.gguf |" $FX/manifest.txt | cut -d'|' -f3 | sed 's/^ *//; s/ *$//')
+if [ -n "$ref_greedy" ] && [ "$ref_greedy" = "$llama_greedy" ]; then
+    echo "PASS gguf fixture F32: llama.cpp's greedy ids equal the reference's ($ref_greedy)"
+else
+    echo "FAIL gguf fixture F32: llama.cpp greedy [$llama_greedy], reference [$ref_greedy]"
+fi
+$PY tests/ref/compare_logits.py "gguf fixture F32: llama.cpp's logits vs the reference's" \
+    $FX/llamacpp-F32.f32 $OUT/ref-F32.f32 $N_IDS 1e-3
