@@ -27,6 +27,8 @@ static void usage(FILE *f)
                "  k3-16g  ~15 GB  K3-shaped benchmark model: 24 layers, hidden 3072, 128 experts top-16\n"
                "  k3-real-widths  ~24.5 GB  Kimi K3 at its real widths, 2 layers (KDA + dense, MLA + 896\n"
                "          MXFP4 experts of 17.5 MB), the real vocabulary's head (benchmarks only)\n"
+               "  kl-4g   ~3.9 GB Kimi Linear for the bench against llama.cpp: hidden 2048, 6 layers,\n"
+               "          56 experts top-8 (benchmarks only)\n"
                "With --tokenizer-corpus, only a Kimi K3 tokenizer is written.\n\n");
     cli_print_options(f, OPTS_GEN);
 }

@@ -294,7 +294,7 @@ static const cli_option options[] = {
      "speculative decoding: drafts from n-grams of the conversation, verified in one pass (same output)"},
 
     {"--preset", NULL, OPTS_GEN, OPT_TEXT, "NAME", NULL, 0, 0, NULL, "none: required", set_gen_preset,
-     "the model to write: tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths"},
+     "the model to write: tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths, kl-4g"},
     {"--seed", NULL, OPTS_GEN, OPT_INT, "N", NULL, 0, -1, "1", NULL, set_gen_seed,
      "seed of the weights (each tensor's values depend on it and the tensor's name only)"},
     {"--dtype", NULL, OPTS_GEN, OPT_CHOICE, NULL, "bf16|f32", 0, 0, "bf16", NULL, set_gen_dtype,

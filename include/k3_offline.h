@@ -82,7 +82,7 @@ int k3_pack_check(const char *dir, k3_pack_check_result *out, k3_error *err);
 /* ---- synthetic checkpoints (`k3 gen`) ------------------------------------ */
 
 typedef struct k3_gen_opts {
-    const char *preset;      /* tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths */
+    const char *preset;      /* tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths, kl-4g */
     uint64_t seed;
     int f32;                 /* big matrices in F32 instead of BF16 */
     int shards;              /* 1..64 */

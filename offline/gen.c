@@ -70,6 +70,13 @@ static const gen_preset presets[] = {
      .gate_rank = 128, .mla_heads = 96, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128,
      .dense_inter = 33792, .moe_inter = 3072, .experts = 896, .top_k = 16, .shared = 2, .n_base = 163584,
      .full_attn = "2", .q_lora = 1536, .latent = 3584, .attn_res_block = 12},
+    /* a ~3.9 GB Kimi Linear for the side-by-side bench against llama.cpp
+     * (tools/bench_llamacpp.sh): KDA and MLA share 16 heads and the gate
+     * rank equals the KDA head size, as llama.cpp's kimi-linear graph needs */
+    {.name = "kl-4g", .hidden = 2048, .layers = 6, .kda_heads = 16, .kda_head_dim = 128, .gate_rank = 128,
+     .mla_heads = 16, .kv_lora = 512, .nope = 128, .rope = 64, .v_dim = 128, .dense_inter = 8192,
+     .moe_inter = 1024, .experts = 56, .top_k = 8, .shared = 1, .n_base = 2048, .full_attn = "3,6",
+     .q_lora = 0, .latent = 0, .attn_res_block = 0},
 };
 
 typedef enum {
@@ -495,7 +502,7 @@ static int rename_specials_k3(const char *dir, int n_base, k3_error *err)
 
 const char *k3_gen_preset_names(void)
 {
-    return "tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths";
+    return "tiny, small, demo, k3-tiny, k3-sim, k3-16g, k3-real-widths, kl-4g";
 }
 
 static const gen_preset *find_preset(const char *name)

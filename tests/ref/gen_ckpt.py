@@ -65,6 +65,9 @@ def parse_args(argv):
                     help='1-based MLA layers, e.g. "2,4" (default: every 4th layer and the last one)')
     ap.add_argument("--no-index", action="store_true", help="do not write model.safetensors.index.json")
     ap.add_argument("--conv-2d", action="store_true", help="store conv weights as [C,W] instead of [C,1,W]")
+    ap.add_argument("--tokenizer", action="store_true",
+                    help="also write tiktoken.model and tokenizer_config.json (a byte-level BPE of --vocab ids, "
+                         "the last 16 special), so converters that need the vocabulary can read the checkpoint")
     a = ap.parse_args(argv)
     if a.full_attn is None:
         a.full_attn = ",".join(str(i) for i in range(1, a.layers + 1) if i % 4 == 0 or i == a.layers)
@@ -290,11 +293,49 @@ def decoded_model(a):
     return cfg, out
 
 
+# two-byte merges of common English pairs: each is formed from two single-byte ranks, so any prefix of
+# the list is a valid BPE rank table
+MERGE_PAIRS = ["th", "he", "in", "er", "an", " t", "re", "on", " a", "en", "at", "nd", "st", "es", " o",
+               "or", "ed", "is", "it", "ar", " s", "te", "ng", "ou", " w", "al", "to", "le", "ha", " i",
+               "se", "ti", "nt", "ve", "me", " b", "de", " c", "ri", "ne", "ea", " h", " f", "ro", "ll"]
+TOKENIZER_SPECIALS = 16
+
+
+def write_tokenizer(a, cfg):
+    """tiktoken.model (256 byte ranks, then two-byte merges) and tokenizer_config.json with the last 16 ids
+    special: config.json's bos (V-4), [EOS] (V-3, the tokenizer's eos), <|im_end|> (V-2, config eos)
+    and [PAD] (V-1), as Kimi's tokenizer files lay them out."""
+    import base64
+    V = a.vocab
+    n_base = V - TOKENIZER_SPECIALS
+    if not 256 <= n_base <= 256 + len(MERGE_PAIRS):
+        raise SystemExit("gen_ckpt: --tokenizer needs --vocab in %d..%d" % (256 + TOKENIZER_SPECIALS,
+                                                                            256 + len(MERGE_PAIRS) + TOKENIZER_SPECIALS))
+    ranks = [bytes([b]) for b in range(256)] + [m.encode() for m in MERGE_PAIRS[:n_base - 256]]
+    with open(os.path.join(a.out_dir, "tiktoken.model"), "w") as f:
+        for i, tok in enumerate(ranks):
+            f.write("%s %d\n" % (base64.b64encode(tok).decode(), i))
+    names = {V - 4: "[BOS]", V - 3: "[EOS]", V - 2: "<|im_end|>", V - 1: "[PAD]", n_base: "<|im_user|>",
+             n_base + 1: "<|im_assistant|>", n_base + 2: "<|im_system|>", n_base + 3: "<|im_middle|>",
+             n_base + 4: "[UNK]"}
+    dec = {}
+    for i in range(n_base, V):
+        dec[str(i)] = {"content": names.get(i, "<|reserved_token_%d|>" % i), "lstrip": False,
+                       "normalized": False, "rstrip": False, "single_word": False, "special": True}
+    tc = {"added_tokens_decoder": dec, "bos_token": "[BOS]", "eos_token": "[EOS]", "pad_token": "[PAD]",
+          "unk_token": "[UNK]", "model_max_length": 1048576, "tokenizer_class": "TikTokenTokenizer"}
+    with open(os.path.join(a.out_dir, "tokenizer_config.json"), "w") as f:
+        json.dump(tc, f, indent=2)
+        f.write("\n")
+
+
 def generate(a, quiet=False):
     if getattr(a, "arch", "kl") == "k3":
         import k3_gen
         return k3_gen.generate(a, quiet)
     cfg, items = stored_items(a)
+    if getattr(a, "tokenizer", False):
+        cfg["model_max_length"] = 1048576     # the real config's context length (llama.cpp needs one)
     os.makedirs(a.out_dir, exist_ok=True)
     for fn in os.listdir(a.out_dir):      # stale shards from an earlier run would confuse loaders
         if fn.endswith(".safetensors") or fn == "model.safetensors.index.json":
@@ -322,6 +363,8 @@ def generate(a, quiet=False):
                           header_order=header_order, metadata={"format": "pt"})
         for n in mine:
             weight_map[n] = fn
+    if getattr(a, "tokenizer", False):
+        write_tokenizer(a, cfg)
     if not a.no_index:
         wm = {k: weight_map[k] for k in sorted(weight_map)}
         with open(os.path.join(a.out_dir, "model.safetensors.index.json"), "w") as f:

@@ -1,5 +1,5 @@
 """gguf_np.py - the project's numpy reference of the GGUF file format and of its block types (F32 F16 BF16
-Q8_0 Q4_0 Q5_0 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS).
+Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS).
 
 Written from the format as docs/MODEL.md ("GGUF") restates it, not from the C engine or from
 llama.cpp's code: a GGUF writer (every metadata value type, nested arrays, alignment, split sets),
@@ -36,6 +36,9 @@ TYPES = {
     "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "MXFP4": (39, 32, 17),
     "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136),
 }
+# decoded here but not part of the engine's types file (write-types): llama-quantize writes Q5_1 into
+# Q5_K_M files (rows that are not whole 256-blocks) and Q4_1 into Q4_K_S files
+DECODE_ONLY_TYPES = {"Q4_1": (3, 32, 20), "Q5_1": (7, 32, 24)}
 # IQ4_NL and IQ4_XS: the 16 non-uniform levels a nibble selects
 IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 F32 = np.float32
@@ -123,7 +126,7 @@ def _k_scale_min(sc12):
 
 def dequant(tname, raw):
     """Raw bytes of whole blocks of type tname -> float32 weights."""
-    _, qk, nbytes = TYPES[tname]
+    _, qk, nbytes = TYPES[tname] if tname in TYPES else DECODE_ONLY_TYPES[tname]
     b = np.frombuffer(raw, np.uint8).reshape(-1, nbytes)
     n = len(b)
     if tname == "F32":
@@ -143,6 +146,16 @@ def dequant(tname, raw):
         low = (b[:, 4 + g // 2].astype(np.int32) >> (4 * (g % 2))) & 15
         scale = low | (((high >> (2 * g)) & 3) << 4)
         return ((_half(b, 0) * (scale - 32).astype(F32)) * IQ4_LEVELS[nib].astype(F32)).reshape(-1)
+    if tname in ("Q4_1", "Q5_1"):
+        # f16 scale d and f16 offset m, then (Q5_1) a u32 of fifth bits, then 16 bytes of nibbles as in
+        # Q4_0: w = d * q + m, q unsigned (0..15 or 0..31)
+        j = np.arange(32)
+        qs = b[:, -16:].astype(np.int32)
+        q = np.concatenate([qs & 15, qs >> 4], axis=1)
+        if tname == "Q5_1":
+            high = b[:, 4:8].copy().view("<u4").astype(np.int64)
+            q = q | (((high >> j) & 1) << 4).astype(np.int32)
+        return (q.astype(F32) * _half(b, 0) + _half(b, 2)).reshape(-1)
     if tname in ("Q4_0", "Q5_0", "Q8_0", "MXFP4", "IQ4_NL"):
         j = np.arange(32)
         if tname == "Q8_0":

@@ -1,0 +1,117 @@
+#!/bin/sh
+# t_gguf_model.sh - Kimi Linear GGUF files written by llama.cpp's own tools
+# (tests/fixtures/gguf/kimi_linear: tools/hf_to_gguf.py on gguf-py and
+# llama-quantize; make_fixtures.sh holds the commands) against the numpy
+# reference (tests/ref/gguf_model.py over kimi_ref.py).
+#
+# Per fixture: the reference reads it and finds the ggml types
+# make_fixtures.sh recorded; every tensor mapped back to its Hugging Face
+# name is the source checkpoint's within the type's error (so a quantized
+# file holds that model, name by name). The F32 file: every tensor equal to
+# the source's, the reference's logits over it equal to the reference over
+# the source (0 apart once A and the two float keys are taken as stored),
+# and llama.cpp's own greedy ids and logits (recorded by make_fixtures.sh)
+# agree with the reference (its kv_a/L2 norms use eps 1e-5 where the
+# reference uses 1e-6: observed 2e-4 of max-logit, limit 1e-3).
+#
+# k3 over each fixture (`k3 eval FILE --ids --logits`, the exact path: fp32
+# activations on the file's weights dequantized exactly): within 1e-4 of the
+# reference over the same file (max |d logit| / max |logit| per position;
+# the engine computes in fp32, the reference in float64 on the same
+# dequantized weights: observed <= 5e-7), and the same 8 greedy ids. The
+# F32 file against the safetensors checkpoint it came from: the weights are
+# the same floats, but a GGUF's MLA k_b (W_UK transposed per head) is
+# summed as a dot product per latent column where kv_b_proj is summed by
+# rows, so the logits agree to 1e-6 (observed 3.2e-7), not bit for bit;
+# the greedy ids are the same. A Q5_K_M file holds Q5_1 tensors, a type k3
+# does not read yet: k3 must refuse it in one line naming the type.
+cd "$(dirname "$0")/.." || exit 1
+PY=/usr/bin/python3
+FX=tests/fixtures/gguf/kimi_linear
+OUT=tests/out/gguf_model
+mkdir -p $OUT
+IDS=$(sed -n 's/^# IDS //p' $FX/manifest.txt)
+N_IDS=$(echo $IDS | wc -w)
+
+# the fixtures' source, regenerated exactly as make_fixtures.sh made it
+SRC=$OUT/src
+[ -f $SRC/config.json ] || $PY tests/ref/gen_ckpt.py $SRC --hidden 256 --layers 2 --kda-heads 2 \
+    --kda-head-dim 32 --mla-heads 2 --kv-lora 64 --nope 32 --rope 16 --v-dim 32 --experts 4 --topk 2 \
+    --moe-inter 32 --dense-inter 64 --shared 1 --vocab 288 --full-attn 2 --shards 1 --dtype f32 --seed 27 \
+    --tokenizer >/dev/null
+
+# largest RMS(dequantized - source) / RMS(source) of a tensor allowed per file type (observed x ~2)
+max_rel() {
+    case $1 in
+    F32) echo 1e-6 ;; F16) echo 1e-3 ;; BF16) echo 5e-3 ;; Q8_0) echo 1.5e-2 ;; Q6_K) echo 4e-2 ;;
+    Q5_K_M|Q5_0) echo 8e-2 ;; Q4_K_M|Q4_0|IQ4_NL|IQ4_XS|MXFP4_MOE) echo 0.2 ;; Q3_K_M) echo 0.3 ;;
+    Q2_K) echo 0.6 ;; *) echo 0 ;;
+    esac
+}
+
+for f in $FX/kl-*.gguf; do
+    t=${f##*/kl-}; t=${t%.gguf}
+    want=$(grep "^kl-$t.gguf |" $FX/manifest.txt | cut -d'|' -f2 | sed 's/^ *//; s/ *$//')
+    got=$($PY tests/ref/gguf_model.py types $f 2>&1)
+    if [ -n "$want" ] && [ "$got" = "$want" ]; then
+        echo "PASS gguf fixture $t: the reader finds the types llama.cpp's tools wrote ($got)"
+    else
+        echo "FAIL gguf fixture $t: types [$got], manifest says [$want]"
+    fi
+    $PY tests/ref/gguf_model.py close-weights $f $SRC $(max_rel $t) | sed "s/^\(PASS\|FAIL\) /\1 gguf fixture $t: /"
+done
+
+F32=$FX/kl-F32.gguf
+$PY tests/ref/gguf_model.py same-weights $F32 $SRC | sed 's/^\(PASS\|FAIL\) /\1 gguf fixture F32 weights: /'
+$PY tests/ref/gguf_model.py same-logits $F32 $SRC "$IDS" | sed 's/^\(PASS\|FAIL\) /\1 gguf fixture F32 logits: /'
+ref_greedy=$($PY tests/ref/gguf_model.py $F32 --ids "$IDS" --out $OUT/ref-F32.f32 --greedy 8)
+llama_greedy=$(grep "^kl-F32.gguf |" $FX/manifest.txt | cut -d'|' -f3 | sed 's/^ *//; s/ *$//')
+if [ -n "$ref_greedy" ] && [ "$ref_greedy" = "$llama_greedy" ]; then
+    echo "PASS gguf fixture F32: llama.cpp's greedy ids equal the reference's ($ref_greedy)"
+else
+    echo "FAIL gguf fixture F32: llama.cpp greedy [$llama_greedy], reference [$ref_greedy]"
+fi
+$PY tests/ref/compare_logits.py "gguf fixture F32: llama.cpp's logits vs the reference's" \
+    $FX/llamacpp-F32.f32 $OUT/ref-F32.f32 $N_IDS 1e-3
+
+K3=${K3:-./k3}
+TOOL=${TOOL:-${K3_TESTBIN:-build/tests}/tool_engine}
+for f in $FX/kl-*.gguf; do
+    t=${f##*/kl-}; t=${t%.gguf}
+    if [ $t = Q5_K_M ]; then
+        if $K3 eval $f --ids "$IDS" --logits $OUT/k3-$t.f32 >/dev/null 2>$OUT/k3-$t.err; then
+            echo "FAIL gguf fixture $t: k3 read a file with Q5_1 tensors; move it to the checks below"
+        elif [ $(wc -l < $OUT/k3-$t.err) -eq 1 ] && grep -q "Q5_1" $OUT/k3-$t.err && grep -q "kl-$t.gguf" $OUT/k3-$t.err; then
+            echo "PASS gguf fixture $t: k3 refuses its Q5_1 tensors in one line naming the file and type"
+        else
+            echo "FAIL gguf fixture $t: k3's refusal is not one line naming the file and Q5_1: $(head -2 $OUT/k3-$t.err)"
+        fi
+        continue
+    fi
+    if ! $K3 eval $f --ids "$IDS" --logits $OUT/k3-$t.f32 >/dev/null 2>$OUT/k3-$t.err; then
+        echo "FAIL gguf fixture $t: k3 eval failed: $(tail -1 $OUT/k3-$t.err)"
+        echo "FAIL gguf fixture $t: no greedy ids (k3 eval failed)"
+        continue
+    fi
+    ref=$($PY tests/ref/gguf_model.py $f --ids "$IDS" --out $OUT/ref-$t.f32 --greedy 8)
+    $PY tests/ref/compare_logits.py "gguf fixture $t: k3 eval vs the numpy reference over the same file" \
+        $OUT/k3-$t.f32 $OUT/ref-$t.f32 $N_IDS
+    mine=$($TOOL greedy $f "$IDS" 8 2>&1)
+    if [ -n "$ref" ] && [ "$mine" = "$ref" ]; then
+        echo "PASS gguf fixture $t: k3's 8 greedy ids equal the reference's ($mine)"
+    else
+        echo "FAIL gguf fixture $t: k3 greedy [$mine], reference [$ref]"
+    fi
+done
+
+# the F32 file against the safetensors checkpoint it was converted from
+$K3 eval $SRC --ids "$IDS" --logits $OUT/k3-src.f32 >/dev/null 2>$OUT/k3-src.err
+$PY tests/ref/compare_logits.py "gguf fixture F32: k3 over the GGUF vs k3 over its safetensors source" \
+    $OUT/k3-F32.f32 $OUT/k3-src.f32 $N_IDS 1e-6
+st_greedy=$($TOOL greedy $SRC "$IDS" 8 2>&1)
+gguf_greedy=$($TOOL greedy $F32 "$IDS" 8 2>&1)
+if [ -n "$st_greedy" ] && [ "$st_greedy" = "$gguf_greedy" ]; then
+    echo "PASS gguf fixture F32: k3's greedy ids over the GGUF equal those over its safetensors source"
+else
+    echo "FAIL gguf fixture F32: greedy over the GGUF [$gguf_greedy], over the safetensors [$st_greedy]"
+fi
