@@ -36,7 +36,7 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         switch (t->ggml_id) {
         case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
         case K3_GGML_IQ4_XS: halves[0] = 0; break;
-        case K3_GGML_Q4_K: case K3_GGML_Q5_K: halves[0] = 0; halves[1] = 2; break;
+        case K3_GGML_Q4_K: case K3_GGML_Q5_K: case K3_GGML_Q4_1: case K3_GGML_Q5_1: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
         case K3_GGML_Q6_K: halves[0] = 208; break;
@@ -137,7 +137,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (14 types)");
+    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (every type)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
@@ -184,7 +184,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (14 types)");
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (every type)");
     {
         enum { TOKENS = 5 };
         for (int i = 0; i < k3_quant_type_count(); i++) {
