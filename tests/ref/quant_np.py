@@ -12,6 +12,13 @@ away from zero for Q8_0, truncation for Q4_0 / Q5_0 / MXFP4's exponent; fp16 thr
   quant_np.py quantize TYPE IN.f32 OUT  IN's floats -> TYPE's blocks
   quant_np.py rms TYPE IN.f32 DEQ.f32   the relative rms error of a round trip, checked against the
                                         type's bound (prints PASS/FAIL)
+  quant_np.py check-pack SRC PACK LABEL TRUNK EXPERTS
+                                        a `k3 pack --trunk TRUNK --experts EXPERTS` of SRC ("-": as
+                                        stored): which tensors are blocks, their bytes equal to this
+                                        reference's, their sizes by the bytes-per-weight table, the
+                                        rest byte-equal to SRC (prints PASS/FAIL)
+  quant_np.py dequant-ckpt SRC PACK OUT the checkpoint SRC with every tensor PACK holds in blocks
+                                        replaced by its decoded weights as F32 (gguf_np.dequant)
 Run with Debian's /usr/bin/python3 (numpy 1.24).
 """
 import sys
@@ -406,6 +413,143 @@ def test_rows():
 RMS_BOUND = {"Q8_0": 0.008, "Q6_K": 0.025, "Q5_K": 0.05, "Q5_0": 0.06, "Q4_K": 0.1, "Q4_0": 0.12, "MXFP4": 0.2}
 
 
+# ---------------------------------------------------------------- packed directories
+
+def read_pack(pack):
+    """A packed directory's tensors from manifest.json and tables.bin (layout: engine/formats/manifest.h):
+    {name: (file name, offset, bytes, dtype name, shape)}."""
+    import json
+    import struct
+    man = json.load(open(pack + "/manifest.json"))
+    dtypes = man["tables"]["dtypes"]
+    raw = open(pack + "/tables.bin", "rb").read()
+    n_t, n_l, n_p = struct.unpack_from("<III", raw, 16)
+    names_at = 64 + 88 * n_t + 16 * n_l + 16 * n_p
+    names = raw[names_at:].split(b"\0")
+    files = ["trunk.bin", "experts.bin", "embed.bin", "head.bin"]
+    out = {}
+    for i in range(n_t):
+        r = 64 + 88 * i
+        off, nbytes = struct.unpack_from("<QQ", raw, r)
+        shape = list(struct.unpack_from("<8q", raw, r + 16))[:raw[r + 81]]
+        out[names[i].decode()] = (files[raw[r + 82]], off, nbytes, dtypes[raw[r + 80]], shape)
+    return man, out
+
+
+def read_source(src):
+    """Every tensor of a safetensors checkpoint: {name: (path, data offset, bytes, dtype, shape)}."""
+    import glob
+    import json
+    import struct
+    out = {}
+    for path in sorted(glob.glob(src + "/*.safetensors")):
+        with open(path, "rb") as f:
+            n = struct.unpack("<Q", f.read(8))[0]
+            hdr = json.loads(f.read(n))
+        for k, v in hdr.items():
+            if k != "__metadata__":
+                out[k] = (path, 8 + n + v["data_offsets"][0], v["data_offsets"][1] - v["data_offsets"][0], v["dtype"], v["shape"])
+    return out
+
+
+def read_bytes(path, off, n):
+    with open(path, "rb") as f:
+        f.seek(off)
+        return f.read(n)
+
+
+def source_f32(entry):
+    import safetensors_np
+    path, off, n, dtype, shape = entry
+    return safetensors_np.decode(read_bytes(path, off, n), dtype, shape).astype(F32)
+
+
+def wants_blocks(name, dtype, shape, asked):
+    """The tensors `k3 pack` writes in blocks (docs/ARCHITECTURE.md, "The packed layout"): 2-D float
+    "*.weight" matrices of more than one row, not a norm, not the router "*.gate.weight", not a
+    "*_res_proj.weight"; the type asked, or for rows not whole blocks Q5_0 (Q4_K, Q5_K) / Q8_0 (Q6_K);
+    None when not, or when the rows are not a multiple of 32 either."""
+    last = name.split(".")[-2] if name.endswith(".weight") else None
+    if (asked is None or last is None or len(shape) != 2 or shape[0] < 2 or dtype not in ("F32", "F16", "BF16")
+            or "norm" in last or "_res_proj" in last or last == "gate"):
+        return None
+    if shape[1] % BLOCK[asked][0] == 0:
+        return asked
+    fb = {"Q4_K": "Q5_0", "Q5_K": "Q5_0", "Q6_K": "Q8_0"}.get(asked)
+    return fb if fb and shape[1] % 32 == 0 else None
+
+
+def check_pack(src, pack, label, trunk, experts):
+    trunk, experts = (None if t == "-" else t for t in (trunk, experts))
+    man, packed = read_pack(pack)
+    source = read_source(src)
+    wrong_choice, wrong_bytes, wrong_size, wrong_copy, n_blocks, bytes_blocks = [], [], [], [], 0, 0
+    for name, (fname, off, nbytes, dtype, shape) in packed.items():
+        s = source[name]
+        core = name[len("language_model."):] if name.startswith("language_model.") else name
+        kind = "experts" if fname == "experts.bin" else "trunk" if fname == "trunk.bin" else None
+        want = wants_blocks(core, s[3], s[4], {"trunk": trunk, "experts": experts}.get(kind))
+        got = dtype if dtype in BLOCK else None
+        if want != got:
+            wrong_choice.append("%s: %s, expected %s" % (name, got, want))
+            continue
+        data = read_bytes(pack + "/" + fname, off, nbytes)
+        if got:
+            n_blocks += 1
+            bytes_blocks += nbytes
+            qk, bb = BLOCK[got]
+            if nbytes != shape[0] * shape[1] // qk * bb:
+                wrong_size.append(name)
+            elif data != quantize(got, source_f32(s)):
+                wrong_bytes.append(name)
+        elif data != read_bytes(s[0], s[1], s[2]):
+            wrong_copy.append(name)
+    ok_version = man["version"] == (3 if n_blocks else 2)
+    checks = [("pack_quant_choice_%s" % label, not wrong_choice, wrong_choice[:1],
+               "%d of %d tensors in blocks, as the rule says" % (n_blocks, len(packed))),
+              ("pack_quant_bytes_%s" % label, not wrong_bytes and not wrong_size and n_blocks > 0,
+               (wrong_bytes + wrong_size)[:1] or ["no tensor in blocks"],
+               "%d tensors, %d bytes equal to the numpy reference, sizes by the bytes-per-weight table" % (n_blocks, bytes_blocks)),
+              ("pack_quant_copied_%s" % label, not wrong_copy and ok_version,
+               wrong_copy[:1] or ["manifest version %s" % man["version"]],
+               "the other tensors byte-equal to the source, manifest version %d" % man["version"])]
+    for name, ok, why, what in checks:
+        print("PASS %s (%s)" % (name, what) if ok else "FAIL %s: %s" % (name, why[0] if why else "?"))
+
+
+def dequant_ckpt(src, pack, out):
+    """SRC's config and tokenizer files, and its tensors as one safetensors file, those PACK holds in
+    blocks decoded to F32 (the rest as stored, skipped vision tensors included)."""
+    import os
+    import shutil
+    _, packed = read_pack(pack)
+    source = read_source(src)
+    os.makedirs(out, exist_ok=True)
+    for f in os.listdir(src):
+        if not f.endswith(".safetensors") and not f.endswith(".index.json") and os.path.isfile(src + "/" + f):
+            shutil.copy(src + "/" + f, out + "/" + f)
+    tensors = {}
+    for name, s in source.items():
+        p = packed.get(name)
+        if p and p[3] in BLOCK:
+            raw = read_bytes(pack + "/" + p[0], p[1], p[2])
+            tensors[name] = ("F32", s[4], gguf_np.dequant(p[3], raw).astype("<f4").tobytes())
+        else:
+            tensors[name] = (s[3], s[4], read_bytes(s[0], s[1], s[2]))
+    import json
+    import struct
+    hdr, off = {}, 0
+    for name, (dtype, shape, raw) in tensors.items():
+        hdr[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+    hj = json.dumps(hdr, separators=(",", ":")).encode()
+    hj += b" " * (-(8 + len(hj)) % 8)
+    with open(out + "/model.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(hj)) + hj)
+        for _, _, raw in tensors.values():
+            f.write(raw)
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "rows":
         names, rows = test_rows()
@@ -434,6 +578,12 @@ def main(argv):
             print("FAIL %s: relative rms error %.4f above %.4f" % (name, worst, RMS_BOUND[tname]))
         else:
             print("PASS %s (worst relative rms error %.4f <= %.4f over %d random rows)" % (name, worst, RMS_BOUND[tname], len(rnd)))
+        return 0
+    if len(argv) == 7 and argv[1] == "check-pack":
+        check_pack(*argv[2:7])
+        return 0
+    if len(argv) == 5 and argv[1] == "dequant-ckpt":
+        dequant_ckpt(*argv[2:5])
         return 0
     sys.stderr.write(__doc__)
     return 2

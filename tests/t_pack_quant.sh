@@ -1,0 +1,78 @@
+#!/bin/sh
+# t_pack_quant.sh - `k3 pack --trunk TYPE --experts TYPE` (offline/pack.c,
+# docs/ARCHITECTURE.md, "The packed layout"): packs models/k3-mini (K3: MXFP4
+# experts, rows of 96 that fall back from Q4_K to Q5_0, rows of 48 that stay)
+# and a generated Kimi Linear (bf16 experts, rows of 256 and 128), and checks
+# each pack independently with tests/ref/quant_np.py: which tensors are
+# blocks, their bytes equal to the numpy quantizers', their sizes by the
+# bytes-per-weight table, everything else byte-equal to the source, the
+# manifest version; `k3 pack --check` passes; a quantized pack's fingerprint
+# is not its source's; a bad type name and a manifest naming an unknown type
+# are refused in one line.
+# Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
+cd "$(dirname "$0")/.." || exit 1
+K3=${K3:-./k3}
+PY=/usr/bin/python3
+REF=tests/ref/quant_np.py
+OUT=tests/out/pack_quant
+rm -rf $OUT
+mkdir -p $OUT
+
+$PY tests/ref/gen_ckpt.py $OUT/kl --hidden 256 --moe-inter 256 --dense-inter 512 --kda-heads 2 --kda-head-dim 128 \
+    --mla-heads 2 --kv-lora 256 --v-dim 128 --nope 128 --rope 64 --layers 3 --experts 8 --topk 2 --vocab 512 \
+    --seed 5 > /dev/null 2>&1
+
+# pack_check LABEL SRC TRUNK EXPERTS: pack SRC with the types ("-": as stored), then the reference's checks
+pack_check() {
+    label=$1 src=$2 trunk=$3 experts=$4
+    set --
+    [ "$trunk" != - ] && set -- "$@" --trunk "$trunk"
+    [ "$experts" != - ] && set -- "$@" --experts "$experts"
+    if $K3 pack "$src" $OUT/$label "$@" > $OUT/$label.log 2>&1; then
+        $PY $REF check-pack "$src" $OUT/$label $label "$trunk" "$experts"
+    else
+        for c in choice bytes copied; do echo "FAIL pack_quant_${c}_$label: $(tail -n 1 $OUT/$label.log)"; done
+    fi
+}
+pack_check mini_q8_0 models/k3-mini Q8_0 -
+pack_check mini_q4_k models/k3-mini Q4_K Q4_K
+pack_check kl_q8_0_q4_k $OUT/kl Q8_0 Q4_K
+pack_check kl_q6_k_mxfp4 $OUT/kl Q6_K MXFP4
+
+if $K3 pack --check $OUT/kl_q8_0_q4_k > $OUT/check.log 2>&1; then
+    echo "PASS pack_quant_check ($(cut -c1-120 $OUT/check.log))"
+else
+    echo "FAIL pack_quant_check: $(head -n 1 $OUT/check.log)"
+fi
+
+# a quantized pack is another model: not the source's fingerprint
+$K3 pack models/k3-mini $OUT/mini_plain > /dev/null 2>&1
+fp() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1] + "/manifest.json"))["source"]["fingerprint"])' "$1"; }
+a=$(fp $OUT/mini_plain 2>/dev/null) b=$(fp $OUT/mini_q8_0 2>/dev/null) c=$(fp $OUT/mini_q4_k 2>/dev/null)
+if [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" != "$b" ] && [ "$b" != "$c" ] && [ "$a" != "$c" ]; then
+    echo "PASS pack_quant_fingerprint (plain $a, Q8_0 $b, Q4_K $c)"
+else
+    echo "FAIL pack_quant_fingerprint: plain '$a', Q8_0 '$b', Q4_K '$c'"
+fi
+
+# refusals: a type pack does not write, and a manifest naming a type no build knows
+$K3 pack models/k3-mini $OUT/bad --trunk Q2_K > /dev/null 2> $OUT/bad.err
+rc1=$?
+$K3 pack models/k3-mini $OUT/bad --experts q8_0 > /dev/null 2> $OUT/bad2.err
+rc2=$?
+if [ $rc1 = 2 ] && [ $rc2 = 2 ] && [ "$(wc -l < $OUT/bad.err)" = 1 ] && grep -q -- "--trunk: expected Q8_0|" $OUT/bad.err &&
+    grep -q -- "--experts: expected .*got 'q8_0'" $OUT/bad2.err && [ ! -e $OUT/bad ]; then
+    echo "PASS pack_quant_refuses_bad_type ($(cat $OUT/bad.err))"
+else
+    echo "FAIL pack_quant_refuses_bad_type: exit $rc1/$rc2: $(head -n 1 $OUT/bad.err) $(head -n 1 $OUT/bad2.err)"
+fi
+cp -r $OUT/mini_q8_0 $OUT/unknown
+sed -i 's/"Q8_0"/"Q9_0"/' $OUT/unknown/manifest.json
+$K3 pack --check $OUT/unknown > /dev/null 2> $OUT/unknown.err
+rc=$?
+if [ $rc = 1 ] && [ "$(wc -l < $OUT/unknown.err)" = 1 ] &&
+    grep -q 'unknown/manifest.json: tables.dtypes\[[0-9]*\]: unsupported dtype "Q9_0"' $OUT/unknown.err; then
+    echo "PASS pack_quant_refuses_unknown_type ($(cat $OUT/unknown.err))"
+else
+    echo "FAIL pack_quant_refuses_unknown_type: exit $rc: $(head -n 2 $OUT/unknown.err)"
+fi
