@@ -104,6 +104,9 @@ typedef struct k3_model_info {
  * for a caller that sizes its own buffers before k3_model_open, so the plan
  * counts them in the process's memory (k3 eval's chunk of logits). */
 int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
+/* 1 if path is a GGUF model (a .gguf file, or a folder holding one file or
+ * one split set and no config.json); k3_model_open reads those too. */
+int k3_model_path_is_gguf(const char *path);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */

@@ -6,7 +6,8 @@
 # each pack independently with tests/ref/quant_np.py: which tensors are
 # blocks, their bytes equal to the numpy quantizers', their sizes by the
 # bytes-per-weight table, everything else byte-equal to the source, the
-# manifest version; `k3 pack --check` passes; a quantized pack's fingerprint
+# manifest version; the packs load and `k3 eval` gives the logits of the
+# decoded weights bit for bit; `k3 pack --check` passes; a quantized pack's fingerprint
 # is not its source's; a bad type name and a manifest naming an unknown type
 # are refused in one line.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
@@ -54,6 +55,25 @@ if [ -n "$a" ] && [ -n "$b" ] && [ -n "$c" ] && [ "$a" != "$b" ] && [ "$b" != "$
 else
     echo "FAIL pack_quant_fingerprint: plain '$a', Q8_0 '$b', Q4_K '$c'"
 fi
+
+# the packs run: `k3 eval` logits over 40 tokens (two chunks) bit-identical to
+# those of the source with the blocked tensors replaced by their decoded
+# weights as F32 (quant_np.py dequant-ckpt): quant_matvec.c sums a row's
+# decoded weights in the order the F32 kernel sums them
+ids=$(seq 1 7 280 | tr '\n' ' ')
+for pair in "mini_q4_k models/k3-mini" "kl_q8_0_q4_k $OUT/kl"; do
+    set -- $pair
+    $PY $REF dequant-ckpt "$2" $OUT/$1 $OUT/$1_deq 2> $OUT/$1_deq.err
+    if ! $K3 eval $OUT/$1 --ids "$ids" --logits $OUT/$1.f32 > /dev/null 2> $OUT/$1_eval.err; then
+        echo "FAIL pack_quant_logits_$1: $(head -n 1 $OUT/$1_eval.err)"
+    elif ! $K3 eval $OUT/$1_deq --ids "$ids" --logits $OUT/$1_deq.f32 > /dev/null 2> $OUT/$1_deq_eval.err; then
+        echo "FAIL pack_quant_logits_$1: the decoded checkpoint: $(head -n 1 $OUT/$1_deq_eval.err) $(head -n 1 $OUT/$1_deq.err)"
+    elif cmp -s $OUT/$1.f32 $OUT/$1_deq.f32 && [ -s $OUT/$1.f32 ]; then
+        echo "PASS pack_quant_logits_$1 (40 x $(($(wc -c < $OUT/$1.f32) / 160)) logits bit-identical to the decoded weights' as F32)"
+    else
+        echo "FAIL pack_quant_logits_$1: $(cmp $OUT/$1.f32 $OUT/$1_deq.f32 2>&1 | head -n 1)"
+    fi
+done
 
 # refusals: a type pack does not write, and a manifest naming a type no build knows
 $K3 pack models/k3-mini $OUT/bad --trunk Q2_K > /dev/null 2> $OUT/bad.err

@@ -33,8 +33,9 @@ typedef enum {
     /* Not a safetensors element type: a weight format assembled from a
      * compressed-tensors pair (U8 weight_packed + U8 E8M0 weight_scale). */
     K3_DT_MXFP4 = 100,
-    /* A GGUF block type (Q8_0, Q4_K, ...): the tensor's qtype (quant_types.h)
-     * says which. */
+    /* Not a safetensors element type: a GGUF block type (Q8_0, Q4_K, ...);
+     * the tensor's or weight's `qtype` (quant_types.h) says which, and its
+     * byte count comes from the blocks, not from an element size. */
     K3_DT_GGML = 101
 } k3_dtype;
 

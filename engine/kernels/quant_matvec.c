@@ -84,42 +84,70 @@ static float dot_row_q4_k(const uint8_t *row, int64_t cols, const float *x)
     return v8_hsum(v8_add(acc0, acc1));
 }
 
-/* The reference: decode the row, sum left to right in fp32. */
-static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x,
-                            float *scratch)
+/* Columns decoded at a time by the row kernels below: a multiple of every
+ * block size (32, 256) and of the 16-column chunk, small enough for the
+ * stack of any thread. */
+#define QUANT_PIECE_COLS 1024
+
+/* The reference: the row decoded piece by piece, summed left to right in
+ * fp32 (the same sum as decoding the whole row first). */
+static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
 {
-    k3_quant_decode_scalar(t, row, cols, scratch);
+    float piece[QUANT_PIECE_COLS];
+    const uint64_t piece_bytes = k3_quant_row_bytes(t, QUANT_PIECE_COLS);
     float sum = 0.0f;
-    for (int64_t c = 0; c < cols; c++) sum += scratch[c] * x[c];
+    for (int64_t c = 0; c < cols; c += QUANT_PIECE_COLS, row += piece_bytes) {
+        const int64_t n = cols - c < QUANT_PIECE_COLS ? cols - c : QUANT_PIECE_COLS;
+        k3_quant_decode_scalar(t, row, n, piece);
+        for (int64_t i = 0; i < n; i++) sum += piece[i] * x[c + i];
+    }
     return sum;
+}
+
+/* Any type: decode a piece into the stack, run the canonical chunks over it
+ * with the accumulators carried from piece to piece, reduce once at the
+ * end: the bits of k3_dot_f32(decoded row, x), with no allocation. cols is
+ * a whole number of blocks, so of 32 columns: no tail. */
+static float dot_row_decoded(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
+{
+    float piece[QUANT_PIECE_COLS];
+    const uint64_t piece_bytes = k3_quant_row_bytes(t, QUANT_PIECE_COLS);
+    v8f acc0 = v8_zero(), acc1 = v8_zero();
+    for (int64_t c = 0; c < cols; c += QUANT_PIECE_COLS, row += piece_bytes) {
+        const int64_t n = cols - c < QUANT_PIECE_COLS ? cols - c : QUANT_PIECE_COLS;
+        k3_quant_decode_scalar(t, row, n, piece);
+        for (int64_t i = 0; i < n; i += 16)
+            chunk_fma(v8_loadu(piece + i), v8_loadu(piece + i + 8), x + c + i, &acc0, &acc1);
+    }
+    return v8_hsum(v8_add(acc0, acc1));
+}
+
+/* One row's dot product by the fastest kernel the type has. */
+static float dot_row(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
+{
+    if (k3_kernels_scalar_forced()) return dot_row_scalar(t, row, cols, x);
+    if (t->ggml_id == K3_GGML_Q8_0) return dot_row_q8_0(row, cols, x);
+    if (t->ggml_id == K3_GGML_Q4_K) return dot_row_q4_k(row, cols, x);
+    return dot_row_decoded(t, row, cols, x);
+}
+
+void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
+                          int64_t row_begin, int64_t row_end)
+{
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    for (int64_t r = row_begin; r < row_end; r++)
+        y[r] = dot_row(t, (const uint8_t *)data + (uint64_t)r * row_bytes, cols, x);
 }
 
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x)
 {
-    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
-    const int scalar = k3_kernels_scalar_forced();
-    const int fused = !scalar && (t->ggml_id == K3_GGML_Q8_0 || t->ggml_id == K3_GGML_Q4_K);
-    int failed = 0;
-#pragma omp parallel if (rows * cols >= QUANT_PARALLEL_MIN_WEIGHTS) reduction(| : failed)
+#pragma omp parallel if (rows * cols >= QUANT_PARALLEL_MIN_WEIGHTS)
     {
-        float *scratch = fused ? NULL : malloc((size_t)(cols ? cols : 1) * sizeof *scratch);
-        if (!fused && !scratch) failed = 1;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const uint8_t *row = (const uint8_t *)data + (uint64_t)r * row_bytes;
-            if (failed) continue;
-            if (t->ggml_id == K3_GGML_Q8_0 && fused) y[r] = dot_row_q8_0(row, cols, x);
-            else if (fused) y[r] = dot_row_q4_k(row, cols, x);
-            else if (scalar) y[r] = dot_row_scalar(t, row, cols, x, scratch);
-            else {
-                k3_quant_decode_scalar(t, row, cols, scratch);
-                y[r] = k3_dot_f32(scratch, x, cols);
-            }
-        }
-        free(scratch);
+        const int64_t n = omp_get_num_threads(), i = omp_get_thread_num();
+        k3_quant_matvec_rows(y, t, data, cols, x, rows * i / n, rows * (i + 1) / n);
     }
-    return failed ? -1 : 0;
+    return 0;
 }
 
 int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,

@@ -21,9 +21,14 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
 
 /* y[r] = row r . x for r in [0, rows); rows split across OpenMP threads
  * when the matrix is large. cols must be a multiple of t->block_elems.
- * Returns 0, or -1 when scratch memory for a row cannot be had. */
+ * Needs no memory; returns 0. */
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x);
+
+/* The same for rows [row_begin, row_end) on the calling thread, with no
+ * allocation (k3_matvec_rows's building block for K3_DT_GGML weights). */
+void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
+                          int64_t row_begin, int64_t row_end);
 
 /* Y[t][r] = row r . X[t] for t < n_tokens (X is [n_tokens][cols], Y is
  * [n_tokens][rows]): each row is decoded once and dotted with every token,

@@ -318,12 +318,18 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
 /* 1 if dir holds a checkpoint (safetensors or the packed layout). */
 static int has_weights(const char *dir)
 {
-    return k3_is_packed_dir(dir) || st_dir_has_shards(dir);
+    return k3_model_path_is_gguf(dir) || k3_is_packed_dir(dir) || st_dir_has_shards(dir);
 }
 
 /* The largest regular file of dir (weights), for the disk probe. */
 static void find_probe_file(k3_planner *p)
 {
+    struct stat fst;
+    if (stat(p->dir, &fst) == 0 && S_ISREG(fst.st_mode)) {   /* a .gguf file */
+        p->probe_file_bytes = (uint64_t)fst.st_size;
+        snprintf(p->probe_file, sizeof p->probe_file, "%.4095s", p->dir);
+        return;
+    }
     DIR *d = opendir(p->dir);
     if (!d) return;
     for (struct dirent *e; (e = readdir(d));) {
@@ -366,7 +372,9 @@ static int sizes_from_checkpoint(k3_planner *p, k3_error *err)
     p->trunk_params[c->n_layers] = (double)c->vocab_size * c->hidden;
     p->expert_params = 3.0 * c->moe_inter * (c->latent_dim ? c->latent_dim : c->hidden);
     p->embed_row_bytes = (uint64_t)c->hidden * 2;
-    p->sizes_from = k3_is_packed_dir(p->dir) ? "packed manifest" : "safetensors headers";
+    p->sizes_from = k3_model_path_is_gguf(p->dir) ? "GGUF header"
+                    : k3_is_packed_dir(p->dir)       ? "packed manifest"
+                                                     : "safetensors headers";
     return 0;
 }
 
@@ -416,7 +424,11 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     struct stat st;
     if (stat(path, &st) != 0) { k3_err(err, "%s: %s", path, strerror(errno)); free(p); return NULL; }
     char config_path[4096 + 16];
-    if (S_ISDIR(st.st_mode)) {
+    const int gguf = k3_model_path_is_gguf(path);
+    if (gguf) {                           /* a GGUF: the file (or folder) is the checkpoint */
+        snprintf(p->dir, sizeof p->dir, "%s", path);
+        snprintf(config_path, sizeof config_path, "%s", path);
+    } else if (S_ISDIR(st.st_mode)) {
         snprintf(p->dir, sizeof p->dir, "%s", path);
         snprintf(config_path, sizeof config_path, "%s/config.json", path);
     } else {
@@ -426,7 +438,10 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
         if (slash) *slash = 0;
         else snprintf(p->dir, sizeof p->dir, ".");
     }
-    if (k3_config_load(&p->cfg, config_path, err)) { free(p); return NULL; }
+    if (gguf ? k3_model_config_load(path, &p->cfg, NULL, err) : k3_config_load(&p->cfg, config_path, err)) {
+        free(p);
+        return NULL;
+    }
     const k3_config *c = &p->cfg;
     p->n_threads = o && o->n_threads > 0 ? o->n_threads : k3_default_threads(NULL, 0);
     omp_set_num_threads(p->n_threads);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "gguf_checkpoint.h"
 #include "unit_sums.h"
 #include "prefault.h"
 #include "weights_internal.h"
@@ -25,8 +26,8 @@ int k3_weights_content_hash(k3_weights *rp, uint64_t *hash, k3_error *err)
     }
     uint64_t h = K3_FNV_INIT;
     for (int s = 0; s < rp->index.n_shards; s++)
-        if (st_shard_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes, &h,
-                                 err))
+        if (st_file_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes,
+                                rp->index.shards[s].header_bytes, &h, err))
             return -1;
     *hash = h;
     return 0;
@@ -90,6 +91,7 @@ static int index_from_manifest(k3_weights *rp, const char *dir, k3_error *err)
         st_tensor *t = &ix->tensors[ix->n_tensors++];
         t->name = strdup(mt->name);
         t->dtype = mt->dtype;
+        t->qtype = mt->qtype;   /* a block type of `k3 pack --trunk/--experts` */
         t->ndim = mt->ndim;
         memcpy(t->shape, mt->shape, sizeof(int64_t) * (mt->ndim < ST_MAX_DIMS ? mt->ndim : ST_MAX_DIMS));
         t->file_offset = mt->offset;
@@ -100,6 +102,19 @@ static int index_from_manifest(k3_weights *rp, const char *dir, k3_error *err)
     rp->packed_fingerprint = mf.fingerprint;
     k3_manifest_free(&mf);
     return st_index_build_lookup(ix, err);
+}
+
+/* A GGUF file or split set as an st_index under k3's names
+ * (gguf_checkpoint.c); its file type names the weights. */
+static int index_from_gguf(k3_weights *rp, const char *path, k3_error *err)
+{
+    gguf_file g;
+    if (gguf_open(&g, path, err)) return -1;
+    int rc = gguf_checkpoint_index(&g, rp->cfg, &rp->index, err);
+    if (!rc) snprintf(rp->file_type, sizeof rp->file_type, "%s", gguf_file_type_name(&g));
+    else st_index_close(&rp->index);
+    gguf_close(&g);
+    return rc;
 }
 
 /* Open every file twice: for unit reads (O_DIRECT when asked) and for small
@@ -157,7 +172,9 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = treat_as_packed(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, err);
+    int rc = gguf_is_model_path(dir) ? index_from_gguf(rp, dir, err)
+             : treat_as_packed(dir)   ? index_from_manifest(rp, dir, err)
+                                      : st_index_open(&rp->index, dir, err);
     if (rc) { free(rp); return NULL; }
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : K3_IO_DEPTH_DEFAULT, stats, err);
