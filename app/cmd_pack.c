@@ -38,11 +38,12 @@ static void usage(FILE *f)
         "re-read: each tensor's checksum must match the one taken while writing, padding must be\n"
         "zero, and a sample of tensors is compared byte for byte with SRC. An interrupted run\n"
         "leaves no DST (a re-run removes the stale DST.partial). Free space is checked first.\n\n"
-        "Peak memory: the copy buffer (64 MiB; --buffer) plus at most about %u bytes per source\n"
-        "tensor for the tensor tables. Measured peak RSS: 68 MiB for demo (1k tensors);\n"
+        "Peak memory: the copy buffer (64 MiB; --buffer), 2 x %zu MiB more with --trunk or\n"
+        "with --experts, plus at most about %u bytes per source tensor for the tensor\n"
+        "tables. Measured peak RSS: 68 MiB for demo (1k tensors);\n"
         "320 MiB for a 480k-tensor, 40-shard checkpoint (Kimi K3 has ~500k). Reads and writes\n"
         "go through the page cache, which the kernel may grow and reclaim as usual.\n\n",
-        K3_PACK_BYTES_PER_TENSOR);
+        K3_PACK_QUANT_BUFFER >> 20, K3_PACK_BYTES_PER_TENSOR);
     cli_print_options(f, OPTS_PACK);
 }
 
@@ -147,9 +148,11 @@ int cmd_pack(int argc, char **argv)
     }
     if (r.removed_stale) fprintf(stderr, "k3: removed %s.partial left by an interrupted run\n", dst);
     if (o.trunk_type || o.experts_type)
-        fprintf(stderr, "k3: quantized %d matrices (trunk %s, experts %s; %d fell back to Q5_0/Q8_0 where rows are "
-                "not whole blocks), %d left as stored (rows not a multiple of 32)\n", r.n_quantized,
-                o.trunk_type ? o.trunk_type : "as stored", o.experts_type ? o.experts_type : "as stored",
+        fprintf(stderr, "k3: quantized %d trunk matrices (%s) and %d routed-expert matrices (%s%s); %d fell back to "
+                "Q5_0/Q8_0 (rows not whole blocks), %d left as stored (rows not a multiple of 32)\n",
+                r.n_quantized - r.n_quantized_experts, o.trunk_type ? o.trunk_type : "as stored",
+                r.n_quantized_experts, o.experts_type ? o.experts_type : "as stored",
+                o.experts_type && !r.n_quantized_experts ? ": none are float, e.g. K3's MXFP4 experts stay" : "",
                 r.n_fallback, r.n_kept);
     fprintf(stderr,
             "k3: packed %s -> %s: %d tensors (%d vision tensors skipped), %d layers, %d expert pages of %llu bytes; "

@@ -57,6 +57,7 @@ typedef struct k3_pack_result {
     uint64_t fingerprint;
     size_t peak_bytes_estimate;      /* buffer + tables */
     int n_quantized;                 /* matrices written in a block type (--trunk, --experts) */
+    int n_quantized_experts;         /* of those, routed experts' */
     int n_fallback;                  /* of those, rows not whole blocks of the asked type: Q5_0 / Q8_0 */
     int n_kept;                      /* matrices left as stored: rows not whole 32-weight blocks */
 } k3_pack_result;
@@ -71,6 +72,10 @@ int k3_pack_quant_type_check(const char *name, k3_error *err);
 /* Pack src (HF checkpoint dir) into dst. 0, or -1 with err set; on failure
  * or cancel nothing named dst is created or changed (DST.partial is removed). */
 int k3_pack(const char *src, const char *dst, const k3_pack_opts *o, k3_pack_result *res, k3_error *err);
+
+/* The scratch of --trunk / --experts: source rows as fp32 and their blocks,
+ * this many bytes each, besides the copy buffer. */
+#define K3_PACK_QUANT_BUFFER ((size_t)16 << 20)
 
 /* Approximate bytes of table memory per source tensor: the source index, the
  * layout plan, and the manifest re-loaded for the final self-check (measured:

@@ -75,7 +75,7 @@ typedef struct pk_plan {
     uint64_t checksum[K3_PK_NFILES];
     uint64_t fingerprint, copy_bytes, aux_bytes;
     const k3_quant_type *quant_trunk, *quant_experts;   /* --trunk, --experts; NULL = as stored */
-    int n_quantized, n_fallback, n_kept;
+    int n_quantized, n_quantized_experts, n_fallback, n_kept;
 } pk_plan;
 
 /* ------------------------------------------------------------------ helpers */
@@ -492,6 +492,7 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
                 return k3_err(err, "%s: tensor '%s' is too large for %s", ix->shards[t->shard].path, t->name,
                               it->qtype->name);
             p->n_quantized++;
+            p->n_quantized_experts += kind == KIND_EXPERT;
         }
         if (layer >= 0) layer_tensors[layer]++;
         if (expert >= 0 && expert + 1 > layer_max_e[layer]) layer_max_e[layer] = expert + 1;
@@ -672,8 +673,7 @@ typedef struct pk_run {
     double t0;
 } pk_run;
 
-/* The two scratch buffers of quantizing, each this many bytes. */
-#define PK_QUANT_BUFFER ((size_t)16 << 20)
+
 
 /* Checked between windows so SIGINT stops promptly and cleanly. */
 static int cancelled(const pk_run *r, k3_error *err)
@@ -1394,7 +1394,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     run.buf = aligned_alloc(4096, run.buf_len);
     if (!run.buf) { k3_err(err, "out of memory for the %zu-byte copy buffer", run.buf_len); goto out; }
     if (plan.n_quantized) {
-        run.fbuf_len = run.qbuf_len = PK_QUANT_BUFFER;
+        run.fbuf_len = run.qbuf_len = K3_PACK_QUANT_BUFFER;
         run.fbuf = malloc(run.fbuf_len);
         run.qbuf = malloc(run.qbuf_len);
         if (!run.fbuf || !run.qbuf) { k3_err(err, "out of memory for the quantizing buffers"); goto out; }
@@ -1471,6 +1471,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     for (int f = 0; f < K3_PK_NFILES; f++) res->out_bytes += plan.file_bytes[f];
     res->fingerprint = plan.fingerprint;
     res->n_quantized = plan.n_quantized;
+    res->n_quantized_experts = plan.n_quantized_experts;
     res->n_fallback = plan.n_fallback;
     res->n_kept = plan.n_kept;
 out:

@@ -8,8 +8,8 @@
 # bytes-per-weight table, everything else byte-equal to the source, the
 # manifest version; the packs load and `k3 eval` gives the logits of the
 # decoded weights bit for bit; `k3 pack --check` passes; a quantized pack's fingerprint
-# is not its source's; a bad type name and a manifest naming an unknown type
-# are refused in one line.
+# is not its source's; a bad type name, a NaN weight and a manifest naming an
+# unknown type are refused in one line.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
 cd "$(dirname "$0")/.." || exit 1
 K3=${K3:-./k3}
@@ -86,6 +86,28 @@ if [ $rc1 = 2 ] && [ $rc2 = 2 ] && [ "$(wc -l < $OUT/bad.err)" = 1 ] && grep -q 
 else
     echo "FAIL pack_quant_refuses_bad_type: exit $rc1/$rc2: $(head -n 1 $OUT/bad.err) $(head -n 1 $OUT/bad2.err)"
 fi
+# a NaN in a matrix has no block: refused naming the tensor and the row, nothing written
+cp -r $OUT/kl $OUT/kl_nan
+$PY - $OUT/kl_nan <<'PY'
+import json, struct, sys
+idx = json.load(open(sys.argv[1] + "/model.safetensors.index.json"))["weight_map"]
+name = "model.layers.0.self_attn.q_proj.weight"
+path = sys.argv[1] + "/" + idx[name]
+with open(path, "r+b") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    e = json.loads(f.read(n))[name]
+    f.seek(8 + n + e["data_offsets"][0] + 2 * (3 * e["shape"][1] + 5))    # row 3, column 5
+    f.write(struct.pack("<H", 0x7FC0))                                      # a bf16 NaN
+PY
+$K3 pack $OUT/kl_nan $OUT/kl_nan_q --trunk Q8_0 > /dev/null 2> $OUT/nan.err
+rc=$?
+if [ $rc = 1 ] && [ "$(wc -l < $OUT/nan.err)" = 1 ] && [ ! -e $OUT/kl_nan_q ] && [ ! -e $OUT/kl_nan_q.partial ] &&
+    grep -q "tensor 'model.layers.0.self_attn.q_proj.weight' row 3 holds a NaN or an infinity" $OUT/nan.err; then
+    echo "PASS pack_quant_refuses_nan ($(cat $OUT/nan.err))"
+else
+    echo "FAIL pack_quant_refuses_nan: exit $rc: $(head -n 2 $OUT/nan.err)"
+fi
+
 cp -r $OUT/mini_q8_0 $OUT/unknown
 sed -i 's/"Q8_0"/"Q9_0"/' $OUT/unknown/manifest.json
 $K3 pack --check $OUT/unknown > /dev/null 2> $OUT/unknown.err
