@@ -1203,6 +1203,9 @@ static int write_manifest(pk_run *r, k3_error *err)
     fprintf(f, "]},\n\"config\": ");
     fwrite(p->config_text, 1, p->config_len, f);
     fprintf(f, ",\n\"tables\": %s,\n", tables_json);
+    if (p->n_quantized)   /* what was asked (rows may have fallen back): for the tools that name a model's type */
+        fprintf(f, "\"quant\": {\"trunk\": \"%s\", \"experts\": \"%s\"},\n",
+                p->quant_trunk ? p->quant_trunk->name : "as stored", p->quant_experts ? p->quant_experts->name : "as stored");
     fprintf(f, "\"experts\": {\"page_bytes\": %llu, \"n_layers_moe\": %d, \"n_experts\": %d},\n",
             (unsigned long long)p->page_bytes, p->n_layers_moe, p->n_experts);
     const st_tensor *emb = &ix->tensors[p->items[p->embed].src];
