@@ -23,10 +23,11 @@ $PY tests/ref/gen_ckpt.py $OUT/kl --hidden 256 --moe-inter 256 --dense-inter 512
     --mla-heads 2 --kv-lora 256 --v-dim 128 --nope 128 --rope 64 --layers 3 --experts 8 --topk 2 --vocab 512 \
     --seed 5 > /dev/null 2>&1
 
-# pack_check LABEL SRC TRUNK EXPERTS: pack SRC with the types ("-": as stored), then the reference's checks
+# pack_check LABEL SRC TRUNK EXPERTS [PACK OPTIONS]: pack SRC with the types ("-": as stored), then the
+# reference's checks
 pack_check() {
     label=$1 src=$2 trunk=$3 experts=$4
-    set --
+    shift 4
     [ "$trunk" != - ] && set -- "$@" --trunk "$trunk"
     [ "$experts" != - ] && set -- "$@" --experts "$experts"
     if $K3 pack "$src" $OUT/$label "$@" > $OUT/$label.log 2>&1; then
@@ -39,6 +40,18 @@ pack_check mini_q8_0 models/k3-mini Q8_0 -
 pack_check mini_q4_k models/k3-mini Q4_K Q4_K
 pack_check kl_q8_0_q4_k $OUT/kl Q8_0 Q4_K
 pack_check kl_q6_k_mxfp4 $OUT/kl Q6_K MXFP4
+
+# matrices larger than the copy buffer (2 MiB with --buffer 1) are quantized
+# in pieces of whole rows: the same bytes as in one piece
+$PY tests/ref/gen_ckpt.py $OUT/big --hidden 256 --dense-inter 4096 --moe-inter 256 --kda-heads 2 --kda-head-dim 128 \
+    --mla-heads 2 --kv-lora 256 --v-dim 128 --nope 128 --rope 64 --layers 2 --first-dense 2 --experts 4 --topk 2 \
+    --vocab 512 --seed 6 > /dev/null 2>&1
+pack_check big_buffer_1m $OUT/big Q8_0 - --buffer 1
+$K3 pack $OUT/big $OUT/big_whole --trunk Q8_0 > $OUT/big_whole.log 2>&1
+same=0
+for f in trunk experts embed head; do cmp -s $OUT/big_whole/$f.bin $OUT/big_buffer_1m/$f.bin && same=$((same + 1)); done
+if [ $same = 4 ]; then echo "PASS pack_quant_streamed (a 1 MiB buffer writes the bytes of one 64 MiB piece)"
+else echo "FAIL pack_quant_streamed: $same of 4 files equal: $(tail -n 1 $OUT/big_whole.log)"; fi
 
 if $K3 pack --check $OUT/kl_q8_0_q4_k > $OUT/check.log 2>&1; then
     echo "PASS pack_quant_check ($(cut -c1-120 $OUT/check.log))"
