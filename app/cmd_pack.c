@@ -31,9 +31,9 @@ static void usage(FILE *f)
         "4 KiB-aligned run per layer), experts.bin (one 4 KiB-aligned page per routed expert:\n"
         "one read fetches one expert), embed.bin, head.bin, the tokenizer files and, last,\n"
         "manifest.json. Weights keep their stored format (BF16 stays BF16, MXFP4 stays MXFP4)\n"
-        "unless --trunk / --experts name a GGUF block type for the float weight matrices (the\n"
-        "norms, the router, the embedding and lm_head stay as stored); vision_tower.* and\n"
-        "mm_projector.* tensors are left out.\n\n"
+        "unless --trunk / --experts name a GGUF block type for the weight matrices (the\n"
+        "norms, the router, the embedding and lm_head stay as stored; K3's MXFP4 experts\n"
+        "change only with --experts); vision_tower.* and mm_projector.* tensors are left out.\n\n"
         "Work goes to DST.partial and is renamed to DST only after every file is fsync'd and\n"
         "re-read: each tensor's checksum must match the one taken while writing, padding must be\n"
         "zero, and a sample of tensors is compared byte for byte with SRC. An interrupted run\n"
@@ -152,7 +152,7 @@ int cmd_pack(int argc, char **argv)
                 "Q5_0/Q8_0 (rows not whole blocks), %d left as stored (rows not a multiple of 32)\n",
                 r.n_quantized - r.n_quantized_experts, o.trunk_type ? o.trunk_type : "as stored",
                 r.n_quantized_experts, o.experts_type ? o.experts_type : "as stored",
-                o.experts_type && !r.n_quantized_experts ? ": none are float, e.g. K3's MXFP4 experts stay" : "",
+                o.experts_type && !r.n_quantized_experts ? ": none found" : "",
                 r.n_fallback, r.n_kept);
     fprintf(stderr,
             "k3: packed %s -> %s: %d tensors (%d vision tensors skipped), %d layers, %d expert pages of %llu bytes; "

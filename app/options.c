@@ -326,7 +326,7 @@ static const cli_option options[] = {
      "write the layers' weight matrices as these GGUF blocks (llama.cpp's reference quantizer; docs/MODEL.md, "
      "\"Quantizing\")"},
     {"--experts", NULL, OPTS_PACK, OPT_CHOICE, NULL, PACK_QUANT_CHOICES, 0, 0, NULL, "as stored", set_pack_experts,
-     "the same for the routed experts' matrices (float ones: K3's MXFP4 experts stay as they are)"},
+     "the same for the routed experts' matrices (K3's MXFP4 experts are decoded and converted; to MXFP4 losslessly)"},
     {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE | OPTS_SERVE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0,
      0, "off", NULL, set_think,
      "Kimi K3 thinking and its effort (run, tokenize: with --chat; serve: unless a request says, see "

@@ -41,7 +41,7 @@ typedef struct k3_pack_opts {
     void *progress_user;
     volatile sig_atomic_t *cancel;   /* set to nonzero to stop (DST.partial is removed) */
     const char *trunk_type;          /* --trunk: "Q8_0", "Q4_K", ... for the layers' matrices; NULL = as stored */
-    const char *experts_type;        /* --experts: the same for the routed experts' matrices */
+    const char *experts_type;        /* --experts: the same for the routed experts' (K3's MXFP4 ones too) */
 } k3_pack_opts;
 
 typedef struct k3_pack_result {

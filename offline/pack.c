@@ -37,6 +37,7 @@
 #include "config.h"
 #include "manifest.h"
 #include "kernels.h"
+#include "mxfp4.h"
 #include "quant_quantize.h"
 #include "tables_write.h"
 #include "unit_sums.h"
@@ -57,6 +58,9 @@ typedef struct pk_item {
     uint64_t dst;             /* offset in its file */
     uint64_t bytes;           /* in its file: the source's, or its quantized size */
     const k3_quant_type *qtype;   /* written as these blocks; NULL = copied as stored */
+    int64_t cols;             /* quantized: weights per row */
+    int scale_src;            /* K3's MXFP4 "X.weight_packed" quantized: its "X.weight_scale"; else -1 */
+    char *out_name;           /* that one's name in the pack ("X.weight"); NULL = the source's */
     uint64_t hash;            /* fast hash of the bytes, computed while copying */
 } pk_item;
 
@@ -75,6 +79,9 @@ typedef struct pk_plan {
     uint64_t checksum[K3_PK_NFILES];
     uint64_t fingerprint, copy_bytes, aux_bytes;
     const k3_quant_type *quant_trunk, *quant_experts;   /* --trunk, --experts; NULL = as stored */
+    int *pair_scale;          /* per source tensor: an MXFP4 expert's scale tensor when --experts converts it */
+    const k3_quant_type **pair_qtype;   /* ... and its block type */
+    char *merged;             /* per source tensor: a scale tensor merged into its matrix */
     int n_quantized, n_quantized_experts, n_fallback, n_kept;
 } pk_plan;
 
@@ -430,15 +437,30 @@ static int plan_fingerprint(pk_plan *p, uint8_t *buf, size_t buf_len, k3_error *
     return 0;
 }
 
+/* The type rows of cols weights are written in when want is asked: want,
+ * or as llama-quantize falls back for rows that are not whole blocks (Q4_K
+ * -> Q5_0, Q6_K -> Q8_0; Q5_K -> Q5_0, as k3 writes no Q5_1; counted in
+ * *fallback); NULL (kept as stored, *kept) when not a multiple of 32. */
+static const k3_quant_type *quant_fit_rows(const k3_quant_type *want, int64_t cols, int *fallback, int *kept)
+{
+    if (cols % want->block_elems == 0) return want;
+    const char *fb_name = want->ggml_id == K3_GGML_Q6_K ? "Q8_0" : want->block_elems == 256 ? "Q5_0" : NULL;
+    const k3_quant_type *fb = fb_name ? k3_quant_type_by_name(fb_name) : NULL;
+    if (fb && cols % fb->block_elems == 0) {
+        (*fallback)++;
+        return fb;
+    }
+    (*kept)++;
+    return NULL;
+}
+
 /* The block type --trunk / --experts asked for (want) that tensor t is
  * written in, or NULL to copy it as stored. Like llama-quantize: only the
  * 2-D weight matrices ("*.weight" of a float dtype, more than one row), not
  * the norms, not the MoE router ("...gate.weight", kept exact as llama.cpp
  * keeps ffn_gate_inp), not K3's attention-residual score vectors
- * ("*_res_proj.weight", [1, hidden], read as vectors). A row that is not a
- * whole number of want's blocks falls back as llama-quantize does (Q4_K ->
- * Q5_0, Q6_K -> Q8_0; Q5_K -> Q5_0, as k3 writes no Q5_1; counted in
- * *fallback); a row not a multiple of 32 stays as stored (*kept). */
+ * ("*_res_proj.weight", [1, hidden], read as vectors); rows as
+ * quant_fit_rows says. */
 static const k3_quant_type *quant_choice(const k3_quant_type *want, const st_tensor *t, int *fallback, int *kept)
 {
     if (!want || t->ndim != 2 || t->shape[0] < 2) return NULL;
@@ -451,16 +473,45 @@ static const k3_quant_type *quant_choice(const k3_quant_type *want, const st_ten
     size_t len = (size_t)(end - last);
     if (memmem(last, len, "norm", 4) || memmem(last, len, "_res_proj", 9) || (len == 4 && !memcmp(last, "gate", 4)))
         return NULL;
-    int64_t cols = t->shape[1];
-    if (cols % want->block_elems == 0) return want;
-    const char *fb_name = want->ggml_id == K3_GGML_Q6_K ? "Q8_0" : want->block_elems == 256 ? "Q5_0" : NULL;
-    const k3_quant_type *fb = fb_name ? k3_quant_type_by_name(fb_name) : NULL;
-    if (fb && cols % fb->block_elems == 0) {
-        (*fallback)++;
-        return fb;
+    return quant_fit_rows(want, t->shape[1], fallback, kept);
+}
+
+/* K3's MXFP4 expert matrices when --experts asks for a block type: the
+ * pair "X.weight_packed" (U8 [rows, cols/2]) + "X.weight_scale" ([rows,
+ * cols/32]) becomes one "X.weight" of that type (decoded exactly, then
+ * quantized; to MXFP4 the values come back unchanged, only the layout
+ * differs). Marks each pair in pair_scale / pair_qtype and its scale tensor
+ * in merged. */
+static int plan_mxfp4_pairs(pk_plan *p, k3_error *err)
+{
+    st_index *ix = &p->ix;
+    p->pair_scale = malloc((size_t)(ix->n_tensors + 1) * sizeof *p->pair_scale);
+    p->pair_qtype = calloc((size_t)ix->n_tensors + 1, sizeof *p->pair_qtype);
+    p->merged = calloc((size_t)ix->n_tensors + 1, 1);
+    if (!p->pair_scale || !p->pair_qtype || !p->merged) return k3_err(err, "out of memory");
+    for (int i = 0; i < ix->n_tensors; i++) p->pair_scale[i] = -1;
+    if (!p->quant_experts) return 0;
+    for (int i = 0; i < ix->n_tensors; i++) {
+        const st_tensor *t = &ix->tensors[i];
+        int layer, expert;
+        const char *sub;
+        size_t n = strlen(t->name);
+        if (classify(t->name, &layer, &expert, &sub) != KIND_EXPERT || t->dtype != K3_DT_U8 || t->ndim != 2 ||
+            n < 14 || n > 500 || strcmp(t->name + n - 14, ".weight_packed"))
+            continue;
+        char name[520];
+        snprintf(name, sizeof name, "%.*s.weight_scale", (int)(n - 14), t->name);
+        const st_tensor *s = st_find(ix, name);
+        if (!s || (s->dtype != K3_DT_U8 && s->dtype != K3_DT_F8_E8M0) || s->ndim != 2 || s->shape[0] != t->shape[0] ||
+            s->shape[1] * 16 != t->shape[1])
+            continue;
+        const k3_quant_type *q = quant_fit_rows(p->quant_experts, 2 * t->shape[1], &p->n_fallback, &p->n_kept);
+        if (!q) continue;
+        p->pair_scale[i] = (int)(s - ix->tensors);
+        p->pair_qtype[i] = q;
+        p->merged[s - ix->tensors] = 1;
     }
-    (*kept)++;
-    return NULL;
+    return 0;
 }
 
 /* Phase 1 of the layout: classify every tensor into an item (which file,
@@ -475,6 +526,7 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
         const char *sub;
         int kind = classify(t->name, &layer, &expert, &sub);
         if (kind == KIND_SKIP) { p->n_skipped++; continue; }
+        if (p->merged[i]) continue;   /* an MXFP4 scale, inside its quantized matrix */
         if (layer >= p->n_layers)
             return k3_err(err, "%s: tensor '%s' belongs to layer %d but config.json says %d layers",
                           ix->shards[t->shard].path, t->name, layer, p->n_layers);
@@ -485,10 +537,17 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
         it->expert = expert;
         it->rank = item_rank(kind, t->name);
         it->bytes = t->nbytes;
-        it->qtype = quant_choice(kind == KIND_TRUNK ? p->quant_trunk : kind == KIND_EXPERT ? p->quant_experts : NULL,
-                                 t, &p->n_fallback, &p->n_kept);
+        it->scale_src = p->pair_scale[i];
+        it->cols = t->ndim == 2 ? (it->scale_src >= 0 ? 2 * t->shape[1] : t->shape[1]) : 0;
+        if (it->scale_src >= 0) {
+            it->qtype = p->pair_qtype[i];
+            if (!(it->out_name = strndup(t->name, strlen(t->name) - 7))) return k3_err(err, "out of memory");
+        } else {
+            it->qtype = quant_choice(kind == KIND_TRUNK ? p->quant_trunk : kind == KIND_EXPERT ? p->quant_experts : NULL,
+                                     t, &p->n_fallback, &p->n_kept);
+        }
         if (it->qtype) {
-            if (k3_quant_bytes(it->qtype, (uint64_t)st_tensor_numel(t), &it->bytes))
+            if (k3_quant_bytes(it->qtype, (uint64_t)(t->shape[0] * it->cols), &it->bytes))
                 return k3_err(err, "%s: tensor '%s' is too large for %s", ix->shards[t->shard].path, t->name,
                               it->qtype->name);
             p->n_quantized++;
@@ -625,7 +684,7 @@ static int plan_layout(pk_plan *p, const char *src, k3_error *err)
         rc = k3_err(err, "out of memory");
         goto done;
     }
-    if ((rc = layout_classify(p, src, layer_tensors, layer_max_e, err)) ||
+    if ((rc = plan_mxfp4_pairs(p, err)) || (rc = layout_classify(p, src, layer_tensors, layer_max_e, err)) ||
         (rc = layout_find_ends(p, src, err)) || (rc = layout_count_experts(p, src, layer_max_e, err)))
         goto done;
     layout_page_bytes(p);
@@ -649,9 +708,13 @@ done:
 /* Release the source index and the plan. */
 static void plan_free(pk_plan *p)
 {
+    for (int i = 0; p->items && i < p->n_items; i++) free(p->items[i].out_name);
     st_index_close(&p->ix);
     free(p->config_text);
     free(p->items);
+    free(p->pair_scale);
+    free(p->pair_qtype);
+    free(p->merged);
     free(p->run_off);
     free(p->run_bytes);
     memset(p, 0, sizeof *p);
@@ -715,17 +778,55 @@ static int open_outputs(pk_run *r, k3_error *err)
     return 0;
 }
 
-/* Quantize n_rows rows of item it from src (its stored dtype) and write the
- * blocks at it->dst + first_row's offset, feeding them to h: rows in batches
- * that fit the scratch buffers, each batch's rows spread over the OpenMP
- * threads (every row is quantized alone, so the bytes do not depend on the
- * thread count). A weight that is not finite is refused by row. */
-static int quantize_rows(pk_run *r, const pk_item *it, const uint8_t *src, int64_t first_row, int64_t n_rows,
-                         fast_hash *h, k3_error *err)
+/* Bytes of one source row of a quantized item (K3's MXFP4: the nibbles). */
+static size_t item_in_row(const pk_plan *p, const pk_item *it)
+{
+    const st_tensor *t = &p->ix.tensors[it->src];
+    return it->scale_src >= 0 ? (size_t)it->cols / 2 : (size_t)it->cols * k3_dtype_size(t->dtype);
+}
+
+/* One source row of a quantized item as fp32: a float dtype converted, or
+ * K3's MXFP4 nibbles decoded with the row's scale bytes (exact). */
+static void source_row_f32(const pk_plan *p, const pk_item *it, const uint8_t *src_row, const uint8_t *scale_row,
+                           float *out)
+{
+    if (it->scale_src < 0) {
+        k3_convert_to_f32(out, src_row, p->ix.tensors[it->src].dtype, it->cols);
+        return;
+    }
+    k3_weight w = {.dtype = K3_DT_MXFP4, .rows = 1, .cols = it->cols, .data = src_row, .mx_scale = scale_row};
+    k3_mxfp4_decode_row_scalar(&w, 0, out);
+}
+
+/* The scale bytes of a K3 MXFP4 item (malloc'd, all rows) into *out; NULL
+ * for any other item. */
+static int read_item_scales(pk_run *r, const pk_item *it, uint8_t **out, k3_error *err)
+{
+    *out = NULL;
+    if (it->scale_src < 0) return 0;
+    const st_tensor *s = &r->p->ix.tensors[it->scale_src];
+    const st_shard *sh = &r->p->ix.shards[s->shard];
+    if (!(*out = malloc(s->nbytes ? s->nbytes : 1))) return k3_err(err, "out of memory");
+    if (k3_pread_full(sh->fd, *out, s->nbytes, s->file_offset, sh->path, err)) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Quantize n_rows rows of item it from src (rows from first_row on; scales:
+ * the item's scale bytes, all rows, or NULL) and write the blocks at
+ * it->dst + first_row's offset, feeding them to h: rows in batches that fit
+ * the scratch buffers, each batch's rows spread over the OpenMP threads
+ * (every row is quantized alone, so the bytes do not depend on the thread
+ * count). A weight that is not finite is refused by row. */
+static int quantize_rows(pk_run *r, const pk_item *it, const uint8_t *src, const uint8_t *scales, int64_t first_row,
+                         int64_t n_rows, fast_hash *h, k3_error *err)
 {
     const st_tensor *t = &r->p->ix.tensors[it->src];
-    const int64_t cols = t->shape[1];
-    const size_t in_row = (size_t)cols * k3_dtype_size(t->dtype);
+    const int64_t cols = it->cols;
+    const size_t in_row = item_in_row(r->p, it), scale_row = (size_t)cols / 32;
     uint64_t out_row = 0;
     k3_quant_bytes(it->qtype, (uint64_t)cols, &out_row);
     int64_t per = (int64_t)(r->qbuf_len / out_row), per_f = (int64_t)(r->fbuf_len / ((size_t)cols * sizeof(float)));
@@ -739,7 +840,8 @@ static int quantize_rows(pk_run *r, const pk_item *it, const uint8_t *src, int64
 #pragma omp parallel for schedule(static) reduction(min : bad)
         for (int64_t i = 0; i < nr; i++) {
             float *row = r->fbuf + i * cols;
-            k3_convert_to_f32(row, src + (size_t)(r0 + i) * in_row, t->dtype, cols);
+            source_row_f32(r->p, it, src + (size_t)(r0 + i) * in_row,
+                           scales ? scales + (size_t)(first_row + r0 + i) * scale_row : NULL, row);
             for (int64_t j = 0; j < cols; j++)
                 if (!isfinite(row[j])) {
                     if (first_row + r0 + i < bad) bad = first_row + r0 + i;
@@ -764,24 +866,28 @@ static int quantize_streamed(pk_run *r, pk_item *it, uint64_t *done, k3_error *e
 {
     const st_tensor *t = &r->p->ix.tensors[it->src];
     const st_shard *sh = &r->p->ix.shards[t->shard];
-    const size_t in_row = (size_t)t->shape[1] * k3_dtype_size(t->dtype);
+    const size_t in_row = item_in_row(r->p, it);
     const int64_t rows = t->shape[0], per = (int64_t)(r->buf_len / in_row);
     if (per < 1)
         return k3_err(err, "%s: tensor '%s': a row of %zu bytes does not fit the copy buffer", sh->path, t->name,
                       in_row);
+    uint8_t *scales;
+    if (read_item_scales(r, it, &scales, err)) return -1;
     fast_hash h;
     fh_init(&h);
     for (int64_t r0 = 0; r0 < rows; r0 += per) {
         int64_t nr = rows - r0 < per ? rows - r0 : per;
         size_t n = (size_t)nr * in_row;
         if (k3_pread_full(sh->fd, r->buf, n, t->file_offset + (uint64_t)r0 * in_row, sh->path, err) ||
-            quantize_rows(r, it, r->buf, r0, nr, &h, err))
+            quantize_rows(r, it, r->buf, scales, r0, nr, &h, err) || cancelled(r, err)) {
+            free(scales);
             return -1;
+        }
         *done += n;
         if (r->o->progress) r->o->progress(r->o->progress_user, "copy", *done, r->p->copy_bytes);
         throttle(r, *done);
-        if (cancelled(r, err)) return -1;
     }
+    free(scales);
     it->hash = fh_final(&h);
     return 0;
 }
@@ -847,7 +953,10 @@ static int copy_tensors(pk_run *r, k3_error *err)
             fast_hash h;
             fh_init(&h);
             if (it->qtype) {
-                rc = quantize_rows(r, it, data, 0, t->shape[0], &h, err);
+                uint8_t *scales;
+                rc = read_item_scales(r, it, &scales, err);
+                if (!rc) rc = quantize_rows(r, it, data, scales, 0, t->shape[0], &h, err);
+                free(scales);
             } else {
                 fh_update(&h, data, (size_t)t->nbytes);
                 rc = pwrite_full(r->fds[it->file], data, (size_t)t->nbytes, it->dst, r->paths[it->file], err);
@@ -1034,21 +1143,23 @@ static int compare_quantized(pk_run *r, const pk_item *it, k3_error *err)
 {
     const st_tensor *t = &r->p->ix.tensors[it->src];
     const st_shard *sh = &r->p->ix.shards[t->shard];
-    const size_t in_row = (size_t)t->shape[1] * k3_dtype_size(t->dtype);
+    const size_t in_row = item_in_row(r->p, it), scale_row = (size_t)it->cols / 32;
     uint64_t out_row = 0;
-    k3_quant_bytes(it->qtype, (uint64_t)t->shape[1], &out_row);
+    k3_quant_bytes(it->qtype, (uint64_t)it->cols, &out_row);
     size_t half = r->buf_len / 2;
-    if (in_row > half || out_row > half) return 0;   /* quantize_rows refused such rows already */
+    if (in_row + scale_row > half || out_row > half) return 0;   /* quantize_rows refused such rows already */
     int64_t rows[2] = {0, t->shape[0] - 1};
     for (int k = 0; k < 2; k++) {
-        fast_hash unused;
-        fh_init(&unused);
+        const st_tensor *s = it->scale_src >= 0 ? &r->p->ix.tensors[it->scale_src] : NULL;
+        uint8_t *scale_bytes = r->buf + in_row;
         if (k3_pread_full(sh->fd, r->buf, in_row, t->file_offset + (uint64_t)rows[k] * in_row, sh->path, err) ||
+            (s && k3_pread_full(r->p->ix.shards[s->shard].fd, scale_bytes, scale_row,
+                                s->file_offset + (uint64_t)rows[k] * scale_row, r->p->ix.shards[s->shard].path, err)) ||
             k3_pread_full(r->fds[it->file], r->buf + half, (size_t)out_row, it->dst + (uint64_t)rows[k] * out_row,
                           r->paths[it->file], err))
             return -1;
-        k3_convert_to_f32(r->fbuf, r->buf, t->dtype, t->shape[1]);
-        k3_quant_quantize(it->qtype, r->fbuf, t->shape[1], r->qbuf);
+        source_row_f32(r->p, it, r->buf, s ? scale_bytes : NULL, r->fbuf);
+        k3_quant_quantize(it->qtype, r->fbuf, it->cols, r->qbuf);
         if (memcmp(r->qbuf, r->buf + half, (size_t)out_row))
             return k3_err(err, "%s: tensor '%s' row %lld differs from the source %s quantized to %s",
                           r->paths[it->file], t->name, (long long)rows[k], sh->path, it->qtype->name);
@@ -1153,10 +1264,12 @@ static int write_tables(pk_run *r, k3_tables_written *w, k3_error *err)
     for (int i = 0; i < p->n_items; i++) {
         const pk_item *it = &p->items[i];
         const st_tensor *t = &p->ix.tensors[it->src];
-        tensors[i] = (k3_manifest_tensor){.name = t->name, .offset = it->dst, .bytes = it->bytes, .layer = -1,
+        tensors[i] = (k3_manifest_tensor){.name = it->out_name ? it->out_name : t->name, .offset = it->dst,
+                                          .bytes = it->bytes, .layer = -1,
                                           .expert = -1, .dtype = it->qtype ? K3_DT_GGML : t->dtype,
                                           .qtype = it->qtype, .ndim = (uint8_t)t->ndim, .file = (uint8_t)it->file};
         for (int d = 0; d < t->ndim; d++) tensors[i].shape[d] = t->shape[d];
+        if (it->qtype) tensors[i].shape[1] = it->cols;   /* K3's MXFP4: the weights, not the nibble bytes */
         int first_of_page = it->file == K3_PK_EXPERTS &&
                             !(i > 0 && p->items[i - 1].file == K3_PK_EXPERTS && p->items[i - 1].layer == it->layer &&
                               p->items[i - 1].expert == it->expert);
@@ -1248,11 +1361,12 @@ static int reload_manifest(pk_run *r, k3_error *err)
                     r->partial, m.n_tensors, m.n_layers, m.n_pages, p->n_items, p->n_layers, p->n_pages);
     for (int i = 0; i < p->n_items && rc == 0; i++) {
         const st_tensor *t = &p->ix.tensors[p->items[i].src];
-        const k3_manifest_tensor *mt = k3_manifest_find(&m, t->name);
+        const char *name = p->items[i].out_name ? p->items[i].out_name : t->name;
+        const k3_manifest_tensor *mt = k3_manifest_find(&m, name);
         if (!mt || mt->offset != p->items[i].dst || mt->bytes != p->items[i].bytes || mt->qtype != p->items[i].qtype ||
             mt->file != p->items[i].file ||
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
-            rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, t->name);
+            rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, name);
     }
     if (rc == 0) rc = k3_unit_sums_write(&m, err);   /* units.sum: per-unit checksums (--verify, load sample) */
     k3_manifest_free(&m);

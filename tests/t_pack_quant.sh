@@ -1,7 +1,8 @@
 #!/bin/sh
 # t_pack_quant.sh - `k3 pack --trunk TYPE --experts TYPE` (offline/pack.c,
 # docs/ARCHITECTURE.md, "The packed layout"): packs models/k3-mini (K3: MXFP4
-# experts, rows of 96 that fall back from Q4_K to Q5_0, rows of 48 that stay)
+# experts, converted when --experts asks, losslessly to MXFP4; rows of 96
+# that fall back from Q4_K to Q5_0, rows of 48 that stay)
 # and a generated Kimi Linear (bf16 experts, rows of 256 and 128), and checks
 # each pack independently with tests/ref/quant_np.py: which tensors are
 # blocks, their bytes equal to the numpy quantizers', their sizes by the
@@ -40,6 +41,7 @@ pack_check mini_q8_0 models/k3-mini Q8_0 -
 pack_check mini_q4_k models/k3-mini Q4_K Q4_K
 pack_check kl_q8_0_q4_k $OUT/kl Q8_0 Q4_K
 pack_check kl_q6_k_mxfp4 $OUT/kl Q6_K MXFP4
+pack_check mini_experts_mxfp4 models/k3-mini - MXFP4
 
 # matrices larger than the copy buffer (2 MiB with --buffer 1) are quantized
 # in pieces of whole rows: the same bytes as in one piece
@@ -87,6 +89,15 @@ for pair in "mini_q4_k models/k3-mini" "kl_q8_0_q4_k $OUT/kl"; do
         echo "FAIL pack_quant_logits_$1: $(cmp $OUT/$1.f32 $OUT/$1_deq.f32 2>&1 | head -n 1)"
     fi
 done
+
+# K3's MXFP4 experts re-laid as GGUF MXFP4 keep every value: the logits of the source, bit for bit
+$K3 eval models/k3-mini --ids "$ids" --logits $OUT/mini_src.f32 > /dev/null 2> $OUT/mini_src.err
+$K3 eval $OUT/mini_experts_mxfp4 --ids "$ids" --logits $OUT/mini_mx.f32 > /dev/null 2> $OUT/mini_mx.err
+if [ -s $OUT/mini_mx.f32 ] && cmp -s $OUT/mini_src.f32 $OUT/mini_mx.f32; then
+    echo "PASS pack_quant_mxfp4_experts_lossless (K3's experts as GGUF MXFP4: logits equal the source's)"
+else
+    echo "FAIL pack_quant_mxfp4_experts_lossless: $(head -n 1 $OUT/mini_mx.err) $(cmp $OUT/mini_src.f32 $OUT/mini_mx.f32 2>&1 | head -n 1)"
+fi
 
 # refusals: a type pack does not write, and a manifest naming a type no build knows
 $K3 pack models/k3-mini $OUT/bad --trunk Q2_K > /dev/null 2> $OUT/bad.err

@@ -464,6 +464,28 @@ def source_f32(entry):
     return safetensors_np.decode(read_bytes(path, off, n), dtype, shape).astype(F32)
 
 
+def mxfp4_pair_f32(source, name):
+    """K3's MXFP4 expert matrix name ("X.weight") from the source's X.weight_packed + X.weight_scale, as
+    float32 (exact), or None when the source has no such pair."""
+    import k3_ref
+    base = name[:-len(".weight")]
+    p, s = source.get(base + ".weight_packed"), source.get(base + ".weight_scale")
+    if not name.endswith(".weight") or p is None or s is None:
+        return None
+    packed = np.frombuffer(read_bytes(p[0], p[1], p[2]), np.uint8).reshape(p[4])
+    scale = np.frombuffer(read_bytes(s[0], s[1], s[2]), np.uint8).reshape(s[4])
+    return k3_ref.mxfp4_decode(packed, scale).astype(F32)
+
+
+def fit_rows(asked, cols):
+    """The type rows of cols weights are written in when asked: asked, or llama-quantize's fallback
+    for rows that are not whole blocks (Q4_K, Q5_K -> Q5_0, Q6_K -> Q8_0), or None."""
+    if cols % BLOCK[asked][0] == 0:
+        return asked
+    fb = {"Q4_K": "Q5_0", "Q5_K": "Q5_0", "Q6_K": "Q8_0"}.get(asked)
+    return fb if fb and cols % 32 == 0 else None
+
+
 def wants_blocks(name, dtype, shape, asked):
     """The tensors `k3 pack` writes in blocks (docs/ARCHITECTURE.md, "The packed layout"): 2-D float
     "*.weight" matrices of more than one row, not a norm, not the router "*.gate.weight", not a
@@ -473,10 +495,7 @@ def wants_blocks(name, dtype, shape, asked):
     if (asked is None or last is None or len(shape) != 2 or shape[0] < 2 or dtype not in ("F32", "F16", "BF16")
             or "norm" in last or "_res_proj" in last or last == "gate"):
         return None
-    if shape[1] % BLOCK[asked][0] == 0:
-        return asked
-    fb = {"Q4_K": "Q5_0", "Q5_K": "Q5_0", "Q6_K": "Q8_0"}.get(asked)
-    return fb if fb and shape[1] % 32 == 0 else None
+    return fit_rows(asked, shape[1])
 
 
 def check_pack(src, pack, label, trunk, experts):
@@ -485,11 +504,22 @@ def check_pack(src, pack, label, trunk, experts):
     source = read_source(src)
     wrong_choice, wrong_bytes, wrong_size, wrong_copy, n_blocks, bytes_blocks = [], [], [], [], 0, 0
     for name, (fname, off, nbytes, dtype, shape) in packed.items():
-        s = source[name]
         core = name[len("language_model."):] if name.startswith("language_model.") else name
         kind = "experts" if fname == "experts.bin" else "trunk" if fname == "trunk.bin" else None
-        want = wants_blocks(core, s[3], s[4], {"trunk": trunk, "experts": experts}.get(kind))
         got = dtype if dtype in BLOCK else None
+        pair = None
+        if name not in source:                      # K3's MXFP4 expert pair, quantized as one matrix
+            pair = mxfp4_pair_f32(source, name) if kind == "experts" and experts else None
+            want = fit_rows(experts, pair.shape[1]) if pair is not None else "no such tensor in the source"
+            s = None
+        else:
+            s = source[name]
+            want = wants_blocks(core, s[3], s[4], {"trunk": trunk, "experts": experts}.get(kind))
+            if name.endswith(".weight_packed") and kind == "experts" and experts and \
+                    fit_rows(experts, 2 * s[4][1]) and name[:-7] + "_scale" in source:
+                want = "quantized as %s" % name[:-7]   # an MXFP4 pair the pack should have converted
+        if name.endswith(".weight_scale") and name[:-6] in packed:
+            want = "merged into %s" % name[:-6]        # the scale of a converted MXFP4 pair must be gone
         if want != got:
             wrong_choice.append("%s: %s, expected %s" % (name, got, want))
             continue
@@ -500,7 +530,7 @@ def check_pack(src, pack, label, trunk, experts):
             qk, bb = BLOCK[got]
             if nbytes != shape[0] * shape[1] // qk * bb:
                 wrong_size.append(name)
-            elif data != quantize(got, source_f32(s)):
+            elif data != quantize(got, pair if pair is not None else source_f32(s)):
                 wrong_bytes.append(name)
         elif data != read_bytes(s[0], s[1], s[2]):
             wrong_copy.append(name)
@@ -534,8 +564,14 @@ def dequant_ckpt(src, pack, out):
         if p and p[3] in BLOCK:
             raw = read_bytes(pack + "/" + p[0], p[1], p[2])
             tensors[name] = ("F32", s[4], gguf_np.dequant(p[3], raw).astype("<f4").tobytes())
+        elif name.endswith((".weight_packed", ".weight_scale")) and name[:name.rindex(".")] + ".weight" in packed:
+            continue                                   # K3's MXFP4 pair, quantized into X.weight (below)
         else:
             tensors[name] = (s[3], s[4], read_bytes(s[0], s[1], s[2]))
+    for name, p in packed.items():
+        if name not in source and p[3] in BLOCK:
+            raw = read_bytes(pack + "/" + p[0], p[1], p[2])
+            tensors[name] = ("F32", p[4], gguf_np.dequant(p[3], raw).astype("<f4").tobytes())
     import json
     import struct
     hdr, off = {}, 0
