@@ -155,6 +155,8 @@ static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
 static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
+static int set_trunk_type(cli_settings *s, const opt_value *v) { s->trunk_type = v->s; return 0; }
+static int set_expert_type(cli_settings *s, const opt_value *v) { s->expert_type = v->s; return 0; }
 static int set_plan_fixed(cli_settings *s, const opt_value *v) { s->plan.fixed_bytes = (uint64_t)v->i; return 0; }
 static int set_plan_reprobe(cli_settings *s, const opt_value *v) { s->plan.reprobe = (int)v->i; return 0; }
 
@@ -366,6 +368,11 @@ static const cli_option options[] = {
      "predict for a machine with N such cores (kernel rates x N / threads)"},
     {"--rates", NULL, OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe", set_plan_rates,
      "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format)"},
+    {"--trunk", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_trunk_type,
+     "predict the dense weights at TYPE (Q8_0, Q6_K, Q5_K, Q4_K, Q3_K, Q2_K, Q5_0, Q4_0, IQ4_XS, MXFP4, BF16, "
+     "F16, F32), sizes from the config"},
+    {"--experts", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_expert_type,
+     "predict the routed experts at TYPE, as --trunk"},
     {"--fixed", NULL, OPTS_PLAN, OPT_SIZE, "SIZE", NULL, 1, 0, NULL, "estimated as the engine counts it",
      set_plan_fixed, "the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json: "
      "plan.fixed_bytes - plan.chunk_scratch_bytes)"},

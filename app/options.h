@@ -139,6 +139,8 @@ typedef struct cli_settings {
     const char *system;      /* --system TEXT: chat, run */
     const char *db_path;     /* --db FILE: chat, history (NULL = the default database) */
     int json;                /* --json: plan, chat, history, bench */
+    const char *trunk_type;  /* --trunk TYPE: plan (predict) and pack (write) the trunk at a type */
+    const char *expert_type; /* --experts TYPE: the same for the routed experts */
     remote_cli remote;       /* --endpoint ... */
     cli_gen_settings gen;
     cli_pack_settings pack;

@@ -7,7 +7,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gguf_checkpoint.h"
-#include "quant_matvec.h"
 
 /* GGUF name inside a block (after "blk.L.") -> k3's name after
  * "model.layers.L.". KDA and MLA share attn_q/attn_output (q_proj, o_proj);
@@ -285,16 +284,16 @@ static json_t *config_json(const gguf_file *g, const char *arch, int is_k3, k3_e
         json_object_set_new(tc, "moe_renormalize", json_true());
     }
     if (is_k3) {
-        const gguf_kv *situ = arch_kv(g, arch, "activation_situ_beta");
+        const gguf_kv *situ = arch_kv(g, arch, "activation.situ_beta");
         if (situ) {
             json_object_set_new(tc, "hidden_act", json_string("situ"));
-            if (put_number(tc, "activation_situ_beta", situ, 0, what, "activation_situ_beta", err) ||
-                put_number(tc, "activation_situ_linear_beta", arch_kv(g, arch, "activation_situ_linear_beta"), 0,
-                           what, "activation_situ_linear_beta", err))
+            if (put_number(tc, "activation_situ_beta", situ, 0, what, "activation.situ_beta", err) ||
+                put_number(tc, "activation_situ_linear_beta", arch_kv(g, arch, "activation.situ_linear_beta"), 0,
+                           what, "activation.situ_linear_beta", err))
                 goto fail;
         }
-        if (put_number(tc, "attn_res_block_size", arch_kv(g, arch, "attn_res_block_size"), 1, what,
-                       "attn_res_block_size", err) ||
+        if (put_number(tc, "attn_res_block_size", arch_kv(g, arch, "attn_res.block_size"), 1, what,
+                       "attn_res.block_size", err) ||
             put_number(lac, "gate_lower_bound", arch_kv(g, arch, "kda.gate_lower_bound"), 0, what,
                        "kda.gate_lower_bound", err))
             goto fail;
@@ -431,7 +430,7 @@ int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix
                 return k3_err(err, "%s: tensor '%s' must be 3-D with %d experts", file_name(g), t->name,
                               cfg->n_experts);
             /* expert e's matrix: the e-th slab of dims[1] rows */
-            const uint64_t slab = (uint64_t)t->dims[1] * k3_quant_row_bytes(t->type, t->dims[0]);
+            const uint64_t slab = t->bytes / (uint64_t)cfg->n_experts;   /* dims[1] rows of dims[0] */
             for (int e = 0; e < cfg->n_experts; e++) {
                 snprintf(name, sizeof name, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.weight",
                          cfg->tensor_prefix, layer, e, expert_names[k].k3);
@@ -446,6 +445,32 @@ int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix
         }
     }
     return st_index_build_lookup(ix, err);
+}
+
+void gguf_checkpoint_name(const char *name, const char *prefix, char *out, size_t len)
+{
+    size_t pl = strlen(prefix);
+    if (!strncmp(name, prefix, pl)) name += pl;
+    for (size_t k = 0; k < sizeof top_names / sizeof top_names[0]; k++)
+        if (!strcmp(name, top_names[k].k3)) { snprintf(out, len, "%s", top_names[k].gguf); return; }
+    int layer, at = 0;
+    if (sscanf(name, "model.layers.%d.%n", &layer, &at) == 1 && at > 0) {
+        const char *suffix = name + at;
+        for (size_t k = 0; k < sizeof block_names / sizeof block_names[0]; k++)
+            if (!strcmp(suffix, block_names[k].k3)) {
+                snprintf(out, len, "blk.%d.%s", layer, block_names[k].gguf);
+                return;
+            }
+        int expert, e_at = 0;
+        char which[8];
+        if (sscanf(suffix, "block_sparse_moe.experts.%d.%3[w123].weight%n", &expert, which, &e_at) == 2 && e_at > 0)
+            for (size_t k = 0; k < sizeof expert_names / sizeof expert_names[0]; k++)
+                if (!strcmp(which, expert_names[k].k3)) {
+                    snprintf(out, len, "blk.%d.%s (expert %d)", layer, expert_names[k].gguf, expert);
+                    return;
+                }
+    }
+    snprintf(out, len, "%s", name);
 }
 
 const char *gguf_file_type_name(const gguf_file *g)

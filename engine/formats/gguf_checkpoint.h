@@ -13,6 +13,7 @@
 #ifndef K3_GGUF_CHECKPOINT_H
 #define K3_GGUF_CHECKPOINT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "config.h"
 #include "gguf.h"
@@ -31,6 +32,11 @@ int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err);
  * names and the parts' paths (fd -1), and each part's header size for the
  * fingerprint. 0, or -1 with err. */
 int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix, k3_error *err);
+
+/* The GGUF name of a tensor k3 asks for by its own name (prefix: the
+ * config's tensor_prefix), for messages: "blk.3.attn_k_b.weight"; the name
+ * itself when it has no GGUF counterpart. */
+void gguf_checkpoint_name(const char *name, const char *prefix, char *out, size_t len);
 
 /* llama.cpp's name of the file's type (general.file_type: "Q4_K_M",
  * "MXFP4_MOE", "BF16"), or "" when the file does not say. */

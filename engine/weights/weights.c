@@ -113,6 +113,7 @@ static int index_from_gguf(k3_weights *rp, const char *path, k3_error *err)
     int rc = gguf_checkpoint_index(&g, rp->cfg, &rp->index, err);
     if (!rc) snprintf(rp->file_type, sizeof rp->file_type, "%s", gguf_file_type_name(&g));
     else st_index_close(&rp->index);
+    rp->gguf = !rc;
     gguf_close(&g);
     return rc;
 }

@@ -101,6 +101,10 @@ int k3_weights_probe_trunk(k3_weights *w, double seconds, k3_trunk_probe *out, k
  * layers, the embedding row buffer, the embedding table held in memory. */
 void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
                            int *n_experts_total, uint64_t *embed_buf_bytes, uint64_t *embed_table_bytes);
+/* The trunk's main format (most of its bytes) and the routed experts'
+ * (dtype, and the block type of a K3_DT_GGML one), for k3 plan. */
+void k3_weights_formats(const k3_weights *w, k3_dtype *trunk_dtype, const struct k3_quant_type **trunk_qtype,
+                        k3_dtype *expert_dtype, const struct k3_quant_type **expert_qtype);
 /* Close what the store writes (the --trace file), reporting a failed write;
  * 0 when there is nothing to close. */
 int k3_weights_finish(k3_weights *w, k3_error *err);

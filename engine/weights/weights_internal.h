@@ -53,6 +53,7 @@ struct k3_weights {
     st_index index;               /* HF shards, or the packed files */
     int packed;
     uint64_t packed_fingerprint;
+    int gguf;                     /* the index is a GGUF's (gguf_checkpoint.c) */
     char file_type[16];           /* a GGUF's type ("Q4_K_M"), else "" */
     char dir[1024];
     int *fd;                      /* per file: reads of units (O_DIRECT when asked) */

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gguf_checkpoint.h"
 #include "quant_types.h"
 #include "weights_internal.h"
 #include "k3_util.h"
@@ -88,8 +89,15 @@ static const st_tensor *lookup(k3_weights *rp, const char *name)
 static const st_tensor *find_tensor(k3_weights *rp, const char *name, k3_error *err)
 {
     const st_tensor *t = lookup(rp, name);
-    if (!t) k3_err(err, "%s: tensor '%s%s' not found in any shard", rp->dir, rp->cfg->tensor_prefix, name);
-    return t;
+    if (t) return t;
+    if (rp->gguf) {                       /* name it as the file does */
+        char gname[200];
+        gguf_checkpoint_name(name, "", gname, sizeof gname);
+        k3_err(err, "%s: tensor '%s' is missing", rp->dir, gname);
+    } else {
+        k3_err(err, "%s: tensor '%s%s' not found in any shard", rp->dir, rp->cfg->tensor_prefix, name);
+    }
+    return NULL;
 }
 
 /* An MXFP4 matrix stored as NAME_packed (U8 [rows, cols/2]) and NAME_scale
@@ -282,9 +290,10 @@ static int load_kv_b(k3_weights *rp, const char *layer_prefix, k3_mla_weights *m
 {
     const k3_config *c = rp->cfg;
     const int64_t H = c->mla_heads, L = c->kv_lora_rank;
-    char name[600];
+    char name[600], v_name[600];
     snprintf(name, sizeof name, "%s.self_attn.k_b_proj.weight", layer_prefix);
-    if (!lookup(rp, name)) {
+    snprintf(v_name, sizeof v_name, "%s.self_attn.v_b_proj.weight", layer_prefix);
+    if (!lookup(rp, name) && !lookup(rp, v_name)) {
         snprintf(name, sizeof name, "%s.self_attn.kv_b_proj.weight", layer_prefix);
         return load_matrix(rp, name, H * (c->qk_nope_dim + c->v_head_dim), L, &m->kv_b, err);
     }
@@ -293,8 +302,7 @@ static int load_kv_b(k3_weights *rp, const char *layer_prefix, k3_mla_weights *m
         return k3_err(err, "%s: qk_nope_head_dim %d exceeds both kv_lora_rank and v_head_dim", rp->dir,
                       c->qk_nope_dim);
     if (load_matrix(rp, name, H * L, c->qk_nope_dim, &m->k_b, err)) return -1;
-    snprintf(name, sizeof name, "%s.self_attn.v_b_proj.weight", layer_prefix);
-    return load_matrix(rp, name, H * c->v_head_dim, L, &m->v_b, err);
+    return load_matrix(rp, v_name, H * c->v_head_dim, L, &m->v_b, err);
 }
 
 static int load_layer(k3_weights *rp, int l, k3_error *err)
