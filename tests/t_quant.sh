@@ -1,5 +1,5 @@
 #!/bin/sh
-# t_quant.sh - the quantizers of `k3 pack --quant` (engine/kernels/quant_quantize.c)
+# t_quant.sh - the quantizers of `k3 pack --trunk/--experts` (engine/kernels/quant_quantize.c)
 # against the numpy reference tests/ref/quant_np.py: on random rows and the
 # edge cases (all zero, one huge value, a negative extreme, subnormals,
 # values at and beyond fp16's range, ties at .5, powers of two and their

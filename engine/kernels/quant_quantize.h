@@ -1,5 +1,5 @@
 /* quant_quantize.h - fp32 weights -> GGUF blocks (the other direction of
- * quant_types.h), for `k3 pack --quant`.
+ * quant_types.h), for `k3 pack --trunk/--experts TYPE`.
  *
  * Each quantizer follows the reference algorithm of its format in
  * llama.cpp's ggml-quants.c (the quantize_row_*_ref functions, the ones

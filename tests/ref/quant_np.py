@@ -1,5 +1,5 @@
 """quant_np.py - the project's numpy reference of the GGUF quantizers (fp32 weights -> blocks) that
-`k3 pack --quant` writes: Q8_0 Q4_0 Q5_0 MXFP4 Q4_K Q5_K Q6_K, each the reference (no importance
+`k3 pack --trunk/--experts` writes: Q8_0 Q4_0 Q5_0 MXFP4 Q4_K Q5_K Q6_K, each the reference (no importance
 matrix) algorithm of llama.cpp's llama-quantize as docs/MODEL.md "Quantizing" describes it.
 
 Written from that description, vectorised over blocks; every value is a float32 numpy array and every
