@@ -8,7 +8,7 @@
 # blocks, their bytes equal to the numpy quantizers', their sizes by the
 # bytes-per-weight table, everything else byte-equal to the source, the
 # manifest version; the packs load and `k3 eval` gives the logits of the
-# decoded weights bit for bit; `k3 pack --check` passes; a quantized pack's fingerprint
+# decoded weights bit for bit; `k3 models` names their type; `k3 pack --check` passes; a quantized pack's fingerprint
 # is not its source's; a bad type name, a NaN weight and a manifest naming an
 # unknown type are refused in one line.
 # Prints one "PASS name" / "FAIL name: why" line per check (tests/run.sh).
@@ -97,6 +97,16 @@ if [ -s $OUT/mini_mx.f32 ] && cmp -s $OUT/mini_src.f32 $OUT/mini_mx.f32; then
     echo "PASS pack_quant_mxfp4_experts_lossless (K3's experts as GGUF MXFP4: logits equal the source's)"
 else
     echo "FAIL pack_quant_mxfp4_experts_lossless: $(head -n 1 $OUT/mini_mx.err) $(cmp $OUT/mini_src.f32 $OUT/mini_mx.f32 2>&1 | head -n 1)"
+fi
+
+# the weights' type as `k3 models` names it, from the manifest's block types
+$K3 models $OUT > $OUT/models.txt 2>&1
+if grep -q "kl_q8_0_q4_k  *[0-9.]* MB  Q8_0 + Q4_K experts  *kimi_linear" $OUT/models.txt &&
+    grep -q "mini_q8_0  *[0-9.]* MB  Q8_0 + MXFP4 experts  *kimi_k3" $OUT/models.txt &&
+    grep -q "mini_q4_k  *[0-9.]* MB  Q5_0  *kimi_k3" $OUT/models.txt; then
+    echo "PASS pack_quant_type_label (Q8_0 + Q4_K experts; Q8_0 + MXFP4 experts; Q5_0 after the fallback)"
+else
+    echo "FAIL pack_quant_type_label: $(grep -E 'kl_q8_0_q4_k |mini_q8_0 |mini_q4_k ' $OUT/models.txt | tr -s ' ' | tr '\n' ';')"
 fi
 
 # refusals: a type pack does not write, and a manifest naming a type no build knows

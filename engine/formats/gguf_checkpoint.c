@@ -84,8 +84,8 @@ int gguf_is_model_path(const char *path)
     if (access(p, F_OK) == 0) return 0;
     gguf_file g;
     k3_error e;
-    /* a folder of .gguf files: gguf_open says whether it is one model */
-    if (gguf_open(&g, path, &e)) return strstr(e.msg, "no .gguf file") == NULL;
+    /* a folder holding one .gguf file or one split set, which opens */
+    if (gguf_open(&g, path, &e)) return 0;
     gguf_close(&g);
     return 1;
 }

@@ -19,8 +19,8 @@
 #include "gguf.h"
 #include "safetensors.h"
 
-/* 1 if path is a GGUF model: a file ending in .gguf, or a folder holding a
- * .gguf file and no config.json. */
+/* 1 if path is a GGUF model: a file ending in .gguf, or a folder without a
+ * config.json holding one .gguf file or one split set whose header opens. */
 int gguf_is_model_path(const char *path);
 
 /* The model's config from the file's metadata and tensor shapes. 0, or -1

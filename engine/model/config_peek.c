@@ -1,7 +1,8 @@
 /* config_peek.c - a model's config from its path, whatever the format (a
  * folder with config.json, a packed folder, a GGUF file or split set), for
  * model open and for callers that need facts before opening a model
- * (k3.h: k3_model_peek_vocab). */
+ * (k3.h: k3_model_peek_vocab, and k3_model_peek_type: the weights' type from
+ * the tensor headers or the GGUF's file type). */
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "gguf_checkpoint.h"
 #include "k3.h"
 #include "k3_util.h"
+#include "weights_type.h"
 
 _Static_assert(K3_EVAL_CHUNK_TOKENS == K3_CHUNK_TOKENS, "k3.h's chunk size is the forward pass's");
 
@@ -61,5 +63,18 @@ int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err)
     k3_config c;
     if (k3_model_config_load(dir, &c, NULL, err)) return -1;
     *vocab_size = c.vocab_size;
+    return 0;
+}
+
+/* `k3 models` lists what it finds without loading anything: the type comes
+ * from the shards' headers (or the packed manifest), as the store names it
+ * at open, or is a GGUF's own file type. */
+int k3_model_peek_type(const char *dir, char *out, size_t cap, k3_error *err)
+{
+    if (!gguf_is_model_path(dir)) return weights_peek_type_label(dir, out, cap, err);
+    gguf_file g;
+    if (gguf_open(&g, dir, err)) return -1;
+    snprintf(out, cap, "%s", gguf_file_type_name(&g));
+    gguf_close(&g);
     return 0;
 }

@@ -110,6 +110,9 @@ void k3_weights_formats(const k3_weights *w, k3_dtype *trunk_dtype, const struct
 int k3_weights_finish(k3_weights *w, k3_error *err);
 /* The memory plan in force. */
 const k3_plan *k3_weights_plan(const k3_weights *w);
+/* The weights' type as ollama and llama.cpp name a file's ("BF16 + MXFP4
+ * experts"; weights_type.c). */
+const char *k3_weights_type_label(const k3_weights *w);
 /* Hash of what identifies the weights (shard names, sizes, headers); a
  * shard that cannot be read is an error, never a different hash. */
 int k3_weights_content_hash(k3_weights *w, uint64_t *hash, k3_error *err);
