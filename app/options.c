@@ -113,6 +113,11 @@ static int set_pack_throttle(cli_settings *s, const opt_value *v) { s->pack.thro
 static int set_pack_sample(cli_settings *s, const opt_value *v) { s->pack.sample_tensors = (int)v->i; return 0; }
 static int set_pack_verify(cli_settings *s, const opt_value *v) { s->pack.verify_dir = v->s; return 0; }
 static int set_pack_free(cli_settings *s, const opt_value *v) { s->pack.simulate_free_bytes = v->i; return 0; }
+/* The block types of --trunk / --experts, in the order of their choice lists. */
+#define PACK_QUANT_CHOICES "Q8_0|Q6_K|Q5_K|Q5_0|Q4_K|Q4_0|MXFP4"
+static const char *const pack_quant_names[] = {"Q8_0", "Q6_K", "Q5_K", "Q5_0", "Q4_K", "Q4_0", "MXFP4"};
+static int set_pack_trunk(cli_settings *s, const opt_value *v) { s->pack.trunk_type = pack_quant_names[v->i]; return 0; }
+static int set_pack_experts(cli_settings *s, const opt_value *v) { s->pack.experts_type = pack_quant_names[v->i]; return 0; }
 
 /* Options of more than one command with one meaning. */
 static int set_system(cli_settings *s, const opt_value *v) { s->system = v->s; return 0; }
@@ -322,6 +327,11 @@ static const cli_option options[] = {
      "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
     {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
      "TEST ONLY: assume the destination filesystem has N bytes free"},
+    {"--trunk", NULL, OPTS_PACK, OPT_CHOICE, NULL, PACK_QUANT_CHOICES, 0, 0, NULL, "as stored", set_pack_trunk,
+     "write the layers' weight matrices as these GGUF blocks (llama.cpp's reference quantizer; docs/MODEL.md, "
+     "\"Quantizing\")"},
+    {"--experts", NULL, OPTS_PACK, OPT_CHOICE, NULL, PACK_QUANT_CHOICES, 0, 0, NULL, "as stored", set_pack_experts,
+     "the same for the routed experts' matrices (K3's MXFP4 experts are decoded and converted; to MXFP4 losslessly)"},
     {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE | OPTS_SERVE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0,
      0, "off", NULL, set_think,
      "Kimi K3 thinking and its effort (run, tokenize: with --chat; serve: unless a request says, see "

@@ -54,6 +54,7 @@ typedef struct cli_pack_settings {
     int sample_tensors;
     const char *verify_dir;  /* --verify / --check DIR, or NULL */
     long long simulate_free_bytes;   /* -1 = not simulated */
+    const char *trunk_type, *experts_type;   /* --trunk, --experts: a block type, or NULL */
 } cli_pack_settings;
 
 /* What `k3 plan` options set (--ctx, --threads, --trace, --cache-policy

@@ -91,6 +91,7 @@ static int index_from_manifest(k3_weights *rp, const char *dir, k3_error *err)
         st_tensor *t = &ix->tensors[ix->n_tensors++];
         t->name = strdup(mt->name);
         t->dtype = mt->dtype;
+        t->qtype = mt->qtype;   /* a block type of `k3 pack --trunk/--experts` */
         t->ndim = mt->ndim;
         memcpy(t->shape, mt->shape, sizeof(int64_t) * (mt->ndim < ST_MAX_DIMS ? mt->ndim : ST_MAX_DIMS));
         t->file_offset = mt->offset;

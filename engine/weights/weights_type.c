@@ -12,11 +12,27 @@
 #include "manifest.h"
 #include "weights_internal.h"
 
-/* Bytes per dtype (K3_DT_COUNT: MXFP4, stored as U8 codes and scales) of
- * the layers' trunk matrices and of their routed experts. */
+/* Slots of the tally: the dtypes, then MXFP4 (stored as U8 codes and
+ * scales), then the GGUF block types of a `k3 pack --trunk/--experts` pack
+ * (K3_DT_GGML; slot MXFP4_SLOT + 1 + the type's index in quant_types.c's
+ * table, whose MXFP4 shares MXFP4_SLOT). */
+#define MXFP4_SLOT K3_DT_COUNT
+#define N_SLOTS (K3_DT_COUNT + 1 + 32)
+
+/* Bytes per slot of the layers' trunk matrices and of their routed experts. */
 typedef struct type_tally {
-    uint64_t trunk[K3_DT_COUNT + 1], experts[K3_DT_COUNT + 1];
+    uint64_t trunk[N_SLOTS], experts[N_SLOTS];
 } type_tally;
+
+/* The tally slot of a GGUF block type, or -1. */
+static int block_type_slot(const k3_quant_type *q)
+{
+    if (!q) return -1;
+    if (q->ggml_id == K3_GGML_MXFP4) return MXFP4_SLOT;
+    for (int i = 0; i < k3_quant_type_count() && MXFP4_SLOT + 1 + i < N_SLOTS; i++)
+        if (k3_quant_type_at(i) == q) return MXFP4_SLOT + 1 + i;
+    return -1;
+}
 
 /* 1 if name ends with suffix. */
 static int ends_with(const char *name, const char *suffix)
@@ -30,14 +46,17 @@ static int ends_with(const char *name, const char *suffix)
  * file by its layers' type too). A routed expert's name has ".experts."
  * (a shared expert's has "shared_experts."); MXFP4 is its "_packed" codes
  * and "_scale" exponents. */
-static void tally_add(type_tally *t, const char *name, k3_dtype dtype, int ndim, uint64_t bytes)
+static void tally_add(type_tally *t, const char *name, k3_dtype dtype, const k3_quant_type *qtype, int ndim,
+                      uint64_t bytes)
 {
     if (ndim < 2 || !strstr(name, ".layers.") || strstr(name, "vision")) return;
     const int expert = strstr(name, ".experts.") != NULL;
-    int slot = dtype == K3_DT_MXFP4 || (expert && (ends_with(name, "_packed") || ends_with(name, "_scale")))
-                   ? K3_DT_COUNT
+    int slot = dtype == K3_DT_GGML ? block_type_slot(qtype)
+               : dtype == K3_DT_MXFP4 || (expert && (ends_with(name, "_packed") || ends_with(name, "_scale")))
+                   ? MXFP4_SLOT
                    : (int)dtype;
-    if (slot < 0 || slot > K3_DT_COUNT) return;   /* an opaque type: not one to name */
+    if (slot < 0 || slot >= N_SLOTS || (dtype != K3_DT_GGML && slot > MXFP4_SLOT))
+        return;   /* an opaque type: not one to name */
     (expert ? t->experts : t->trunk)[slot] += bytes;
 }
 
@@ -45,12 +64,16 @@ static void tally_add(type_tally *t, const char *name, k3_dtype dtype, int ndim,
 static int most_bytes(const uint64_t *bytes)
 {
     int best = -1;
-    for (int i = 0; i <= K3_DT_COUNT; i++)
+    for (int i = 0; i < N_SLOTS; i++)
         if (bytes[i] && (best < 0 || bytes[i] > bytes[best])) best = i;
     return best;
 }
 
-static const char *slot_name(int slot) { return slot == K3_DT_COUNT ? "MXFP4" : k3_dtype_name((k3_dtype)slot); }
+static const char *slot_name(int slot)
+{
+    if (slot > MXFP4_SLOT) return k3_quant_type_at(slot - MXFP4_SLOT - 1)->name;
+    return slot == MXFP4_SLOT ? "MXFP4" : k3_dtype_name((k3_dtype)slot);
+}
 
 /* "BF16", "BF16 + MXFP4 experts", "" when there is no layer matrix. */
 static void tally_label(const type_tally *t, char *out, size_t cap)
@@ -68,7 +91,7 @@ void weights_index_type_label(const st_index *ix, char *out, size_t cap)
     memset(&t, 0, sizeof t);
     for (int i = 0; i < ix->n_tensors; i++) {
         const st_tensor *ts = &ix->tensors[i];
-        tally_add(&t, ts->name, ts->dtype, ts->ndim, ts->nbytes);
+        tally_add(&t, ts->name, ts->dtype, ts->qtype, ts->ndim, ts->nbytes);
     }
     tally_label(&t, out, cap);
 }
@@ -93,7 +116,8 @@ int weights_peek_type_label(const char *dir, char *out, size_t cap, k3_error *er
         type_tally t;
         memset(&t, 0, sizeof t);
         for (int i = 0; i < mf.n_tensors; i++)
-            tally_add(&t, mf.tensors[i].name, mf.tensors[i].dtype, mf.tensors[i].ndim, mf.tensors[i].bytes);
+            tally_add(&t, mf.tensors[i].name, mf.tensors[i].dtype, mf.tensors[i].qtype, mf.tensors[i].ndim,
+                      mf.tensors[i].bytes);
         tally_label(&t, out, cap);
         k3_manifest_free(&mf);
         return 0;
