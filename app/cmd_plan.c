@@ -60,7 +60,7 @@ static void usage(FILE *f)
             "                 manifest), a GGUF file (sizes from its header), a config.json or a folder\n"
             "                 holding one, or a shipped reference configuration: kimi-k3, kimi-linear\n"
             "                 (configs/ beside the k3 binary). --trunk / --experts TYPE predict a\n"
-            "                 quantized copy (a GGUF or k3 pack --quant) from the config's shapes.\n");
+            "                 quantized copy (a GGUF, or k3 pack --trunk --experts) from the config's shapes.\n");
     cli_print_options(f, OPTS_MODEL | OPTS_PLAN);
 }
 
