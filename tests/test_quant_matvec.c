@@ -1,11 +1,13 @@
 /* test_quant_matvec.c - the GGUF block-type matvec (engine/kernels/
- * quant_matvec.c) against plain scalar versions: the register-decoding Q8_0
- * and Q4_K kernels and the decode-then-dot path of the other twelve types equal
- * k3_dot_f32 over the scalar decoder's row bit for bit (the canonical order);
- * the forced-scalar reference equals a left-to-right loop exactly and a
- * float64 sum closely; results do not change with the thread count; and a
- * hand-computed row of each fused type; the batched matmul equals the
- * matvec token by token. */
+ * quant_matvec.c) against plain scalar versions: the register-decoding
+ * kernel of every block type, and the plain kernels F32/F16/BF16 go to,
+ * equal k3_dot_f32 over the scalar decoder's row bit for bit (the canonical
+ * order) at odd row counts; the batched matmul's decoded rows equal the
+ * scalar decoder's weights; the forced-scalar reference equals a
+ * left-to-right loop exactly and a float64 sum closely; results do not
+ * change with the thread count; hand-computed rows of five types; the
+ * batched matmul equals the matvec token by token. tests/arch_check.sh runs
+ * this binary on the generic and aarch64 builds too. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -115,25 +117,55 @@ int main(void)
     char why[256] = "";
     k3_kernels_force_scalar(0);
 
-    TEST_BEGIN("quant matvec: Q8_0 and Q4_K decoded in registers equal decode + k3_dot_f32 bit for bit");
+    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (11 types, 1 to 13 rows, 1 to 16 blocks)");
+    {
+        int ok = 1, n_block_types = 0;
+        for (int i = 0; ok && i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            if (t->block_elems == 1) continue;
+            n_block_types++;
+            const int64_t blocks[3] = {1, 9, 16};
+            const int64_t rows[3] = {1, 7, 13};
+            for (int k = 0; ok && k < 3; k++) ok = canonical_equal(t, rows[k], blocks[k] * t->block_elems, why);
+        }
+        CHECK(ok, "%s", why);
+        CHECK(n_block_types == 11, "%d block types in the table, the test names 11", n_block_types);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: F32, F16 and BF16 (the plain kernels of matvec.c) equal decode + k3_dot_f32");
     {
         int ok = 1;
-        const k3_quant_type *q8 = k3_quant_type_by_name("Q8_0"), *q4k = k3_quant_type_by_name("Q4_K");
-        ok = ok && canonical_equal(q8, 1, 32, why) && canonical_equal(q8, 13, 2304, why);
-        ok = ok && canonical_equal(q4k, 1, 256, why) && canonical_equal(q4k, 13, 2304, why);
+        const char *names[] = {"F32", "F16", "BF16"};
+        for (int i = 0; ok && i < 3; i++) ok = canonical_equal(k3_quant_type_by_name(names[i]), 5, 1000, why);
         CHECK(ok, "%s", why);
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the other twelve types (decode, then the canonical dot) equal decode + k3_dot_f32");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types)");
     {
-        int ok = 1;
-        for (int i = 0; ok && i < k3_quant_type_count(); i++) {
+        /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
+         * order (one fma by 1, the rest adds of +-0), so this reads back
+         * the batched path's decoded matrix */
+        for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
-            if (t->ggml_id == K3_GGML_Q8_0 || t->ggml_id == K3_GGML_Q4_K) continue;
-            ok = canonical_equal(t, 5, 1024, why);
+            const int64_t rows = 7, cols = t->block_elems == 1 ? 96 : t->block_elems == 32 ? 64 : 256;
+            case_t c = make_case(t, rows, cols);
+            float *X = calloc((size_t)(cols * cols), sizeof *X), *Y = malloc((size_t)(cols * rows) * sizeof *Y);
+            float *w = malloc((size_t)cols * sizeof *w);
+            for (int64_t k = 0; k < cols; k++) X[k * cols + k] = 1.0f;
+            CHECK(k3_quant_matmul(Y, t, c.data, rows, cols, X, (int)cols) == 0, "%s: matmul failed", t->name);
+            int64_t bad = -1;
+            for (int64_t r = 0; r < rows && bad < 0; r++) {
+                k3_quant_decode_scalar(t, c.data + r * k3_quant_row_bytes(t, cols), cols, w);
+                for (int64_t k = 0; k < cols && bad < 0; k++)
+                    if (Y[k * rows + r] != w[k]) bad = r * cols + k;
+            }
+            CHECK(bad < 0, "%s weight (%lld, %lld): batched %.9g, decoder %.9g", t->name, (long long)(bad / cols),
+                  (long long)(bad % cols), bad < 0 ? 0.0 : Y[(bad % cols) * rows + bad / cols], bad < 0 ? 0.0 : w[bad % cols]);
+            free(X); free(Y); free(w);
+            free_case(&c);
         }
-        CHECK(ok, "%s", why);
     }
     TEST_END();
 
@@ -165,45 +197,52 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the same bits on 1 and 2 threads (a matrix large enough to split)");
+    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 14 types)");
     {
-        const char *names[] = {"Q4_K", "Q8_0", "Q6_K"};
-        for (int i = 0; i < 3; i++) {
-            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
-            case_t c = make_case(t, 320, 1024);
-            float *y1 = malloc(320 * sizeof *y1);
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            enum { ROWS = 321 };
+            case_t c = make_case(t, ROWS, 1024);
+            float *y1 = malloc(ROWS * sizeof *y1);
             omp_set_num_threads(1);
             k3_quant_matvec(y1, t, c.data, c.rows, c.cols, c.x);
+            CHECK(!memcmp(y1, c.want_canonical, ROWS * sizeof *y1), "%s: 1 thread differs from decode + k3_dot_f32",
+                  t->name);
+            for (int threads = 2; threads <= 3; threads++) {
+                omp_set_num_threads(threads);
+                k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+                CHECK(!memcmp(y1, c.y, ROWS * sizeof *y1), "%s: %d threads differ from 1", t->name, threads);
+            }
             omp_set_num_threads(2);
-            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
-            CHECK(!memcmp(y1, c.y, 320 * sizeof *y1) && !memcmp(c.y, c.want_canonical, 320 * sizeof *y1),
-                  "%s: thread counts or the canonical reference differ", names[i]);
             free(y1);
             free_case(&c);
         }
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (14 types)");
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 to 3 threads, 97 rows (14 types)");
     {
-        enum { TOKENS = 5 };
+        enum { TOKENS = 5, ROWS = 97 };
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
-            case_t c = make_case(t, 96, 1024);
-            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * 96 * sizeof *Y);
-            float *Y2 = malloc(TOKENS * 96 * sizeof *Y2), *y = malloc(96 * sizeof *y);
+            case_t c = make_case(t, ROWS, 1024);
+            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * ROWS * sizeof *Y);
+            float *Y2 = malloc(TOKENS * ROWS * sizeof *Y2), *y = malloc(ROWS * sizeof *y);
             for (int k = 0; k < TOKENS * 1024; k++) X[k] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
             for (int scalar = 0; scalar < 2; scalar++) {
                 k3_kernels_force_scalar(scalar);
                 omp_set_num_threads(1);
-                CHECK(k3_quant_matmul(Y, t, c.data, 96, 1024, X, TOKENS) == 0, "matmul");
+                CHECK(k3_quant_matmul(Y, t, c.data, ROWS, 1024, X, TOKENS) == 0, "matmul");
+                for (int threads = 2; threads <= 3; threads++) {
+                    omp_set_num_threads(threads);
+                    k3_quant_matmul(Y2, t, c.data, ROWS, 1024, X, TOKENS);
+                    CHECK(!memcmp(Y, Y2, TOKENS * ROWS * sizeof *Y), "%s %s: 1 and %d threads differ", t->name,
+                          scalar ? "scalar" : "vector", threads);
+                }
                 omp_set_num_threads(2);
-                k3_quant_matmul(Y2, t, c.data, 96, 1024, X, TOKENS);
-                CHECK(!memcmp(Y, Y2, TOKENS * 96 * sizeof *Y), "%s %s: 1 and 2 threads differ", t->name,
-                      scalar ? "scalar" : "vector");
                 for (int tok = 0; tok < TOKENS; tok++) {
-                    k3_quant_matvec(y, t, c.data, 96, 1024, X + tok * 1024);
-                    CHECK(!memcmp(y, Y + tok * 96, 96 * sizeof *y), "%s %s token %d: matmul differs from matvec",
+                    k3_quant_matvec(y, t, c.data, ROWS, 1024, X + tok * 1024);
+                    CHECK(!memcmp(y, Y + tok * ROWS, ROWS * sizeof *y), "%s %s token %d: matmul differs from matvec",
                           t->name, scalar ? "scalar" : "vector", tok);
                 }
             }
@@ -214,7 +253,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: hand-computed Q8_0 and Q4_K rows");
+    TEST_BEGIN("quant matvec: hand-computed Q8_0, Q4_K, Q5_0, MXFP4 and Q6_K rows, vector and scalar");
     {
         uint8_t row[144] = {0};
         float x[256], y = 0;
@@ -238,6 +277,43 @@ int main(void)
             k3_quant_matvec(&y, k3_quant_type_by_name("Q4_K"), row, 1, 256, x);
             /* groups 0..3: 32 x (1x1 + 2x2 + 3x1 + 4x2) = 512, plus weight 40 (2 x 2 = 4) counted 3x: +8 */
             CHECK(y == 520.0f, "Q4_K %s: %g, want 520", scalar ? "scalar" : "vector", y);
+        }
+        for (int i = 0; i < 256; i++) x[i] = (float)(i + 1);
+        /* Q5_0: d 0.5, nibbles all 8, fifth bits of weights 0 and 31 set:
+         * those two are +8, the other 30 are -8;
+         * 0.5 (8 x 1 + 8 x 32 - 8 x (528 - 1 - 32)) = -1848 */
+        uint8_t q5[22] = {0};
+        half = k3_f32_to_f16(0.5f);
+        q5[0] = (uint8_t)half; q5[1] = (uint8_t)(half >> 8);
+        q5[2] = 0x01; q5[5] = 0x80;
+        memset(q5 + 6, 0x88, 16);
+        /* MXFP4: E8M0 127 (x 0.5), byte 0 = 0x7F: weight 0 is nibble 15
+         * (doubled -12), weight 16 nibble 7 (doubled 12); 0.5 (-12 x 1 + 12 x 17) = 96 */
+        uint8_t mx[17] = {127, 0x7F};
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q5_0"), q5, 1, 32, x);
+            CHECK(y == -1848.0f, "Q5_0 %s: %g, want -1848", scalar ? "scalar" : "vector", y);
+            k3_quant_matvec(&y, k3_quant_type_by_name("MXFP4"), mx, 1, 32, x);
+            CHECK(y == 96.0f, "MXFP4 %s: %g, want 96", scalar ? "scalar" : "vector", y);
+        }
+        /* Q6_K: d 1, ql and qh 0 (every q = -32), scales 1 except scale 6
+         * (weights 96..111) = 2; weight 100 (l = 4, sub-group 3: the high
+         * nibble of ql[36], bits 6-7 of qh[4]) is 63 - 32 = 31 and x[100] = 3:
+         * 240 x -32 + 15 x -64 + 2 x 31 x 3 = -8454 with x = 1 elsewhere */
+        uint8_t q6[210] = {0};
+        for (int i = 0; i < 16; i++) q6[192 + i] = 1;
+        q6[192 + 6] = 2;
+        q6[36] = 0xF0;
+        q6[128 + 4] = 0xC0;
+        half = k3_f32_to_f16(1.0f);
+        q6[208] = (uint8_t)half; q6[209] = (uint8_t)(half >> 8);
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        x[100] = 3.0f;
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q6_K"), q6, 1, 256, x);
+            CHECK(y == -8454.0f, "Q6_K %s: %g, want -8454", scalar ? "scalar" : "vector", y);
         }
         k3_kernels_force_scalar(0);
     }

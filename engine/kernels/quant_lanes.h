@@ -1,40 +1,110 @@
-/* quant_lanes.h - the two integer-to-float decoders the ggml block kernels
- * (quant_matvec.c) need beyond the v8f vocabulary of kernels_arch.h, one
- * version per back end. Each gives the exact fp32 values of small integers,
- * so every back end gives the same bits. Kept apart from kernels_x86.h,
- * kernels_neon.h and kernels_generic.h so that the block types stay in
- * files of their own. */
+/* quant_lanes.h - what the ggml block kernels (quant_matvec.c) need beyond
+ * the v8f vocabulary of kernels_arch.h, one version per back end: v16b, 16
+ * byte lanes with the few byte operations that turn any block type's packed
+ * fields into 16 small signed integers (nibbles, 2-bit pairs, single high
+ * bits, table levels), and their conversion to fp32. Every
+ * operation is exact integer arithmetic on each byte and the conversion to
+ * fp32 is exact, so every back end gives the same bits. Kept apart from
+ * kernels_x86.h, kernels_neon.h and kernels_generic.h so that the block
+ * types stay in files of their own.
+ *
+ * v16b operations (byte lane i of each operand):
+ *   v16b_load(p)                  p[i]
+ *   v16b_shr_and(a, shift, mask)  (a >> shift) & mask; mask must not reach
+ *                                 past the bits a byte keeps (mask <= 0xFF >> shift)
+ *   v16b_or_shl(a, b, shift)      a | (b << shift); b << shift must fit a byte
+ *   v16b_sub_const(a, k)          a - k, wrapping (read as a signed byte)
+ *   v16b_lookup(table16, a)       table16[a], a in 0..15
+ *   v16b_from_bits(bits2, value)  value where bit i % 8 of bits2[i / 8] is
+ *                                 set, else 0
+ *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32 */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
 
 #include <stdint.h>
+#include <string.h>
 #include "kernels_arch.h"
 
 #if defined(K3_KERNELS_X86_H)
 
-/* 16 signed bytes -> lanes 0-7 and 8-15 as fp32. */
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef __m128i v16b;
+
+/* 16 bytes from any address. */
+K3_INLINE v16b v16b_load(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
+
+/* A 16-bit shift and a byte mask: the mask drops the bits the neighbour
+ * byte shifted in. */
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
 {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+    return _mm_and_si128(_mm_srl_epi16(a, _mm_cvtsi32_si128(shift)), _mm_set1_epi8((char)mask));
 }
 
-/* The low (high == 0) or high nibbles of 16 bytes -> 16 fp32 values 0..15. */
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
+/* A 16-bit shift is a byte shift when b << shift fits in the byte. */
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
 {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    if (high) b = _mm_srli_epi16(b, 4);
-    b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-    *lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-    *hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+    return _mm_or_si128(a, _mm_sll_epi16(b, _mm_cvtsi32_si128(shift)));
+}
+
+/* Wrapping byte subtract. */
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k) { return _mm_sub_epi8(a, _mm_set1_epi8((char)k)); }
+
+/* pshufb: lane i takes table byte a[i] (a[i] < 16). */
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)table16), a);
+}
+
+/* The two bit bytes spread to lanes 0-7 and 8-15, each lane tests its
+ * own bit, the all-ones lanes keep value. */
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    const __m128i bit_of_lane = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    __m128i spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(bits2[0] | bits2[1] << 8),
+                                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit_of_lane), bit_of_lane);
+    return _mm_and_si128(set, _mm_set1_epi8((char)value));
+}
+
+/* Sign-extend each half to 8 int32 lanes, convert (exact). */
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
+{
+    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a));
+    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
 }
 
 #elif defined(K3_KERNELS_NEON_H)
 
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef uint8x16_t v16b;
+
+K3_INLINE v16b v16b_load(const uint8_t *p) { return vld1q_u8(p); }
+
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
 {
-    int8x16_t b = vld1q_s8(p);
+    return vandq_u8(vshlq_u8(a, vdupq_n_s8((int8_t)-shift)), vdupq_n_u8(mask));
+}
+
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
+{
+    return vorrq_u8(a, vshlq_u8(b, vdupq_n_s8((int8_t)shift)));
+}
+
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k) { return vsubq_u8(a, vdupq_n_u8(k)); }
+
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    return vqtbl1q_u8(vld1q_u8((const uint8_t *)table16), a);
+}
+
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    static const uint8_t bit_of_lane[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint8x16_t spread = vcombine_u8(vdup_n_u8(bits2[0]), vdup_n_u8(bits2[1]));
+    return vandq_u8(vtstq_u8(spread, vld1q_u8(bit_of_lane)), vdupq_n_u8(value));
+}
+
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
+{
+    int8x16_t b = vreinterpretq_s8_u8(a);
     int16x8_t w0 = vmovl_s8(vget_low_s8(b)), w1 = vmovl_high_s8(b);
     lo->lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w0)));
     lo->hi = vcvtq_f32_s32(vmovl_high_s16(w0));
@@ -42,32 +112,55 @@ K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
     hi->hi = vcvtq_f32_s32(vmovl_high_s16(w1));
 }
 
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
-{
-    uint8x16_t b = vld1q_u8(p);
-    b = high ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(0x0F));
-    uint16x8_t w0 = vmovl_u8(vget_low_u8(b)), w1 = vmovl_high_u8(b);
-    lo->lo = vcvtq_f32_u32(vmovl_u16(vget_low_u16(w0)));
-    lo->hi = vcvtq_f32_u32(vmovl_high_u16(w0));
-    hi->lo = vcvtq_f32_u32(vmovl_u16(vget_low_u16(w1)));
-    hi->hi = vcvtq_f32_u32(vmovl_high_u16(w1));
-}
-
 #else
 
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef struct {
+    uint8_t lane[16];
+} v16b;
+
+K3_INLINE v16b v16b_load(const uint8_t *p)
 {
-    for (int i = 0; i < 8; i++) {
-        lo->lane[i] = (float)p[i];
-        hi->lane[i] = (float)p[8 + i];
-    }
+    v16b v;
+    memcpy(v.lane, p, 16);
+    return v;
 }
 
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)((a.lane[i] >> shift) & mask);
+    return a;
+}
+
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)(a.lane[i] | b.lane[i] << shift);
+    return a;
+}
+
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)(a.lane[i] - k);
+    return a;
+}
+
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)table16[a.lane[i] & 15];
+    return a;
+}
+
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    v16b v;
+    for (int i = 0; i < 16; i++) v.lane[i] = (bits2[i / 8] >> (i % 8)) & 1 ? value : 0;
+    return v;
+}
+
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
 {
     for (int i = 0; i < 8; i++) {
-        lo->lane[i] = (float)(high ? p[i] >> 4 : p[i] & 0x0F);
-        hi->lane[i] = (float)(high ? p[8 + i] >> 4 : p[8 + i] & 0x0F);
+        lo->lane[i] = (float)(int8_t)a.lane[i];
+        hi->lane[i] = (float)(int8_t)a.lane[8 + i];
     }
 }
 

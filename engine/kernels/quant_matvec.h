@@ -6,10 +6,11 @@
  * decoded exactly as llama.cpp decodes them, with x, summed in the canonical
  * order of matvec.c (16-column chunks, two 8-lane FMA accumulators, the fixed
  * reduction): it equals k3_dot_f32(decoded row, x) bit for bit on every back
- * end and thread count. Q8_0 and Q4_K decode in registers inside the dot
- * product; the other types decode a row into scratch first. Forcing the
- * scalar kernels (k3_kernels_force_scalar) gives the plain reference: the
- * decoded row summed left to right. */
+ * end and thread count. Every block type decodes 16 weights at a time in
+ * vector registers inside the dot product; F32, F16 and BF16 rows go to the
+ * plain kernels of matvec.c (the same contract). Forcing the scalar kernels
+ * (k3_kernels_force_scalar) gives the plain reference: the decoded row
+ * summed left to right. */
 #ifndef K3_QUANT_MATVEC_H
 #define K3_QUANT_MATVEC_H
 
@@ -21,15 +22,18 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
 
 /* y[r] = row r . x for r in [0, rows); rows split across OpenMP threads
  * when the matrix is large. cols must be a multiple of t->block_elems.
- * Returns 0, or -1 when scratch memory for a row cannot be had. */
+ * Returns 0, or -1 when the forced-scalar reference cannot have scratch
+ * memory for a row. */
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x);
 
 /* Y[t][r] = row r . X[t] for t < n_tokens (X is [n_tokens][cols], Y is
- * [n_tokens][rows]): each row is decoded once and dotted with every token,
- * so a prompt pays the decode once per row, not once per token. Each value
- * equals k3_quant_matvec on that token bit for bit (forced scalar: its
- * reference). Returns 0, or -1 when scratch memory cannot be had. */
+ * [n_tokens][rows]): each row is decoded once (in registers, into a slab
+ * of fp32 rows) and the slab multiplied by every token with the F32
+ * matmul kernel, so a prompt pays the decode once per row, not once per
+ * token. Each value equals k3_quant_matvec on that token bit for bit
+ * (forced scalar: its reference). Returns 0, or -1 when scratch memory
+ * cannot be had. */
 int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *X, int n_tokens);
 
