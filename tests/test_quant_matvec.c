@@ -142,7 +142,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types)");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types; MXFP4 at all 253 finite scales)");
     {
         /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
          * order (one fma by 1, the rest adds of +-0), so this reads back
@@ -166,6 +166,27 @@ int main(void)
             free(X); free(Y); free(w);
             free_case(&c);
         }
+        /* MXFP4 at every finite scale: row e is one block with E8M0 byte e
+         * (0 and 1 the subnormal scales; above 252 a weight could be inf,
+         * and inf x 0 would spoil the read-back) */
+        enum { SCALES = 253 };
+        const k3_quant_type *mx = k3_quant_type_by_name("MXFP4");
+        uint8_t *blocks = malloc(SCALES * 17);
+        float *X = calloc(32 * 32, sizeof *X), *Y = malloc(32 * SCALES * sizeof *Y), w[32];
+        for (int e = 0; e < SCALES; e++) {
+            blocks[e * 17] = (uint8_t)e;
+            for (int k = 1; k < 17; k++) blocks[e * 17 + k] = (uint8_t)rnd();
+        }
+        for (int k = 0; k < 32; k++) X[k * 32 + k] = 1.0f;
+        k3_quant_matmul(Y, mx, blocks, SCALES, 32, X, 32);
+        int bad = -1;
+        for (int e = 0; e < SCALES && bad < 0; e++) {
+            k3_quant_decode_scalar(mx, blocks + e * 17, 32, w);
+            for (int k = 0; k < 32; k++)
+                if (memcmp(&Y[k * SCALES + e], &w[k], 4) && !(Y[k * SCALES + e] == 0 && w[k] == 0)) bad = e;
+        }
+        CHECK(bad < 0, "MXFP4 with E8M0 byte %d: the batched decode differs from the decoder", bad);
+        free(blocks); free(X); free(Y);
     }
     TEST_END();
 

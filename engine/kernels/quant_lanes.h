@@ -17,13 +17,26 @@
  *   v16b_lookup(table16, a)       table16[a], a in 0..15
  *   v16b_from_bits(bits2, value)  value where bit i % 8 of bits2[i / 8] is
  *                                 set, else 0
- *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32 */
+ *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32
+ * and f16_scale_at(p), the little-endian binary16 at p as fp32 (exact, as
+ * k3_f16_to_f32), inline where the machine converts f16 itself. */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
 
 #include <stdint.h>
 #include <string.h>
 #include "kernels_arch.h"
+
+/* k3_e8m0_half_to_f32 (quant_types.c) inline, for MXFP4's per-block scale
+ * in the kernels' inner loop: 2^(x - 128), the float with exponent field
+ * x - 1 for x >= 2, the subnormals 2^-128 and 2^-127 for x = 0 and 1. */
+K3_INLINE float e8m0_half_scale(uint8_t x)
+{
+    uint32_t bits = x < 2 ? 0x00200000u << x : (uint32_t)(x - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #if defined(K3_KERNELS_X86_H)
 
@@ -65,6 +78,12 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     return _mm_and_si128(set, _mm_set1_epi8((char)value));
 }
 
+/* F16C's scalar conversion: exact, no call in the kernels' inner loops. */
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8));
+}
+
 /* Sign-extend each half to 8 int32 lanes, convert (exact). */
 K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
 {
@@ -100,6 +119,12 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     static const uint8_t bit_of_lane[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
     uint8x16_t spread = vcombine_u8(vdup_n_u8(bits2[0]), vdup_n_u8(bits2[1]));
     return vandq_u8(vtstq_u8(spread, vld1q_u8(bit_of_lane)), vdupq_n_u8(value));
+}
+
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    uint16x4_t bits = vdup_n_u16((uint16_t)(p[0] | p[1] << 8));
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(bits)), 0);
 }
 
 K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
@@ -154,6 +179,11 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     v16b v;
     for (int i = 0; i < 16; i++) v.lane[i] = (bits2[i / 8] >> (i % 8)) & 1 ? value : 0;
     return v;
+}
+
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    return k3_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
 K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)

@@ -22,8 +22,8 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
 
 /* y[r] = row r . x for r in [0, rows); rows split across OpenMP threads
  * when the matrix is large. cols must be a multiple of t->block_elems.
- * Returns 0, or -1 when the forced-scalar reference cannot have scratch
- * memory for a row. */
+ * Returns 0, or -1 when scratch memory for a row cannot be had (only the
+ * forced-scalar reference needs it). */
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x);
 
