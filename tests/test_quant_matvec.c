@@ -274,6 +274,93 @@ int main(void)
     }
     TEST_END();
 
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (7 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K"};
+        k3_kernels_set_activations_q8(1);
+        for (int i = 0; i < 7; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            /* the last shape is large enough to split across threads */
+            const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
+            for (int k = 0; k < 4; k++) {
+                const int64_t cols = blocks[k] * t->block_elems;
+                case_t c = make_case(t, rows[k], cols);
+                float *want = malloc((size_t)rows[k] * sizeof *want);
+                k3_kernels_force_scalar(1);
+                CHECK(k3_quant_matvec(want, t, c.data, rows[k], cols, c.x) == 0, "%s: scalar q8 failed", t->name);
+                k3_kernels_force_scalar(0);
+                for (int threads = 1; threads <= 3; threads++) {
+                    omp_set_num_threads(threads);
+                    k3_quant_matvec(c.y, t, c.data, rows[k], cols, c.x);
+                    int64_t bad = -1;
+                    for (int64_t r = 0; r < rows[k] && bad < 0; r++)
+                        if (memcmp(&c.y[r], &want[r], 4)) bad = r;
+                    CHECK(bad < 0, "%s %lldx%lld, %d threads, row %lld: vector %.9g, scalar contract %.9g", t->name,
+                          (long long)rows[k], (long long)cols, threads, (long long)bad, bad < 0 ? 0.0 : c.y[bad],
+                          bad < 0 ? 0.0 : want[bad]);
+                }
+                omp_set_num_threads(2);
+                if (k == 2) {   /* the batched path: 3 tokens, each equal to its matvec */
+                    float *X = malloc((size_t)(3 * cols) * sizeof *X), *Y = malloc((size_t)(3 * rows[k]) * sizeof *Y);
+                    for (int64_t j = 0; j < 3 * cols; j++) X[j] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+                    CHECK(k3_quant_matmul(Y, t, c.data, rows[k], cols, X, 3) == 0, "%s: q8 matmul failed", t->name);
+                    for (int tok = 0; tok < 3; tok++) {
+                        k3_quant_matvec(c.y, t, c.data, rows[k], cols, X + tok * cols);
+                        CHECK(!memcmp(c.y, Y + tok * rows[k], (size_t)rows[k] * sizeof *Y),
+                              "%s token %d: q8 matmul differs from q8 matvec", t->name, tok);
+                    }
+                    free(X); free(Y);
+                }
+                free(want);
+                free_case(&c);
+            }
+        }
+        k3_kernels_set_activations_q8(0);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale, zero x gives 0, other types stay exact");
+    {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K"};
+        for (int i = 0; i < 7; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            case_t c = make_case(t, 13, 4 * 256);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            float *w = malloc((size_t)c.cols * sizeof *w);
+            double worst = 0;
+            for (int64_t r = 0; r < c.rows; r++) {
+                k3_quant_decode_scalar(t, c.data + r * k3_quant_row_bytes(t, c.cols), c.cols, w);
+                double mag = 0;
+                for (int64_t k = 0; k < c.cols; k++) mag += fabs((double)w[k] * c.x[k]);
+                double rel = fabs(c.y[r] - c.want_f64[r]) / mag;
+                if (rel > worst) worst = rel;
+            }
+            /* and not the exact bits: the switch took the q8 path */
+            CHECK(worst <= 0.02 && memcmp(c.y, c.want_canonical, (size_t)c.rows * sizeof *c.y),
+                  "%s: q8 error %.4g of the scale, or equal to the exact path", t->name, worst);
+            memset(c.x, 0, (size_t)c.cols * sizeof *c.x);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            CHECK(c.y[0] == 0.0f && c.y[12] == 0.0f, "%s: zero x gives %g", t->name, c.y[0]);
+            free(w);
+            free_case(&c);
+        }
+        const char *exact_names[] = {"Q2_K", "Q3_K", "Q5_K", "IQ4_XS", "BF16"};
+        for (int i = 0; i < 5; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(exact_names[i]);
+            case_t c = make_case(t, 5, 512);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            CHECK(!memcmp(c.y, c.want_canonical, 5 * sizeof *c.y), "%s under q8: not the exact path", t->name);
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
     TEST_BEGIN("quant matvec: hand-computed Q8_0, Q4_K, Q5_0, MXFP4 and Q6_K rows, vector and scalar");
     {
         uint8_t row[144] = {0};

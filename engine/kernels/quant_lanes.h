@@ -19,7 +19,15 @@
  *                                 set, else 0
  *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32
  * and f16_scale_at(p), the little-endian binary16 at p as fp32 (exact, as
- * k3_f16_to_f32), inline where the machine converts f16 itself. */
+ * k3_f16_to_f32), inline where the machine converts f16 itself.
+ *
+ * v8i, 8 int32 lanes, for the integer dot products of the q8 activation
+ * path (quant_matvec.c); no operation overflows within its bounds there:
+ *   v8i_zero()                    0
+ *   v8i_dot_pairs(codes, q16)     lane l = codes[2l] q16[2l] + codes[2l+1] q16[2l+1]
+ *                                 (both signed bytes)
+ *   v8i_add(a, b), v8i_mul_int(a, k)   a + b, a * k
+ *   v8f_from_v8i(a)               the lanes as fp32 (exact below 2^24) */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
 
@@ -91,6 +99,22 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
     *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
 }
 
+typedef __m256i v8i;
+
+K3_INLINE v8i v8i_zero(void) { return _mm256_setzero_si256(); }
+
+/* Both operands widened to 16 int16 lanes; vpmaddwd multiplies and adds
+ * adjacent pairs into 8 int32 lanes. */
+K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+{
+    return _mm256_madd_epi16(_mm256_cvtepi8_epi16(codes),
+                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q16)));
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b) { return _mm256_add_epi32(a, b); }
+K3_INLINE v8i v8i_mul_int(v8i a, int k) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(k)); }
+K3_INLINE v8f v8f_from_v8i(v8i a) { return _mm256_cvtepi32_ps(a); }
+
 #elif defined(K3_KERNELS_NEON_H)
 
 typedef uint8x16_t v16b;
@@ -135,6 +159,41 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
     lo->hi = vcvtq_f32_s32(vmovl_high_s16(w0));
     hi->lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w1)));
     hi->hi = vcvtq_f32_s32(vmovl_high_s16(w1));
+}
+
+typedef struct {
+    int32x4_t lo, hi;
+} v8i;
+
+K3_INLINE v8i v8i_zero(void)
+{
+    v8i v = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    return v;
+}
+
+K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+{
+    int8x16_t c = vreinterpretq_s8_u8(codes), q = vld1q_s8(q16);
+    v8i v = {vpaddlq_s16(vmull_s8(vget_low_s8(c), vget_low_s8(q))), vpaddlq_s16(vmull_high_s8(c, q))};
+    return v;
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b)
+{
+    v8i v = {vaddq_s32(a.lo, b.lo), vaddq_s32(a.hi, b.hi)};
+    return v;
+}
+
+K3_INLINE v8i v8i_mul_int(v8i a, int k)
+{
+    v8i v = {vmulq_n_s32(a.lo, k), vmulq_n_s32(a.hi, k)};
+    return v;
+}
+
+K3_INLINE v8f v8f_from_v8i(v8i a)
+{
+    v8f v = {vcvtq_f32_s32(a.lo), vcvtq_f32_s32(a.hi)};
+    return v;
 }
 
 #else
@@ -192,6 +251,44 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
         lo->lane[i] = (float)(int8_t)a.lane[i];
         hi->lane[i] = (float)(int8_t)a.lane[8 + i];
     }
+}
+
+typedef struct {
+    int32_t lane[8];
+} v8i;
+
+K3_INLINE v8i v8i_zero(void)
+{
+    v8i v;
+    for (int i = 0; i < 8; i++) v.lane[i] = 0;
+    return v;
+}
+
+K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+{
+    v8i v;
+    for (int i = 0; i < 8; i++)
+        v.lane[i] = (int8_t)codes.lane[2 * i] * q16[2 * i] + (int8_t)codes.lane[2 * i + 1] * q16[2 * i + 1];
+    return v;
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b)
+{
+    for (int i = 0; i < 8; i++) a.lane[i] += b.lane[i];
+    return a;
+}
+
+K3_INLINE v8i v8i_mul_int(v8i a, int k)
+{
+    for (int i = 0; i < 8; i++) a.lane[i] *= k;
+    return a;
+}
+
+K3_INLINE v8f v8f_from_v8i(v8i a)
+{
+    v8f v;
+    for (int i = 0; i < 8; i++) v.lane[i] = (float)a.lane[i];
+    return v;
 }
 
 #endif

@@ -4,7 +4,9 @@
  * quant_lanes.h), then fp32 lanes, then the decoder's products, and go
  * straight into the canonical accumulators; the same walk decodes rows for
  * the batched matmul. F32/F16/BF16 rows go to the plain kernels of matvec.c.
- * Beside them the scalar reference. */
+ * Beside them the scalar reference, and (below) the q8 activation path
+ * with its own contract and scalar reference. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -310,6 +312,346 @@ static int row_kernel_index(const k3_quant_type *t)
     return -1;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The q8 activation path (k3_kernels_set_activations_q8)                    */
+/* ------------------------------------------------------------------------ */
+
+/* As llama.cpp computes its dot products: x is quantized per block to int8
+ * with one fp32 scale, a block's dot product with the weights' integer
+ * codes is exact in int32, and one float multiply-add per block applies
+ * the scales. Types with a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4
+ * (x per 32 columns, llama.cpp's Q8_0), Q4_K and Q6_K (x per 256 columns,
+ * llama.cpp's Q8_K); the others keep the exact path under the switch.
+ *
+ * Its own contract, bit-identical across back ends, thread counts, matvec
+ * and matmul:
+ *
+ *   x per 32 columns: amax = the largest |x| (NaN skipped), d = amax / 127,
+ *   code = rintf(x * (127 / amax)) clamped to [-127, 127] (NaN -> -127; all
+ *   0 when amax is 0), as mxfp4_q8.c quantizes. x per 256 columns (Q8_K):
+ *   m = the first value of largest |x|; when |m| is 0, d = 0 and codes 0;
+ *   else s = -127 / m, code = rintf(x * s) clamped as above, d = 1 / s.
+ *
+ *   A weight block is the decoder's integer codes in 16-weight chunks, each
+ *   with an integer sub-scale (1 for the 32-blocks; Q4_K's group scale, Q6_K's
+ *   scale per 16) and, for Q4_K, an integer sub-min; d_w (and dmin_w) the
+ *   block's fp32 scales as the decoder has them (MXFP4: 2^(e - 128) with the
+ *   doubled E2M1 codes). Per block, the int32 lanes
+ *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
+ *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
+ *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
+ *   exact (bounded below 2^24, so (float) is exact too); then 8 fp32 lanes
+ *   L (from +0) take L_l = fma((float)S_l, d_w * d_x, L_l) and a scalar
+ *   min sum (from +0) takes fmaf((float)M, dmin_w * d_x, mins), each
+ *   product of scales one fp32 multiply. The row is hsum(L) (the canonical
+ *   tree) - mins.
+ *
+ * q8_row_scalar states it in plain C from integer codes decoded one by one;
+ * the vector rows compute the same integers (in any order: integer sums
+ * are exact) and then the same fp32 operations. */
+
+/* One token's quantized x: codes in column order, a scale per activation
+ * block, and (256-column blocks) the sum of the codes of each 16 columns. */
+typedef struct {
+    int8_t *q;
+    float *d;
+    int16_t *bsums;
+} q8_act;
+
+/* x * inverse clamped to [-127, 127] (NaN -> -127) and rounded to nearest
+ * even: a defined code for any input. */
+static int8_t q8_code(float v)
+{
+    if (!(v >= -127.0f)) v = -127.0f;
+    if (v > 127.0f) v = 127.0f;
+    return (int8_t)rintf(v);
+}
+
+/* x per 32 columns (the contract above; llama.cpp's Q8_0 activations). */
+static void q8_quantize_32(const float *x, int64_t cols, q8_act *xa)
+{
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+        const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xa->d[b] = amax / 127.0f;
+        for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+    }
+}
+
+/* x per 256 columns (the contract above; llama.cpp's Q8_K), with the code
+ * sums of each 16 columns. */
+static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
+{
+    for (int64_t b = 0; b < cols / 256; b++) {
+        const float *xb = x + 256 * b;
+        int8_t *q = xa->q + 256 * b;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        if (amax == 0.0f) {
+            xa->d[b] = 0.0f;
+            memset(q, 0, 256);
+        } else {
+            const float iscale = -127.0f / max;
+            for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
+            xa->d[b] = 1.0f / iscale;
+        }
+        for (int m = 0; m < 16; m++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += q[16 * m + j];
+            xa->bsums[16 * b + m] = (int16_t)sum;
+        }
+    }
+}
+
+/* A 32-weight block's two code chunks against its 32 codes of x, times the
+ * product of the two scales, into the lanes. */
+K3_INLINE void q8_block32(v16b lo, v16b hi, const int8_t *q, float scale, v8f *lanes)
+{
+    v8i sums = v8i_add(v8i_dot_pairs(lo, q), v8i_dot_pairs(hi, q + 16));
+    *lanes = v8_fma(v8f_from_v8i(sums), v8_set1(scale), *lanes);
+}
+
+/* For a 32-block type: its row under q8 (codes as its exact block decoder
+ * has them, d_w the decoder's block scale). */
+#define Q8_ROW_32(type, bytes, scale_of, lo_codes, hi_codes) \
+    static float q8_row_##type(const uint8_t *row, int64_t cols, const q8_act *xa) \
+    { \
+        v8f lanes = v8_zero(); \
+        for (int64_t b = 0; b < cols / 32; b++, row += bytes) \
+            q8_block32(lo_codes, hi_codes, xa->q + 32 * b, (scale_of) * xa->d[b], &lanes); \
+        return v8_hsum(lanes); \
+    }
+Q8_ROW_32(q8_0, 34, f16_scale_at(row), v16b_load(row + 2), v16b_load(row + 18))
+Q8_ROW_32(q4_0, 18, f16_scale_at(row), v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 0, 0x0F), 8),
+          v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 4, 0x0F), 8))
+Q8_ROW_32(q5_0, 22, f16_scale_at(row),
+          v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0), 16),
+          v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0), 16))
+Q8_ROW_32(iq4_nl, 18, f16_scale_at(row), v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 0, 0x0F)),
+          v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 4, 0x0F)))
+Q8_ROW_32(mxfp4, 17, e8m0_half_scale(row[0]),
+          v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 0, 0x0F)),
+          v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 4, 0x0F)))
+
+/* Q4_K under q8: per group g the two chunks' pair sums times the group
+ * scale, the group min times the 32 codes' sum. */
+static float q8_row_q4_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    float mins = 0.0f;
+    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
+        const int8_t *q = xa->q + 256 * b;
+        const int16_t *bsums = xa->bsums + 16 * b;
+        v8i sums = v8i_zero();
+        int min_sum = 0;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, row + 4, &sc, &m);
+            const uint8_t *packed = row + 16 + 32 * (g / 2);
+            v8i pairs = v8i_add(v8i_dot_pairs(v16b_shr_and(v16b_load(packed), 4 * (g & 1), 0x0F), q + 32 * g),
+                                v8i_dot_pairs(v16b_shr_and(v16b_load(packed + 16), 4 * (g & 1), 0x0F), q + 32 * g + 16));
+            sums = v8i_add(sums, v8i_mul_int(pairs, sc));
+            min_sum += m * (bsums[2 * g] + bsums[2 * g + 1]);
+        }
+        const float d_x = xa->d[b];
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * d_x), lanes);
+        mins = fmaf((float)min_sum, f16_scale_at(row + 2) * d_x, mins);
+    }
+    return v8_hsum(lanes) - mins;
+}
+
+/* Q6_K under q8: each 16-weight chunk's pair sums times its scale. */
+static float q8_row_q6_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    for (int64_t b = 0; b < cols / 256; b++, row += 210) {
+        const int8_t *q = xa->q + 256 * b;
+        v8i sums = v8i_zero();
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+            const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const int k = m / 2, l0 = 16 * (m % 2);
+                v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
+                v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
+                v16b codes = v16b_sub_const(v16b_or_shl(low4, high2, 4), 32);
+                sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 128 * half + 16 * m), scales[m]));
+            }
+        }
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 208) * xa->d[b]), lanes);
+    }
+    return v8_hsum(lanes);
+}
+
+/* One block's integer codes, the sub-scale and sub-min of each 16-weight
+ * chunk, and its fp32 scales, decoded one weight at a time from the block
+ * layouts (quant_types.h): the scalar reference's input. Returns 1 when
+ * the type has mins. */
+static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int *codes, int *sub_scale,
+                                int *sub_min, float *d, float *dmin)
+{
+    static const int8_t doubled_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const int n = (int)t->block_elems;
+    for (int m = 0; m < n / 16; m++) {
+        sub_scale[m] = 1;
+        sub_min[m] = 0;
+    }
+    *dmin = 0.0f;
+    switch (t->ggml_id) {
+    case K3_GGML_MXFP4:
+        *d = k3_e8m0_half_to_f32(blk[0]);
+        for (int j = 0; j < 32; j++) codes[j] = doubled_e2m1[(blk[1 + j % 16] >> (4 * (j / 16))) & 15];
+        return 0;
+    case K3_GGML_Q4_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, blk + 4, &sc, &m);
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = sc;
+            sub_min[2 * g] = sub_min[2 * g + 1] = m;
+            for (int l = 0; l < 32; l++) codes[32 * g + l] = (blk[16 + 32 * (g / 2) + l] >> (4 * (g % 2))) & 15;
+        }
+        return 1;
+    case K3_GGML_Q6_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
+            for (int m = 0; m < 8; m++) sub_scale[8 * half + m] = (int8_t)blk[192 + 8 * half + m];
+            for (int l = 0; l < 32; l++) {
+                codes[128 * half + l] = ((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
+                codes[128 * half + l + 32] = ((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
+                codes[128 * half + l + 64] = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+                codes[128 * half + l + 96] = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+            }
+        }
+        return 0;
+    default:   /* Q8_0, Q4_0, Q5_0, IQ4_NL: f16 d first */
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        for (int j = 0; j < 32; j++) {
+            const int nibble = (blk[2 + j % 16] >> (4 * (j / 16))) & 15;
+            if (t->ggml_id == K3_GGML_Q8_0) codes[j] = (int8_t)blk[2 + j];
+            else if (t->ggml_id == K3_GGML_Q4_0) codes[j] = nibble - 8;
+            else if (t->ggml_id == K3_GGML_IQ4_NL) codes[j] = iq4_levels[nibble];
+            else {   /* Q5_0: nibbles after the 32 fifth bits */
+                const uint32_t high_bits = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 |
+                                           (uint32_t)blk[5] << 24;
+                codes[j] = (((blk[6 + j % 16] >> (4 * (j / 16))) & 15) | (int)((high_bits >> j) & 1) << 4) - 16;
+            }
+        }
+        return 0;
+    }
+}
+
+/* The q8 contract in plain C for one row. */
+static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    const int n = (int)t->block_elems;
+    float lanes[8] = {0}, mins = 0.0f;
+    for (int64_t b = 0; b < cols / n; b++, row += t->block_bytes) {
+        int codes[256], sub_scale[16], sub_min[16];
+        float d, dmin;
+        const int has_min = q8_block_ints_scalar(t, row, codes, sub_scale, sub_min, &d, &dmin);
+        const int8_t *q = xa->q + (int64_t)n * b;
+        int32_t sums[8] = {0}, min_sum = 0;
+        for (int m = 0; m < n / 16; m++) {
+            for (int l = 0; l < 8; l++) {
+                const int j = 16 * m + 2 * l;
+                sums[l] += sub_scale[m] * (codes[j] * q[j] + codes[j + 1] * q[j + 1]);
+            }
+            int q_sum = 0;
+            for (int j = 0; j < 16; j++) q_sum += q[16 * m + j];
+            min_sum += sub_min[m] * q_sum;
+        }
+        const float d_x = xa->d[b];
+        for (int l = 0; l < 8; l++) lanes[l] = fmaf((float)sums[l], d * d_x, lanes[l]);
+        if (has_min) mins = fmaf((float)min_sum, dmin * d_x, mins);
+    }
+    for (int i = 0; i < 4; i++) lanes[i] += lanes[i + 4];
+    for (int i = 0; i < 2; i++) lanes[i] += lanes[i + 2];
+    return (lanes[0] + lanes[1]) - mins;
+}
+
+typedef float (*q8_row_fn)(const uint8_t *row, int64_t cols, const q8_act *xa);
+
+/* The q8 kernel of type t, or NULL (the type keeps the exact path). */
+static q8_row_fn q8_kernel(const k3_quant_type *t)
+{
+    switch (t->ggml_id) {
+    case K3_GGML_Q8_0: return q8_row_q8_0;
+    case K3_GGML_Q4_0: return q8_row_q4_0;
+    case K3_GGML_Q5_0: return q8_row_q5_0;
+    case K3_GGML_IQ4_NL: return q8_row_iq4_nl;
+    case K3_GGML_MXFP4: return q8_row_mxfp4;
+    case K3_GGML_Q4_K: return q8_row_q4_k;
+    case K3_GGML_Q6_K: return q8_row_q6_k;
+    default: return NULL;
+    }
+}
+
+int k3_quant_q8_available(const k3_quant_type *t)
+{
+    return q8_kernel(t) != NULL;
+}
+
+/* Bytes of one token's q8_act at cols columns of type t's blocks. */
+static size_t q8_act_bytes(const k3_quant_type *t, int64_t cols)
+{
+    return (size_t)(cols / t->block_elems) * sizeof(float) + (size_t)(cols / 16) * sizeof(int16_t) + (size_t)cols;
+}
+
+/* Lay a q8_act over bytes (q8_act_bytes of them, 4-byte aligned) and
+ * quantize x into it. */
+static q8_act q8_act_quantize(const k3_quant_type *t, const float *x, int64_t cols, char *bytes)
+{
+    q8_act xa;
+    xa.d = (float *)bytes;
+    xa.bsums = (int16_t *)(xa.d + cols / t->block_elems);
+    xa.q = (int8_t *)(xa.bsums + cols / 16);
+    if (t->block_elems == 32) q8_quantize_32(x, cols, &xa);
+    else q8_quantize_256(x, cols, &xa);
+    return xa;
+}
+
+/* Y[tok][r] for n_tokens tokens under q8: every token's x quantized once,
+ * then each row against every token (the row stays in L1 meanwhile).
+ * Returns -1 when the quantized x cannot be allocated. */
+static int q8_matmul(float *Y, const k3_quant_type *t, q8_row_fn row_fn, const uint8_t *data, int64_t rows,
+                     int64_t cols, const float *X, int n_tokens)
+{
+    const size_t act_bytes = (q8_act_bytes(t, cols) + 15) & ~(size_t)15;
+    char *bytes = malloc(act_bytes * (size_t)n_tokens);
+    q8_act *acts = malloc((size_t)n_tokens * sizeof *acts);
+    if (!bytes || !acts) {
+        free(bytes);
+        free(acts);
+        return -1;
+    }
+    for (int tok = 0; tok < n_tokens; tok++)
+        acts[tok] = q8_act_quantize(t, X + (int64_t)tok * cols, cols, bytes + act_bytes * (size_t)tok);
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    const int scalar = k3_kernels_scalar_forced();
+#pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= QUANT_PARALLEL_MIN_WEIGHTS)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = data + (uint64_t)r * row_bytes;
+        for (int tok = 0; tok < n_tokens; tok++)
+            Y[(int64_t)tok * rows + r] = scalar ? q8_row_scalar(t, row, cols, &acts[tok]) : row_fn(row, cols, &acts[tok]);
+    }
+    free(bytes);
+    free(acts);
+    return 0;
+}
+
 /* The reference: decode the row, sum left to right in fp32. */
 static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x,
                             float *scratch)
@@ -344,6 +686,8 @@ int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t 
         k3_matvec(y, &plain, x);
         return 0;
     }
+    const q8_row_fn q8_row = k3_kernels_activations_q8() ? q8_kernel(t) : NULL;
+    if (q8_row) return q8_matmul(y, t, q8_row, data, rows, cols, x, 1);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
     const int kernel = row_kernel_index(t);
@@ -383,6 +727,8 @@ int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t 
         return 0;
     }
     if (n_tokens <= 0 || rows <= 0) return 0;
+    const q8_row_fn q8_row = k3_kernels_activations_q8() ? q8_kernel(t) : NULL;
+    if (q8_row) return q8_matmul(Y, t, q8_row, data, rows, cols, X, n_tokens);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
     const int kernel = row_kernel_index(t);

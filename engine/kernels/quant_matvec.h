@@ -10,7 +10,8 @@
  * vector registers inside the dot product; F32, F16 and BF16 rows go to the
  * plain kernels of matvec.c (the same contract). Forcing the scalar kernels
  * (k3_kernels_force_scalar) gives the plain reference: the decoded row
- * summed left to right. */
+ * summed left to right. Under k3_kernels_set_activations_q8(1) the types
+ * with a q8 kernel take that path instead (k3_quant_q8_available). */
 #ifndef K3_QUANT_MATVEC_H
 #define K3_QUANT_MATVEC_H
 
@@ -36,5 +37,13 @@ int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t 
  * cannot be had. */
 int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *X, int n_tokens);
+
+/* Whether type t has a kernel of the q8 activation path, which
+ * k3_kernels_set_activations_q8(1) selects for k3_quant_matvec and
+ * k3_quant_matmul (quant_matvec.c states its contract: x quantized per
+ * block to int8, integer dot products, one fp32 multiply-add per block,
+ * bit-identical across back ends and thread counts). The other types keep
+ * the exact path under the switch. */
+int k3_quant_q8_available(const k3_quant_type *t);
 
 #endif
