@@ -274,11 +274,11 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (7 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (11 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
     {
-        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K"};
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
         k3_kernels_set_activations_q8(1);
-        for (int i = 0; i < 7; i++) {
+        for (int i = 0; i < 11; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             /* the last shape is large enough to split across threads */
             const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
@@ -319,10 +319,10 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale, zero x gives 0, other types stay exact");
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (11 types), zero x gives 0, F32/F16/BF16 stay exact");
     {
-        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K"};
-        for (int i = 0; i < 7; i++) {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
+        for (int i = 0; i < 11; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             case_t c = make_case(t, 13, 4 * 256);
             k3_kernels_set_activations_q8(1);
@@ -348,8 +348,8 @@ int main(void)
             free(w);
             free_case(&c);
         }
-        const char *exact_names[] = {"Q2_K", "Q3_K", "Q5_K", "IQ4_XS", "BF16"};
-        for (int i = 0; i < 5; i++) {
+        const char *exact_names[] = {"F32", "F16", "BF16"};
+        for (int i = 0; i < 3; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(exact_names[i]);
             case_t c = make_case(t, 5, 512);
             k3_kernels_set_activations_q8(1);

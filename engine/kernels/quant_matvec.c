@@ -319,9 +319,9 @@ static int row_kernel_index(const k3_quant_type *t)
 /* As llama.cpp computes its dot products: x is quantized per block to int8
  * with one fp32 scale, a block's dot product with the weights' integer
  * codes is exact in int32, and one float multiply-add per block applies
- * the scales. Types with a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4
- * (x per 32 columns, llama.cpp's Q8_0), Q4_K and Q6_K (x per 256 columns,
- * llama.cpp's Q8_K); the others keep the exact path under the switch.
+ * the scales. Every block type has a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL
+ * and MXFP4 take x per 32 columns (llama.cpp's Q8_0), the K-quants and
+ * IQ4_XS per 256 columns (llama.cpp's Q8_K); F32/F16/BF16 stay exact.
  *
  * Its own contract, bit-identical across back ends, thread counts, matvec
  * and matmul:
@@ -333,14 +333,19 @@ static int row_kernel_index(const k3_quant_type *t)
  *   else s = -127 / m, code = rintf(x * s) clamped as above, d = 1 / s.
  *
  *   A weight block is the decoder's integer codes in 16-weight chunks, each
- *   with an integer sub-scale (1 for the 32-blocks; Q4_K's group scale, Q6_K's
- *   scale per 16) and, for Q4_K, an integer sub-min; d_w (and dmin_w) the
+ *   with an integer sub-scale (1 for the 32-blocks; the group's scale for
+ *   Q4_K, Q5_K and IQ4_XS (minus 32), the chunk's for Q6_K, Q3_K (minus
+ *   32) and Q2_K) and, for Q4_K, Q5_K and Q2_K, an integer sub-min (the
+ *   codes are then unsigned: nibble, nibble | fifth bit, 2 bits; Q6_K's
+ *   and Q3_K's carry their offsets -32 and -4); d_w (and dmin_w) the
  *   block's fp32 scales as the decoder has them (MXFP4: 2^(e - 128) with the
  *   doubled E2M1 codes). Per block, the int32 lanes
  *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
  *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
  *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
- *   exact (bounded below 2^24, so (float) is exact too); then 8 fp32 lanes
+ *   exact (|S_l| <= 16 chunks x 2 x 127 x the largest |code x sub-scale|,
+ *   IQ4_XS's 127 x 32 or Q6_K's 32 x 128: below 2^24, so (float) is exact
+ *   too); then 8 fp32 lanes
  *   L (from +0) take L_l = fma((float)S_l, d_w * d_x, L_l) and a scalar
  *   min sum (from +0) takes fmaf((float)M, dmin_w * d_x, mins), each
  *   product of scales one fp32 multiply. The row is hsum(L) (the canonical
@@ -493,6 +498,107 @@ static float q8_row_q6_k(const uint8_t *row, int64_t cols, const q8_act *xa)
     return v8_hsum(lanes);
 }
 
+/* Q5_K under q8: Q4_K with the fifth bits in the codes (0..31). */
+static float q8_row_q5_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    float mins = 0.0f;
+    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
+        const int8_t *q = xa->q + 256 * b;
+        const int16_t *bsums = xa->bsums + 16 * b;
+        v8i sums = v8i_zero();
+        int min_sum = 0;
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, row + 4, &sc, &m);
+            const uint8_t *ql = row + 48 + 32 * (g / 2);
+            v8i pairs = v8i_zero();
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
+                v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
+                pairs = v8i_add(pairs, v8i_dot_pairs(v16b_or_shl(nibbles, fifth, 4), q + 32 * g + 16 * half));
+            }
+            sums = v8i_add(sums, v8i_mul_int(pairs, sc));
+            min_sum += m * (bsums[2 * g] + bsums[2 * g + 1]);
+        }
+        const float d_x = xa->d[b];
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * d_x), lanes);
+        mins = fmaf((float)min_sum, f16_scale_at(row + 2) * d_x, mins);
+    }
+    return v8_hsum(lanes) - mins;
+}
+
+/* Q2_K under q8: chunk m's 2-bit codes times its scale nibble, its min
+ * nibble times the chunk's code sum. */
+static float q8_row_q2_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    float mins = 0.0f;
+    for (int64_t b = 0; b < cols / 256; b++, row += 84) {
+        const int8_t *q = xa->q + 256 * b;
+        const int16_t *bsums = xa->bsums + 16 * b;
+        v8i sums = v8i_zero();
+        int min_sum = 0;
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            v16b codes = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
+            sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 16 * m), row[m] & 0x0F));
+            min_sum += (row[m] >> 4) * bsums[m];
+        }
+        const float d_x = xa->d[b];
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 80) * d_x), lanes);
+        mins = fmaf((float)min_sum, f16_scale_at(row + 82) * d_x, mins);
+    }
+    return v8_hsum(lanes) - mins;
+}
+
+/* Q3_K under q8: chunk m's codes (q | high bit << 2) - 4 times its 6-bit
+ * scale - 32. */
+static float q8_row_q3_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    for (int64_t b = 0; b < cols / 256; b++, row += 110) {
+        const int8_t *q = xa->q + 256 * b;
+        const uint8_t *packed = row + 96;
+        v8i sums = v8i_zero();
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
+            int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
+            const int run = 16 * (m % 2), field = (m % 8) / 2;
+            v16b low = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
+            v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
+            v16b codes = v16b_sub_const(v16b_or_shl(low, high, 2), 4);
+            sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 16 * m), (low4 | high2 << 4) - 32));
+        }
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 108) * xa->d[b]), lanes);
+    }
+    return v8_hsum(lanes);
+}
+
+/* IQ4_XS under q8: group g's level codes times its 6-bit scale - 32. */
+static float q8_row_iq4_xs(const uint8_t *row, int64_t cols, const q8_act *xa)
+{
+    v8f lanes = v8_zero();
+    for (int64_t b = 0; b < cols / 256; b++, row += 136) {
+        const int8_t *q = xa->q + 256 * b;
+        const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
+        v8i sums = v8i_zero();
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+            const v16b packed = v16b_load(row + 8 + 16 * g);
+            v8i pairs = v8i_add(v8i_dot_pairs(v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), q + 32 * g),
+                                v8i_dot_pairs(v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), q + 32 * g + 16));
+            sums = v8i_add(sums, v8i_mul_int(pairs, scale - 32));
+        }
+        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * xa->d[b]), lanes);
+    }
+    return v8_hsum(lanes);
+}
+
 /* One block's integer codes, the sub-scale and sub-min of each 16-weight
  * chunk, and its fp32 scales, decoded one weight at a time from the block
  * layouts (quant_types.h): the scalar reference's input. Returns 1 when
@@ -536,6 +642,51 @@ static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int 
             }
         }
         return 0;
+    case K3_GGML_Q5_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, blk + 4, &sc, &m);
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = sc;
+            sub_min[2 * g] = sub_min[2 * g + 1] = m;
+            for (int l = 0; l < 32; l++)
+                codes[32 * g + l] = ((blk[48 + 32 * (g / 2) + l] >> (4 * (g % 2))) & 15) | ((blk[16 + l] >> g) & 1) << 4;
+        }
+        return 1;
+    case K3_GGML_Q2_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[80] | blk[81] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[82] | blk[83] << 8));
+        for (int m = 0; m < 16; m++) {
+            sub_scale[m] = blk[m] & 15;
+            sub_min[m] = blk[m] >> 4;
+            for (int l = 0; l < 16; l++)
+                codes[16 * m + l] = (blk[16 + 32 * (m / 8) + 16 * (m % 2) + l] >> (2 * ((m % 8) / 2))) & 3;
+        }
+        return 1;
+    case K3_GGML_Q3_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[108] | blk[109] << 8));
+        for (int m = 0; m < 16; m++) {
+            int low4 = m < 8 ? blk[96 + m] & 15 : blk[96 + m - 8] >> 4;
+            int high2 = (blk[104 + m % 4] >> (2 * (m / 4))) & 3;
+            sub_scale[m] = (low4 | high2 << 4) - 32;
+            for (int l = 0; l < 16; l++) {
+                const int at = 16 * (m % 2) + l, pass = 4 * (m / 8) + (m % 8) / 2;
+                int q = (blk[32 + 32 * (m / 8) + at] >> (2 * ((m % 8) / 2))) & 3;
+                codes[16 * m + l] = q - ((blk[at] >> pass) & 1 ? 0 : 4);
+            }
+        }
+        return 0;
+    case K3_GGML_IQ4_XS: {
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        const unsigned scales_high = (unsigned)blk[2] | (unsigned)blk[3] << 8;
+        for (int g = 0; g < 8; g++) {
+            int scale = ((blk[4 + g / 2] >> (4 * (g % 2))) & 15) | (int)((scales_high >> (2 * g)) & 3) << 4;
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = scale - 32;
+            for (int j = 0; j < 32; j++) codes[32 * g + j] = iq4_levels[(blk[8 + 16 * g + j % 16] >> (4 * (j / 16))) & 15];
+        }
+        return 0;
+    }
     default:   /* Q8_0, Q4_0, Q5_0, IQ4_NL: f16 d first */
         *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
         for (int j = 0; j < 32; j++) {
@@ -595,6 +746,10 @@ static q8_row_fn q8_kernel(const k3_quant_type *t)
     case K3_GGML_MXFP4: return q8_row_mxfp4;
     case K3_GGML_Q4_K: return q8_row_q4_k;
     case K3_GGML_Q6_K: return q8_row_q6_k;
+    case K3_GGML_Q5_K: return q8_row_q5_k;
+    case K3_GGML_Q2_K: return q8_row_q2_k;
+    case K3_GGML_Q3_K: return q8_row_q3_k;
+    case K3_GGML_IQ4_XS: return q8_row_iq4_xs;
     default: return NULL;
     }
 }
