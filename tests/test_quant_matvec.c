@@ -300,11 +300,13 @@ int main(void)
                           bad < 0 ? 0.0 : want[bad]);
                 }
                 omp_set_num_threads(2);
-                if (k == 2) {   /* the batched path: 3 tokens, each equal to its matvec */
-                    float *X = malloc((size_t)(3 * cols) * sizeof *X), *Y = malloc((size_t)(3 * rows[k]) * sizeof *Y);
-                    for (int64_t j = 0; j < 3 * cols; j++) X[j] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
-                    CHECK(k3_quant_matmul(Y, t, c.data, rows[k], cols, X, 3) == 0, "%s: q8 matmul failed", t->name);
-                    for (int tok = 0; tok < 3; tok++) {
+                if (k == 2) {   /* the batched path: 6 tokens (4 at once, then 2 alone), each equal to its matvec */
+                    enum { TOKENS = 6 };
+                    float *X = malloc((size_t)(TOKENS * cols) * sizeof *X);
+                    float *Y = malloc((size_t)(TOKENS * rows[k]) * sizeof *Y);
+                    for (int64_t j = 0; j < TOKENS * cols; j++) X[j] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+                    CHECK(k3_quant_matmul(Y, t, c.data, rows[k], cols, X, TOKENS) == 0, "%s: q8 matmul failed", t->name);
+                    for (int tok = 0; tok < TOKENS; tok++) {
                         k3_quant_matvec(c.y, t, c.data, rows[k], cols, X + tok * cols);
                         CHECK(!memcmp(c.y, Y + tok * rows[k], (size_t)rows[k] * sizeof *Y),
                               "%s token %d: q8 matmul differs from q8 matvec", t->name, tok);

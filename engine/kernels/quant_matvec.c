@@ -415,71 +415,161 @@ static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
     }
 }
 
-/* A 32-weight block's two code chunks against its 32 codes of x, times the
- * product of the two scales, into the lanes. */
-K3_INLINE void q8_block32(v16b lo, v16b hi, const int8_t *q, float scale, v8f *lanes)
+/* The q8 row kernels take 1 to Q8_TOKENS tokens' quantized x at once (a
+ * prompt): each chunk's codes are decoded once and dotted with every
+ * token's codes, and each token keeps its own lanes, sums and min sum, so
+ * its value is the same operations whatever the count. Instantiated for 1
+ * and Q8_TOKENS tokens (Q8_INSTANCES), where the token loops unroll. */
+#define Q8_TOKENS 4
+#define Q8_ARGS const uint8_t *row, int64_t cols, const q8_act *const *xa, int n_tokens, float *out
+#define FOR_TOKENS _Pragma("GCC unroll 4") for (int t = 0; t < n_tokens; t++)
+
+/* A 32-weight block's two code chunks against each token's 32 codes, times
+ * the product of the two block scales, into that token's lanes. */
+K3_INLINE void q8_block32(v16b lo, v16b hi, float d_w, int64_t b, const q8_act *const *xa, int n_tokens,
+                          v8f *lanes)
 {
-    v8i sums = v8i_add(v8i_dot_pairs(lo, q), v8i_dot_pairs(hi, q + 16));
-    *lanes = v8_fma(v8f_from_v8i(sums), v8_set1(scale), *lanes);
+    FOR_TOKENS {
+        const int8_t *q = xa[t]->q + 32 * b;
+        v8i sums = v8i_add(v8i_dot_pairs(lo, q), v8i_dot_pairs(hi, q + 16));
+        lanes[t] = v8_fma(v8f_from_v8i(sums), v8_set1(d_w * xa[t]->d[b]), lanes[t]);
+    }
 }
 
-/* For a 32-block type: its row under q8 (codes as its exact block decoder
+/* For a 32-block type: its rows under q8 (codes as its exact block decoder
  * has them, d_w the decoder's block scale). */
-#define Q8_ROW_32(type, bytes, scale_of, lo_codes, hi_codes) \
-    static float q8_row_##type(const uint8_t *row, int64_t cols, const q8_act *xa) \
+#define Q8_ROWS_32(type, bytes, scale_of, lo_codes, hi_codes) \
+    K3_INLINE void q8_rows_##type(Q8_ARGS) \
     { \
-        v8f lanes = v8_zero(); \
+        v8f lanes[Q8_TOKENS]; \
+        FOR_TOKENS lanes[t] = v8_zero(); \
         for (int64_t b = 0; b < cols / 32; b++, row += bytes) \
-            q8_block32(lo_codes, hi_codes, xa->q + 32 * b, (scale_of) * xa->d[b], &lanes); \
-        return v8_hsum(lanes); \
+            q8_block32(lo_codes, hi_codes, scale_of, b, xa, n_tokens, lanes); \
+        FOR_TOKENS out[t] = v8_hsum(lanes[t]); \
     }
-Q8_ROW_32(q8_0, 34, f16_scale_at(row), v16b_load(row + 2), v16b_load(row + 18))
-Q8_ROW_32(q4_0, 18, f16_scale_at(row), v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 0, 0x0F), 8),
-          v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 4, 0x0F), 8))
-Q8_ROW_32(q5_0, 22, f16_scale_at(row),
-          v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0), 16),
-          v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0), 16))
-Q8_ROW_32(iq4_nl, 18, f16_scale_at(row), v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 0, 0x0F)),
-          v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 4, 0x0F)))
-Q8_ROW_32(mxfp4, 17, e8m0_half_scale(row[0]),
-          v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 0, 0x0F)),
-          v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 4, 0x0F)))
+Q8_ROWS_32(q8_0, 34, f16_scale_at(row), v16b_load(row + 2), v16b_load(row + 18))
+Q8_ROWS_32(q4_0, 18, f16_scale_at(row), v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 0, 0x0F), 8),
+           v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 4, 0x0F), 8))
+Q8_ROWS_32(q5_0, 22, f16_scale_at(row),
+           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0), 16),
+           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0), 16))
+Q8_ROWS_32(iq4_nl, 18, f16_scale_at(row), v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 0, 0x0F)),
+           v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 4, 0x0F)))
+Q8_ROWS_32(mxfp4, 17, e8m0_half_scale(row[0]),
+           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 0, 0x0F)),
+           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 4, 0x0F)))
 
-/* Q4_K under q8: per group g the two chunks' pair sums times the group
- * scale, the group min times the 32 codes' sum. */
-static float q8_row_q4_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+/* A 256-block type's per-token state: int32 lanes within the block, fp32
+ * lanes and the min sum across blocks. */
+typedef struct {
+    v8i sums[Q8_TOKENS];
+    int min_sums[Q8_TOKENS];
+    v8f lanes[Q8_TOKENS];
+    float mins[Q8_TOKENS];
+} q8_k_state;
+
+/* Start the row: every token's lanes and min sum at +0. */
+K3_INLINE void q8_k_begin_row(q8_k_state *st, int n_tokens)
 {
-    v8f lanes = v8_zero();
-    float mins = 0.0f;
+    FOR_TOKENS {
+        st->lanes[t] = v8_zero();
+        st->mins[t] = 0.0f;
+    }
+}
+
+/* Start a block: the integer sums at 0. */
+K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
+{
+    FOR_TOKENS {
+        st->sums[t] = v8i_zero();
+        st->min_sums[t] = 0;
+    }
+}
+
+/* Chunk m's codes, with integer sub-scale scale and sub-min min, against
+ * each token's 16 codes of block b (min only where the type has mins). */
+K3_INLINE void q8_k_chunk(q8_k_state *st, v16b codes, int scale, int min, int64_t b, int m,
+                          const q8_act *const *xa, int n_tokens)
+{
+    FOR_TOKENS {
+        st->sums[t] = v8i_add(st->sums[t], v8i_mul_int(v8i_dot_pairs(codes, xa[t]->q + 256 * b + 16 * m), scale));
+        st->min_sums[t] += min * xa[t]->bsums[16 * b + m];
+    }
+}
+
+/* End block b: one fma per lane with d_w * d_x, one for the mins. */
+K3_INLINE void q8_k_end_block(q8_k_state *st, float d_w, float dmin_w, int64_t b, const q8_act *const *xa,
+                              int n_tokens)
+{
+    FOR_TOKENS {
+        const float d_x = xa[t]->d[b];
+        st->lanes[t] = v8_fma(v8f_from_v8i(st->sums[t]), v8_set1(d_w * d_x), st->lanes[t]);
+        st->mins[t] = fmaf((float)st->min_sums[t], dmin_w * d_x, st->mins[t]);
+    }
+}
+
+/* End the row: the canonical sum of each token's lanes, minus its mins
+ * (+0 for the types without mins: x - +0 is x). */
+K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
+{
+    FOR_TOKENS out[t] = v8_hsum(st->lanes[t]) - st->mins[t];
+}
+
+/* Q4_K under q8: group g's two chunks times the group scale, its min
+ * times the chunks' code sums. The integer chunk sums are added chunk by
+ * chunk (scale x (a + b) = scale x a + scale x b exactly in int32). */
+K3_INLINE void q8_rows_q4_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 144) {
-        const int8_t *q = xa->q + 256 * b;
-        const int16_t *bsums = xa->bsums + 16 * b;
-        v8i sums = v8i_zero();
-        int min_sum = 0;
+        q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             int sc, m;
             k_scale_min(g, row + 4, &sc, &m);
             const uint8_t *packed = row + 16 + 32 * (g / 2);
-            v8i pairs = v8i_add(v8i_dot_pairs(v16b_shr_and(v16b_load(packed), 4 * (g & 1), 0x0F), q + 32 * g),
-                                v8i_dot_pairs(v16b_shr_and(v16b_load(packed + 16), 4 * (g & 1), 0x0F), q + 32 * g + 16));
-            sums = v8i_add(sums, v8i_mul_int(pairs, sc));
-            min_sum += m * (bsums[2 * g] + bsums[2 * g + 1]);
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++)
+                q8_k_chunk(&st, v16b_shr_and(v16b_load(packed + 16 * half), 4 * (g & 1), 0x0F), sc, m, b,
+                           2 * g + half, xa, n_tokens);
         }
-        const float d_x = xa->d[b];
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * d_x), lanes);
-        mins = fmaf((float)min_sum, f16_scale_at(row + 2) * d_x, mins);
+        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
     }
-    return v8_hsum(lanes) - mins;
+    q8_k_end_row(&st, n_tokens, out);
 }
 
-/* Q6_K under q8: each 16-weight chunk's pair sums times its scale. */
-static float q8_row_q6_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+/* Q5_K under q8: Q4_K with the fifth bits in the codes (0..31). */
+K3_INLINE void q8_rows_q5_k(Q8_ARGS)
 {
-    v8f lanes = v8_zero();
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, row + 4, &sc, &m);
+            const uint8_t *ql = row + 48 + 32 * (g / 2);
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
+                v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
+                q8_k_chunk(&st, v16b_or_shl(nibbles, fifth, 4), sc, m, b, 2 * g + half, xa, n_tokens);
+            }
+        }
+        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Q6_K under q8: each 16-weight chunk's codes (q - 32) times its scale. */
+K3_INLINE void q8_rows_q6_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 210) {
-        const int8_t *q = xa->q + 256 * b;
-        v8i sums = v8i_zero();
+        q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
             const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
@@ -489,80 +579,42 @@ static float q8_row_q6_k(const uint8_t *row, int64_t cols, const q8_act *xa)
                 const int k = m / 2, l0 = 16 * (m % 2);
                 v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
                 v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
-                v16b codes = v16b_sub_const(v16b_or_shl(low4, high2, 4), 32);
-                sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 128 * half + 16 * m), scales[m]));
+                q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low4, high2, 4), 32), scales[m], 0, b, 8 * half + m, xa,
+                           n_tokens);
             }
         }
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 208) * xa->d[b]), lanes);
+        q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
     }
-    return v8_hsum(lanes);
-}
-
-/* Q5_K under q8: Q4_K with the fifth bits in the codes (0..31). */
-static float q8_row_q5_k(const uint8_t *row, int64_t cols, const q8_act *xa)
-{
-    v8f lanes = v8_zero();
-    float mins = 0.0f;
-    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
-        const int8_t *q = xa->q + 256 * b;
-        const int16_t *bsums = xa->bsums + 16 * b;
-        v8i sums = v8i_zero();
-        int min_sum = 0;
-#pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            k_scale_min(g, row + 4, &sc, &m);
-            const uint8_t *ql = row + 48 + 32 * (g / 2);
-            v8i pairs = v8i_zero();
-#pragma GCC unroll 2
-            for (int half = 0; half < 2; half++) {
-                v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
-                v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
-                pairs = v8i_add(pairs, v8i_dot_pairs(v16b_or_shl(nibbles, fifth, 4), q + 32 * g + 16 * half));
-            }
-            sums = v8i_add(sums, v8i_mul_int(pairs, sc));
-            min_sum += m * (bsums[2 * g] + bsums[2 * g + 1]);
-        }
-        const float d_x = xa->d[b];
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * d_x), lanes);
-        mins = fmaf((float)min_sum, f16_scale_at(row + 2) * d_x, mins);
-    }
-    return v8_hsum(lanes) - mins;
+    q8_k_end_row(&st, n_tokens, out);
 }
 
 /* Q2_K under q8: chunk m's 2-bit codes times its scale nibble, its min
  * nibble times the chunk's code sum. */
-static float q8_row_q2_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+K3_INLINE void q8_rows_q2_k(Q8_ARGS)
 {
-    v8f lanes = v8_zero();
-    float mins = 0.0f;
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 84) {
-        const int8_t *q = xa->q + 256 * b;
-        const int16_t *bsums = xa->bsums + 16 * b;
-        v8i sums = v8i_zero();
-        int min_sum = 0;
+        q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 16
         for (int m = 0; m < 16; m++) {
             v16b codes = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
-            sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 16 * m), row[m] & 0x0F));
-            min_sum += (row[m] >> 4) * bsums[m];
+            q8_k_chunk(&st, codes, row[m] & 0x0F, row[m] >> 4, b, m, xa, n_tokens);
         }
-        const float d_x = xa->d[b];
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 80) * d_x), lanes);
-        mins = fmaf((float)min_sum, f16_scale_at(row + 82) * d_x, mins);
+        q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
     }
-    return v8_hsum(lanes) - mins;
+    q8_k_end_row(&st, n_tokens, out);
 }
 
 /* Q3_K under q8: chunk m's codes (q | high bit << 2) - 4 times its 6-bit
  * scale - 32. */
-static float q8_row_q3_k(const uint8_t *row, int64_t cols, const q8_act *xa)
+K3_INLINE void q8_rows_q3_k(Q8_ARGS)
 {
-    v8f lanes = v8_zero();
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 110) {
-        const int8_t *q = xa->q + 256 * b;
         const uint8_t *packed = row + 96;
-        v8i sums = v8i_zero();
+        q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 16
         for (int m = 0; m < 16; m++) {
             int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
@@ -570,34 +622,48 @@ static float q8_row_q3_k(const uint8_t *row, int64_t cols, const q8_act *xa)
             const int run = 16 * (m % 2), field = (m % 8) / 2;
             v16b low = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
             v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
-            v16b codes = v16b_sub_const(v16b_or_shl(low, high, 2), 4);
-            sums = v8i_add(sums, v8i_mul_int(v8i_dot_pairs(codes, q + 16 * m), (low4 | high2 << 4) - 32));
+            q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low, high, 2), 4), (low4 | high2 << 4) - 32, 0, b, m, xa,
+                       n_tokens);
         }
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row + 108) * xa->d[b]), lanes);
+        q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
     }
-    return v8_hsum(lanes);
+    q8_k_end_row(&st, n_tokens, out);
 }
 
 /* IQ4_XS under q8: group g's level codes times its 6-bit scale - 32. */
-static float q8_row_iq4_xs(const uint8_t *row, int64_t cols, const q8_act *xa)
+K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
 {
-    v8f lanes = v8_zero();
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 136) {
-        const int8_t *q = xa->q + 256 * b;
         const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
-        v8i sums = v8i_zero();
+        q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
             const v16b packed = v16b_load(row + 8 + 16 * g);
-            v8i pairs = v8i_add(v8i_dot_pairs(v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), q + 32 * g),
-                                v8i_dot_pairs(v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), q + 32 * g + 16));
-            sums = v8i_add(sums, v8i_mul_int(pairs, scale - 32));
+            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), scale - 32, 0, b, 2 * g, xa,
+                       n_tokens);
+            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), scale - 32, 0, b, 2 * g + 1, xa,
+                       n_tokens);
         }
-        lanes = v8_fma(v8f_from_v8i(sums), v8_set1(f16_scale_at(row) * xa->d[b]), lanes);
+        q8_k_end_block(&st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
     }
-    return v8_hsum(lanes);
+    q8_k_end_row(&st, n_tokens, out);
 }
+
+/* Each type's q8 rows for one token and for Q8_TOKENS tokens. */
+#define Q8_INSTANCES(type) \
+    static void q8_rows1_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
+    { \
+        q8_rows_##type(row, cols, xa, 1, out); \
+    } \
+    static void q8_rows4_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
+    { \
+        q8_rows_##type(row, cols, xa, Q8_TOKENS, out); \
+    }
+Q8_INSTANCES(q8_0) Q8_INSTANCES(q4_0) Q8_INSTANCES(q5_0) Q8_INSTANCES(iq4_nl) Q8_INSTANCES(mxfp4)
+Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
 
 /* One block's integer codes, the sub-scale and sub-min of each 16-weight
  * chunk, and its fp32 scales, decoded one weight at a time from the block
@@ -733,30 +799,30 @@ static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t c
     return (lanes[0] + lanes[1]) - mins;
 }
 
-typedef float (*q8_row_fn)(const uint8_t *row, int64_t cols, const q8_act *xa);
+typedef void (*q8_rows_fn)(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out);
 
-/* The q8 kernel of type t, or NULL (the type keeps the exact path). */
-static q8_row_fn q8_kernel(const k3_quant_type *t)
+/* A type's q8 kernels: one token, and Q8_TOKENS tokens. */
+typedef struct {
+    q8_rows_fn one, four;
+} q8_kernels;
+
+/* The q8 kernels of type t; both NULL when the type keeps the exact path. */
+static q8_kernels q8_kernel(const k3_quant_type *t)
 {
+#define Q8_CASE(ID, type) case ID: return (q8_kernels){q8_rows1_##type, q8_rows4_##type};
     switch (t->ggml_id) {
-    case K3_GGML_Q8_0: return q8_row_q8_0;
-    case K3_GGML_Q4_0: return q8_row_q4_0;
-    case K3_GGML_Q5_0: return q8_row_q5_0;
-    case K3_GGML_IQ4_NL: return q8_row_iq4_nl;
-    case K3_GGML_MXFP4: return q8_row_mxfp4;
-    case K3_GGML_Q4_K: return q8_row_q4_k;
-    case K3_GGML_Q6_K: return q8_row_q6_k;
-    case K3_GGML_Q5_K: return q8_row_q5_k;
-    case K3_GGML_Q2_K: return q8_row_q2_k;
-    case K3_GGML_Q3_K: return q8_row_q3_k;
-    case K3_GGML_IQ4_XS: return q8_row_iq4_xs;
-    default: return NULL;
+    Q8_CASE(K3_GGML_Q8_0, q8_0) Q8_CASE(K3_GGML_Q4_0, q4_0) Q8_CASE(K3_GGML_Q5_0, q5_0)
+    Q8_CASE(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
+    Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
+    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs)
+    default: return (q8_kernels){NULL, NULL};
     }
+#undef Q8_CASE
 }
 
 int k3_quant_q8_available(const k3_quant_type *t)
 {
-    return q8_kernel(t) != NULL;
+    return q8_kernel(t).one != NULL;
 }
 
 /* Bytes of one token's q8_act at cols columns of type t's blocks. */
@@ -779,31 +845,45 @@ static q8_act q8_act_quantize(const k3_quant_type *t, const float *x, int64_t co
 }
 
 /* Y[tok][r] for n_tokens tokens under q8: every token's x quantized once,
- * then each row against every token (the row stays in L1 meanwhile).
+ * then each row against Q8_TOKENS tokens at a time (its codes decoded once
+ * for them), the last few one by one.
  * Returns -1 when the quantized x cannot be allocated. */
-static int q8_matmul(float *Y, const k3_quant_type *t, q8_row_fn row_fn, const uint8_t *data, int64_t rows,
+static int q8_matmul(float *Y, const k3_quant_type *t, q8_kernels kernels, const uint8_t *data, int64_t rows,
                      int64_t cols, const float *X, int n_tokens)
 {
     const size_t act_bytes = (q8_act_bytes(t, cols) + 15) & ~(size_t)15;
     char *bytes = malloc(act_bytes * (size_t)n_tokens);
     q8_act *acts = malloc((size_t)n_tokens * sizeof *acts);
-    if (!bytes || !acts) {
+    const q8_act **act_of = malloc((size_t)n_tokens * sizeof *act_of);
+    if (!bytes || !acts || !act_of) {
         free(bytes);
         free(acts);
+        free(act_of);
         return -1;
     }
-    for (int tok = 0; tok < n_tokens; tok++)
+    for (int tok = 0; tok < n_tokens; tok++) {
         acts[tok] = q8_act_quantize(t, X + (int64_t)tok * cols, cols, bytes + act_bytes * (size_t)tok);
+        act_of[tok] = &acts[tok];
+    }
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
 #pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= QUANT_PARALLEL_MIN_WEIGHTS)
     for (int64_t r = 0; r < rows; r++) {
         const uint8_t *row = data + (uint64_t)r * row_bytes;
-        for (int tok = 0; tok < n_tokens; tok++)
-            Y[(int64_t)tok * rows + r] = scalar ? q8_row_scalar(t, row, cols, &acts[tok]) : row_fn(row, cols, &acts[tok]);
+        int tok = 0;
+        float out[Q8_TOKENS];
+        if (scalar)
+            for (; tok < n_tokens; tok++) Y[(int64_t)tok * rows + r] = q8_row_scalar(t, row, cols, act_of[tok]);
+        while (tok < n_tokens) {
+            const int n = n_tokens - tok >= Q8_TOKENS ? Q8_TOKENS : 1;
+            (n == 1 ? kernels.one : kernels.four)(row, cols, act_of + tok, out);
+            for (int k = 0; k < n; k++) Y[(int64_t)(tok + k) * rows + r] = out[k];
+            tok += n;
+        }
     }
     free(bytes);
     free(acts);
+    free(act_of);
     return 0;
 }
 
@@ -841,8 +921,8 @@ int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t 
         k3_matvec(y, &plain, x);
         return 0;
     }
-    const q8_row_fn q8_row = k3_kernels_activations_q8() ? q8_kernel(t) : NULL;
-    if (q8_row) return q8_matmul(y, t, q8_row, data, rows, cols, x, 1);
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
+    if (q8.one) return q8_matmul(y, t, q8, data, rows, cols, x, 1);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
     const int kernel = row_kernel_index(t);
@@ -882,8 +962,8 @@ int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t 
         return 0;
     }
     if (n_tokens <= 0 || rows <= 0) return 0;
-    const q8_row_fn q8_row = k3_kernels_activations_q8() ? q8_kernel(t) : NULL;
-    if (q8_row) return q8_matmul(Y, t, q8_row, data, rows, cols, X, n_tokens);
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
+    if (q8.one) return q8_matmul(Y, t, q8, data, rows, cols, X, n_tokens);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
     const int kernel = row_kernel_index(t);
