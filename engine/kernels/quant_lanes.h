@@ -21,12 +21,13 @@
  * and f16_scale_at(p), the little-endian binary16 at p as fp32 (exact, as
  * k3_f16_to_f32), inline where the machine converts f16 itself.
  *
- * v8i, 8 int32 lanes, for the integer dot products of the q8 activation
- * path (quant_matvec.c); no operation overflows within its bounds there:
- *   v8i_zero()                    0
- *   v8i_dot_pairs(codes, q16)     lane l = codes[2l] q16[2l] + codes[2l+1] q16[2l+1]
- *                                 (both signed bytes)
- *   v8i_add(a, b), v8i_mul_int(a, k)   a + b, a * k
+ * v16s (16 int16 lanes) and v8i (8 int32 lanes), for the integer dot
+ * products of the q8 activation path (quant_matvec.c); no operation
+ * overflows within its bounds there (|code x scale| < 2^15):
+ *   v16s_scaled(codes, k)         the 16 signed byte codes times k, as int16
+ *   v8i_dot_pairs(w, q16)         lane l = w[2l] q16[2l] + w[2l+1] q16[2l+1]
+ *                                 (q16 signed bytes)
+ *   v8i_zero(), v8i_add(a, b)     0, a + b
  *   v8f_from_v8i(a)               the lanes as fp32 (exact below 2^24) */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
@@ -99,20 +100,26 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
     *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
 }
 
+typedef __m256i v16s;
 typedef __m256i v8i;
 
 K3_INLINE v8i v8i_zero(void) { return _mm256_setzero_si256(); }
 
-/* Both operands widened to 16 int16 lanes; vpmaddwd multiplies and adds
- * adjacent pairs into 8 int32 lanes. */
-K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+/* Sign-extend to 16 int16 lanes, then one vpmullw (k = 1: no multiply). */
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
 {
-    return _mm256_madd_epi16(_mm256_cvtepi8_epi16(codes),
-                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q16)));
+    __m256i wide = _mm256_cvtepi8_epi16(codes);
+    return k == 1 ? wide : _mm256_mullo_epi16(wide, _mm256_set1_epi16((short)k));
+}
+
+/* q16 widened to int16; vpmaddwd multiplies and adds adjacent pairs into
+ * 8 int32 lanes. */
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
+{
+    return _mm256_madd_epi16(w, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q16)));
 }
 
 K3_INLINE v8i v8i_add(v8i a, v8i b) { return _mm256_add_epi32(a, b); }
-K3_INLINE v8i v8i_mul_int(v8i a, int k) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(k)); }
 K3_INLINE v8f v8f_from_v8i(v8i a) { return _mm256_cvtepi32_ps(a); }
 
 #elif defined(K3_KERNELS_NEON_H)
@@ -162,6 +169,10 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
 }
 
 typedef struct {
+    int16x8_t lo, hi;
+} v16s;
+
+typedef struct {
     int32x4_t lo, hi;
 } v8i;
 
@@ -171,22 +182,26 @@ K3_INLINE v8i v8i_zero(void)
     return v;
 }
 
-K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
 {
-    int8x16_t c = vreinterpretq_s8_u8(codes), q = vld1q_s8(q16);
-    v8i v = {vpaddlq_s16(vmull_s8(vget_low_s8(c), vget_low_s8(q))), vpaddlq_s16(vmull_high_s8(c, q))};
+    int8x16_t c = vreinterpretq_s8_u8(codes);
+    v16s v = {vmulq_n_s16(vmovl_s8(vget_low_s8(c)), (int16_t)k), vmulq_n_s16(vmovl_high_s8(c), (int16_t)k)};
+    return v;
+}
+
+/* Products of lanes 0-3 and 4-7 of each half, added in pairs. */
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
+{
+    int8x16_t q = vld1q_s8(q16);
+    int16x8_t q_lo = vmovl_s8(vget_low_s8(q)), q_hi = vmovl_high_s8(q);
+    v8i v = {vpaddq_s32(vmull_s16(vget_low_s16(w.lo), vget_low_s16(q_lo)), vmull_high_s16(w.lo, q_lo)),
+             vpaddq_s32(vmull_s16(vget_low_s16(w.hi), vget_low_s16(q_hi)), vmull_high_s16(w.hi, q_hi))};
     return v;
 }
 
 K3_INLINE v8i v8i_add(v8i a, v8i b)
 {
     v8i v = {vaddq_s32(a.lo, b.lo), vaddq_s32(a.hi, b.hi)};
-    return v;
-}
-
-K3_INLINE v8i v8i_mul_int(v8i a, int k)
-{
-    v8i v = {vmulq_n_s32(a.lo, k), vmulq_n_s32(a.hi, k)};
     return v;
 }
 
@@ -254,6 +269,10 @@ K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
 }
 
 typedef struct {
+    int16_t lane[16];
+} v16s;
+
+typedef struct {
     int32_t lane[8];
 } v8i;
 
@@ -264,23 +283,23 @@ K3_INLINE v8i v8i_zero(void)
     return v;
 }
 
-K3_INLINE v8i v8i_dot_pairs(v16b codes, const int8_t *q16)
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
+{
+    v16s v;
+    for (int i = 0; i < 16; i++) v.lane[i] = (int16_t)((int8_t)codes.lane[i] * k);
+    return v;
+}
+
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
 {
     v8i v;
-    for (int i = 0; i < 8; i++)
-        v.lane[i] = (int8_t)codes.lane[2 * i] * q16[2 * i] + (int8_t)codes.lane[2 * i + 1] * q16[2 * i + 1];
+    for (int i = 0; i < 8; i++) v.lane[i] = w.lane[2 * i] * q16[2 * i] + w.lane[2 * i + 1] * q16[2 * i + 1];
     return v;
 }
 
 K3_INLINE v8i v8i_add(v8i a, v8i b)
 {
     for (int i = 0; i < 8; i++) a.lane[i] += b.lane[i];
-    return a;
-}
-
-K3_INLINE v8i v8i_mul_int(v8i a, int k)
-{
-    for (int i = 0; i < 8; i++) a.lane[i] *= k;
     return a;
 }
 

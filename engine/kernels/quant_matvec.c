@@ -429,9 +429,10 @@ static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
 K3_INLINE void q8_block32(v16b lo, v16b hi, float d_w, int64_t b, const q8_act *const *xa, int n_tokens,
                           v8f *lanes)
 {
+    const v16s lo_wide = v16s_scaled(lo, 1), hi_wide = v16s_scaled(hi, 1);   /* widened once for the tokens */
     FOR_TOKENS {
         const int8_t *q = xa[t]->q + 32 * b;
-        v8i sums = v8i_add(v8i_dot_pairs(lo, q), v8i_dot_pairs(hi, q + 16));
+        v8i sums = v8i_add(v8i_dot_pairs(lo_wide, q), v8i_dot_pairs(hi_wide, q + 16));
         lanes[t] = v8_fma(v8f_from_v8i(sums), v8_set1(d_w * xa[t]->d[b]), lanes[t]);
     }
 }
@@ -487,12 +488,14 @@ K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
 }
 
 /* Chunk m's codes, with integer sub-scale scale and sub-min min, against
- * each token's 16 codes of block b (min only where the type has mins). */
+ * each token's 16 codes of block b (min only where the type has mins):
+ * (code x scale) x q summed in pairs is scale x (the pair sum) exactly. */
 K3_INLINE void q8_k_chunk(q8_k_state *st, v16b codes, int scale, int min, int64_t b, int m,
                           const q8_act *const *xa, int n_tokens)
 {
+    const v16s scaled = v16s_scaled(codes, scale);   /* code x scale in int16, once for the tokens */
     FOR_TOKENS {
-        st->sums[t] = v8i_add(st->sums[t], v8i_mul_int(v8i_dot_pairs(codes, xa[t]->q + 256 * b + 16 * m), scale));
+        st->sums[t] = v8i_add(st->sums[t], v8i_dot_pairs(scaled, xa[t]->q + 256 * b + 16 * m));
         st->min_sums[t] += min * xa[t]->bsums[16 * b + m];
     }
 }
@@ -516,8 +519,7 @@ K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
 }
 
 /* Q4_K under q8: group g's two chunks times the group scale, its min
- * times the chunks' code sums. The integer chunk sums are added chunk by
- * chunk (scale x (a + b) = scale x a + scale x b exactly in int32). */
+ * times the chunks' code sums, chunk by chunk (exact in int32). */
 K3_INLINE void q8_rows_q4_k(Q8_ARGS)
 {
     q8_k_state st;
