@@ -223,6 +223,7 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
 {
     struct stat st;
     snprintf(buf, cap, "%s", arg);
+    if (stat(arg, &st) == 0 && S_ISREG(st.st_mode) && k3_model_path_is_gguf(arg)) return buf;   /* a GGUF file */
     if (stat(arg, &st) == 0 && S_ISREG(st.st_mode)) {   /* .../config.json: its directory */
         char *slash = strrchr(buf, '/');
         if (slash == buf) slash[1] = 0;
@@ -232,6 +233,7 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
     }
     if (stat(arg, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (has_file(arg, "config.json") || has_file(arg, "tiktoken.model")) return buf;   /* k3 tokenize: a tokenizer alone */
+        if (k3_model_path_is_gguf(arg)) return buf;   /* a folder of one GGUF file or split set */
         /* a bare name that is also a folder here (k3-mini in models/) is still looked up */
         if (strchr(arg, '/')) {
             cli_error("%s is not a model directory (it has no config.json; k3 models lists the models found)", arg);
@@ -248,7 +250,12 @@ const char *cli_model_dir(const char *arg, char *buf, unsigned long cap)
     for (int i = 0; i < n_roots; i++) {
         char cand[PATH_MAX];
         if (snprintf(cand, sizeof cand, "%s/%s", roots[i], arg) >= (int)sizeof cand) continue;
-        if (has_file(cand, "config.json")) {
+        if (has_file(cand, "config.json") || k3_model_path_is_gguf(cand)) {
+            snprintf(buf, cap, "%s", cand);
+            return buf;
+        }
+        if (snprintf(cand, sizeof cand, "%s/%s.gguf", roots[i], arg) < (int)sizeof cand && stat(cand, &st) == 0 &&
+            S_ISREG(st.st_mode)) {                  /* NAME: NAME.gguf in a models folder */
             snprintf(buf, cap, "%s", cand);
             return buf;
         }

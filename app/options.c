@@ -150,6 +150,8 @@ static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
 static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
+static int set_trunk_type(cli_settings *s, const opt_value *v) { s->trunk_type = v->s; return 0; }
+static int set_expert_type(cli_settings *s, const opt_value *v) { s->expert_type = v->s; return 0; }
 static int set_plan_fixed(cli_settings *s, const opt_value *v) { s->plan.fixed_bytes = (uint64_t)v->i; return 0; }
 static int set_plan_reprobe(cli_settings *s, const opt_value *v) { s->plan.reprobe = (int)v->i; return 0; }
 
@@ -181,6 +183,9 @@ static int set_run_chat(cli_settings *s, const opt_value *v) { s->run.chat = (in
 /* k3 eval. */
 static int set_eval_ids(cli_settings *s, const opt_value *v) { s->eval.ids = v->s; return 0; }
 static int set_eval_logits(cli_settings *s, const opt_value *v) { s->eval.logits_path = v->s; return 0; }
+static int set_eval_text_file(cli_settings *s, const opt_value *v) { s->eval.text_file = v->s; return 0; }
+static int set_eval_save_base(cli_settings *s, const opt_value *v) { s->eval.save_base = v->s; return 0; }
+static int set_eval_kl_base(cli_settings *s, const opt_value *v) { s->eval.kl_base = v->s; return 0; }
 
 /* k3 bench. A resident time given is one not measured. */
 static int set_bench_steps(cli_settings *s, const opt_value *v) { s->bench.tokens = (int)v->i; return 0; }
@@ -323,9 +328,10 @@ static const cli_option options[] = {
      "chat_template_kwargs); off by default: thousands of tokens on a CPU (docs/COMMANDS.md)"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
-    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",
-     set_json, "JSON on stdout (plan, bench: one object; chat: one object per turn; history: a JSON array, or show's "
-     "export) instead of the text"},
+    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY | OPTS_EVAL, OPT_FLAG,
+     NULL, NULL, 0, 0, NULL, "off", set_json,
+     "JSON on stdout (plan, bench, eval --kl-base: one object; chat: one object per turn; history: a JSON array, or "
+     "show's export) instead of the text"},
     {"--db", NULL, OPTS_CHAT | OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL,
      "$XDG_DATA_HOME/k3/history.db, else ~/.local/share/k3/history.db", set_db, "history database"},
 
@@ -356,6 +362,11 @@ static const cli_option options[] = {
      "predict for a machine with N such cores (kernel rates x N / threads)"},
     {"--rates", NULL, OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe", set_plan_rates,
      "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format)"},
+    {"--trunk", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_trunk_type,
+     "predict the dense weights at TYPE (Q8_0, Q6_K, Q5_K, Q4_K, Q3_K, Q2_K, Q5_0, Q4_0, IQ4_XS, MXFP4, BF16, "
+     "F16, F32), sizes from the config"},
+    {"--experts", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_expert_type,
+     "predict the routed experts at TYPE, as --trunk"},
     {"--fixed", NULL, OPTS_PLAN, OPT_SIZE, "SIZE", NULL, 1, 0, NULL, "estimated as the engine counts it",
      set_plan_fixed, "the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json: "
      "plan.fixed_bytes - plan.chunk_scratch_bytes)"},
@@ -404,10 +415,19 @@ static const cli_option options[] = {
     {"--chat", NULL, OPTS_RUN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_run_chat,
      "wrap the prompt as one user turn in the model's chat format"},
 
-    {"--ids", NULL, OPTS_EVAL, OPT_TEXT, "\"1 2 3\"", NULL, 0, 0, NULL, "none: required", set_eval_ids,
+    {"--ids", NULL, OPTS_EVAL, OPT_TEXT, "\"1 2 3\"", NULL, 0, 0, NULL, "none: this or --text-file", set_eval_ids,
      "the token ids, separated by spaces or commas"},
-    {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: required", set_eval_logits,
-     "where the float32 logits [n_tokens x vocab] go"},
+    {"--text-file", NULL, OPTS_EVAL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_eval_text_file,
+     "the ids of FILE's text instead (as k3 tokenize --text-file: special-token strings become their ids, no "
+     "[BOS] added)"},
+    {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: one of the three outputs",
+     set_eval_logits, "where the float32 logits [n_tokens x vocab] go"},
+    {"--save-base", NULL, OPTS_EVAL, OPT_TEXT, "BASE.k3kl", NULL, 0, 0, NULL, "none", set_eval_save_base,
+     "write a KL base: the ids and the logits of every position that has a next token, for --kl-base "
+     "(as llama-perplexity --kl-divergence-base)"},
+    {"--kl-base", NULL, OPTS_EVAL, OPT_TEXT, "BASE.k3kl", NULL, 0, 0, NULL, "none", set_eval_kl_base,
+     "run the base's ids and compare with its logits: PPL of both, KL divergence (mean, median, 99%, 99.9%, max), "
+     "top-1 agreement (as llama-perplexity --kl-divergence)"},
 
     {"--text", NULL, OPTS_TOKENIZE, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none",
      set_tokenize_text, "print the token ids of TEXT (special-token strings such as <|im_end|> become their ids; "

@@ -98,12 +98,23 @@ typedef struct k3_model_info {
     char dtype[24];          /* declared weight dtype ("bfloat16"), "" if not declared */
     int experts_mxfp4;       /* routed experts stored as MXFP4 */
     int ctx_tokens;          /* context the memory plan was made for */
+    char type_label[48];     /* the weights' type as ollama and llama.cpp name a file's: the layer
+                              * matrices' dtype, and the routed experts' when it differs ("BF16",
+                              * "F8_E4M3", "BF16 + MXFP4 experts"); a GGUF's own file type */
 } k3_model_info;
 
 /* vocab_size from DIR/config.json alone, without opening the model (cheap):
  * for a caller that sizes its own buffers before k3_model_open, so the plan
  * counts them in the process's memory (k3 eval's chunk of logits). */
 int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
+/* 1 if path is a GGUF model (a .gguf file, or a folder holding one file or
+ * one split set and no config.json); k3_model_open reads those too. */
+int k3_model_path_is_gguf(const char *path);
+
+/* k3_model_info.type_label of the model in DIR from its tensor headers
+ * alone, without opening the model (nothing of the weights is read): `k3
+ * models`. 0, or -1 with err set. */
+int k3_model_peek_type(const char *dir, char *out, size_t cap, k3_error *err);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */

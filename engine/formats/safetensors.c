@@ -404,9 +404,11 @@ void st_index_close(st_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
-/* The hashing of st_shard_fingerprint, through a caller's buffer. */
-static int shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, uint8_t *buf, size_t buf_bytes,
-                             k3_error *err)
+/* The hashing of st_shard_fingerprint, through a caller's buffer; total is
+ * the header's size, or 0 to read a safetensors header's from its first 8
+ * bytes. */
+static int shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t total, uint64_t *h, uint8_t *buf,
+                             size_t buf_bytes, k3_error *err)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -414,12 +416,15 @@ static int shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint
     uint8_t size_le[8];
     for (int i = 0; i < 8; i++) size_le[i] = (uint8_t)(file_bytes >> (8 * i));
     *h = k3_fnv1a64(*h, size_le, 8);
-    if (file_bytes < 8) return k3_err(err, "%s: too short", path);
-    if (k3_pread_full(fd, buf, 8, 0, path, err)) return -1;
-    uint64_t header = 0;
-    for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
-    if (header > file_bytes - 8) return k3_err(err, "%s: header length past the end of the file", path);
-    uint64_t total = 8 + header, off = 0;
+    if (file_bytes < 8 || total > file_bytes) return k3_err(err, "%s: too short", path);
+    if (!total) {
+        if (k3_pread_full(fd, buf, 8, 0, path, err)) return -1;
+        uint64_t header = 0;
+        for (int i = 7; i >= 0; i--) header = (header << 8) | buf[i];
+        if (header > file_bytes - 8) return k3_err(err, "%s: header length past the end of the file", path);
+        total = 8 + header;
+    }
+    uint64_t off = 0;
     while (off < total) {
         size_t n = total - off < buf_bytes ? (size_t)(total - off) : buf_bytes;
         if (k3_pread_full(fd, buf, n, off, path, err)) return -1;
@@ -437,12 +442,18 @@ static int shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint
 
 /* The buffer is on the heap: 64 KiB on the stack was a crash under a small
  * stack limit (ulimit -s 64). */
-int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
+int st_file_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t header_bytes, uint64_t *h,
+                        k3_error *err)
 {
     const size_t buf_bytes = 65536;
     uint8_t *buf = malloc(buf_bytes);
     if (!buf) return k3_err(err, "out of memory");
-    int rc = shard_fingerprint(fd, path, file_bytes, h, buf, buf_bytes, err);
+    int rc = shard_fingerprint(fd, path, file_bytes, header_bytes, h, buf, buf_bytes, err);
     free(buf);
     return rc;
+}
+
+int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err)
+{
+    return st_file_fingerprint(fd, path, file_bytes, 0, h, err);
 }

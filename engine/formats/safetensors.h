@@ -22,6 +22,7 @@
 typedef struct st_tensor {
     char *name;
     k3_dtype dtype;
+    const struct k3_quant_type *qtype;  /* K3_DT_GGML: the GGUF block type (quant_types.h) */
     int ndim;
     int64_t shape[ST_MAX_DIMS];
     uint64_t file_offset;   /* absolute offset of the first byte in its shard */
@@ -33,6 +34,7 @@ typedef struct st_shard {
     char *path;
     int fd;
     uint64_t file_bytes;
+    uint64_t header_bytes;  /* a GGUF part: the bytes before its data section; 0 = a safetensors shard */
 } st_shard;
 
 typedef struct st_index {
@@ -74,6 +76,10 @@ int st_dir_has_shards(const char *dir);
  * layout but different weights differ. Shared by the weight provider and
  * `k3 pack` (a packed copy keeps its source's fingerprint). */
 int st_shard_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t *h, k3_error *err);
+/* The same for a file whose header size is known (a GGUF part's
+ * bytes before its data section): that header and four data samples. */
+int st_file_fingerprint(int fd, const char *path, uint64_t file_bytes, uint64_t header_bytes, uint64_t *h,
+                        k3_error *err);
 
 /* (Re)build the name lookup of an index whose tensors were filled in by
  * other means (a packed manifest). Refuses duplicate names. */

@@ -39,6 +39,8 @@ const char *k3_dtype_name(k3_dtype dt)
 {
     if (dt == K3_DT_MXFP4)
         return "MXFP4";
+    if (dt == K3_DT_GGML)
+        return "GGML";
     if (dt == K3_DT_OPAQUE)
         return "unknown";
     if ((unsigned)dt >= K3_DT_COUNT)

@@ -32,7 +32,11 @@ typedef enum {
     K3_DT_OPAQUE = 99,
     /* Not a safetensors element type: a weight format assembled from a
      * compressed-tensors pair (U8 weight_packed + U8 E8M0 weight_scale). */
-    K3_DT_MXFP4 = 100
+    K3_DT_MXFP4 = 100,
+    /* Not a safetensors element type: a GGUF block type (Q8_0, Q4_K, ...);
+     * the tensor's or weight's `qtype` (quant_types.h) says which, and its
+     * byte count comes from the blocks, not from an element size. */
+    K3_DT_GGML = 101
 } k3_dtype;
 
 /* Bytes per element (all recognised types are whole bytes). */

@@ -26,6 +26,9 @@ typedef struct k3_weight {
     /* K3_DT_MXFP4 only: data is packed nibbles [rows][cols/2] (low nibble =
      * even column), mx_scale the E8M0 exponents [rows][cols/32]. */
     const uint8_t *mx_scale;
+    /* K3_DT_GGML only: the GGUF block type of data, rows of cols /
+     * qtype->block_elems blocks (quant_types.h, quant_matvec.h). */
+    const struct k3_quant_type *qtype;
 } k3_weight;
 
 /* Scalar decoders of single values (bit-exact, used by loaders and tests). */

@@ -64,6 +64,7 @@
 #include "kernels.h"
 #include "mxfp4.h"
 #include "kernels_arch.h"
+#include "quant_matvec.h"
 
 /* Matrices with fewer elements than this are done on the calling thread:
  * waking the OpenMP team costs a few microseconds, more than the work. */
@@ -617,6 +618,10 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 {
     if (row_begin >= row_end)
         return;
+    if (W->dtype == K3_DT_GGML) {           /* GGUF block types: quant_matvec.c */
+        k3_quant_matvec_rows(y, W->qtype, W->data, W->cols, x, row_begin, row_end);
+        return;
+    }
     if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {
         k3_mxfp4_q8_matvec_rows(y, W, x, row_begin, row_end);
         return;
@@ -1039,6 +1044,12 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
         return;
     if (n_tokens == 1) {
         k3_matvec(Y, W, X);
+        return;
+    }
+    if (W->dtype == K3_DT_GGML) {           /* each row decoded once for all tokens */
+        if (k3_quant_matmul(Y, W->qtype, W->data, rows, cols, X, n_tokens))
+            for (int t = 0; t < n_tokens; t++)   /* no scratch: the same bits, slower */
+                k3_matvec(Y + (int64_t)t * rows, W, X + (int64_t)t * cols);
         return;
     }
     if (W->dtype == K3_DT_MXFP4 && kernels_activations_q8) {

@@ -2,6 +2,7 @@
  * sequential in double where it feeds a normalisation, so results do not
  * depend on vector width and stay close to the float64 reference. */
 #include "ops.h"
+#include "quant_matvec.h"
 
 void k3_rmsnorm(float *y, const float *x, const float *w, int n, float eps)
 {
@@ -43,6 +44,11 @@ void k3_situ_glu(float *gate, const float *up, int64_t n, float beta, float line
 
 void k3_weight_row_f32(const k3_weight *w, int64_t r, float *out)
 {
+    if (w->dtype == K3_DT_GGML) {
+        k3_quant_decode_scalar(w->qtype, (const uint8_t *)w->data + (uint64_t)r * k3_quant_row_bytes(w->qtype, w->cols),
+                               w->cols, out);
+        return;
+    }
     const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->cols * k3_dtype_size(w->dtype);
     k3_convert_to_f32(out, row, w->dtype, w->cols);
     if (w->dtype == K3_DT_F8_E4M3 && w->block_scale) {

@@ -772,8 +772,10 @@ static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int 
     }
 }
 
-/* The q8 contract in plain C for one row. */
-static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const q8_act *xa)
+/* The q8 contract in plain C for one row, from fp32 x: each block's x is
+ * quantized on its own (the quantization is per block, so these are the
+ * codes of the whole row's), which needs no buffer. */
+static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
 {
     const int n = (int)t->block_elems;
     float lanes[8] = {0}, mins = 0.0f;
@@ -781,7 +783,12 @@ static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t c
         int codes[256], sub_scale[16], sub_min[16];
         float d, dmin;
         const int has_min = q8_block_ints_scalar(t, row, codes, sub_scale, sub_min, &d, &dmin);
-        const int8_t *q = xa->q + (int64_t)n * b;
+        int8_t q[256];
+        float d_block;
+        int16_t bsums[16];
+        q8_act block_x = {q, &d_block, bsums};
+        if (n == 32) q8_quantize_32(x + 32 * b, 32, &block_x);
+        else q8_quantize_256(x + 256 * b, 256, &block_x);
         int32_t sums[8] = {0}, min_sum = 0;
         for (int m = 0; m < n / 16; m++) {
             for (int l = 0; l < 8; l++) {
@@ -792,7 +799,7 @@ static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t c
             for (int j = 0; j < 16; j++) q_sum += q[16 * m + j];
             min_sum += sub_min[m] * q_sum;
         }
-        const float d_x = xa->d[b];
+        const float d_x = d_block;
         for (int l = 0; l < 8; l++) lanes[l] = fmaf((float)sums[l], d * d_x, lanes[l]);
         if (has_min) mins = fmaf((float)min_sum, dmin * d_x, mins);
     }
@@ -875,7 +882,7 @@ static int q8_matmul(float *Y, const k3_quant_type *t, q8_kernels kernels, const
         int tok = 0;
         float out[Q8_TOKENS];
         if (scalar)
-            for (; tok < n_tokens; tok++) Y[(int64_t)tok * rows + r] = q8_row_scalar(t, row, cols, act_of[tok]);
+            for (; tok < n_tokens; tok++) Y[(int64_t)tok * rows + r] = q8_row_scalar(t, row, cols, X + (int64_t)tok * cols);
         while (tok < n_tokens) {
             const int n = n_tokens - tok >= Q8_TOKENS ? Q8_TOKENS : 1;
             (n == 1 ? kernels.one : kernels.four)(row, cols, act_of + tok, out);
@@ -889,19 +896,29 @@ static int q8_matmul(float *Y, const k3_quant_type *t, q8_kernels kernels, const
     return 0;
 }
 
-/* The reference: decode the row, sum left to right in fp32. */
-static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x,
-                            float *scratch)
+/* Columns decoded at a time by the row kernels below: a multiple of every
+ * block size (32, 256) and of the 16-column chunk, small enough for the
+ * stack of any thread. */
+#define QUANT_PIECE_COLS 1024
+
+/* The reference: the row decoded piece by piece, summed left to right in
+ * fp32 (the same sum as decoding the whole row first). */
+static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
 {
-    k3_quant_decode_scalar(t, row, cols, scratch);
+    float piece[QUANT_PIECE_COLS];
+    const uint64_t piece_bytes = k3_quant_row_bytes(t, QUANT_PIECE_COLS);
     float sum = 0.0f;
-    for (int64_t c = 0; c < cols; c++) sum += scratch[c] * x[c];
+    for (int64_t c = 0; c < cols; c += QUANT_PIECE_COLS, row += piece_bytes) {
+        const int64_t n = cols - c < QUANT_PIECE_COLS ? cols - c : QUANT_PIECE_COLS;
+        k3_quant_decode_scalar(t, row, n, piece);
+        for (int64_t i = 0; i < n; i++) sum += piece[i] * x[c + i];
+    }
     return sum;
 }
 
 /* F32, F16 and BF16 rows (GGUF's plain types) as the k3_weight k3_matvec
  * and k3_matmul read: little-endian values, one after the other, at any
- * alignment. NULL dtype when t is a block type. */
+ * alignment. Returns 0 when t is a block type. */
 static int plain_weight(const k3_quant_type *t, const void *data, int64_t rows, int64_t cols, k3_weight *w)
 {
     k3_dtype dtype = t->ggml_id == K3_GGML_F32 ? K3_DT_F32 : t->ggml_id == K3_GGML_F16 ? K3_DT_F16
@@ -915,40 +932,88 @@ static int plain_weight(const k3_quant_type *t, const void *data, int64_t rows, 
     return 1;
 }
 
+/* A type without a register kernel: decode a piece into the stack, run the
+ * canonical chunks over it with the accumulators carried from piece to
+ * piece, reduce once at the end: the bits of k3_dot_f32(decoded row, x),
+ * with no allocation. cols is a whole number of blocks, so of 32 columns:
+ * no tail. */
+static float dot_row_decoded(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
+{
+    float piece[QUANT_PIECE_COLS];
+    const uint64_t piece_bytes = k3_quant_row_bytes(t, QUANT_PIECE_COLS);
+    v8f acc0 = v8_zero(), acc1 = v8_zero();
+    for (int64_t c = 0; c < cols; c += QUANT_PIECE_COLS, row += piece_bytes) {
+        const int64_t n = cols - c < QUANT_PIECE_COLS ? cols - c : QUANT_PIECE_COLS;
+        k3_quant_decode_scalar(t, row, n, piece);
+        for (int64_t i = 0; i < n; i += 16)
+            chunk_fma(v8_loadu(piece + i), v8_loadu(piece + i + 8), x + c + i, &acc0, &acc1);
+    }
+    return v8_hsum(v8_add(acc0, acc1));
+}
+
+/* Columns whose quantized x fits on the stack in the q8 matvec (Kimi K3's
+ * widest matrix has 7168); wider rows take the heap. */
+#define Q8_STACK_COLS 8192
+
+/* Rows [row_begin, row_end) under q8 on the calling thread: x quantized
+ * on the stack (the heap past Q8_STACK_COLS columns; when that fails, the
+ * scalar reference, which quantizes block by block: the same bits). */
+static void q8_matvec_rows(float *y, const k3_quant_type *t, q8_kernels kernels, const uint8_t *data, int64_t cols,
+                           const float *x, int64_t row_begin, int64_t row_end)
+{
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    _Alignas(16) char stack[Q8_STACK_COLS + Q8_STACK_COLS / 8 + Q8_STACK_COLS / 8];
+    char *bytes = k3_kernels_scalar_forced() ? NULL : cols <= Q8_STACK_COLS ? stack : malloc(q8_act_bytes(t, cols));
+    if (!bytes) {
+        for (int64_t r = row_begin; r < row_end; r++) y[r] = q8_row_scalar(t, data + (uint64_t)r * row_bytes, cols, x);
+        return;
+    }
+    const q8_act xa = q8_act_quantize(t, x, cols, bytes), *act = &xa;
+    for (int64_t r = row_begin; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
+    if (bytes != stack) free(bytes);
+}
+
+/* One row's exact dot product by the fastest kernel the type has. */
+static float dot_row(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
+{
+    if (k3_kernels_scalar_forced()) return dot_row_scalar(t, row, cols, x);
+    const int kernel = row_kernel_index(t);
+    if (kernel >= 0) return row_kernels[kernel].dot(row, cols, x);
+    return dot_row_decoded(t, row, cols, x);
+}
+
+void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
+                          int64_t row_begin, int64_t row_end)
+{
+    k3_weight plain;
+    if (plain_weight(t, data, row_end, cols, &plain)) {   /* the plain kernels, same contract */
+        k3_matvec_rows(y, &plain, x, row_begin, row_end);
+        return;
+    }
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
+    if (q8.one) {
+        q8_matvec_rows(y, t, q8, data, cols, x, row_begin, row_end);
+        return;
+    }
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    for (int64_t r = row_begin; r < row_end; r++)
+        y[r] = dot_row(t, (const uint8_t *)data + (uint64_t)r * row_bytes, cols, x);
+}
+
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x)
 {
     k3_weight plain;
-    if (plain_weight(t, data, rows, cols, &plain)) {   /* the plain kernels, same contract */
+    if (plain_weight(t, data, rows, cols, &plain)) {
         k3_matvec(y, &plain, x);
         return 0;
     }
-    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
-    if (q8.one) return q8_matmul(y, t, q8, data, rows, cols, x, 1);
-    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
-    const int scalar = k3_kernels_scalar_forced();
-    const int kernel = row_kernel_index(t);
-    const dot_row_fn dot = kernel >= 0 ? row_kernels[kernel].dot : NULL;
-    const int need_scratch = scalar || !dot;   /* a type without a kernel: decode, then k3_dot_f32 */
-    int failed = 0;
-#pragma omp parallel if (rows * cols >= QUANT_PARALLEL_MIN_WEIGHTS) reduction(| : failed)
+#pragma omp parallel if (rows * cols >= QUANT_PARALLEL_MIN_WEIGHTS)
     {
-        float *scratch = need_scratch ? malloc((size_t)(cols ? cols : 1) * sizeof *scratch) : NULL;
-        if (need_scratch && !scratch) failed = 1;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            const uint8_t *row = (const uint8_t *)data + (uint64_t)r * row_bytes;
-            if (failed) continue;
-            if (scalar) y[r] = dot_row_scalar(t, row, cols, x, scratch);
-            else if (dot) y[r] = dot(row, cols, x);
-            else {
-                k3_quant_decode_scalar(t, row, cols, scratch);
-                y[r] = k3_dot_f32(scratch, x, cols);
-            }
-        }
-        free(scratch);
+        const int64_t n = omp_get_num_threads(), i = omp_get_thread_num();
+        k3_quant_matvec_rows(y, t, data, cols, x, rows * i / n, rows * (i + 1) / n);
     }
-    return failed ? -1 : 0;
+    return 0;
 }
 
 /* Rows per slab of k3_quant_matmul: decoded to fp32 (32 KiB per 512

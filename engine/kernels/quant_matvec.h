@@ -1,5 +1,6 @@
 /* quant_matvec.h - matrix-vector products of GGUF block-type weights with
- * fp32 activations (the exact path of issue 27: no activation is quantized).
+ * fp32 activations (the exact path of issue 27: no activation is
+ * quantized), and the q8 activation path beside it.
  *
  * A matrix is `rows` rows of `cols` weights, each row cols / block_elems
  * blocks (quant_types.h). Row r's result is the dot product of its weights,
@@ -23,10 +24,17 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols);
 
 /* y[r] = row r . x for r in [0, rows); rows split across OpenMP threads
  * when the matrix is large. cols must be a multiple of t->block_elems.
- * Returns 0, or -1 when scratch memory for a row cannot be had (only the
- * forced-scalar reference needs it). */
+ * Needs no memory except under q8 activations past 8192 columns (then the
+ * quantized x takes the heap, or, failing that, the scalar reference
+ * gives the same bits); returns 0. */
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x);
+
+/* The same for rows [row_begin, row_end) on the calling thread, with no
+ * allocation but the one above (k3_matvec_rows's building block for
+ * K3_DT_GGML weights). */
+void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
+                          int64_t row_begin, int64_t row_end);
 
 /* Y[t][r] = row r . X[t] for t < n_tokens (X is [n_tokens][cols], Y is
  * [n_tokens][rows]): each row is decoded once (in registers, into a slab

@@ -79,7 +79,7 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     for (int h = 0; h < H; h++) {
         float u[2 * 1024];                        /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;
-        const float A = expf(w->A_log[h]);
+        const float A = w->decay_rate[h];
         /* every token's recurrence inputs first (in place: q, k normalised,
          * the forget projection becomes the decay, beta its sigmoid), then
          * the recurrence over the chunk in one call */

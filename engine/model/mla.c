@@ -4,7 +4,8 @@
  * Per token the cache keeps 576 floats per MLA layer (for Kimi Linear): the
  * RMS-normalised latent c (kv_lora) and the shared key slice k_pe (rope).
  * Queries are moved into the latent space with W_UK (the k_nope rows of
- * kv_b_proj), attention runs against the cached latents, and W_UV (the v
+ * kv_b_proj, or a GGUF's k_b, which holds them transposed per head: a dot
+ * product per latent column instead of an axpy per nope row), attention runs against the cached latents, and W_UV (the v
  * rows) maps the attended latent back out. No positions are used (NoPE). */
 #include <omp.h>
 #include <string.h>
@@ -46,12 +47,21 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         float *row = sc->row + (size_t)tid * (L > vd ? L : vd);
         float *scores = sc->scores + (size_t)tid * s->max_tokens;
         /* q_latent[t][h] = sum_d W_UK[h][d] * q_nope[t][h][d], rows decoded once for all t */
-        for (int t = 0; t < T; t++) memset(sc->q_latent + ((size_t)t * H + h) * L, 0, (size_t)L * sizeof(float));
-        for (int d = 0; d < nope; d++) {
-            k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + d, row);
-            for (int t = 0; t < T; t++)
-                k3_axpy_f32(sc->q_latent + ((size_t)t * H + h) * L,
-                            sc->q[(size_t)t * H * qdim + (size_t)h * qdim + d], row, L);
+        if (w->k_b.rows) {                /* a GGUF's k_b: row j of head h is W_UK[h][.][j] */
+            for (int j = 0; j < L; j++) {
+                k3_weight_row_f32(&w->k_b, (int64_t)h * L + j, row);
+                for (int t = 0; t < T; t++)
+                    sc->q_latent[((size_t)t * H + h) * L + j] =
+                        k3_dot_f32(row, sc->q + (size_t)t * H * qdim + (size_t)h * qdim, nope);
+            }
+        } else {
+            for (int t = 0; t < T; t++) memset(sc->q_latent + ((size_t)t * H + h) * L, 0, (size_t)L * sizeof(float));
+            for (int d = 0; d < nope; d++) {
+                k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + d, row);
+                for (int t = 0; t < T; t++)
+                    k3_axpy_f32(sc->q_latent + ((size_t)t * H + h) * L,
+                                sc->q[(size_t)t * H * qdim + (size_t)h * qdim + d], row, L);
+            }
         }
         for (int t = 0; t < T; t++) {
             const float *ql = sc->q_latent + ((size_t)t * H + h) * L;
@@ -68,7 +78,8 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         }
         /* attn[t][h][d] = W_UV[h][d] . ctx[t][h] */
         for (int d = 0; d < vd; d++) {
-            k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + nope + d, row);
+            if (w->v_b.rows) k3_weight_row_f32(&w->v_b, (int64_t)h * vd + d, row);
+            else k3_weight_row_f32(&w->kv_b, (int64_t)h * (nope + vd) + nope + d, row);
             for (int t = 0; t < T; t++)
                 sc->attn[(size_t)t * H * vd + (size_t)h * vd + d] =
                     k3_dot_f32(row, sc->ctx + ((size_t)t * H + h) * L, L);

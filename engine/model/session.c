@@ -30,19 +30,15 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     char path[4096];
     k3_model *m = calloc(1, sizeof *m);
     if (!m) { k3_err(err, "out of memory"); return NULL; }
-    snprintf(path, sizeof path, "%s/config.json", dir);
     if (access(dir, F_OK) != 0) {
         k3_err(err, "%s: no such model directory", dir);
         free(m);
         return NULL;
     }
-    if (k3_config_load(&m->cfg, path, err)) { free(m); return NULL; }
-    uint64_t config_hash = K3_FNV_INIT;
-    char *config_text = NULL;
-    size_t config_len = 0;
-    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &config_text, &config_len, NULL) == 0)
-        config_hash = k3_fnv1a64(config_hash, config_text, config_len);
-    free(config_text);
+    uint64_t config_hash;
+    if (k3_model_config_load(dir, &m->cfg, &config_hash, err)) { free(m); return NULL; }
+    char folder[3800];                    /* where tiktoken.model sits (a .gguf's folder) */
+    k3_model_folder(dir, folder, sizeof folder);
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
@@ -65,9 +61,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         m->layer_slot[l] = m->cfg.attn_kind[l] == K3_ATTN_KDA ? n_kda++ : n_mla++;
     /* Tokenizer first (its memory counts in the plan); optional unless asked
      * for (eval works on ids alone). */
-    snprintf(path, sizeof path, "%s/tiktoken.model", dir);
-    if (!(opt && opt->skip_tokenizer) && (access(path, F_OK) == 0 || (opt && opt->need_tokenizer))) {
-        m->tok = k3_tokenizer_load(dir, err);
+    snprintf(path, sizeof path, "%s/tiktoken.model", folder);
+    const int beside = access(path, F_OK) == 0, gguf = k3_model_path_is_gguf(dir);
+    if (!(opt && opt->skip_tokenizer) && (beside || gguf || (opt && opt->need_tokenizer))) {
+        /* a tiktoken.model beside a GGUF wins over the file's vocabulary
+         * (as k3 tokenize does); else a GGUF's own (gguf_vocab.c) */
+        m->tok = beside || !gguf ? k3_tokenizer_load(folder, err) : k3_tokenizer_load_gguf(dir, err);
         if (!m->tok) {
             k3_model_close(m);
             return NULL;
@@ -75,7 +74,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
         if (k3_tokenizer_n_vocab(m->tok) > m->cfg.vocab_size &&
             k3_tokenizer_n_vocab(m->tok) > k3_tokenizer_n_base(m->tok) + 258) {   /* added ids past the reserved 258 */
             k3_err(err, "%s/tokenizer_config.json: added token id %d is not below vocab_size %d in config.json",
-                   dir, k3_tokenizer_n_vocab(m->tok) - 1, m->cfg.vocab_size);
+                   folder, k3_tokenizer_n_vocab(m->tok) - 1, m->cfg.vocab_size);
             k3_model_close(m);
             return NULL;
         }
@@ -181,6 +180,7 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     snprintf(out->dtype, sizeof out->dtype, "%s", m->cfg.dtype);
     out->experts_mxfp4 = m->cfg.experts_mxfp4;
     out->ctx_tokens = m->ctx_tokens;
+    snprintf(out->type_label, sizeof out->type_label, "%s", k3_weights_type_label(m->weights));
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }

@@ -27,7 +27,7 @@ typedef struct k3_kda_weights {
     k3_weight g_a, g_b;           /* output gate low rank (Kimi Linear) */
     k3_weight g_full;             /* output gate full rank g_proj [P, hidden] (K3) */
     k3_weight b;                  /* beta logits [heads, hidden] */
-    float *A_log;                 /* [heads] */
+    float *decay_rate;            /* [heads] exp(A_log) (a GGUF's -ssm_a) */
     float *dt_bias;               /* [P] */
     float *o_norm;                /* [head_dim] */
     k3_weight o;                  /* [hidden, P] */
@@ -40,7 +40,9 @@ typedef struct k3_mla_weights {
     k3_weight gate;               /* output gate g_proj [heads * v, hidden] (K3); rows 0 = none */
     k3_weight kv_a;               /* [kv_lora + rope, hidden] */
     float *kv_a_norm;             /* [kv_lora] */
-    k3_weight kv_b;               /* [heads * (nope + v), kv_lora] */
+    k3_weight kv_b;               /* [heads * (nope + v), kv_lora]; rows 0 when k_b/v_b hold it */
+    k3_weight k_b;                /* a GGUF's split kv_b: [heads * kv_lora, nope], each head's */
+    k3_weight v_b;                /*   nope rows transposed; and [heads * v, kv_lora] */
     k3_weight o;                  /* [hidden, heads * v] */
 } k3_mla_weights;
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "gguf_checkpoint.h"
 #include "unit_sums.h"
 #include "prefault.h"
 #include "weights_internal.h"
@@ -25,8 +26,8 @@ int k3_weights_content_hash(k3_weights *rp, uint64_t *hash, k3_error *err)
     }
     uint64_t h = K3_FNV_INIT;
     for (int s = 0; s < rp->index.n_shards; s++)
-        if (st_shard_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes, &h,
-                                 err))
+        if (st_file_fingerprint(rp->fd_buffered[s], rp->index.shards[s].path, rp->index.shards[s].file_bytes,
+                                rp->index.shards[s].header_bytes, &h, err))
             return -1;
     *hash = h;
     return 0;
@@ -102,6 +103,20 @@ static int index_from_manifest(k3_weights *rp, const char *dir, k3_error *err)
     return st_index_build_lookup(ix, err);
 }
 
+/* A GGUF file or split set as an st_index under k3's names
+ * (gguf_checkpoint.c); its file type names the weights. */
+static int index_from_gguf(k3_weights *rp, const char *path, k3_error *err)
+{
+    gguf_file g;
+    if (gguf_open(&g, path, err)) return -1;
+    int rc = gguf_checkpoint_index(&g, rp->cfg, &rp->index, err);
+    if (!rc) snprintf(rp->file_type, sizeof rp->file_type, "%s", gguf_file_type_name(&g));
+    else st_index_close(&rp->index);
+    rp->gguf = !rc;
+    gguf_close(&g);
+    return rc;
+}
+
 /* Open every file twice: for unit reads (O_DIRECT when asked) and for small
  * buffered reads at open. */
 static int open_files(k3_weights *rp, k3_error *err)
@@ -134,18 +149,6 @@ int k3_weights_finish(k3_weights *rp, k3_error *err)
     return k3_output_close(&rp->trace_out, err);
 }
 
-/* A directory with a manifest.json and no *.safetensors is meant to be a
- * packed model even when its manifest is empty, garbage or another version:
- * loading it as one says what is wrong with the manifest, where loading it
- * as a checkpoint would only say that no shards were found. */
-static int treat_as_packed(const char *dir)
-{
-    if (k3_is_packed_dir(dir)) return 1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    return access(path, F_OK) == 0 && !st_dir_has_shards(dir);
-}
-
 /* Open: the index (HF shards or the packed manifest), the files, the
  * reader; then the schema, the unit layout, the plan and the pinned reads. */
 k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
@@ -157,8 +160,12 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = treat_as_packed(dir) ? index_from_manifest(rp, dir, err) : st_index_open(&rp->index, dir, err);
+    int rc = gguf_is_model_path(dir)    ? index_from_gguf(rp, dir, err)
+             : weights_dir_is_packed(dir) ? index_from_manifest(rp, dir, err)
+                                          : st_index_open(&rp->index, dir, err);
     if (rc) { free(rp); return NULL; }
+    if (rp->file_type[0]) snprintf(rp->type_label, sizeof rp->type_label, "%s", rp->file_type);   /* a GGUF's own */
+    else weights_index_type_label(&rp->index, rp->type_label, sizeof rp->type_label);
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : K3_IO_DEPTH_DEFAULT, stats, err);
     if (!rp->io) goto fail;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "huge_pages.h"
+#include "quant_matvec.h"
 #include "weights_internal.h"
 
 /* Bytes of the aligned bounce buffer: K3_EMBED_BATCH_ROWS rows of at most 4
@@ -66,6 +67,19 @@ int weights_read_embed_table(k3_weights *rp, k3_error *err)
     return 0;
 }
 
+/* Bytes of one embedding row, and its decode to fp32 (a GGUF's table may
+ * be a block type: Q4_K, Q6_K, ...). */
+static uint64_t embed_row_bytes(const st_tensor *t, int hidden)
+{
+    return t->dtype == K3_DT_GGML ? k3_quant_row_bytes(t->qtype, hidden) : (uint64_t)hidden * k3_dtype_size(t->dtype);
+}
+
+static void embed_row_decode(const st_tensor *t, const uint8_t *row, int hidden, float *out)
+{
+    if (t->dtype == K3_DT_GGML) k3_quant_decode_scalar(t->qtype, row, hidden, out);
+    else k3_convert_to_f32(out, row, t->dtype, hidden);
+}
+
 /* The rows of a chunk are read K3_EMBED_BATCH_ROWS at a time, all in flight
  * together: a pass of 8 tokens (a draft pass, a prompt chunk) waits for about
  * one read instead of eight one after another. */
@@ -76,11 +90,10 @@ int k3_weights_embed_rows(k3_weights *rp, const int *tokens, int n, float *out, 
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return k3_err(err, "token id %d is outside the vocabulary (0..%d)", tokens[i], c->vocab_size - 1);
     const st_tensor *t = rp->embed;
-    const uint64_t row_bytes = (uint64_t)c->hidden * k3_dtype_size(t->dtype);
+    const uint64_t row_bytes = embed_row_bytes(t, c->hidden);
     if (rp->embed_table) {
         for (int i = 0; i < n; i++) {
-            k3_convert_to_f32(out + (size_t)i * c->hidden, rp->embed_table + (uint64_t)tokens[i] * row_bytes, t->dtype,
-                              c->hidden);
+            embed_row_decode(t, rp->embed_table + (uint64_t)tokens[i] * row_bytes, c->hidden, out + (size_t)i * c->hidden);
             rp->trace_token++;
         }
         return 0;
@@ -106,8 +119,8 @@ int k3_weights_embed_rows(k3_weights *rp, const int *tokens, int n, float *out, 
             if (k3_io_wait(rp->io, &r[i], failed ? NULL : err)) failed = 1;
         if (failed) return -1;
         for (int i = 0; i < nb; i++) {
-            k3_convert_to_f32(out + (size_t)(b + i) * c->hidden, rp->embed_buf + (size_t)i * slot_bytes + skip[i],
-                              t->dtype, c->hidden);
+            embed_row_decode(t, rp->embed_buf + (size_t)i * slot_bytes + skip[i], c->hidden,
+                             out + (size_t)(b + i) * c->hidden);
             rp->trace_token++;
         }
     }

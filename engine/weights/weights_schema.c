@@ -5,9 +5,12 @@
  * biases, conv taps, A_log, fp8 block scales, AttnRes scores) read and
  * converted to fp32 once. The layer formulas are docs/MODEL.md's. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "gguf_checkpoint.h"
+#include "quant_types.h"
 #include "weights_internal.h"
 #include "k3_util.h"
 
@@ -59,7 +62,8 @@ static float *read_as_f32(k3_weights *rp, const st_tensor *t, int64_t n, k3_erro
     float *out = weights_own(rp, malloc((size_t)(n ? n : 1) * sizeof(float)));
     if (!raw || !out) { free(raw); k3_err(err, "out of memory"); return NULL; }
     if (read_tensor_bytes(rp, t, raw, err)) { free(raw); return NULL; }
-    k3_convert_to_f32(out, raw, t->dtype, n);
+    if (t->dtype == K3_DT_GGML) k3_quant_decode_scalar(t->qtype, raw, n, out);
+    else k3_convert_to_f32(out, raw, t->dtype, n);
     free(raw);
     return out;
 }
@@ -85,8 +89,15 @@ static const st_tensor *lookup(k3_weights *rp, const char *name)
 static const st_tensor *find_tensor(k3_weights *rp, const char *name, k3_error *err)
 {
     const st_tensor *t = lookup(rp, name);
-    if (!t) k3_err(err, "%s: tensor '%s%s' not found in any shard", rp->dir, rp->cfg->tensor_prefix, name);
-    return t;
+    if (t) return t;
+    if (rp->gguf) {                       /* name it as the file does */
+        char gname[200];
+        gguf_checkpoint_name(name, "", gname, sizeof gname);
+        k3_err(err, "%s: tensor '%s' is missing", rp->dir, gname);
+    } else {
+        k3_err(err, "%s: tensor '%s%s' not found in any shard", rp->dir, rp->cfg->tensor_prefix, name);
+    }
+    return NULL;
 }
 
 /* An MXFP4 matrix stored as NAME_packed (U8 [rows, cols/2]) and NAME_scale
@@ -143,10 +154,11 @@ static int load_matrix(k3_weights *rp, const char *name, int64_t rows, int64_t c
                       rp->cfg->tensor_prefix, name, s, (long long)rows, (long long)cols);
     }
     if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_BF16 && t->dtype != K3_DT_F16 &&
-        t->dtype != K3_DT_F8_E4M3)
-        return k3_err(err, "%s: tensor '%s' has dtype %s; a weight matrix must be F32, BF16, F16 "
-                      "or F8_E4M3", file, name, k3_dtype_name(t->dtype));
+        t->dtype != K3_DT_F8_E4M3 && t->dtype != K3_DT_GGML)
+        return k3_err(err, "%s: tensor '%s' has dtype %s; a weight matrix must be F32, BF16, F16, "
+                      "F8_E4M3 or a GGUF block type", file, name, k3_dtype_name(t->dtype));
     w->dtype = t->dtype;
+    w->qtype = t->qtype;
     w->rows = rows;
     w->cols = cols;
     w->data = place(rp, t);
@@ -182,7 +194,7 @@ static float *load_small(k3_weights *rp, const char *name, int64_t n, k3_error *
         return NULL;
     }
     if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_F16 && t->dtype != K3_DT_BF16 && t->dtype != K3_DT_F64 &&
-        t->dtype != K3_DT_F8_E4M3) {
+        t->dtype != K3_DT_F8_E4M3 && t->dtype != K3_DT_GGML) {
         k3_err(err, "%s: tensor '%s' has dtype %s, expected a float type (F32, F16, BF16, F64, F8_E4M3)",
                rp->index.shards[t->shard].path, name, k3_dtype_name(t->dtype));
         return NULL;
@@ -220,20 +232,30 @@ static int load_mlp(k3_weights *rp, const char *prefix, const char *gate, const 
     return load_matrix(rp, name, hidden, inter, &m->down, err);
 }
 
-/* A_log: Kimi Linear stores [1,1,H,1]; K3 stores 128 floats of which the
- * first H are the heads (the rest are zero). Any shape with >= H elements. */
-static float *load_a_log(k3_weights *rp, const char *name, int64_t heads, k3_error *err)
+/* The KDA decay rate exp(A_log) per head, computed once here (the forward
+ * pass used to take expf of A_log every token: the same bits). Kimi Linear
+ * stores A_log as [1,1,H,1]; K3 stores 128 floats of which the first H are
+ * the heads (the rest are zero); a GGUF stores -exp(A_log) itself as ssm_a
+ * (gguf_checkpoint.c), whose negation is exact. */
+static float *load_decay_rate(k3_weights *rp, const char *layer_prefix, int64_t heads, k3_error *err)
 {
+    char name[600];
+    snprintf(name, sizeof name, "%s.self_attn.ssm_a", layer_prefix);
+    const int gguf_form = lookup(rp, name) != NULL;
+    if (!gguf_form) snprintf(name, sizeof name, "%s.self_attn.A_log", layer_prefix);
     const st_tensor *t = find_tensor(rp, name, err);
     if (!t) return NULL;
     int64_t n = st_tensor_numel(t);
-    if (n < heads || (!rp->cfg->is_k3 && n != heads)) {
+    if (n < heads || (!rp->cfg->is_k3 && n != heads) || (gguf_form && n != heads)) {
         k3_err(err, "%s: tensor '%s%s' has %lld elements, expected %s%lld (one per KDA head)",
                rp->index.shards[t->shard].path, rp->cfg->tensor_prefix, name, (long long)n,
-               rp->cfg->is_k3 ? "at least " : "", (long long)heads);
+               rp->cfg->is_k3 && !gguf_form ? "at least " : "", (long long)heads);
         return NULL;
     }
-    return load_small(rp, name, n, err);
+    float *rate = load_small(rp, name, n, err);
+    if (!rate) return NULL;
+    for (int64_t h = 0; h < heads; h++) rate[h] = gguf_form ? -rate[h] : expf(rate[h]);
+    return rate;
 }
 
 /* AttnRes: the norm weight and the 1-row projection multiply elementwise,
@@ -242,6 +264,8 @@ static float *load_res_score(k3_weights *rp, const char *layer_prefix, const cha
 {
     char name[600];
     const int64_t D = rp->cfg->hidden;
+    snprintf(name, sizeof name, "%s%s%s_score", layer_prefix, *layer_prefix ? "." : "", what);
+    if (lookup(rp, name)) return load_small(rp, name, D, err);     /* a GGUF holds the product */
     snprintf(name, sizeof name, "%s%s%s_norm.weight", layer_prefix, *layer_prefix ? "." : "", what);
     float *norm = load_small(rp, name, D, err);
     if (!norm) return NULL;
@@ -257,6 +281,28 @@ static float *load_res_score(k3_weights *rp, const char *layer_prefix, const cha
     if (!proj) return NULL;
     for (int64_t i = 0; i < D; i++) norm[i] *= proj[i];
     return norm;
+}
+
+/* MLA's kv_b_proj [heads * (nope + v), kv_lora], or a GGUF's two halves
+ * (gguf_checkpoint.c): k_b [heads * kv_lora, nope] (each head's nope rows
+ * transposed) and v_b [heads * v, kv_lora]. mla.c reads either form. */
+static int load_kv_b(k3_weights *rp, const char *layer_prefix, k3_mla_weights *m, k3_error *err)
+{
+    const k3_config *c = rp->cfg;
+    const int64_t H = c->mla_heads, L = c->kv_lora_rank;
+    char name[600], v_name[600];
+    snprintf(name, sizeof name, "%s.self_attn.k_b_proj.weight", layer_prefix);
+    snprintf(v_name, sizeof v_name, "%s.self_attn.v_b_proj.weight", layer_prefix);
+    if (!lookup(rp, name) && !lookup(rp, v_name)) {
+        snprintf(name, sizeof name, "%s.self_attn.kv_b_proj.weight", layer_prefix);
+        return load_matrix(rp, name, H * (c->qk_nope_dim + c->v_head_dim), L, &m->kv_b, err);
+    }
+    /* mla.c decodes a k_b row (nope weights) into a buffer of max(L, v) */
+    if (c->qk_nope_dim > L && c->qk_nope_dim > c->v_head_dim)
+        return k3_err(err, "%s: qk_nope_head_dim %d exceeds both kv_lora_rank and v_head_dim", rp->dir,
+                      c->qk_nope_dim);
+    if (load_matrix(rp, name, H * L, c->qk_nope_dim, &m->k_b, err)) return -1;
+    return load_matrix(rp, v_name, H * c->v_head_dim, L, &m->v_b, err);
 }
 
 static int load_layer(k3_weights *rp, int l, k3_error *err)
@@ -309,7 +355,7 @@ static int load_layer(k3_weights *rp, int l, k3_error *err)
         if (!(k->conv[0] = load_conv(rp, NAME("self_attn.q_conv1d.weight"), P, W, err)) ||
             !(k->conv[1] = load_conv(rp, NAME("self_attn.k_conv1d.weight"), P, W, err)) ||
             !(k->conv[2] = load_conv(rp, NAME("self_attn.v_conv1d.weight"), P, W, err)) ||
-            !(k->A_log = load_a_log(rp, NAME("self_attn.A_log"), H, err)) ||
+            !(k->decay_rate = load_decay_rate(rp, p, H, err)) ||
             !(k->dt_bias = load_small(rp, NAME("self_attn.dt_bias"), P, err)) ||
             !(k->o_norm = load_small(rp, NAME("self_attn.o_norm.weight"), c->kda_head_dim, err)))
             return -1;
@@ -330,8 +376,7 @@ static int load_layer(k3_weights *rp, int l, k3_error *err)
         if (
             load_matrix(rp, NAME("self_attn.kv_a_proj_with_mqa.weight"),
                         c->kv_lora_rank + c->qk_rope_dim, D, &m->kv_a, err) ||
-            load_matrix(rp, NAME("self_attn.kv_b_proj.weight"), H * (c->qk_nope_dim + c->v_head_dim),
-                        c->kv_lora_rank, &m->kv_b, err) ||
+            load_kv_b(rp, p, m, err) ||
             load_matrix(rp, NAME("self_attn.o_proj.weight"), D, H * c->v_head_dim, &m->o, err))
             return -1;
         if (!(m->kv_a_norm = load_small(rp, NAME("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, err)))
@@ -386,8 +431,9 @@ int weights_load_schema(k3_weights *rp, k3_error *err)
     const k3_config *c = rp->cfg;
     if (!(rp->embed = find_tensor(rp, "model.embed_tokens.weight", err))) return -1;
     if (rp->embed->ndim != 2 || rp->embed->shape[0] != c->vocab_size || rp->embed->shape[1] != c->hidden ||
-        (rp->embed->dtype != K3_DT_F32 && rp->embed->dtype != K3_DT_BF16 && rp->embed->dtype != K3_DT_F16))
-        return k3_err(err, "%s: tensor '%smodel.embed_tokens.weight' must be F32/BF16/F16 [%d, %d]",
+        (rp->embed->dtype != K3_DT_F32 && rp->embed->dtype != K3_DT_BF16 && rp->embed->dtype != K3_DT_F16 &&
+         rp->embed->dtype != K3_DT_GGML))
+        return k3_err(err, "%s: tensor '%smodel.embed_tokens.weight' must be F32/BF16/F16 or a GGUF type [%d, %d]",
                       rp->index.shards[rp->embed->shard].path, c->tensor_prefix, c->vocab_size, c->hidden);
     rp->embed_buf_bytes = k3_weights_embed_buf_bytes(c->hidden);
     if (!(rp->embed_buf = aligned_alloc(K3_IO_ALIGN, rp->embed_buf_bytes))) return k3_err(err, "out of memory");

@@ -120,7 +120,7 @@ void weights_rebase_layer(k3_weights *rp, int l, uint8_t *base)
     *v = rp->layers[l];
     k3_weight *ws[] = {&v->kda.q, &v->kda.k, &v->kda.v, &v->kda.f_a, &v->kda.f_b, &v->kda.g_a, &v->kda.g_b,
                        &v->kda.g_full, &v->kda.b, &v->kda.o, &v->mla.q, &v->mla.q_a, &v->mla.gate,
-                       &v->mla.kv_a, &v->mla.kv_b, &v->mla.o, &v->router, &v->latent_down, &v->latent_up};
+                       &v->mla.kv_a, &v->mla.kv_b, &v->mla.k_b, &v->mla.v_b, &v->mla.o, &v->router, &v->latent_down, &v->latent_up};
     for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) weights_rebase_weight(rp, ws[i], base);
     weights_rebase_mlp(rp, &v->dense, base);
     weights_rebase_mlp(rp, &v->shared, base);
