@@ -276,7 +276,8 @@ static const cli_option options[] = {
     {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,
      "large arenas on 2 MiB transparent huge pages"},
     {"--activations", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "f32|q8", 0, 0, "f32", NULL, set_activations,
-     "MXFP4 experts: exact fp32 activations, or int8 per 32 columns (faster, approximate)"},
+     "MXFP4 experts and GGUF block types: exact fp32 activations, or int8 per block as llama.cpp "
+     "(faster, approximate)"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
     {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS, else the CPUs this process may use (a cgroup CPU quota caps it)", set_threads,

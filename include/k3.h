@@ -75,8 +75,8 @@ typedef struct k3_options {
     int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
                               * budget allows (k3_model_chunk_tokens says which and why) */
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
-    int activations_q8;      /* --activations q8: MXFP4 experts take int8 activations per
-                              * 32 columns (faster, not exact); default f32, exact */
+    int activations_q8;      /* --activations q8: MXFP4 experts and GGUF block types take int8
+                              * activations per block (faster, not exact); default f32, exact */
 } k3_options;
 
 /* Tokens per forward chunk: prompts run in chunks of this many, and a
