@@ -205,7 +205,13 @@ int cmd_tokenize(int argc, char **argv)
     /* A GGUF's own vocabulary unless a tiktoken.model sits beside it, as
      * k3_model_open chooses, so the ids are the ones a chat would use. */
     int gguf = 0;
-    if (k3_model_path_is_gguf(a.model)) {
+    snprintf(vocab_path, sizeof vocab_path, "%s/tokenizer.gguf", a.model);   /* a pack of a GGUF */
+    if (!k3_model_path_is_gguf(a.model) && access(vocab_path, F_OK) == 0) {
+        snprintf(folder, sizeof folder, "%s/tiktoken.model", a.model);
+        gguf = access(folder, F_OK) != 0;
+        if (gguf && a.mode != TOKENIZE_CHAT) a.model = vocab_path;
+        if (a.mode == TOKENIZE_CHAT) gguf = 0;          /* the folder's config.json names the format */
+    } else if (k3_model_path_is_gguf(a.model)) {
         size_t n = strlen(a.model);
         const char *slash = strrchr(a.model, '/');
         if (n > 5 && !strcmp(a.model + n - 5, ".gguf"))   /* a file: its folder */
@@ -231,7 +237,7 @@ int cmd_tokenize(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     k3_error err;
-    k3_tokenizer *tok = gguf ? k3_tokenizer_load_gguf(a.model, &err) : k3_tokenizer_load(a.model, &err);
+    k3_tokenizer *tok = gguf ? k3_tokenizer_load_gguf(a.model, &err) : k3_tokenizer_load_model(a.model, &err);
     if (!tok) {
         cli_error("%s", err.msg);
         free(decode_ids);

@@ -43,6 +43,7 @@
 #include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
+#include "gguf_checkpoint.h"
 
 enum { KIND_SKIP = -1, KIND_TRUNK = K3_PK_TRUNK, KIND_EXPERT = K3_PK_EXPERTS, KIND_EMBED = K3_PK_EMBED,
        KIND_HEAD = K3_PK_HEAD };
@@ -83,6 +84,7 @@ typedef struct pk_plan {
     const k3_quant_type **pair_qtype;   /* ... and its block type */
     char *merged;             /* per source tensor: a scale tensor merged into its matrix */
     int n_quantized, n_quantized_experts, n_fallback, n_kept;
+    int n_block_tensors;          /* tensors in a GGUF block type, copied as they are (a GGUF source) */
 } pk_plan;
 
 /* ------------------------------------------------------------------ helpers */
@@ -384,14 +386,20 @@ static int config_int(json_t *root, const char *key, long long *out)
 
 /* Read config.json: keep its text verbatim, extract the few numbers the
  * layout needs (layers, tie, expert count for a cross-check). */
-static int plan_config(pk_plan *p, const char *src, k3_error *err)
+static int plan_config(pk_plan *p, const char *src, const gguf_file *gguf, k3_error *err)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", src);
-    if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
     char *text = NULL;
     size_t len = 0;
-    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
+    if (gguf) {                           /* a GGUF: the config its metadata and shapes imply */
+        snprintf(path, sizeof path, "%s", src);
+        if (gguf_checkpoint_config_text(gguf, &text, err)) return -1;
+        len = strlen(text);
+    } else {
+        snprintf(path, sizeof path, "%s/config.json", src);
+        if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
+        if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
+    }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -430,8 +438,9 @@ static int plan_fingerprint(pk_plan *p, uint8_t *buf, size_t buf_len, k3_error *
     (void)buf;
     (void)buf_len;
     uint64_t h = K3_FNV_INIT;
-    for (int s = 0; s < p->ix.n_shards; s++)
-        if (st_shard_fingerprint(p->ix.shards[s].fd, p->ix.shards[s].path, p->ix.shards[s].file_bytes, &h, err))
+    for (int s = 0; s < p->ix.n_shards; s++)   /* a GGUF part hashes its header as the store does */
+        if (st_file_fingerprint(p->ix.shards[s].fd, p->ix.shards[s].path, p->ix.shards[s].file_bytes,
+                                p->ix.shards[s].header_bytes, &h, err))
             return -1;
     p->fingerprint = h;
     return 0;
@@ -474,6 +483,13 @@ static const k3_quant_type *quant_choice(const k3_quant_type *want, const st_ten
     if (memmem(last, len, "norm", 4) || memmem(last, len, "_res_proj", 9) || (len == 4 && !memcmp(last, "gate", 4)))
         return NULL;
     return quant_fit_rows(want, t->shape[1], fallback, kept);
+}
+
+/* The block type an item is stored in: the one it is quantized to, else a
+ * GGUF source tensor's own (copied as it is), else NULL. */
+static const k3_quant_type *stored_qtype(const pk_plan *p, const pk_item *it)
+{
+    return it->qtype ? it->qtype : p->ix.tensors[it->src].qtype;
 }
 
 /* K3's MXFP4 expert matrices when --experts asks for a block type: the
@@ -553,6 +569,7 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
             p->n_quantized++;
             p->n_quantized_experts += kind == KIND_EXPERT;
         }
+        p->n_block_tensors += !it->qtype && t->dtype == K3_DT_GGML;
         if (layer >= 0) layer_tensors[layer]++;
         if (expert >= 0 && expert + 1 > layer_max_e[layer]) layer_max_e[layer] = expert + 1;
         p->copy_bytes += t->nbytes;
@@ -1206,10 +1223,11 @@ static int compare_sample(pk_run *r, int *sampled, k3_error *err)
 
 /* ------------------------------------------------------------ small files */
 
-/* Copy config.json and the tokenizer files that exist, fsync'd. */
-static int copy_aux(pk_run *r, const char *src, k3_error *err)
+/* Copy config.json and the tokenizer files that exist, fsync'd (from_file:
+ * the first aux file copied, 1 to leave config.json out). */
+static int copy_aux_from(pk_run *r, const char *src, size_t from_file, k3_error *err)
 {
-    for (size_t a = 0; a < sizeof aux_files / sizeof aux_files[0]; a++) {
+    for (size_t a = from_file; a < sizeof aux_files / sizeof aux_files[0]; a++) {
         char from[4200], to[4300];
         snprintf(from, sizeof from, "%s/%s", src, aux_files[a]);
         snprintf(to, sizeof to, "%s/%s", r->partial, aux_files[a]);
@@ -1233,6 +1251,40 @@ static int copy_aux(pk_run *r, const char *src, k3_error *err)
         if (close(out) != 0 && rc == 0) rc = k3_err(err, "%s: close failed: %s", to, strerror(errno));
         if (rc) return rc;
     }
+    return 0;
+}
+
+static int copy_aux(pk_run *r, const char *src, k3_error *err) { return copy_aux_from(r, src, 0, err); }
+
+/* A GGUF source's small files: config.json written from the config the file
+ * implies (the text the manifest holds), its vocabulary as tokenizer.gguf
+ * (model open reads it when no tiktoken.model is there), and the tokenizer
+ * files beside the .gguf, if any (they win, as for the GGUF itself). */
+static int write_gguf_aux(pk_run *r, const gguf_file *g, const char *aux_dir, k3_error *err)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", r->partial);
+    FILE *f = fopen(path, "wb");
+    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    int rc = fwrite(r->p->config_text, 1, r->p->config_len, f) == r->p->config_len && fputc('\n', f) != EOF &&
+                     fflush(f) == 0 && fsync(fileno(f)) == 0
+                 ? 0 : k3_err(err, "%s: write failed: %s", path, strerror(errno));
+    if (fclose(f) != 0 && !rc) rc = k3_err(err, "%s: close failed", path);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/tokenizer.gguf", r->partial);
+    if (gguf_find_kv(g, "tokenizer.ggml.tokens") && gguf_write_vocab_file(g, path, err)) return -1;
+    return copy_aux_from(r, aux_dir, 1, err);
+}
+
+/* A GGUF source's tensors under k3's names (gguf_checkpoint.c), its parts
+ * opened for the copy. */
+static int open_gguf_index(pk_plan *p, const gguf_file *g, k3_error *err)
+{
+    k3_config c;
+    if (k3_config_parse(&c, p->config_text, p->config_len, g->parts[0].path, err)) return -1;
+    if (gguf_checkpoint_index(g, &c, &p->ix, err)) return -1;
+    for (int s = 0; s < p->ix.n_shards; s++)
+        if ((p->ix.shards[s].fd = k3_open_regular(p->ix.shards[s].path, O_RDONLY, err)) < 0) return -1;
     return 0;
 }
 
@@ -1267,7 +1319,8 @@ static int write_tables(pk_run *r, k3_tables_written *w, k3_error *err)
         tensors[i] = (k3_manifest_tensor){.name = it->out_name ? it->out_name : t->name, .offset = it->dst,
                                           .bytes = it->bytes, .layer = -1,
                                           .expert = -1, .dtype = it->qtype ? K3_DT_GGML : t->dtype,
-                                          .qtype = it->qtype, .ndim = (uint8_t)t->ndim, .file = (uint8_t)it->file};
+                                          .qtype = stored_qtype(p, it), .ndim = (uint8_t)t->ndim,
+                                          .file = (uint8_t)it->file};
         for (int d = 0; d < t->ndim; d++) tensors[i].shape[d] = t->shape[d];
         if (it->qtype) tensors[i].shape[1] = it->cols;   /* K3's MXFP4: the weights, not the nibble bytes */
         int first_of_page = it->file == K3_PK_EXPERTS &&
@@ -1305,7 +1358,7 @@ static int write_manifest(pk_run *r, k3_error *err)
     FILE *f = fopen(tmp, "wb");
     if (!f) return k3_err(err, "%s: %s", tmp, strerror(errno));
     fprintf(f, "{\n\"format\": \"%s\",\n\"version\": %d,\n\"alignment\": %u,\n", K3_PACK_FORMAT,
-            p->n_quantized ? K3_PACK_VERSION : K3_PACK_VERSION_PLAIN, K3_PACK_ALIGN);
+            p->n_quantized || p->n_block_tensors ? K3_PACK_VERSION : K3_PACK_VERSION_PLAIN, K3_PACK_ALIGN);
     fprintf(f, "\"source\": {\"fingerprint\": \"%016llx\", \"shards\": [", (unsigned long long)p->fingerprint);
     for (int s = 0; s < ix->n_shards; s++) {
         const char *base = strrchr(ix->shards[s].path, '/');
@@ -1326,7 +1379,7 @@ static int write_manifest(pk_run *r, k3_error *err)
     put_json_string(f, emb->name);
     fprintf(f, ", \"row_bytes\": %llu, \"rows\": %lld, \"dtype\": \"%s\"},\n",
             (unsigned long long)(emb->nbytes / (uint64_t)emb->shape[0]), (long long)emb->shape[0],
-            k3_dtype_name(emb->dtype));
+            emb->dtype == K3_DT_GGML ? emb->qtype->name : k3_dtype_name(emb->dtype));
     fprintf(f, "\"head\": {\"norm\": ");
     put_json_string(f, ix->tensors[p->items[p->norm].src].name);
     fprintf(f, ", \"lm_head\": ");
@@ -1363,7 +1416,7 @@ static int reload_manifest(pk_run *r, k3_error *err)
         const st_tensor *t = &p->ix.tensors[p->items[i].src];
         const char *name = p->items[i].out_name ? p->items[i].out_name : t->name;
         const k3_manifest_tensor *mt = k3_manifest_find(&m, name);
-        if (!mt || mt->offset != p->items[i].dst || mt->bytes != p->items[i].bytes || mt->qtype != p->items[i].qtype ||
+        if (!mt || mt->offset != p->items[i].dst || mt->bytes != p->items[i].bytes || mt->qtype != stored_qtype(p, &p->items[i]) ||
             mt->file != p->items[i].file ||
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
             rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, name);
@@ -1481,7 +1534,8 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     if (!*src || !*dst) return k3_err(err, "pack: the %s directory name is empty", *src ? "destination" : "source");
     struct stat st;
     if (stat(src, &st) != 0) return k3_err(err, "%s: %s", src, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return k3_err(err, "%s: not a directory", src);
+    const int gguf = k3_model_path_is_gguf(src);
+    if (!S_ISDIR(st.st_mode) && !gguf) return k3_err(err, "%s: not a directory or a .gguf file", src);
     if (k3_is_packed_dir(src)) return k3_err(err, "%s: already a packed model (pack reads a Hugging Face checkpoint)", src);
     size_t dl = strlen(dst);
     if (dl >= 8 && !strcmp(dst + dl - 8, ".partial"))
@@ -1505,8 +1559,21 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
         goto out;
     plan.quant_trunk = o->trunk_type ? k3_quant_type_by_name(o->trunk_type) : NULL;
     plan.quant_experts = o->experts_type ? k3_quant_type_by_name(o->experts_type) : NULL;
-    if (plan_config(&plan, src, err)) goto out;
-    if (st_index_open(&plan.ix, src, err)) goto out;
+    gguf_file g;
+    memset(&g, 0, sizeof g);
+    char aux_dir[4096];                   /* where tokenizer files are taken from */
+    snprintf(aux_dir, sizeof aux_dir, "%s", src);
+    if (gguf) {
+        if (gguf_open(&g, src, err)) goto out;
+        if (S_ISREG(st.st_mode)) {
+            char *slash = strrchr(aux_dir, '/');
+            if (slash == aux_dir) slash[1] = 0;
+            else if (slash) *slash = 0;
+            else snprintf(aux_dir, sizeof aux_dir, ".");
+        }
+    }
+    if (plan_config(&plan, src, gguf ? &g : NULL, err)) goto out;
+    if (gguf ? open_gguf_index(&plan, &g, err) : st_index_open(&plan.ix, src, err)) goto out;
     if (plan_layout(&plan, src, err)) goto out;
     run.buf = aligned_alloc(4096, run.buf_len);
     if (!run.buf) { k3_err(err, "out of memory for the %zu-byte copy buffer", run.buf_len); goto out; }
@@ -1528,9 +1595,10 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     }
     for (size_t a = 0; a < sizeof aux_files / sizeof aux_files[0]; a++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/%s", src, aux_files[a]);
+        snprintf(path, sizeof path, "%s/%s", aux_dir, aux_files[a]);
         if (stat(path, &st) == 0) plan.aux_bytes += align_up((uint64_t)st.st_size, 4096);
     }
+    if (gguf) plan.aux_bytes += align_up(g.parts[0].data_start + plan.config_len, 4096);
 
     /* a stale DST.partial from an interrupted run: ours to remove, unless a pack is still writing it */
     if (lstat(run.partial, &st) == 0) {
@@ -1564,7 +1632,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     run.t0 = now_s();
     if (copy_tensors(&run, err)) goto out;
     res->copy_s = now_s() - run.t0;
-    if (copy_aux(&run, src, err)) goto out;
+    if (gguf ? write_gguf_aux(&run, &g, aux_dir, err) : copy_aux(&run, src, err)) goto out;
     if (verify_outputs(&run, &res->verify_s, err)) goto out;
     if (compare_sample(&run, &res->sampled, err)) goto out;
     for (int f = 0; f < K3_PK_NFILES; f++) {
@@ -1602,6 +1670,7 @@ out:
     free(run.fbuf);
     free(run.qbuf);
     plan_free(&plan);
+    gguf_close(&g);
     res->total_s = now_s() - t_start;
     return rc;
 }

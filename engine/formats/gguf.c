@@ -336,7 +336,9 @@ static int read_metadata(cursor *c, gguf_part *part, uint64_t n_kv)
     if (!part->kvs) return k3_err(c->err, "%s: out of memory", c->what);
     for (uint64_t i = 0; i < n_kv; i++) {
         part->n_kvs = (int64_t)i + 1;
+        part->kvs[i].header_at = c->at;
         if (read_kv(c, &part->kvs[i])) return -1;
+        part->kvs[i].header_bytes = c->at - part->kvs[i].header_at;
     }
     k3_strtab keys;
     if (k3_strtab_init(&keys, (size_t)n_kv)) return k3_err(c->err, "%s: out of memory", c->what);

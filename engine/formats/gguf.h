@@ -50,6 +50,7 @@ typedef struct gguf_kv {
     uint64_t count;             /* array elements, string bytes, else 1 */
     const uint8_t *value;
     uint64_t *string_offsets;   /* array of strings: each element's offset from value */
+    uint64_t header_at, header_bytes;   /* the whole entry (key, type, value) in its part's header */
 } gguf_kv;
 
 typedef struct gguf_tensor {

@@ -1,8 +1,11 @@
 /* gguf_vocab.c - k3's tokenizer from the vocabulary a GGUF carries
  * (gguf_vocab.h; docs/MODEL.md, "The vocabulary in a GGUF"). */
+#include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include "gguf.h"
+#include "gguf_checkpoint.h"
 #include "gguf_vocab.h"
 #include "k3_tokenizer.h"
 #include "tokenizer_build.h"
@@ -277,4 +280,40 @@ k3_tokenizer *k3_tokenizer_load_gguf(const char *path, k3_error *err)
     k3_tokenizer *t = gguf_tokenizer_open(&g, g.parts[0].path, err);
     gguf_close(&g);
     return t;
+}
+
+/* include/k3_tokenizer.h: the one rule for where a model's tokenizer is
+ * (model open and k3 tokenize share it). */
+k3_tokenizer *k3_tokenizer_load_model(const char *path, k3_error *err)
+{
+    char folder[3800], file[4000];
+    size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    if (n > 5 && !strcmp(path + n - 5, ".gguf"))             /* a file: its folder */
+        snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+                 slash ? path : ".");
+    else
+        snprintf(folder, sizeof folder, "%s", path);
+    snprintf(file, sizeof file, "%s/tiktoken.model", folder);
+    if (access(file, F_OK) == 0) return k3_tokenizer_load(folder, err);
+    if (gguf_is_model_path(path)) return k3_tokenizer_load_gguf(path, err);
+    snprintf(file, sizeof file, "%s/tokenizer.gguf", folder);   /* a pack of a GGUF keeps its vocabulary here */
+    if (access(file, F_OK) == 0) return k3_tokenizer_load_gguf(file, err);
+    return k3_tokenizer_load(folder, err);                      /* names the missing tiktoken.model */
+}
+
+int k3_tokenizer_model_has(const char *path)
+{
+    char folder[3800], file[4000];
+    size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    if (n > 5 && !strcmp(path + n - 5, ".gguf"))
+        snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
+                 slash ? path : ".");
+    else
+        snprintf(folder, sizeof folder, "%s", path);
+    snprintf(file, sizeof file, "%s/tiktoken.model", folder);
+    if (access(file, F_OK) == 0 || gguf_is_model_path(path)) return 1;
+    snprintf(file, sizeof file, "%s/tokenizer.gguf", folder);
+    return access(file, F_OK) == 0;
 }

@@ -189,7 +189,11 @@ static int parse_embed(load_state *s, json_t *em)
     if (get_uint(s, rb, "embed.row_bytes", &m->embed_row_bytes) ||
         get_int(s, rows, "embed.rows", 1, INT32_MAX, &m->embed_rows))
         return -1;
-    if (k3_dtype_parse(dtype, &m->embed_dtype) != 0) return fail(s, "embed.dtype: unsupported dtype \"%s\"", dtype);
+    m->embed_qtype = NULL;
+    if (k3_dtype_parse(dtype, &m->embed_dtype) == 0) return 0;
+    if (!(m->embed_qtype = k3_quant_type_by_name(dtype)))   /* a GGUF's table: its block type */
+        return fail(s, "embed.dtype: unsupported dtype \"%s\"", dtype);
+    m->embed_dtype = K3_DT_GGML;
     return 0;
 }
 
@@ -573,7 +577,7 @@ static int check_head(load_state *s, const char *mpath, k3_error *err)
     if (!m->embed) return k3_err(err, "%s: embed.name '%s' is not in the tensor table", mpath, s->embed_name);
     if (m->embed->file != K3_PK_EMBED || m->embed->offset != 0)
         return k3_err(err, "%s: the embedding '%s' must start at offset 0 of embed.bin", mpath, s->embed_name);
-    if (m->embed->dtype != m->embed_dtype || m->embed_row_bytes == 0 ||
+    if (m->embed->dtype != m->embed_dtype || m->embed->qtype != m->embed_qtype || m->embed_row_bytes == 0 ||
         m->embed_row_bytes * (uint64_t)m->embed_rows != m->embed->bytes || m->embed->ndim < 1 ||
         m->embed->shape[0] != m->embed_rows)
         return k3_err(err, "%s: embed rows %lld x row_bytes %llu (%s) do not match tensor '%s'", mpath,

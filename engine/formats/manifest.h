@@ -109,6 +109,7 @@ typedef struct k3_manifest {
     uint64_t embed_row_bytes;
     int64_t embed_rows;
     k3_dtype embed_dtype;
+    const struct k3_quant_type *embed_qtype;   /* K3_DT_GGML: the table's block type, else NULL */
     const k3_manifest_tensor *final_norm;
     const k3_manifest_tensor *lm_head;   /* the embedding itself when tied */
     int tied;

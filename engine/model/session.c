@@ -62,11 +62,10 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* Tokenizer first (its memory counts in the plan); optional unless asked
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", folder);
-    const int beside = access(path, F_OK) == 0, gguf = k3_model_path_is_gguf(dir);
-    if (!(opt && opt->skip_tokenizer) && (beside || gguf || (opt && opt->need_tokenizer))) {
+    if (!(opt && opt->skip_tokenizer) && (k3_tokenizer_model_has(dir) || (opt && opt->need_tokenizer))) {
         /* a tiktoken.model beside a GGUF wins over the file's vocabulary
-         * (as k3 tokenize does); else a GGUF's own (gguf_vocab.c) */
-        m->tok = beside || !gguf ? k3_tokenizer_load(folder, err) : k3_tokenizer_load_gguf(dir, err);
+         * (as k3 tokenize does); else a GGUF's own, or a pack's tokenizer.gguf */
+        m->tok = k3_tokenizer_load_model(dir, err);
         if (!m->tok) {
             k3_model_close(m);
             return NULL;
