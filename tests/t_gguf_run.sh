@@ -114,3 +114,31 @@ for bad in renamed:"blk.0.ssm_norm.weight" foreign:'"llama-xxxxx" is not one k3 
         fail "gguf run: a $name file" "exit $rc: $(head -3 $OUT/bad.err)"
     fi
 done
+
+# 6. Kimi K3: tools/hf_to_gguf.py's file of k3 gen's k3-tiny (bf16 trunk,
+# MXFP4 experts repacked into ggml blocks) against the same weights as
+# safetensors. The weights are the same values, but the GGUF's MLA k_b is
+# summed as a dot product per latent column (the kv_b_proj path sums by
+# rows), so the logits agree to rounding (observed 5.4e-7 of max-logit),
+# not bit for bit; the greedy ids and the tokenizer's ids are the same.
+K3FX=tests/fixtures/gguf/kimi_k3/k3tiny-BF16.gguf
+rm -rf $OUT/k3tiny && $K3 gen $OUT/k3tiny --preset k3-tiny >/dev/null 2>&1
+K3IDS="1 5 9 200 17 300 44 2 8 100 512 514 700 3"
+$K3 eval $K3FX --ids "$K3IDS" --logits $OUT/k3g.f32 >/dev/null 2>$OUT/k3g.err
+$K3 eval $OUT/k3tiny --ids "$K3IDS" --logits $OUT/k3s.f32 >/dev/null 2>$OUT/k3s.err
+/usr/bin/python3 tests/ref/compare_logits.py "gguf run: Kimi K3 GGUF (bf16, MXFP4 experts) vs the same weights as safetensors" \
+    $OUT/k3g.f32 $OUT/k3s.f32 14 2e-6
+a=$($K3 tokenize $K3FX --text "the tide <|im_end|> 12 ships" 2>&1)
+b=$($K3 tokenize $OUT/k3tiny --text "the tide <|im_end|> 12 ships" 2>&1)
+if [ -n "$a" ] && [ "$a" = "$b" ]; then
+    pass "gguf run: the K3 GGUF's own vocabulary gives the safetensors model's ids ($a)"
+else
+    fail "gguf run: K3 GGUF tokenizer" "gguf [$a] safetensors [$b]"
+fi
+if echo "Repeat: the tide" | $K3 run $K3FX -n 4 --temp 0 > $OUT/k3run.out 2>$OUT/k3run.err &&
+   echo "Repeat: the tide" | $K3 run $OUT/k3tiny -n 4 --temp 0 > $OUT/k3run_st.out 2>/dev/null &&
+   cmp -s $OUT/k3run.out $OUT/k3run_st.out; then
+    pass "gguf run: k3 run on the K3 GGUF answers as the safetensors model does (greedy, 4 tokens)"
+else
+    fail "gguf run: k3 run on the K3 GGUF" "$(tail -1 $OUT/k3run.err)"
+fi
