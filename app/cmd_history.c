@@ -233,8 +233,9 @@ static int sub_show(const history_args *a)
         local_time(c.updated_ms, updated, sizeof updated);
         printf("conversation %s: ", c.uid);
         print_clean(stdout, *c.title ? c.title : "(untitled)", 0, 0);
-        printf("\nmodel: %s%s%s%s\ncreated %s, updated %s, %zu messages\n", *c.model_path ? c.model_path : "-",
-               *c.model_fingerprint ? " (" : "", c.model_fingerprint, *c.model_fingerprint ? ")" : "", created, updated, n);
+        printf("\nmodel: %s%s%s%s%s%s\ncreated %s, updated %s, %zu messages\n", *c.model_path ? c.model_path : "-",
+               *c.model_fingerprint ? " (" : "", c.model_fingerprint, *c.model_fingerprint ? ")" : "",
+               *c.model_type ? ", type " : "", c.model_type, created, updated, n);
         if (strcmp(c.sampling_json, "{}")) printf("sampling (current setting): %s\n", c.sampling_json);
         if (*c.system_prompt) { printf("system: "); print_clean(stdout, c.system_prompt, 1, 0); putchar('\n'); }
         for (size_t i = 0; i < n; i++) {

@@ -1,8 +1,8 @@
 /* cmd_models.c - `k3 models [DIR...]`: the model directories k3 can open
- * (each with a config.json), with size on disk and architecture, so people
+ * (each with a config.json), with size on disk, type and architecture, so people
  * find what they downloaded; and `k3 help models`: how to get a real model
- * (the demo's weights are random). Nothing is loaded: config.json and file
- * sizes only (chat/model_facts.c). */
+ * (the demo's weights are random). Nothing is loaded: config.json, file
+ * sizes (chat/model_facts.c) and the tensor headers for the type. */
 #include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "cli.h"
+#include "k3.h"
 #include "model_facts.h"
 
 /* `k3 help models`: docs/RUNNING.md, "Getting a real model" in short. The
@@ -20,8 +21,8 @@ static void usage(FILE *f)
         "usage: k3 models [DIR...]\n\n"
         "Lists the model directories found in DIR (default: where a model named by its name is\n"
         "looked for: each directory of $K3_MODELS, colon-separated, ~/.local/share/k3/models,\n"
-        "models/, then PREFIX/share/k3/models of make install): name, size on disk,\n"
-        "architecture; a directory with config.json counts, as do its subdirectories with one.\n"
+        "models/, then PREFIX/share/k3/models of make install): name, size on disk, type\n"
+        "(BF16, BF16 + MXFP4 experts...), architecture; a directory with config.json counts, as do its subdirectories with one.\n"
         "k3 chat NAME opens the first NAME found in that order.\n\n"
         "Getting a real model (the demo model, k3-mini, is 1.9 MB: it writes English words\n"
         "without sense; the random presets of k3 gen write noise)\n\n"
@@ -50,24 +51,43 @@ static void usage(FILE *f)
         "  The first token of a long prompt costs more: prompts run in chunks of 32 tokens.\n");
 }
 
-/* Print one model directory's line; quiet when it is not a model. */
+/* Print one model directory's line; quiet when it is not a model. The
+ * type (as ollama and llama.cpp name a file's) comes from the tensor
+ * headers; "?" when they do not read (k3 chat then says why). */
 static int show_dir(const char *path, int *n_found)
 {
     char arch[256], why[512];
     if (model_dir_summary(path, arch, sizeof arch, why, sizeof why)) return 0;
-    char size[32] = "?";
+    char size[32] = "?", type[48] = "";
     int64_t bytes = model_dir_bytes(path);
     if (bytes >= 0) model_fmt_bytes(size, sizeof size, (double)bytes);
-    if (*n_found == 0) printf("%-40s  %10s  %s\n", "MODEL", "SIZE", "ARCHITECTURE");
-    printf("%-40s  %10s  %s\n", path, size, arch);
+    k3_error err;
+    if (k3_model_peek_type(path, type, sizeof type, &err) || !type[0]) snprintf(type, sizeof type, "?");
+    if (*n_found == 0) printf("%-40s  %10s  %-20s  %s\n", "MODEL", "SIZE", "TYPE", "ARCHITECTURE");
+    printf("%-40s  %10s  %-20s  %s\n", path, size, type, arch);
     (*n_found)++;
     return 1;
 }
 
-/* A root is a model itself or holds models one level down (sorted by name). */
+/* A .gguf file to list: a single file, or the first part of a split set
+ * (NAME-00001-of-00003.gguf stands for the set). */
+static int is_listed_gguf(const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 6 || strcmp(name + len - 5, ".gguf")) return 0;
+    int part, parts;
+    char tail[32];
+    if (len >= 20 && sscanf(name + len - 20, "-%5d-of-%5d%5s", &part, &parts, tail) == 3 && !strcmp(tail, ".gguf"))
+        return part == 1;
+    return 1;
+}
+
+/* A root is a model itself or holds models one level down (sorted by name):
+ * folders, and .gguf files. */
 static void scan_root(const char *root, int *n_found)
 {
-    if (show_dir(root, n_found)) return;
+    /* a root holding one .gguf file is a folder of models, listed by file */
+    if (!k3_model_path_is_gguf(root) && show_dir(root, n_found)) return;
     struct dirent **names = NULL;
     int n = scandir(root, &names, NULL, alphasort);
     for (int i = 0; i < n; i++) {
@@ -79,6 +99,7 @@ static void scan_root(const char *root, int *n_found)
             snprintf(path, sizeof path, "%s%s%s", root, root[strlen(root) - 1] == '/' ? "" : "/", nm);
             struct stat st;
             if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) show_dir(path, n_found);
+            else if (S_ISREG(st.st_mode) && is_listed_gguf(nm)) show_dir(path, n_found);
         }
         free(names[i]);
     }

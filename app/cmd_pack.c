@@ -30,17 +30,20 @@ static void usage(FILE *f)
         "Writes the packed layout of the Hugging Face checkpoint SRC into DST: trunk.bin (one\n"
         "4 KiB-aligned run per layer), experts.bin (one 4 KiB-aligned page per routed expert:\n"
         "one read fetches one expert), embed.bin, head.bin, the tokenizer files and, last,\n"
-        "manifest.json. Weights keep their stored format (BF16 stays BF16, MXFP4 stays MXFP4);\n"
-        "vision_tower.* and mm_projector.* tensors are left out.\n\n"
+        "manifest.json. Weights keep their stored format (BF16 stays BF16, MXFP4 stays MXFP4)\n"
+        "unless --trunk / --experts name a GGUF block type for the weight matrices (the\n"
+        "norms, the router, the embedding and lm_head stay as stored; K3's MXFP4 experts\n"
+        "change only with --experts); vision_tower.* and mm_projector.* tensors are left out.\n\n"
         "Work goes to DST.partial and is renamed to DST only after every file is fsync'd and\n"
         "re-read: each tensor's checksum must match the one taken while writing, padding must be\n"
         "zero, and a sample of tensors is compared byte for byte with SRC. An interrupted run\n"
         "leaves no DST (a re-run removes the stale DST.partial). Free space is checked first.\n\n"
-        "Peak memory: the copy buffer (64 MiB; --buffer) plus at most about %u bytes per source\n"
-        "tensor for the tensor tables. Measured peak RSS: 68 MiB for demo (1k tensors);\n"
+        "Peak memory: the copy buffer (64 MiB; --buffer), 2 x %zu MiB more with --trunk or\n"
+        "with --experts, plus at most about %u bytes per source tensor for the tensor\n"
+        "tables. Measured peak RSS: 68 MiB for demo (1k tensors);\n"
         "320 MiB for a 480k-tensor, 40-shard checkpoint (Kimi K3 has ~500k). Reads and writes\n"
         "go through the page cache, which the kernel may grow and reclaim as usual.\n\n",
-        K3_PACK_BYTES_PER_TENSOR);
+        K3_PACK_QUANT_BUFFER >> 20, K3_PACK_BYTES_PER_TENSOR);
     cli_print_options(f, OPTS_PACK);
 }
 
@@ -118,6 +121,8 @@ int cmd_pack(int argc, char **argv)
     o.throttle_mb_s = ps_set->throttle_mb_s;
     o.sample_tensors = ps_set->sample_tensors;
     o.simulate_free_bytes = ps_set->simulate_free_bytes;
+    o.trunk_type = ps_set->trunk_type;
+    o.experts_type = ps_set->experts_type;
     int want_progress = ps_set->progress;
 
     progress_state ps = {.tty = isatty(2)};
@@ -142,6 +147,13 @@ int cmd_pack(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     if (r.removed_stale) fprintf(stderr, "k3: removed %s.partial left by an interrupted run\n", dst);
+    if (o.trunk_type || o.experts_type)
+        fprintf(stderr, "k3: quantized %d trunk matrices (%s) and %d routed-expert matrices (%s%s); %d fell back to "
+                "Q5_0/Q8_0 (rows not whole blocks), %d left as stored (rows not a multiple of 32)\n",
+                r.n_quantized - r.n_quantized_experts, o.trunk_type ? o.trunk_type : "as stored",
+                r.n_quantized_experts, o.experts_type ? o.experts_type : "as stored",
+                o.experts_type && !r.n_quantized_experts ? ": none found" : "",
+                r.n_fallback, r.n_kept);
     fprintf(stderr,
             "k3: packed %s -> %s: %d tensors (%d vision tensors skipped), %d layers, %d expert pages of %llu bytes; "
             "%.1f MB in %.2f s (copy %.0f MB/s, verify %.0f MB/s, %d tensors compared with the source)\n",

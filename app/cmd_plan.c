@@ -33,6 +33,7 @@ typedef struct plan_options {
     int prompt_tokens, ctx_tokens, json, reprobe, cores;
     const char *rates_path;      /* --rates FILE instead of this machine's probe */
     uint64_t fixed_bytes;
+    const char *trunk_type, *expert_type;   /* --trunk, --experts */
 } plan_options;
 
 /* The command's own paragraph; the option lines come from the table. */
@@ -56,8 +57,10 @@ static void usage(FILE *f)
             "--json reports both: trunk_gbps and device_gbps). The compute counts K3's SiTU activation\n"
             "at its own probed rate (situ_ns_per_element; a --rates file without it counts none).\n\n"
             "MODEL_OR_CONFIG  a model directory (exact sizes from its safetensors headers or packed\n"
-            "                 manifest), a config.json or a folder holding one, or a shipped reference\n"
-            "                 configuration: kimi-k3, kimi-linear (configs/ beside the k3 binary)\n");
+            "                 manifest), a GGUF file (sizes from its header), a config.json or a folder\n"
+            "                 holding one, or a shipped reference configuration: kimi-k3, kimi-linear\n"
+            "                 (configs/ beside the k3 binary). --trunk / --experts TYPE predict a\n"
+            "                 quantized copy (a GGUF, or k3 pack --trunk --experts) from the config's shapes.\n");
     cli_print_options(f, OPTS_MODEL | OPTS_PLAN);
 }
 
@@ -412,6 +415,8 @@ static int parse_args(int argc, char **argv, plan_options *o)
     o->json = set.json;
     o->rates_path = set.plan.rates_path;
     o->fixed_bytes = set.plan.fixed_bytes;
+    o->trunk_type = set.trunk_type;
+    o->expert_type = set.expert_type;
     return 0;
 }
 
@@ -453,7 +458,8 @@ static k3_planner *plan_open(plan_run *r)
         path = ref;
     }
     k3_plan_options po = {.n_threads = r->o.m.n_threads, .ctx_tokens = r->o.ctx_tokens, .cache_lru = r->o.m.cache_lru,
-                          .fixed_bytes = r->o.fixed_bytes, .trace_path = r->o.m.trace_path};
+                          .fixed_bytes = r->o.fixed_bytes, .trace_path = r->o.m.trace_path,
+                          .trunk_type = r->o.trunk_type, .expert_type = r->o.expert_type};
     k3_error err;
     k3_planner *pl = k3_planner_open(path, &po, &err);
     if (!pl) { cli_error("%s", err.msg); return NULL; }

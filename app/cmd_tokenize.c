@@ -18,7 +18,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: k3 tokenize [MODEL] (--text TEXT | --text-file FILE | --chat FILE.json | --decode IDS)\n\n");
     cli_print_options(f, OPTS_TOKENIZE);
     fprintf(f, "\nMODEL is a model directory with tiktoken.model and tokenizer_config.json\n"
-               "(--chat also reads config.json); default $K3_MODEL, else models/k3-mini.\n"
+               "(--chat also reads config.json), or a .gguf file (its own vocabulary);\n"
+               "default $K3_MODEL, else models/k3-mini.\n"
                "Ids are printed on one line separated by spaces.\n");
 }
 
@@ -199,8 +200,34 @@ int cmd_tokenize(int argc, char **argv)
     }
     tokenize_args a;
     if (parse_tokenize_args(argc, argv, &a)) return K3_EXIT_USAGE;
-    char model_dir_buf[4096];
+    char model_dir_buf[4096], folder[4096], vocab_path[4200];
     if (!(a.model = cli_model_dir(a.model, model_dir_buf, sizeof model_dir_buf))) return K3_EXIT_ERROR;
+    /* A GGUF's own vocabulary unless a tiktoken.model sits beside it, as
+     * k3_model_open chooses, so the ids are the ones a chat would use. */
+    int gguf = 0;
+    snprintf(vocab_path, sizeof vocab_path, "%s/tokenizer.gguf", a.model);   /* a pack of a GGUF */
+    if (!k3_model_path_is_gguf(a.model) && access(vocab_path, F_OK) == 0) {
+        snprintf(folder, sizeof folder, "%s/tiktoken.model", a.model);
+        gguf = access(folder, F_OK) != 0;
+        if (gguf && a.mode != TOKENIZE_CHAT) a.model = vocab_path;
+        if (a.mode == TOKENIZE_CHAT) gguf = 0;          /* the folder's config.json names the format */
+    } else if (k3_model_path_is_gguf(a.model)) {
+        size_t n = strlen(a.model);
+        const char *slash = strrchr(a.model, '/');
+        if (n > 5 && !strcmp(a.model + n - 5, ".gguf"))   /* a file: its folder */
+            snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == a.model ? 1 : (int)(slash - a.model),
+                     slash ? a.model : ".");
+        else
+            snprintf(folder, sizeof folder, "%s", a.model);
+        snprintf(vocab_path, sizeof vocab_path, "%s/tiktoken.model", folder);
+        gguf = access(vocab_path, F_OK) != 0;
+        if (!gguf) a.model = folder;
+    }
+    if (gguf && a.mode == TOKENIZE_CHAT) {
+        cli_error("%s: --chat needs the model's folder (its config.json names the chat format); "
+                  "a .gguf takes --text, --text-file or --decode", a.model);
+        return K3_EXIT_USAGE;
+    }
     int *decode_ids = NULL, n_decode = 0;
     if (a.mode == TOKENIZE_DECODE && !(decode_ids = cli_parse_ids("--decode", a.arg, &n_decode)))
         return K3_EXIT_USAGE;
@@ -210,7 +237,7 @@ int cmd_tokenize(int argc, char **argv)
         return K3_EXIT_ERROR;
     }
     k3_error err;
-    k3_tokenizer *tok = k3_tokenizer_load(a.model, &err);
+    k3_tokenizer *tok = gguf ? k3_tokenizer_load_gguf(a.model, &err) : k3_tokenizer_load_model(a.model, &err);
     if (!tok) {
         cli_error("%s", err.msg);
         free(decode_ids);

@@ -113,6 +113,11 @@ static int set_pack_throttle(cli_settings *s, const opt_value *v) { s->pack.thro
 static int set_pack_sample(cli_settings *s, const opt_value *v) { s->pack.sample_tensors = (int)v->i; return 0; }
 static int set_pack_verify(cli_settings *s, const opt_value *v) { s->pack.verify_dir = v->s; return 0; }
 static int set_pack_free(cli_settings *s, const opt_value *v) { s->pack.simulate_free_bytes = v->i; return 0; }
+/* The block types of --trunk / --experts, in the order of their choice lists. */
+#define PACK_QUANT_CHOICES "Q8_0|Q6_K|Q5_K|Q5_0|Q4_K|Q4_0|MXFP4"
+static const char *const pack_quant_names[] = {"Q8_0", "Q6_K", "Q5_K", "Q5_0", "Q4_K", "Q4_0", "MXFP4"};
+static int set_pack_trunk(cli_settings *s, const opt_value *v) { s->pack.trunk_type = pack_quant_names[v->i]; return 0; }
+static int set_pack_experts(cli_settings *s, const opt_value *v) { s->pack.experts_type = pack_quant_names[v->i]; return 0; }
 
 /* Options of more than one command with one meaning. */
 static int set_system(cli_settings *s, const opt_value *v) { s->system = v->s; return 0; }
@@ -150,6 +155,8 @@ static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
 static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
+static int set_trunk_type(cli_settings *s, const opt_value *v) { s->trunk_type = v->s; return 0; }
+static int set_expert_type(cli_settings *s, const opt_value *v) { s->expert_type = v->s; return 0; }
 static int set_plan_fixed(cli_settings *s, const opt_value *v) { s->plan.fixed_bytes = (uint64_t)v->i; return 0; }
 static int set_plan_reprobe(cli_settings *s, const opt_value *v) { s->plan.reprobe = (int)v->i; return 0; }
 
@@ -181,6 +188,9 @@ static int set_run_chat(cli_settings *s, const opt_value *v) { s->run.chat = (in
 /* k3 eval. */
 static int set_eval_ids(cli_settings *s, const opt_value *v) { s->eval.ids = v->s; return 0; }
 static int set_eval_logits(cli_settings *s, const opt_value *v) { s->eval.logits_path = v->s; return 0; }
+static int set_eval_text_file(cli_settings *s, const opt_value *v) { s->eval.text_file = v->s; return 0; }
+static int set_eval_save_base(cli_settings *s, const opt_value *v) { s->eval.save_base = v->s; return 0; }
+static int set_eval_kl_base(cli_settings *s, const opt_value *v) { s->eval.kl_base = v->s; return 0; }
 
 /* k3 bench. A resident time given is one not measured. */
 static int set_bench_steps(cli_settings *s, const opt_value *v) { s->bench.tokens = (int)v->i; return 0; }
@@ -266,7 +276,8 @@ static const cli_option options[] = {
     {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,
      "large arenas on 2 MiB transparent huge pages"},
     {"--activations", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "f32|q8", 0, 0, "f32", NULL, set_activations,
-     "MXFP4 experts: exact fp32 activations, or int8 per 32 columns (faster, approximate)"},
+     "MXFP4 experts and GGUF block types: exact fp32 activations, or int8 per block as llama.cpp "
+     "(faster, approximate)"},
     {"--trace", NULL, OPTS_MODEL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_trace,
      "record routing as lines \"token layer expert\""},
     {"--threads", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 1024, NULL, "OMP_NUM_THREADS, else the CPUs this process may use (a cgroup CPU quota caps it)", set_threads,
@@ -317,15 +328,21 @@ static const cli_option options[] = {
      "instead of packing: load DIR (all bounds checks) and re-verify every unit's and file's checksum"},
     {"--simulate-free-bytes", NULL, OPTS_PACK, OPT_INT, "N", NULL, 0, -1, NULL, "off", set_pack_free,
      "TEST ONLY: assume the destination filesystem has N bytes free"},
+    {"--trunk", NULL, OPTS_PACK, OPT_CHOICE, NULL, PACK_QUANT_CHOICES, 0, 0, NULL, "as stored", set_pack_trunk,
+     "write the layers' weight matrices as these GGUF blocks (llama.cpp's reference quantizer; docs/MODEL.md, "
+     "\"Quantizing\")"},
+    {"--experts", NULL, OPTS_PACK, OPT_CHOICE, NULL, PACK_QUANT_CHOICES, 0, 0, NULL, "as stored", set_pack_experts,
+     "the same for the routed experts' matrices (K3's MXFP4 experts are decoded and converted; to MXFP4 losslessly)"},
     {"--think", NULL, OPTS_CHAT | OPTS_RUN | OPTS_TOKENIZE | OPTS_SERVE, OPT_CHOICE, NULL, "off|low|medium|high|max", 0,
      0, "off", NULL, set_think,
      "Kimi K3 thinking and its effort (run, tokenize: with --chat; serve: unless a request says, see "
      "chat_template_kwargs); off by default: thousands of tokens on a CPU (docs/COMMANDS.md)"},
     {"--system", NULL, OPTS_CHAT | OPTS_RUN, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none", set_system,
      "system message (run: with --chat; chat: a new conversation only, a resumed one keeps its own)"},
-    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off",
-     set_json, "JSON on stdout (plan, bench: one object; chat: one object per turn; history: a JSON array, or show's "
-     "export) instead of the text"},
+    {"--json", NULL, OPTS_PLAN | OPTS_CHAT | OPTS_BENCH | OPTS_BENCH_REMOTE | OPTS_HISTORY | OPTS_EVAL, OPT_FLAG,
+     NULL, NULL, 0, 0, NULL, "off", set_json,
+     "JSON on stdout (plan, bench, eval --kl-base: one object; chat: one object per turn; history: a JSON array, or "
+     "show's export) instead of the text"},
     {"--db", NULL, OPTS_CHAT | OPTS_HISTORY, OPT_TEXT, "FILE", NULL, 0, 0, NULL,
      "$XDG_DATA_HOME/k3/history.db, else ~/.local/share/k3/history.db", set_db, "history database"},
 
@@ -356,6 +373,11 @@ static const cli_option options[] = {
      "predict for a machine with N such cores (kernel rates x N / threads)"},
     {"--rates", NULL, OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe", set_plan_rates,
      "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format)"},
+    {"--trunk", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_trunk_type,
+     "predict the dense weights at TYPE (Q8_0, Q6_K, Q5_K, Q4_K, Q3_K, Q2_K, Q5_0, Q4_0, IQ4_XS, MXFP4, BF16, "
+     "F16, F32), sizes from the config"},
+    {"--experts", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_expert_type,
+     "predict the routed experts at TYPE, as --trunk"},
     {"--fixed", NULL, OPTS_PLAN, OPT_SIZE, "SIZE", NULL, 1, 0, NULL, "estimated as the engine counts it",
      set_plan_fixed, "the plan's fixed claim before the prompt chunk's scratch is added (k3 bench --json: "
      "plan.fixed_bytes - plan.chunk_scratch_bytes)"},
@@ -404,10 +426,19 @@ static const cli_option options[] = {
     {"--chat", NULL, OPTS_RUN, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_run_chat,
      "wrap the prompt as one user turn in the model's chat format"},
 
-    {"--ids", NULL, OPTS_EVAL, OPT_TEXT, "\"1 2 3\"", NULL, 0, 0, NULL, "none: required", set_eval_ids,
+    {"--ids", NULL, OPTS_EVAL, OPT_TEXT, "\"1 2 3\"", NULL, 0, 0, NULL, "none: this or --text-file", set_eval_ids,
      "the token ids, separated by spaces or commas"},
-    {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: required", set_eval_logits,
-     "where the float32 logits [n_tokens x vocab] go"},
+    {"--text-file", NULL, OPTS_EVAL, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "none", set_eval_text_file,
+     "the ids of FILE's text instead (as k3 tokenize --text-file: special-token strings become their ids, no "
+     "[BOS] added)"},
+    {"--logits", NULL, OPTS_EVAL, OPT_TEXT, "OUT.f32", NULL, 0, 0, NULL, "none: one of the three outputs",
+     set_eval_logits, "where the float32 logits [n_tokens x vocab] go"},
+    {"--save-base", NULL, OPTS_EVAL, OPT_TEXT, "BASE.k3kl", NULL, 0, 0, NULL, "none", set_eval_save_base,
+     "write a KL base: the ids and the logits of every position that has a next token, for --kl-base "
+     "(as llama-perplexity --kl-divergence-base)"},
+    {"--kl-base", NULL, OPTS_EVAL, OPT_TEXT, "BASE.k3kl", NULL, 0, 0, NULL, "none", set_eval_kl_base,
+     "run the base's ids and compare with its logits: PPL of both, KL divergence (mean, median, 99%, 99.9%, max), "
+     "top-1 agreement (as llama-perplexity --kl-divergence)"},
 
     {"--text", NULL, OPTS_TOKENIZE, OPT_TEXT, "TEXT", NULL, 0, 0, NULL, "none",
      set_tokenize_text, "print the token ids of TEXT (special-token strings such as <|im_end|> become their ids; "

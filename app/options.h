@@ -54,6 +54,7 @@ typedef struct cli_pack_settings {
     int sample_tensors;
     const char *verify_dir;  /* --verify / --check DIR, or NULL */
     long long simulate_free_bytes;   /* -1 = not simulated */
+    const char *trunk_type, *experts_type;   /* --trunk, --experts: a block type, or NULL */
 } cli_pack_settings;
 
 /* What `k3 plan` options set (--ctx, --threads, --trace, --cache-policy
@@ -90,6 +91,9 @@ typedef struct cli_run_settings {
 /* What `k3 eval`'s own options set. */
 typedef struct cli_eval_settings {
     const char *ids, *logits_path;
+    const char *text_file;   /* --text-file: the ids of a text (needs the tokenizer) */
+    const char *save_base;   /* --save-base: write a KL base file */
+    const char *kl_base;     /* --kl-base: compare with a KL base file */
 } cli_eval_settings;
 
 /* What `k3 bench`'s own options set (on a local model). */
@@ -137,7 +141,9 @@ typedef struct cli_settings {
     int think;               /* --think: 0 off, 1 low, 2 medium, 3 high, 4 max (cli_think_effort) */
     const char *system;      /* --system TEXT: chat, run */
     const char *db_path;     /* --db FILE: chat, history (NULL = the default database) */
-    int json;                /* --json: plan, chat, history, bench */
+    int json;                /* --json: plan, chat, history, bench, eval --kl-base */
+    const char *trunk_type;  /* --trunk TYPE: plan (predict) and pack (write) the trunk at a type */
+    const char *expert_type; /* --experts TYPE: the same for the routed experts */
     remote_cli remote;       /* --endpoint ... */
     cli_gen_settings gen;
     cli_pack_settings pack;

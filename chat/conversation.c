@@ -216,9 +216,13 @@ static int ensure_row(conversation *c, k3_error *err)
     char *sj = sampling_json(&c->sampler, c->think);
     char remote_fp[300];
     snprintf(remote_fp, sizeof remote_fp, "remote:%s", c->remote_model);
+    k3_model_info info;
+    memset(&info, 0, sizeof info);
+    if (!c->remote) k3_model_get_info(c->model, &info);   /* a server's model has no type to name */
     history_conversation fields = {.model_path = c->model_dir,
                                    .model_fingerprint = c->remote ? remote_fp : (char *)k3_model_fingerprint(c->model),
-                                   .system_prompt = c->pending_system, .sampling_json = sj};
+                                   .model_type = info.type_label, .system_prompt = c->pending_system,
+                                   .sampling_json = sj};
     int64_t id = history_conv_create(c->db, &fields, &c->row, &herr);
     free(sj);
     if (id < 0) return k3_err(err, "%s", herr.msg);

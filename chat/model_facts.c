@@ -21,6 +21,11 @@ void model_fmt_bytes(char *buf, size_t cap, double b)
  * level is the size people download and keep. */
 int64_t model_dir_bytes(const char *dir)
 {
+    k3_model_info info;
+    k3_error err;
+    struct stat fst;
+    if (stat(dir, &fst) == 0 && S_ISREG(fst.st_mode))   /* a GGUF file: the parts of its set */
+        return k3_model_peek_gguf(dir, &info, &err) == 0 ? (int64_t)info.weight_bytes : (int64_t)fst.st_size;
     DIR *d = opendir(dir);
     if (!d) return -1;
     int64_t total = 0;
@@ -80,6 +85,7 @@ char *model_facts_text(const k3_model *m, const char *model_dir)
                      "architecture  %s: %d layers (%d KDA linear attention, %d MLA full attention), hidden %d, "
                      "vocab %d\n"
                      "experts       %d routed, top %d per token%s\n"
+                     "type          %s\n"
                      "dtype         %s\n"
                      "context       %d tokens (this chat's limit; the memory plan reserves state for it)\n"
                      "file size     %s on disk\n"
@@ -89,6 +95,7 @@ char *model_facts_text(const k3_model *m, const char *model_dir)
                                            "k3 help models says how to get a real one" : "",
                      info.model_type, info.n_layers, info.n_kda_layers, info.n_mla_layers, info.hidden, info.vocab_size,
                      info.n_experts, info.top_k, info.experts_mxfp4 ? " (experts in MXFP4)" : "",
+                     info.type_label[0] ? info.type_label : "unknown",
                      info.dtype[0] ? info.dtype : "not declared in config.json", info.ctx_tokens, size, plan);
     return n < 0 ? NULL : text;
 }
@@ -102,6 +109,19 @@ static long long cfg_int(json_t *o, const char *key)
 
 int model_dir_summary(const char *dir, char *out, size_t cap, char *why, size_t why_cap)
 {
+    if (k3_model_path_is_gguf(dir)) {     /* a GGUF file, set or folder: its header says */
+        k3_model_info info;
+        k3_error err;
+        if (k3_model_peek_gguf(dir, &info, &err)) {
+            snprintf(why, why_cap, "%s", err.msg);
+            return -1;
+        }
+        int n = snprintf(out, cap, "%s, %d layers", info.model_type, info.n_layers);
+        if (info.n_experts > 1 && n >= 0 && (size_t)n < cap)
+            n += snprintf(out + n, cap - (size_t)n, ", %d experts top-%d", info.n_experts, info.top_k);
+        if (n >= 0 && (size_t)n < cap) snprintf(out + n, cap - (size_t)n, ", GGUF");
+        return 0;
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     json_error_t jerr;
@@ -133,7 +153,9 @@ int model_dir_summary(const char *dir, char *out, size_t cap, char *why, size_t 
         n += snprintf(out + n, cap - (size_t)n, ", %lld experts top-%lld", experts, topk);
     if (json_is_string(dt) && n >= 0 && (size_t)n < cap)
         n += snprintf(out + n, cap - (size_t)n, ", %s", json_string_value(dt));
-    if (json_is_object(qc) && n >= 0 && (size_t)n < cap) n += snprintf(out + n, cap - (size_t)n, " + MXFP4 experts");
+    json_t *qfmt = json_is_object(qc) ? json_object_get(qc, "format") : NULL;   /* not an fp8 checkpoint's */
+    if (json_is_string(qfmt) && !strcmp(json_string_value(qfmt), "mxfp4-pack-quantized") && n >= 0 && (size_t)n < cap)
+        n += snprintf(out + n, cap - (size_t)n, " + MXFP4 experts");
     if (packed && n >= 0 && (size_t)n < cap) n += snprintf(out + n, cap - (size_t)n, ", packed");
     if (json_is_true(json_object_get(top, "k3_random_weights")) && n >= 0 && (size_t)n < cap)
         snprintf(out + n, cap - (size_t)n, ", random weights");

@@ -18,7 +18,8 @@
     "c.id, c.uid, c.title, c.model_path, c.model_fingerprint, c.system_prompt, "             \
     "c.sampling_json, c.created_ms, c.updated_ms, "                                          \
     "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id), "                     \
-    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user')"
+    "(SELECT count(*) FROM messages m WHERE m.conversation_id = c.id AND m.role = 'user'), "  \
+    "c.model_type"
 
 /* Fill a conversation from a row selected with CONV_COLUMNS. */
 static int read_conv_row(sqlite3_stmt *st, history_conversation *c)
@@ -35,7 +36,9 @@ static int read_conv_row(sqlite3_stmt *st, history_conversation *c)
     c->updated_ms = sqlite3_column_int64(st, 8);
     c->n_messages = sqlite3_column_int64(st, 9);
     c->n_turns = sqlite3_column_int64(st, 10);
-    if (!c->title || !c->model_path || !c->model_fingerprint || !c->system_prompt || !c->sampling_json) {
+    c->model_type = hist_col_text(st, 11, 1);
+    if (!c->title || !c->model_path || !c->model_fingerprint || !c->model_type || !c->system_prompt ||
+        !c->sampling_json) {
         history_conv_free(c);
         return -1;
     }
@@ -49,9 +52,10 @@ void history_conv_free(history_conversation *c)
     free(c->title);
     free(c->model_path);
     free(c->model_fingerprint);
+    free(c->model_type);
     free(c->system_prompt);
     free(c->sampling_json);
-    c->title = c->model_path = c->model_fingerprint = c->system_prompt = c->sampling_json = NULL;
+    c->title = c->model_path = c->model_fingerprint = c->model_type = c->system_prompt = c->sampling_json = NULL;
 }
 
 /* See history.h. */
@@ -197,21 +201,23 @@ int64_t history_conv_create(history *h, const history_conversation *fields, hist
     const char *title = fields && fields->title ? fields->title : "";
     const char *model_path = fields && fields->model_path ? fields->model_path : "";
     const char *fingerprint = fields && fields->model_fingerprint ? fields->model_fingerprint : "";
+    const char *model_type = fields && fields->model_type ? fields->model_type : "";
     const char *system = fields && fields->system_prompt ? fields->system_prompt : "";
     char *sampling = hist_json_object_compact(fields && fields->sampling_json ? fields->sampling_json : "{}",
                                               "sampling parameters", err);
     if (!sampling) return -1;
     char *clean_title = hist_utf8_clean(title), *clean_system = hist_utf8_clean(system);
     char *clean_model = hist_utf8_clean(model_path), *clean_fp = hist_utf8_clean(fingerprint);
+    char *clean_type = hist_utf8_clean(model_type);
     int64_t id = -1;
-    if (!clean_title || !clean_system || !clean_model || !clean_fp) { hist_err(err, "%s: out of memory", h->path); goto done; }
+    if (!clean_title || !clean_system || !clean_model || !clean_fp || !clean_type) { hist_err(err, "%s: out of memory", h->path); goto done; }
     for (int attempt = 0; attempt < 8 && id < 0; attempt++) {
         char uid[HISTORY_UID_LEN + 1];
         hist_random_hex(uid, HISTORY_UID_LEN);
         if (hist_begin(h, err)) goto done;
         sqlite3_stmt *st = hist_prepare(h,
             "INSERT INTO conversations (uid, title, model_path, model_fingerprint, system_prompt,"
-            " sampling_json, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " sampling_json, created_ms, updated_ms, model_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (uid) DO NOTHING", err);
         if (!st) { hist_rollback(h); goto done; }
         int64_t now = hist_now_ms();
@@ -223,6 +229,7 @@ int64_t history_conv_create(history *h, const history_conversation *fields, hist
         sqlite3_bind_text(st, 6, sampling, -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, now);
         sqlite3_bind_int64(st, 8, now);
+        sqlite3_bind_text(st, 9, clean_type, -1, SQLITE_STATIC);
         int rc = hist_step(st);
         sqlite3_finalize(st);
         if (rc != SQLITE_DONE) { hist_db_err(h, err, "creating a conversation"); hist_rollback(h); goto done; }
@@ -238,11 +245,13 @@ done:
     free(clean_system);
     free(clean_model);
     free(clean_fp);
+    free(clean_type);
     return id;
 }
 
 /* One UPDATE of one conversation in its own transaction; used by the setters. */
-static int update_conv(history *h, int64_t id, const char *sql, const char *a, const char *b, history_error *err)
+static int update_conv(history *h, int64_t id, const char *sql, const char *a, const char *b, const char *c,
+                       history_error *err)
 {
     if (hist_begin(h, err)) return -1;
     sqlite3_stmt *st = hist_prepare(h, sql, err);
@@ -251,6 +260,7 @@ static int update_conv(history *h, int64_t id, const char *sql, const char *a, c
     sqlite3_bind_int64(st, 2, id);
     sqlite3_bind_text(st, 3, a, -1, SQLITE_STATIC);
     if (b) sqlite3_bind_text(st, 4, b, -1, SQLITE_STATIC);
+    if (c) sqlite3_bind_text(st, 5, c, -1, SQLITE_STATIC);
     int rc = hist_step(st);
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) { hist_db_err(h, err, "updating a conversation"); hist_rollback(h); return -1; }
@@ -266,7 +276,7 @@ static int set_text_field(history *h, int64_t id, const char *sql, const char *t
 {
     char *clean = hist_utf8_clean(text ? text : "");
     if (!clean) return hist_err(err, "%s: out of memory", h->path);
-    int rc = update_conv(h, id, sql, clean, NULL, err);
+    int rc = update_conv(h, id, sql, clean, NULL, NULL, err);
     free(clean);
     return rc;
 }
@@ -288,20 +298,24 @@ int history_conv_set_sampling(history *h, int64_t id, const char *sampling_json,
 {
     char *compact = hist_json_object_compact(sampling_json ? sampling_json : "{}", "sampling parameters", err);
     if (!compact) return -1;
-    int rc = update_conv(h, id, "UPDATE conversations SET updated_ms = max(updated_ms, ?1), sampling_json = ?3 WHERE id = ?2", compact, NULL, err);
+    int rc = update_conv(h, id, "UPDATE conversations SET updated_ms = max(updated_ms, ?1), sampling_json = ?3 WHERE id = ?2", compact, NULL, NULL,
+                         err);
     free(compact);
     return rc;
 }
 
 /* See history.h. */
-int history_conv_set_model(history *h, int64_t id, const char *model_path, const char *model_fingerprint, history_error *err)
+int history_conv_set_model(history *h, int64_t id, const char *model_path, const char *model_fingerprint,
+                           const char *model_type, history_error *err)
 {
     char *path = hist_utf8_clean(model_path ? model_path : ""), *fp = hist_utf8_clean(model_fingerprint ? model_fingerprint : "");
-    int rc = path && fp ? update_conv(h, id, "UPDATE conversations SET updated_ms = max(updated_ms, ?1), model_path = ?3,"
-                                      " model_fingerprint = ?4 WHERE id = ?2", path, fp, err)
-                        : hist_err(err, "%s: out of memory", h->path);
+    char *type = hist_utf8_clean(model_type ? model_type : "");
+    int rc = path && fp && type ? update_conv(h, id, "UPDATE conversations SET updated_ms = max(updated_ms, ?1), model_path = ?3,"
+                                              " model_fingerprint = ?4, model_type = ?5 WHERE id = ?2", path, fp, type, err)
+                                : hist_err(err, "%s: out of memory", h->path);
     free(path);
     free(fp);
+    free(type);
     return rc;
 }
 

@@ -61,6 +61,7 @@ static int export_markdown(const history_conversation *c, const history_message 
     fprintf(f, "- id: `%s`\n", c->uid);
     if (*c->model_path) fprintf(f, "- model: `%s`\n", c->model_path);
     if (*c->model_fingerprint) fprintf(f, "- model fingerprint: `%s`\n", c->model_fingerprint);
+    if (*c->model_type) fprintf(f, "- model type: %s\n", c->model_type);
     fprintf(f, "- created: %s\n- updated: %s\n", created, updated);
     if (strcmp(c->sampling_json, "{}")) fprintf(f, "- sampling (current setting): `%s`\n", c->sampling_json);
     fputc('\n', f);
@@ -124,6 +125,7 @@ static json_t *conversation_json(const history_conversation *c, const history_me
     json_object_set_new(o, "title", json_string(c->title));
     json_object_set_new(o, "model_path", json_string(c->model_path));
     json_object_set_new(o, "model_fingerprint", json_string(c->model_fingerprint));
+    json_object_set_new(o, "model_type", json_string(c->model_type));
     json_object_set_new(o, "system_prompt", json_string(c->system_prompt));
     json_object_set_new(o, "sampling", embedded_json(c->sampling_json));
     json_object_set_new(o, "created_ms", json_integer(c->created_ms));
@@ -257,12 +259,13 @@ static int import_message(history *h, int64_t conv_id, json_t *jm, size_t index,
  * a valid uid), and its timestamps. */
 static int64_t import_conversation_row(history *h, json_t *doc, const char *source, history_error *err)
 {
-    const char *uid = "", *title = "", *model_path = "", *fingerprint = "", *system = "";
+    const char *uid = "", *title = "", *model_path = "", *fingerprint = "", *model_type = "", *system = "";
     double created, updated;
     char *sampling = NULL;
     if (get_string(doc, "id", &uid, source, "", err) || get_string(doc, "title", &title, source, "", err) ||
         get_string(doc, "model_path", &model_path, source, "", err) ||
         get_string(doc, "model_fingerprint", &fingerprint, source, "", err) ||
+        get_string(doc, "model_type", &model_type, source, "", err) ||      /* absent before v7: "" */
         get_string(doc, "system_prompt", &system, source, "", err) ||
         get_number(doc, "created_ms", &created, source, "", err) || get_number(doc, "updated_ms", &updated, source, "", err) ||
         get_object_text(doc, "sampling", &sampling, source, "", err))
@@ -274,7 +277,8 @@ static int64_t import_conversation_row(history *h, json_t *doc, const char *sour
         hist_random_hex(fresh, HISTORY_UID_LEN);
         sqlite3_stmt *st = hist_prepare(h,
             "INSERT INTO conversations (uid, title, model_path, model_fingerprint, system_prompt,"
-            " sampling_json, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (uid) DO NOTHING", err);
+            " sampling_json, created_ms, updated_ms, model_type) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (uid) DO NOTHING", err);
         if (!st) break;
         sqlite3_bind_text(st, 1, attempt == 0 && uid_ok ? uid : fresh, -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(st, 2, title, -1, SQLITE_STATIC);
@@ -284,6 +288,7 @@ static int64_t import_conversation_row(history *h, json_t *doc, const char *sour
         sqlite3_bind_text(st, 6, sampling ? sampling : "{}", -1, SQLITE_STATIC);
         sqlite3_bind_int64(st, 7, created > 0 ? (int64_t)created : now);
         sqlite3_bind_int64(st, 8, updated > 0 ? (int64_t)updated : now);
+        sqlite3_bind_text(st, 9, model_type, -1, SQLITE_STATIC);
         int rc = hist_step(st);
         sqlite3_finalize(st);
         if (rc != SQLITE_DONE) { hist_db_err(h, err, "importing a conversation"); break; }
@@ -484,6 +489,7 @@ int history_list_json(history *h, int limit, FILE *out, history_error *err)
         json_object_set_new(o, "title", json_string(c->title));
         json_object_set_new(o, "model_path", json_string(c->model_path));
         json_object_set_new(o, "model_fingerprint", json_string(c->model_fingerprint));
+        json_object_set_new(o, "model_type", json_string(c->model_type));
         json_object_set_new(o, "created_ms", json_integer(c->created_ms));
         json_object_set_new(o, "updated_ms", json_integer(c->updated_ms));
         json_object_set_new(o, "updated_utc", utc_string(c->updated_ms));

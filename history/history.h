@@ -37,7 +37,7 @@ typedef struct history_error {
 /* Fixed SQLite application_id of our database files ("k3HC"). */
 #define HISTORY_APPLICATION_ID 0x6B334843
 /* Schema version this build writes (PRAGMA user_version). */
-#define HISTORY_SCHEMA_VERSION 6
+#define HISTORY_SCHEMA_VERSION 7
 
 /* ---- opening --------------------------------------------------------- */
 
@@ -69,6 +69,8 @@ typedef struct history_conversation {
     char *title;                         /* "" until set (or the first user line) */
     char *model_path;
     char *model_fingerprint;
+    char *model_type;                    /* the weights' type ("BF16 + MXFP4 experts"; k3_model_info
+                                          * .type_label), "" when not known (before v7, a server) */
     char *system_prompt;
     char *sampling_json;                 /* JSON object text, "{}" by default */
     int64_t created_ms, updated_ms;      /* Unix time in milliseconds */
@@ -88,7 +90,7 @@ int history_conv_set_title(history *h, int64_t id, const char *title, history_er
 int history_conv_set_system(history *h, int64_t id, const char *system_prompt, history_error *err);
 int history_conv_set_sampling(history *h, int64_t id, const char *sampling_json, history_error *err);
 int history_conv_set_model(history *h, int64_t id, const char *model_path,
-                           const char *model_fingerprint, history_error *err);
+                           const char *model_fingerprint, const char *model_type, history_error *err);
 
 /* Look up by integer id, or by what a user typed: "last" (most recently
  * updated) or a unique uid prefix. Ambiguous / unknown refs are errors

@@ -260,7 +260,8 @@ char *hist_json_object_compact(const char *text, const char *what, history_error
  * row still being written as it streams (a crash leaves it so). v5: the
  * remote backend (endpoint, model) of a conversation (`k3 chat --endpoint`).
  * v6: an answer's reasoning (a thinking model's delta.reasoning), kept
- * beside its content, never in it. */
+ * beside its content, never in it. v7: the model's weight type ("BF16 +
+ * MXFP4 experts", a GGUF's "Q4_K_M"); '' on older rows. */
 static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
     "CREATE TABLE conversations ("
     "  id INTEGER PRIMARY KEY,"
@@ -328,6 +329,9 @@ static const char *const migration_steps[HISTORY_SCHEMA_VERSION] = {
 
     /* v6: a thinking model's reasoning before an answer (NULL = none). */
     "ALTER TABLE messages ADD COLUMN reasoning TEXT;",
+
+    /* v7: the weights' type of the conversation's model (k3_model_info.type_label). */
+    "ALTER TABLE conversations ADD COLUMN model_type TEXT NOT NULL DEFAULT '';",
 };
 
 /* Apply steps from..to-1 and stamp the version and our application id; the

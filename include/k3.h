@@ -75,8 +75,8 @@ typedef struct k3_options {
     int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
                               * budget allows (k3_model_chunk_tokens says which and why) */
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
-    int activations_q8;      /* --activations q8: MXFP4 experts take int8 activations per
-                              * 32 columns (faster, not exact); default f32, exact */
+    int activations_q8;      /* --activations q8: MXFP4 experts and GGUF block types take int8
+                              * activations per block (faster, not exact); default f32, exact */
 } k3_options;
 
 /* Tokens per forward chunk: prompts run in chunks of this many, and a
@@ -98,6 +98,9 @@ typedef struct k3_model_info {
     char dtype[24];          /* declared weight dtype ("bfloat16"), "" if not declared */
     int experts_mxfp4;       /* routed experts stored as MXFP4 */
     int ctx_tokens;          /* context the memory plan was made for */
+    char type_label[48];     /* the weights' type as ollama and llama.cpp name a file's: the layer
+                              * matrices' dtype, and the routed experts' when it differs ("BF16",
+                              * "F8_E4M3", "BF16 + MXFP4 experts"); a GGUF's own file type */
 } k3_model_info;
 
 /* vocab_size from DIR/config.json alone, without opening the model (cheap):
@@ -107,6 +110,16 @@ int k3_model_peek_vocab(const char *dir, int *vocab_size, k3_error *err);
 /* 1 if path is a GGUF model (a .gguf file, or a folder holding one file or
  * one split set and no config.json); k3_model_open reads those too. */
 int k3_model_path_is_gguf(const char *path);
+/* What a GGUF model's header says, without reading its weights: model_type,
+ * n_layers, n_kda_layers, n_mla_layers, n_experts, top_k, vocab_size,
+ * hidden, dtype and type_label (the file's type, "Q4_K_M"), and in
+ * weight_bytes the bytes of its parts. `k3 models`. 0, or -1 with err. */
+int k3_model_peek_gguf(const char *path, k3_model_info *out, k3_error *err);
+
+/* k3_model_info.type_label of the model in DIR from its tensor headers
+ * alone, without opening the model (nothing of the weights is read): `k3
+ * models`. 0, or -1 with err set. */
+int k3_model_peek_type(const char *dir, char *out, size_t cap, k3_error *err);
 
 /* Open a model directory (Hugging Face layout). Tokenizer files are loaded
  * when present; with opt->need_tokenizer a missing one is an error. */

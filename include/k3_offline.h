@@ -40,6 +40,8 @@ typedef struct k3_pack_opts {
     k3_pack_progress_fn progress;    /* NULL = silent */
     void *progress_user;
     volatile sig_atomic_t *cancel;   /* set to nonzero to stop (DST.partial is removed) */
+    const char *trunk_type;          /* --trunk: "Q8_0", "Q4_K", ... for the layers' matrices; NULL = as stored */
+    const char *experts_type;        /* --experts: the same for the routed experts' (K3's MXFP4 ones too) */
 } k3_pack_opts;
 
 typedef struct k3_pack_result {
@@ -54,13 +56,26 @@ typedef struct k3_pack_result {
     int removed_stale;               /* a stale DST.partial was removed first */
     uint64_t fingerprint;
     size_t peak_bytes_estimate;      /* buffer + tables */
+    int n_quantized;                 /* matrices written in a block type (--trunk, --experts) */
+    int n_quantized_experts;         /* of those, routed experts' */
+    int n_fallback;                  /* of those, rows not whole blocks of the asked type: Q5_0 / Q8_0 */
+    int n_kept;                      /* matrices left as stored: rows not whole 32-weight blocks */
 } k3_pack_result;
 
 void k3_pack_default_opts(k3_pack_opts *o);
 
+/* 0 when name is a block type `k3 pack --trunk/--experts` writes (Q8_0,
+ * Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4); else -1 with err saying so and
+ * listing them. */
+int k3_pack_quant_type_check(const char *name, k3_error *err);
+
 /* Pack src (HF checkpoint dir) into dst. 0, or -1 with err set; on failure
  * or cancel nothing named dst is created or changed (DST.partial is removed). */
 int k3_pack(const char *src, const char *dst, const k3_pack_opts *o, k3_pack_result *res, k3_error *err);
+
+/* The scratch of --trunk / --experts: source rows as fp32 and their blocks,
+ * this many bytes each, besides the copy buffer. */
+#define K3_PACK_QUANT_BUFFER ((size_t)16 << 20)
 
 /* Approximate bytes of table memory per source tensor: the source index, the
  * layout plan, and the manifest re-loaded for the final self-check (measured:

@@ -35,6 +35,9 @@ typedef struct k3_plan_options {
     int cache_lru;               /* --cache-policy lru (default lfru) */
     uint64_t fixed_bytes;        /* the plan's fixed claim; 0 = estimated as the engine counts it */
     const char *trace_path;      /* routing trace (--trace of run/bench) for the hit rate; NULL = uniform */
+    const char *trunk_type;      /* --trunk TYPE: predict the weights at this type (a GGUF block type
+                                  * "Q8_0", BF16, MXFP4...) from the config; NULL = as they are */
+    const char *expert_type;     /* --experts TYPE: the same for the routed experts */
 } k3_plan_options;
 
 /* The compute probe's figures besides its layer times

@@ -28,6 +28,18 @@ k3_tokenizer *k3_tokenizer_parse(const char *vocab, size_t vocab_len, const char
  * (free it). */
 int k3_tokenizer_parse_specials(k3_tokenizer *t, const char *config, size_t config_len, const char *dir,
                                 k3_error *err);
+/* The vocabulary a GGUF carries (path: a .gguf file, a split set or a
+ * folder holding one; engine/formats/gguf_vocab.c): the same tokenizer as
+ * the model's tiktoken.model + tokenizer_config.json would give. NULL with
+ * one line in err when the file has none or one k3 cannot reproduce. */
+k3_tokenizer *k3_tokenizer_load_gguf(const char *path, k3_error *err);
+/* A model's tokenizer wherever it is (path: a model folder or a GGUF): a
+ * tiktoken.model in the folder wins; else a GGUF's own vocabulary; else a
+ * pack of a GGUF's tokenizer.gguf; else k3_tokenizer_load's error naming
+ * the missing tiktoken.model. k3_tokenizer_model_has: 1 when one of those
+ * is there. */
+k3_tokenizer *k3_tokenizer_load_model(const char *path, k3_error *err);
+int k3_tokenizer_model_has(const char *path);
 void k3_tokenizer_free(k3_tokenizer *t);
 
 int k3_tokenizer_n_base(const k3_tokenizer *t);     /* number of BPE ranks */

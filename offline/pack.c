@@ -8,12 +8,20 @@
  * the written pages from the cache, re-read every file: per-tensor hashes
  * must match, padding must be zero, file FNV-1a recorded; sample tensors
  * compared with the source), manifest (written, fsync'd, re-loaded with the
- * reader), rename DST.partial -> DST. */
+ * reader), rename DST.partial -> DST.
+ *
+ * With --trunk / --experts TYPE the layers' (or the routed experts') weight
+ * matrices are written as GGUF blocks of TYPE instead of copied: each row
+ * converted to fp32 and quantized (quant_quantize.c) on its way from the
+ * source buffer to the file; the hashes and the read-back check then cover
+ * the quantized bytes, and the sample comparison quantizes the source rows
+ * again. See quant_choice for which tensors. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +36,14 @@
 #include "k3_util.h"
 #include "config.h"
 #include "manifest.h"
+#include "kernels.h"
+#include "mxfp4.h"
+#include "quant_quantize.h"
 #include "tables_write.h"
 #include "unit_sums.h"
 #include "k3_offline.h"
 #include "safetensors.h"
+#include "gguf_checkpoint.h"
 
 enum { KIND_SKIP = -1, KIND_TRUNK = K3_PK_TRUNK, KIND_EXPERT = K3_PK_EXPERTS, KIND_EMBED = K3_PK_EMBED,
        KIND_HEAD = K3_PK_HEAD };
@@ -45,6 +57,11 @@ typedef struct pk_item {
     int layer, expert;        /* -1 when not applicable */
     int rank;                 /* order inside its group (see item_rank) */
     uint64_t dst;             /* offset in its file */
+    uint64_t bytes;           /* in its file: the source's, or its quantized size */
+    const k3_quant_type *qtype;   /* written as these blocks; NULL = copied as stored */
+    int64_t cols;             /* quantized: weights per row */
+    int scale_src;            /* K3's MXFP4 "X.weight_packed" quantized: its "X.weight_scale"; else -1 */
+    char *out_name;           /* that one's name in the pack ("X.weight"); NULL = the source's */
     uint64_t hash;            /* fast hash of the bytes, computed while copying */
 } pk_item;
 
@@ -62,6 +79,12 @@ typedef struct pk_plan {
     uint64_t file_bytes[K3_PK_NFILES];
     uint64_t checksum[K3_PK_NFILES];
     uint64_t fingerprint, copy_bytes, aux_bytes;
+    const k3_quant_type *quant_trunk, *quant_experts;   /* --trunk, --experts; NULL = as stored */
+    int *pair_scale;          /* per source tensor: an MXFP4 expert's scale tensor when --experts converts it */
+    const k3_quant_type **pair_qtype;   /* ... and its block type */
+    char *merged;             /* per source tensor: a scale tensor merged into its matrix */
+    int n_quantized, n_quantized_experts, n_fallback, n_kept;
+    int n_block_tensors;          /* tensors in a GGUF block type, copied as they are (a GGUF source) */
 } pk_plan;
 
 /* ------------------------------------------------------------------ helpers */
@@ -363,14 +386,20 @@ static int config_int(json_t *root, const char *key, long long *out)
 
 /* Read config.json: keep its text verbatim, extract the few numbers the
  * layout needs (layers, tie, expert count for a cross-check). */
-static int plan_config(pk_plan *p, const char *src, k3_error *err)
+static int plan_config(pk_plan *p, const char *src, const gguf_file *gguf, k3_error *err)
 {
     char path[4200];
-    snprintf(path, sizeof path, "%s/config.json", src);
-    if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
     char *text = NULL;
     size_t len = 0;
-    if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
+    if (gguf) {                           /* a GGUF: the config its metadata and shapes imply */
+        snprintf(path, sizeof path, "%s", src);
+        if (gguf_checkpoint_config_text(gguf, &text, err)) return -1;
+        len = strlen(text);
+    } else {
+        snprintf(path, sizeof path, "%s/config.json", src);
+        if (access(path, F_OK) != 0) return k3_err(err, "%s: not a model directory (no config.json)", src);
+        if (k3_read_file(path, K3_MAX_CONFIG_BYTES, &text, &len, err)) return -1;
+    }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root || !json_is_object(root)) {
@@ -409,10 +438,95 @@ static int plan_fingerprint(pk_plan *p, uint8_t *buf, size_t buf_len, k3_error *
     (void)buf;
     (void)buf_len;
     uint64_t h = K3_FNV_INIT;
-    for (int s = 0; s < p->ix.n_shards; s++)
-        if (st_shard_fingerprint(p->ix.shards[s].fd, p->ix.shards[s].path, p->ix.shards[s].file_bytes, &h, err))
+    for (int s = 0; s < p->ix.n_shards; s++)   /* a GGUF part hashes its header as the store does */
+        if (st_file_fingerprint(p->ix.shards[s].fd, p->ix.shards[s].path, p->ix.shards[s].file_bytes,
+                                p->ix.shards[s].header_bytes, &h, err))
             return -1;
     p->fingerprint = h;
+    return 0;
+}
+
+/* The type rows of cols weights are written in when want is asked: want,
+ * or as llama-quantize falls back for rows that are not whole blocks (Q4_K
+ * -> Q5_0, Q6_K -> Q8_0; Q5_K -> Q5_0, as k3 writes no Q5_1; counted in
+ * *fallback); NULL (kept as stored, *kept) when not a multiple of 32. */
+static const k3_quant_type *quant_fit_rows(const k3_quant_type *want, int64_t cols, int *fallback, int *kept)
+{
+    if (cols % want->block_elems == 0) return want;
+    const char *fb_name = want->ggml_id == K3_GGML_Q6_K ? "Q8_0" : want->block_elems == 256 ? "Q5_0" : NULL;
+    const k3_quant_type *fb = fb_name ? k3_quant_type_by_name(fb_name) : NULL;
+    if (fb && cols % fb->block_elems == 0) {
+        (*fallback)++;
+        return fb;
+    }
+    (*kept)++;
+    return NULL;
+}
+
+/* The block type --trunk / --experts asked for (want) that tensor t is
+ * written in, or NULL to copy it as stored. Like llama-quantize: only the
+ * 2-D weight matrices ("*.weight" of a float dtype, more than one row), not
+ * the norms, not the MoE router ("...gate.weight", kept exact as llama.cpp
+ * keeps ffn_gate_inp), not K3's attention-residual score vectors
+ * ("*_res_proj.weight", [1, hidden], read as vectors); rows as
+ * quant_fit_rows says. */
+static const k3_quant_type *quant_choice(const k3_quant_type *want, const st_tensor *t, int *fallback, int *kept)
+{
+    if (!want || t->ndim != 2 || t->shape[0] < 2) return NULL;
+    if (t->dtype != K3_DT_F32 && t->dtype != K3_DT_F16 && t->dtype != K3_DT_BF16) return NULL;
+    const char *c = core_name(t->name);
+    size_t n = strlen(c);
+    if (n < 8 || strcmp(c + n - 7, ".weight")) return NULL;
+    const char *end = c + n - 7, *last = end;
+    while (last > c && last[-1] != '.') last--;
+    size_t len = (size_t)(end - last);
+    if (memmem(last, len, "norm", 4) || memmem(last, len, "_res_proj", 9) || (len == 4 && !memcmp(last, "gate", 4)))
+        return NULL;
+    return quant_fit_rows(want, t->shape[1], fallback, kept);
+}
+
+/* The block type an item is stored in: the one it is quantized to, else a
+ * GGUF source tensor's own (copied as it is), else NULL. */
+static const k3_quant_type *stored_qtype(const pk_plan *p, const pk_item *it)
+{
+    return it->qtype ? it->qtype : p->ix.tensors[it->src].qtype;
+}
+
+/* K3's MXFP4 expert matrices when --experts asks for a block type: the
+ * pair "X.weight_packed" (U8 [rows, cols/2]) + "X.weight_scale" ([rows,
+ * cols/32]) becomes one "X.weight" of that type (decoded exactly, then
+ * quantized; to MXFP4 the values come back unchanged, only the layout
+ * differs). Marks each pair in pair_scale / pair_qtype and its scale tensor
+ * in merged. */
+static int plan_mxfp4_pairs(pk_plan *p, k3_error *err)
+{
+    st_index *ix = &p->ix;
+    p->pair_scale = malloc((size_t)(ix->n_tensors + 1) * sizeof *p->pair_scale);
+    p->pair_qtype = calloc((size_t)ix->n_tensors + 1, sizeof *p->pair_qtype);
+    p->merged = calloc((size_t)ix->n_tensors + 1, 1);
+    if (!p->pair_scale || !p->pair_qtype || !p->merged) return k3_err(err, "out of memory");
+    for (int i = 0; i < ix->n_tensors; i++) p->pair_scale[i] = -1;
+    if (!p->quant_experts) return 0;
+    for (int i = 0; i < ix->n_tensors; i++) {
+        const st_tensor *t = &ix->tensors[i];
+        int layer, expert;
+        const char *sub;
+        size_t n = strlen(t->name);
+        if (classify(t->name, &layer, &expert, &sub) != KIND_EXPERT || t->dtype != K3_DT_U8 || t->ndim != 2 ||
+            n < 14 || n > 500 || strcmp(t->name + n - 14, ".weight_packed"))
+            continue;
+        char name[520];
+        snprintf(name, sizeof name, "%.*s.weight_scale", (int)(n - 14), t->name);
+        const st_tensor *s = st_find(ix, name);
+        if (!s || (s->dtype != K3_DT_U8 && s->dtype != K3_DT_F8_E8M0) || s->ndim != 2 || s->shape[0] != t->shape[0] ||
+            s->shape[1] * 16 != t->shape[1])
+            continue;
+        const k3_quant_type *q = quant_fit_rows(p->quant_experts, 2 * t->shape[1], &p->n_fallback, &p->n_kept);
+        if (!q) continue;
+        p->pair_scale[i] = (int)(s - ix->tensors);
+        p->pair_qtype[i] = q;
+        p->merged[s - ix->tensors] = 1;
+    }
     return 0;
 }
 
@@ -428,6 +542,7 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
         const char *sub;
         int kind = classify(t->name, &layer, &expert, &sub);
         if (kind == KIND_SKIP) { p->n_skipped++; continue; }
+        if (p->merged[i]) continue;   /* an MXFP4 scale, inside its quantized matrix */
         if (layer >= p->n_layers)
             return k3_err(err, "%s: tensor '%s' belongs to layer %d but config.json says %d layers",
                           ix->shards[t->shard].path, t->name, layer, p->n_layers);
@@ -437,6 +552,24 @@ static int layout_classify(pk_plan *p, const char *src, int *layer_tensors, int 
         it->layer = layer;
         it->expert = expert;
         it->rank = item_rank(kind, t->name);
+        it->bytes = t->nbytes;
+        it->scale_src = p->pair_scale[i];
+        it->cols = t->ndim == 2 ? (it->scale_src >= 0 ? 2 * t->shape[1] : t->shape[1]) : 0;
+        if (it->scale_src >= 0) {
+            it->qtype = p->pair_qtype[i];
+            if (!(it->out_name = strndup(t->name, strlen(t->name) - 7))) return k3_err(err, "out of memory");
+        } else {
+            it->qtype = quant_choice(kind == KIND_TRUNK ? p->quant_trunk : kind == KIND_EXPERT ? p->quant_experts : NULL,
+                                     t, &p->n_fallback, &p->n_kept);
+        }
+        if (it->qtype) {
+            if (k3_quant_bytes(it->qtype, (uint64_t)(t->shape[0] * it->cols), &it->bytes))
+                return k3_err(err, "%s: tensor '%s' is too large for %s", ix->shards[t->shard].path, t->name,
+                              it->qtype->name);
+            p->n_quantized++;
+            p->n_quantized_experts += kind == KIND_EXPERT;
+        }
+        p->n_block_tensors += !it->qtype && t->dtype == K3_DT_GGML;
         if (layer >= 0) layer_tensors[layer]++;
         if (expert >= 0 && expert + 1 > layer_max_e[layer]) layer_max_e[layer] = expert + 1;
         p->copy_bytes += t->nbytes;
@@ -493,7 +626,6 @@ static int layout_count_experts(pk_plan *p, const char *src, const int *layer_ma
  * (each aligned), rounded up to K3_PACK_ALIGN: one read per expert. */
 static void layout_page_bytes(pk_plan *p)
 {
-    const st_index *ix = &p->ix;
     uint64_t page_max = 0;
     for (int i = 0; i < p->n_items;) {
         if (p->items[i].file != K3_PK_EXPERTS) { i++; continue; }
@@ -501,7 +633,7 @@ static void layout_page_bytes(pk_plan *p)
         uint64_t used = 0;
         while (j < p->n_items && p->items[j].file == K3_PK_EXPERTS && p->items[j].layer == l &&
                p->items[j].expert == e) {
-            used = align_up(used, K3_PACK_TENSOR_ALIGN) + ix->tensors[p->items[j].src].nbytes;
+            used = align_up(used, K3_PACK_TENSOR_ALIGN) + p->items[j].bytes;
             j++;
         }
         if (used > page_max) page_max = used;
@@ -514,12 +646,11 @@ static void layout_page_bytes(pk_plan *p)
  * in forward order, from item *i on (the items are sorted trunk first). */
 static void layout_place_trunk(pk_plan *p, int *i, uint64_t *cur)
 {
-    const st_index *ix = &p->ix;
     for (int l = 0; l < p->n_layers; l++) {
         p->run_off[l] = *cur = align_up(*cur, K3_PACK_ALIGN);
         for (; *i < p->n_items && p->items[*i].file == K3_PK_TRUNK && p->items[*i].layer == l; (*i)++) {
             p->items[*i].dst = align_up(*cur, K3_PACK_TENSOR_ALIGN);
-            *cur = p->items[*i].dst + ix->tensors[p->items[*i].src].nbytes;
+            *cur = p->items[*i].dst + p->items[*i].bytes;
         }
         p->run_bytes[l] = align_up(*cur - p->run_off[l], K3_PACK_ALIGN);
         *cur = p->run_off[l] + p->run_bytes[l];
@@ -531,7 +662,6 @@ static void layout_place_trunk(pk_plan *p, int *i, uint64_t *cur)
  * in the same bytes as expert 0 of its layer. */
 static int layout_place_experts(pk_plan *p, const char *src, int *i, uint64_t *cur, k3_error *err)
 {
-    const st_index *ix = &p->ix;
     int first_n = 0, want_e = 0, prev_l = -1;
     uint64_t first_used = 0;
     while (*i < p->n_items && p->items[*i].file == K3_PK_EXPERTS) {
@@ -545,7 +675,7 @@ static int layout_place_experts(pk_plan *p, const char *src, int *i, uint64_t *c
                p->items[*i].expert == e; (*i)++, n++) {
             used = align_up(used, K3_PACK_TENSOR_ALIGN);
             p->items[*i].dst = start + used;
-            used += ix->tensors[p->items[*i].src].nbytes;
+            used += p->items[*i].bytes;
         }
         if (e == 0) { first_n = n; first_used = used; }
         else if (n != first_n || used != first_used)
@@ -571,7 +701,7 @@ static int plan_layout(pk_plan *p, const char *src, k3_error *err)
         rc = k3_err(err, "out of memory");
         goto done;
     }
-    if ((rc = layout_classify(p, src, layer_tensors, layer_max_e, err)) ||
+    if ((rc = plan_mxfp4_pairs(p, err)) || (rc = layout_classify(p, src, layer_tensors, layer_max_e, err)) ||
         (rc = layout_find_ends(p, src, err)) || (rc = layout_count_experts(p, src, layer_max_e, err)))
         goto done;
     layout_page_bytes(p);
@@ -583,7 +713,7 @@ static int plan_layout(pk_plan *p, const char *src, k3_error *err)
     for (; i < p->n_items; i++) {
         pk_item *it = &p->items[i];
         it->dst = align_up(cur[it->file], K3_PACK_TENSOR_ALIGN);
-        cur[it->file] = it->dst + ix->tensors[it->src].nbytes;
+        cur[it->file] = it->dst + it->bytes;
     }
     for (int f = 0; f < K3_PK_NFILES; f++) p->file_bytes[f] = align_up(cur[f], K3_PACK_ALIGN);
 done:
@@ -595,9 +725,13 @@ done:
 /* Release the source index and the plan. */
 static void plan_free(pk_plan *p)
 {
+    for (int i = 0; p->items && i < p->n_items; i++) free(p->items[i].out_name);
     st_index_close(&p->ix);
     free(p->config_text);
     free(p->items);
+    free(p->pair_scale);
+    free(p->pair_qtype);
+    free(p->merged);
     free(p->run_off);
     free(p->run_bytes);
     memset(p, 0, sizeof *p);
@@ -613,8 +747,13 @@ typedef struct pk_run {
     char paths[K3_PK_NFILES][4300];
     uint8_t *buf;
     size_t buf_len;
+    float *fbuf;                 /* quantizing: source rows as fp32 */
+    uint8_t *qbuf;               /* quantizing: their blocks */
+    size_t fbuf_len, qbuf_len;   /* bytes of each (PK_QUANT_BUFFER) */
     double t0;
 } pk_run;
+
+
 
 /* Checked between windows so SIGINT stops promptly and cleanly. */
 static int cancelled(const pk_run *r, k3_error *err)
@@ -656,6 +795,120 @@ static int open_outputs(pk_run *r, k3_error *err)
     return 0;
 }
 
+/* Bytes of one source row of a quantized item (K3's MXFP4: the nibbles). */
+static size_t item_in_row(const pk_plan *p, const pk_item *it)
+{
+    const st_tensor *t = &p->ix.tensors[it->src];
+    return it->scale_src >= 0 ? (size_t)it->cols / 2 : (size_t)it->cols * k3_dtype_size(t->dtype);
+}
+
+/* One source row of a quantized item as fp32: a float dtype converted, or
+ * K3's MXFP4 nibbles decoded with the row's scale bytes (exact). */
+static void source_row_f32(const pk_plan *p, const pk_item *it, const uint8_t *src_row, const uint8_t *scale_row,
+                           float *out)
+{
+    if (it->scale_src < 0) {
+        k3_convert_to_f32(out, src_row, p->ix.tensors[it->src].dtype, it->cols);
+        return;
+    }
+    k3_weight w = {.dtype = K3_DT_MXFP4, .rows = 1, .cols = it->cols, .data = src_row, .mx_scale = scale_row};
+    k3_mxfp4_decode_row_scalar(&w, 0, out);
+}
+
+/* The scale bytes of a K3 MXFP4 item (malloc'd, all rows) into *out; NULL
+ * for any other item. */
+static int read_item_scales(pk_run *r, const pk_item *it, uint8_t **out, k3_error *err)
+{
+    *out = NULL;
+    if (it->scale_src < 0) return 0;
+    const st_tensor *s = &r->p->ix.tensors[it->scale_src];
+    const st_shard *sh = &r->p->ix.shards[s->shard];
+    if (!(*out = malloc(s->nbytes ? s->nbytes : 1))) return k3_err(err, "out of memory");
+    if (k3_pread_full(sh->fd, *out, s->nbytes, s->file_offset, sh->path, err)) {
+        free(*out);
+        *out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* Quantize n_rows rows of item it from src (rows from first_row on; scales:
+ * the item's scale bytes, all rows, or NULL) and write the blocks at
+ * it->dst + first_row's offset, feeding them to h: rows in batches that fit
+ * the scratch buffers, each batch's rows spread over the OpenMP threads
+ * (every row is quantized alone, so the bytes do not depend on the thread
+ * count). A weight that is not finite is refused by row. */
+static int quantize_rows(pk_run *r, const pk_item *it, const uint8_t *src, const uint8_t *scales, int64_t first_row,
+                         int64_t n_rows, fast_hash *h, k3_error *err)
+{
+    const st_tensor *t = &r->p->ix.tensors[it->src];
+    const int64_t cols = it->cols;
+    const size_t in_row = item_in_row(r->p, it), scale_row = (size_t)cols / 32;
+    uint64_t out_row = 0;
+    k3_quant_bytes(it->qtype, (uint64_t)cols, &out_row);
+    int64_t per = (int64_t)(r->qbuf_len / out_row), per_f = (int64_t)(r->fbuf_len / ((size_t)cols * sizeof(float)));
+    if (per_f < per) per = per_f;
+    if (per < 1)
+        return k3_err(err, "%s: tensor '%s': a row of %lld weights does not fit the quantizing buffer",
+                      r->p->ix.shards[t->shard].path, t->name, (long long)cols);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += per) {
+        const int64_t nr = n_rows - r0 < per ? n_rows - r0 : per;
+        int64_t bad = INT64_MAX;
+#pragma omp parallel for schedule(static) reduction(min : bad)
+        for (int64_t i = 0; i < nr; i++) {
+            float *row = r->fbuf + i * cols;
+            source_row_f32(r->p, it, src + (size_t)(r0 + i) * in_row,
+                           scales ? scales + (size_t)(first_row + r0 + i) * scale_row : NULL, row);
+            for (int64_t j = 0; j < cols; j++)
+                if (!isfinite(row[j])) {
+                    if (first_row + r0 + i < bad) bad = first_row + r0 + i;
+                    break;
+                }
+            k3_quant_quantize(it->qtype, row, cols, r->qbuf + (size_t)i * out_row);
+        }
+        if (bad != INT64_MAX)
+            return k3_err(err, "%s: tensor '%s' row %lld holds a NaN or an infinity: it cannot be quantized",
+                          r->p->ix.shards[t->shard].path, t->name, (long long)bad);
+        size_t n = (size_t)nr * out_row;
+        fh_update(h, r->qbuf, n);
+        if (pwrite_full(r->fds[it->file], r->qbuf, n, it->dst + (uint64_t)(first_row + r0) * out_row,
+                        r->paths[it->file], err))
+            return -1;
+    }
+    return 0;
+}
+
+/* A tensor larger than the copy buffer, quantized: whole rows per read. */
+static int quantize_streamed(pk_run *r, pk_item *it, uint64_t *done, k3_error *err)
+{
+    const st_tensor *t = &r->p->ix.tensors[it->src];
+    const st_shard *sh = &r->p->ix.shards[t->shard];
+    const size_t in_row = item_in_row(r->p, it);
+    const int64_t rows = t->shape[0], per = (int64_t)(r->buf_len / in_row);
+    if (per < 1)
+        return k3_err(err, "%s: tensor '%s': a row of %zu bytes does not fit the copy buffer", sh->path, t->name,
+                      in_row);
+    uint8_t *scales;
+    if (read_item_scales(r, it, &scales, err)) return -1;
+    fast_hash h;
+    fh_init(&h);
+    for (int64_t r0 = 0; r0 < rows; r0 += per) {
+        int64_t nr = rows - r0 < per ? rows - r0 : per;
+        size_t n = (size_t)nr * in_row;
+        if (k3_pread_full(sh->fd, r->buf, n, t->file_offset + (uint64_t)r0 * in_row, sh->path, err) ||
+            quantize_rows(r, it, r->buf, scales, r0, nr, &h, err) || cancelled(r, err)) {
+            free(scales);
+            return -1;
+        }
+        *done += n;
+        if (r->o->progress) r->o->progress(r->o->progress_user, "copy", *done, r->p->copy_bytes);
+        throttle(r, *done);
+    }
+    free(scales);
+    it->hash = fh_final(&h);
+    return 0;
+}
+
 /* Copy every tensor: source shards in order, each read sequentially in
  * windows of up to buf_len bytes covering several tensors, each tensor
  * written at its final offset and hashed from the bytes written. */
@@ -676,6 +929,11 @@ static int copy_tensors(pk_run *r, k3_error *err)
     for (int k = 0; k < p->n_items && rc == 0;) {
         const st_tensor *t0 = &ix->tensors[p->items[order[k]].src];
         const st_shard *sh = &ix->shards[t0->shard];
+        if (t0->nbytes > r->buf_len && p->items[order[k]].qtype) {
+            rc = quantize_streamed(r, &p->items[order[k]], &done, err);
+            k++;
+            continue;
+        }
         if (t0->nbytes > r->buf_len) {
             /* a tensor bigger than the buffer: stream it in buffer-sized pieces */
             pk_item *it = &p->items[order[k]];
@@ -711,9 +969,16 @@ static int copy_tensors(pk_run *r, k3_error *err)
             const uint8_t *data = r->buf + (t->file_offset - start);
             fast_hash h;
             fh_init(&h);
-            fh_update(&h, data, (size_t)t->nbytes);
+            if (it->qtype) {
+                uint8_t *scales;
+                rc = read_item_scales(r, it, &scales, err);
+                if (!rc) rc = quantize_rows(r, it, data, scales, 0, t->shape[0], &h, err);
+                free(scales);
+            } else {
+                fh_update(&h, data, (size_t)t->nbytes);
+                rc = pwrite_full(r->fds[it->file], data, (size_t)t->nbytes, it->dst, r->paths[it->file], err);
+            }
             it->hash = fh_final(&h);
-            rc = pwrite_full(r->fds[it->file], data, (size_t)t->nbytes, it->dst, r->paths[it->file], err);
             done += t->nbytes;
         }
         if (rc) break;
@@ -763,7 +1028,7 @@ static int scan_chunk(const pk_run *r, int f, const uint8_t *data, uint64_t off,
     while (pos < end) {
         if (*open_item >= 0) {
             const pk_item *it = &p->items[*open_item];
-            uint64_t tend = it->dst + p->ix.tensors[it->src].nbytes, stop = tend < end ? tend : end;
+            uint64_t tend = it->dst + it->bytes, stop = tend < end ? tend : end;
             fh_update(h, data + (pos - off), (size_t)(stop - pos));
             pos = stop;
             if (pos == tend) {
@@ -777,7 +1042,7 @@ static int scan_chunk(const pk_run *r, int f, const uint8_t *data, uint64_t off,
         if (next <= pos) {
             *open_item = *i;
             fh_init(h);
-            if (p->ix.tensors[p->items[*i].src].nbytes == 0) {
+            if (p->items[*i].bytes == 0) {
                 if (check_item(r, f, *i, h, err)) return -1;
                 *open_item = -1;
                 (*i)++;
@@ -861,7 +1126,7 @@ static int verify_outputs(pk_run *r, double *verify_s, k3_error *err)
             return k3_err(err, "%s: ends inside tensor '%s'", r->paths[f], p->ix.tensors[p->items[open_item].src].name);
         for (; i < p->n_items && p->items[i].file == f; i++) {   /* empty tensors at the very end */
             fh_init(&h);
-            if (p->ix.tensors[p->items[i].src].nbytes || check_item(r, f, i, &h, err))
+            if (p->items[i].bytes || check_item(r, f, i, &h, err))
                 return k3_err(err, "%s: tensor '%s' lies past the end of the file", r->paths[f],
                               p->ix.tensors[p->items[i].src].name);
         }
@@ -889,6 +1154,36 @@ static int compare_slice(pk_run *r, const pk_item *it, uint64_t off, size_t n, k
     return 0;
 }
 
+/* A quantized tensor against its source: its first and last rows read from
+ * the source, quantized again and compared with the packed blocks. */
+static int compare_quantized(pk_run *r, const pk_item *it, k3_error *err)
+{
+    const st_tensor *t = &r->p->ix.tensors[it->src];
+    const st_shard *sh = &r->p->ix.shards[t->shard];
+    const size_t in_row = item_in_row(r->p, it), scale_row = (size_t)it->cols / 32;
+    uint64_t out_row = 0;
+    k3_quant_bytes(it->qtype, (uint64_t)it->cols, &out_row);
+    size_t half = r->buf_len / 2;
+    if (in_row + scale_row > half || out_row > half) return 0;   /* quantize_rows refused such rows already */
+    int64_t rows[2] = {0, t->shape[0] - 1};
+    for (int k = 0; k < 2; k++) {
+        const st_tensor *s = it->scale_src >= 0 ? &r->p->ix.tensors[it->scale_src] : NULL;
+        uint8_t *scale_bytes = r->buf + in_row;
+        if (k3_pread_full(sh->fd, r->buf, in_row, t->file_offset + (uint64_t)rows[k] * in_row, sh->path, err) ||
+            (s && k3_pread_full(r->p->ix.shards[s->shard].fd, scale_bytes, scale_row,
+                                s->file_offset + (uint64_t)rows[k] * scale_row, r->p->ix.shards[s->shard].path, err)) ||
+            k3_pread_full(r->fds[it->file], r->buf + half, (size_t)out_row, it->dst + (uint64_t)rows[k] * out_row,
+                          r->paths[it->file], err))
+            return -1;
+        source_row_f32(r->p, it, r->buf, s ? scale_bytes : NULL, r->fbuf);
+        k3_quant_quantize(it->qtype, r->fbuf, it->cols, r->qbuf);
+        if (memcmp(r->qbuf, r->buf + half, (size_t)out_row))
+            return k3_err(err, "%s: tensor '%s' row %lld differs from the source %s quantized to %s",
+                          r->paths[it->file], t->name, (long long)rows[k], sh->path, it->qtype->name);
+    }
+    return 0;
+}
+
 /* Re-read a sample of tensors from both sides and compare bytes: the first
  * and last tensor of each file and evenly spread others. Tensors over
  * 16 MiB are compared at their start, middle and end (4 MiB each). */
@@ -910,7 +1205,9 @@ static int compare_sample(pk_run *r, int *sampled, k3_error *err)
     for (int i = 0; i < p->n_items && rc == 0; i++) {
         if (!pick[i]) continue;
         uint64_t n = p->ix.tensors[p->items[i].src].nbytes;
-        if (n <= whole) {
+        if (p->items[i].qtype) {
+            rc = compare_quantized(r, &p->items[i], err);
+        } else if (n <= whole) {
             rc = compare_slice(r, &p->items[i], 0, (size_t)n, err);
         } else {
             rc = compare_slice(r, &p->items[i], 0, slice, err);
@@ -926,10 +1223,11 @@ static int compare_sample(pk_run *r, int *sampled, k3_error *err)
 
 /* ------------------------------------------------------------ small files */
 
-/* Copy config.json and the tokenizer files that exist, fsync'd. */
-static int copy_aux(pk_run *r, const char *src, k3_error *err)
+/* Copy config.json and the tokenizer files that exist, fsync'd (from_file:
+ * the first aux file copied, 1 to leave config.json out). */
+static int copy_aux_from(pk_run *r, const char *src, size_t from_file, k3_error *err)
 {
-    for (size_t a = 0; a < sizeof aux_files / sizeof aux_files[0]; a++) {
+    for (size_t a = from_file; a < sizeof aux_files / sizeof aux_files[0]; a++) {
         char from[4200], to[4300];
         snprintf(from, sizeof from, "%s/%s", src, aux_files[a]);
         snprintf(to, sizeof to, "%s/%s", r->partial, aux_files[a]);
@@ -953,6 +1251,40 @@ static int copy_aux(pk_run *r, const char *src, k3_error *err)
         if (close(out) != 0 && rc == 0) rc = k3_err(err, "%s: close failed: %s", to, strerror(errno));
         if (rc) return rc;
     }
+    return 0;
+}
+
+static int copy_aux(pk_run *r, const char *src, k3_error *err) { return copy_aux_from(r, src, 0, err); }
+
+/* A GGUF source's small files: config.json written from the config the file
+ * implies (the text the manifest holds), its vocabulary as tokenizer.gguf
+ * (model open reads it when no tiktoken.model is there), and the tokenizer
+ * files beside the .gguf, if any (they win, as for the GGUF itself). */
+static int write_gguf_aux(pk_run *r, const gguf_file *g, const char *aux_dir, k3_error *err)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/config.json", r->partial);
+    FILE *f = fopen(path, "wb");
+    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    int rc = fwrite(r->p->config_text, 1, r->p->config_len, f) == r->p->config_len && fputc('\n', f) != EOF &&
+                     fflush(f) == 0 && fsync(fileno(f)) == 0
+                 ? 0 : k3_err(err, "%s: write failed: %s", path, strerror(errno));
+    if (fclose(f) != 0 && !rc) rc = k3_err(err, "%s: close failed", path);
+    if (rc) return rc;
+    snprintf(path, sizeof path, "%s/tokenizer.gguf", r->partial);
+    if (gguf_find_kv(g, "tokenizer.ggml.tokens") && gguf_write_vocab_file(g, path, err)) return -1;
+    return copy_aux_from(r, aux_dir, 1, err);
+}
+
+/* A GGUF source's tensors under k3's names (gguf_checkpoint.c), its parts
+ * opened for the copy. */
+static int open_gguf_index(pk_plan *p, const gguf_file *g, k3_error *err)
+{
+    k3_config c;
+    if (k3_config_parse(&c, p->config_text, p->config_len, g->parts[0].path, err)) return -1;
+    if (gguf_checkpoint_index(g, &c, &p->ix, err)) return -1;
+    for (int s = 0; s < p->ix.n_shards; s++)
+        if ((p->ix.shards[s].fd = k3_open_regular(p->ix.shards[s].path, O_RDONLY, err)) < 0) return -1;
     return 0;
 }
 
@@ -984,10 +1316,13 @@ static int write_tables(pk_run *r, k3_tables_written *w, k3_error *err)
     for (int i = 0; i < p->n_items; i++) {
         const pk_item *it = &p->items[i];
         const st_tensor *t = &p->ix.tensors[it->src];
-        tensors[i] = (k3_manifest_tensor){.name = t->name, .offset = it->dst, .bytes = t->nbytes, .layer = -1,
-                                          .expert = -1, .dtype = t->dtype, .ndim = (uint8_t)t->ndim,
+        tensors[i] = (k3_manifest_tensor){.name = it->out_name ? it->out_name : t->name, .offset = it->dst,
+                                          .bytes = it->bytes, .layer = -1,
+                                          .expert = -1, .dtype = it->qtype ? K3_DT_GGML : t->dtype,
+                                          .qtype = stored_qtype(p, it), .ndim = (uint8_t)t->ndim,
                                           .file = (uint8_t)it->file};
         for (int d = 0; d < t->ndim; d++) tensors[i].shape[d] = t->shape[d];
+        if (it->qtype) tensors[i].shape[1] = it->cols;   /* K3's MXFP4: the weights, not the nibble bytes */
         int first_of_page = it->file == K3_PK_EXPERTS &&
                             !(i > 0 && p->items[i - 1].file == K3_PK_EXPERTS && p->items[i - 1].layer == it->layer &&
                               p->items[i - 1].expert == it->expert);
@@ -1022,8 +1357,8 @@ static int write_manifest(pk_run *r, k3_error *err)
     snprintf(path, sizeof path, "%s/manifest.json", r->partial);
     FILE *f = fopen(tmp, "wb");
     if (!f) return k3_err(err, "%s: %s", tmp, strerror(errno));
-    fprintf(f, "{\n\"format\": \"%s\",\n\"version\": %d,\n\"alignment\": %u,\n", K3_PACK_FORMAT, K3_PACK_VERSION,
-            K3_PACK_ALIGN);
+    fprintf(f, "{\n\"format\": \"%s\",\n\"version\": %d,\n\"alignment\": %u,\n", K3_PACK_FORMAT,
+            p->n_quantized || p->n_block_tensors ? K3_PACK_VERSION : K3_PACK_VERSION_PLAIN, K3_PACK_ALIGN);
     fprintf(f, "\"source\": {\"fingerprint\": \"%016llx\", \"shards\": [", (unsigned long long)p->fingerprint);
     for (int s = 0; s < ix->n_shards; s++) {
         const char *base = strrchr(ix->shards[s].path, '/');
@@ -1034,6 +1369,9 @@ static int write_manifest(pk_run *r, k3_error *err)
     fprintf(f, "]},\n\"config\": ");
     fwrite(p->config_text, 1, p->config_len, f);
     fprintf(f, ",\n\"tables\": %s,\n", tables_json);
+    if (p->n_quantized)   /* what was asked (rows may have fallen back): for the tools that name a model's type */
+        fprintf(f, "\"quant\": {\"trunk\": \"%s\", \"experts\": \"%s\"},\n",
+                p->quant_trunk ? p->quant_trunk->name : "as stored", p->quant_experts ? p->quant_experts->name : "as stored");
     fprintf(f, "\"experts\": {\"page_bytes\": %llu, \"n_layers_moe\": %d, \"n_experts\": %d},\n",
             (unsigned long long)p->page_bytes, p->n_layers_moe, p->n_experts);
     const st_tensor *emb = &ix->tensors[p->items[p->embed].src];
@@ -1041,7 +1379,7 @@ static int write_manifest(pk_run *r, k3_error *err)
     put_json_string(f, emb->name);
     fprintf(f, ", \"row_bytes\": %llu, \"rows\": %lld, \"dtype\": \"%s\"},\n",
             (unsigned long long)(emb->nbytes / (uint64_t)emb->shape[0]), (long long)emb->shape[0],
-            k3_dtype_name(emb->dtype));
+            emb->dtype == K3_DT_GGML ? emb->qtype->name : k3_dtype_name(emb->dtype));
     fprintf(f, "\"head\": {\"norm\": ");
     put_json_string(f, ix->tensors[p->items[p->norm].src].name);
     fprintf(f, ", \"lm_head\": ");
@@ -1076,10 +1414,12 @@ static int reload_manifest(pk_run *r, k3_error *err)
                     r->partial, m.n_tensors, m.n_layers, m.n_pages, p->n_items, p->n_layers, p->n_pages);
     for (int i = 0; i < p->n_items && rc == 0; i++) {
         const st_tensor *t = &p->ix.tensors[p->items[i].src];
-        const k3_manifest_tensor *mt = k3_manifest_find(&m, t->name);
-        if (!mt || mt->offset != p->items[i].dst || mt->bytes != t->nbytes || mt->file != p->items[i].file ||
+        const char *name = p->items[i].out_name ? p->items[i].out_name : t->name;
+        const k3_manifest_tensor *mt = k3_manifest_find(&m, name);
+        if (!mt || mt->offset != p->items[i].dst || mt->bytes != p->items[i].bytes || mt->qtype != stored_qtype(p, &p->items[i]) ||
+            mt->file != p->items[i].file ||
             (p->items[i].file == K3_PK_EXPERTS && (mt->layer != p->items[i].layer || mt->expert != p->items[i].expert)))
-            rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, t->name);
+            rc = k3_err(err, "%s/manifest.json: tensor '%s' reads back differently", r->partial, name);
     }
     if (rc == 0) rc = k3_unit_sums_write(&m, err);   /* units.sum: per-unit checksums (--verify, load sample) */
     k3_manifest_free(&m);
@@ -1160,6 +1500,14 @@ static int publish(const char *partial, const char *dst, int replace, k3_error *
 
 /* ------------------------------------------------------------ entry */
 
+int k3_pack_quant_type_check(const char *name, k3_error *err)
+{
+    const k3_quant_type *t = name ? k3_quant_type_by_name(name) : NULL;
+    if (t && k3_quant_can_quantize(t)) return 0;
+    return k3_err(err, "pack: '%s' is not a type k3 pack writes (Q8_0, Q4_0, Q5_0, Q4_K, Q5_K, Q6_K, MXFP4)",
+                  name ? name : "");
+}
+
 /* 64 MiB buffer, real statvfs, 16 sampled tensors, silent. */
 void k3_pack_default_opts(k3_pack_opts *o)
 {
@@ -1186,7 +1534,8 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     if (!*src || !*dst) return k3_err(err, "pack: the %s directory name is empty", *src ? "destination" : "source");
     struct stat st;
     if (stat(src, &st) != 0) return k3_err(err, "%s: %s", src, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return k3_err(err, "%s: not a directory", src);
+    const int gguf = k3_model_path_is_gguf(src);
+    if (!S_ISDIR(st.st_mode) && !gguf) return k3_err(err, "%s: not a directory or a .gguf file", src);
     if (k3_is_packed_dir(src)) return k3_err(err, "%s: already a packed model (pack reads a Hugging Face checkpoint)", src);
     size_t dl = strlen(dst);
     if (dl >= 8 && !strcmp(dst + dl - 8, ".partial"))
@@ -1205,17 +1554,51 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     snprintf(run.partial, sizeof run.partial, "%s.partial", dst);
     int lock_fd = -1, created = 0, rc = -1;
 
-    if (plan_config(&plan, src, err)) goto out;
-    if (st_index_open(&plan.ix, src, err)) goto out;
+    if ((o->trunk_type && k3_pack_quant_type_check(o->trunk_type, err)) ||
+        (o->experts_type && k3_pack_quant_type_check(o->experts_type, err)))
+        goto out;
+    plan.quant_trunk = o->trunk_type ? k3_quant_type_by_name(o->trunk_type) : NULL;
+    plan.quant_experts = o->experts_type ? k3_quant_type_by_name(o->experts_type) : NULL;
+    gguf_file g;
+    memset(&g, 0, sizeof g);
+    char aux_dir[4096];                   /* where tokenizer files are taken from */
+    snprintf(aux_dir, sizeof aux_dir, "%s", src);
+    if (gguf) {
+        if (gguf_open(&g, src, err)) goto out;
+        if (S_ISREG(st.st_mode)) {
+            char *slash = strrchr(aux_dir, '/');
+            if (slash == aux_dir) slash[1] = 0;
+            else if (slash) *slash = 0;
+            else snprintf(aux_dir, sizeof aux_dir, ".");
+        }
+    }
+    if (plan_config(&plan, src, gguf ? &g : NULL, err)) goto out;
+    if (gguf ? open_gguf_index(&plan, &g, err) : st_index_open(&plan.ix, src, err)) goto out;
     if (plan_layout(&plan, src, err)) goto out;
     run.buf = aligned_alloc(4096, run.buf_len);
     if (!run.buf) { k3_err(err, "out of memory for the %zu-byte copy buffer", run.buf_len); goto out; }
+    if (plan.n_quantized) {
+        run.fbuf_len = run.qbuf_len = K3_PACK_QUANT_BUFFER;
+        run.fbuf = malloc(run.fbuf_len);
+        run.qbuf = malloc(run.qbuf_len);
+        if (!run.fbuf || !run.qbuf) { k3_err(err, "out of memory for the quantizing buffers"); goto out; }
+    }
     if (plan_fingerprint(&plan, run.buf, run.buf_len, err)) goto out;
+    if (plan.n_quantized) {
+        /* other weights, another model: a quantized pack must not take the
+         * source's state snapshots, so its fingerprint continues the
+         * source's over the types asked for */
+        char what[96];
+        int n = snprintf(what, sizeof what, "k3 pack --trunk %s --experts %s", o->trunk_type ? o->trunk_type : "-",
+                         o->experts_type ? o->experts_type : "-");
+        plan.fingerprint = k3_fnv1a64(plan.fingerprint, what, (size_t)n);
+    }
     for (size_t a = 0; a < sizeof aux_files / sizeof aux_files[0]; a++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/%s", src, aux_files[a]);
+        snprintf(path, sizeof path, "%s/%s", aux_dir, aux_files[a]);
         if (stat(path, &st) == 0) plan.aux_bytes += align_up((uint64_t)st.st_size, 4096);
     }
+    if (gguf) plan.aux_bytes += align_up(g.parts[0].data_start + plan.config_len, 4096);
 
     /* a stale DST.partial from an interrupted run: ours to remove, unless a pack is still writing it */
     if (lstat(run.partial, &st) == 0) {
@@ -1249,7 +1632,7 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     run.t0 = now_s();
     if (copy_tensors(&run, err)) goto out;
     res->copy_s = now_s() - run.t0;
-    if (copy_aux(&run, src, err)) goto out;
+    if (gguf ? write_gguf_aux(&run, &g, aux_dir, err) : copy_aux(&run, src, err)) goto out;
     if (verify_outputs(&run, &res->verify_s, err)) goto out;
     if (compare_sample(&run, &res->sampled, err)) goto out;
     for (int f = 0; f < K3_PK_NFILES; f++) {
@@ -1272,14 +1655,22 @@ int k3_pack(const char *src_in, const char *dst_in, const k3_pack_opts *o, k3_pa
     res->tensor_bytes = plan.copy_bytes;
     for (int f = 0; f < K3_PK_NFILES; f++) res->out_bytes += plan.file_bytes[f];
     res->fingerprint = plan.fingerprint;
+    res->n_quantized = plan.n_quantized;
+    res->n_quantized_experts = plan.n_quantized_experts;
+    res->n_fallback = plan.n_fallback;
+    res->n_kept = plan.n_kept;
 out:
-    res->peak_bytes_estimate = run.buf_len + (size_t)plan.ix.n_tensors * K3_PACK_BYTES_PER_TENSOR;
+    res->peak_bytes_estimate = run.buf_len + run.fbuf_len + run.qbuf_len +
+                               (size_t)plan.ix.n_tensors * K3_PACK_BYTES_PER_TENSOR;
     for (int f = 0; f < K3_PK_NFILES; f++)
         if (run.fds[f] >= 0) close(run.fds[f]);
     if (created) remove_tree(run.partial);
     if (lock_fd >= 0) close(lock_fd);
     free(run.buf);
+    free(run.fbuf);
+    free(run.qbuf);
     plan_free(&plan);
+    gguf_close(&g);
     res->total_s = now_s() - t_start;
     return rc;
 }

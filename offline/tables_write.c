@@ -23,13 +23,15 @@ static void put64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* Index of dtype in w's list, appended on first use; -1 if the list is full. */
-static int dtype_index(k3_tables_written *w, k3_dtype dt)
+/* Index of dtype (and block type) in w's list, appended on first use; -1 if
+ * the list is full. */
+static int dtype_index(k3_tables_written *w, k3_dtype dt, const k3_quant_type *qt)
 {
     for (int i = 0; i < w->n_dtypes; i++)
-        if (w->dtypes[i] == dt) return i;
+        if (w->dtypes[i] == dt && w->qtypes[i] == qt) return i;
     if (w->n_dtypes == K3_TABLES_MAX_DTYPES) return -1;
     w->dtypes[w->n_dtypes] = dt;
+    w->qtypes[w->n_dtypes] = qt;
     return w->n_dtypes++;
 }
 
@@ -55,7 +57,7 @@ static uint8_t *encode(const k3_manifest_tensor *tensors, int n_tensors, const k
     uint8_t *p = buf + K3_TABLES_HEADER_BYTES;
     for (int i = 0; i < n_tensors; i++, p += K3_TABLES_TENSOR_BYTES) {
         const k3_manifest_tensor *t = &tensors[i];
-        int dt = dtype_index(w, t->dtype);
+        int dt = dtype_index(w, t->dtype, t->dtype == K3_DT_GGML ? t->qtype : NULL);
         if (dt < 0 || t->ndim > K3_MANIFEST_MAX_DIMS) {
             k3_err(err, "%s: tensor '%s': more than %d dtypes or %d dimensions", path, t->name,
                    K3_TABLES_MAX_DTYPES, K3_MANIFEST_MAX_DIMS);
@@ -113,6 +115,7 @@ void k3_tables_json(const k3_tables_written *w, char *buf, size_t cap)
     size_t n = (size_t)snprintf(buf, cap, "{\"bytes\": %llu, \"checksum\": \"%016llx\", \"dtypes\": [",
                                 (unsigned long long)w->bytes, (unsigned long long)w->checksum);
     for (int i = 0; i < w->n_dtypes && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\"", i ? ", " : "", k3_dtype_name(w->dtypes[i]));
+        n += (size_t)snprintf(buf + n, cap - n, "%s\"%s\"", i ? ", " : "",
+                              w->qtypes[i] ? w->qtypes[i]->name : k3_dtype_name(w->dtypes[i]));
     if (n < cap) snprintf(buf + n, cap - n, "]}");
 }

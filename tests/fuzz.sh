@@ -5,6 +5,7 @@
 # Every parser that reads a file from outside has a target:
 #   safetensors       a shard's header (engine/formats/safetensors.c)
 #   gguf              a GGUF file's header and metadata (engine/formats/gguf.c)
+#   gguf_vocab        a GGUF's vocabulary made a tokenizer (engine/formats/gguf_vocab.c)
 #   index             model.safetensors.index.json beside a real shard
 #   config            config.json
 #   tiktoken          tiktoken.model (then one encode + decode)
@@ -20,7 +21,7 @@
 cd "$(dirname "$0")/.." || exit 1
 SECS=${1:-10}
 [ $# -gt 0 ] && shift
-TARGETS=${*:-safetensors gguf index config tiktoken tokenizer_config manifest manifest_tables session history_import}
+TARGETS=${*:-safetensors gguf gguf_vocab index config tiktoken tokenizer_config manifest manifest_tables session history_import}
 OUT=${K3_FUZZ_OUT:-build/fuzz}
 mkdir -p $OUT
 CC=clang
@@ -63,7 +64,7 @@ open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
     gguf)
-        srcs="engine/formats/gguf.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: the header of a Kimi Linear 48B Q4_K_M file at its real size
         # (6 MB: 163840 tokens, 163328 merges, 610 tensor infos; its 32 GB
         # data section counted, not carried), a file of every value and block
@@ -72,6 +73,21 @@ open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors',
         /usr/bin/python3 tests/ref/gguf_np.py write-types $OUT/seed_types.gguf
         mkdir -p $OUT/seed_split && /usr/bin/python3 tests/ref/gguf_np.py write-split $OUT/seed_split m 2
         for f in $OUT/seed_types.gguf $OUT/seed_split/m-00002-of-00002.gguf; do
+            /usr/bin/python3 -c "import struct, sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(struct.pack('<Q', 0) + d)" \
+                $f $corpus/seed_$(basename $f .gguf)
+        done ;;
+    gguf_vocab)
+        srcs="engine/formats/gguf_vocab.c engine/formats/gguf.c engine/kernels/quant_types.c engine/kernels/convert.c engine/text/tokenizer.c engine/text/byte_spelling.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        # seeds: the seed model's vocabulary as llama.cpp's converter writes it
+        # (tests/ref/gguf_vocab.py), models/k3-mini's as llama.cpp's gguf-py
+        # wrote it (the committed fixture) and a synthetic one at Kimi's sizes
+        # (163,840 ids, 7 MB), each as fuzz_gguf.c takes a file
+        /usr/bin/python3 tests/ref/gguf_vocab.py write $SEEDMODEL $OUT/seed_vocab.gguf
+        if [ ! $OUT/seed_kimi_vocab.gguf -nt tests/ref/gguf_vocab.py ]; then
+            /usr/bin/python3 tests/ref/gguf_vocab.py synthetic $OUT/seed_kimi_vocab
+            /usr/bin/python3 tests/ref/gguf_vocab.py write $OUT/seed_kimi_vocab $OUT/seed_kimi_vocab.gguf
+        fi
+        for f in $OUT/seed_vocab.gguf tests/fixtures/gguf/k3mini_vocab.gguf $OUT/seed_kimi_vocab.gguf; do
             /usr/bin/python3 -c "import struct, sys; d = open(sys.argv[1], 'rb').read(); open(sys.argv[2], 'wb').write(struct.pack('<Q', 0) + d)" \
                 $f $corpus/seed_$(basename $f .gguf)
         done ;;

@@ -3,7 +3,8 @@
 # binary (plain mode and the command line; the full screen is in
 # t_tui_everyday.sh):
 #  - k3 gen marks random weights in config.json; k3 models lists model
-#    directories (DIR, $K3_MODELS) with size and architecture; k3 help models
+#    directories (DIR, $K3_MODELS) with size, type (BF16, F8_E4M3, BF16 +
+#    MXFP4 experts, from the tensors) and architecture; k3 help models
 #    names the real checkpoints, the download and the --mem to choose;
 #  - a piped stdin is one message (as llm); --lines keeps one per line;
 #    """ opens a multi-line message, a line ending in """ sends it;
@@ -33,10 +34,19 @@ else fail "k3 gen random-weights marker" "$(grep -c k3_random $M/config.json) in
 mkdir -p $OUT/models/not_a_model
 $K3 pack $M $OUT/models/small_packed >/dev/null 2>&1
 $K3 models $OUT/models > $OUT/models.txt 2>&1
-if grep -q "^$M  *28.0 MB  kimi_linear, 8 layers, 16 experts top-4, bfloat16, random weights" $OUT/models.txt \
-    && grep -q "^$OUT/models/small_packed  *28.1 MB  kimi_linear, .*, packed, random weights" $OUT/models.txt \
-    && ! grep -q not_a_model $OUT/models.txt; then pass "k3 models DIR lists the models with size and architecture (one packed)"
+if grep -q "^$M  *28.0 MB  BF16  *kimi_linear, 8 layers, 16 experts top-4, bfloat16, random weights" $OUT/models.txt \
+    && grep -q "^$OUT/models/small_packed  *28.1 MB  BF16  *kimi_linear, .*, packed, random weights" $OUT/models.txt \
+    && ! grep -q not_a_model $OUT/models.txt; then pass "k3 models DIR lists the models with size, type and architecture (one packed)"
 else fail "k3 models DIR" "$(cat $OUT/models.txt)"; fi
+$K3 models models/k3-mini > $OUT/models_mini.txt 2>&1
+grep -q "^models/k3-mini  *1.9 MB  BF16 + MXFP4 experts  kimi_k3" $OUT/models_mini.txt &&
+    pass "k3 models names the trained demo's type as its tensors are: BF16 + MXFP4 experts" ||
+    fail "k3 models type of k3-mini" "$(cat $OUT/models_mini.txt)"
+$PY tests/ref/gen_ckpt.py $OUT/fp8 --dtype fp8 --seed 13 --hidden 160 --moe-inter 136 >/dev/null 2>&1
+$K3 models $OUT/fp8 > $OUT/models_fp8.txt 2>&1
+grep -q "^$OUT/fp8  .*  F8_E4M3  *kimi_linear, 4 layers, 8 experts top-2, bfloat16$" $OUT/models_fp8.txt &&
+    pass "k3 models names an fp8 checkpoint's type F8_E4M3 (its quantization_config is not MXFP4)" ||
+    fail "k3 models type of an fp8 checkpoint" "$(cat $OUT/models_fp8.txt)"
 K3_MODELS=$OUT/models $K3 models > $OUT/models_env.txt 2>&1
 grep -q "^$M " $OUT/models_env.txt && pass "k3 models reads \$K3_MODELS" || fail "k3 models \$K3_MODELS" "$(cat $OUT/models_env.txt)"
 $K3 models $OUT/models/not_a_model > $OUT/none.txt 2>&1; rc=$?
@@ -132,7 +142,7 @@ printf '/show\n/set parameter num_predict 2\nhello\n/set\n/rename Plain title\n/
     $K3 chat $M --db $OUT/c.db --plain --lines --json > $OUT/cmds.jsonl 2>$OUT/cmds.err
 missing=""
 for s in "random weights (k3 gen)" "architecture  kimi_linear: 8 layers (6 KDA" "experts       16 routed, top 4" \
-         "dtype         bfloat16" "context       4096 tokens" "file size     28.0 MB" "plan          fully resident" \
+         "type          BF16" "dtype         bfloat16" "context       4096 tokens" "file size     28.0 MB" "plan          fully resident" \
          "n=2 (answer length)" "renamed to \"Plain title\"" "/copy: no terminal" "line mode always prints answers"; do
     grep -q -- "$s" $OUT/cmds.err || missing="$missing '$s'"
 done
@@ -141,3 +151,13 @@ if [ -z "$missing" ] && [ "$G" = 2 ] && $K3 history list --db $OUT/c.db | grep -
     && [ "$(wc -l < $OUT/cmds.jsonl)" -eq 1 ]; then
     pass "plain mode: /show, /set parameter num_predict 2 (answer of 2 tokens), /set, /rename, /copy, /raw, /bye"
 else fail "plain-mode commands" "generated '$G', missing$missing"; fi
+# the history keeps the model's type: history show, the Markdown and JSON exports, an import of it
+$K3 history show last --db $OUT/c.db > $OUT/type_show.txt 2>&1
+$K3 history export last --db $OUT/c.db --format md > $OUT/type.md 2>&1
+$K3 history export last --db $OUT/c.db --format json -o $OUT/type.json --force 2>/dev/null
+$K3 history import $OUT/type.json --db $OUT/type_imported.db >/dev/null 2>&1
+TI=$($K3 history list --db $OUT/type_imported.db --json 2>/dev/null | $PY -c "import json,sys; print(json.load(sys.stdin)[0]['model_type'])" 2>&1)
+if grep -q '^model: .*small (.*), type BF16$' $OUT/type_show.txt && grep -q '^- model type: BF16$' $OUT/type.md &&
+    grep -q '"model_type": "BF16"' $OUT/type.json && [ "$TI" = BF16 ]; then
+    pass "history show, export (md, json) and import keep the model's type (BF16)"
+else fail "history model type" "show: $(grep model: $OUT/type_show.txt); md: $(grep type $OUT/type.md); imported '$TI'"; fi

@@ -52,14 +52,15 @@ IDS=$($PY -c "import random; random.seed('q8'); print(' '.join(str(random.randra
 $K3 eval $dir --ids "$IDS" --logits $OUT/q8_t2.f32 --activations q8 --threads 2 2>/dev/null &&
 $K3 eval $dir --ids "$IDS" --logits $OUT/q8_t1.f32 --activations q8 --threads 1 2>/dev/null &&
 $K3 eval $dir --ids "$IDS" --logits $OUT/q8_c1.f32 --activations q8 --chunk-tokens 1 2>/dev/null &&
-$K3 eval $dir --ids "$IDS" --logits $OUT/f32.f32 2>/dev/null || echo "FAIL k3 eval --activations q8: the runs failed"
+$K3 eval $dir --ids "$IDS" --logits $OUT/f32.f32 2>/dev/null &&
+$K3 eval $dir --ids "$IDS" --save-base $OUT/f32.k3kl 2>/dev/null || echo "FAIL k3 eval --activations q8: the runs failed"
 if cmp -s $OUT/q8_t2.f32 $OUT/q8_t1.f32 && cmp -s $OUT/q8_t2.f32 $OUT/q8_c1.f32; then
     echo "PASS k3 --activations q8: the same logits bytes at 1 and 2 threads, in one chunk and token by token"
 else echo "FAIL k3 --activations q8: logits differ across threads or chunking"; fi
-kl=$($PY tools/logits_kl.py $OUT/f32.f32 $OUT/q8_t2.f32 $(vocab_of $dir))
-mean=$(echo "$kl" | sed -n 's/.*mean KL \([^ ]*\) nats.*/\1/p')
+kl=$($K3 eval $dir --kl-base $OUT/f32.k3kl --activations q8 --json 2>/dev/null)
+mean=$(echo "$kl" | $PY -c "import json, sys; print(json.load(sys.stdin)['kld_mean'])" 2>/dev/null)
 if ! cmp -s $OUT/f32.f32 $OUT/q8_t2.f32 && $PY -c "import sys; sys.exit(not 0 < float('$mean') < 0.05)" 2>/dev/null; then
-    echo "PASS k3 --activations q8 applied, close to f32: $kl"
+    echo "PASS k3 --activations q8 applied, close to f32 (k3 eval --kl-base): mean KLD $mean nats"
 else echo "FAIL k3 --activations q8 against f32 (want 0 < mean KL < 0.05): $kl"; fi
 
 # XTML chat rendering against the Python reference, and the tokenizer

@@ -468,3 +468,30 @@ else
     echo "FAIL plan: a stale kernel-rate cache entry: second run $(grep -o 'SiTU.*' $OUT/stale2.txt), after planting another build's $(grep -o 'SiTU.*' $OUT/stale3.txt)"
 fi
 rm -rf $OUT/demo $OUT/cfg-demo     # 560 MB
+
+# --trunk / --experts TYPE predict a quantized copy from the config: the
+# bytes are the type's (Q8_0: 34 bytes per 32 weights, against bf16's 64;
+# experts Q4_K: 144 per 256, against MXFP4's 17 per 32), the rest unchanged
+$K3 plan kimi-k3 --mem 64G --disk 2 --json > $OUT/q_bf16.json 2>$OUT/e.txt
+$K3 plan kimi-k3 --mem 64G --disk 2 --json --trunk Q8_0 --experts q4_k > $OUT/q_q8.json 2>$OUT/e.txt
+python3 - $OUT/q_bf16.json $OUT/q_q8.json <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ta, tb = a["trunk_bytes"], b["trunk_bytes"]
+ea, eb = a["expert_slot_bytes"], b["expert_slot_bytes"]
+# the trunk's small tensors (norms, biases: f32 either way) and 4 KiB
+# rounding keep the ratio a little above 34/64; the experts' 144/256 over
+# 17/32 is exact but for the rounding of one slot to 4 KiB
+ok_t = 34 / 64 <= tb / ta <= 34 / 64 + 0.01
+ok_e = abs(eb / ea - (144 / 256) / (17 / 32)) < 0.001
+print(("PASS" if ok_t and ok_e else "FAIL") +
+      f" plan: --trunk Q8_0 --experts Q4_K predict the types' bytes (trunk x{tb / ta:.4f}, "
+      f"expert slot x{eb / ea:.4f} of bf16 + MXFP4)")
+PY
+if $K3 plan kimi-k3 --mem 64G --disk 2 --trunk Q9_K > $OUT/qbad.txt 2>&1; then
+    echo "FAIL plan: --trunk Q9_K was accepted"
+elif [ $(wc -l < $OUT/qbad.txt) -eq 1 ] && grep -q "Q9_K: not a type" $OUT/qbad.txt; then
+    echo "PASS plan: --trunk Q9_K refused in one line ($(cat $OUT/qbad.txt))"
+else
+    echo "FAIL plan: --trunk Q9_K: $(cat $OUT/qbad.txt)"
+fi

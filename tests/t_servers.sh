@@ -81,11 +81,12 @@ ok $([ "$IR" = 1 ] && grep -q '^\[reasoning\] The user greets me; answer briefly
 
 # 3. a database from before the reasoning column (schema 5) is migrated and then keeps reasoning
 cp $OUT/plain.db $OUT/old.db
-sqlite3 $OUT/old.db "ALTER TABLE messages DROP COLUMN reasoning; PRAGMA user_version = 5;" 2>$OUT/old.err
+sqlite3 $OUT/old.db "ALTER TABLE messages DROP COLUMN reasoning; ALTER TABLE conversations DROP COLUMN model_type;
+                    PRAGMA user_version = 5;" 2>$OUT/old.err
 printf 'Hi\n' | $K3 chat --lines --endpoint $URL --db $OUT/old.db --json > $OUT/old.jsonl 2>> $OUT/old.err
 V=$(sqlite3 $OUT/old.db "PRAGMA user_version" 2>/dev/null)
 N=$(sqlite3 $OUT/old.db "select count(*) from messages where reasoning like 'The user greets me; answer briefly.%Keep it short.'" 2>/dev/null)
-ok $([ "$V" = 6 ] && [ "$N" = 1 ] && echo 1) "servers: a schema-5 database is migrated (version $V) and stores the reasoning" \
+ok $([ "$V" = 7 ] && [ "$N" = 1 ] && echo 1) "servers: a schema-5 database is migrated (version $V) and stores the reasoning" \
    "version [$V], $N rows: $(cat $OUT/old.err)"
 
 # 4. TTFT from the first token of either kind; a budget spent thinking exits non-zero; tool calls

@@ -1,8 +1,8 @@
 #!/bin/sh
 # t_tui_everyday.sh - the full-screen chat's everyday commands, driven for
 # real in a detached tmux pane (100x40, UTF-8): the header and /show say the
-# weights are random; /show lists architecture, experts, dtype, context,
-# size and plan; an answer with markdown (imported into the store, since a
+# weights are random, the header names their type; /show lists architecture,
+# experts, type, dtype, context, size and plan; an answer with markdown (imported into the store, since a
 # random model writes none) shows its code block between rules with the language
 # label, its heading and **bold** with attributes and no markers, and /raw
 # shows the source (the store keeps it raw); /copy puts the last answer on
@@ -47,6 +47,11 @@ if head -1 $OUT/screen.txt | grep -q 'small (random weights)' && grep -q 'random
     pass "header and a notice say the weights are random"
 else fail "random weights shown" "header: $(head -1 $OUT/screen.txt)"; fi
 
+# the weights' type beside the model's name, as ollama and llama.cpp name a file's
+if head -1 $OUT/screen.txt | grep -q 'small (random weights) . BF16 . conv'; then
+    pass "the header names the weights' type after the model (BF16)"
+else fail "type in the header" "header: $(head -1 $OUT/screen.txt)"; fi
+
 # 2. the markdown answer, rendered
 cap -e > $OUT/md_attr.txt
 cap > $OUT/md.txt
@@ -82,10 +87,10 @@ send "/show"
 if wait_for 'plan  ' 5; then
     missing=""
     for s in "model         small" "weights       RANDOM" "architecture  kimi_linear: 8 layers" "experts       16 routed, top 4" \
-             "dtype         bfloat16" "context       4096 tokens" "file size     28.0 MB" "plan          fully resident"; do
+             "type          BF16" "dtype         bfloat16" "context       4096 tokens" "file size     28.0 MB" "plan          fully resident"; do
         grep -q -- "$s" $OUT/screen.txt || missing="$missing '$s'"
     done
-    [ -z "$missing" ] && pass "/show: model, random weights, architecture, experts, dtype, context, size, plan" \
+    [ -z "$missing" ] && pass "/show: model, random weights, architecture, experts, type, dtype, context, size, plan" \
         || fail "/show" "missing$missing"
 else fail "/show" "no plan line"; fi
 

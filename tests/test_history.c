@@ -352,9 +352,9 @@ static void test_messages(void)
     CHECK(history_msg_add(h, id, &stats, &err) < 0 && strstr(err.msg, "engine stats"), "bad stats JSON: '%s'", err.msg);
     CHECK(history_conv_set_sampling(h, id, "not json", &err) < 0, "bad sampling JSON accepted");
     CHECK(history_conv_set_system(h, id, "Be kind.", &err) == 0 && history_conv_set_title(h, id, "renamed", &err) == 0 &&
-          history_conv_set_model(h, id, "models/other", "fp2", &err) == 0, "setters: %s", err.msg);
+          history_conv_set_model(h, id, "models/other", "fp2", "Q4_K_M", &err) == 0, "setters: %s", err.msg);
     CHECK(history_conv_get(h, id, &c, &err) == 0 && !strcmp(c.system_prompt, "Be kind.") && !strcmp(c.title, "renamed") &&
-          !strcmp(c.model_fingerprint, "fp2"), "setters not stored");
+          !strcmp(c.model_fingerprint, "fp2") && !strcmp(c.model_type, "Q4_K_M"), "setters not stored");
     if (!test_current_failed) history_conv_free(&c);
     history_close(h);
     TEST_END();

@@ -181,6 +181,28 @@ static void expect_tables_refusal(const char *name, const tables *tb, const char
     TEST_END();
 }
 
+/* Tables holding a GGUF block type: gate_proj of layer 0 as rows x cols
+ * Q8_0 weights of the given bytes, under a version 3 manifest. */
+static tables block_tables(int64_t rows, int64_t cols, uint64_t bytes)
+{
+    tables tb = good_tables();
+    tb.t[2] = TENSOR(tb.t[2].name, rows, cols, 2, K3_PK_TRUNK, 64, bytes);
+    tb.t[2].dtype = K3_DT_GGML;
+    tb.t[2].qtype = k3_quant_type_by_name("Q8_0");
+    return tb;
+}
+
+/* A block-type tensor the version 3 manifest must refuse (want). */
+static void expect_block_refusal(const char *name, const tables *tb, const char *want)
+{
+    TEST_BEGIN(name);
+    write_bins();
+    write_tables(tb);
+    CHECK(write_mutated("\"version\": 2", "\"version\": 3") == 0, "no version to change");
+    check_refused(want);
+    TEST_END();
+}
+
 /* A byte of tables.bin changed after writing (see patch_tables). */
 static void expect_patch_refusal(const char *name, long at, uint8_t byte, int fix_sum, const char *want)
 {
@@ -325,7 +347,36 @@ int main(void)
     expect_refusal("manifest: tables from another pack (checksum)", "\"checksum\": \"", "\"checksum\": \"1",
                    "expected 16 hex digits");
     expect_refusal("manifest: unsupported dtype in tables.dtypes", "\"dtypes\": [\"BF16\"]",
-                   "\"dtypes\": [\"Q4_K\"]", "unsupported dtype");
+                   "\"dtypes\": [\"Q9_K\"]", "tables.dtypes[0]: unsupported dtype \"Q9_K\"");
+    expect_refusal("manifest: a block type in a version 2 manifest", "\"dtypes\": [\"BF16\"]",
+                   "\"dtypes\": [\"Q4_K\"]", "block type \"Q4_K\" in a version 2 manifest");
+
+    /* a version 3 manifest with a Q8_0 matrix (2 rows of 32: 68 bytes) */
+    TEST_BEGIN("manifest: a block-type tensor (version 3) loads with its type");
+    write_bins();
+    tables blocks = block_tables(2, 32, 68);
+    write_tables(&blocks);
+    CHECK(write_mutated("\"version\": 2", "\"version\": 3") == 0, "no version to change");
+    {
+        k3_manifest m;
+        k3_error e = {{0}};
+        int rc = k3_manifest_load(dir, &m, &e);
+        CHECK(rc == 0, "load failed: %s", e.msg);
+        if (rc == 0) {
+            const k3_manifest_tensor *t = k3_manifest_find(&m, "model.layers.0.mlp.gate_proj.weight");
+            CHECK(t && t->dtype == K3_DT_GGML && t->qtype && !strcmp(t->qtype->name, "Q8_0") && t->bytes == 68,
+                  "the Q8_0 tensor reads back as dtype %d, type %s", t ? (int)t->dtype : -1,
+                  t && t->qtype ? t->qtype->name : "none");
+            t = k3_manifest_find(&m, "model.layers.0.input_layernorm.weight");
+            CHECK(t && t->dtype == K3_DT_BF16 && t->qtype == NULL, "a BF16 tensor beside it gained a block type");
+            k3_manifest_free(&m);
+        }
+    }
+    TEST_END();
+    blocks = block_tables(4, 8, 34);
+    expect_block_refusal("manifest: block-type rows not whole blocks", &blocks, "rows of 8 weights are not whole Q8_0 blocks");
+    blocks = block_tables(2, 32, 64);
+    expect_block_refusal("manifest: block-type bytes vs shape", &blocks, "has 64 bytes but Q8_0 x shape needs 68");
     expect_refusal("manifest: tables.bytes differs from tables.bin", "{\"bytes\": ", "{\"bytes\": 1",
                    "from another pack");
     /* format and syntax */

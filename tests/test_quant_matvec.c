@@ -1,11 +1,13 @@
 /* test_quant_matvec.c - the GGUF block-type matvec (engine/kernels/
- * quant_matvec.c) against plain scalar versions: the register-decoding Q8_0
- * and Q4_K kernels and the decode-then-dot path of the other twelve types equal
- * k3_dot_f32 over the scalar decoder's row bit for bit (the canonical order);
- * the forced-scalar reference equals a left-to-right loop exactly and a
- * float64 sum closely; results do not change with the thread count; and a
- * hand-computed row of each fused type; the batched matmul equals the
- * matvec token by token. */
+ * quant_matvec.c) against plain scalar versions: the register-decoding
+ * kernel of every block type, and the plain kernels F32/F16/BF16 go to,
+ * equal k3_dot_f32 over the scalar decoder's row bit for bit (the canonical
+ * order) at odd row counts; the batched matmul's decoded rows equal the
+ * scalar decoder's weights; the forced-scalar reference equals a
+ * left-to-right loop exactly and a float64 sum closely; results do not
+ * change with the thread count; hand-computed rows of five types; the
+ * batched matmul equals the matvec token by token. tests/arch_check.sh runs
+ * this binary on the generic and aarch64 builds too. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -36,7 +38,7 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         switch (t->ggml_id) {
         case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
         case K3_GGML_IQ4_XS: halves[0] = 0; break;
-        case K3_GGML_Q4_K: case K3_GGML_Q5_K: halves[0] = 0; halves[1] = 2; break;
+        case K3_GGML_Q4_K: case K3_GGML_Q5_K: case K3_GGML_Q4_1: case K3_GGML_Q5_1: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
         case K3_GGML_Q6_K: halves[0] = 208; break;
@@ -115,29 +117,80 @@ int main(void)
     char why[256] = "";
     k3_kernels_force_scalar(0);
 
-    TEST_BEGIN("quant matvec: Q8_0 and Q4_K decoded in registers equal decode + k3_dot_f32 bit for bit");
+    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (13 types, 1 to 13 rows, 1 to 16 blocks)");
     {
-        int ok = 1;
-        const k3_quant_type *q8 = k3_quant_type_by_name("Q8_0"), *q4k = k3_quant_type_by_name("Q4_K");
-        ok = ok && canonical_equal(q8, 1, 32, why) && canonical_equal(q8, 13, 2304, why);
-        ok = ok && canonical_equal(q4k, 1, 256, why) && canonical_equal(q4k, 13, 2304, why);
-        CHECK(ok, "%s", why);
-    }
-    TEST_END();
-
-    TEST_BEGIN("quant matvec: the other twelve types (decode, then the canonical dot) equal decode + k3_dot_f32");
-    {
-        int ok = 1;
+        int ok = 1, n_block_types = 0;
         for (int i = 0; ok && i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
-            if (t->ggml_id == K3_GGML_Q8_0 || t->ggml_id == K3_GGML_Q4_K) continue;
-            ok = canonical_equal(t, 5, 1024, why);
+            if (t->block_elems == 1) continue;
+            n_block_types++;
+            const int64_t blocks[3] = {1, 9, 16};
+            const int64_t rows[3] = {1, 7, 13};
+            for (int k = 0; ok && k < 3; k++) ok = canonical_equal(t, rows[k], blocks[k] * t->block_elems, why);
         }
+        CHECK(ok, "%s", why);
+        CHECK(n_block_types == 13, "%d block types in the table, the test names 13", n_block_types);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: F32, F16 and BF16 (the plain kernels of matvec.c) equal decode + k3_dot_f32");
+    {
+        int ok = 1;
+        const char *names[] = {"F32", "F16", "BF16"};
+        for (int i = 0; ok && i < 3; i++) ok = canonical_equal(k3_quant_type_by_name(names[i]), 5, 1000, why);
         CHECK(ok, "%s", why);
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (14 types)");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types; MXFP4 at all 253 finite scales)");
+    {
+        /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
+         * order (one fma by 1, the rest adds of +-0), so this reads back
+         * the batched path's decoded matrix */
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            const int64_t rows = 7, cols = t->block_elems == 1 ? 96 : t->block_elems == 32 ? 64 : 256;
+            case_t c = make_case(t, rows, cols);
+            float *X = calloc((size_t)(cols * cols), sizeof *X), *Y = malloc((size_t)(cols * rows) * sizeof *Y);
+            float *w = malloc((size_t)cols * sizeof *w);
+            for (int64_t k = 0; k < cols; k++) X[k * cols + k] = 1.0f;
+            CHECK(k3_quant_matmul(Y, t, c.data, rows, cols, X, (int)cols) == 0, "%s: matmul failed", t->name);
+            int64_t bad = -1;
+            for (int64_t r = 0; r < rows && bad < 0; r++) {
+                k3_quant_decode_scalar(t, c.data + r * k3_quant_row_bytes(t, cols), cols, w);
+                for (int64_t k = 0; k < cols && bad < 0; k++)
+                    if (Y[k * rows + r] != w[k]) bad = r * cols + k;
+            }
+            CHECK(bad < 0, "%s weight (%lld, %lld): batched %.9g, decoder %.9g", t->name, (long long)(bad / cols),
+                  (long long)(bad % cols), bad < 0 ? 0.0 : Y[(bad % cols) * rows + bad / cols], bad < 0 ? 0.0 : w[bad % cols]);
+            free(X); free(Y); free(w);
+            free_case(&c);
+        }
+        /* MXFP4 at every finite scale: row e is one block with E8M0 byte e
+         * (0 and 1 the subnormal scales; above 252 a weight could be inf,
+         * and inf x 0 would spoil the read-back) */
+        enum { SCALES = 253 };
+        const k3_quant_type *mx = k3_quant_type_by_name("MXFP4");
+        uint8_t *blocks = malloc(SCALES * 17);
+        float *X = calloc(32 * 32, sizeof *X), *Y = malloc(32 * SCALES * sizeof *Y), w[32];
+        for (int e = 0; e < SCALES; e++) {
+            blocks[e * 17] = (uint8_t)e;
+            for (int k = 1; k < 17; k++) blocks[e * 17 + k] = (uint8_t)rnd();
+        }
+        for (int k = 0; k < 32; k++) X[k * 32 + k] = 1.0f;
+        k3_quant_matmul(Y, mx, blocks, SCALES, 32, X, 32);
+        int bad = -1;
+        for (int e = 0; e < SCALES && bad < 0; e++) {
+            k3_quant_decode_scalar(mx, blocks + e * 17, 32, w);
+            for (int k = 0; k < 32; k++)
+                if (memcmp(&Y[k * SCALES + e], &w[k], 4) && !(Y[k * SCALES + e] == 0 && w[k] == 0)) bad = e;
+        }
+        CHECK(bad < 0, "MXFP4 with E8M0 byte %d: the batched decode differs from the decoder", bad);
+        free(blocks); free(X); free(Y);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: the scalar reference is the left-to-right loop, and the vector path is within 1e-5 of float64 (every type)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
@@ -165,45 +218,52 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the same bits on 1 and 2 threads (a matrix large enough to split)");
+    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 14 types)");
     {
-        const char *names[] = {"Q4_K", "Q8_0", "Q6_K"};
-        for (int i = 0; i < 3; i++) {
-            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
-            case_t c = make_case(t, 320, 1024);
-            float *y1 = malloc(320 * sizeof *y1);
+        for (int i = 0; i < k3_quant_type_count(); i++) {
+            const k3_quant_type *t = k3_quant_type_at(i);
+            enum { ROWS = 321 };
+            case_t c = make_case(t, ROWS, 1024);
+            float *y1 = malloc(ROWS * sizeof *y1);
             omp_set_num_threads(1);
             k3_quant_matvec(y1, t, c.data, c.rows, c.cols, c.x);
+            CHECK(!memcmp(y1, c.want_canonical, ROWS * sizeof *y1), "%s: 1 thread differs from decode + k3_dot_f32",
+                  t->name);
+            for (int threads = 2; threads <= 3; threads++) {
+                omp_set_num_threads(threads);
+                k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+                CHECK(!memcmp(y1, c.y, ROWS * sizeof *y1), "%s: %d threads differ from 1", t->name, threads);
+            }
             omp_set_num_threads(2);
-            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
-            CHECK(!memcmp(y1, c.y, 320 * sizeof *y1) && !memcmp(c.y, c.want_canonical, 320 * sizeof *y1),
-                  "%s: thread counts or the canonical reference differ", names[i]);
             free(y1);
             free_case(&c);
         }
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 and 2 threads (14 types)");
+    TEST_BEGIN("quant matmul: each token's row equals k3_quant_matvec bit for bit, vector and scalar, 1 to 3 threads, 97 rows (every type)");
     {
-        enum { TOKENS = 5 };
+        enum { TOKENS = 5, ROWS = 97 };
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
-            case_t c = make_case(t, 96, 1024);
-            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * 96 * sizeof *Y);
-            float *Y2 = malloc(TOKENS * 96 * sizeof *Y2), *y = malloc(96 * sizeof *y);
+            case_t c = make_case(t, ROWS, 1024);
+            float *X = malloc(TOKENS * 1024 * sizeof *X), *Y = malloc(TOKENS * ROWS * sizeof *Y);
+            float *Y2 = malloc(TOKENS * ROWS * sizeof *Y2), *y = malloc(ROWS * sizeof *y);
             for (int k = 0; k < TOKENS * 1024; k++) X[k] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
             for (int scalar = 0; scalar < 2; scalar++) {
                 k3_kernels_force_scalar(scalar);
                 omp_set_num_threads(1);
-                CHECK(k3_quant_matmul(Y, t, c.data, 96, 1024, X, TOKENS) == 0, "matmul");
+                CHECK(k3_quant_matmul(Y, t, c.data, ROWS, 1024, X, TOKENS) == 0, "matmul");
+                for (int threads = 2; threads <= 3; threads++) {
+                    omp_set_num_threads(threads);
+                    k3_quant_matmul(Y2, t, c.data, ROWS, 1024, X, TOKENS);
+                    CHECK(!memcmp(Y, Y2, TOKENS * ROWS * sizeof *Y), "%s %s: 1 and %d threads differ", t->name,
+                          scalar ? "scalar" : "vector", threads);
+                }
                 omp_set_num_threads(2);
-                k3_quant_matmul(Y2, t, c.data, 96, 1024, X, TOKENS);
-                CHECK(!memcmp(Y, Y2, TOKENS * 96 * sizeof *Y), "%s %s: 1 and 2 threads differ", t->name,
-                      scalar ? "scalar" : "vector");
                 for (int tok = 0; tok < TOKENS; tok++) {
-                    k3_quant_matvec(y, t, c.data, 96, 1024, X + tok * 1024);
-                    CHECK(!memcmp(y, Y + tok * 96, 96 * sizeof *y), "%s %s token %d: matmul differs from matvec",
+                    k3_quant_matvec(y, t, c.data, ROWS, 1024, X + tok * 1024);
+                    CHECK(!memcmp(y, Y + tok * ROWS, ROWS * sizeof *y), "%s %s token %d: matmul differs from matvec",
                           t->name, scalar ? "scalar" : "vector", tok);
                 }
             }
@@ -214,7 +274,96 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: hand-computed Q8_0 and Q4_K rows");
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (11 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
+        k3_kernels_set_activations_q8(1);
+        for (int i = 0; i < 11; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            /* the last shape is large enough to split across threads */
+            const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
+            for (int k = 0; k < 4; k++) {
+                const int64_t cols = blocks[k] * t->block_elems;
+                case_t c = make_case(t, rows[k], cols);
+                float *want = malloc((size_t)rows[k] * sizeof *want);
+                k3_kernels_force_scalar(1);
+                CHECK(k3_quant_matvec(want, t, c.data, rows[k], cols, c.x) == 0, "%s: scalar q8 failed", t->name);
+                k3_kernels_force_scalar(0);
+                for (int threads = 1; threads <= 3; threads++) {
+                    omp_set_num_threads(threads);
+                    k3_quant_matvec(c.y, t, c.data, rows[k], cols, c.x);
+                    int64_t bad = -1;
+                    for (int64_t r = 0; r < rows[k] && bad < 0; r++)
+                        if (memcmp(&c.y[r], &want[r], 4)) bad = r;
+                    CHECK(bad < 0, "%s %lldx%lld, %d threads, row %lld: vector %.9g, scalar contract %.9g", t->name,
+                          (long long)rows[k], (long long)cols, threads, (long long)bad, bad < 0 ? 0.0 : c.y[bad],
+                          bad < 0 ? 0.0 : want[bad]);
+                }
+                omp_set_num_threads(2);
+                if (k == 2) {   /* the batched path: 6 tokens (4 at once, then 2 alone), each equal to its matvec */
+                    enum { TOKENS = 6 };
+                    float *X = malloc((size_t)(TOKENS * cols) * sizeof *X);
+                    float *Y = malloc((size_t)(TOKENS * rows[k]) * sizeof *Y);
+                    for (int64_t j = 0; j < TOKENS * cols; j++) X[j] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+                    CHECK(k3_quant_matmul(Y, t, c.data, rows[k], cols, X, TOKENS) == 0, "%s: q8 matmul failed", t->name);
+                    for (int tok = 0; tok < TOKENS; tok++) {
+                        k3_quant_matvec(c.y, t, c.data, rows[k], cols, X + tok * cols);
+                        CHECK(!memcmp(c.y, Y + tok * rows[k], (size_t)rows[k] * sizeof *Y),
+                              "%s token %d: q8 matmul differs from q8 matvec", t->name, tok);
+                    }
+                    free(X); free(Y);
+                }
+                free(want);
+                free_case(&c);
+            }
+        }
+        k3_kernels_set_activations_q8(0);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (11 types), zero x gives 0, F32/F16/BF16 stay exact");
+    {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
+        for (int i = 0; i < 11; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            case_t c = make_case(t, 13, 4 * 256);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            float *w = malloc((size_t)c.cols * sizeof *w);
+            double worst = 0;
+            for (int64_t r = 0; r < c.rows; r++) {
+                k3_quant_decode_scalar(t, c.data + r * k3_quant_row_bytes(t, c.cols), c.cols, w);
+                double mag = 0;
+                for (int64_t k = 0; k < c.cols; k++) mag += fabs((double)w[k] * c.x[k]);
+                double rel = fabs(c.y[r] - c.want_f64[r]) / mag;
+                if (rel > worst) worst = rel;
+            }
+            /* and not the exact bits: the switch took the q8 path */
+            CHECK(worst <= 0.02 && memcmp(c.y, c.want_canonical, (size_t)c.rows * sizeof *c.y),
+                  "%s: q8 error %.4g of the scale, or equal to the exact path", t->name, worst);
+            memset(c.x, 0, (size_t)c.cols * sizeof *c.x);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            CHECK(c.y[0] == 0.0f && c.y[12] == 0.0f, "%s: zero x gives %g", t->name, c.y[0]);
+            free(w);
+            free_case(&c);
+        }
+        const char *exact_names[] = {"F32", "F16", "BF16"};
+        for (int i = 0; i < 3; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(exact_names[i]);
+            case_t c = make_case(t, 5, 512);
+            k3_kernels_set_activations_q8(1);
+            k3_quant_matvec(c.y, t, c.data, c.rows, c.cols, c.x);
+            k3_kernels_set_activations_q8(0);
+            CHECK(!memcmp(c.y, c.want_canonical, 5 * sizeof *c.y), "%s under q8: not the exact path", t->name);
+            free_case(&c);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: hand-computed Q8_0, Q4_K, Q5_0, MXFP4 and Q6_K rows, vector and scalar");
     {
         uint8_t row[144] = {0};
         float x[256], y = 0;
@@ -238,6 +387,43 @@ int main(void)
             k3_quant_matvec(&y, k3_quant_type_by_name("Q4_K"), row, 1, 256, x);
             /* groups 0..3: 32 x (1x1 + 2x2 + 3x1 + 4x2) = 512, plus weight 40 (2 x 2 = 4) counted 3x: +8 */
             CHECK(y == 520.0f, "Q4_K %s: %g, want 520", scalar ? "scalar" : "vector", y);
+        }
+        for (int i = 0; i < 256; i++) x[i] = (float)(i + 1);
+        /* Q5_0: d 0.5, nibbles all 8, fifth bits of weights 0 and 31 set:
+         * those two are +8, the other 30 are -8;
+         * 0.5 (8 x 1 + 8 x 32 - 8 x (528 - 1 - 32)) = -1848 */
+        uint8_t q5[22] = {0};
+        half = k3_f32_to_f16(0.5f);
+        q5[0] = (uint8_t)half; q5[1] = (uint8_t)(half >> 8);
+        q5[2] = 0x01; q5[5] = 0x80;
+        memset(q5 + 6, 0x88, 16);
+        /* MXFP4: E8M0 127 (x 0.5), byte 0 = 0x7F: weight 0 is nibble 15
+         * (doubled -12), weight 16 nibble 7 (doubled 12); 0.5 (-12 x 1 + 12 x 17) = 96 */
+        uint8_t mx[17] = {127, 0x7F};
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q5_0"), q5, 1, 32, x);
+            CHECK(y == -1848.0f, "Q5_0 %s: %g, want -1848", scalar ? "scalar" : "vector", y);
+            k3_quant_matvec(&y, k3_quant_type_by_name("MXFP4"), mx, 1, 32, x);
+            CHECK(y == 96.0f, "MXFP4 %s: %g, want 96", scalar ? "scalar" : "vector", y);
+        }
+        /* Q6_K: d 1, ql and qh 0 (every q = -32), scales 1 except scale 6
+         * (weights 96..111) = 2; weight 100 (l = 4, sub-group 3: the high
+         * nibble of ql[36], bits 6-7 of qh[4]) is 63 - 32 = 31 and x[100] = 3:
+         * 240 x -32 + 15 x -64 + 2 x 31 x 3 = -8454 with x = 1 elsewhere */
+        uint8_t q6[210] = {0};
+        for (int i = 0; i < 16; i++) q6[192 + i] = 1;
+        q6[192 + 6] = 2;
+        q6[36] = 0xF0;
+        q6[128 + 4] = 0xC0;
+        half = k3_f32_to_f16(1.0f);
+        q6[208] = (uint8_t)half; q6[209] = (uint8_t)(half >> 8);
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        x[100] = 3.0f;
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q6_K"), q6, 1, 256, x);
+            CHECK(y == -8454.0f, "Q6_K %s: %g, want -8454", scalar ? "scalar" : "vector", y);
         }
         k3_kernels_force_scalar(0);
     }

@@ -19,6 +19,12 @@ else
     echo "bench: $BUILD/tools/bench_kernels not built (run make)" >&2
 fi
 
+# the quantizers of `k3 pack --trunk/--experts` (one thread per type)
+case " $* " in *" --quick "*) qb=--quick ;; *) qb= ;; esac
+echo "== quantizers: $BUILD/tools/quant_bench $qb"
+if [ -x "$BUILD/tools/quant_bench" ]; then "$BUILD/tools/quant_bench" $qb
+else echo "bench: $BUILD/tools/quant_bench not built (run make)" >&2; fi
+
 # ---------------------------------------------------------------------------
 # Model decode speed, fully resident and streamed: `k3 bench` on generated
 # models (made here when absent; models/ is git-ignored). small and demo

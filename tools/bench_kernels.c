@@ -10,9 +10,14 @@
  * before and after the matvec runs (the higher is the reference), and a
  * warning is printed when other processes were runnable.
  *
- * usage: bench_kernels [--json] [--quick]
+ * A second table does the same for the GGUF block types (quant_matvec.c):
+ * weights per second of each type's matvec on a matrix far larger than the
+ * caches, next to BF16 and F32 at the same shape and the read bandwidth.
+ *
+ * usage: bench_kernels [--json] [--quick] [--gguf]
  *   --json   one JSON object on stdout instead of the table
- *   --quick  smaller buffers and fewer repetitions (smoke test, ~5 s) */
+ *   --quick  smaller buffers and fewer repetitions (smoke test, ~5 s)
+ *   --gguf   only the bandwidth and the GGUF block-type table */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +28,12 @@
 #include "k3_util.h"
 #include "kernels.h"
 #include "kernels_arch.h"
+#include "quant_matvec.h"
+#include "quant_types.h"
 
 static int json_output;
 static int quick_mode;
+static int gguf_only;
 
 /* Wall clock in seconds. */
 static double now_seconds(void) { return (double)k3_now_ns() * 1e-9; }
@@ -317,8 +325,10 @@ static void parse_args(int argc, char **argv)
             json_output = 1;
         else if (!strcmp(argv[i], "--quick"))
             quick_mode = 1;
+        else if (!strcmp(argv[i], "--gguf"))
+            gguf_only = 1;
         else {
-            fprintf(stderr, "usage: bench_kernels [--json] [--quick]\n");
+            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf]\n");
             exit(2);
         }
     }
@@ -362,7 +372,8 @@ static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_res
     printf("\ntotal %.1f s\n", seconds);
 }
 
-/* JSON output (one object). */
+/* JSON output (one object), up to the GGUF table's value, which the caller
+ * prints (gguf_print_json) before closing the object. */
 static void print_json(const bandwidth_state *bw, const matvec_result *mv, int n_mv,
                        const matmul_result *mm, int n_mm, int busy, double seconds)
 {
@@ -387,7 +398,271 @@ static void print_json(const bandwidth_state *bw, const matvec_result *mv, int n
                "\"gflops_1t\": %.2f, \"gflops_2t\": %.2f}", i ? "," : "", k3_dtype_name(mm[i].dtype),
                (long long)mm[i].rows, (long long)mm[i].cols, mm[i].n_tokens, mm[i].gflops[1],
                mm[i].gflops[2]);
-    printf("\n  ],\n  \"other_runnable\": %d,\n  \"seconds\": %.1f\n}\n", busy, seconds);
+    printf("\n  ],\n  \"other_runnable\": %d,\n  \"seconds\": %.1f,\n  \"gguf\": ", busy, seconds);
+}
+
+/* ------------------------------------------------------------------------ */
+/* GGUF block types (quant_matvec.c)                                         */
+/* ------------------------------------------------------------------------ */
+
+/* Byte offsets of the f16 scales (d, and dmin where the type has one) inside
+ * a block of each type, -1 for none: the filler writes finite scales there
+ * so that no product overflows or goes subnormal (a subnormal costs a
+ * microcode assist and would measure the assist, not the kernel). */
+static void gguf_scale_offsets(uint32_t ggml_id, int offsets[2])
+{
+    offsets[0] = offsets[1] = -1;
+    switch (ggml_id) {
+    case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL: case K3_GGML_IQ4_XS:
+        offsets[0] = 0; break;
+    case K3_GGML_Q4_K: case K3_GGML_Q5_K: offsets[0] = 0; offsets[1] = 2; break;
+    case K3_GGML_Q2_K: offsets[0] = 80; offsets[1] = 82; break;
+    case K3_GGML_Q3_K: offsets[0] = 108; break;
+    case K3_GGML_Q6_K: offsets[0] = 208; break;
+    default: break;
+    }
+}
+
+/* A rows x cols matrix of type t: random bytes, scales in +-[2^-6, 2^-2]
+ * (f16), E8M0 exponents 120..127 (MXFP4). Filling touches every page. */
+static void *gguf_matrix_make(const k3_quant_type *t, int64_t rows, int64_t cols, size_t *bytes)
+{
+    *bytes = (size_t)k3_quant_row_bytes(t, cols) * (size_t)rows;
+    uint8_t *data = alloc_big(*bytes);
+    for (size_t i = 0; i + 8 <= *bytes; i += 8) {
+        uint64_t v = fill_next();
+        memcpy(data + i, &v, 8);
+    }
+    int offsets[2];
+    gguf_scale_offsets(t->ggml_id, offsets);
+    for (size_t b = 0; b < *bytes / t->block_bytes; b++) {
+        uint8_t *block = data + b * t->block_bytes;
+        if (t->ggml_id == K3_GGML_MXFP4)
+            block[0] = (uint8_t)(120 + fill_next() % 8);
+        for (int k = 0; k < 2; k++)
+            if (offsets[k] >= 0) {
+                uint16_t half = (uint16_t)((fill_next() & 0x83FF) | (uint16_t)((9 + fill_next() % 5) << 10));
+                block[offsets[k]] = (uint8_t)half;
+                block[offsets[k] + 1] = (uint8_t)(half >> 8);
+            }
+    }
+    return data;
+}
+
+typedef struct {
+    const char *name;
+    double bytes_per_weight;
+    double gws[3], gbs[3];   /* per thread count */
+    double cpu_gws;          /* 1 thread, weights per second of the thread's CPU time */
+    double cache_gws;        /* 1 thread, 64 x 2048 in L2: the compute ceiling */
+    double matmul_gflops[3]; /* the batched path, GGUF_MATMUL_TOKENS tokens, per thread count */
+    double q8_gws[3];        /* matvec under --activations q8, 0 where the type has no q8 kernel */
+} gguf_result;
+
+/* The prompt column: tokens per k3_quant_matmul / k3_matmul call, and the
+ * matrix (rows x 4096; 1024 rows quick). */
+#define GGUF_MATMUL_TOKENS 32
+
+/* The calling thread's CPU time in seconds (a 1-thread OpenMP team runs
+ * on it): on a shared machine a 1-thread kernel's rate per CPU second is
+ * what it does when it runs. */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Best-of-reps G weights/s and GB/s of k3_quant_matvec over the matrix, at
+ * 1 and 2 threads, after one untimed call. */
+static void gguf_time(gguf_result *res, const k3_quant_type *t, const void *data, size_t bytes, int64_t rows,
+                      int64_t cols, const float *x, float *y, int reps)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        k3_quant_matvec(y, t, data, rows, cols, x);
+        double best = 1e30, best_cpu = 1e30;
+        for (int r = 0; r < reps; r++) {
+            double t0 = now_seconds(), cpu0 = cpu_seconds();
+            k3_quant_matvec(y, t, data, rows, cols, x);
+            double dt = now_seconds() - t0, cpu = cpu_seconds() - cpu0;
+            if (dt < best)
+                best = dt;
+            if (cpu < best_cpu)
+                best_cpu = cpu;
+        }
+        res->gws[threads] = (double)(rows * cols) / best * 1e-9;
+        res->gbs[threads] = (double)bytes / best * 1e-9;
+        if (threads == 1)
+            res->cpu_gws = (double)(rows * cols) / best_cpu * 1e-9;
+    }
+}
+
+/* 1-thread G weights/s of a 64 x 2048 matrix (in L2) of type t, or of the
+ * plain dtype when t is NULL: best of 5 rounds of 200 calls. */
+static double gguf_cache_gws(const k3_quant_type *t, k3_dtype plain, const float *x, float *y)
+{
+    const int64_t rows = 64, cols = 2048;
+    size_t bytes;
+    bench_matrix m;
+    memset(&m, 0, sizeof m);
+    void *data = NULL;
+    if (t) data = gguf_matrix_make(t, rows, cols, &bytes);
+    else m = matrix_make(plain, rows, cols);
+    omp_set_num_threads(1);
+    double best = 1e30;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_seconds();
+        for (int k = 0; k < 200; k++) {
+            if (t) k3_quant_matvec(y, t, data, rows, cols, x);
+            else k3_matvec(y, &m.w, x);
+        }
+        double dt = (now_seconds() - t0) / 200;
+        if (dt < best)
+            best = dt;
+    }
+    if (t) free(data);
+    else matrix_release(&m);
+    return (double)(rows * cols) / best * 1e-9;
+}
+
+/* GFLOP/s (2 rows cols tokens / time) of the batched product of
+ * GGUF_MATMUL_TOKENS tokens, best of reps, at 1 and 2 threads: the block
+ * type t through k3_quant_matmul, or the plain dtype when t is NULL. */
+static void gguf_matmul_gflops(const k3_quant_type *t, k3_dtype plain, int64_t rows, const float *X, float *Y,
+                               int reps, double gflops[3])
+{
+    const int64_t cols = 4096;
+    size_t bytes;
+    bench_matrix m;
+    memset(&m, 0, sizeof m);
+    void *data = NULL;
+    if (t) data = gguf_matrix_make(t, rows, cols, &bytes);
+    else m = matrix_make(plain, rows, cols);
+    for (int threads = 1; threads <= 2; threads++) {
+        omp_set_num_threads(threads);
+        double best = 1e30;
+        for (int r = 0; r <= reps; r++) {   /* the first call is the warm-up */
+            double t0 = now_seconds();
+            if (t) k3_quant_matmul(Y, t, data, rows, cols, X, GGUF_MATMUL_TOKENS);
+            else k3_matmul(Y, &m.w, X, GGUF_MATMUL_TOKENS);
+            double dt = now_seconds() - t0;
+            if (r > 0 && dt < best)
+                best = dt;
+        }
+        gflops[threads] = 2.0 * (double)(rows * cols) * GGUF_MATMUL_TOKENS / best * 1e-9;
+    }
+    if (t) free(data);
+    else matrix_release(&m);
+}
+
+/* The GGUF table: BF16 and F32 (k3_matvec) and every block type k3 reads
+ * (k3_quant_matvec) at one shape, rows x cols weights; the read bandwidth
+ * is measured again at the end and the best figure is the reference; and
+ * the batched product of GGUF_MATMUL_TOKENS tokens at rows x 4096. x and y
+ * hold GGUF_MATMUL_TOKENS x 4096 floats at least. Returns the number of
+ * rows filled in res (BF16 first, F32 second). */
+static int gguf_measure(gguf_result *res, int max_results, int64_t rows, int64_t cols, const float *x, float *y,
+                        int reps, bandwidth_state *bw, int bw_reps, float *sink)
+{
+    const int64_t matmul_rows = quick_mode ? 1024 : 4096;
+    int n = 0;
+    static const k3_dtype plain[] = {K3_DT_BF16, K3_DT_F32};
+    for (int i = 0; i < 2; i++) {
+        bench_matrix m = matrix_make(plain[i], rows, cols);
+        gguf_result *r = &res[n++];
+        memset(r, 0, sizeof *r);
+        r->name = k3_dtype_name(plain[i]);
+        r->bytes_per_weight = (double)k3_dtype_size(plain[i]);
+        for (int threads = 1; threads <= 2; threads++) {
+            double dt_s = time_best(&m, x, y, 1, threads, reps);
+            r->gws[threads] = (double)(rows * cols) / dt_s * 1e-9;
+            r->gbs[threads] = (double)m.weight_bytes / dt_s * 1e-9;
+        }
+        omp_set_num_threads(1);
+        double best_cpu = 1e30;
+        for (int rep = 0; rep < reps; rep++) {
+            double cpu0 = cpu_seconds();
+            k3_matvec(y, &m.w, x);
+            double cpu = cpu_seconds() - cpu0;
+            if (cpu < best_cpu)
+                best_cpu = cpu;
+        }
+        r->cpu_gws = (double)(rows * cols) / best_cpu * 1e-9;
+        matrix_release(&m);
+        r->cache_gws = gguf_cache_gws(NULL, plain[i], x, y);
+        gguf_matmul_gflops(NULL, plain[i], matmul_rows, x, y, 2, r->matmul_gflops);
+    }
+    for (int i = 0; i < k3_quant_type_count() && n < max_results; i++) {
+        const k3_quant_type *t = k3_quant_type_at(i);
+        if (t->block_elems == 1)   /* F32/F16/BF16 files load as plain dtypes */
+            continue;
+        size_t bytes;
+        void *data = gguf_matrix_make(t, rows, cols, &bytes);
+        gguf_result *r = &res[n++];
+        memset(r, 0, sizeof *r);
+        r->name = t->name;
+        r->bytes_per_weight = (double)t->block_bytes / t->block_elems;
+        gguf_time(r, t, data, bytes, rows, cols, x, y, reps);
+        if (k3_quant_q8_available(t)) {   /* the q8 activation path on the same matrix */
+            gguf_result exact = *r;
+            k3_kernels_set_activations_q8(1);
+            gguf_time(r, t, data, bytes, rows, cols, x, y, reps);
+            k3_kernels_set_activations_q8(0);
+            for (int threads = 1; threads <= 2; threads++) {
+                r->q8_gws[threads] = r->gws[threads];
+                r->gws[threads] = exact.gws[threads];
+                r->gbs[threads] = exact.gbs[threads];
+            }
+            r->cpu_gws = exact.cpu_gws;
+        }
+        free(data);
+        r->cache_gws = gguf_cache_gws(t, K3_DT_F32, x, y);
+        gguf_matmul_gflops(t, K3_DT_F32, matmul_rows, x, y, 2, r->matmul_gflops);
+    }
+    bandwidth_measure(bw, bw_reps, sink);
+    return n;
+}
+
+/* The GGUF table as text: per type and thread count, G weights/s, GB/s of
+ * weights read, that as a fraction of the read bandwidth, and weights/s
+ * against BF16's (res[0]). */
+static void gguf_print(const gguf_result *res, int n, int64_t rows, int64_t cols, int reps,
+                       const bandwidth_state *bw)
+{
+    printf("\nGGUF block types: matvec y = W x, %lldx%lld weights (>> caches), best of %d;\n"
+           "GB/s of weights read, %% of read bandwidth (1t %.2f GB/s, 2t %.2f GB/s), weights/s vs BF16;\n"
+           "L2 = 1 thread, 64x2048 in cache (the compute ceiling); mm = the batched product, %d tokens,\n"
+           "%lldx4096, GFLOP/s at 1 and 2 threads; q8 = the matvec under --activations q8 (Gw/s);\n"
+           "cpu = 1 thread, weights per second of CPU time (what it does when it runs, on a shared machine)\n",
+           (long long)rows, (long long)cols, reps, bw->best_gbs[1], bw->best_gbs[2], GGUF_MATMUL_TOKENS,
+           quick_mode ? 1024LL : 4096LL);
+    printf("  %-7s %6s | %6s %6s %5s %6s %6s | %6s %6s %5s %6s | %7s | %7s %7s | %6s %6s\n", "type", "B/w",
+           "1t Gw/s", "GB/s", "bw", "vsBF16", "cpu", "2t Gw/s", "GB/s", "bw", "vsBF16", "L2 Gw/s", "mm 1t", "mm 2t",
+           "q8 1t", "q8 2t");
+    for (int i = 0; i < n; i++)
+        printf("  %-7s %6.3f | %7.2f %6.2f %4.0f%% %5.2fx %6.2f | %7.2f %6.2f %4.0f%% %5.2fx | %7.2f | %7.1f %7.1f |"
+               " %6.2f %6.2f\n", res[i].name,
+               res[i].bytes_per_weight, res[i].gws[1], res[i].gbs[1], 100 * res[i].gbs[1] / bw->best_gbs[1],
+               res[i].gws[1] / res[0].gws[1], res[i].cpu_gws, res[i].gws[2], res[i].gbs[2],
+               100 * res[i].gbs[2] / bw->best_gbs[2],
+               res[i].gws[2] / res[0].gws[2], res[i].cache_gws, res[i].matmul_gflops[1], res[i].matmul_gflops[2],
+               res[i].q8_gws[1], res[i].q8_gws[2]);
+}
+
+/* The GGUF table as a JSON array value. */
+static void gguf_print_json(const gguf_result *res, int n, const bandwidth_state *bw)
+{
+    printf("[");
+    for (int i = 0; i < n; i++)
+        printf("%s\n    {\"type\": \"%s\", \"bytes_per_weight\": %.4f, \"gws_1t\": %.3f, \"gbs_1t\": %.2f, "
+               "\"ratio_1t\": %.3f, \"cpu_gws_1t\": %.3f, \"gws_2t\": %.3f, \"gbs_2t\": %.2f, \"ratio_2t\": %.3f, "
+               "\"cache_gws_1t\": %.3f, "
+               "\"matmul_gflops_1t\": %.2f, \"matmul_gflops_2t\": %.2f, \"q8_gws_1t\": %.3f, \"q8_gws_2t\": %.3f}",
+               i ? "," : "", res[i].name, res[i].bytes_per_weight, res[i].gws[1], res[i].gbs[1],
+               res[i].gbs[1] / bw->best_gbs[1], res[i].cpu_gws, res[i].gws[2], res[i].gbs[2],
+               res[i].gbs[2] / bw->best_gbs[2], res[i].cache_gws, res[i].matmul_gflops[1], res[i].matmul_gflops[2], res[i].q8_gws[1], res[i].q8_gws[2]);
+    printf("\n  ]");
 }
 
 /* Bandwidth, then matvec per dtype (with a bandwidth re-check), then matmul;
@@ -410,6 +685,35 @@ int main(int argc, char **argv)
     bandwidth_state bw;
     bandwidth_setup(&bw, bw_bytes);
     bandwidth_measure(&bw, bw_reps, &sink);
+
+    /* The GGUF table's shape: 128 Mi weights (Q2_K 42 MiB .. BF16 256 MiB),
+     * all past the 32 MiB L3; quick: 32 Mi weights. */
+    int64_t gguf_rows = quick_mode ? 4096 : 16384, gguf_cols = 8192;
+    int gguf_reps = quick_mode ? 2 : 4;
+    enum { MAX_GGUF = 24 };
+    gguf_result gguf[MAX_GGUF];
+    int n_gguf = 0;
+    if (gguf_only) {
+        const int64_t xy_floats = gguf_rows > GGUF_MATMUL_TOKENS * 4096 ? gguf_rows : GGUF_MATMUL_TOKENS * 4096;
+        float *xg = malloc((size_t)xy_floats * sizeof(float)), *yg = malloc((size_t)xy_floats * sizeof(float));
+        for (int64_t i = 0; i < xy_floats; i++)
+            xg[i] = (float)((fill_next() >> 40) & 0xFFFF) / 65536.0f - 0.5f;
+        n_gguf = gguf_measure(gguf, MAX_GGUF, gguf_rows, gguf_cols, xg, yg, gguf_reps, &bw, bw_reps, &sink);
+        if (json_output) {
+            printf("{\n  \"kernels\": \"%s\",\n  \"read_gbs_1t\": %.2f,\n  \"read_gbs_2t\": %.2f,\n  \"gguf\": ",
+                   K3_KERNELS_NAME, bw.best_gbs[1], bw.best_gbs[2]);
+            gguf_print_json(gguf, n_gguf, &bw);
+            printf(",\n  \"seconds\": %.1f\n}\n", now_seconds() - t_start);
+        } else {
+            printf("kernels: %s\n", K3_KERNELS_NAME);
+            gguf_print(gguf, n_gguf, gguf_rows, gguf_cols, gguf_reps, &bw);
+            printf("\ntotal %.1f s\n", now_seconds() - t_start);
+        }
+        free(xg);
+        free(yg);
+        free(bw.array);
+        return 0;
+    }
 
     /* the last two: MXFP4 exact (the default) and under --activations q8 */
     static const k3_dtype mv_dtypes[] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3, K3_DT_MXFP4, K3_DT_MXFP4};
@@ -456,6 +760,7 @@ int main(int argc, char **argv)
     }
     k3_kernels_set_activations_q8(0);
     bandwidth_measure(&bw, bw_reps, &sink);   /* second round: the reference is the best seen */
+    n_gguf = gguf_measure(gguf, MAX_GGUF, gguf_rows, gguf_cols, x, y, gguf_reps, &bw, bw_reps, &sink);
     free(bw.array);
 
     static const struct { k3_dtype dt; int n_tokens; } mm_cases[] = {
@@ -487,10 +792,14 @@ int main(int argc, char **argv)
         busy = busy_end;
 
     double seconds = now_seconds() - t_start;
-    if (json_output)
+    if (json_output) {
         print_json(&bw, mv, N_MV, mm, N_MM, busy, seconds);
-    else
+        gguf_print_json(gguf, n_gguf, &bw);
+        printf("\n}\n");
+    } else {
         print_table(&bw, bw_reps, mv, N_MV, mv_reps, mm, N_MM, busy, seconds);
+        gguf_print(gguf, n_gguf, gguf_rows, gguf_cols, gguf_reps, &bw);
+    }
     if (!json_output)   /* MXFP4's two paths against bf16's weights per second */
         for (int i = N_MV - 2; i < N_MV; i++)
             for (int t = 1; t <= 2; t++)

@@ -1,6 +1,14 @@
 #!/usr/bin/python3
-"""hf_to_gguf.py - a Kimi Linear checkpoint (Hugging Face layout, as `k3 gen` or tests/ref/gen_ckpt.py
-write it) to a GGUF file of architecture `kimi-linear`, written with llama.cpp's own gguf-py.
+"""hf_to_gguf.py - a Kimi Linear or Kimi K3 checkpoint (Hugging Face layout, as `k3 gen` or
+tests/ref/gen_ckpt.py write it) to a GGUF file of architecture `kimi-linear` or `kimi-k3`, written
+with llama.cpp's own gguf-py.
+
+Kimi K3 follows upstream llama.cpp's conversion/kimi_k3.py as read (the fetched snapshot's gguf-py
+predates kimi-k3, so its names and keys are written here as strings, docs/MODEL.md "Kimi K3 in a
+GGUF"): the `language_model.` prefix dropped, the vision tower skipped, the AttnRes norm and
+projection folded into one score vector, -exp(A_log) of the heads only, g_proj as ssm_g (KDA) or
+attn_gate (MLA), the latent MoE as ffn_routed_*, and the compressed-tensors MXFP4 experts repacked
+into ggml MXFP4 blocks (the scale byte kept, the nibbles reordered) under file type MXFP4_MOE.
 
 llama.cpp's converter (convert_hf_to_gguf.py, conversion/kimi_linear.py) needs torch and transformers,
 which this machine does not have. This script makes the same file from the same inputs: the same
@@ -12,6 +20,8 @@ search for one (max_position_embeddings, model_max_length, ...) is extended to g
 max_length; without a context length llama.cpp refuses the file.
 
     PYTHONPATH=/tmp/llama.cpp/gguf-py hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|bf16|f16|q8_0]
+
+For Kimi K3 --outtype is the dense weights' type; the routed experts stay MXFP4.
 """
 import argparse
 import base64
@@ -64,6 +74,14 @@ class Shards:
 
     def shape(self, name):
         return tuple(self.where[name][2]["shape"])
+
+    def get_raw(self, name):
+        """A U8 tensor's bytes (MXFP4 nibbles and scales)."""
+        path, base, e = self.where[name]
+        b, en = e["data_offsets"]
+        if e["dtype"] != "U8":
+            raise SystemExit("hf_to_gguf: tensor %s: dtype %s, expected U8" % (name, e["dtype"]))
+        return np.fromfile(path, dtype=np.uint8, count=en - b, offset=base + b).reshape(e["shape"])
 
     def get(self, name):
         path, base, e = self.where[name]
@@ -338,13 +356,185 @@ def convert(model_dir, out, outtype):
     return plan
 
 
+# ------------------------------------------------------------------------------ Kimi K3
+
+K3_ARCH = "kimi-k3"
+# Hugging Face name inside a layer -> the GGUF name inside a block (upstream's tensor names)
+K3_BLOCK = {
+    "input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight", "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.v_proj.weight": "attn_v.weight", "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.f_a_proj.weight": "ssm_f_a.weight", "self_attn.f_b_proj.weight": "ssm_f_b.weight",
+    "self_attn.b_proj.weight": "ssm_beta.weight", "self_attn.dt_bias": "ssm_dt.bias",
+    "self_attn.o_norm.weight": "ssm_norm.weight",
+    "self_attn.q_a_proj.weight": "attn_q_a.weight", "self_attn.q_a_layernorm.weight": "attn_q_a_norm.weight",
+    "self_attn.q_b_proj.weight": "attn_q_b.weight",
+    "self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
+    "self_attn.kv_a_layernorm.weight": "attn_kv_a_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+    "block_sparse_moe.gate.weight": "ffn_gate_inp.weight",
+    "block_sparse_moe.gate.e_score_correction_bias": "exp_probs_b.bias",
+    "block_sparse_moe.shared_experts.gate_proj.weight": "ffn_gate_shexp.weight",
+    "block_sparse_moe.shared_experts.up_proj.weight": "ffn_up_shexp.weight",
+    "block_sparse_moe.shared_experts.down_proj.weight": "ffn_down_shexp.weight",
+    "block_sparse_moe.routed_expert_down_proj.weight": "ffn_routed_down.weight",
+    "block_sparse_moe.routed_expert_up_proj.weight": "ffn_routed_up.weight",
+    "block_sparse_moe.routed_expert_norm.weight": "ffn_routed_norm.weight",
+}
+K3_KEEP_F32 = ("ffn_gate_inp.weight", "ssm_conv1d_q.weight", "ssm_conv1d_k.weight", "ssm_conv1d_v.weight")
+
+
+def mxfp4_blocks(packed, scale):
+    """compressed-tensors MXFP4 (U8 [rows, cols/2], column 2k in the low nibble of byte k; E8M0
+    [rows, cols/32]) -> ggml MXFP4 blocks [rows, cols/32 * 17]: the scale byte, then 16 bytes whose
+    low nibbles are the block's weights 0-15 and high nibbles 16-31. ggml's doubled E2M1 values times
+    2^(e - 128) equal E2M1 times 2^(e - 127): the byte is kept."""
+    rows, half = packed.shape
+    nb = half * 2 // 32
+    codes = np.empty((rows, half * 2), np.uint8)
+    codes[:, 0::2] = packed & 15
+    codes[:, 1::2] = packed >> 4
+    codes = codes.reshape(rows, nb, 32)
+    out = np.empty((rows, nb, 17), np.uint8)
+    out[:, :, 0] = scale.reshape(rows, nb)
+    out[:, :, 1:] = codes[:, :, :16] | (codes[:, :, 16:] << 4)
+    return out.reshape(rows, nb * 17)
+
+
+def k3_tensors(cfg, shards):
+    """Yield (GGUF name, array, raw ggml type or None) for a K3 checkpoint, in a fixed order."""
+    P = "language_model."
+    la = cfg["linear_attn_config"]
+    mla = {x - 1 for x in la["full_attn_layers"]}
+    heads = la["num_heads"]
+    H, nope, v = cfg["num_attention_heads"], cfg["qk_nope_head_dim"], cfg["v_head_dim"]
+    get = lambda n: shards.get(P + n)  # noqa: E731
+    have = set(shards.names())
+    yield "token_embd.weight", get("model.embed_tokens.weight"), None
+    yield "output_norm.weight", get("model.norm.weight"), None
+    if P + "lm_head.weight" in have:
+        yield "output.weight", get("lm_head.weight"), None
+    yield "output_res_score.weight", (get("model.output_attn_res_norm.weight").astype(np.float32) *
+                                      get("model.output_attn_res_proj.weight").astype(np.float32).reshape(-1)), None
+    for l in range(cfg["num_hidden_layers"]):
+        p, b = "model.layers.%d." % l, "blk.%d." % l
+        for hf, gg in K3_BLOCK.items():
+            if P + p + hf in have:
+                yield b + gg, get(p + hf), None
+        for what, gg in (("self_attention_res", "attn_res_score"), ("mlp_res", "ffn_res_score")):
+            yield b + gg + ".weight", (get(p + what + "_norm.weight").astype(np.float32) *
+                                       get(p + what + "_proj.weight").astype(np.float32).reshape(-1)), None
+        if P + p + "self_attn.g_proj.weight" in have:
+            yield b + ("attn_gate.weight" if l in mla else "ssm_g.weight"), get(p + "self_attn.g_proj.weight"), None
+        if P + p + "self_attn.A_log" in have:
+            yield b + "ssm_a", (-np.exp(get(p + "self_attn.A_log").astype(np.float32).reshape(-1)[:heads])).reshape(1, 1, heads, 1), None
+            for x in "qkv":
+                t = get(p + "self_attn.%s_conv1d.weight" % x)
+                yield b + "ssm_conv1d_%s.weight" % x, t.reshape(1, t.shape[0], 1, t.shape[-1]), None
+        if P + p + "self_attn.kv_b_proj.weight" in have:
+            kv = get(p + "self_attn.kv_b_proj.weight").reshape(H, nope + v, -1)
+            yield b + "attn_k_b.weight", np.ascontiguousarray(kv[:, :nope, :].transpose(0, 2, 1)), None
+            yield b + "attn_v_b.weight", np.ascontiguousarray(kv[:, nope:, :]), None
+        e0 = P + p + "block_sparse_moe.experts.0.w1.weight_packed"
+        if e0 in have:
+            for wid, gg in (("w1", "ffn_gate_exps"), ("w2", "ffn_down_exps"), ("w3", "ffn_up_exps")):
+                e = p + "block_sparse_moe.experts.%d." + wid + ".weight_"
+                stack = np.stack([mxfp4_blocks(shards.get_raw(P + (e % i) + "packed"), shards.get_raw(P + (e % i) + "scale"))
+                                  for i in range(cfg["num_experts"])])
+                yield b + gg + ".weight", stack, gguf.GGMLQuantizationType.MXFP4
+
+
+def convert_k3(model_dir, out, outtype):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        top = json.load(f)
+    cfg = top["text_config"]
+    ftype_dense, want = OUTTYPES[outtype]
+    shards = Shards(model_dir)
+    w = gguf.GGUFWriter(out, K3_ARCH)
+    A = K3_ARCH
+    la = cfg["linear_attn_config"]
+    n_layers = cfg["num_hidden_layers"]
+    w.add_type(gguf.GGUFType.MODEL)
+    w.add_name(os.path.basename(os.path.normpath(model_dir)))
+    w.add_uint32(A + ".block_count", n_layers)
+    w.add_uint32(A + ".context_length", cfg.get("max_position_embeddings", 4096))
+    w.add_uint32(A + ".embedding_length", cfg["hidden_size"])
+    w.add_uint32(A + ".feed_forward_length", cfg["intermediate_size"])
+    w.add_uint32(A + ".attention.head_count", cfg["num_attention_heads"])
+    w.add_array(A + ".attention.head_count_kv", [1 if L + 1 in la["full_attn_layers"] else 0 for L in range(n_layers)])
+    w.add_float32(A + ".attention.layer_norm_rms_epsilon", cfg["rms_norm_eps"])
+    w.add_uint32(A + ".expert_count", cfg["num_experts"])
+    w.add_uint32(A + ".expert_used_count", cfg["num_experts_per_token"])
+    w.add_uint32(A + ".vocab_size", cfg["vocab_size"])
+    w.add_uint32(A + ".ssm.conv_kernel", la["short_conv_kernel_size"])
+    w.add_uint32(A + ".kda.head_dim", la["head_dim"])
+    w.add_float32(A + ".kda.gate_lower_bound", la["gate_lower_bound"])
+    if cfg.get("q_lora_rank") is not None:
+        w.add_uint32(A + ".attention.q_lora_rank", cfg["q_lora_rank"])
+    w.add_uint32(A + ".attention.kv_lora_rank", cfg["kv_lora_rank"])
+    w.add_uint32(A + ".rope.dimension_count", cfg["qk_rope_head_dim"])
+    w.add_uint32(A + ".attention.key_length", cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"])
+    w.add_uint32(A + ".attention.value_length", cfg["kv_lora_rank"])
+    w.add_uint32(A + ".attention.key_length_mla", cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"])
+    w.add_uint32(A + ".attention.value_length_mla", cfg["v_head_dim"])
+    w.add_uint32(A + ".expert_feed_forward_length", cfg["moe_intermediate_size"])
+    w.add_uint32(A + ".expert_shared_count", cfg["num_shared_experts"])
+    w.add_uint32(A + ".leading_dense_block_count", cfg["first_k_dense_replace"])
+    w.add_float32(A + ".expert_weights_scale", cfg["routed_scaling_factor"])
+    w.add_bool(A + ".expert_weights_norm", bool(cfg["moe_renormalize"]))
+    w.add_uint32(A + ".expert_gating_func", int(gguf.ExpertGatingFuncType.SIGMOID))
+    if cfg.get("routed_expert_hidden_size") is not None:
+        w.add_uint32(A + ".expert_latent_length", cfg["routed_expert_hidden_size"])
+    w.add_float32(A + ".activation.situ_beta", cfg["activation_situ_beta"])
+    w.add_float32(A + ".activation.situ_linear_beta", cfg["activation_situ_linear_beta"])
+    w.add_uint32(A + ".attn_res.block_size", cfg["attn_res_block_size"])
+    mxfp4 = (cfg.get("quantization_config") or top.get("quantization_config") or {}).get("format") == "mxfp4-pack-quantized"
+    w.add_file_type(38 if mxfp4 else ftype_dense)        # LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    write_vocab(w, model_dir, {**cfg, "vocab_size": cfg["vocab_size"]})
+    eos = top.get("eos_token_id", cfg.get("eos_token_id"))
+    if eos is not None:
+        w.add_eos_token_id(eos)                          # upstream restores the configured <|end_of_msg|>
+    plan = []
+    for name, data, raw in k3_tensors(cfg, shards):
+        if raw is not None:
+            t = raw
+        elif data.ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight") or \
+                name.endswith(("res_score.weight",) + K3_KEEP_F32):
+            t = gguf.GGMLQuantizationType.F32
+        else:
+            t = want
+            if t == gguf.GGMLQuantizationType.Q8_0 and data.shape[-1] % 32:
+                t = gguf.GGMLQuantizationType.F16
+        plan.append((name, t))
+        if raw is not None:
+            w.add_tensor(name, data, raw_dtype=raw)
+        else:
+            arr = data.astype(np.float16 if t == gguf.GGMLQuantizationType.F16 else np.float32)
+            if t == gguf.GGMLQuantizationType.BF16:
+                w.add_tensor(name, gguf.quants.quantize(arr, t), raw_dtype=t)
+            elif t not in (gguf.GGMLQuantizationType.F32, gguf.GGMLQuantizationType.F16):
+                w.add_tensor(name, gguf.quants.quantize(arr, t), raw_dtype=t)
+            else:
+                w.add_tensor(name, arr)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return plan
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="Kimi Linear (HF layout) -> GGUF kimi-linear, as llama.cpp's converter")
+    ap = argparse.ArgumentParser(description="Kimi Linear / Kimi K3 (HF layout) -> GGUF kimi-linear / kimi-k3, "
+                                             "as llama.cpp's converters")
     ap.add_argument("model_dir")
     ap.add_argument("out")
     ap.add_argument("--outtype", default="bf16", choices=sorted(OUTTYPES))
     a = ap.parse_args(argv)
-    plan = convert(a.model_dir, a.out, a.outtype)
+    with open(os.path.join(a.model_dir, "config.json")) as f:
+        k3 = json.load(f).get("model_type") == "kimi_k3"
+    plan = (convert_k3 if k3 else convert)(a.model_dir, a.out, a.outtype)
     counts = {}
     for _, t in plan:
         counts[t.name] = counts.get(t.name, 0) + 1

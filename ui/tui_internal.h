@@ -367,6 +367,7 @@ typedef struct tui {
     history *db;
     tui_options opt;
     char model_name[64];
+    char model_type[48];         /* the weights' type for the status line ("BF16 + MXFP4 experts") */
     chat_cmd_ctx cx;             /* the shared / commands' context (system prompt for /new in cx.system) */
     int editing;                 /* /edit: the next message replaces the last one */
     tui_layout lay;

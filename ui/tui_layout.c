@@ -155,12 +155,13 @@ static void state_field(tui *t, status_field *f)
         snprintf(f->text, sizeof f->text, "prefill%s", layer);
 }
 
-/* Model, conversation, turn, context, sampling, state and speed, most important kept. */
+/* Model and its type, conversation, turn, context, sampling, state and
+ * speed, most important kept. */
 void tui_draw_status(tui *t)
 {
     WINDOW *w = t->lay.status;
     int cols = getmaxx(w);
-    status_field f[8];
+    status_field f[9];
     int n = 0;
     memset(f, 0, sizeof f);
     snprintf(f[n].text, sizeof f[n].text, "k3");
@@ -169,6 +170,11 @@ void tui_draw_status(tui *t)
     snprintf(f[n].text, sizeof f[n].text, "%s", t->model_name);
     f[n].role = TR_STATUS;
     f[n++].priority = 6;
+    if (t->model_type[0]) {   /* as ollama and llama.cpp name a file's type: "BF16", "Q4_K_M" */
+        snprintf(f[n].text, sizeof f[n].text, "%s", t->model_type);
+        f[n].role = TR_STATUS;
+        f[n++].priority = 1;  /* it never changes and /show says it: the first to go on a narrow screen */
+    }
     if (!t->g.busy) {   /* the worker is idle: the conversation is the UI thread's to read */
         snprintf(t->status_uid, sizeof t->status_uid, "%s", conversation_uid(t->conv));
         t->status_turns = conversation_turns(t->conv);
@@ -197,7 +203,7 @@ void tui_draw_status(tui *t)
     }
     const char *sep = tui_glyph()->unicode ? " \u2502 " : " | ";
     int sep_w = tui_text_width(sep, strlen(sep));
-    int keep[8];
+    int keep[9];
     for (int i = 0; i < n; i++) keep[i] = 1;
     for (;;) {                                       /* drop low priorities until it fits */
         int width = 1, lowest = -1;

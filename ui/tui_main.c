@@ -579,7 +579,8 @@ static void loop(tui *t)
     }
 }
 
-/* The model directory's last component names the model on screen. */
+/* The model directory's last component names the model on screen, with
+ * the weights' type beside it (a server's model has none to show). */
 static void set_model_name(tui *t, const char *dir)
 {
     const char *d = dir ? dir : "";
@@ -595,6 +596,7 @@ static void set_model_name(tui *t, const char *dir)
     }
     k3_model_info info;
     k3_model_get_info(t->model, &info);
+    snprintf(t->model_type, sizeof t->model_type, "%s", info.type_label);
     if (info.random_weights)                     /* nobody should mistake the demo for a real model */
         snprintf(t->model_name, sizeof t->model_name, "%.*s (random weights)", (int)(len - start < 40 ? len - start : 40),
                  d + start);

@@ -336,7 +336,9 @@ static int read_metadata(cursor *c, gguf_part *part, uint64_t n_kv)
     if (!part->kvs) return k3_err(c->err, "%s: out of memory", c->what);
     for (uint64_t i = 0; i < n_kv; i++) {
         part->n_kvs = (int64_t)i + 1;
+        part->kvs[i].header_at = c->at;
         if (read_kv(c, &part->kvs[i])) return -1;
+        part->kvs[i].header_bytes = c->at - part->kvs[i].header_at;
     }
     k3_strtab keys;
     if (k3_strtab_init(&keys, (size_t)n_kv)) return k3_err(c->err, "%s: out of memory", c->what);
@@ -522,7 +524,7 @@ const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name)
 }
 
 /* The name lookup over every part; refuses a name given twice. */
-static int build_lookup(gguf_file *g, k3_error *err)
+int gguf_file_build_lookup(gguf_file *g, k3_error *err)
 {
     if (g->n_tensors > INT32_MAX) return k3_err(err, "%s: too many tensors", g->parts[0].path);
     if (k3_strtab_init(&g->by_name, (size_t)g->n_tensors)) return k3_err(err, "out of memory");
@@ -666,7 +668,7 @@ static int open_file_or_set(gguf_file *g, const char *path, k3_error *err)
             return k3_err(err, "%s: its metadata says it is one part of a %lld-part split set, but its name is not "
                           "PREFIX-0000i-of-0000N.gguf (rename the parts as gguf-split wrote them)", path,
                           (long long)count);
-        return build_lookup(g, err);
+        return gguf_file_build_lookup(g, err);
     }
     if (n_parts > GGUF_MAX_SPLIT_PARTS)
         return k3_err(err, "%s: a split set of %d parts (at most %d)", path, n_parts, GGUF_MAX_SPLIT_PARTS);
@@ -684,7 +686,7 @@ static int open_file_or_set(gguf_file *g, const char *path, k3_error *err)
     }
     free(part_path);
     if (rc == 0) rc = check_split_keys(g, err);
-    if (rc == 0) rc = build_lookup(g, err);
+    if (rc == 0) rc = gguf_file_build_lookup(g, err);
     return rc;
 }
 

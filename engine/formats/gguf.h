@@ -50,6 +50,7 @@ typedef struct gguf_kv {
     uint64_t count;             /* array elements, string bytes, else 1 */
     const uint8_t *value;
     uint64_t *string_offsets;   /* array of strings: each element's offset from value */
+    uint64_t header_at, header_bytes;   /* the whole entry (key, type, value) in its part's header */
 } gguf_kv;
 
 typedef struct gguf_tensor {
@@ -104,6 +105,9 @@ void gguf_close(gguf_file *g);
 void gguf_part_free_kvs(gguf_part *part);
 
 const gguf_tensor *gguf_find_tensor(const gguf_file *g, const char *name);
+/* Build g->by_name over g->tensors (gguf_open's step; the fuzzer builds a
+ * one-part file by hand). Refuses a tensor name given twice. */
+int gguf_file_build_lookup(gguf_file *g, k3_error *err);
 /* The key/value of parts[0] with this key, or NULL. */
 const gguf_kv *gguf_find_kv(const gguf_file *g, const char *key);
 const gguf_kv *gguf_part_find_kv(const gguf_part *part, const char *key);

@@ -1,5 +1,6 @@
 /* gguf_checkpoint.c - a GGUF as a checkpoint (see gguf_checkpoint.h): the
  * config from metadata and shapes, the tensors under k3's names. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "gguf_checkpoint.h"
-#include "quant_matvec.h"
 
 /* GGUF name inside a block (after "blk.L.") -> k3's name after
  * "model.layers.L.". KDA and MLA share attn_q/attn_output (q_proj, o_proj);
@@ -85,8 +85,8 @@ int gguf_is_model_path(const char *path)
     if (access(p, F_OK) == 0) return 0;
     gguf_file g;
     k3_error e;
-    /* a folder of .gguf files: gguf_open says whether it is one model */
-    if (gguf_open(&g, path, &e)) return strstr(e.msg, "no .gguf file") == NULL;
+    /* a folder holding one .gguf file or one split set, which opens */
+    if (gguf_open(&g, path, &e)) return 0;
     gguf_close(&g);
     return 1;
 }
@@ -311,8 +311,9 @@ fail:
     return NULL;
 }
 
-int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err)
+int gguf_checkpoint_config_text(const gguf_file *g, char **text, k3_error *err)
 {
+    *text = NULL;
     const char *what = file_name(g);
     const gguf_kv *a = gguf_find_kv(g, "general.architecture");
     const char *arch_s;
@@ -334,13 +335,52 @@ int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err)
     }
     const char *ftype = gguf_file_type_name(g);
     json_object_set_new(root, "dtype", json_string(ftype[0] ? ftype : "GGUF"));
-    char *text = json_dumps(root, JSON_COMPACT);
+    *text = json_dumps(root, JSON_COMPACT);
     json_decref(root);
-    if (!text) return k3_err(err, "out of memory");
+    return *text ? 0 : k3_err(err, "out of memory");
+}
+
+int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err)
+{
+    char *text;
+    if (gguf_checkpoint_config_text(g, &text, err)) return -1;
     char label[1100];
-    snprintf(label, sizeof label, "%.1000s (its metadata, read as config.json)", what);
+    snprintf(label, sizeof label, "%.1000s (its metadata, read as config.json)", file_name(g));
     int rc = k3_config_parse(c, text, strlen(text), label, err);
     free(text);
+    return rc;
+}
+
+/* Write n bytes or say why. */
+static int write_all(FILE *f, const void *p, size_t n, const char *path, k3_error *err)
+{
+    return fwrite(p, 1, n, f) == n ? 0 : k3_err(err, "%s: write failed", path);
+}
+
+int gguf_write_vocab_file(const gguf_file *g, const char *path, k3_error *err)
+{
+    const gguf_part *p0 = &g->parts[0];
+    if (!p0->header) return k3_err(err, "%s: the header is not held in memory", p0->path);
+    uint64_t n_keep = 0;
+    for (int64_t i = 0; i < p0->n_kvs; i++)
+        n_keep += !strncmp(p0->kvs[i].key, "tokenizer.", 10) || !strcmp(p0->kvs[i].key, "general.architecture");
+    FILE *f = fopen(path, "wb");
+    if (!f) return k3_err(err, "%s: %s", path, strerror(errno));
+    uint8_t head[24] = {'G', 'G', 'U', 'F', 3, 0, 0, 0};   /* version 3, no tensors */
+    for (int b = 0; b < 8; b++) head[16 + b] = (uint8_t)(n_keep >> (8 * b));
+    int rc = write_all(f, head, sizeof head, path, err);
+    uint64_t at = sizeof head;
+    for (int64_t i = 0; i < p0->n_kvs && !rc; i++) {
+        const gguf_kv *kv = &p0->kvs[i];
+        if (strncmp(kv->key, "tokenizer.", 10) && strcmp(kv->key, "general.architecture")) continue;
+        rc = write_all(f, p0->header + kv->header_at, (size_t)kv->header_bytes, path, err);
+        at += kv->header_bytes;
+    }
+    static const uint8_t zeros[GGUF_DEFAULT_ALIGNMENT] = {0};
+    if (!rc && at % GGUF_DEFAULT_ALIGNMENT)   /* the (empty) data section starts aligned */
+        rc = write_all(f, zeros, (size_t)(GGUF_DEFAULT_ALIGNMENT - at % GGUF_DEFAULT_ALIGNMENT), path, err);
+    if (!rc && (fflush(f) != 0 || fsync(fileno(f)) != 0)) rc = k3_err(err, "%s: %s", path, strerror(errno));
+    if (fclose(f) != 0 && !rc) rc = k3_err(err, "%s: close failed", path);
     return rc;
 }
 
@@ -431,7 +471,7 @@ int gguf_checkpoint_index(const gguf_file *g, const k3_config *cfg, st_index *ix
                 return k3_err(err, "%s: tensor '%s' must be 3-D with %d experts", file_name(g), t->name,
                               cfg->n_experts);
             /* expert e's matrix: the e-th slab of dims[1] rows */
-            const uint64_t slab = (uint64_t)t->dims[1] * k3_quant_row_bytes(t->type, t->dims[0]);
+            const uint64_t slab = t->bytes / (uint64_t)cfg->n_experts;   /* dims[1] rows of dims[0] */
             for (int e = 0; e < cfg->n_experts; e++) {
                 snprintf(name, sizeof name, "%smodel.layers.%d.block_sparse_moe.experts.%d.%s.weight",
                          cfg->tensor_prefix, layer, e, expert_names[k].k3);

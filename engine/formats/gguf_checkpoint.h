@@ -19,13 +19,22 @@
 #include "gguf.h"
 #include "safetensors.h"
 
-/* 1 if path is a GGUF model: a file ending in .gguf, or a folder holding a
- * .gguf file and no config.json. */
+/* 1 if path is a GGUF model: a file ending in .gguf, or a folder without a
+ * config.json holding one .gguf file or one split set whose header opens. */
 int gguf_is_model_path(const char *path);
 
 /* The model's config from the file's metadata and tensor shapes. 0, or -1
  * with err naming the file and what is missing or wrong. */
 int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err);
+
+/* The same config as config.json text (malloc'd), for k3 pack, which
+ * writes it beside a pack of the file. */
+int gguf_checkpoint_config_text(const gguf_file *g, char **text, k3_error *err);
+
+/* Write a GGUF holding only the file's vocabulary: general.architecture and
+ * every tokenizer.* key, byte for byte, and no tensors (k3 pack of a GGUF
+ * keeps it as tokenizer.gguf, which k3 reads as the file's own). */
+int gguf_write_vocab_file(const gguf_file *g, const char *path, k3_error *err);
 
 /* The open file's tensors as an st_index under k3's names (cfg from
  * gguf_checkpoint_config: its tensor prefix). The index owns copies of the

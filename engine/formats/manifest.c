@@ -45,6 +45,7 @@ typedef struct load_state {
     const char *embed_name, *norm_name, *lm_head_name;   /* inside the JSON tree */
     int64_t n_layers_moe, n_experts_decl;
     int tied;
+    int64_t version;              /* 2, or 3 when block types may appear */
 } load_state;
 
 /* One line naming manifest.json and the problem. Returns -1. */
@@ -125,7 +126,9 @@ static int parse_hex64(const char *s, uint64_t *out)
     return 0;
 }
 
-/* "tables": {bytes, checksum, dtypes: ["BF16", ...]}: what tables.bin must be. */
+/* "tables": {bytes, checksum, dtypes: ["BF16", ...]}: what tables.bin must be.
+ * A name that is no safetensors dtype may be a GGUF block type ("Q8_0") of a
+ * version 3 manifest: K3_DT_GGML with that qtype. */
 static int parse_tables(load_state *s, json_t *tb)
 {
     const char *where = "\"tables\"";
@@ -142,8 +145,18 @@ static int parse_tables(load_state *s, json_t *tb)
     json_t *d;
     json_array_foreach(dtypes, i, d) {
         k3_dtype *dt = &s->tables.dtypes[i];
-        if (!json_is_string(d) || k3_dtype_parse(json_string_value(d), dt) != 0 || k3_dtype_size(*dt) == 0)
-            return fail(s, "tables.dtypes[%zu]: unsupported dtype \"%s\"", i, json_is_string(d) ? json_string_value(d) : "?");
+        const char *name = json_is_string(d) ? json_string_value(d) : "?";
+        const k3_quant_type *qt = json_is_string(d) ? k3_quant_type_by_name(name) : NULL;
+        s->tables.qtypes[i] = NULL;
+        if (qt && qt->block_elems > 1) {
+            if (s->version < 3)
+                return fail(s, "tables.dtypes[%zu]: block type \"%s\" in a version %lld manifest (block types "
+                            "need version 3)", i, name, (long long)s->version);
+            *dt = K3_DT_GGML;
+            s->tables.qtypes[i] = qt;
+        } else if (!json_is_string(d) || k3_dtype_parse(name, dt) != 0 || k3_dtype_size(*dt) == 0) {
+            return fail(s, "tables.dtypes[%zu]: unsupported dtype \"%s\"", i, name);
+        }
     }
     s->tables.n_dtypes = (int)json_array_size(dtypes);
     return 0;
@@ -176,7 +189,11 @@ static int parse_embed(load_state *s, json_t *em)
     if (get_uint(s, rb, "embed.row_bytes", &m->embed_row_bytes) ||
         get_int(s, rows, "embed.rows", 1, INT32_MAX, &m->embed_rows))
         return -1;
-    if (k3_dtype_parse(dtype, &m->embed_dtype) != 0) return fail(s, "embed.dtype: unsupported dtype \"%s\"", dtype);
+    m->embed_qtype = NULL;
+    if (k3_dtype_parse(dtype, &m->embed_dtype) == 0) return 0;
+    if (!(m->embed_qtype = k3_quant_type_by_name(dtype)))   /* a GGUF's table: its block type */
+        return fail(s, "embed.dtype: unsupported dtype \"%s\"", dtype);
+    m->embed_dtype = K3_DT_GGML;
     return 0;
 }
 
@@ -246,11 +263,13 @@ static int check_format(load_state *s, json_t *root)
     json_t *ver = json_object_get(root, "version");
     if (!ver) return fail(s, "missing required key \"version\"");
     if (get_int(s, ver, "version", INT64_MIN, INT64_MAX, &v)) return -1;
-    if (v >= 1 && v < K3_PACK_VERSION)
+    if (v >= 1 && v < K3_PACK_VERSION_PLAIN)
         return fail(s, "packed with format version %lld (its tables inside manifest.json), which this build no "
                     "longer reads: re-pack it with `k3 pack SRC %s --force`", (long long)v, s->m->dir);
-    if (v != K3_PACK_VERSION)
-        return fail(s, "version %lld is not supported (this build reads version %d)", (long long)v, K3_PACK_VERSION);
+    if (v != K3_PACK_VERSION && v != K3_PACK_VERSION_PLAIN)
+        return fail(s, "version %lld is not supported (this build reads versions %d and %d)", (long long)v,
+                    K3_PACK_VERSION_PLAIN, K3_PACK_VERSION);
+    s->version = v;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!json_object_get(root, keys[i])) return fail(s, "missing required key \"%s\"", keys[i]);
     if (get_int(s, json_object_get(root, "alignment"), "alignment", INT64_MIN, INT64_MAX, &v)) return -1;
@@ -366,10 +385,20 @@ static int check_tensors(load_state *s, const char *tpath, k3_error *err)
                 return k3_err(err, "%s: tensor '%s' shape is too large", tpath, t->name);
             numel *= (uint64_t)t->shape[d];
         }
-        if (numel * k3_dtype_size(t->dtype) != t->bytes)
+        if (t->qtype) {
+            uint64_t need = 0;
+            int64_t row = t->ndim ? t->shape[t->ndim - 1] : 1;
+            if (row % t->qtype->block_elems || k3_quant_bytes(t->qtype, numel, &need))
+                return k3_err(err, "%s: tensor '%s' rows of %lld weights are not whole %s blocks of %u", tpath,
+                              t->name, (long long)row, t->qtype->name, t->qtype->block_elems);
+            if (need != t->bytes)
+                return k3_err(err, "%s: tensor '%s' has %llu bytes but %s x shape needs %llu", tpath, t->name,
+                              (unsigned long long)t->bytes, t->qtype->name, (unsigned long long)need);
+        } else if (numel * k3_dtype_size(t->dtype) != t->bytes) {
             return k3_err(err, "%s: tensor '%s' has %llu bytes but dtype %s x shape needs %llu", tpath, t->name,
                           (unsigned long long)t->bytes, k3_dtype_name(t->dtype),
                           (unsigned long long)(numel * k3_dtype_size(t->dtype)));
+        }
         uint64_t fb = m->file_bytes[t->file];
         if (t->bytes > fb || t->offset > fb - t->bytes)
             return k3_err(err, "%s: tensor '%s' [%llu, +%llu) runs past the end of %s (%llu bytes)", tpath,
@@ -548,7 +577,7 @@ static int check_head(load_state *s, const char *mpath, k3_error *err)
     if (!m->embed) return k3_err(err, "%s: embed.name '%s' is not in the tensor table", mpath, s->embed_name);
     if (m->embed->file != K3_PK_EMBED || m->embed->offset != 0)
         return k3_err(err, "%s: the embedding '%s' must start at offset 0 of embed.bin", mpath, s->embed_name);
-    if (m->embed->dtype != m->embed_dtype || m->embed_row_bytes == 0 ||
+    if (m->embed->dtype != m->embed_dtype || m->embed->qtype != m->embed_qtype || m->embed_row_bytes == 0 ||
         m->embed_row_bytes * (uint64_t)m->embed_rows != m->embed->bytes || m->embed->ndim < 1 ||
         m->embed->shape[0] != m->embed_rows)
         return k3_err(err, "%s: embed rows %lld x row_bytes %llu (%s) do not match tensor '%s'", mpath,

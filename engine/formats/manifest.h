@@ -16,6 +16,8 @@
  *
  * k3_manifest_load checks everything before anything is used: the tables'
  * size, version and checksum, the four files exist with the recorded sizes,
+ * every dtype name is known (a GGUF block type such as "Q8_0" or "Q4_K" only
+ * in a version 3 manifest, with each row a whole number of blocks),
  * every tensor lies inside its file (and inside its layer run or expert page),
  * pages and runs are aligned and do not overlap, sizes match dtype x shape.
  * Any failure is one line naming the file and the problem. A directory packed
@@ -27,11 +29,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "dtype.h"
+#include "quant_types.h"
 #include "k3.h"
 #include "strtab.h"
 
 #define K3_PACK_FORMAT "k3-packed"
-#define K3_PACK_VERSION 2            /* 1: the tables were inside manifest.json */
+#define K3_PACK_VERSION 3            /* 1: the tables were inside manifest.json; 3: block types */
+#define K3_PACK_VERSION_PLAIN 2      /* what a pack without block types is written as */
 #define K3_PACK_ALIGN 4096u          /* runs, pages, file sizes */
 #define K3_PACK_TENSOR_ALIGN 64u     /* every tensor's offset */
 #define K3_MANIFEST_MAX_DIMS 8
@@ -71,6 +75,7 @@ typedef struct k3_manifest_tensor {
     int32_t layer;                   /* trunk and expert tensors: the layer; else -1 */
     int32_t expert;                  /* expert tensors: the expert id; else -1 */
     k3_dtype dtype;
+    const k3_quant_type *qtype;      /* dtype K3_DT_GGML: which block type; else NULL */
     uint8_t ndim;
     uint8_t file;                    /* k3_pk_file */
 } k3_manifest_tensor;
@@ -104,6 +109,7 @@ typedef struct k3_manifest {
     uint64_t embed_row_bytes;
     int64_t embed_rows;
     k3_dtype embed_dtype;
+    const struct k3_quant_type *embed_qtype;   /* K3_DT_GGML: the table's block type, else NULL */
     const k3_manifest_tensor *final_norm;
     const k3_manifest_tensor *lm_head;   /* the embedding itself when tied */
     int tied;

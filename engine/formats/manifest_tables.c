@@ -67,6 +67,7 @@ static int decode_tensor(const uint8_t *r, int i, const k3_tables_expect *want, 
     for (int k = 83; k < 88; k++)
         if (r[k]) return k3_err(err, "%s: tensor %d: reserved byte %d is not zero", path, i, k);
     t->dtype = want->dtypes[dtype];
+    t->qtype = want->qtypes[dtype];
     t->ndim = (uint8_t)ndim;
     t->file = (uint8_t)file;
     return 0;

@@ -12,6 +12,7 @@ typedef struct k3_tables_expect {
     uint64_t checksum;
     int n_dtypes;
     k3_dtype dtypes[K3_TABLES_MAX_DTYPES];   /* a record's dtype byte indexes this */
+    const k3_quant_type *qtypes[K3_TABLES_MAX_DTYPES];   /* for K3_DT_GGML entries; else NULL */
 } k3_tables_expect;
 
 /* Read m->dir/tables.bin into m->tensors (with m->names_), m->layers and a

@@ -47,11 +47,13 @@ void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n);
 void k3_kernels_force_scalar(int on);
 int  k3_kernels_scalar_forced(void);
 
-/* Activations of the MXFP4 matvec and matmul (Kimi K3's routed experts):
- * 0 = fp32, exact (the default: the canonical order of matvec.c); 1 = q8,
- * quantized per 32 columns to int8 with integer dot products (mxfp4_q8.c,
- * its own bit-identical contract). Process-wide: k3_model_open sets it
- * from k3_options.activations_q8. Other dtypes are unaffected. */
+/* Activations of the MXFP4 matvec and matmul (Kimi K3's routed experts)
+ * and of the GGUF block types: 0 = fp32, exact (the default: the canonical
+ * order of matvec.c); 1 = q8, quantized per block to int8 with integer dot
+ * products (mxfp4_q8.c; quant_matvec.c per 32 or 256 columns as llama.cpp
+ * does; each its own bit-identical contract). Process-wide: k3_model_open
+ * sets it from k3_options.activations_q8. F32, F16, BF16, F8 and the GGUF
+ * types Q4_1 and Q5_1 are unaffected. */
 void k3_kernels_set_activations_q8(int on);
 int  k3_kernels_activations_q8(void);
 

@@ -1,40 +1,166 @@
-/* quant_lanes.h - the two integer-to-float decoders the ggml block kernels
- * (quant_matvec.c) need beyond the v8f vocabulary of kernels_arch.h, one
- * version per back end. Each gives the exact fp32 values of small integers,
- * so every back end gives the same bits. Kept apart from kernels_x86.h,
- * kernels_neon.h and kernels_generic.h so that the block types stay in
- * files of their own. */
+/* quant_lanes.h - what the ggml block kernels (quant_matvec.c) need beyond
+ * the v8f vocabulary of kernels_arch.h, one version per back end: v16b, 16
+ * byte lanes with the few byte operations that turn any block type's packed
+ * fields into 16 small signed integers (nibbles, 2-bit pairs, single high
+ * bits, table levels), and their conversion to fp32. Every
+ * operation is exact integer arithmetic on each byte and the conversion to
+ * fp32 is exact, so every back end gives the same bits. Kept apart from
+ * kernels_x86.h, kernels_neon.h and kernels_generic.h so that the block
+ * types stay in files of their own.
+ *
+ * v16b operations (byte lane i of each operand):
+ *   v16b_load(p)                  p[i]
+ *   v16b_shr_and(a, shift, mask)  (a >> shift) & mask; mask must not reach
+ *                                 past the bits a byte keeps (mask <= 0xFF >> shift)
+ *   v16b_or_shl(a, b, shift)      a | (b << shift); b << shift must fit a byte
+ *   v16b_sub_const(a, k)          a - k, wrapping (read as a signed byte)
+ *   v16b_lookup(table16, a)       table16[a], a in 0..15
+ *   v16b_from_bits(bits2, value)  value where bit i % 8 of bits2[i / 8] is
+ *                                 set, else 0
+ *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32
+ * and f16_scale_at(p), the little-endian binary16 at p as fp32 (exact, as
+ * k3_f16_to_f32), inline where the machine converts f16 itself.
+ *
+ * v16s (16 int16 lanes) and v8i (8 int32 lanes), for the integer dot
+ * products of the q8 activation path (quant_matvec.c); no operation
+ * overflows within its bounds there (|code x scale| < 2^15):
+ *   v16s_scaled(codes, k)         the 16 signed byte codes times k, as int16
+ *   v8i_dot_pairs(w, q16)         lane l = w[2l] q16[2l] + w[2l+1] q16[2l+1]
+ *                                 (q16 signed bytes)
+ *   v8i_zero(), v8i_add(a, b)     0, a + b
+ *   v8f_from_v8i(a)               the lanes as fp32 (exact below 2^24) */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
 
 #include <stdint.h>
+#include <string.h>
 #include "kernels_arch.h"
+
+/* k3_e8m0_half_to_f32 (quant_types.c) inline, for MXFP4's per-block scale
+ * in the kernels' inner loop: 2^(x - 128), the float with exponent field
+ * x - 1 for x >= 2, the subnormals 2^-128 and 2^-127 for x = 0 and 1. */
+K3_INLINE float e8m0_half_scale(uint8_t x)
+{
+    uint32_t bits = x < 2 ? 0x00200000u << x : (uint32_t)(x - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
 
 #if defined(K3_KERNELS_X86_H)
 
-/* 16 signed bytes -> lanes 0-7 and 8-15 as fp32. */
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef __m128i v16b;
+
+/* 16 bytes from any address. */
+K3_INLINE v16b v16b_load(const uint8_t *p) { return _mm_loadu_si128((const __m128i *)p); }
+
+/* A 16-bit shift and a byte mask: the mask drops the bits the neighbour
+ * byte shifted in. */
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
 {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+    return _mm_and_si128(_mm_srl_epi16(a, _mm_cvtsi32_si128(shift)), _mm_set1_epi8((char)mask));
 }
 
-/* The low (high == 0) or high nibbles of 16 bytes -> 16 fp32 values 0..15. */
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
+/* A 16-bit shift is a byte shift when b << shift fits in the byte. */
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
 {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    if (high) b = _mm_srli_epi16(b, 4);
-    b = _mm_and_si128(b, _mm_set1_epi8(0x0F));
-    *lo = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
-    *hi = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(b, 8)));
+    return _mm_or_si128(a, _mm_sll_epi16(b, _mm_cvtsi32_si128(shift)));
 }
+
+/* Wrapping byte subtract. */
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k) { return _mm_sub_epi8(a, _mm_set1_epi8((char)k)); }
+
+/* pshufb: lane i takes table byte a[i] (a[i] < 16). */
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    return _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)table16), a);
+}
+
+/* The two bit bytes spread to lanes 0-7 and 8-15, each lane tests its
+ * own bit, the all-ones lanes keep value. */
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    const __m128i bit_of_lane = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+    __m128i spread = _mm_shuffle_epi8(_mm_cvtsi32_si128(bits2[0] | bits2[1] << 8),
+                                      _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+    __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit_of_lane), bit_of_lane);
+    return _mm_and_si128(set, _mm_set1_epi8((char)value));
+}
+
+/* F16C's scalar conversion: exact, no call in the kernels' inner loops. */
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    return _cvtsh_ss((unsigned short)(p[0] | p[1] << 8));
+}
+
+/* Sign-extend each half to 8 int32 lanes, convert (exact). */
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
+{
+    *lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(a));
+    *hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(a, 8)));
+}
+
+typedef __m256i v16s;
+typedef __m256i v8i;
+
+K3_INLINE v8i v8i_zero(void) { return _mm256_setzero_si256(); }
+
+/* Sign-extend to 16 int16 lanes, then one vpmullw (k = 1: no multiply). */
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
+{
+    __m256i wide = _mm256_cvtepi8_epi16(codes);
+    return k == 1 ? wide : _mm256_mullo_epi16(wide, _mm256_set1_epi16((short)k));
+}
+
+/* q16 widened to int16; vpmaddwd multiplies and adds adjacent pairs into
+ * 8 int32 lanes. */
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
+{
+    return _mm256_madd_epi16(w, _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)q16)));
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b) { return _mm256_add_epi32(a, b); }
+K3_INLINE v8f v8f_from_v8i(v8i a) { return _mm256_cvtepi32_ps(a); }
 
 #elif defined(K3_KERNELS_NEON_H)
 
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef uint8x16_t v16b;
+
+K3_INLINE v16b v16b_load(const uint8_t *p) { return vld1q_u8(p); }
+
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
 {
-    int8x16_t b = vld1q_s8(p);
+    return vandq_u8(vshlq_u8(a, vdupq_n_s8((int8_t)-shift)), vdupq_n_u8(mask));
+}
+
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
+{
+    return vorrq_u8(a, vshlq_u8(b, vdupq_n_s8((int8_t)shift)));
+}
+
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k) { return vsubq_u8(a, vdupq_n_u8(k)); }
+
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    return vqtbl1q_u8(vld1q_u8((const uint8_t *)table16), a);
+}
+
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    static const uint8_t bit_of_lane[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    uint8x16_t spread = vcombine_u8(vdup_n_u8(bits2[0]), vdup_n_u8(bits2[1]));
+    return vandq_u8(vtstq_u8(spread, vld1q_u8(bit_of_lane)), vdupq_n_u8(value));
+}
+
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    uint16x4_t bits = vdup_n_u16((uint16_t)(p[0] | p[1] << 8));
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(bits)), 0);
+}
+
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
+{
+    int8x16_t b = vreinterpretq_s8_u8(a);
     int16x8_t w0 = vmovl_s8(vget_low_s8(b)), w1 = vmovl_high_s8(b);
     lo->lo = vcvtq_f32_s32(vmovl_s16(vget_low_s16(w0)));
     lo->hi = vcvtq_f32_s32(vmovl_high_s16(w0));
@@ -42,33 +168,146 @@ K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
     hi->hi = vcvtq_f32_s32(vmovl_high_s16(w1));
 }
 
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
+typedef struct {
+    int16x8_t lo, hi;
+} v16s;
+
+typedef struct {
+    int32x4_t lo, hi;
+} v8i;
+
+K3_INLINE v8i v8i_zero(void)
 {
-    uint8x16_t b = vld1q_u8(p);
-    b = high ? vshrq_n_u8(b, 4) : vandq_u8(b, vdupq_n_u8(0x0F));
-    uint16x8_t w0 = vmovl_u8(vget_low_u8(b)), w1 = vmovl_high_u8(b);
-    lo->lo = vcvtq_f32_u32(vmovl_u16(vget_low_u16(w0)));
-    lo->hi = vcvtq_f32_u32(vmovl_high_u16(w0));
-    hi->lo = vcvtq_f32_u32(vmovl_u16(vget_low_u16(w1)));
-    hi->hi = vcvtq_f32_u32(vmovl_high_u16(w1));
+    v8i v = {vdupq_n_s32(0), vdupq_n_s32(0)};
+    return v;
+}
+
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
+{
+    int8x16_t c = vreinterpretq_s8_u8(codes);
+    v16s v = {vmulq_n_s16(vmovl_s8(vget_low_s8(c)), (int16_t)k), vmulq_n_s16(vmovl_high_s8(c), (int16_t)k)};
+    return v;
+}
+
+/* Products of lanes 0-3 and 4-7 of each half, added in pairs. */
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
+{
+    int8x16_t q = vld1q_s8(q16);
+    int16x8_t q_lo = vmovl_s8(vget_low_s8(q)), q_hi = vmovl_high_s8(q);
+    v8i v = {vpaddq_s32(vmull_s16(vget_low_s16(w.lo), vget_low_s16(q_lo)), vmull_high_s16(w.lo, q_lo)),
+             vpaddq_s32(vmull_s16(vget_low_s16(w.hi), vget_low_s16(q_hi)), vmull_high_s16(w.hi, q_hi))};
+    return v;
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b)
+{
+    v8i v = {vaddq_s32(a.lo, b.lo), vaddq_s32(a.hi, b.hi)};
+    return v;
+}
+
+K3_INLINE v8f v8f_from_v8i(v8i a)
+{
+    v8f v = {vcvtq_f32_s32(a.lo), vcvtq_f32_s32(a.hi)};
+    return v;
 }
 
 #else
 
-K3_INLINE void v16_from_i8(const int8_t *p, v8f *lo, v8f *hi)
+typedef struct {
+    uint8_t lane[16];
+} v16b;
+
+K3_INLINE v16b v16b_load(const uint8_t *p)
+{
+    v16b v;
+    memcpy(v.lane, p, 16);
+    return v;
+}
+
+K3_INLINE v16b v16b_shr_and(v16b a, int shift, uint8_t mask)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)((a.lane[i] >> shift) & mask);
+    return a;
+}
+
+K3_INLINE v16b v16b_or_shl(v16b a, v16b b, int shift)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)(a.lane[i] | b.lane[i] << shift);
+    return a;
+}
+
+K3_INLINE v16b v16b_sub_const(v16b a, uint8_t k)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)(a.lane[i] - k);
+    return a;
+}
+
+K3_INLINE v16b v16b_lookup(const int8_t *table16, v16b a)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)table16[a.lane[i] & 15];
+    return a;
+}
+
+K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
+{
+    v16b v;
+    for (int i = 0; i < 16; i++) v.lane[i] = (bits2[i / 8] >> (i % 8)) & 1 ? value : 0;
+    return v;
+}
+
+K3_INLINE float f16_scale_at(const uint8_t *p)
+{
+    return k3_f16_to_f32((uint16_t)(p[0] | p[1] << 8));
+}
+
+K3_INLINE void v16_from_v16b(v16b a, v8f *lo, v8f *hi)
 {
     for (int i = 0; i < 8; i++) {
-        lo->lane[i] = (float)p[i];
-        hi->lane[i] = (float)p[8 + i];
+        lo->lane[i] = (float)(int8_t)a.lane[i];
+        hi->lane[i] = (float)(int8_t)a.lane[8 + i];
     }
 }
 
-K3_INLINE void v16_from_nibbles(const uint8_t *p, int high, v8f *lo, v8f *hi)
+typedef struct {
+    int16_t lane[16];
+} v16s;
+
+typedef struct {
+    int32_t lane[8];
+} v8i;
+
+K3_INLINE v8i v8i_zero(void)
 {
-    for (int i = 0; i < 8; i++) {
-        lo->lane[i] = (float)(high ? p[i] >> 4 : p[i] & 0x0F);
-        hi->lane[i] = (float)(high ? p[8 + i] >> 4 : p[8 + i] & 0x0F);
-    }
+    v8i v;
+    for (int i = 0; i < 8; i++) v.lane[i] = 0;
+    return v;
+}
+
+K3_INLINE v16s v16s_scaled(v16b codes, int k)
+{
+    v16s v;
+    for (int i = 0; i < 16; i++) v.lane[i] = (int16_t)((int8_t)codes.lane[i] * k);
+    return v;
+}
+
+K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
+{
+    v8i v;
+    for (int i = 0; i < 8; i++) v.lane[i] = w.lane[2 * i] * q16[2 * i] + w.lane[2 * i + 1] * q16[2 * i + 1];
+    return v;
+}
+
+K3_INLINE v8i v8i_add(v8i a, v8i b)
+{
+    for (int i = 0; i < 8; i++) a.lane[i] += b.lane[i];
+    return a;
+}
+
+K3_INLINE v8f v8f_from_v8i(v8i a)
+{
+    v8f v;
+    for (int i = 0; i < 8; i++) v.lane[i] = (float)a.lane[i];
+    return v;
 }
 
 #endif

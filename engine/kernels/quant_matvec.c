@@ -1,8 +1,15 @@
 /* quant_matvec.c - see quant_matvec.h: the dot products of GGUF block rows
- * with fp32 activations, a register-decoding kernel for Q8_0 and Q4_K, a
- * decode-then-dot kernel for every other type, and the scalar reference. */
+ * with fp32 activations. Every block type has a register-decoding kernel:
+ * 16 weights at a time become 16 small integers in byte lanes (v16b,
+ * quant_lanes.h), then fp32 lanes, then the decoder's products, and go
+ * straight into the canonical accumulators; the same walk decodes rows for
+ * the batched matmul. F32/F16/BF16 rows go to the plain kernels of matvec.c.
+ * Beside them the scalar reference, and (below) the q8 activation path
+ * with its own contract and scalar reference. */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 #include "kernels.h"
 #include "kernels_arch.h"
 #include "quant_lanes.h"
@@ -16,12 +23,6 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols)
     return (uint64_t)(cols / t->block_elems) * t->block_bytes;
 }
 
-/* A little-endian f16 at p, as fp32. */
-static float f16_at(const uint8_t *p)
-{
-    return k3_f16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
-}
-
 /* One 16-column chunk into the canonical accumulators. */
 K3_INLINE void chunk_fma(v8f w_lo, v8f w_hi, const float *x, v8f *acc0, v8f *acc1)
 {
@@ -29,25 +30,144 @@ K3_INLINE void chunk_fma(v8f w_lo, v8f w_hi, const float *x, v8f *acc0, v8f *acc
     *acc1 = v8_fma(w_hi, v8_loadu(x + 8), *acc1);
 }
 
-/* Q8_0 row: each 32-weight block is two chunks of q * d, decoded in registers
- * with the decoder's one rounding (the product). */
-static float dot_row_q8_0(const uint8_t *row, int64_t cols, const float *x)
+/* Every type's block decoder below is written once for two uses: with out
+ * NULL it is the dot product (each decoded chunk goes into the
+ * accumulators against x), with out set it stores the decoded weights
+ * there (the batched matmul). The decoders are always inlined into the
+ * row kernels (ROW_KERNELS), where out is a constant, so the test folds
+ * away. Chunk c is columns c..c+15 of the row. */
+K3_INLINE void emit_chunk(v8f w_lo, v8f w_hi, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1)
 {
-    v8f acc0 = v8_zero(), acc1 = v8_zero();
-    for (int64_t c = 0; c < cols; c += 32, row += 34) {
-        const v8f d = v8_set1(f16_at(row));
-        for (int half = 0; half < 2; half++) {
-            v8f q_lo, q_hi;
-            v16_from_i8((const int8_t *)row + 2 + 16 * half, &q_lo, &q_hi);
-            chunk_fma(v8_mul(q_lo, d), v8_mul(q_hi, d), x + c + 16 * half, &acc0, &acc1);
-        }
+    if (out) {
+        v8_storeu(out + c, w_lo);
+        v8_storeu(out + c + 8, w_hi);
+    } else {
+        chunk_fma(w_lo, w_hi, x + c, acc0, acc1);
     }
-    return v8_hsum(v8_add(acc0, acc1));
+}
+
+/* A chunk whose weights are code * scale: the decoders' one product (which
+ * operand comes first does not change an IEEE product). */
+K3_INLINE void emit_scaled(v16b codes, float scale, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1)
+{
+    v8f lo, hi;
+    const v8f s = v8_set1(scale);
+    v16_from_v16b(codes, &lo, &hi);
+    emit_chunk(v8_mul(lo, s), v8_mul(hi, s), c, x, out, acc0, acc1);
+}
+
+/* A chunk whose weights are scale * code - min, the product and the
+ * difference each rounded as the decoders round them (no FMA in the
+ * decode: a - b is a + (-b) exactly). */
+K3_INLINE void emit_affine(v16b codes, float scale, float min, int64_t c, const float *x, float *out, v8f *acc0,
+                           v8f *acc1)
+{
+    v8f lo, hi;
+    const v8f s = v8_set1(scale), neg_min = v8_set1(-min);
+    v16_from_v16b(codes, &lo, &hi);
+    emit_chunk(v8_add(v8_mul(s, lo), neg_min), v8_add(v8_mul(s, hi), neg_min), c, x, out, acc0, acc1);
+}
+
+/* The block decoders' common parameters: the block at row, whose first
+ * weight is column c of its row; x for the dot product or out for the
+ * decode; the row's two accumulators. */
+#define BLOCK_ARGS const uint8_t *row, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1
+#define WALK_PASS x, out, acc0, acc1
+
+/* Q8_0: 32 signed bytes times d per block. */
+K3_INLINE void block_q8_0(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+    emit_scaled(v16b_load(row + 2), d, c, WALK_PASS);
+    emit_scaled(v16b_load(row + 18), d, c + 16, WALK_PASS);
+}
+
+/* Q4_0: (nibble - 8) * d; the low nibbles are weights 0-15, the high 16-31. */
+K3_INLINE void block_q4_0(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+    const v16b packed = v16b_load(row + 2);
+    emit_scaled(v16b_sub_const(v16b_shr_and(packed, 0, 0x0F), 8), d, c, WALK_PASS);
+    emit_scaled(v16b_sub_const(v16b_shr_and(packed, 4, 0x0F), 8), d, c + 16, WALK_PASS);
+}
+
+/* Q5_0: ((nibble | fifth bit << 4) - 16) * d; the fifth bits of weights
+ * 0-15 are bytes 2-3 of the block, of 16-31 bytes 4-5. */
+K3_INLINE void block_q5_0(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+    const v16b packed = v16b_load(row + 6);
+    v16b low = v16b_or_shl(v16b_shr_and(packed, 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0);
+    v16b high = v16b_or_shl(v16b_shr_and(packed, 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0);
+    emit_scaled(v16b_sub_const(low, 16), d, c, WALK_PASS);
+    emit_scaled(v16b_sub_const(high, 16), d, c + 16, WALK_PASS);
+}
+
+/* Q4_1: nibble * d + m (the product rounded, then the sum: emit_affine
+ * adds -(-m), which is m exactly); the nibbles as in Q4_0. */
+K3_INLINE void block_q4_1(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row), m = f16_scale_at(row + 2);
+    const v16b packed = v16b_load(row + 4);
+    emit_affine(v16b_shr_and(packed, 0, 0x0F), d, -m, c, WALK_PASS);
+    emit_affine(v16b_shr_and(packed, 4, 0x0F), d, -m, c + 16, WALK_PASS);
+}
+
+/* Q5_1: (nibble | fifth bit << 4) * d + m; the fifth bits as in Q5_0,
+ * after d and m. */
+K3_INLINE void block_q5_1(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row), m = f16_scale_at(row + 2);
+    const v16b packed = v16b_load(row + 8);
+    v16b low = v16b_or_shl(v16b_shr_and(packed, 0, 0x0F), v16b_from_bits(row + 4, 0x10), 0);
+    v16b high = v16b_or_shl(v16b_shr_and(packed, 4, 0x0F), v16b_from_bits(row + 6, 0x10), 0);
+    emit_affine(low, d, -m, c, WALK_PASS);
+    emit_affine(high, d, -m, c + 16, WALK_PASS);
+}
+
+/* The doubled E2M1 values of MXFP4 nibbles (quant_types.c's table). */
+static const int8_t mxfp4_doubled_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* MXFP4 (GGUF's 17-byte block): doubled E2M1 value * 2^(e - 128), the low
+ * nibbles weights 0-15, the high 16-31. */
+K3_INLINE void block_mxfp4(BLOCK_ARGS)
+{
+    const float d = e8m0_half_scale(row[0]);
+    const v16b packed = v16b_load(row + 1);
+    emit_scaled(v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(packed, 0, 0x0F)), d, c, WALK_PASS);
+    emit_scaled(v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(packed, 4, 0x0F)), d, c + 16, WALK_PASS);
+}
+
+/* The 16 levels of IQ4_NL and IQ4_XS (quant_types.c's table). */
+static const int8_t iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* IQ4_NL: d * level[nibble], nibbles as in Q4_0. */
+K3_INLINE void block_iq4_nl(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+    const v16b packed = v16b_load(row + 2);
+    emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), d, c, WALK_PASS);
+    emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), d, c + 16, WALK_PASS);
+}
+
+/* IQ4_XS: per 32-weight group, (d * (scale - 32)) * level[nibble]. */
+K3_INLINE void block_iq4_xs(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+    const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+        const float dl = d * (float)(scale - 32);
+        const v16b packed = v16b_load(row + 8 + 16 * g);
+        emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), dl, c + 32 * g, WALK_PASS);
+        emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), dl, c + 32 * g + 16, WALK_PASS);
+    }
 }
 
 /* The 6-bit scale and min of pair j of a K-quant block's 12 scale bytes
  * (the layout of quant_types.c's decoder). */
-static void k_scale_min(int j, const uint8_t *q, int *scale, int *min)
+K3_INLINE void k_scale_min(int j, const uint8_t *q, int *scale, int *min)
 {
     if (j < 4) {
         *scale = q[j] & 63;
@@ -58,30 +178,748 @@ static void k_scale_min(int j, const uint8_t *q, int *scale, int *min)
     }
 }
 
-/* Q4_K row: per 32-weight group, w = (d * scale) * nibble - (dmin * min),
- * the product and the difference each rounded as the decoder rounds them
- * (no FMA in the decode: a - b is a + (-b) exactly). */
-static float dot_row_q4_k(const uint8_t *row, int64_t cols, const float *x)
+/* Q4_K: per 32-weight group g, (d * scale) * nibble - (dmin * min); groups
+ * 2i and 2i + 1 are the low and high nibbles of bytes 32i..32i+31. */
+K3_INLINE void block_q4_k(BLOCK_ARGS)
 {
-    v8f acc0 = v8_zero(), acc1 = v8_zero();
-    for (int64_t c = 0; c < cols; c += 256, row += 144) {
-        const float d = f16_at(row), dmin = f16_at(row + 2);
-        const uint8_t *scales = row + 4, *q = row + 16;
-        for (int group = 0; group < 8; group++) {
-            int sc, m;
-            k_scale_min(group, scales, &sc, &m);
-            const v8f scale = v8_set1(d * (float)sc), neg_min = v8_set1(-(dmin * (float)m));
-            const uint8_t *bytes = q + 32 * (group / 2);
-            const float *xg = x + c + 32 * group;
-            for (int half = 0; half < 2; half++) {
-                v8f n_lo, n_hi;
-                v16_from_nibbles(bytes + 16 * half, group & 1, &n_lo, &n_hi);
-                chunk_fma(v8_add(v8_mul(scale, n_lo), neg_min), v8_add(v8_mul(scale, n_hi), neg_min),
-                          xg + 16 * half, &acc0, &acc1);
-            }
+    const float d = f16_scale_at(row), dmin = f16_scale_at(row + 2);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const float scale = d * (float)sc, min = dmin * (float)m;
+        const uint8_t *q = row + 16 + 32 * (g / 2);
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++)
+            emit_affine(v16b_shr_and(v16b_load(q + 16 * half), 4 * (g & 1), 0x0F), scale, min,
+                        c + 32 * g + 16 * half, WALK_PASS);
+    }
+}
+
+/* Q5_K: Q4_K with a fifth bit per weight: bit g of qh[l] adds 16 to
+ * weight l of group g. */
+K3_INLINE void block_q5_k(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row), dmin = f16_scale_at(row + 2);
+#pragma GCC unroll 8
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const float scale = d * (float)sc, min = dmin * (float)m;
+        const uint8_t *ql = row + 48 + 32 * (g / 2);
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
+            v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
+            emit_affine(v16b_or_shl(nibbles, fifth, 4), scale, min, c + 32 * g + 16 * half, WALK_PASS);
         }
     }
-    return v8_hsum(v8_add(acc0, acc1));
+}
+
+/* Q6_K: per 16 weights, (d * scale) * (q - 32) with q six bits: a nibble of
+ * ql and a 2-bit pair of qh. In each 128-weight half, chunk m (0..7) is
+ * weights 16m..16m+15 with scale m: sub-group k = m / 2 reads ql bytes
+ * 32 (k % 2) + 16 (m % 2) onward (low nibbles for k < 2, else high) and
+ * bits 2k of qh bytes 16 (m % 2) onward. */
+K3_INLINE void block_q6_k(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row + 208);
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+        const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; m++) {
+            const int k = m / 2, l0 = 16 * (m % 2);
+            v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
+            v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
+            emit_scaled(v16b_sub_const(v16b_or_shl(low4, high2, 4), 32), d * (float)scales[m],
+                        c + 128 * half + 16 * m, WALK_PASS);
+        }
+    }
+}
+
+/* Q2_K: per 16 weights, (d * scale) * q - (dmin * min) with q two bits.
+ * Chunk m (0..15) reads 2-bit field (m % 8) / 2 of quant bytes
+ * 32 (m / 8) + 16 (m % 2) onward, with scale byte m. */
+K3_INLINE void block_q2_k(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row + 80), dmin = f16_scale_at(row + 82);
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; m++) {
+        const uint8_t sc = row[m];
+        const float scale = d * (float)(sc & 0x0F), min = dmin * (float)(sc >> 4);
+        v16b q = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
+        emit_affine(q, scale, min, c + 16 * m, WALK_PASS);
+    }
+}
+
+/* Q3_K: per 16 weights, (d * scale) * (q - (high bit ? 0 : 4)), the 2-bit
+ * fields walked as in Q2_K; chunk m's high bits are bit 4 (m / 8) +
+ * (m % 8) / 2 of hmask bytes 16 (m % 2) onward. (q | bit << 2) - 4 is that
+ * value. */
+K3_INLINE void block_q3_k(BLOCK_ARGS)
+{
+    const uint8_t *packed = row + 96;
+    const float d = f16_scale_at(row + 108);
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; m++) {
+        int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
+        int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
+        const float scale = d * (float)((low4 | high2 << 4) - 32);
+        const int run = 16 * (m % 2), field = (m % 8) / 2;
+        v16b q = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
+        v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
+        emit_scaled(v16b_sub_const(v16b_or_shl(q, high, 2), 4), scale, c + 16 * m, WALK_PASS);
+    }
+}
+
+/* For each type (its block decoder, weights and bytes per block): the
+ * dot product of a row (the canonical accumulators and reduction) and the
+ * decode of a row. (A two-row kernel, two independent chains sharing the
+ * loads of x, measured no faster: the decode's integer work bounds these
+ * kernels, not the FMA latency.) */
+#define ROW_KERNELS(type, elems, bytes) \
+    static float dot_row_##type(const uint8_t *row, int64_t cols, const float *x) \
+    { \
+        v8f acc0 = v8_zero(), acc1 = v8_zero(); \
+        for (int64_t c = 0; c < cols; c += elems, row += bytes) \
+            block_##type(row, c, x, NULL, &acc0, &acc1); \
+        return v8_hsum(v8_add(acc0, acc1)); \
+    } \
+    static void decode_row_##type(const uint8_t *row, int64_t cols, float *out) \
+    { \
+        for (int64_t c = 0; c < cols; c += elems, row += bytes) \
+            block_##type(row, c, NULL, out, NULL, NULL); \
+    }
+ROW_KERNELS(q8_0, 32, 34)
+ROW_KERNELS(q4_0, 32, 18)
+ROW_KERNELS(q5_0, 32, 22)
+ROW_KERNELS(q4_1, 32, 20)
+ROW_KERNELS(q5_1, 32, 24)
+ROW_KERNELS(mxfp4, 32, 17)
+ROW_KERNELS(iq4_nl, 32, 18)
+ROW_KERNELS(iq4_xs, 256, 136)
+ROW_KERNELS(q4_k, 256, 144)
+ROW_KERNELS(q5_k, 256, 176)
+ROW_KERNELS(q6_k, 256, 210)
+ROW_KERNELS(q2_k, 256, 84)
+ROW_KERNELS(q3_k, 256, 110)
+
+typedef float (*dot_row_fn)(const uint8_t *row, int64_t cols, const float *x);
+typedef void (*decode_row_fn)(const uint8_t *row, int64_t cols, float *out);
+
+/* The register-decoding kernels by ggml type. */
+static const struct {
+    uint32_t ggml_id;
+    dot_row_fn dot;
+    decode_row_fn decode;
+} row_kernels[] = {
+    {K3_GGML_Q8_0, dot_row_q8_0, decode_row_q8_0},
+    {K3_GGML_Q4_0, dot_row_q4_0, decode_row_q4_0},
+    {K3_GGML_Q5_0, dot_row_q5_0, decode_row_q5_0},
+    {K3_GGML_Q4_1, dot_row_q4_1, decode_row_q4_1},
+    {K3_GGML_Q5_1, dot_row_q5_1, decode_row_q5_1},
+    {K3_GGML_MXFP4, dot_row_mxfp4, decode_row_mxfp4},
+    {K3_GGML_IQ4_NL, dot_row_iq4_nl, decode_row_iq4_nl},
+    {K3_GGML_IQ4_XS, dot_row_iq4_xs, decode_row_iq4_xs},
+    {K3_GGML_Q4_K, dot_row_q4_k, decode_row_q4_k},
+    {K3_GGML_Q5_K, dot_row_q5_k, decode_row_q5_k},
+    {K3_GGML_Q6_K, dot_row_q6_k, decode_row_q6_k},
+    {K3_GGML_Q2_K, dot_row_q2_k, decode_row_q2_k},
+    {K3_GGML_Q3_K, dot_row_q3_k, decode_row_q3_k},
+};
+
+/* Index of type t's kernels in row_kernels, or -1 (F32/F16/BF16). */
+static int row_kernel_index(const k3_quant_type *t)
+{
+    for (int i = 0; i < (int)(sizeof row_kernels / sizeof row_kernels[0]); i++)
+        if (row_kernels[i].ggml_id == t->ggml_id) return i;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The q8 activation path (k3_kernels_set_activations_q8)                    */
+/* ------------------------------------------------------------------------ */
+
+/* As llama.cpp computes its dot products: x is quantized per block to int8
+ * with one fp32 scale, a block's dot product with the weights' integer
+ * codes is exact in int32, and one float multiply-add per block applies
+ * the scales. Every block type has a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL
+ * and MXFP4 take x per 32 columns (llama.cpp's Q8_0), the K-quants and
+ * IQ4_XS per 256 columns (llama.cpp's Q8_K); F32/F16/BF16 stay exact.
+ *
+ * Its own contract, bit-identical across back ends, thread counts, matvec
+ * and matmul:
+ *
+ *   x per 32 columns: amax = the largest |x| (NaN skipped), d = amax / 127,
+ *   code = rintf(x * (127 / amax)) clamped to [-127, 127] (NaN -> -127; all
+ *   0 when amax is 0), as mxfp4_q8.c quantizes. x per 256 columns (Q8_K):
+ *   m = the first value of largest |x|; when |m| is 0, d = 0 and codes 0;
+ *   else s = -127 / m, code = rintf(x * s) clamped as above, d = 1 / s.
+ *
+ *   A weight block is the decoder's integer codes in 16-weight chunks, each
+ *   with an integer sub-scale (1 for the 32-blocks; the group's scale for
+ *   Q4_K, Q5_K and IQ4_XS (minus 32), the chunk's for Q6_K, Q3_K (minus
+ *   32) and Q2_K) and, for Q4_K, Q5_K and Q2_K, an integer sub-min (the
+ *   codes are then unsigned: nibble, nibble | fifth bit, 2 bits; Q6_K's
+ *   and Q3_K's carry their offsets -32 and -4); d_w (and dmin_w) the
+ *   block's fp32 scales as the decoder has them (MXFP4: 2^(e - 128) with the
+ *   doubled E2M1 codes). Per block, the int32 lanes
+ *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
+ *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
+ *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
+ *   exact (|S_l| <= 16 chunks x 2 x 127 x the largest |code x sub-scale|,
+ *   IQ4_XS's 127 x 32 or Q6_K's 32 x 128: below 2^24, so (float) is exact
+ *   too); then 8 fp32 lanes
+ *   L (from +0) take L_l = fma((float)S_l, d_w * d_x, L_l) and a scalar
+ *   min sum (from +0) takes fmaf((float)M, dmin_w * d_x, mins), each
+ *   product of scales one fp32 multiply. The row is hsum(L) (the canonical
+ *   tree) - mins.
+ *
+ * q8_row_scalar states it in plain C from integer codes decoded one by one;
+ * the vector rows compute the same integers (in any order: integer sums
+ * are exact) and then the same fp32 operations. */
+
+/* One token's quantized x: codes in column order, a scale per activation
+ * block, and (256-column blocks) the sum of the codes of each 16 columns. */
+typedef struct {
+    int8_t *q;
+    float *d;
+    int16_t *bsums;
+} q8_act;
+
+/* x * inverse clamped to [-127, 127] (NaN -> -127) and rounded to nearest
+ * even: a defined code for any input. */
+static int8_t q8_code(float v)
+{
+    if (!(v >= -127.0f)) v = -127.0f;
+    if (v > 127.0f) v = 127.0f;
+    return (int8_t)rintf(v);
+}
+
+/* x per 32 columns (the contract above; llama.cpp's Q8_0 activations). */
+static void q8_quantize_32(const float *x, int64_t cols, q8_act *xa)
+{
+    for (int64_t b = 0; b < cols / 32; b++) {
+        const float *xb = x + 32 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+        const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
+        xa->d[b] = amax / 127.0f;
+        for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+    }
+}
+
+/* x per 256 columns (the contract above; llama.cpp's Q8_K), with the code
+ * sums of each 16 columns. */
+static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
+{
+    for (int64_t b = 0; b < cols / 256; b++) {
+        const float *xb = x + 256 * b;
+        int8_t *q = xa->q + 256 * b;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 256; j++)
+            if (fabsf(xb[j]) > amax) {
+                amax = fabsf(xb[j]);
+                max = xb[j];
+            }
+        if (amax == 0.0f) {
+            xa->d[b] = 0.0f;
+            memset(q, 0, 256);
+        } else {
+            const float iscale = -127.0f / max;
+            for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
+            xa->d[b] = 1.0f / iscale;
+        }
+        for (int m = 0; m < 16; m++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += q[16 * m + j];
+            xa->bsums[16 * b + m] = (int16_t)sum;
+        }
+    }
+}
+
+/* The q8 row kernels take 1 to Q8_TOKENS tokens' quantized x at once (a
+ * prompt): each chunk's codes are decoded once and dotted with every
+ * token's codes, and each token keeps its own lanes, sums and min sum, so
+ * its value is the same operations whatever the count. Instantiated for 1
+ * and Q8_TOKENS tokens (Q8_INSTANCES), where the token loops unroll. */
+#define Q8_TOKENS 4
+#define Q8_ARGS const uint8_t *row, int64_t cols, const q8_act *const *xa, int n_tokens, float *out
+#define FOR_TOKENS _Pragma("GCC unroll 4") for (int t = 0; t < n_tokens; t++)
+
+/* A 32-weight block's two code chunks against each token's 32 codes, times
+ * the product of the two block scales, into that token's lanes. */
+K3_INLINE void q8_block32(v16b lo, v16b hi, float d_w, int64_t b, const q8_act *const *xa, int n_tokens,
+                          v8f *lanes)
+{
+    const v16s lo_wide = v16s_scaled(lo, 1), hi_wide = v16s_scaled(hi, 1);   /* widened once for the tokens */
+    FOR_TOKENS {
+        const int8_t *q = xa[t]->q + 32 * b;
+        v8i sums = v8i_add(v8i_dot_pairs(lo_wide, q), v8i_dot_pairs(hi_wide, q + 16));
+        lanes[t] = v8_fma(v8f_from_v8i(sums), v8_set1(d_w * xa[t]->d[b]), lanes[t]);
+    }
+}
+
+/* For a 32-block type: its rows under q8 (codes as its exact block decoder
+ * has them, d_w the decoder's block scale). */
+#define Q8_ROWS_32(type, bytes, scale_of, lo_codes, hi_codes) \
+    K3_INLINE void q8_rows_##type(Q8_ARGS) \
+    { \
+        v8f lanes[Q8_TOKENS]; \
+        FOR_TOKENS lanes[t] = v8_zero(); \
+        for (int64_t b = 0; b < cols / 32; b++, row += bytes) \
+            q8_block32(lo_codes, hi_codes, scale_of, b, xa, n_tokens, lanes); \
+        FOR_TOKENS out[t] = v8_hsum(lanes[t]); \
+    }
+Q8_ROWS_32(q8_0, 34, f16_scale_at(row), v16b_load(row + 2), v16b_load(row + 18))
+Q8_ROWS_32(q4_0, 18, f16_scale_at(row), v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 0, 0x0F), 8),
+           v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 4, 0x0F), 8))
+Q8_ROWS_32(q5_0, 22, f16_scale_at(row),
+           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0), 16),
+           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0), 16))
+Q8_ROWS_32(iq4_nl, 18, f16_scale_at(row), v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 0, 0x0F)),
+           v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 4, 0x0F)))
+Q8_ROWS_32(mxfp4, 17, e8m0_half_scale(row[0]),
+           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 0, 0x0F)),
+           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 4, 0x0F)))
+
+/* A 256-block type's per-token state: int32 lanes within the block, fp32
+ * lanes and the min sum across blocks. */
+typedef struct {
+    v8i sums[Q8_TOKENS];
+    int min_sums[Q8_TOKENS];
+    v8f lanes[Q8_TOKENS];
+    float mins[Q8_TOKENS];
+} q8_k_state;
+
+/* Start the row: every token's lanes and min sum at +0. */
+K3_INLINE void q8_k_begin_row(q8_k_state *st, int n_tokens)
+{
+    FOR_TOKENS {
+        st->lanes[t] = v8_zero();
+        st->mins[t] = 0.0f;
+    }
+}
+
+/* Start a block: the integer sums at 0. */
+K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
+{
+    FOR_TOKENS {
+        st->sums[t] = v8i_zero();
+        st->min_sums[t] = 0;
+    }
+}
+
+/* Chunk m's codes, with integer sub-scale scale and sub-min min, against
+ * each token's 16 codes of block b (min only where the type has mins):
+ * (code x scale) x q summed in pairs is scale x (the pair sum) exactly. */
+K3_INLINE void q8_k_chunk(q8_k_state *st, v16b codes, int scale, int min, int64_t b, int m,
+                          const q8_act *const *xa, int n_tokens)
+{
+    const v16s scaled = v16s_scaled(codes, scale);   /* code x scale in int16, once for the tokens */
+    FOR_TOKENS {
+        st->sums[t] = v8i_add(st->sums[t], v8i_dot_pairs(scaled, xa[t]->q + 256 * b + 16 * m));
+        st->min_sums[t] += min * xa[t]->bsums[16 * b + m];
+    }
+}
+
+/* End block b: one fma per lane with d_w * d_x, one for the mins. */
+K3_INLINE void q8_k_end_block(q8_k_state *st, float d_w, float dmin_w, int64_t b, const q8_act *const *xa,
+                              int n_tokens)
+{
+    FOR_TOKENS {
+        const float d_x = xa[t]->d[b];
+        st->lanes[t] = v8_fma(v8f_from_v8i(st->sums[t]), v8_set1(d_w * d_x), st->lanes[t]);
+        st->mins[t] = fmaf((float)st->min_sums[t], dmin_w * d_x, st->mins[t]);
+    }
+}
+
+/* End the row: the canonical sum of each token's lanes, minus its mins
+ * (+0 for the types without mins: x - +0 is x). */
+K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
+{
+    FOR_TOKENS out[t] = v8_hsum(st->lanes[t]) - st->mins[t];
+}
+
+/* Q4_K under q8: group g's two chunks times the group scale, its min
+ * times the chunks' code sums, chunk by chunk (exact in int32). */
+K3_INLINE void q8_rows_q4_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, row + 4, &sc, &m);
+            const uint8_t *packed = row + 16 + 32 * (g / 2);
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++)
+                q8_k_chunk(&st, v16b_shr_and(v16b_load(packed + 16 * half), 4 * (g & 1), 0x0F), sc, m, b,
+                           2 * g + half, xa, n_tokens);
+        }
+        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Q5_K under q8: Q4_K with the fifth bits in the codes (0..31). */
+K3_INLINE void q8_rows_q5_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, row + 4, &sc, &m);
+            const uint8_t *ql = row + 48 + 32 * (g / 2);
+#pragma GCC unroll 2
+            for (int half = 0; half < 2; half++) {
+                v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
+                v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
+                q8_k_chunk(&st, v16b_or_shl(nibbles, fifth, 4), sc, m, b, 2 * g + half, xa, n_tokens);
+            }
+        }
+        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Q6_K under q8: each 16-weight chunk's codes (q - 32) times its scale. */
+K3_INLINE void q8_rows_q6_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 210) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 2
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+            const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; m++) {
+                const int k = m / 2, l0 = 16 * (m % 2);
+                v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
+                v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
+                q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low4, high2, 4), 32), scales[m], 0, b, 8 * half + m, xa,
+                           n_tokens);
+            }
+        }
+        q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Q2_K under q8: chunk m's 2-bit codes times its scale nibble, its min
+ * nibble times the chunk's code sum. */
+K3_INLINE void q8_rows_q2_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 84) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            v16b codes = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
+            q8_k_chunk(&st, codes, row[m] & 0x0F, row[m] >> 4, b, m, xa, n_tokens);
+        }
+        q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Q3_K under q8: chunk m's codes (q | high bit << 2) - 4 times its 6-bit
+ * scale - 32. */
+K3_INLINE void q8_rows_q3_k(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 110) {
+        const uint8_t *packed = row + 96;
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 16
+        for (int m = 0; m < 16; m++) {
+            int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
+            int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
+            const int run = 16 * (m % 2), field = (m % 8) / 2;
+            v16b low = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
+            v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
+            q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low, high, 2), 4), (low4 | high2 << 4) - 32, 0, b, m, xa,
+                       n_tokens);
+        }
+        q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* IQ4_XS under q8: group g's level codes times its 6-bit scale - 32. */
+K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
+{
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += 136) {
+        const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+            const v16b packed = v16b_load(row + 8 + 16 * g);
+            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), scale - 32, 0, b, 2 * g, xa,
+                       n_tokens);
+            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), scale - 32, 0, b, 2 * g + 1, xa,
+                       n_tokens);
+        }
+        q8_k_end_block(&st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+/* Each type's q8 rows for one token and for Q8_TOKENS tokens. */
+#define Q8_INSTANCES(type) \
+    static void q8_rows1_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
+    { \
+        q8_rows_##type(row, cols, xa, 1, out); \
+    } \
+    static void q8_rows4_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
+    { \
+        q8_rows_##type(row, cols, xa, Q8_TOKENS, out); \
+    }
+Q8_INSTANCES(q8_0) Q8_INSTANCES(q4_0) Q8_INSTANCES(q5_0) Q8_INSTANCES(iq4_nl) Q8_INSTANCES(mxfp4)
+Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
+
+/* One block's integer codes, the sub-scale and sub-min of each 16-weight
+ * chunk, and its fp32 scales, decoded one weight at a time from the block
+ * layouts (quant_types.h): the scalar reference's input. Returns 1 when
+ * the type has mins. */
+static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int *codes, int *sub_scale,
+                                int *sub_min, float *d, float *dmin)
+{
+    static const int8_t doubled_e2m1[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const int n = (int)t->block_elems;
+    for (int m = 0; m < n / 16; m++) {
+        sub_scale[m] = 1;
+        sub_min[m] = 0;
+    }
+    *dmin = 0.0f;
+    switch (t->ggml_id) {
+    case K3_GGML_MXFP4:
+        *d = k3_e8m0_half_to_f32(blk[0]);
+        for (int j = 0; j < 32; j++) codes[j] = doubled_e2m1[(blk[1 + j % 16] >> (4 * (j / 16))) & 15];
+        return 0;
+    case K3_GGML_Q4_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, blk + 4, &sc, &m);
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = sc;
+            sub_min[2 * g] = sub_min[2 * g + 1] = m;
+            for (int l = 0; l < 32; l++) codes[32 * g + l] = (blk[16 + 32 * (g / 2) + l] >> (4 * (g % 2))) & 15;
+        }
+        return 1;
+    case K3_GGML_Q6_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[208] | blk[209] << 8));
+        for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = blk + 64 * half, *qh = blk + 128 + 32 * half;
+            for (int m = 0; m < 8; m++) sub_scale[8 * half + m] = (int8_t)blk[192 + 8 * half + m];
+            for (int l = 0; l < 32; l++) {
+                codes[128 * half + l] = ((ql[l] & 15) | ((qh[l] >> 0) & 3) << 4) - 32;
+                codes[128 * half + l + 32] = ((ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4) - 32;
+                codes[128 * half + l + 64] = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+                codes[128 * half + l + 96] = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+            }
+        }
+        return 0;
+    case K3_GGML_Q5_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+        for (int g = 0; g < 8; g++) {
+            int sc, m;
+            k_scale_min(g, blk + 4, &sc, &m);
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = sc;
+            sub_min[2 * g] = sub_min[2 * g + 1] = m;
+            for (int l = 0; l < 32; l++)
+                codes[32 * g + l] = ((blk[48 + 32 * (g / 2) + l] >> (4 * (g % 2))) & 15) | ((blk[16 + l] >> g) & 1) << 4;
+        }
+        return 1;
+    case K3_GGML_Q2_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[80] | blk[81] << 8));
+        *dmin = k3_f16_to_f32((uint16_t)(blk[82] | blk[83] << 8));
+        for (int m = 0; m < 16; m++) {
+            sub_scale[m] = blk[m] & 15;
+            sub_min[m] = blk[m] >> 4;
+            for (int l = 0; l < 16; l++)
+                codes[16 * m + l] = (blk[16 + 32 * (m / 8) + 16 * (m % 2) + l] >> (2 * ((m % 8) / 2))) & 3;
+        }
+        return 1;
+    case K3_GGML_Q3_K:
+        *d = k3_f16_to_f32((uint16_t)(blk[108] | blk[109] << 8));
+        for (int m = 0; m < 16; m++) {
+            int low4 = m < 8 ? blk[96 + m] & 15 : blk[96 + m - 8] >> 4;
+            int high2 = (blk[104 + m % 4] >> (2 * (m / 4))) & 3;
+            sub_scale[m] = (low4 | high2 << 4) - 32;
+            for (int l = 0; l < 16; l++) {
+                const int at = 16 * (m % 2) + l, pass = 4 * (m / 8) + (m % 8) / 2;
+                int q = (blk[32 + 32 * (m / 8) + at] >> (2 * ((m % 8) / 2))) & 3;
+                codes[16 * m + l] = q - ((blk[at] >> pass) & 1 ? 0 : 4);
+            }
+        }
+        return 0;
+    case K3_GGML_IQ4_XS: {
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        const unsigned scales_high = (unsigned)blk[2] | (unsigned)blk[3] << 8;
+        for (int g = 0; g < 8; g++) {
+            int scale = ((blk[4 + g / 2] >> (4 * (g % 2))) & 15) | (int)((scales_high >> (2 * g)) & 3) << 4;
+            sub_scale[2 * g] = sub_scale[2 * g + 1] = scale - 32;
+            for (int j = 0; j < 32; j++) codes[32 * g + j] = iq4_levels[(blk[8 + 16 * g + j % 16] >> (4 * (j / 16))) & 15];
+        }
+        return 0;
+    }
+    default:   /* Q8_0, Q4_0, Q5_0, IQ4_NL: f16 d first */
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        for (int j = 0; j < 32; j++) {
+            const int nibble = (blk[2 + j % 16] >> (4 * (j / 16))) & 15;
+            if (t->ggml_id == K3_GGML_Q8_0) codes[j] = (int8_t)blk[2 + j];
+            else if (t->ggml_id == K3_GGML_Q4_0) codes[j] = nibble - 8;
+            else if (t->ggml_id == K3_GGML_IQ4_NL) codes[j] = iq4_levels[nibble];
+            else {   /* Q5_0: nibbles after the 32 fifth bits */
+                const uint32_t high_bits = (uint32_t)blk[2] | (uint32_t)blk[3] << 8 | (uint32_t)blk[4] << 16 |
+                                           (uint32_t)blk[5] << 24;
+                codes[j] = (((blk[6 + j % 16] >> (4 * (j / 16))) & 15) | (int)((high_bits >> j) & 1) << 4) - 16;
+            }
+        }
+        return 0;
+    }
+}
+
+/* The q8 contract in plain C for one row, from fp32 x: each block's x is
+ * quantized on its own (the quantization is per block, so these are the
+ * codes of the whole row's), which needs no buffer. */
+static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
+{
+    const int n = (int)t->block_elems;
+    float lanes[8] = {0}, mins = 0.0f;
+    for (int64_t b = 0; b < cols / n; b++, row += t->block_bytes) {
+        int codes[256], sub_scale[16], sub_min[16];
+        float d, dmin;
+        const int has_min = q8_block_ints_scalar(t, row, codes, sub_scale, sub_min, &d, &dmin);
+        int8_t q[256];
+        float d_block;
+        int16_t bsums[16];
+        q8_act block_x = {q, &d_block, bsums};
+        if (n == 32) q8_quantize_32(x + 32 * b, 32, &block_x);
+        else q8_quantize_256(x + 256 * b, 256, &block_x);
+        int32_t sums[8] = {0}, min_sum = 0;
+        for (int m = 0; m < n / 16; m++) {
+            for (int l = 0; l < 8; l++) {
+                const int j = 16 * m + 2 * l;
+                sums[l] += sub_scale[m] * (codes[j] * q[j] + codes[j + 1] * q[j + 1]);
+            }
+            int q_sum = 0;
+            for (int j = 0; j < 16; j++) q_sum += q[16 * m + j];
+            min_sum += sub_min[m] * q_sum;
+        }
+        const float d_x = d_block;
+        for (int l = 0; l < 8; l++) lanes[l] = fmaf((float)sums[l], d * d_x, lanes[l]);
+        if (has_min) mins = fmaf((float)min_sum, dmin * d_x, mins);
+    }
+    for (int i = 0; i < 4; i++) lanes[i] += lanes[i + 4];
+    for (int i = 0; i < 2; i++) lanes[i] += lanes[i + 2];
+    return (lanes[0] + lanes[1]) - mins;
+}
+
+typedef void (*q8_rows_fn)(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out);
+
+/* A type's q8 kernels: one token, and Q8_TOKENS tokens. */
+typedef struct {
+    q8_rows_fn one, four;
+} q8_kernels;
+
+/* The q8 kernels of type t; both NULL when the type keeps the exact path. */
+static q8_kernels q8_kernel(const k3_quant_type *t)
+{
+#define Q8_CASE(ID, type) case ID: return (q8_kernels){q8_rows1_##type, q8_rows4_##type};
+    switch (t->ggml_id) {
+    Q8_CASE(K3_GGML_Q8_0, q8_0) Q8_CASE(K3_GGML_Q4_0, q4_0) Q8_CASE(K3_GGML_Q5_0, q5_0)
+    Q8_CASE(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
+    Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
+    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs)
+    default: return (q8_kernels){NULL, NULL};
+    }
+#undef Q8_CASE
+}
+
+int k3_quant_q8_available(const k3_quant_type *t)
+{
+    return q8_kernel(t).one != NULL;
+}
+
+/* Bytes of one token's q8_act at cols columns of type t's blocks. */
+static size_t q8_act_bytes(const k3_quant_type *t, int64_t cols)
+{
+    return (size_t)(cols / t->block_elems) * sizeof(float) + (size_t)(cols / 16) * sizeof(int16_t) + (size_t)cols;
+}
+
+/* Lay a q8_act over bytes (q8_act_bytes of them, 4-byte aligned) and
+ * quantize x into it. */
+static q8_act q8_act_quantize(const k3_quant_type *t, const float *x, int64_t cols, char *bytes)
+{
+    q8_act xa;
+    xa.d = (float *)bytes;
+    xa.bsums = (int16_t *)(xa.d + cols / t->block_elems);
+    xa.q = (int8_t *)(xa.bsums + cols / 16);
+    if (t->block_elems == 32) q8_quantize_32(x, cols, &xa);
+    else q8_quantize_256(x, cols, &xa);
+    return xa;
+}
+
+/* Y[tok][r] for n_tokens tokens under q8: every token's x quantized once,
+ * then each row against Q8_TOKENS tokens at a time (its codes decoded once
+ * for them), the last few one by one.
+ * Returns -1 when the quantized x cannot be allocated. */
+static int q8_matmul(float *Y, const k3_quant_type *t, q8_kernels kernels, const uint8_t *data, int64_t rows,
+                     int64_t cols, const float *X, int n_tokens)
+{
+    const size_t act_bytes = (q8_act_bytes(t, cols) + 15) & ~(size_t)15;
+    char *bytes = malloc(act_bytes * (size_t)n_tokens);
+    q8_act *acts = malloc((size_t)n_tokens * sizeof *acts);
+    const q8_act **act_of = malloc((size_t)n_tokens * sizeof *act_of);
+    if (!bytes || !acts || !act_of) {
+        free(bytes);
+        free(acts);
+        free(act_of);
+        return -1;
+    }
+    for (int tok = 0; tok < n_tokens; tok++) {
+        acts[tok] = q8_act_quantize(t, X + (int64_t)tok * cols, cols, bytes + act_bytes * (size_t)tok);
+        act_of[tok] = &acts[tok];
+    }
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    const int scalar = k3_kernels_scalar_forced();
+#pragma omp parallel for schedule(static) if (rows * cols * n_tokens >= QUANT_PARALLEL_MIN_WEIGHTS)
+    for (int64_t r = 0; r < rows; r++) {
+        const uint8_t *row = data + (uint64_t)r * row_bytes;
+        int tok = 0;
+        float out[Q8_TOKENS];
+        if (scalar)
+            for (; tok < n_tokens; tok++) Y[(int64_t)tok * rows + r] = q8_row_scalar(t, row, cols, X + (int64_t)tok * cols);
+        while (tok < n_tokens) {
+            const int n = n_tokens - tok >= Q8_TOKENS ? Q8_TOKENS : 1;
+            (n == 1 ? kernels.one : kernels.four)(row, cols, act_of + tok, out);
+            for (int k = 0; k < n; k++) Y[(int64_t)(tok + k) * rows + r] = out[k];
+            tok += n;
+        }
+    }
+    free(bytes);
+    free(acts);
+    free(act_of);
+    return 0;
 }
 
 /* Columns decoded at a time by the row kernels below: a multiple of every
@@ -104,10 +942,27 @@ static float dot_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t 
     return sum;
 }
 
-/* Any type: decode a piece into the stack, run the canonical chunks over it
- * with the accumulators carried from piece to piece, reduce once at the
- * end: the bits of k3_dot_f32(decoded row, x), with no allocation. cols is
- * a whole number of blocks, so of 32 columns: no tail. */
+/* F32, F16 and BF16 rows (GGUF's plain types) as the k3_weight k3_matvec
+ * and k3_matmul read: little-endian values, one after the other, at any
+ * alignment. Returns 0 when t is a block type. */
+static int plain_weight(const k3_quant_type *t, const void *data, int64_t rows, int64_t cols, k3_weight *w)
+{
+    k3_dtype dtype = t->ggml_id == K3_GGML_F32 ? K3_DT_F32 : t->ggml_id == K3_GGML_F16 ? K3_DT_F16
+                   : t->ggml_id == K3_GGML_BF16 ? K3_DT_BF16 : (k3_dtype)-1;
+    if (dtype == (k3_dtype)-1) return 0;
+    memset(w, 0, sizeof *w);
+    w->dtype = dtype;
+    w->rows = rows;
+    w->cols = cols;
+    w->data = data;
+    return 1;
+}
+
+/* A type without a register kernel: decode a piece into the stack, run the
+ * canonical chunks over it with the accumulators carried from piece to
+ * piece, reduce once at the end: the bits of k3_dot_f32(decoded row, x),
+ * with no allocation. cols is a whole number of blocks, so of 32 columns:
+ * no tail. */
 static float dot_row_decoded(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
 {
     float piece[QUANT_PIECE_COLS];
@@ -122,18 +977,50 @@ static float dot_row_decoded(const k3_quant_type *t, const uint8_t *row, int64_t
     return v8_hsum(v8_add(acc0, acc1));
 }
 
-/* One row's dot product by the fastest kernel the type has. */
+/* Columns whose quantized x fits on the stack in the q8 matvec (Kimi K3's
+ * widest matrix has 7168); wider rows take the heap. */
+#define Q8_STACK_COLS 8192
+
+/* Rows [row_begin, row_end) under q8 on the calling thread: x quantized
+ * on the stack (the heap past Q8_STACK_COLS columns; when that fails, the
+ * scalar reference, which quantizes block by block: the same bits). */
+static void q8_matvec_rows(float *y, const k3_quant_type *t, q8_kernels kernels, const uint8_t *data, int64_t cols,
+                           const float *x, int64_t row_begin, int64_t row_end)
+{
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    _Alignas(16) char stack[Q8_STACK_COLS + Q8_STACK_COLS / 8 + Q8_STACK_COLS / 8];
+    char *bytes = k3_kernels_scalar_forced() ? NULL : cols <= Q8_STACK_COLS ? stack : malloc(q8_act_bytes(t, cols));
+    if (!bytes) {
+        for (int64_t r = row_begin; r < row_end; r++) y[r] = q8_row_scalar(t, data + (uint64_t)r * row_bytes, cols, x);
+        return;
+    }
+    const q8_act xa = q8_act_quantize(t, x, cols, bytes), *act = &xa;
+    for (int64_t r = row_begin; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
+    if (bytes != stack) free(bytes);
+}
+
+/* One row's exact dot product by the fastest kernel the type has. */
 static float dot_row(const k3_quant_type *t, const uint8_t *row, int64_t cols, const float *x)
 {
     if (k3_kernels_scalar_forced()) return dot_row_scalar(t, row, cols, x);
-    if (t->ggml_id == K3_GGML_Q8_0) return dot_row_q8_0(row, cols, x);
-    if (t->ggml_id == K3_GGML_Q4_K) return dot_row_q4_k(row, cols, x);
+    const int kernel = row_kernel_index(t);
+    if (kernel >= 0) return row_kernels[kernel].dot(row, cols, x);
     return dot_row_decoded(t, row, cols, x);
 }
 
 void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
                           int64_t row_begin, int64_t row_end)
 {
+    k3_weight plain;
+    if (plain_weight(t, data, row_end, cols, &plain)) {   /* the plain kernels, same contract */
+        k3_matvec_rows(y, &plain, x, row_begin, row_end);
+        return;
+    }
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
+    if (q8.one) {
+        q8_matvec_rows(y, t, q8, data, cols, x, row_begin, row_end);
+        return;
+    }
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     for (int64_t r = row_begin; r < row_end; r++)
         y[r] = dot_row(t, (const uint8_t *)data + (uint64_t)r * row_bytes, cols, x);
@@ -142,6 +1029,11 @@ void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, in
 int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *x)
 {
+    k3_weight plain;
+    if (plain_weight(t, data, rows, cols, &plain)) {
+        k3_matvec(y, &plain, x);
+        return 0;
+    }
 #pragma omp parallel if (rows * cols >= QUANT_PARALLEL_MIN_WEIGHTS)
     {
         const int64_t n = omp_get_num_threads(), i = omp_get_thread_num();
@@ -150,31 +1042,55 @@ int k3_quant_matvec(float *y, const k3_quant_type *t, const void *data, int64_t 
     return 0;
 }
 
+/* Rows per slab of k3_quant_matmul: decoded to fp32 (32 KiB per 512
+ * columns), then multiplied by every token with the F32 matmul kernel. */
+#define QUANT_MATMUL_SLAB_ROWS 16
+
 int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t rows, int64_t cols,
                     const float *X, int n_tokens)
 {
+    k3_weight plain;
+    if (plain_weight(t, data, rows, cols, &plain)) {
+        k3_matmul(Y, &plain, X, n_tokens);
+        return 0;
+    }
+    if (n_tokens <= 0 || rows <= 0) return 0;
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
+    if (q8.one) return q8_matmul(Y, t, q8, data, rows, cols, X, n_tokens);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
+    const int kernel = row_kernel_index(t);
+    const decode_row_fn decode = kernel >= 0 ? row_kernels[kernel].decode : NULL;
+    const int64_t n_slabs = (rows + QUANT_MATMUL_SLAB_ROWS - 1) / QUANT_MATMUL_SLAB_ROWS;
     int failed = 0;
+    /* Each slab of rows is decoded once (the register decoders, or the
+     * scalar decoder for the reference: the same values) into an fp32
+     * matrix, and k3_matmul runs it against all tokens on this thread: its
+     * F32 kernels keep the canonical order (forced scalar: the left-to-right
+     * loop), so every value equals k3_quant_matvec's. */
 #pragma omp parallel if (rows * cols * n_tokens >= QUANT_PARALLEL_MIN_WEIGHTS) reduction(| : failed)
     {
-        float *w = malloc((size_t)(cols ? cols : 1) * sizeof *w);
-        if (!w) failed = 1;
+        const size_t slab_floats = (size_t)QUANT_MATMUL_SLAB_ROWS * (size_t)cols;
+        float *slab = aligned_alloc(64, (slab_floats * sizeof(float) + 63) & ~(size_t)63);
+        float *slab_out = malloc((size_t)QUANT_MATMUL_SLAB_ROWS * (size_t)n_tokens * sizeof(float));
+        if (!slab || !slab_out) failed = 1;
 #pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
+        for (int64_t s = 0; s < n_slabs; s++) {
             if (failed) continue;
-            k3_quant_decode_scalar(t, (const uint8_t *)data + (uint64_t)r * row_bytes, cols, w);
-            for (int tok = 0; tok < n_tokens; tok++) {
-                const float *x = X + (int64_t)tok * cols;
-                float sum = 0.0f;
-                if (scalar)
-                    for (int64_t c = 0; c < cols; c++) sum += w[c] * x[c];
-                else
-                    sum = k3_dot_f32(w, x, cols);   /* the canonical order: = the matvec kernels */
-                Y[(int64_t)tok * rows + r] = sum;
+            const int64_t first = s * QUANT_MATMUL_SLAB_ROWS;
+            const int64_t n = rows - first < QUANT_MATMUL_SLAB_ROWS ? rows - first : QUANT_MATMUL_SLAB_ROWS;
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t *row = (const uint8_t *)data + (uint64_t)(first + i) * row_bytes;
+                if (!scalar && decode) decode(row, cols, slab + i * cols);
+                else k3_quant_decode_scalar(t, row, cols, slab + i * cols);
             }
+            k3_weight w = {.dtype = K3_DT_F32, .rows = n, .cols = cols, .data = slab};
+            k3_matmul(slab_out, &w, X, n_tokens);
+            for (int tok = 0; tok < n_tokens; tok++)
+                memcpy(Y + (int64_t)tok * rows + first, slab_out + (int64_t)tok * n, (size_t)n * sizeof(float));
         }
-        free(w);
+        free(slab);
+        free(slab_out);
     }
     return failed ? -1 : 0;
 }

@@ -75,6 +75,41 @@ static void decode_q5_0(const uint8_t *src, int64_t n_blocks, float *out)
     }
 }
 
+/* Q4_1, 20 bytes / 32 weights: f16 d, f16 m, 16 bytes of nibbles as in
+ * Q4_0; w = q * d + m (the product rounded, then the sum). */
+static void decode_q4_1(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    for (int64_t b = 0; b < n_blocks; b++, src += 20, out += 32) {
+        const float d = f16_at(src), m = f16_at(src + 2);
+        const uint8_t *qs = src + 4;
+        for (int j = 0; j < 16; j++) {
+            const float lo = (float)(qs[j] & 0x0F) * d, hi = (float)(qs[j] >> 4) * d;
+            out[j] = lo + m;
+            out[j + 16] = hi + m;
+        }
+    }
+}
+
+/* Q5_1, 24 bytes / 32 weights: f16 d, f16 m, the fifth bits as in Q5_0,
+ * 16 bytes of nibbles as in Q4_0; w = q * d + m, q in 0..31 (the fallback
+ * of llama-quantize's Q5_K_M where rows are not a multiple of 256). */
+static void decode_q5_1(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    for (int64_t b = 0; b < n_blocks; b++, src += 24, out += 32) {
+        const float d = f16_at(src), m = f16_at(src + 2);
+        const uint32_t high_bits = (uint32_t)src[4] | (uint32_t)src[5] << 8 |
+                                   (uint32_t)src[6] << 16 | (uint32_t)src[7] << 24;
+        const uint8_t *qs = src + 8;
+        for (int j = 0; j < 16; j++) {
+            const int lo = (qs[j] & 0x0F) | (int)((high_bits >> j) & 1) << 4;
+            const int hi = (qs[j] >> 4) | (int)((high_bits >> (j + 16)) & 1) << 4;
+            const float lo_d = (float)lo * d, hi_d = (float)hi * d;
+            out[j] = lo_d + m;
+            out[j + 16] = hi_d + m;
+        }
+    }
+}
+
 /* Q8_0, 34 bytes / 32 weights: f16 d, 32 signed bytes; w = q * d. */
 static void decode_q8_0(const uint8_t *src, int64_t n_blocks, float *out)
 {
@@ -290,6 +325,8 @@ static const k3_quant_type quant_table[] = {
     {"Q8_0", K3_GGML_Q8_0, 32, 34, decode_q8_0},
     {"Q4_0", K3_GGML_Q4_0, 32, 18, decode_q4_0},
     {"Q5_0", K3_GGML_Q5_0, 32, 22, decode_q5_0},
+    {"Q4_1", K3_GGML_Q4_1, 32, 20, decode_q4_1},
+    {"Q5_1", K3_GGML_Q5_1, 32, 24, decode_q5_1},
     {"Q2_K", K3_GGML_Q2_K, 256, 84, decode_q2_k},
     {"Q3_K", K3_GGML_Q3_K, 256, 110, decode_q3_k},
     {"Q4_K", K3_GGML_Q4_K, 256, 144, decode_q4_k},

@@ -62,8 +62,10 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     /* Tokenizer first (its memory counts in the plan); optional unless asked
      * for (eval works on ids alone). */
     snprintf(path, sizeof path, "%s/tiktoken.model", folder);
-    if (!(opt && opt->skip_tokenizer) && (access(path, F_OK) == 0 || (opt && opt->need_tokenizer))) {
-        m->tok = k3_tokenizer_load(folder, err);
+    if (!(opt && opt->skip_tokenizer) && (k3_tokenizer_model_has(dir) || (opt && opt->need_tokenizer))) {
+        /* a tiktoken.model beside a GGUF wins over the file's vocabulary
+         * (as k3 tokenize does); else a GGUF's own, or a pack's tokenizer.gguf */
+        m->tok = k3_tokenizer_load_model(dir, err);
         if (!m->tok) {
             k3_model_close(m);
             return NULL;
@@ -177,6 +179,7 @@ void k3_model_get_info(const k3_model *m, k3_model_info *out)
     snprintf(out->dtype, sizeof out->dtype, "%s", m->cfg.dtype);
     out->experts_mxfp4 = m->cfg.experts_mxfp4;
     out->ctx_tokens = m->ctx_tokens;
+    snprintf(out->type_label, sizeof out->type_label, "%s", k3_weights_type_label(m->weights));
 }
 
 const char *k3_model_fingerprint(const k3_model *m) { return m->fingerprint; }

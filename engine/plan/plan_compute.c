@@ -26,6 +26,7 @@
 #include "kernels.h"
 #include "ops.h"
 #include "plan_compute.h"
+#include "quant_matvec.h"
 #include "k3_util.h"
 #include "k3_plan.h"
 
@@ -100,18 +101,31 @@ double k3_plan_layer_matrix_weights(const k3_config *c, int l)
  * starting over at its beginning when the next does not fit. */
 typedef struct weight_arena { uint8_t *buf; size_t bytes, at; } weight_arena;
 
-static size_t weight_bytes(k3_dtype dt, int64_t rows, int64_t cols)
+/* The format a matrix of this many columns takes: a block type whose
+ * blocks do not divide the rows falls back as llama-quantize falls back
+ * (to Q8_0 when 32 divides them, else to BF16). */
+static k3_plan_format format_for_cols(k3_plan_format f, int64_t cols)
 {
-    const size_t n = (size_t)rows * (size_t)cols;
-    return dt == K3_DT_MXFP4 ? n / 2 + n / 32 : n * k3_dtype_size(dt);
+    if (f.dtype != K3_DT_GGML || cols % f.qtype->block_elems == 0) return f;
+    if (cols % 32 == 0) return (k3_plan_format){.dtype = K3_DT_GGML, .qtype = k3_quant_type_by_id(K3_GGML_Q8_0)};
+    return (k3_plan_format){.dtype = K3_DT_BF16};
 }
 
-static k3_weight arena_weight(weight_arena *a, k3_dtype dt, int64_t rows, int64_t cols)
+static size_t weight_bytes(k3_plan_format f, int64_t rows, int64_t cols)
 {
-    const size_t b = (weight_bytes(dt, rows, cols) + 4095) & ~(size_t)4095;
+    const size_t n = (size_t)rows * (size_t)cols;
+    f = format_for_cols(f, cols);
+    if (f.dtype == K3_DT_GGML) return (size_t)rows * k3_quant_row_bytes(f.qtype, cols);
+    return f.dtype == K3_DT_MXFP4 ? n / 2 + n / 32 : n * k3_dtype_size(f.dtype);
+}
+
+static k3_weight arena_weight(weight_arena *a, k3_plan_format f, int64_t rows, int64_t cols)
+{
+    f = format_for_cols(f, cols);
+    const size_t b = (weight_bytes(f, rows, cols) + 4095) & ~(size_t)4095;
     if (a->at + b > a->bytes) a->at = 0;
-    k3_weight w = {.dtype = dt, .rows = rows, .cols = cols, .data = a->buf + a->at};
-    if (dt == K3_DT_MXFP4) w.mx_scale = a->buf + a->at + (size_t)rows * cols / 2;
+    k3_weight w = {.dtype = f.dtype, .qtype = f.qtype, .rows = rows, .cols = cols, .data = a->buf + a->at};
+    if (f.dtype == K3_DT_MXFP4) w.mx_scale = a->buf + a->at + (size_t)rows * cols / 2;
     a->at += b;
     return w;
 }
@@ -119,7 +133,7 @@ static k3_weight arena_weight(weight_arena *a, k3_dtype dt, int64_t rows, int64_
 /* y = W x for a matrix that may be larger than the arena: in row pieces of
  * at most a quarter of it (a piece's call costs what the engine's one call
  * would, to within one fork). */
-static void trunk_matvec(weight_arena *a, k3_dtype dt, step_matrix m, float *x, float *y)
+static void trunk_matvec(weight_arena *a, k3_plan_format dt, step_matrix m, float *x, float *y)
 {
     int64_t piece = m.rows;
     while (piece > 1 && weight_bytes(dt, piece, m.cols) > a->bytes / 4) piece = (piece + 1) / 2;
@@ -132,7 +146,7 @@ static void trunk_matvec(weight_arena *a, k3_dtype dt, step_matrix m, float *x, 
 
 typedef struct step_probe {
     const k3_config *c;
-    k3_dtype trunk_dt, expert_dt;
+    k3_plan_format trunk_dt, expert_dt;
     int n_threads;
     weight_arena arena;
     float *x, *y, *expert_y;     /* expert_y: one row of outputs per thread */
@@ -386,7 +400,7 @@ static void reads_beside_compute(step_probe *sp, const int *reps, int n_reps, co
     *slowdown_s_per_gb = slower_s > 0 ? slower_s / (both.bytes * 1e-9) : 0;
 }
 
-int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
+int k3_plan_time_layers(const k3_config *c, k3_plan_format trunk_dt, k3_plan_format expert_dt, int n_threads, size_t arena_bytes,
                         const k3_plan_reader *reader, double *layer_s, k3_compute_figures *out, k3_error *err)
 {
     memset(out, 0, sizeof *out);

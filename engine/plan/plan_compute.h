@@ -10,6 +10,13 @@
 #include "k3.h"
 #include "k3_plan.h"
 
+/* A matrix format the probe times: a dtype and, for K3_DT_GGML, its
+ * block type (quant_types.h). */
+typedef struct k3_plan_format {
+    k3_dtype dtype;
+    const struct k3_quant_type *qtype;
+} k3_plan_format;
+
 /* A reader in the background: start() begins reading, stop() ends it and
  * gives the bytes read since start(). */
 typedef struct k3_plan_reader {
@@ -36,7 +43,7 @@ typedef struct k3_plan_reader {
  * kernel's work for each read and the compute take turns);
  * slowdown_s_per_gb how much longer the layers take per GB it reads
  * meanwhile (the same turns, seen from the compute). Both 0 without one. */
-int k3_plan_time_layers(const k3_config *c, k3_dtype trunk_dt, k3_dtype expert_dt, int n_threads, size_t arena_bytes,
+int k3_plan_time_layers(const k3_config *c, k3_plan_format trunk_dt, k3_plan_format expert_dt, int n_threads, size_t arena_bytes,
                         const k3_plan_reader *reader, double *layer_s, k3_compute_figures *out, k3_error *err);
 
 /* The weights in the trunk matrices that probe multiplies for layer l

@@ -53,6 +53,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <ctype.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <jansson.h>
@@ -64,6 +66,7 @@
 #include "layer_weights.h"
 #include "ops.h"
 #include "plan_compute.h"
+#include "quant_matvec.h"
 #include "planner.h"
 #include "read_load.h"
 #include "safetensors.h"
@@ -93,6 +96,9 @@ struct k3_planner {
     long long trace_tokens;
     int trace_decode_only;        /* the trace has decode steps: count only those */
     int f16;                      /* 16-bit matrices are float16, not bfloat16 */
+    k3_plan_format trunk_fmt, expert_fmt;   /* what the compute probe times */
+    int formats_known;            /* set from the weights or from --trunk/--experts */
+    int quant_asked;              /* --trunk/--experts: sizes from the config at those types */
     double *layer_s;              /* a token's matrix work per layer, then the head, timed at the
                                    * model's widths (k3_planner_probe_compute); NULL = from the rates */
     k3_compute_figures compute;   /* that probe's other figures */
@@ -279,13 +285,42 @@ static double layer_params(const k3_config *c, int l, double *small_bytes)
  * the header ends; k3 pack aligns them, so a packed copy is a page less). */
 static uint64_t round_up(double b) { return (uint64_t)ceil(b / K3_IO_ALIGN) * K3_IO_ALIGN + K3_IO_ALIGN; }
 
+/* A type name of --trunk / --experts: a GGUF block type ("Q8_0", "Q4_K"),
+ * BF16, F16, F32, or MXFP4 (k3's own MXFP4 layout: the same 4.25 bits). */
+static int parse_format(const char *name, k3_plan_format *f)
+{
+    if (!strcasecmp(name, "MXFP4")) { *f = (k3_plan_format){.dtype = K3_DT_MXFP4}; return 0; }
+    if (!strcasecmp(name, "BF16")) { *f = (k3_plan_format){.dtype = K3_DT_BF16}; return 0; }
+    if (!strcasecmp(name, "F16")) { *f = (k3_plan_format){.dtype = K3_DT_F16}; return 0; }
+    if (!strcasecmp(name, "F32")) { *f = (k3_plan_format){.dtype = K3_DT_F32}; return 0; }
+    char upper[16];
+    size_t n = strlen(name);
+    if (n >= sizeof upper) return -1;
+    for (size_t i = 0; i <= n; i++) upper[i] = (char)toupper((unsigned char)name[i]);
+    const k3_quant_type *q = k3_quant_type_by_name(upper);
+    if (!q) return -1;
+    *f = (k3_plan_format){.dtype = K3_DT_GGML, .qtype = q};
+    return 0;
+}
+
+/* Bytes per weight of a format (a block type's blocks over its weights). */
+static double format_bytes_per_weight(k3_plan_format f)
+{
+    if (f.dtype == K3_DT_GGML) return (double)f.qtype->block_bytes / f.qtype->block_elems;
+    if (f.dtype == K3_DT_MXFP4) return 0.5 + 1.0 / 32;
+    return (double)k3_dtype_size(f.dtype);
+}
+
 /* Unit sizes from the config alone: each unit one aligned run of its
  * tensors (the layout of the releases: a layer's trunk contiguous, an
  * expert's tensors contiguous). */
 static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *err)
 {
     const k3_config *c = &p->cfg;
-    const double wb = config_trunk_dtype_bytes(config_path, &p->f16);
+    double wb = config_trunk_dtype_bytes(config_path, &p->f16);
+    int f16_unused;
+    if (p->formats_known) wb = format_bytes_per_weight(p->trunk_fmt);
+    else if (!p->cfg.dtype[0]) wb = config_trunk_dtype_bytes(config_path, &f16_unused);
     double total = 0;
     for (int l = 0; l < c->n_layers; l++) {
         double small;
@@ -297,7 +332,9 @@ static int sizes_from_config(k3_planner *p, const char *config_path, k3_error *e
     p->trunk_bytes[c->n_layers] = round_up(p->trunk_params[c->n_layers] * wb);
     const double in = c->latent_dim ? c->latent_dim : c->hidden;
     p->expert_params = 3.0 * c->moe_inter * in;
-    p->expert_bytes = round_up(c->experts_mxfp4 ? p->expert_params * (0.5 + 1.0 / 32) : p->expert_params * wb);
+    p->expert_bytes = round_up(p->formats_known ? p->expert_params * format_bytes_per_weight(p->expert_fmt)
+                               : c->experts_mxfp4 ? p->expert_params * (0.5 + 1.0 / 32)
+                                                  : p->expert_params * wb);
     p->n_experts_total = p->n_moe * c->n_experts;
     total += (double)p->n_experts_total * p->expert_bytes + (double)p->trunk_bytes[c->n_layers];
     if (total > 1e14)   /* 100 TB: 64 times Kimi K3 */
@@ -358,6 +395,8 @@ static int sizes_from_checkpoint(k3_planner *p, k3_error *err)
     if (!wp) { free(st); return -1; }
     k3_weights_unit_sizes(wp, p->trunk_bytes, &p->expert_bytes, &p->n_experts_total, &p->embed_buf_bytes,
                           &p->embed_table_bytes);
+    k3_weights_formats(wp, &p->trunk_fmt.dtype, &p->trunk_fmt.qtype, &p->expert_fmt.dtype, &p->expert_fmt.qtype);
+    p->formats_known = p->trunk_fmt.dtype != K3_DT_F8_E4M3;   /* an F8 trunk's scales are not laid out by the probe */
     uint64_t rss, peak;
     stats_read_rss(&rss, &peak);
     p->process_bytes = rss;            /* what the engine holds at this point, less the tokenizer */
@@ -460,7 +499,24 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     p->span_token_bytes = k3_scratch_bytes_per_span_token(c, p->n_threads, p->ctx_tokens);
     int rc;
     config_trunk_dtype_bytes(config_path, &p->f16);
-    if (has_weights(p->dir)) {
+    const char *types[2] = {o ? o->trunk_type : NULL, o ? o->expert_type : NULL};
+    k3_plan_format *fmts[2] = {&p->trunk_fmt, &p->expert_fmt};
+    for (int i = 0; i < 2; i++)
+        if (types[i] && parse_format(types[i], fmts[i])) {
+            k3_err(err, "--%s %s: not a type k3 knows (Q8_0, Q6_K, Q5_K, Q4_K, Q3_K, Q2_K, Q5_0, Q4_0, IQ4_NL, "
+                   "IQ4_XS, MXFP4, BF16, F16, F32)", i ? "experts" : "trunk", types[i]);
+            k3_planner_close(p);
+            return NULL;
+        }
+    p->quant_asked = types[0] || types[1];
+    if (p->quant_asked) {                 /* the one not given keeps the config's */
+        const k3_plan_format cfg_trunk = {.dtype = !strcmp(c->dtype, "float32") ? K3_DT_F32
+                                                   : !strcmp(c->dtype, "float16") ? K3_DT_F16 : K3_DT_BF16};
+        if (!types[0]) p->trunk_fmt = cfg_trunk;
+        if (!types[1]) p->expert_fmt = c->experts_mxfp4 ? (k3_plan_format){.dtype = K3_DT_MXFP4} : p->trunk_fmt;
+        p->formats_known = 1;
+    }
+    if (has_weights(p->dir) && !p->quant_asked) {
         rc = sizes_from_checkpoint(p, err);
     } else {
         uint64_t rss, peak;
@@ -688,11 +744,15 @@ int k3_planner_probe_compute(k3_planner *p, k3_error *err)
     /* the trunk's dtype as the config declares it (bf16 when it says
      * nothing, as every Kimi release is); an F8 trunk is not timed: its
      * block scales are not laid out here, and its rate stands */
-    k3_dtype trunk_dt = K3_DT_BF16;
-    if (!strcmp(c->dtype, "float32")) trunk_dt = K3_DT_F32;
-    else if (!strcmp(c->dtype, "float16")) trunk_dt = K3_DT_F16;
-    else if (!strncmp(c->dtype, "float8", 6)) return 0;
-    const k3_dtype expert_dt = c->experts_mxfp4 ? K3_DT_MXFP4 : trunk_dt;
+    k3_plan_format trunk_dt = {.dtype = K3_DT_BF16};
+    if (!strcmp(c->dtype, "float32")) trunk_dt.dtype = K3_DT_F32;
+    else if (!strcmp(c->dtype, "float16")) trunk_dt.dtype = K3_DT_F16;
+    else if (!strncmp(c->dtype, "float8", 6) && !p->formats_known) return 0;
+    k3_plan_format expert_dt = c->experts_mxfp4 ? (k3_plan_format){.dtype = K3_DT_MXFP4} : trunk_dt;
+    if (p->formats_known) {               /* the weights' own, or --trunk / --experts */
+        trunk_dt = p->trunk_fmt;
+        expert_dt = p->expert_fmt;
+    }
     /* the matrices timed are the ones the units hold, to the weight */
     for (int l = 0; l <= c->n_layers; l++)
         if (k3_plan_layer_matrix_weights(c, l) != p->trunk_params[l])
@@ -740,7 +800,11 @@ uint64_t k3_planner_compute_key(const k3_planner *p)
     /* the config holds every width the probe multiplies (it is zeroed
      * before it is read, so its padding hashes the same every time) */
     uint64_t h = k3_fnv1a64(K3_FNV_INIT, &p->cfg, sizeof p->cfg);
-    return k3_fnv1a64(h, &p->f16, sizeof p->f16);
+    h = k3_fnv1a64(h, &p->f16, sizeof p->f16);
+    if (!p->formats_known) return h;      /* as before: cached figures stay valid */
+    const uint32_t fmt[4] = {(uint32_t)p->trunk_fmt.dtype, p->trunk_fmt.qtype ? p->trunk_fmt.qtype->ggml_id : 0,
+                             (uint32_t)p->expert_fmt.dtype, p->expert_fmt.qtype ? p->expert_fmt.qtype->ggml_id : 0};
+    return k3_fnv1a64(h, fmt, sizeof fmt);
 }
 
 int k3_planner_compute_layers(const k3_planner *p, double *layer_s)

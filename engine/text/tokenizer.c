@@ -12,10 +12,11 @@
 #include "k3.h"
 #include "k3_util.h"
 #include "k3_tokenizer.h"
+#include "tokenizer_build.h"
 #include "unicode_class.h"
 
-#define K3_N_SPECIAL 258 /* num_reserved_special_tokens (256) + 2: the least number of special ids */
-#define K3_MAX_SPECIAL (1 << 18) /* added tokens may sit anywhere in n_base .. n_base + this */
+#define K3_N_SPECIAL K3_TOKENIZER_MIN_SPECIALS  /* the least number of special ids */
+#define K3_MAX_SPECIAL K3_TOKENIZER_MAX_SPECIALS /* added tokens may sit anywhere in n_base .. n_base + this */
 
 struct k3_tokenizer {
     int n_base;
@@ -165,6 +166,19 @@ static int split_vocab_line(const char *s, size_t n, vocab_line *out)
     return 0;
 }
 
+/* Every byte must be a token of its own, so BPE can always start from
+ * single bytes; both vocabulary sources end with this check. */
+static int find_byte_ranks(k3_tokenizer *t, const char *path, k3_error *err)
+{
+    for (int b = 0; b < 256; b++) {
+        uint8_t byte = (uint8_t)b;
+        t->byte_rank[b] = rank_of(t, &byte, 1);
+        if (t->byte_rank[b] < 0)
+            return k3_err(err, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
+    }
+    return 0;
+}
+
 /* Parse tiktoken.model into the arena, ranks and hash table, checking every
  * line: base64, rank range, duplicate ranks and duplicate byte strings. */
 static int load_vocab(k3_tokenizer *t, const char *text, size_t len, const char *path, k3_error *err)
@@ -250,15 +264,7 @@ static int load_vocab(k3_tokenizer *t, const char *text, size_t len, const char 
         arena_used += (size_t)nbytes;
         if ((size_t)nbytes > t->max_base_bytes) t->max_base_bytes = (size_t)nbytes;
     }
-    for (int b = 0; b < 256; b++) {
-        uint8_t byte = (uint8_t)b;
-        t->byte_rank[b] = rank_of(t, &byte, 1);
-        if (t->byte_rank[b] < 0) {
-            k3_err(err, "%s: byte 0x%02x has no token (all 256 single bytes need a rank)", path, b);
-            goto done;
-        }
-    }
-    rc = 0;
+    rc = find_byte_ranks(t, path, err);
 done:
     free(line_of_rank);
     return rc;
@@ -300,6 +306,40 @@ static void drop_specials(k3_tokenizer *t)
     t->n_special = 0;
     memset(t->special_first, 0, sizeof t->special_first);
     t->max_token_bytes = t->max_base_bytes;
+}
+
+/* The end of every special table, whatever filled it: unnamed slots get
+ * tokenization_kimi.py's "<|reserved_token_{id}|>", then the lengths, the
+ * first-byte filter and the duplicate-name check. 0, or -1 with err set. */
+static int finish_specials(k3_tokenizer *t, const char *path, k3_error *err)
+{
+    for (int s = 0; s < t->n_special; s++) {
+        if (!t->special[s]) {
+            char name[48];
+            snprintf(name, sizeof name, "<|reserved_token_%d|>", t->n_base + s);
+            if (!(t->special[s] = strdup(name))) goto oom;
+        }
+        t->special_len[s] = strlen(t->special[s]);
+        t->special_first[(uint8_t)t->special[s][0]] = 1;
+        if (t->special_len[s] > t->max_token_bytes) t->max_token_bytes = t->special_len[s];
+    }
+    /* duplicate names: sort the slots by name (n log n: the table may be large) */
+    int *order = malloc((size_t)t->n_special * sizeof *order);
+    if (!order) goto oom;
+    for (int s = 0; s < t->n_special; s++) order[s] = s;
+    qsort_r(order, (size_t)t->n_special, sizeof *order, compare_special_names, t);
+    for (int i = 1; i < t->n_special; i++)
+        if (!strcmp(t->special[order[i - 1]], t->special[order[i]])) {
+            int a = order[i - 1] < order[i] ? order[i - 1] : order[i], b = order[i - 1] ^ order[i] ^ a;
+            k3_err(err, "%s: special token \"%.40s\" named twice (ids %d and %d)",
+                     path, t->special[a], t->n_base + a, t->n_base + b);
+            free(order);
+            return -1;
+        }
+    free(order);
+    return 0;
+oom:
+    return k3_err(err, "%s: out of memory", path);
 }
 
 /* Special-token names: added_tokens_decoder entries, then the tokenization_kimi.py
@@ -353,31 +393,7 @@ static int load_specials(k3_tokenizer *t, const char *text, size_t text_len, con
         free(t->special[slot]);   /* keys like "766" and "0766" name one id */
         if (!(t->special[slot] = strdup(json_string_value(content)))) goto oom;
     }
-    for (int s = 0; s < t->n_special; s++) {
-        if (!t->special[s]) {
-            char name[48];
-            snprintf(name, sizeof name, "<|reserved_token_%d|>", t->n_base + s);
-            if (!(t->special[s] = strdup(name))) goto oom;
-        }
-        t->special_len[s] = strlen(t->special[s]);
-        t->special_first[(uint8_t)t->special[s][0]] = 1;
-        if (t->special_len[s] > t->max_token_bytes) t->max_token_bytes = t->special_len[s];
-    }
-    /* duplicate names: sort the slots by name (n log n: the table may be large) */
-    int *order = malloc((size_t)t->n_special * sizeof *order);
-    if (!order) goto oom;
-    for (int s = 0; s < t->n_special; s++) order[s] = s;
-    qsort_r(order, (size_t)t->n_special, sizeof *order, compare_special_names, t);
-    for (int i = 1; i < t->n_special; i++)
-        if (!strcmp(t->special[order[i - 1]], t->special[order[i]])) {
-            int a = order[i - 1] < order[i] ? order[i - 1] : order[i], b = order[i - 1] ^ order[i] ^ a;
-            k3_err(err, "%s: special token \"%.40s\" named twice (ids %d and %d)",
-                     path, t->special[a], t->n_base + a, t->n_base + b);
-            free(order);
-            goto done;
-        }
-    free(order);
-    rc = 0;
+    rc = finish_specials(t, path, err);
     goto done;
 oom:
     k3_err(err, "%s: out of memory", path);
@@ -446,6 +462,80 @@ int k3_tokenizer_parse_specials(k3_tokenizer *t, const char *config, size_t conf
     int rc = load_specials(t, config, config_len, path, err);
     free(path);
     return rc;
+}
+
+/* See tokenizer_build.h: the same tokenizer as k3_tokenizer_parse from
+ * arrays (a GGUF's vocabulary), through the same duplicate, single-byte and
+ * special-table checks, with ids in messages where the file path had lines. */
+k3_tokenizer *k3_tokenizer_from_arrays(const k3_vocab_arrays *v, const char *what, k3_error *err)
+{
+    if (v->n_base < 1 || v->n_base > K3_TOKENIZER_MAX_BASE) {
+        k3_err(err, "%s: %d base tokens (expected 1..%d)", what, v->n_base, K3_TOKENIZER_MAX_BASE);
+        return NULL;
+    }
+    if (v->n_names < 0 || v->n_names > K3_MAX_SPECIAL) {
+        k3_err(err, "%s: %d special tokens (at most %d)", what, v->n_names, K3_MAX_SPECIAL);
+        return NULL;
+    }
+    size_t n = (size_t)v->n_base;
+    for (size_t r = 0; r < n; r++)
+        if (v->offsets[r + 1] <= v->offsets[r] || v->offsets[r + 1] - v->offsets[r] > UINT32_MAX) {
+            k3_err(err, "%s: token %zu is empty", what, r);
+            return NULL;
+        }
+    k3_tokenizer *t = calloc(1, sizeof *t);
+    if (!t) {
+        k3_err(err, "%s: out of memory", what);
+        return NULL;
+    }
+    size_t total = v->offsets[n] - v->offsets[0];
+    t->n_base = v->n_base;
+    t->arena = malloc(total ? total : 1);
+    t->tok_off = calloc(n, sizeof *t->tok_off);
+    t->tok_len = calloc(n, sizeof *t->tok_len);
+    if (!t->arena || !t->tok_off || !t->tok_len || k3_strtab_init(&t->ranks, n)) goto oom;
+    memcpy(t->arena, v->bytes + v->offsets[0], total);
+    for (size_t r = 0; r < n; r++) {
+        size_t len = v->offsets[r + 1] - v->offsets[r];   /* 1..UINT32_MAX: checked above */
+        t->tok_off[r] = v->offsets[r] - v->offsets[0];
+        t->tok_len[r] = (uint32_t)len;
+        int dup = rank_insert(t, (int)r);
+        if (dup >= 0) {
+            k3_err(err, "%s: token %zu has the same bytes as token %d", what, r, dup);
+            goto fail;
+        }
+        if (len > t->max_base_bytes) t->max_base_bytes = len;
+    }
+    if (find_byte_ranks(t, what, err)) goto fail;
+    t->max_token_bytes = t->max_base_bytes;
+    t->n_special = v->n_names > K3_N_SPECIAL ? v->n_names : K3_N_SPECIAL;
+    t->special = calloc((size_t)t->n_special, sizeof *t->special);
+    t->special_len = calloc((size_t)t->n_special, sizeof *t->special_len);
+    if (!t->special || !t->special_len) goto oom;
+    for (int s = 0; s < v->n_names; s++) {
+        const char *name = v->special_names[s];
+        if (!name) continue;
+        if (!*name) {
+            k3_err(err, "%s: special token %d has an empty name", what, t->n_base + s);
+            goto fail;
+        }
+        if (!(t->special[s] = strdup(name))) goto oom;
+    }
+    if (finish_specials(t, what, err)) goto fail;
+    if (!(t->pretok = k3_pretok_shared(err))) goto fail;
+    return t;
+oom:
+    k3_err(err, "%s: out of memory", what);
+fail:
+    k3_tokenizer_free(t);
+    return NULL;
+}
+
+/* See tokenizer_build.h: the rank table's lookup, for checking a file's
+ * merges against the ranks. */
+int k3_tokenizer_rank(const k3_tokenizer *t, const uint8_t *bytes, size_t len)
+{
+    return rank_of(t, bytes, len);
 }
 
 /* Safe on a half-loaded tokenizer (load failures end here). */

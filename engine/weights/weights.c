@@ -91,6 +91,7 @@ static int index_from_manifest(k3_weights *rp, const char *dir, k3_error *err)
         st_tensor *t = &ix->tensors[ix->n_tensors++];
         t->name = strdup(mt->name);
         t->dtype = mt->dtype;
+        t->qtype = mt->qtype;   /* a block type of `k3 pack --trunk/--experts` */
         t->ndim = mt->ndim;
         memcpy(t->shape, mt->shape, sizeof(int64_t) * (mt->ndim < ST_MAX_DIMS ? mt->ndim : ST_MAX_DIMS));
         t->file_offset = mt->offset;
@@ -149,18 +150,6 @@ int k3_weights_finish(k3_weights *rp, k3_error *err)
     return k3_output_close(&rp->trace_out, err);
 }
 
-/* A directory with a manifest.json and no *.safetensors is meant to be a
- * packed model even when its manifest is empty, garbage or another version:
- * loading it as one says what is wrong with the manifest, where loading it
- * as a checkpoint would only say that no shards were found. */
-static int treat_as_packed(const char *dir)
-{
-    if (k3_is_packed_dir(dir)) return 1;
-    char path[4200];
-    snprintf(path, sizeof path, "%s/manifest.json", dir);
-    return access(path, F_OK) == 0 && !st_dir_has_shards(dir);
-}
-
 /* Open: the index (HF shards or the packed manifest), the files, the
  * reader; then the schema, the unit layout, the plan and the pinned reads. */
 k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provider_options *o,
@@ -172,10 +161,12 @@ k3_weights *k3_weights_open(const char *dir, const k3_config *c, const k3_provid
     rp->opt = *o;
     rp->stats = stats;
     snprintf(rp->dir, sizeof rp->dir, "%s", dir);
-    int rc = gguf_is_model_path(dir) ? index_from_gguf(rp, dir, err)
-             : treat_as_packed(dir)   ? index_from_manifest(rp, dir, err)
-                                      : st_index_open(&rp->index, dir, err);
+    int rc = gguf_is_model_path(dir)    ? index_from_gguf(rp, dir, err)
+             : weights_dir_is_packed(dir) ? index_from_manifest(rp, dir, err)
+                                          : st_index_open(&rp->index, dir, err);
     if (rc) { free(rp); return NULL; }
+    if (rp->file_type[0]) snprintf(rp->type_label, sizeof rp->type_label, "%s", rp->file_type);   /* a GGUF's own */
+    else weights_index_type_label(&rp->index, rp->type_label, sizeof rp->type_label);
     if (open_files(rp, err)) goto fail;
     rp->io = k3_io_open((k3_io_backend)o->io_backend, o->io_depth > 0 ? o->io_depth : K3_IO_DEPTH_DEFAULT, stats, err);
     if (!rp->io) goto fail;

@@ -101,11 +101,18 @@ int k3_weights_probe_trunk(k3_weights *w, double seconds, k3_trunk_probe *out, k
  * layers, the embedding row buffer, the embedding table held in memory. */
 void k3_weights_unit_sizes(const k3_weights *w, uint64_t *trunk_bytes, uint64_t *expert_bytes,
                            int *n_experts_total, uint64_t *embed_buf_bytes, uint64_t *embed_table_bytes);
+/* The trunk's main format (most of its bytes) and the routed experts'
+ * (dtype, and the block type of a K3_DT_GGML one), for k3 plan. */
+void k3_weights_formats(const k3_weights *w, k3_dtype *trunk_dtype, const struct k3_quant_type **trunk_qtype,
+                        k3_dtype *expert_dtype, const struct k3_quant_type **expert_qtype);
 /* Close what the store writes (the --trace file), reporting a failed write;
  * 0 when there is nothing to close. */
 int k3_weights_finish(k3_weights *w, k3_error *err);
 /* The memory plan in force. */
 const k3_plan *k3_weights_plan(const k3_weights *w);
+/* The weights' type as ollama and llama.cpp name a file's ("BF16 + MXFP4
+ * experts"; weights_type.c). */
+const char *k3_weights_type_label(const k3_weights *w);
 /* Hash of what identifies the weights (shard names, sizes, headers); a
  * shard that cannot be read is an error, never a different hash. */
 int k3_weights_content_hash(k3_weights *w, uint64_t *hash, k3_error *err);

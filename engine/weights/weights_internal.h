@@ -15,6 +15,7 @@
 #include "safetensors.h"
 #include "stats.h"
 #include "weights.h"
+#include "weights_type.h"
 #include "k3_util.h"
 
 /* A file window read into a unit's memory: [offset, offset + bytes) aligned;
@@ -51,6 +52,8 @@ struct k3_weights {
     k3_provider_options opt;
     k3_stats *stats;
     st_index index;               /* HF shards, or the packed files */
+    char type_label[K3_TYPE_LABEL_BYTES]; /* "BF16 + MXFP4 experts" (weights_type.c), or file_type
+                                   * when the file names its own (a GGUF's: "Q4_K_M") */
     int packed;
     uint64_t packed_fingerprint;
     int gguf;                     /* the index is a GGUF's (gguf_checkpoint.c) */

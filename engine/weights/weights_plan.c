@@ -6,6 +6,7 @@
 #include <string.h>
 #include "huge_pages.h"
 #include "prefault.h"
+#include "quant_types.h"
 #include "weights_internal.h"
 
 /* Current resident set size, to charge what the process already holds. */
@@ -145,6 +146,43 @@ void k3_weights_unit_sizes(const k3_weights *rp, uint64_t *trunk_bytes, uint64_t
     }
     *embed_buf_bytes = rp->embed_buf_bytes;
     *embed_table_bytes = weights_embed_table_bytes(rp);
+}
+
+/* The formats the weights hold: the trunk's, as the format of most trunk
+ * bytes (a GGUF mixes types), and the routed experts' (the first MoE
+ * layer's first expert's w1). For k3 plan's compute probe. */
+void k3_weights_formats(const k3_weights *rp, k3_dtype *trunk_dtype, const k3_quant_type **trunk_qtype,
+                        k3_dtype *expert_dtype, const k3_quant_type **expert_qtype)
+{
+    const k3_config *c = rp->cfg;
+    typedef struct { k3_dtype dtype; const k3_quant_type *qtype; uint64_t bytes; } format_bytes;
+    format_bytes seen[16];
+    int n_seen = 0;
+    for (int i = 0; i < c->n_layers; i++) {
+        const unit *u = &rp->units[i];
+        for (int k = 0; k < u->n_tensors; k++) {
+            const st_tensor *t = &rp->index.tensors[u->tensors[k]];
+            if (t->ndim != 2) continue;
+            int j = 0;
+            while (j < n_seen && (seen[j].dtype != t->dtype || seen[j].qtype != t->qtype)) j++;
+            if (j == n_seen && n_seen < 16) seen[n_seen++] = (format_bytes){t->dtype, t->qtype, 0};
+            if (j < n_seen) seen[j].bytes += t->nbytes;
+        }
+    }
+    int best = 0;
+    for (int j = 1; j < n_seen; j++)
+        if (seen[j].bytes > seen[best].bytes) best = j;
+    *trunk_dtype = n_seen ? seen[best].dtype : K3_DT_BF16;
+    *trunk_qtype = n_seen ? seen[best].qtype : NULL;
+    *expert_dtype = *trunk_dtype;
+    *expert_qtype = *trunk_qtype;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->is_moe[l]) {
+            const k3_weight *w1 = &rp->experts[(size_t)l * c->n_experts].gate;
+            *expert_dtype = w1->dtype;
+            *expert_qtype = w1->qtype;
+            break;
+        }
 }
 
 int k3_weights_chunk_tokens(const k3_weights *rp, const char **why)

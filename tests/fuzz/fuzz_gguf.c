@@ -5,10 +5,12 @@
  * Kimi Linear 48B's, 6 MB of metadata and 610 tensor infos) with the data
  * section counted, not carried, and the tensor bounds are still checked
  * against the real file size. A parsed header is then read through every
- * getter, as a loader would. */
+ * getter, as a loader would, and as a checkpoint (gguf_checkpoint.c): its
+ * config from the metadata and shapes, its tensors under k3's names. */
 #include <stdlib.h>
 #include <string.h>
 #include "gguf.h"
+#include "gguf_checkpoint.h"
 
 /* Touch every value of one key/value through the getters. */
 static double read_all(const gguf_kv *kv)
@@ -45,6 +47,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (gguf_parse(data + 8, size - 8, file_bytes, 0, "fuzz.gguf", &part, &tensors, &n, &err) == 0) {
         for (int64_t k = 0; k < part.n_kvs; k++) sink += read_all(&part.kvs[k]);
         for (int64_t t = 0; t < n; t++) sink += (double)tensors[t].bytes;
+        part.path = (char *)"fuzz.gguf";
+        gguf_file g = {.parts = &part, .n_parts = 1, .tensors = tensors, .n_tensors = n};
+        k3_config c;
+        st_index ix;
+        memset(&ix, 0, sizeof ix);
+        if (gguf_file_build_lookup(&g, &err) == 0 && gguf_checkpoint_config(&g, &c, &err) == 0 &&
+            gguf_checkpoint_index(&g, &c, &ix, &err) == 0)
+            sink += ix.n_tensors;
+        st_index_close(&ix);           /* a partial index too */
+        sink += gguf_file_type_name(&g)[0];
+        k3_strtab_free(&g.by_name);
+        part.path = NULL;
     }
     (void)sink;
     for (int64_t t = 0; t < n; t++) free(tensors[t].name);

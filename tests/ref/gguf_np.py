@@ -35,10 +35,11 @@ TYPES = {
     "Q2_K": (10, 256, 84), "Q3_K": (11, 256, 110), "Q4_K": (12, 256, 144),
     "Q5_K": (13, 256, 176), "Q6_K": (14, 256, 210), "MXFP4": (39, 32, 17),
     "IQ4_NL": (20, 32, 18), "IQ4_XS": (23, 256, 136),
+    # llama-quantize writes Q5_1 into Q5_K_M files (rows that are not whole 256-blocks) and Q4_1
+    # into Q4_K_S files
+    "Q4_1": (3, 32, 20), "Q5_1": (7, 32, 24),
 }
-# decoded here but not part of the engine's types file (write-types): llama-quantize writes Q5_1 into
-# Q5_K_M files (rows that are not whole 256-blocks) and Q4_1 into Q4_K_S files
-DECODE_ONLY_TYPES = {"Q4_1": (3, 32, 20), "Q5_1": (7, 32, 24)}
+DECODE_ONLY_TYPES = {}
 # IQ4_NL and IQ4_XS: the 16 non-uniform levels a nibble selects
 IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 F32 = np.float32
@@ -93,7 +94,7 @@ def random_blocks(rng, tname, n_blocks):
     finite half (subnormals included), E8M0 any byte."""
     _, _, nbytes = TYPES[tname]
     raw = rng.integers(0, 256, (n_blocks, nbytes), dtype=np.uint16).astype(np.uint8)
-    half_at = {"F16": [0], "Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q2_K": [80, 82], "Q3_K": [108],
+    half_at = {"F16": [0], "Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q4_1": [0, 2], "Q5_1": [0, 2], "Q2_K": [80, 82], "Q3_K": [108],
                "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_NL": [0], "IQ4_XS": [0]}.get(tname, [])
     for off in half_at:
         raw[:, off:off + 2] = _finite_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
