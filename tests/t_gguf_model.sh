@@ -25,6 +25,8 @@
 # rows, so the logits agree to 1e-6 (observed 3.2e-7), not bit for bit;
 # the greedy ids are the same. A Q5_K_M file holds Q5_1 tensors (its rows
 # that are not whole 256-blocks), which k3 reads like every other type.
+# The tokenizer k3 builds from each file's vocabulary gives the same ids as
+# the source checkpoint's tiktoken.model on a mixed text.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 FX=tests/fixtures/gguf/kimi_linear
@@ -104,4 +106,19 @@ if [ -n "$st_greedy" ] && [ "$st_greedy" = "$gguf_greedy" ]; then
     echo "PASS gguf fixture F32: k3's greedy ids over the GGUF equal those over its safetensors source"
 else
     echo "FAIL gguf fixture F32: greedy over the GGUF [$gguf_greedy], over the safetensors [$st_greedy]"
+fi
+
+# the tokenizer from the file (no tiktoken.model beside it) against the source checkpoint's: code,
+# accents, an emoji, digits and a special name in the text
+T='def f(x): return x*2  # the theory of héllo wörld 😀 <|im_end|> 12345'
+want=$($K3 tokenize $SRC --text "$T" 2>&1)
+bad=""
+for f in $FX/kl-*.gguf; do
+    got=$($K3 tokenize $f --text "$T" 2>&1)
+    [ "$got" = "$want" ] || bad="$bad ${f##*/}"
+done
+if [ -n "$want" ] && [ -z "$bad" ]; then
+    echo "PASS gguf fixtures: k3's token ids from each file's vocabulary equal the safetensors source's ($(echo $want | wc -w) ids)"
+else
+    echo "FAIL gguf fixtures: token ids differ from the source's [$want] for:$bad"
 fi

@@ -12,7 +12,8 @@
 # file: inside a cgroup smaller than that it is OOM-killed); llama-nr =
 # llama-completion --no-repack -n N (weights used in place from the mmap;
 # s/token from its "eval time" line); k3 = k3 bench. Each (budget, side) runs
-# REPEAT times, the sides taking turns, and the fastest run is printed: on a
+# REPEAT times, the sides taking turns, and the fastest run is printed (K3_ARGS
+# go to k3 bench, e.g. "--activations q8"): on a
 # shared machine the spread between runs is large (OpenMP threads that
 # spin while other processes hold the cores), so compare rows of one run.
 #
@@ -97,7 +98,7 @@ for f in $FILES; do
                     [ -n "$spt" ] || spt=fail
                     tokens=$((N + 3)) ;;   # a warm-up token, the prompt (2 tokens), N - 1 decode steps
                 k3)
-                    in_cgroup nice $K3 bench "$f" --tokens $N --prompt-tokens 1 --json --no-draft \
+                    in_cgroup nice $K3 bench "$f" $K3_ARGS --tokens $N --prompt-tokens 1 --json --no-draft \
                         --no-token-by-token --no-warm-prompt --no-resident --no-probe > $OUT/k3.json 2> $OUT/k3.err
                     spt=$($PY -c "import json; print('%.4f' % json.load(open('$OUT/k3.json'))['decode_s_per_token'])" 2>/dev/null || echo fail)
                     own=$($PY -c "import json; print('%.0f' % json.load(open('$OUT/k3.json'))['bytes_read_per_token']['total'])" 2>/dev/null)
