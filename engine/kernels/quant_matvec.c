@@ -216,6 +216,36 @@ K3_INLINE void block_q5_k(BLOCK_ARGS)
     }
 }
 
+/* The K-quants' 16-weight chunks as signed integer codes, one decoder for
+ * the exact kernels below and the q8 path: Q6_K's chunk m of half h (its
+ * scale is the i8 at 192 + 8 h + m), Q2_K's chunk m (scale and min the
+ * nibbles of byte m), Q3_K's chunk m (its 6-bit scale - 32 in *scale). */
+K3_INLINE v16b q6_k_codes(const uint8_t *row, int half, int m)
+{
+    const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+    const int k = m / 2, l0 = 16 * (m % 2);
+    v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
+    v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
+    return v16b_sub_const(v16b_or_shl(low4, high2, 4), 32);
+}
+
+K3_INLINE v16b q2_k_codes(const uint8_t *row, int m)
+{
+    return v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
+}
+
+K3_INLINE v16b q3_k_codes(const uint8_t *row, int m, int *scale)
+{
+    const uint8_t *packed = row + 96;
+    const int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
+    const int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
+    *scale = (low4 | high2 << 4) - 32;
+    const int run = 16 * (m % 2), field = (m % 8) / 2;
+    v16b q = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
+    v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
+    return v16b_sub_const(v16b_or_shl(q, high, 2), 4);
+}
+
 /* Q6_K: per 16 weights, (d * scale) * (q - 32) with q six bits: a nibble of
  * ql and a 2-bit pair of qh. In each 128-weight half, chunk m (0..7) is
  * weights 16m..16m+15 with scale m: sub-group k = m / 2 reads ql bytes
@@ -226,16 +256,10 @@ K3_INLINE void block_q6_k(BLOCK_ARGS)
     const float d = f16_scale_at(row + 208);
 #pragma GCC unroll 2
     for (int half = 0; half < 2; half++) {
-        const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
         const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
 #pragma GCC unroll 8
-        for (int m = 0; m < 8; m++) {
-            const int k = m / 2, l0 = 16 * (m % 2);
-            v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
-            v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
-            emit_scaled(v16b_sub_const(v16b_or_shl(low4, high2, 4), 32), d * (float)scales[m],
-                        c + 128 * half + 16 * m, WALK_PASS);
-        }
+        for (int m = 0; m < 8; m++)
+            emit_scaled(q6_k_codes(row, half, m), d * (float)scales[m], c + 128 * half + 16 * m, WALK_PASS);
     }
 }
 
@@ -249,8 +273,7 @@ K3_INLINE void block_q2_k(BLOCK_ARGS)
     for (int m = 0; m < 16; m++) {
         const uint8_t sc = row[m];
         const float scale = d * (float)(sc & 0x0F), min = dmin * (float)(sc >> 4);
-        v16b q = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
-        emit_affine(q, scale, min, c + 16 * m, WALK_PASS);
+        emit_affine(q2_k_codes(row, m), scale, min, c + 16 * m, WALK_PASS);
     }
 }
 
@@ -260,17 +283,12 @@ K3_INLINE void block_q2_k(BLOCK_ARGS)
  * value. */
 K3_INLINE void block_q3_k(BLOCK_ARGS)
 {
-    const uint8_t *packed = row + 96;
     const float d = f16_scale_at(row + 108);
 #pragma GCC unroll 16
     for (int m = 0; m < 16; m++) {
-        int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
-        int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
-        const float scale = d * (float)((low4 | high2 << 4) - 32);
-        const int run = 16 * (m % 2), field = (m % 8) / 2;
-        v16b q = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
-        v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
-        emit_scaled(v16b_sub_const(v16b_or_shl(q, high, 2), 4), scale, c + 16 * m, WALK_PASS);
+        int scale;
+        const v16b codes = q3_k_codes(row, m, &scale);
+        emit_scaled(codes, d * (float)scale, c + 16 * m, WALK_PASS);
     }
 }
 
@@ -600,16 +618,10 @@ K3_INLINE void q8_rows_q6_k(Q8_ARGS)
         q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
             const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
 #pragma GCC unroll 8
-            for (int m = 0; m < 8; m++) {
-                const int k = m / 2, l0 = 16 * (m % 2);
-                v16b low4 = v16b_shr_and(v16b_load(ql + 32 * (k % 2) + l0), k >= 2 ? 4 : 0, 0x0F);
-                v16b high2 = v16b_shr_and(v16b_load(qh + l0), 2 * k, 3);
-                q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low4, high2, 4), 32), scales[m], 0, b, 8 * half + m, xa,
-                           n_tokens);
-            }
+            for (int m = 0; m < 8; m++)
+                q8_k_chunk(&st, q6_k_codes(row, half, m), scales[m], 0, b, 8 * half + m, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
     }
@@ -625,10 +637,8 @@ K3_INLINE void q8_rows_q2_k(Q8_ARGS)
     for (int64_t b = 0; b < cols / 256; b++, row += 84) {
         q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 16
-        for (int m = 0; m < 16; m++) {
-            v16b codes = v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
-            q8_k_chunk(&st, codes, row[m] & 0x0F, row[m] >> 4, b, m, xa, n_tokens);
-        }
+        for (int m = 0; m < 16; m++)
+            q8_k_chunk(&st, q2_k_codes(row, m), row[m] & 0x0F, row[m] >> 4, b, m, xa, n_tokens);
         q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
@@ -641,17 +651,12 @@ K3_INLINE void q8_rows_q3_k(Q8_ARGS)
     q8_k_state st;
     q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 110) {
-        const uint8_t *packed = row + 96;
         q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 16
         for (int m = 0; m < 16; m++) {
-            int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
-            int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
-            const int run = 16 * (m % 2), field = (m % 8) / 2;
-            v16b low = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
-            v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
-            q8_k_chunk(&st, v16b_sub_const(v16b_or_shl(low, high, 2), 4), (low4 | high2 << 4) - 32, 0, b, m, xa,
-                       n_tokens);
+            int scale;
+            const v16b codes = q3_k_codes(row, m, &scale);
+            q8_k_chunk(&st, codes, scale, 0, b, m, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
     }
