@@ -91,6 +91,16 @@ int gguf_is_model_path(const char *path)
     return 1;
 }
 
+void gguf_model_folder(const char *path, char *out, size_t len)
+{
+    size_t n = strlen(path);
+    const char *slash = strrchr(path, '/');
+    if (n > 5 && !strcmp(path + n - 5, ".gguf"))
+        snprintf(out, len, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path), slash ? path : ".");
+    else
+        snprintf(out, len, "%s", path);
+}
+
 /* The file's name for messages: its first part. */
 static const char *file_name(const gguf_file *g) { return g->parts[0].path; }
 

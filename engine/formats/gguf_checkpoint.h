@@ -23,6 +23,10 @@
  * config.json holding one .gguf file or one split set whose header opens. */
 int gguf_is_model_path(const char *path);
 
+/* The folder a model's side files (tiktoken.model) sit in: the path, or a
+ * .gguf file's folder. */
+void gguf_model_folder(const char *path, char *out, size_t len);
+
 /* The model's config from the file's metadata and tensor shapes. 0, or -1
  * with err naming the file and what is missing or wrong. */
 int gguf_checkpoint_config(const gguf_file *g, k3_config *c, k3_error *err);

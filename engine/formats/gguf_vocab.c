@@ -282,38 +282,34 @@ k3_tokenizer *k3_tokenizer_load_gguf(const char *path, k3_error *err)
     return t;
 }
 
-/* include/k3_tokenizer.h: the one rule for where a model's tokenizer is
- * (model open and k3 tokenize share it). */
+/* Where a model's tokenizer is (path: a model folder or a GGUF), the one
+ * rule for model open and k3 tokenize: 1 a tiktoken.model in the folder
+ * (into file: the folder), 2 the GGUF's own vocabulary (the path), 3 a pack
+ * of a GGUF's tokenizer.gguf (its path), 0 none (the folder). */
+static int tokenizer_source(const char *path, char *file, size_t len)
+{
+    char folder[3800];
+    gguf_model_folder(path, folder, sizeof folder);
+    snprintf(file, len, "%s/tiktoken.model", folder);
+    if (access(file, F_OK) == 0) { snprintf(file, len, "%s", folder); return 1; }
+    if (gguf_is_model_path(path)) { snprintf(file, len, "%s", path); return 2; }
+    snprintf(file, len, "%s/tokenizer.gguf", folder);
+    if (access(file, F_OK) == 0) return 3;
+    snprintf(file, len, "%s", folder);
+    return 0;
+}
+
+/* include/k3_tokenizer.h */
 k3_tokenizer *k3_tokenizer_load_model(const char *path, k3_error *err)
 {
-    char folder[3800], file[4000];
-    size_t n = strlen(path);
-    const char *slash = strrchr(path, '/');
-    if (n > 5 && !strcmp(path + n - 5, ".gguf"))             /* a file: its folder */
-        snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
-                 slash ? path : ".");
-    else
-        snprintf(folder, sizeof folder, "%s", path);
-    snprintf(file, sizeof file, "%s/tiktoken.model", folder);
-    if (access(file, F_OK) == 0) return k3_tokenizer_load(folder, err);
-    if (gguf_is_model_path(path)) return k3_tokenizer_load_gguf(path, err);
-    snprintf(file, sizeof file, "%s/tokenizer.gguf", folder);   /* a pack of a GGUF keeps its vocabulary here */
-    if (access(file, F_OK) == 0) return k3_tokenizer_load_gguf(file, err);
-    return k3_tokenizer_load(folder, err);                      /* names the missing tiktoken.model */
+    char file[4000];
+    const int source = tokenizer_source(path, file, sizeof file);
+    if (source == 2 || source == 3) return k3_tokenizer_load_gguf(file, err);
+    return k3_tokenizer_load(file, err);       /* none: names the missing tiktoken.model */
 }
 
 int k3_tokenizer_model_has(const char *path)
 {
-    char folder[3800], file[4000];
-    size_t n = strlen(path);
-    const char *slash = strrchr(path, '/');
-    if (n > 5 && !strcmp(path + n - 5, ".gguf"))
-        snprintf(folder, sizeof folder, "%.*s", !slash ? 1 : slash == path ? 1 : (int)(slash - path),
-                 slash ? path : ".");
-    else
-        snprintf(folder, sizeof folder, "%s", path);
-    snprintf(file, sizeof file, "%s/tiktoken.model", folder);
-    if (access(file, F_OK) == 0 || gguf_is_model_path(path)) return 1;
-    snprintf(file, sizeof file, "%s/tokenizer.gguf", folder);
-    return access(file, F_OK) == 0;
+    char file[4000];
+    return tokenizer_source(path, file, sizeof file) != 0;
 }

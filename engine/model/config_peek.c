@@ -3,7 +3,6 @@
  * model open and for callers that need facts before opening a model
  * (k3.h: k3_model_peek_vocab, and k3_model_peek_type: the weights' type from
  * the tensor headers or the GGUF's file type). */
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,18 +65,6 @@ int k3_model_peek_gguf(const char *path, k3_model_info *out, k3_error *err)
     }
     gguf_close(&g);
     return rc;
-}
-
-void k3_model_folder(const char *path, char *out, size_t len)
-{
-    size_t n = strlen(path);
-    if (n > 5 && !strcmp(path + n - 5, ".gguf")) {
-        char copy[4200];
-        snprintf(copy, sizeof copy, "%s", path);
-        snprintf(out, len, "%s", dirname(copy));
-    } else {
-        snprintf(out, len, "%s", path);
-    }
 }
 
 /* A caller that allocates before k3_model_open (so the plan, which counts

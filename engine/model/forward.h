@@ -48,9 +48,6 @@ struct k3_model {
  * metadata (gguf_checkpoint.c); *config_hash (may be NULL) identifies it
  * for the model's fingerprint. config_peek.c. */
 int k3_model_config_load(const char *path, k3_config *c, uint64_t *config_hash, k3_error *err);
-/* The folder a model's side files (tiktoken.model) sit in: the path, or a
- * .gguf file's folder. */
-void k3_model_folder(const char *path, char *out, size_t len);
 
 /* Bytes one session of ctx tokens holds (for the memory plan). */
 size_t k3_session_bytes(k3_model *m, int ctx);

@@ -17,6 +17,7 @@
 #include "huge_pages.h"
 #include "forward.h"
 #include "weights.h"
+#include "gguf_checkpoint.h"
 #include "stats.h"
 #include "k3_util.h"
 
@@ -38,7 +39,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     uint64_t config_hash;
     if (k3_model_config_load(dir, &m->cfg, &config_hash, err)) { free(m); return NULL; }
     char folder[3800];                    /* where tiktoken.model sits (a .gguf's folder) */
-    k3_model_folder(dir, folder, sizeof folder);
+    gguf_model_folder(dir, folder, sizeof folder);
     /* the thread count lives in the model: every parallel region of an
      * evaluation asks for it (num_threads, or the caller's setting, which
      * k3_session_eval makes equal to it), whatever thread evaluates */
