@@ -37,7 +37,8 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         int halves[2] = {-1, -1};
         switch (t->ggml_id) {
         case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
-        case K3_GGML_IQ4_XS: halves[0] = 0; break;
+        case K3_GGML_IQ4_XS: case K3_GGML_IQ2_XXS: case K3_GGML_IQ2_XS: case K3_GGML_IQ2_S: case K3_GGML_IQ3_XXS:
+        case K3_GGML_IQ3_S: halves[0] = 0; break;
         case K3_GGML_Q4_K: case K3_GGML_Q5_K: case K3_GGML_Q4_1: case K3_GGML_Q5_1: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
@@ -117,7 +118,7 @@ int main(void)
     char why[256] = "";
     k3_kernels_force_scalar(0);
 
-    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (13 types, 1 to 13 rows, 1 to 16 blocks)");
+    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (18 types, 1 to 13 rows, 1 to 16 blocks)");
     {
         int ok = 1, n_block_types = 0;
         for (int i = 0; ok && i < k3_quant_type_count(); i++) {
@@ -129,7 +130,7 @@ int main(void)
             for (int k = 0; ok && k < 3; k++) ok = canonical_equal(t, rows[k], blocks[k] * t->block_elems, why);
         }
         CHECK(ok, "%s", why);
-        CHECK(n_block_types == 13, "%d block types in the table, the test names 13", n_block_types);
+        CHECK(n_block_types == 18, "%d block types in the table, the test names 18", n_block_types);
     }
     TEST_END();
 
@@ -142,7 +143,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types; MXFP4 at all 253 finite scales)");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (19 types; MXFP4 at all 253 finite scales)");
     {
         /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
          * order (one fma by 1, the rest adds of +-0), so this reads back
@@ -218,7 +219,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 14 types)");
+    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 19 types)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
