@@ -16,6 +16,8 @@
 /* Two lane operations only these types need, one version per back end:
  *   v16b_from_u64x2(lo, hi)       bytes 0-7 of lo (little-endian) in lanes
  *                                 0-7, of hi in lanes 8-15
+ *   v16b_from_u32x4(p0, .., p3)   the 4 bytes at p0 in lanes 0-3, at p1 in
+ *                                 4-7, at p2 in 8-11, at p3 in 12-15
  *   v16b_negate_where(a, bits2)   -a[i] (wrapping) where bit i % 8 of
  *                                 bits2[i / 8] is set, else a[i] */
 #if defined(K3_KERNELS_X86_H)
@@ -23,6 +25,18 @@
 K3_INLINE v16b v16b_from_u64x2(uint64_t lo, uint64_t hi)
 {
     return _mm_set_epi64x((long long)hi, (long long)lo);
+}
+
+/* One 32-bit load and three inserts (assembling two u64 first measured
+ * slower: the compiler widens and shifts them). */
+K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3)
+{
+    int32_t a, b, c, d;
+    memcpy(&a, p0, 4);
+    memcpy(&b, p1, 4);
+    memcpy(&c, p2, 4);
+    memcpy(&d, p3, 4);
+    return _mm_setr_epi32(a, b, c, d);
 }
 
 /* (a ^ m) - m is -a where m is all ones, a where m is 0. */
@@ -37,6 +51,16 @@ K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
 K3_INLINE v16b v16b_from_u64x2(uint64_t lo, uint64_t hi)
 {
     return vcombine_u8(vcreate_u8(lo), vcreate_u8(hi));
+}
+
+K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3)
+{
+    uint32_t words[4];
+    memcpy(&words[0], p0, 4);
+    memcpy(&words[1], p1, 4);
+    memcpy(&words[2], p2, 4);
+    memcpy(&words[3], p3, 4);
+    return vreinterpretq_u8_u32(vld1q_u32(words));
 }
 
 K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
@@ -55,6 +79,16 @@ K3_INLINE v16b v16b_from_u64x2(uint64_t lo, uint64_t hi)
     return v;
 }
 
+K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2, const uint8_t *p3)
+{
+    v16b v;
+    memcpy(v.lane, p0, 4);
+    memcpy(v.lane + 4, p1, 4);
+    memcpy(v.lane + 8, p2, 4);
+    memcpy(v.lane + 12, p3, 4);
+    return v;
+}
+
 K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
 {
     for (int i = 0; i < 16; i++)
@@ -64,20 +98,13 @@ K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
 
 #endif
 
-/* Grid point bytes as one little-endian word (a memcpy, so any alignment). */
+/* An IQ2 grid point's 8 bytes as one little-endian word (a memcpy, so any
+ * alignment). */
 K3_INLINE uint64_t point8(const uint8_t *p)
 {
     uint64_t v;
     memcpy(&v, p, 8);
     return v;
-}
-
-K3_INLINE uint64_t point4x2(const uint8_t *first, const uint8_t *second)
-{
-    uint32_t a, b;
-    memcpy(&a, first, 4);
-    memcpy(&b, second, 4);
-    return (uint64_t)a | (uint64_t)b << 32;
 }
 
 K3_INLINE uint32_t u32_le(const uint8_t *p)
@@ -168,8 +195,8 @@ K3_INLINE void block_iq3_xxs(IQ_BLOCK_ARGS)
             const uint8_t *indices = row + 2 + 8 * g + 4 * h;
             const uint8_t signs[2] = {k3_iq_signs_of(signs_scale >> (14 * h)),
                                       k3_iq_signs_of(signs_scale >> (14 * h + 7))};
-            v16b magnitudes = v16b_from_u64x2(point4x2(grids->iq3_xxs[indices[0]], grids->iq3_xxs[indices[1]]),
-                                              point4x2(grids->iq3_xxs[indices[2]], grids->iq3_xxs[indices[3]]));
+            v16b magnitudes = v16b_from_u32x4(grids->iq3_xxs[indices[0]], grids->iq3_xxs[indices[1]],
+                                              grids->iq3_xxs[indices[2]], grids->iq3_xxs[indices[3]]);
             emit_scaled(v16b_negate_where(magnitudes, signs), scale, c + 32 * g + 16 * h, WALK_PASS);
         }
     }
@@ -191,8 +218,7 @@ K3_INLINE void block_iq3_s(IQ_BLOCK_ARGS)
             const uint8_t *low = row + 2 + 8 * g + 4 * h;
             const unsigned i0 = low[0] | ((high >> (4 * h)) & 1) << 8, i1 = low[1] | ((high >> (4 * h + 1)) & 1) << 8;
             const unsigned i2 = low[2] | ((high >> (4 * h + 2)) & 1) << 8, i3 = low[3] | ((high >> (4 * h + 3)) & 1) << 8;
-            v16b magnitudes = v16b_from_u64x2(point4x2(grids->iq3_s[i0], grids->iq3_s[i1]),
-                                              point4x2(grids->iq3_s[i2], grids->iq3_s[i3]));
+            v16b magnitudes = v16b_from_u32x4(grids->iq3_s[i0], grids->iq3_s[i1], grids->iq3_s[i2], grids->iq3_s[i3]);
             emit_scaled(v16b_negate_where(magnitudes, row + 74 + 4 * g + 2 * h), scale, c + 32 * g + 16 * h,
                         WALK_PASS);
         }
