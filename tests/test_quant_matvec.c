@@ -367,72 +367,6 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: hand-computed Q8_0, Q4_K, Q5_0, MXFP4 and Q6_K rows, vector and scalar");
-    {
-        uint8_t row[144] = {0};
-        float x[256], y = 0;
-        for (int i = 0; i < 256; i++) x[i] = 1.0f;
-        uint16_t half = k3_f32_to_f16(0.5f);
-        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);
-        for (int j = 0; j < 32; j++) row[2 + j] = (uint8_t)(int8_t)(j - 16);      /* sum (j - 16) = -16 */
-        for (int scalar = 0; scalar < 2; scalar++) {
-            k3_kernels_force_scalar(scalar);
-            k3_quant_matvec(&y, k3_quant_type_by_name("Q8_0"), row, 1, 32, x);
-            CHECK(y == -8.0f, "Q8_0 %s: %g, want 0.5 x -16", scalar ? "scalar" : "vector", y);
-        }
-        memset(row, 0, sizeof row);
-        half = k3_f32_to_f16(1.0f);
-        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);                    /* d 1, dmin 0 */
-        for (int j = 0; j < 4; j++) row[4 + j] = (uint8_t)(j + 1);               /* scales 1..4 */
-        memset(row + 16, 0x21, 128);                                              /* nibbles 1 low, 2 high */
-        x[40] = 3.0f;                                                             /* group 1 (high, scale 2) */
-        for (int scalar = 0; scalar < 2; scalar++) {
-            k3_kernels_force_scalar(scalar);
-            k3_quant_matvec(&y, k3_quant_type_by_name("Q4_K"), row, 1, 256, x);
-            /* groups 0..3: 32 x (1x1 + 2x2 + 3x1 + 4x2) = 512, plus weight 40 (2 x 2 = 4) counted 3x: +8 */
-            CHECK(y == 520.0f, "Q4_K %s: %g, want 520", scalar ? "scalar" : "vector", y);
-        }
-        for (int i = 0; i < 256; i++) x[i] = (float)(i + 1);
-        /* Q5_0: d 0.5, nibbles all 8, fifth bits of weights 0 and 31 set:
-         * those two are +8, the other 30 are -8;
-         * 0.5 (8 x 1 + 8 x 32 - 8 x (528 - 1 - 32)) = -1848 */
-        uint8_t q5[22] = {0};
-        half = k3_f32_to_f16(0.5f);
-        q5[0] = (uint8_t)half; q5[1] = (uint8_t)(half >> 8);
-        q5[2] = 0x01; q5[5] = 0x80;
-        memset(q5 + 6, 0x88, 16);
-        /* MXFP4: E8M0 127 (x 0.5), byte 0 = 0x7F: weight 0 is nibble 15
-         * (doubled -12), weight 16 nibble 7 (doubled 12); 0.5 (-12 x 1 + 12 x 17) = 96 */
-        uint8_t mx[17] = {127, 0x7F};
-        for (int scalar = 0; scalar < 2; scalar++) {
-            k3_kernels_force_scalar(scalar);
-            k3_quant_matvec(&y, k3_quant_type_by_name("Q5_0"), q5, 1, 32, x);
-            CHECK(y == -1848.0f, "Q5_0 %s: %g, want -1848", scalar ? "scalar" : "vector", y);
-            k3_quant_matvec(&y, k3_quant_type_by_name("MXFP4"), mx, 1, 32, x);
-            CHECK(y == 96.0f, "MXFP4 %s: %g, want 96", scalar ? "scalar" : "vector", y);
-        }
-        /* Q6_K: d 1, ql and qh 0 (every q = -32), scales 1 except scale 6
-         * (weights 96..111) = 2; weight 100 (l = 4, sub-group 3: the high
-         * nibble of ql[36], bits 6-7 of qh[4]) is 63 - 32 = 31 and x[100] = 3:
-         * 240 x -32 + 15 x -64 + 2 x 31 x 3 = -8454 with x = 1 elsewhere */
-        uint8_t q6[210] = {0};
-        for (int i = 0; i < 16; i++) q6[192 + i] = 1;
-        q6[192 + 6] = 2;
-        q6[36] = 0xF0;
-        q6[128 + 4] = 0xC0;
-        half = k3_f32_to_f16(1.0f);
-        q6[208] = (uint8_t)half; q6[209] = (uint8_t)(half >> 8);
-        for (int i = 0; i < 256; i++) x[i] = 1.0f;
-        x[100] = 3.0f;
-        for (int scalar = 0; scalar < 2; scalar++) {
-            k3_kernels_force_scalar(scalar);
-            k3_quant_matvec(&y, k3_quant_type_by_name("Q6_K"), q6, 1, 256, x);
-            CHECK(y == -8454.0f, "Q6_K %s: %g, want -8454", scalar ? "scalar" : "vector", y);
-        }
-        k3_kernels_force_scalar(0);
-    }
-    TEST_END();
-
     TEST_BEGIN("IQ grids: expanded points equal ggml-common.h's (3 per grid), the computed sign bytes are ksigns_iq2xs");
     {
         /* point index and value as ggml-common.h writes them (little-endian:
@@ -526,6 +460,72 @@ int main(void)
             CHECK(y == 420.0f, "IQ2_XXS %s: %g, want 420", scalar ? "scalar" : "vector", y);
             k3_quant_matvec(&y, k3_quant_type_by_name("IQ3_S"), iq3, 1, 256, x);
             CHECK(y == 184.0f, "IQ3_S %s: %g, want 184", scalar ? "scalar" : "vector", y);
+        }
+        k3_kernels_force_scalar(0);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: hand-computed Q8_0, Q4_K, Q5_0, MXFP4 and Q6_K rows, vector and scalar");
+    {
+        uint8_t row[144] = {0};
+        float x[256], y = 0;
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        uint16_t half = k3_f32_to_f16(0.5f);
+        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);
+        for (int j = 0; j < 32; j++) row[2 + j] = (uint8_t)(int8_t)(j - 16);      /* sum (j - 16) = -16 */
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q8_0"), row, 1, 32, x);
+            CHECK(y == -8.0f, "Q8_0 %s: %g, want 0.5 x -16", scalar ? "scalar" : "vector", y);
+        }
+        memset(row, 0, sizeof row);
+        half = k3_f32_to_f16(1.0f);
+        row[0] = (uint8_t)half; row[1] = (uint8_t)(half >> 8);                    /* d 1, dmin 0 */
+        for (int j = 0; j < 4; j++) row[4 + j] = (uint8_t)(j + 1);               /* scales 1..4 */
+        memset(row + 16, 0x21, 128);                                              /* nibbles 1 low, 2 high */
+        x[40] = 3.0f;                                                             /* group 1 (high, scale 2) */
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q4_K"), row, 1, 256, x);
+            /* groups 0..3: 32 x (1x1 + 2x2 + 3x1 + 4x2) = 512, plus weight 40 (2 x 2 = 4) counted 3x: +8 */
+            CHECK(y == 520.0f, "Q4_K %s: %g, want 520", scalar ? "scalar" : "vector", y);
+        }
+        for (int i = 0; i < 256; i++) x[i] = (float)(i + 1);
+        /* Q5_0: d 0.5, nibbles all 8, fifth bits of weights 0 and 31 set:
+         * those two are +8, the other 30 are -8;
+         * 0.5 (8 x 1 + 8 x 32 - 8 x (528 - 1 - 32)) = -1848 */
+        uint8_t q5[22] = {0};
+        half = k3_f32_to_f16(0.5f);
+        q5[0] = (uint8_t)half; q5[1] = (uint8_t)(half >> 8);
+        q5[2] = 0x01; q5[5] = 0x80;
+        memset(q5 + 6, 0x88, 16);
+        /* MXFP4: E8M0 127 (x 0.5), byte 0 = 0x7F: weight 0 is nibble 15
+         * (doubled -12), weight 16 nibble 7 (doubled 12); 0.5 (-12 x 1 + 12 x 17) = 96 */
+        uint8_t mx[17] = {127, 0x7F};
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q5_0"), q5, 1, 32, x);
+            CHECK(y == -1848.0f, "Q5_0 %s: %g, want -1848", scalar ? "scalar" : "vector", y);
+            k3_quant_matvec(&y, k3_quant_type_by_name("MXFP4"), mx, 1, 32, x);
+            CHECK(y == 96.0f, "MXFP4 %s: %g, want 96", scalar ? "scalar" : "vector", y);
+        }
+        /* Q6_K: d 1, ql and qh 0 (every q = -32), scales 1 except scale 6
+         * (weights 96..111) = 2; weight 100 (l = 4, sub-group 3: the high
+         * nibble of ql[36], bits 6-7 of qh[4]) is 63 - 32 = 31 and x[100] = 3:
+         * 240 x -32 + 15 x -64 + 2 x 31 x 3 = -8454 with x = 1 elsewhere */
+        uint8_t q6[210] = {0};
+        for (int i = 0; i < 16; i++) q6[192 + i] = 1;
+        q6[192 + 6] = 2;
+        q6[36] = 0xF0;
+        q6[128 + 4] = 0xC0;
+        half = k3_f32_to_f16(1.0f);
+        q6[208] = (uint8_t)half; q6[209] = (uint8_t)(half >> 8);
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        x[100] = 3.0f;
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("Q6_K"), q6, 1, 256, x);
+            CHECK(y == -8454.0f, "Q6_K %s: %g, want -8454", scalar ? "scalar" : "vector", y);
         }
         k3_kernels_force_scalar(0);
     }
