@@ -141,3 +141,18 @@ if [ -z "$bad" ]; then
 else
     echo "FAIL gguf fixtures: k3 models does not name the type of:$bad ($(echo "$listing" | head -3 | tr '\n' ' '))"
 fi
+
+# the summation-order contract on the grid types: the IQ3_XS file's logits (IQ3_XXS, IQ3_S and
+# IQ4_NL tensors) bit-identical on 1 and 3 threads and in prompt chunks of 1 and 16 tokens
+f=$FX/kl-IQ3_XS.gguf
+ok=1
+for run in "--threads 1 --chunk-tokens 16" "--threads 3 --chunk-tokens 16" "--threads 2 --chunk-tokens 1"; do
+    name=$(echo $run | tr -d ' -')
+    $K3 eval $f $run --ids "$IDS" --logits $OUT/iq3_xs_$name.f32 >/dev/null 2>$OUT/iq3_xs_$name.err || ok=0
+    cmp -s $OUT/iq3_xs_$name.f32 $OUT/iq3_xs_threads1chunktokens16.f32 || ok=0
+done
+if [ $ok = 1 ]; then
+    echo "PASS gguf fixture IQ3_XS: logits bit-identical on 1 and 3 threads and in chunks of 1 and 16 tokens"
+else
+    echo "FAIL gguf fixture IQ3_XS: logits differ across threads or chunks (or k3 eval failed: $(cat $OUT/iq3_xs_*.err | head -1))"
+fi
