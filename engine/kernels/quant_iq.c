@@ -107,6 +107,7 @@ K3_INLINE uint64_t point8(const uint8_t *p)
     return v;
 }
 
+/* The little-endian u32 at p: IQ2_XXS's and IQ3_XXS's sign-and-scale words. */
 K3_INLINE uint32_t u32_le(const uint8_t *p)
 {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -216,8 +217,10 @@ K3_INLINE void block_iq3_s(IQ_BLOCK_ARGS)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const uint8_t *low = row + 2 + 8 * g + 4 * h;
-            const unsigned i0 = low[0] | ((high >> (4 * h)) & 1) << 8, i1 = low[1] | ((high >> (4 * h + 1)) & 1) << 8;
-            const unsigned i2 = low[2] | ((high >> (4 * h + 2)) & 1) << 8, i3 = low[3] | ((high >> (4 * h + 3)) & 1) << 8;
+            const unsigned i0 = low[0] | ((high >> (4 * h)) & 1) << 8;
+            const unsigned i1 = low[1] | ((high >> (4 * h + 1)) & 1) << 8;
+            const unsigned i2 = low[2] | ((high >> (4 * h + 2)) & 1) << 8;
+            const unsigned i3 = low[3] | ((high >> (4 * h + 3)) & 1) << 8;
             v16b magnitudes = v16b_from_u32x4(grids->iq3_s[i0], grids->iq3_s[i1], grids->iq3_s[i2], grids->iq3_s[i3]);
             emit_scaled(v16b_negate_where(magnitudes, row + 74 + 4 * g + 2 * h), scale, c + 32 * g + 16 * h,
                         WALK_PASS);
