@@ -43,8 +43,8 @@ mkdir -p "$W/fixture"
 "$TOOL" info $FIX/llamacpp_types.gguf > "$W/fixture_info.txt" 2> "$W/fixture.err"
 if grep -q '^kv general.architecture string kimi-linear$' "$W/fixture_info.txt" &&
     grep -q '^kv tokenizer.ggml.tokens array\[3\] of string: a b \\xc4\\xa0the$' "$W/fixture_info.txt" &&
-    [ "$(grep -c '^tensor ' "$W/fixture_info.txt")" = 14 ]; then
-    echo "PASS gguf_llamacpp_fixture_info (gguf-py's header: metadata and 14 tensors)"
+    [ "$(grep -c '^tensor ' "$W/fixture_info.txt")" = 19 ]; then
+    echo "PASS gguf_llamacpp_fixture_info (gguf-py's header: metadata and 19 tensors)"
 else
     echo "FAIL gguf_llamacpp_fixture_info: $(head -n 1 "$W/fixture.err") $(head -n 3 "$W/fixture_info.txt" | tr '\n' ' ')"
 fi

@@ -24,7 +24,9 @@
 # summed as a dot product per latent column where kv_b_proj is summed by
 # rows, so the logits agree to 1e-6 (observed 3.2e-7), not bit for bit;
 # the greedy ids are the same. A Q5_K_M file holds Q5_1 tensors (its rows
-# that are not whole 256-blocks), which k3 reads like every other type.
+# that are not whole 256-blocks), which k3 reads like every other type; the
+# IQ2_XXS, IQ2_XS, IQ2_M and IQ3_XS files (made with an importance matrix)
+# hold the five IQ2/IQ3 grid types.
 # The tokenizer k3 builds from each file's vocabulary gives the same ids as
 # the source checkpoint's tiktoken.model on a mixed text.
 cd "$(dirname "$0")/.." || exit 1
@@ -47,7 +49,8 @@ max_rel() {
     case $1 in
     F32) echo 1e-6 ;; F16) echo 1e-3 ;; BF16) echo 5e-3 ;; Q8_0) echo 1.5e-2 ;; Q6_K) echo 4e-2 ;;
     Q5_K_M|Q5_0) echo 8e-2 ;; Q4_K_M|Q4_0|IQ4_NL|IQ4_XS|MXFP4_MOE) echo 0.2 ;; Q3_K_M) echo 0.3 ;;
-    Q2_K) echo 0.6 ;; *) echo 0 ;;
+    Q2_K) echo 0.6 ;; IQ3_XS) echo 0.4 ;; IQ2_M) echo 0.55 ;; IQ2_XS) echo 0.65 ;; IQ2_XXS) echo 0.7 ;;
+    *) echo 0 ;;
     esac
 }
 
@@ -121,4 +124,35 @@ if [ -n "$want" ] && [ -z "$bad" ]; then
     echo "PASS gguf fixtures: k3's token ids from each file's vocabulary equal the safetensors source's ($(echo $want | wc -w) ids)"
 else
     echo "FAIL gguf fixtures: token ids differ from the source's [$want] for:$bad"
+fi
+
+# k3 models names the file type each IQ fixture's general.file_type records (llama.cpp's ftype names)
+rm -rf $OUT/iq_models && mkdir -p $OUT/iq_models
+bad=""
+for t in IQ2_XXS IQ2_XS IQ2_M IQ3_XS; do
+    cp $FX/kl-$t.gguf $OUT/iq_models/
+done
+listing=$($K3 models $OUT/iq_models 2>&1)
+for t in IQ2_XXS IQ2_XS IQ2_M IQ3_XS; do
+    echo "$listing" | grep "kl-$t.gguf" | grep -q " $t  *kimi_linear" || bad="$bad $t"
+done
+if [ -z "$bad" ]; then
+    echo "PASS gguf fixtures: k3 models names the IQ2_XXS, IQ2_XS, IQ2_M and IQ3_XS files' types"
+else
+    echo "FAIL gguf fixtures: k3 models does not name the type of:$bad ($(echo "$listing" | head -3 | tr '\n' ' '))"
+fi
+
+# the summation-order contract on the grid types: the IQ3_XS file's logits (IQ3_XXS, IQ3_S and
+# IQ4_NL tensors) bit-identical on 1 and 3 threads and in prompt chunks of 1 and 16 tokens
+f=$FX/kl-IQ3_XS.gguf
+ok=1
+for run in "--threads 1 --chunk-tokens 16" "--threads 3 --chunk-tokens 16" "--threads 2 --chunk-tokens 1"; do
+    name=$(echo $run | tr -d ' -')
+    $K3 eval $f $run --ids "$IDS" --logits $OUT/iq3_xs_$name.f32 >/dev/null 2>$OUT/iq3_xs_$name.err || ok=0
+    cmp -s $OUT/iq3_xs_$name.f32 $OUT/iq3_xs_threads1chunktokens16.f32 || ok=0
+done
+if [ $ok = 1 ]; then
+    echo "PASS gguf fixture IQ3_XS: logits bit-identical on 1 and 3 threads and in chunks of 1 and 16 tokens"
+else
+    echo "FAIL gguf fixture IQ3_XS: logits differ across threads or chunks (or k3 eval failed: $(cat $OUT/iq3_xs_*.err | head -1))"
 fi

@@ -6,13 +6,16 @@
  * scalar decoder's weights; the forced-scalar reference equals a
  * left-to-right loop exactly and a float64 sum closely; results do not
  * change with the thread count; hand-computed rows of five types; the
- * batched matmul equals the matvec token by token. tests/arch_check.sh runs
+ * batched matmul equals the matvec token by token; the IQ2/IQ3 grids
+ * against points of ggml-common.h, their kernels on extreme blocks and two
+ * hand-computed rows. tests/arch_check.sh runs
  * this binary on the generic and aarch64 builds too. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#include "quant_grids.h"
 #include "quant_matvec.h"
 #include "quant_types.h"
 #include "test.h"
@@ -37,7 +40,8 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         int halves[2] = {-1, -1};
         switch (t->ggml_id) {
         case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
-        case K3_GGML_IQ4_XS: halves[0] = 0; break;
+        case K3_GGML_IQ4_XS: case K3_GGML_IQ2_XXS: case K3_GGML_IQ2_XS: case K3_GGML_IQ2_S: case K3_GGML_IQ3_XXS:
+        case K3_GGML_IQ3_S: halves[0] = 0; break;
         case K3_GGML_Q4_K: case K3_GGML_Q5_K: case K3_GGML_Q4_1: case K3_GGML_Q5_1: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
@@ -117,7 +121,7 @@ int main(void)
     char why[256] = "";
     k3_kernels_force_scalar(0);
 
-    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (13 types, 1 to 13 rows, 1 to 16 blocks)");
+    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (18 types, 1 to 13 rows, 1 to 16 blocks)");
     {
         int ok = 1, n_block_types = 0;
         for (int i = 0; ok && i < k3_quant_type_count(); i++) {
@@ -129,7 +133,7 @@ int main(void)
             for (int k = 0; ok && k < 3; k++) ok = canonical_equal(t, rows[k], blocks[k] * t->block_elems, why);
         }
         CHECK(ok, "%s", why);
-        CHECK(n_block_types == 13, "%d block types in the table, the test names 13", n_block_types);
+        CHECK(n_block_types == 18, "%d block types in the table, the test names 18", n_block_types);
     }
     TEST_END();
 
@@ -142,7 +146,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (14 types; MXFP4 at all 253 finite scales)");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (19 types; MXFP4 at all 253 finite scales)");
     {
         /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
          * order (one fma by 1, the rest adds of +-0), so this reads back
@@ -218,7 +222,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 14 types)");
+    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 19 types)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
@@ -360,6 +364,104 @@ int main(void)
             CHECK(!memcmp(c.y, c.want_canonical, 5 * sizeof *c.y), "%s under q8: not the exact path", t->name);
             free_case(&c);
         }
+    }
+    TEST_END();
+
+    TEST_BEGIN("IQ grids: expanded points equal ggml-common.h's (3 per grid), the computed sign bytes are ksigns_iq2xs");
+    {
+        /* point index and value as ggml-common.h writes them (little-endian:
+         * byte j of the value is weight j) */
+        static const struct { int grid, index; uint64_t value; } points[] = {
+            {0, 1, 0x080808080808082bull}, {0, 131, 0x082b2b2b19081908ull}, {0, 255, 0x2b2b2b1908081908ull},
+            {1, 1, 0x080808080808082bull}, {1, 259, 0x190808080819082bull}, {1, 511, 0x2b2b2b2b2b2b2b2bull},
+            {2, 1, 0x080808080808082bull}, {2, 515, 0x190808191908192bull}, {2, 1023, 0x2b2b2b2b2b2b2b2bull},
+            {3, 1, 0x04040414}, {3, 131, 0x14242c1c}, {3, 255, 0x3e341c04},
+            {4, 1, 0x01010103}, {4, 259, 0x05090903}, {4, 511, 0x0f0f0101}};
+        const k3_iq_grids *g = k3_iq_grids_get();
+        for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
+            const int p = points[i].index, weights = points[i].grid < 3 ? 8 : 4;
+            const uint8_t *bytes = points[i].grid == 0 ? g->iq2_xxs[p] : points[i].grid == 1 ? g->iq2_xs[p]
+                                 : points[i].grid == 2 ? g->iq2_s[p] : points[i].grid == 3 ? g->iq3_xxs[p] : g->iq3_s[p];
+            uint64_t got = 0;
+            for (int j = 0; j < weights; j++) got |= (uint64_t)bytes[j] << (8 * j);
+            CHECK(got == points[i].value, "grid %d point %d: %016llx, ggml-common.h %016llx", points[i].grid, p,
+                  (unsigned long long)got, (unsigned long long)points[i].value);
+        }
+        /* ksigns_iq2xs's first and last rows, and the rule: low 7 bits the index, an even count of ones */
+        static const uint8_t ksigns_head[8] = {0, 129, 130, 3, 132, 5, 6, 135}, ksigns_tail[4] = {252, 125, 126, 255};
+        for (int i = 0; i < 8; i++) CHECK(k3_iq_signs_of((unsigned)i) == ksigns_head[i], "signs of %d", i);
+        for (int i = 0; i < 4; i++) CHECK(k3_iq_signs_of((unsigned)(124 + i)) == ksigns_tail[i], "signs of %d", 124 + i);
+        for (unsigned i = 0; i < 128; i++)
+            CHECK((k3_iq_signs_of(i) & 127) == i && __builtin_popcount(k3_iq_signs_of(i)) % 2 == 0, "signs of %u", i);
+    }
+    TEST_END();
+
+    TEST_BEGIN("IQ2/IQ3 kernels on extreme blocks (f16 d 65504, -65504, 2^-24; every index, sign and scale bit set) equal decode + k3_dot_f32, and the batched decode the decoder");
+    {
+        const char *names[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"};
+        const uint16_t scales[3] = {0x7BFF, 0xFBFF, 0x0001};
+        enum { ROWS = 6, COLS = 512 };
+        float x[COLS], w[COLS], y[ROWS], decoded[COLS];
+        for (int i = 0; i < COLS; i++) x[i] = (float)((int)(rnd() % 2001) - 1000) / 500.0f;
+        for (int n = 0; n < 5; n++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[n]);
+            const uint64_t row_bytes = k3_quant_row_bytes(t, COLS);
+            uint8_t *data = malloc(ROWS * row_bytes);
+            /* rows 0-2: all bytes 0xFF; rows 3-5: random; each row its own d */
+            for (int r = 0; r < ROWS; r++)
+                for (uint64_t b = 0; b < row_bytes; b++) data[r * row_bytes + b] = r < 3 ? 0xFF : (uint8_t)rnd();
+            for (int r = 0; r < ROWS; r++)
+                for (int blk = 0; blk < COLS / 256; blk++) {
+                    uint8_t *d = data + r * row_bytes + blk * t->block_bytes;
+                    d[0] = (uint8_t)scales[r % 3];
+                    d[1] = (uint8_t)(scales[r % 3] >> 8);
+                }
+            CHECK(k3_quant_matvec(y, t, data, ROWS, COLS, x) == 0, "%s matvec", t->name);
+            for (int r = 0; r < ROWS; r++) {
+                k3_quant_decode_scalar(t, data + r * row_bytes, COLS, w);
+                const float want = k3_dot_f32(w, x, COLS);
+                CHECK(!memcmp(&y[r], &want, 4) && isfinite(want), "%s row %d: %.9g, decode + k3_dot_f32 %.9g", t->name,
+                      r, y[r], want);
+                /* the batched decode, read back with one-hot tokens for the first 16 columns */
+                float X[16 * COLS] = {0}, Y[16];
+                for (int k = 0; k < 16; k++) X[k * COLS + 240 + k] = 1.0f;
+                k3_quant_matmul(Y, t, data + r * row_bytes, 1, COLS, X, 16);
+                for (int k = 0; k < 16; k++) decoded[k] = Y[k];
+                CHECK(!memcmp(decoded, w + 240, 16 * sizeof(float)), "%s row %d: batched decode of columns 240-255 differs",
+                      t->name, r);
+            }
+            free(data);
+        }
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant matvec: hand-computed IQ2_XXS and IQ3_S rows, vector and scalar");
+    {
+        /* IQ2_XXS, d 1: every point index 0 (magnitudes 8); group 0 has
+         * scale 3 ((1 x 3.5) x 0.25 = 0.875) and sign index 1 on its first 8
+         * weights (weight 0 negative, and weight 7 for the parity): 0.875 x 8 x
+         * (4 + 24) = 196; groups 1-7 scale 0 (0.125): 7 x 32 x 1 = 224 */
+        uint8_t iq2[66] = {0};
+        uint16_t half = k3_f32_to_f16(1.0f);
+        iq2[0] = (uint8_t)half; iq2[1] = (uint8_t)(half >> 8);
+        iq2[6] = 1; iq2[9] = 3 << 4;
+        /* IQ3_S, d 0.5: every point index 0 (magnitudes 1), scale nibbles 0
+         * (0.5 x 1) but group 1's 2 (0.5 x 5); sign byte 0xFF on weights
+         * 0-7: 0.5 x (216 - 8) + 2.5 x 32 = 184 */
+        uint8_t iq3[110] = {0};
+        half = k3_f32_to_f16(0.5f);
+        iq3[0] = (uint8_t)half; iq3[1] = (uint8_t)(half >> 8);
+        iq3[74] = 0xFF; iq3[106] = 0x20;
+        float x[256], y = 0;
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("IQ2_XXS"), iq2, 1, 256, x);
+            CHECK(y == 420.0f, "IQ2_XXS %s: %g, want 420", scalar ? "scalar" : "vector", y);
+            k3_quant_matvec(&y, k3_quant_type_by_name("IQ3_S"), iq3, 1, 256, x);
+            CHECK(y == 184.0f, "IQ3_S %s: %g, want 184", scalar ? "scalar" : "vector", y);
+        }
+        k3_kernels_force_scalar(0);
     }
     TEST_END();
 

@@ -414,6 +414,7 @@ static void gguf_scale_offsets(uint32_t ggml_id, int offsets[2])
     offsets[0] = offsets[1] = -1;
     switch (ggml_id) {
     case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL: case K3_GGML_IQ4_XS:
+    case K3_GGML_IQ2_XXS: case K3_GGML_IQ2_XS: case K3_GGML_IQ2_S: case K3_GGML_IQ3_XXS: case K3_GGML_IQ3_S:
         offsets[0] = 0; break;
     case K3_GGML_Q4_K: case K3_GGML_Q5_K: offsets[0] = 0; offsets[1] = 2; break;
     case K3_GGML_Q2_K: offsets[0] = 80; offsets[1] = 82; break;

@@ -12,6 +12,8 @@
 #include <string.h>
 #include "kernels.h"
 #include "kernels_arch.h"
+#include "quant_emit.h"
+#include "quant_iq.h"
 #include "quant_lanes.h"
 #include "quant_matvec.h"
 
@@ -22,57 +24,6 @@ uint64_t k3_quant_row_bytes(const k3_quant_type *t, int64_t cols)
 {
     return (uint64_t)(cols / t->block_elems) * t->block_bytes;
 }
-
-/* One 16-column chunk into the canonical accumulators. */
-K3_INLINE void chunk_fma(v8f w_lo, v8f w_hi, const float *x, v8f *acc0, v8f *acc1)
-{
-    *acc0 = v8_fma(w_lo, v8_loadu(x), *acc0);
-    *acc1 = v8_fma(w_hi, v8_loadu(x + 8), *acc1);
-}
-
-/* Every type's block decoder below is written once for two uses: with out
- * NULL it is the dot product (each decoded chunk goes into the
- * accumulators against x), with out set it stores the decoded weights
- * there (the batched matmul). The decoders are always inlined into the
- * row kernels (ROW_KERNELS), where out is a constant, so the test folds
- * away. Chunk c is columns c..c+15 of the row. */
-K3_INLINE void emit_chunk(v8f w_lo, v8f w_hi, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1)
-{
-    if (out) {
-        v8_storeu(out + c, w_lo);
-        v8_storeu(out + c + 8, w_hi);
-    } else {
-        chunk_fma(w_lo, w_hi, x + c, acc0, acc1);
-    }
-}
-
-/* A chunk whose weights are code * scale: the decoders' one product (which
- * operand comes first does not change an IEEE product). */
-K3_INLINE void emit_scaled(v16b codes, float scale, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1)
-{
-    v8f lo, hi;
-    const v8f s = v8_set1(scale);
-    v16_from_v16b(codes, &lo, &hi);
-    emit_chunk(v8_mul(lo, s), v8_mul(hi, s), c, x, out, acc0, acc1);
-}
-
-/* A chunk whose weights are scale * code - min, the product and the
- * difference each rounded as the decoders round them (no FMA in the
- * decode: a - b is a + (-b) exactly). */
-K3_INLINE void emit_affine(v16b codes, float scale, float min, int64_t c, const float *x, float *out, v8f *acc0,
-                           v8f *acc1)
-{
-    v8f lo, hi;
-    const v8f s = v8_set1(scale), neg_min = v8_set1(-min);
-    v16_from_v16b(codes, &lo, &hi);
-    emit_chunk(v8_add(v8_mul(s, lo), neg_min), v8_add(v8_mul(s, hi), neg_min), c, x, out, acc0, acc1);
-}
-
-/* The block decoders' common parameters: the block at row, whose first
- * weight is column c of its row; x for the dot product or out for the
- * decode; the row's two accumulators. */
-#define BLOCK_ARGS const uint8_t *row, int64_t c, const float *x, float *out, v8f *acc0, v8f *acc1
-#define WALK_PASS x, out, acc0, acc1
 
 /* Q8_0: 32 signed bytes times d per block. */
 K3_INLINE void block_q8_0(BLOCK_ARGS)
@@ -292,24 +243,6 @@ K3_INLINE void block_q3_k(BLOCK_ARGS)
     }
 }
 
-/* For each type (its block decoder, weights and bytes per block): the
- * dot product of a row (the canonical accumulators and reduction) and the
- * decode of a row. (A two-row kernel, two independent chains sharing the
- * loads of x, measured no faster: the decode's integer work bounds these
- * kernels, not the FMA latency.) */
-#define ROW_KERNELS(type, elems, bytes) \
-    static float dot_row_##type(const uint8_t *row, int64_t cols, const float *x) \
-    { \
-        v8f acc0 = v8_zero(), acc1 = v8_zero(); \
-        for (int64_t c = 0; c < cols; c += elems, row += bytes) \
-            block_##type(row, c, x, NULL, &acc0, &acc1); \
-        return v8_hsum(v8_add(acc0, acc1)); \
-    } \
-    static void decode_row_##type(const uint8_t *row, int64_t cols, float *out) \
-    { \
-        for (int64_t c = 0; c < cols; c += elems, row += bytes) \
-            block_##type(row, c, NULL, out, NULL, NULL); \
-    }
 ROW_KERNELS(q8_0, 32, 34)
 ROW_KERNELS(q4_0, 32, 18)
 ROW_KERNELS(q5_0, 32, 22)
@@ -346,6 +279,11 @@ static const struct {
     {K3_GGML_Q6_K, dot_row_q6_k, decode_row_q6_k},
     {K3_GGML_Q2_K, dot_row_q2_k, decode_row_q2_k},
     {K3_GGML_Q3_K, dot_row_q3_k, decode_row_q3_k},
+    {K3_GGML_IQ2_XXS, k3_iq2_xxs_dot_row, k3_iq2_xxs_decode_row},
+    {K3_GGML_IQ2_XS, k3_iq2_xs_dot_row, k3_iq2_xs_decode_row},
+    {K3_GGML_IQ2_S, k3_iq2_s_dot_row, k3_iq2_s_decode_row},
+    {K3_GGML_IQ3_XXS, k3_iq3_xxs_dot_row, k3_iq3_xxs_decode_row},
+    {K3_GGML_IQ3_S, k3_iq3_s_dot_row, k3_iq3_s_decode_row},
 };
 
 /* Index of type t's kernels in row_kernels, or -1 (F32/F16/BF16). */

@@ -5,6 +5,7 @@
  * llama.cpp's reference dequantization, in its order. */
 #include <string.h>
 #include "kernels.h"
+#include "quant_grids.h"
 #include "quant_types.h"
 
 /* A little-endian binary16 at p, as fp32 (exact). */
@@ -317,6 +318,133 @@ static void decode_iq4_xs(const uint8_t *src, int64_t n_blocks, float *out)
     }
 }
 
+/* A little-endian u32 at p. */
+static uint32_t u32_at(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* The IQ2/IQ3 types build each group of 8 weights from grid magnitudes
+ * (quant_grids.h) and 8 sign bits (bit j set: weight j negative):
+ * w = -(scale * magnitude) or +(scale * magnitude), the product rounded
+ * once. */
+static void emit_signed_8(const uint8_t *magnitudes, uint8_t signs, float scale, float *out)
+{
+    for (int j = 0; j < 8; j++) {
+        const float w = scale * (float)magnitudes[j];
+        out[j] = (signs >> j) & 1 ? -w : w;
+    }
+}
+
+/* IQ2_XXS, 66 bytes / 256 weights: f16 d, then per 32 weights two u32
+ * words: the first is four 8-bit indices into the 256-point IQ2_XXS grid
+ * (8 weights each), the second four 7-bit sign indices (bits 7l..7l+6)
+ * and a 4-bit scale s in bits 28..31; scale = (d * (0.5 + s)) * 0.25. */
+static void decode_iq2_xxs(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    for (int64_t b = 0; b < n_blocks; b++, src += 66) {
+        const float d = f16_at(src);
+        for (int g = 0; g < 8; g++) {
+            const uint8_t *indices = src + 2 + 8 * g;
+            const uint32_t signs_scale = u32_at(indices + 4);
+            const float scale = d * (0.5f + (float)(signs_scale >> 28)) * 0.25f;
+            for (int l = 0; l < 4; l++, out += 8)
+                emit_signed_8(grids->iq2_xxs[indices[l]], k3_iq_signs_of(signs_scale >> (7 * l)), scale, out);
+        }
+    }
+}
+
+/* IQ2_XS, 74 bytes / 256 weights: f16 d, 32 u16 (per 8 weights: a 9-bit
+ * index into the 512-point IQ2_XS grid, then a 7-bit sign index), 8 scale
+ * bytes (per 32 weights: the low nibble scales the first 16, the high
+ * nibble the last 16); scale = (d * (0.5 + s)) * 0.25. */
+static void decode_iq2_xs(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    for (int64_t b = 0; b < n_blocks; b++, src += 74) {
+        const float d = f16_at(src);
+        for (int g = 0; g < 8; g++) {
+            const uint8_t scales = src[66 + g];
+            const float scale_lo = d * (0.5f + (float)(scales & 0x0F)) * 0.25f;
+            const float scale_hi = d * (0.5f + (float)(scales >> 4)) * 0.25f;
+            for (int l = 0; l < 4; l++, out += 8) {
+                const unsigned word = (unsigned)src[2 + 8 * g + 2 * l] | (unsigned)src[3 + 8 * g + 2 * l] << 8;
+                emit_signed_8(grids->iq2_xs[word & 511], k3_iq_signs_of(word >> 9), l < 2 ? scale_lo : scale_hi, out);
+            }
+        }
+    }
+}
+
+/* IQ2_S, 82 bytes / 256 weights: f16 d, 32 bytes of low index bits, 32
+ * sign bytes (one per 8 weights, the bits themselves), 8 bytes of high
+ * index bits (per 32 weights: bits 2l..2l+1 are bits 8-9 of group l's
+ * 10-bit index into the 1024-point IQ2_S grid), 8 scale bytes as in
+ * IQ2_XS. */
+static void decode_iq2_s(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    for (int64_t b = 0; b < n_blocks; b++, src += 82) {
+        const float d = f16_at(src);
+        const uint8_t *low = src + 2, *signs = src + 34, *high = src + 66, *scales = src + 74;
+        for (int g = 0; g < 8; g++) {
+            const float scale_lo = d * (0.5f + (float)(scales[g] & 0x0F)) * 0.25f;
+            const float scale_hi = d * (0.5f + (float)(scales[g] >> 4)) * 0.25f;
+            for (int l = 0; l < 4; l++, out += 8) {
+                const unsigned index = low[4 * g + l] | ((unsigned)(high[g] >> (2 * l)) & 3) << 8;
+                emit_signed_8(grids->iq2_s[index], signs[4 * g + l], l < 2 ? scale_lo : scale_hi, out);
+            }
+        }
+    }
+}
+
+/* IQ3_XXS, 98 bytes / 256 weights: f16 d, 64 bytes of 8-bit indices into
+ * the 256-point IQ3_XXS grid (4 weights each), then per 32 weights a u32:
+ * four 7-bit sign indices (one per 8 weights) and a 4-bit scale s in bits
+ * 28..31; scale = (d * (0.5 + s)) * 0.5. */
+static void decode_iq3_xxs(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    for (int64_t b = 0; b < n_blocks; b++, src += 98) {
+        const float d = f16_at(src);
+        for (int g = 0; g < 8; g++) {
+            const uint32_t signs_scale = u32_at(src + 66 + 4 * g);
+            const float scale = d * (0.5f + (float)(signs_scale >> 28)) * 0.5f;
+            for (int l = 0; l < 4; l++, out += 8) {
+                uint8_t magnitudes[8];
+                memcpy(magnitudes, grids->iq3_xxs[src[2 + 8 * g + 2 * l]], 4);
+                memcpy(magnitudes + 4, grids->iq3_xxs[src[3 + 8 * g + 2 * l]], 4);
+                emit_signed_8(magnitudes, k3_iq_signs_of(signs_scale >> (7 * l)), scale, out);
+            }
+        }
+    }
+}
+
+/* IQ3_S, 110 bytes / 256 weights: f16 d, 64 bytes of low index bits, 8
+ * bytes of high index bits (bit k of byte g is bit 8 of the index of
+ * weights 32g + 4k..+3, into the 512-point IQ3_S grid), 32 sign bytes (one
+ * per 8 weights), 4 scale bytes (per 64 weights: the low nibble scales the
+ * first 32, the high nibble the last 32); scale = d * (1 + 2s). */
+static void decode_iq3_s(const uint8_t *src, int64_t n_blocks, float *out)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    for (int64_t b = 0; b < n_blocks; b++, src += 110) {
+        const float d = f16_at(src);
+        const uint8_t *low = src + 2, *high = src + 66, *signs = src + 74, *scales = src + 106;
+        for (int g = 0; g < 8; g++) {
+            const float scale = d * (float)(1 + 2 * ((scales[g / 2] >> (4 * (g % 2))) & 0x0F));
+            for (int l = 0; l < 4; l++, out += 8) {
+                uint8_t magnitudes[8];
+                for (int k = 0; k < 2; k++) {
+                    const unsigned index = low[8 * g + 2 * l + k] | ((unsigned)(high[g] >> (2 * l + k)) & 1) << 8;
+                    memcpy(magnitudes + 4 * k, grids->iq3_s[index], 4);
+                }
+                emit_signed_8(magnitudes, signs[4 * g + l], scale, out);
+            }
+        }
+    }
+}
+
 /* F32/F16/BF16 decode per element: their "block" is one weight. */
 static const k3_quant_type quant_table[] = {
     {"F32", K3_GGML_F32, 1, 4, decode_f32},
@@ -335,6 +463,11 @@ static const k3_quant_type quant_table[] = {
     {"MXFP4", K3_GGML_MXFP4, 32, 17, decode_mxfp4},
     {"IQ4_NL", K3_GGML_IQ4_NL, 32, 18, decode_iq4_nl},
     {"IQ4_XS", K3_GGML_IQ4_XS, 256, 136, decode_iq4_xs},
+    {"IQ2_XXS", K3_GGML_IQ2_XXS, 256, 66, decode_iq2_xxs},
+    {"IQ2_XS", K3_GGML_IQ2_XS, 256, 74, decode_iq2_xs},
+    {"IQ2_S", K3_GGML_IQ2_S, 256, 82, decode_iq2_s},
+    {"IQ3_XXS", K3_GGML_IQ3_XXS, 256, 98, decode_iq3_xxs},
+    {"IQ3_S", K3_GGML_IQ3_S, 256, 110, decode_iq3_s},
 };
 #define QUANT_TABLE_LEN ((int)(sizeof quant_table / sizeof quant_table[0]))
 

@@ -30,7 +30,12 @@ enum {
     K3_GGML_Q4_K = 12,
     K3_GGML_Q5_K = 13,
     K3_GGML_Q6_K = 14,
+    K3_GGML_IQ2_XXS = 16,
+    K3_GGML_IQ2_XS = 17,
+    K3_GGML_IQ3_XXS = 18,
     K3_GGML_IQ4_NL = 20,
+    K3_GGML_IQ3_S = 21,
+    K3_GGML_IQ2_S = 22,
     K3_GGML_IQ4_XS = 23,
     K3_GGML_BF16 = 30,
     K3_GGML_MXFP4 = 39

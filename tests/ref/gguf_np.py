@@ -1,5 +1,5 @@
 """gguf_np.py - the project's numpy reference of the GGUF file format and of its block types (F32 F16 BF16
-Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS).
+Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S).
 
 Written from the format as docs/MODEL.md ("GGUF") restates it, not from the C engine or from
 llama.cpp's code: a GGUF writer (every metadata value type, nested arrays, alignment, split sets),
@@ -38,11 +38,43 @@ TYPES = {
     # llama-quantize writes Q5_1 into Q5_K_M files (rows that are not whole 256-blocks) and Q4_1
     # into Q4_K_S files
     "Q4_1": (3, 32, 20), "Q5_1": (7, 32, 24),
+    # the 2- and 3-bit grid types of the IQ2_XXS .. IQ3_M mixes
+    "IQ2_XXS": (16, 256, 66), "IQ2_XS": (17, 256, 74), "IQ2_S": (22, 256, 82),
+    "IQ3_XXS": (18, 256, 98), "IQ3_S": (21, 256, 110),
 }
 DECODE_ONLY_TYPES = {}
 # IQ4_NL and IQ4_XS: the 16 non-uniform levels a nibble selects
 IQ4_LEVELS = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113], np.int32)
 F32 = np.float32
+
+
+def _iq_grids():
+    """The IQ2/IQ3 grids (data of the formats, not logic): read from the level-code arrays of
+    engine/kernels/quant_grids.c, each code holding the level index of weight j in bits 2j (IQ2, levels
+    8 25 43) or 3j (IQ3_XXS: 4 12 20 28 36 44 52 62; IQ3_S: 1 3 .. 15). name -> (points, weights) uint8."""
+    import re
+    here = os.path.dirname(os.path.abspath(__file__))
+    text = open(os.path.join(here, "..", "..", "engine", "kernels", "quant_grids.c")).read()
+    spec = {"iq2_xxs": (8, [8, 25, 43]), "iq2_xs": (8, [8, 25, 43]), "iq2_s": (8, [8, 25, 43]),
+            "iq3_xxs": (4, [4, 12, 20, 28, 36, 44, 52, 62]), "iq3_s": (4, [1, 3, 5, 7, 9, 11, 13, 15])}
+    grids = {}
+    for name, (weights, levels) in spec.items():
+        body = re.search(r"%s_codes\[\d+\] = \{(.*?)\};" % name, text, re.S).group(1)
+        codes = np.array([int(v, 16) for v in re.findall(r"0x[0-9a-f]+", body)], np.int64)
+        bits = 2 if weights == 8 else 3
+        index = (codes[:, None] >> (bits * np.arange(weights))) & ((1 << bits) - 1)
+        grids[name] = np.array(levels, np.uint8)[index]
+    return grids
+
+
+_IQ_GRIDS = None
+
+
+def iq_grid(name):
+    global _IQ_GRIDS
+    if _IQ_GRIDS is None:
+        _IQ_GRIDS = _iq_grids()
+    return _IQ_GRIDS[name]
 
 
 # ---------------------------------------------------------------- writer
@@ -95,7 +127,8 @@ def random_blocks(rng, tname, n_blocks):
     _, _, nbytes = TYPES[tname]
     raw = rng.integers(0, 256, (n_blocks, nbytes), dtype=np.uint16).astype(np.uint8)
     half_at = {"F16": [0], "Q8_0": [0], "Q4_0": [0], "Q5_0": [0], "Q4_1": [0, 2], "Q5_1": [0, 2], "Q2_K": [80, 82], "Q3_K": [108],
-               "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_NL": [0], "IQ4_XS": [0]}.get(tname, [])
+               "Q4_K": [0, 2], "Q5_K": [0, 2], "Q6_K": [208], "IQ4_NL": [0], "IQ4_XS": [0], "IQ2_XXS": [0], "IQ2_XS": [0],
+               "IQ2_S": [0], "IQ3_XXS": [0], "IQ3_S": [0]}.get(tname, [])
     for off in half_at:
         raw[:, off:off + 2] = _finite_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
     if tname == "BF16":
@@ -123,6 +156,58 @@ def _k_scale_min(sc12):
     scale[:, 4:] = (s[:, 8:12] & 15) | ((s[:, 0:4] >> 6) << 4)
     mn[:, 4:] = (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)
     return scale, mn
+
+
+def _dequant_iq(tname, b):
+    """The grid types, per block of 256 weights: weight w = 32g + 8l + j is byte j of an 8-weight group
+    (l) of a 32-weight group (g). Its magnitude comes from a grid point, its sign from bit j of the
+    group's sign byte (IQ2_XXS, IQ2_XS, IQ3_XXS: a 7-bit index whose eighth bit is its parity), its scale
+    from the 32-weight group (or its half): w = +-(scale * magnitude), the product in float32."""
+    w = np.arange(256)
+    g, l, j = w // 32, (w // 8) % 4, w % 8
+    u = b.astype(np.int64)
+    d = _half(b, 0)
+
+    def u32(off):                              # the little-endian u32 at byte off (an array) of each block
+        return u[:, off] | u[:, off + 1] << 8 | u[:, off + 2] << 16 | u[:, off + 3] << 24
+
+    def seven_bit_signs(index7):               # bit j of the sign byte for a 7-bit sign index
+        ones = sum((index7 >> k) & 1 for k in range(7))
+        return np.where(j == 7, ones & 1, (index7 >> np.minimum(j, 6)) & 1)
+
+    def two_nibble_scale(byte):                # IQ2_XS / IQ2_S: nibble l // 2 of the group's scale byte
+        s = (byte >> (4 * (l // 2))) & 15
+        return (d * (F32(0.5) + s.astype(F32))) * F32(0.25)
+
+    if tname == "IQ2_XXS":
+        words = u32(6 + 8 * g)                 # 4 sign indices and the scale, after the 4 index bytes
+        magnitude = iq_grid("iq2_xxs")[u[:, 2 + 8 * g + l], j]
+        negative = seven_bit_signs((words >> (7 * l)) & 127)
+        scale = (d * (F32(0.5) + (words >> 28).astype(F32))) * F32(0.25)
+    elif tname == "IQ2_XS":
+        word = u[:, 2 + 2 * (4 * g + l)] | u[:, 3 + 2 * (4 * g + l)] << 8
+        magnitude = iq_grid("iq2_xs")[word & 511, j]
+        negative = seven_bit_signs(word >> 9)
+        scale = two_nibble_scale(u[:, 66 + g])
+    elif tname == "IQ2_S":
+        index = u[:, 2 + 4 * g + l] | ((u[:, 66 + g] >> (2 * l)) & 3) << 8
+        magnitude = iq_grid("iq2_s")[index, j]
+        negative = (u[:, 34 + 4 * g + l] >> j) & 1
+        scale = two_nibble_scale(u[:, 74 + g])
+    elif tname == "IQ3_XXS":
+        words = u32(66 + 4 * g)
+        magnitude = iq_grid("iq3_xxs")[u[:, 2 + 8 * g + 2 * l + j // 4], j % 4]
+        negative = seven_bit_signs((words >> (7 * l)) & 127)
+        scale = (d * (F32(0.5) + (words >> 28).astype(F32))) * F32(0.5)
+    else:  # IQ3_S: 9-bit point indices, explicit sign bytes, one 4-bit scale per 32 weights
+        point = 2 * l + j // 4
+        index = u[:, 2 + 8 * g + point] | ((u[:, 66 + g] >> point) & 1) << 8
+        magnitude = iq_grid("iq3_s")[index, j % 4]
+        negative = (u[:, 74 + 4 * g + l] >> j) & 1
+        s = (u[:, 106 + g // 2] >> (4 * (g % 2))) & 15
+        scale = d * (1 + 2 * s).astype(F32)
+    value = scale * magnitude.astype(F32)
+    return np.where(negative == 1, -value, value).astype(F32).reshape(-1)
 
 
 def dequant(tname, raw):
@@ -177,6 +262,8 @@ def dequant(tname, raw):
         doubled = np.array([0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12], np.int32)
         with np.errstate(over="ignore"):
             return (doubled[nib].astype(F32) * d).reshape(-1)
+    if tname in ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"):
+        return _dequant_iq(tname, b)
     out = np.zeros((n, 256), F32)
     with np.errstate(over="ignore", invalid="ignore"):
         if tname in ("Q2_K", "Q3_K"):
@@ -356,8 +443,8 @@ def write_corrupt(out_dir):
                              "tensor 'a' is given twice"),
         "bad_alignment": (gguf_bytes([("general.alignment", U32, 48)], []), "general.alignment 48 is not a power of two"),
         "alignment_not_u32": (gguf_bytes([("general.alignment", U64, 32)], []), "general.alignment is a u64"),
-        "unknown_type": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 16, 0)),
-                         "type IQ2_XXS (ggml type 16), which k3 does not read"),
+        "unknown_type": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 35, 0)),
+                         "type TQ2_0 (ggml type 35), which k3 does not read"),
         "unknown_ggml_id": (good.replace(struct.pack("<IQ", 8, 0), struct.pack("<IQ", 200, 0)),
                             "ggml type 200, not a ggml type"),
         "row_not_whole_blocks": (one_tensor.replace(dims_64_1, struct.pack("<QQ", 48, 1)), "not whole Q8_0 blocks of 32"),
@@ -535,6 +622,19 @@ def selftest():
     y = dequant("IQ4_XS", blk)
     check("iq4_xs_hand", y[0] == 1 and y[16] == 13 and y[32] == -32 and y[96] == 18 and y[112] == 18 * 13,
           "got %r" % y[[0, 16, 32, 96, 112]])
+    # IQ2_XXS: d = 1; group 0: point indices 0 (all magnitudes 8), sign index 1 for the first 8 weights
+    # (weight 0 negative, and weight 7 for the parity), scale 3 -> (1 * 3.5) * 0.25 = 0.875
+    blk = half(1.0) + bytes(4) + struct.pack("<I", 1 | 3 << 28) + bytes(56)
+    y = dequant("IQ2_XXS", blk)
+    check("iq2_xxs_hand", y[0] == -7 and y[1] == 7 and y[7] == -7 and y[8] == 7 and y[32] == 8 * 0.125,
+          "got %r" % y[[0, 1, 7, 8, 32]])
+    # IQ3_S: d = 0.5; group 1 scale nibble 2 -> 0.5 * 5; sign byte 0x80 on its first 8 weights; point 0
+    # of group 0 with high bit set: index 256
+    blk = half(0.5) + bytes(64) + bytes([1] + [0] * 7) + bytes([0] * 4 + [0x80] + [0] * 27) + bytes([0x20, 0, 0, 0])
+    y = dequant("IQ3_S", blk)
+    g256 = iq_grid("iq3_s")[256]
+    check("iq3_s_hand", y[0] == 0.5 * g256[0] and y[32 + 7] == -2.5 and y[32] == 2.5 and y[64] == 0.5,
+          "got %r" % y[[0, 39, 32, 64]])
     # the writer: a file's tensors start at multiples of the alignment
     raw = gguf_bytes([("general.alignment", U32, 64)], [("a", "F32", [3], bytes(12)), ("b", "F32", [1], bytes(4))], 64)
     check("writer_alignment", len(raw) % 64 == 4 + 0 and raw[:4] == b"GGUF", "length %d" % len(raw))
