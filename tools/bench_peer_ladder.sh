@@ -34,7 +34,7 @@
 #
 # Environment: MODEL (/tmp/k3-16g), Q8MODEL (/tmp/k3-16g-q8t), PEER
 # (/tmp/ladder_peer/bin/k3), PEER_TRUNK (/tmp/k3-16g-peertrunk, made by the
-# peer's tools/pack_trunk.py MODEL PEER_TRUNK N_LAYERS), BUDGETS, REPEAT
+# peer's own pack_trunk.py, in its tools folder: MODEL PEER_TRUNK N_LAYERS), BUDGETS, REPEAT
 # (2), SUMMARY_ONLY (1: print the table of the runs already in OUT),
 # TOKENS (k3 bench decode steps, 8), PEER_GEN (peer tokens, 4: its
 # first step runs the prompt, the others are timed), THREADS (compute
@@ -65,7 +65,7 @@ esac
 [ -f "$MODEL/config.json" ] || { echo "bench_peer_ladder.sh: $MODEL: no config.json (k3 gen $MODEL --preset k3-16g)" >&2; exit 1; }
 if [ $MODE = peer ]; then
     [ -x "$PEER" ] || { echo "bench_peer_ladder.sh: $PEER: no peer binary (build kimi-k3-in-c under /tmp)" >&2; exit 1; }
-    [ -f "$PEER_TRUNK/trunk.json" ] || { echo "bench_peer_ladder.sh: $PEER_TRUNK: no packed trunk (the peer's tools/pack_trunk.py)" >&2; exit 1; }
+    [ -f "$PEER_TRUNK/trunk.json" ] || { echo "bench_peer_ladder.sh: $PEER_TRUNK: no packed trunk (the peer's own pack_trunk.py)" >&2; exit 1; }
 else
     [ -f "$Q8MODEL/config.json" ] || [ -f "$Q8MODEL/manifest.json" ] ||
         { echo "bench_peer_ladder.sh: $Q8MODEL: no model (k3 pack $MODEL $Q8MODEL --trunk Q8_0)" >&2; exit 1; }
