@@ -156,8 +156,11 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
         return 0;
     }
     /* with costs, the chunk's scratch must leave decode the expert slots it
-     * needs: halve the eighth until decode's predicted token is within the
-     * tolerance of its time at the smallest chunk */
+     * needs: halve the chunk's growth until decode's predicted token is
+     * within the tolerance of its time at the smallest chunk. A span stays
+     * as long as the eighth allows: its tokens cost a few KiB each (the
+     * residual stream, the FFN input, the routed sum) and save the prompt a
+     * read of every expert per chunk (tests/t_span.sh) */
     const double base_token_s = out->token_s;
     const int weighed = in->costs && budgeted;
     k3_plan_input bigger = *in;
@@ -166,9 +169,15 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
         bigger.state_bytes = in->state_bytes + growth;
         k3_plan_free(out);
         if (plan_for_fixed(&bigger, out, err)) return -1;
-        if (!weighed || out->token_s <= base_token_s * (1 + PLAN_CHUNK_DECODE_TOLERANCE)) break;
-        eighth /= 2;
-        growth = chunk_growth(in, lo, hi, eighth, &more, &span);
+        if (!weighed || more == 0 || out->token_s <= base_token_s * (1 + PLAN_CHUNK_DECODE_TOLERANCE)) break;
+        more /= 2;                        /* a smaller tile; the rest of the eighth may hold a span */
+        span = 0;
+        if (lo + more < (uint64_t)hi && in->span_token_bytes) {
+            span = (eighth - more * in->chunk_token_bytes) / in->span_token_bytes;
+            if (span > (uint64_t)hi) span = (uint64_t)hi;
+            if (span <= lo + more) span = 0;
+        }
+        growth = more * in->chunk_token_bytes + span * in->span_token_bytes;
         if (more == 0 && span == 0) {     /* decode needs all of it: the smallest chunk */
             k3_plan_free(out);
             if (plan_for_fixed(in, out, err)) return -1;
