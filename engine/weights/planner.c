@@ -146,7 +146,8 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     const int budgeted = in->budget_bytes && !out->all_resident;
     const uint64_t room = budgeted ? in->budget_bytes - out->min_budget_bytes
                           : in->budget_bytes ? in->budget_bytes - out->resident_bytes : in->chunk_room_bytes;
-    uint64_t eighth = room / 8, more, span;
+    const uint64_t eighth = room / 8;
+    uint64_t more, span;
     uint64_t growth = chunk_growth(in, lo, hi, eighth, &more, &span);
     const char *of = budgeted ? "the budget above its minimum" : "the memory left beside the resident model";
     if (more == 0 && span == 0) {
