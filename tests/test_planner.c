@@ -5,7 +5,15 @@
  * when it is below the minimum the plan reports. The prompt chunk it picks
  * lies in its range, its scratch is in the fixed claim, and that scratch
  * beyond the smallest chunk's takes at most an eighth of what the budget
- * leaves above the smallest chunk's minimum. */
+ * leaves above the smallest chunk's minimum.
+ *
+ * With costs (k3_plan_costs) the split between pinned trunk and expert
+ * slots goes by what a decode token is predicted to wait for: hand-made
+ * cases where pinning a unit beats the slots it costs and where it does
+ * not, the wait model on a case worked by hand, the prompt chunk held back
+ * when its scratch would take slots decode needs (and not when they do not
+ * matter), and on random inputs a weighed plan never predicted to wait
+ * more than the fixed order's. */
 #include <string.h>
 #include "planner.h"
 #include "test.h"
@@ -37,13 +45,179 @@ static void random_trunk(uint64_t *bytes, int n)
     }
 }
 
+/* A hit rate proportional to the slots (every expert equally likely): the
+ * hand-made cases' model, cheap enough for thousands of random plans. */
+static double linear_hit_rate(int n_slots, void *ctx)
+{
+    const int total = *(const int *)ctx;
+    return n_slots >= total ? 1 : (double)n_slots / total;
+}
+
+/* A hit rate that slots do not change (too few for any reuse). */
+static double flat_hit_rate(int n_slots, void *ctx)
+{
+    (void)n_slots;
+    (void)ctx;
+    return 0;
+}
+
+enum { HAND_UNITS = 6 };
+
+/* Six trunk units of 100 MB, 2 MoE layers of 64 experts of 4 MB, top 8,
+ * disk 1 GB/s; unit_s of compute in each unit; the budget holds the fixed
+ * claim, `pinned` units, 2 ring slots and `slots` expert slots. */
+static k3_plan_input hand_case(uint64_t *trunk, double *compute_s, double unit_s, k3_plan_costs *costs, int *total,
+                               int pinned, int slots)
+{
+    const uint64_t mb = 1000000;
+    for (int i = 0; i < HAND_UNITS; i++) {
+        trunk[i] = 100 * mb;
+        compute_s[i] = unit_s;
+    }
+    *total = 128;
+    *costs = (k3_plan_costs){.trunk_read_bytes_per_s = 1e9, .expert_read_bytes_per_s = 1e9,
+                             .unit_compute_s = compute_s, .n_moe_layers = 2, .n_experts_per_layer = 64,
+                             .hit_rate = linear_hit_rate, .hit_rate_ctx = total};
+    return (k3_plan_input){.budget_bytes = 10 * mb + (uint64_t)pinned * 100 * mb + 200 * mb + (uint64_t)slots * 4 * mb,
+                           .fixed_bytes = 10 * mb, .state_bytes = 5 * mb, .ctx_tokens = 4096, .n_trunk = HAND_UNITS,
+                           .trunk_bytes = trunk, .expert_bytes = 4 * mb, .n_experts_total = 128, .top_k = 8,
+                           .chunk_min = 32, .chunk_max = 32, .costs = costs};
+}
+
+/* The hand-made cases: the fixed order's plan (costs NULL) against the
+ * weighed one. */
+static void check_split_by_wait(void)
+{
+    uint64_t trunk[HAND_UNITS];
+    double compute_s[HAND_UNITS];
+    k3_plan_costs costs;
+    int total;
+    k3_error err;
+    k3_plan fixed_order, weighed, again;
+
+    /* 1 ms of compute a unit: a streamed unit's 0.1 s read cannot hide, and
+     * the 25 slots its bytes hold save 25/128 of 16 lookups of 4 MB (12.5
+     * ms): pin it */
+    TEST_BEGIN("planner_pins_a_unit_whose_read_would_wait");
+    k3_plan_input in = hand_case(trunk, compute_s, 0.001, &costs, &total, 2, 20);
+    k3_plan_input plain = in;
+    plain.costs = NULL;
+    int ok = k3_plan_make(&plain, &fixed_order, &err) == 0 && k3_plan_make(&in, &weighed, &err) == 0;
+    CHECK(ok, "planning failed: %s", err.msg);
+    if (ok) {
+        CHECK(fixed_order.n_pinned == 2, "the fixed order pinned %d of 6, the case wants 2", fixed_order.n_pinned);
+        CHECK(weighed.n_pinned == fixed_order.n_pinned, "pinned %d, not the %d that fit (%s)", weighed.n_pinned,
+              fixed_order.n_pinned, weighed.split_why);
+        uint8_t fewer[HAND_UNITS] = {1, 0, 0, 0, 0, 0};  /* one unit fewer: its 100 MB as 25 slots */
+        const double fewer_wait_s = k3_plan_token_wait_s(&in, fewer, weighed.n_expert_slots + 25, NULL);
+        CHECK(weighed.token_wait_s < fewer_wait_s - 0.05, "predicted wait %.4f s, one unit fewer %.4f s",
+              weighed.token_wait_s, fewer_wait_s);
+    }
+    TEST_END();
+    k3_plan_free(&fixed_order);
+    k3_plan_free(&weighed);
+
+    /* 1 s of compute a unit hides every ring read; then slots are all that
+     * decode waits for, and the units' bytes go to them */
+    TEST_BEGIN("planner_gives_slots_the_bytes_of_a_unit_whose_read_hides");
+    in = hand_case(trunk, compute_s, 1.0, &costs, &total, 2, 20);
+    plain = in;
+    plain.costs = NULL;
+    ok = k3_plan_make(&plain, &fixed_order, &err) == 0 && k3_plan_make(&in, &weighed, &err) == 0 &&
+         k3_plan_make(&in, &again, &err) == 0;
+    CHECK(ok, "planning failed: %s", err.msg);
+    if (ok) {
+        const double fixed_wait_s = k3_plan_token_wait_s(&in, fixed_order.pinned, fixed_order.n_expert_slots, NULL);
+        CHECK(weighed.n_pinned == 0 && weighed.n_expert_slots == fixed_order.n_expert_slots + 50,
+              "pinned %d with %d slots; the fixed order %d with %d (%s)", weighed.n_pinned, weighed.n_expert_slots,
+              fixed_order.n_pinned, fixed_order.n_expert_slots, weighed.split_why);
+        CHECK(weighed.token_wait_s < fixed_wait_s - 0.01, "predicted wait %.4f s against the fixed order's %.4f s",
+              weighed.token_wait_s, fixed_wait_s);
+        CHECK(again.n_pinned == weighed.n_pinned && again.n_expert_slots == weighed.n_expert_slots &&
+              memcmp(again.pinned, weighed.pinned, HAND_UNITS) == 0, "the same inputs planned twice differ");
+    }
+    TEST_END();
+    k3_plan_free(&fixed_order);
+    k3_plan_free(&weighed);
+    k3_plan_free(&again);
+
+    /* the wait model by hand: units 0-4 pinned (1 ms each), unit 5
+     * streamed (0.1 s at 1 GB/s): with 2 slots the reader reads it token
+     * after token without a pause, so a token lasts its 0.1 s read, 94 ms
+     * more than the 6 ms of compute; no expert slot: 16 misses of 4 MB at
+     * 1 GB/s wait 64 ms more */
+    TEST_BEGIN("planner_wait_model_counts_unhidden_reads");
+    in = hand_case(trunk, compute_s, 0.001, &costs, &total, 2, 20);
+    uint8_t five[HAND_UNITS] = {1, 1, 1, 1, 1, 0}, all[HAND_UNITS] = {1, 1, 1, 1, 1, 1};
+    double token_s = 0;
+    const double wait_s = k3_plan_token_wait_s(&in, five, 0, &token_s);
+    CHECK(fabs(wait_s - (0.094 + 0.064)) < 1e-6, "wait %.6f s, by hand 0.158 s", wait_s);
+    CHECK(fabs(token_s - (0.006 + 0.158)) < 1e-6, "token %.6f s, by hand 0.164 s", token_s);
+    CHECK(k3_plan_token_wait_s(&in, all, 128, NULL) == 0, "everything resident still waits");
+    TEST_END();
+}
+
+/* The prompt chunk against decode's expert slots: with slots that lower
+ * decode's wait, the chunk's scratch is held back to within 1% of decode's
+ * predicted token; with slots that change nothing, it grows as before. */
+static void check_chunk_leaves_slots(void)
+{
+    uint64_t trunk[HAND_UNITS];
+    double compute_s[HAND_UNITS];
+    k3_plan_costs costs;
+    int total;
+    k3_error err;
+    k3_plan before, weighed, smallest;
+    TEST_BEGIN("planner_chunk_scratch_leaves_decode_its_slots");
+    /* every unit pinned, 100 of 128 slots and 3 MB beside them; the room
+     * above the minimum (242 MB) is 771 MB, its eighth 96 MB: 24 slots,
+     * 60% more to wait for at 1 ms of compute a unit */
+    k3_plan_input in = hand_case(trunk, compute_s, 0.001, &costs, &total, 6, 50);
+    in.budget_bytes += 3000000;
+    in.chunk_max = 4096;
+    in.chunk_token_bytes = 64 * 1024;
+    k3_plan_input plain = in, small = in;
+    plain.costs = NULL;
+    small.chunk_token_bytes = 0;
+    int ok = k3_plan_make(&plain, &before, &err) == 0 && k3_plan_make(&in, &weighed, &err) == 0 &&
+             k3_plan_make(&small, &smallest, &err) == 0;
+    CHECK(ok, "planning failed: %s", err.msg);
+    if (ok) {
+        CHECK(before.chunk_tokens > weighed.chunk_tokens && before.n_expert_slots < weighed.n_expert_slots,
+              "chunk %d with %d slots, without costs %d with %d", weighed.chunk_tokens, weighed.n_expert_slots,
+              before.chunk_tokens, before.n_expert_slots);
+        CHECK(weighed.token_s <= smallest.token_s * 1.01 + 1e-12,
+              "decode's predicted token %.5f s, %.5f s at the smallest chunk", weighed.token_s, smallest.token_s);
+        CHECK(weighed.chunk_tokens > in.chunk_min, "the chunk kept none of what decode leaves (%d tokens)",
+              weighed.chunk_tokens);
+    }
+    TEST_END();
+    k3_plan_free(&before);
+    k3_plan_free(&weighed);
+    k3_plan_free(&smallest);
+
+    TEST_BEGIN("planner_chunk_grows_when_slots_change_nothing");
+    costs.hit_rate = flat_hit_rate;
+    ok = k3_plan_make(&plain, &before, &err) == 0 && k3_plan_make(&in, &weighed, &err) == 0;
+    CHECK(ok, "planning failed: %s", err.msg);
+    if (ok)
+        CHECK(weighed.chunk_tokens == before.chunk_tokens && weighed.chunk_tokens > in.chunk_min,
+              "chunk %d, without costs %d", weighed.chunk_tokens, before.chunk_tokens);
+    TEST_END();
+    k3_plan_free(&before);
+    k3_plan_free(&weighed);
+}
+
 int main(void)
 {
     enum { N_PLANS = 20000, MAX_TRUNK = 64 };
     uint64_t trunk[MAX_TRUNK];
     int over_budget = 0, few_slots = 0, small_ring = 0, bad_refusal = 0, bad_sum = 0, refused = 0, streamed = 0;
-    int bad_chunk = 0, big_chunks = 0, min_chunks = 0, spans = 0;
-    char first_chunk[256] = "";
+    int bad_chunk = 0, big_chunks = 0, min_chunks = 0, spans = 0, weighed = 0, worse_wait = 0, split_moved = 0;
+    double compute_s[MAX_TRUNK];
+    char first_chunk[256] = "", first_worse[256] = "";
+    check_split_by_wait();
+    check_chunk_leaves_slots();
     char first[256] = "";
     for (int it = 0; it < N_PLANS; it++) {
         const int n_trunk = (int)rnd_range(1, MAX_TRUNK);
@@ -62,12 +236,35 @@ int main(void)
                             .chunk_token_bytes = rnd() % 4 == 0 ? 0 : rnd_range(1024, rnd() % 2 ? 1 << 20 : 1ull << 30),
                             .chunk_room_bytes = rnd_range(0, 8ull << 30)};
         if (in.chunk_token_bytes && rnd() % 2) in.span_token_bytes = rnd_range(64, in.chunk_token_bytes);
+        /* every other plan weighs its split, at rates from the plan's
+         * number (not rnd(), so the inputs above stay those of before) */
+        k3_plan_costs costs = {.trunk_read_bytes_per_s = 0.25e9 * (1 + it % 7),
+                               .expert_read_bytes_per_s = 0.25e9 * (1 + it % 5), .unit_compute_s = compute_s,
+                               .n_moe_layers = 1 + it % 60, .hit_rate = linear_hit_rate,
+                               .hit_rate_ctx = (void *)&n_experts};
+        for (int i = 0; i < n_trunk; i++) compute_s[i] = trunk[i] / (1e9 * (1 + it % 50));
+        if (it % 2 && n_experts) in.costs = &costs;
         k3_plan p, at_min;
         k3_error err;
         k3_plan_input smallest = in;      /* the same plan at the smallest chunk */
         smallest.chunk_token_bytes = 0;
         smallest.span_token_bytes = 0;
         const int min_ok = k3_plan_make(&smallest, &at_min, &err) == 0;
+        if (min_ok && in.costs) {         /* weighed: never predicted to wait more than the fixed order */
+            k3_plan plain_plan;
+            k3_plan_input plain = smallest;
+            plain.costs = NULL;
+            if (k3_plan_make(&plain, &plain_plan, &err) == 0) {
+                const double plain_wait_s =
+                    k3_plan_token_wait_s(&smallest, plain_plan.pinned, plain_plan.n_expert_slots, NULL);
+                weighed++;
+                split_moved += at_min.n_pinned != plain_plan.n_pinned;
+                if (at_min.token_wait_s > plain_wait_s + 1e-9 && !worse_wait++)
+                    snprintf(first_worse, sizeof first_worse, "plan %d: %.6f s against the fixed order's %.6f s", it,
+                             at_min.token_wait_s, plain_wait_s);
+            }
+            k3_plan_free(&plain_plan);
+        }
         const int min_slots = in.top_k < n_experts ? in.top_k : n_experts;
         if (k3_plan_make(&in, &p, &err)) {
             refused++;
@@ -91,6 +288,7 @@ int main(void)
             else if (span && !in.span_token_bytes) why = "a span without span scratch";
             else if (p.fixed_bytes != fixed + extra) why = "the chunk's scratch is not in the fixed claim";
             else if (extra > room / 8) why = "the chunk's scratch takes more than an eighth of the room";
+            else if (in.costs && in.budget_bytes && !at_min.all_resident) why = NULL;  /* held back for decode */
             else if (in.chunk_token_bytes && p.tile_tokens < (span ? p.chunk_tokens : in.chunk_max) &&
                      extra + in.chunk_token_bytes <= room / 8) why = "a bigger chunk would have fitted";
             else if (in.span_token_bytes && p.chunk_tokens < in.chunk_max &&
@@ -143,6 +341,13 @@ int main(void)
     CHECK(big_chunks > 100 && min_chunks > 100 && spans > 100,
           "inputs too easy: %d at the largest chunk, %d at the smallest, %d spans", big_chunks, min_chunks, spans);
     TEST_END();
-    printf("# %d random plans: %d refused, %d with a streamed trunk\n", N_PLANS, refused, streamed);
+    TEST_BEGIN("planner_weighed_split_never_waits_more");
+    CHECK(worse_wait == 0, "%d of %d weighed plans predicted to wait more than the fixed order; first: %s", worse_wait,
+          weighed, first_worse);
+    CHECK(weighed > 1000 && split_moved > 100, "inputs too easy: %d weighed plans, %d moved the split", weighed,
+          split_moved);
+    TEST_END();
+    printf("# %d random plans: %d refused, %d with a streamed trunk, %d weighed (%d split moved)\n", N_PLANS, refused,
+           streamed, weighed, split_moved);
     TEST_EXIT();
 }

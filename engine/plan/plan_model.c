@@ -707,8 +707,26 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
         k3_mem_limit_read(pl->process_bytes, &lim);
         k3_plan_default_budget(&in, &lim);
     }
+    /* the engine's own weighing of pinned trunk against expert slots
+     * (weights_plan.c), so that this plan is the engine's */
+    double *unit_compute_s = calloc((size_t)pl->n_trunk, sizeof *unit_compute_s);
+    uint64_t *unit_expert_bytes = calloc((size_t)pl->n_trunk, sizeof *unit_expert_bytes);
+    if (!unit_compute_s || !unit_expert_bytes) {
+        free(unit_compute_s);
+        free(unit_expert_bytes);
+        return k3_err(err, "out of memory");
+    }
+    for (int l = 0; l < c->n_layers && l < pl->n_trunk; l++)
+        if (c->is_moe[l]) unit_expert_bytes[l] = (uint64_t)c->top_k * pl->expert_bytes;
+    k3_plan_costs costs;
+    k3_plan_default_costs(&costs, pl->trunk_bytes, unit_expert_bytes, pl->n_trunk, unit_compute_s, pl->n_moe,
+                          c->n_experts);
+    if (pl->n_experts_total) in.costs = &costs;
     *budget_out = in.budget_bytes;
-    if (k3_plan_make(&in, plan, err)) { k3_plan_free(plan); return -1; }
+    const int rc = k3_plan_make(&in, plan, err);
+    free(unit_compute_s);
+    free(unit_expert_bytes);
+    if (rc) { k3_plan_free(plan); return -1; }
     return 0;
 }
 

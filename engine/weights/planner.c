@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "expert_cache.h"
 #include "planner.h"
 #include "k3_util.h"
 
@@ -17,6 +18,109 @@ static int by_size_desc(const void *a, const void *b, void *ctx)
 static double gib(uint64_t b) { return b / 1073741824.0; }
 
 static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err);
+
+/* The rates k3_plan_default_costs assumes: a decode matvec streams bf16
+ * weights at ~30 GB/s and MXFP4 experts at ~17 GB/s with 2 threads, the
+ * disk reads ~2 GB/s (k3 plan's probes on this machine, docs/PERFORMANCE.md) */
+#define PLAN_DEFAULT_TRUNK_COMPUTE_BYTES_PER_S 30e9
+#define PLAN_DEFAULT_EXPERT_COMPUTE_BYTES_PER_S 17e9
+#define PLAN_DEFAULT_READ_BYTES_PER_S 2e9
+/* The prompt chunk may cost decode this fraction of its predicted token. */
+#define PLAN_CHUNK_DECODE_TOLERANCE 0.01
+
+void k3_plan_default_costs(k3_plan_costs *costs, const uint64_t *trunk_bytes, const uint64_t *moe_expert_bytes_per_unit,
+                           int n_trunk, double *unit_compute_s, int n_moe_layers, int n_experts_per_layer)
+{
+    for (int i = 0; i < n_trunk; i++)
+        unit_compute_s[i] = trunk_bytes[i] / PLAN_DEFAULT_TRUNK_COMPUTE_BYTES_PER_S +
+                            (moe_expert_bytes_per_unit ? moe_expert_bytes_per_unit[i] : 0) /
+                                PLAN_DEFAULT_EXPERT_COMPUTE_BYTES_PER_S;
+    *costs = (k3_plan_costs){.trunk_read_bytes_per_s = PLAN_DEFAULT_READ_BYTES_PER_S,
+                             .expert_read_bytes_per_s = PLAN_DEFAULT_READ_BYTES_PER_S,
+                             .unit_compute_s = unit_compute_s, .n_moe_layers = n_moe_layers,
+                             .n_experts_per_layer = n_experts_per_layer};
+}
+
+/* The hit rate of n_slots expert slots: the caller's model, else uniform
+ * routing through an LRU cache (the closed form k3 plan uses). */
+static double plan_hit_rate(const k3_plan_input *in, int n_slots)
+{
+    const k3_plan_costs *c = in->costs;
+    if (n_slots >= in->n_experts_total) return 1;
+    if (c->hit_rate) return c->hit_rate(n_slots, c->hit_rate_ctx);
+    return k3_expert_cache_uniform_hit_rate(c->n_moe_layers, c->n_experts_per_layer, in->top_k, n_slots);
+}
+
+/* The compute's stalls on the ring in a steady token: the units run in
+ * order, a token after another; a streamed unit's read starts when the
+ * reader is done with the previous streamed unit and a slot is free (the
+ * streamed unit two before it has been computed), and its compute starts
+ * when that read has ended. The third pass over the units is the steady
+ * one (the first two start with both slots free). */
+static double ring_stall_s(const k3_plan_input *in, const uint8_t *pinned)
+{
+    const k3_plan_costs *c = in->costs;
+    enum { PASSES = 3 };
+    double clock_s = 0, stall_s = 0, read_end_s = 0;
+    double computed_s[2] = {0, 0};        /* compute end of the two streamed units before */
+    for (int pass = 0; pass < PASSES; pass++)
+        for (int i = 0; i < in->n_trunk; i++) {
+            if (!pinned[i]) {
+                const double slot_free_s = computed_s[0];
+                const double read_start_s = read_end_s > slot_free_s ? read_end_s : slot_free_s;
+                read_end_s = read_start_s + in->trunk_bytes[i] / c->trunk_read_bytes_per_s;
+                if (read_end_s > clock_s) {
+                    if (pass == PASSES - 1) stall_s += read_end_s - clock_s;
+                    clock_s = read_end_s;
+                }
+            }
+            clock_s += c->unit_compute_s[i];
+            if (!pinned[i]) {
+                computed_s[0] = computed_s[1];
+                computed_s[1] = clock_s;
+            }
+        }
+    return stall_s;
+}
+
+double k3_plan_token_wait_s(const k3_plan_input *in, const uint8_t *pinned, int n_expert_slots, double *token_s)
+{
+    const k3_plan_costs *c = in->costs;
+    double compute_s = 0, ring_read_s = 0;
+    for (int i = 0; i < in->n_trunk; i++) {
+        compute_s += c->unit_compute_s[i];
+        if (!pinned[i]) ring_read_s += in->trunk_bytes[i] / c->trunk_read_bytes_per_s;
+    }
+    const double lookups = (double)in->top_k * c->n_moe_layers;
+    const double expert_read_s =
+        (1 - plan_hit_rate(in, n_expert_slots)) * lookups * (double)in->expert_bytes / c->expert_read_bytes_per_s;
+    /* the misses are known only once a layer's router has run: they wait;
+     * the ring waits as ring_stall_s says; and the one disk reads both */
+    const double compute_path_s = compute_s + expert_read_s + ring_stall_s(in, pinned);
+    const double disk_path_s = expert_read_s + ring_read_s;
+    const double t = compute_path_s > disk_path_s ? compute_path_s : disk_path_s;
+    if (token_s) *token_s = t;
+    return t - compute_s;
+}
+
+/* The chunk's growth in bytes for an eighth of room (see k3_plan_make):
+ * *more chunk tokens above lo, *span span tokens (0: no span). */
+static uint64_t chunk_growth(const k3_plan_input *in, int lo, int hi, uint64_t eighth, uint64_t *more, uint64_t *span)
+{
+    *span = 0;
+    *more = eighth / in->chunk_token_bytes;
+    if (*more > (uint64_t)(hi - lo)) *more = (uint64_t)(hi - lo);
+    if (lo + *more < (uint64_t)hi && in->span_token_bytes) {
+        *span = eighth / in->span_token_bytes;
+        if (*span > (uint64_t)hi) *span = (uint64_t)hi;
+        if (*span > lo + *more) {         /* a span holds more than a chunk: it goes first */
+            *more = (eighth - *span * in->span_token_bytes) / in->chunk_token_bytes;
+            if (lo + *more > *span) *more = *span - lo;
+        } else
+            *span = 0;
+    }
+    return *more * in->chunk_token_bytes + *span * in->span_token_bytes;
+}
 
 /* A bigger prompt chunk reads each weight once for more tokens (a prompt of
  * n tokens reads the streamed weights ceil(n / chunk) times, and each routed
@@ -43,17 +147,8 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
     const uint64_t room = budgeted ? in->budget_bytes - out->min_budget_bytes
                           : in->budget_bytes ? in->budget_bytes - out->resident_bytes : in->chunk_room_bytes;
     const uint64_t eighth = room / 8;
-    uint64_t more = eighth / in->chunk_token_bytes, span = 0;
-    if (more > (uint64_t)(hi - lo)) more = (uint64_t)(hi - lo);
-    if (lo + more < (uint64_t)hi && in->span_token_bytes) {
-        span = eighth / in->span_token_bytes;
-        if (span > (uint64_t)hi) span = (uint64_t)hi;
-        if (span > lo + more) {           /* a span holds more than a chunk: it goes first */
-            more = (eighth - span * in->span_token_bytes) / in->chunk_token_bytes;
-            if (lo + more > span) more = span - lo;
-        } else
-            span = 0;
-    }
+    uint64_t more, span;
+    uint64_t growth = chunk_growth(in, lo, hi, eighth, &more, &span);
     const char *of = budgeted ? "the budget above its minimum" : "the memory left beside the resident model";
     if (more == 0 && span == 0) {
         snprintf(out->chunk_why, sizeof out->chunk_why,
@@ -61,12 +156,40 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
                  eighth / 1048576.0, in->chunk_token_bytes / 1024.0);
         return 0;
     }
-    const uint64_t growth = more * in->chunk_token_bytes + span * in->span_token_bytes;
+    /* with costs, the chunk's scratch must leave decode the expert slots it
+     * needs: halve the chunk's growth until decode's predicted token is
+     * within the tolerance of its time at the smallest chunk. A span stays
+     * as long as the eighth allows: its tokens cost a few KiB each (the
+     * residual stream, the FFN input, the routed sum) and save the prompt a
+     * read of every expert per chunk (tests/t_span.sh) */
+    const double base_token_s = out->token_s;
+    const int weighed = in->costs && budgeted;
     k3_plan_input bigger = *in;
-    bigger.fixed_bytes += growth;
-    bigger.state_bytes += growth;
-    k3_plan_free(out);
-    if (plan_for_fixed(&bigger, out, err)) return -1;
+    for (int halvings = 0;; halvings++) {
+        bigger.fixed_bytes = in->fixed_bytes + growth;
+        bigger.state_bytes = in->state_bytes + growth;
+        k3_plan_free(out);
+        if (plan_for_fixed(&bigger, out, err)) return -1;
+        if (!weighed || more == 0 || out->token_s <= base_token_s * (1 + PLAN_CHUNK_DECODE_TOLERANCE)) break;
+        more /= 2;                        /* a smaller tile; the rest of the eighth may hold a span */
+        span = 0;
+        if (lo + more < (uint64_t)hi && in->span_token_bytes) {
+            span = (eighth - more * in->chunk_token_bytes) / in->span_token_bytes;
+            if (span > (uint64_t)hi) span = (uint64_t)hi;
+            if (span <= lo + more) span = 0;
+        }
+        growth = more * in->chunk_token_bytes + span * in->span_token_bytes;
+        if (more == 0 && span == 0) {     /* decode needs all of it: the smallest chunk */
+            k3_plan_free(out);
+            if (plan_for_fixed(in, out, err)) return -1;
+            out->chunk_tokens = out->tile_tokens = lo;
+            snprintf(out->chunk_why, sizeof out->chunk_why,
+                     "%d tokens: more scratch would take expert slots decode needs (its predicted token +%.0f%%)",
+                     lo, PLAN_CHUNK_DECODE_TOLERANCE * 100);
+            return 0;
+        }
+        if (halvings == 0) of = "the budget above its minimum, less the expert slots decode needs";
+    }
     out->tile_tokens = lo + (int)more;
     out->chunk_tokens = span ? (int)span : out->tile_tokens;
     out->chunk_scratch_bytes = growth;
@@ -105,6 +228,75 @@ void k3_plan_default_budget(k3_plan_input *in, const k3_mem_limit *lim)
     in->chunk_room_bytes = !in->budget_bytes && usable > total ? usable - total : 0;
 }
 
+/* Expert slots the bytes left beside this trunk claim hold (at most all). */
+static int slots_beside(const k3_plan_input *in, uint64_t used)
+{
+    if (!in->expert_bytes || used >= in->budget_bytes) return 0;
+    const uint64_t slots = (in->budget_bytes - used) / in->expert_bytes;
+    return slots > (uint64_t)in->n_experts_total ? in->n_experts_total : (int)slots;
+}
+
+/* The split by what a decode token waits for: out holds the most trunk
+ * that fits (largest units first); candidates pin only the first k of
+ * those units in that order (k = all of them down to none), each with the
+ * expert slots the rest of the budget holds, and the one whose token is
+ * predicted to wait least wins (ties: the most pinned, so the same inputs
+ * always give the same plan). */
+static int weigh_split(const k3_plan_input *in, k3_plan *out, uint64_t min_experts, k3_error *err)
+{
+    const int n = in->n_trunk;
+    int *order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    uint8_t *trial = calloc((size_t)(n ? n : 1), 1);
+    if (!order || !trial) { free(order); free(trial); return k3_err(err, "out of memory"); }
+    int n_greedy = 0;                     /* the greedy's pinned units, largest first */
+    for (int i = 0; i < n; i++)
+        if (out->pinned[i]) order[n_greedy++] = i;
+    qsort_r(order, (size_t)n_greedy, sizeof *order, by_size_desc, (void *)in->trunk_bytes);
+    int best_k = n_greedy;
+    double best_wait_s = 0, greedy_wait_s = 0;
+    for (int k = n_greedy; k >= 0; k--) {
+        memset(trial, 0, (size_t)n);
+        uint64_t pinned_bytes = 0, ring_slot = 0;
+        for (int j = 0; j < k; j++) {
+            trial[order[j]] = 1;
+            pinned_bytes += in->trunk_bytes[order[j]];
+        }
+        for (int i = 0; i < n; i++)
+            if (!trial[i] && in->trunk_bytes[i] > ring_slot) ring_slot = in->trunk_bytes[i];
+        const uint64_t used = in->fixed_bytes + pinned_bytes + (k < n ? 2 * ring_slot : 0);
+        if (used + min_experts > in->budget_bytes) continue;   /* a bigger ring than this budget holds */
+        const double wait_s = k3_plan_token_wait_s(in, trial, slots_beside(in, used), NULL);
+        if (k == n_greedy) greedy_wait_s = wait_s;
+        if (k == n_greedy || wait_s < best_wait_s - 1e-9) {
+            best_k = k;
+            best_wait_s = wait_s;
+        }
+    }
+    const int greedy_pinned = out->n_pinned;
+    if (best_k < n_greedy) {
+        memset(out->pinned, 0, (size_t)n);
+        out->pinned_bytes = 0;
+        out->ring_slot_bytes = 0;
+        for (int j = 0; j < best_k; j++) {
+            out->pinned[order[j]] = 1;
+            out->pinned_bytes += in->trunk_bytes[order[j]];
+        }
+        out->n_pinned = best_k;
+        for (int i = 0; i < n; i++)
+            if (!out->pinned[i] && in->trunk_bytes[i] > out->ring_slot_bytes) out->ring_slot_bytes = in->trunk_bytes[i];
+        out->n_ring = best_k < n ? 2 : 0;
+        snprintf(out->split_why, sizeof out->split_why,
+                 "%d of %d units pinned, not %d: their bytes as expert slots cut a token's predicted wait "
+                 "from %.1f to %.1f ms", best_k, n, greedy_pinned, greedy_wait_s * 1e3, best_wait_s * 1e3);
+    } else
+        snprintf(out->split_why, sizeof out->split_why,
+                 "%d of %d units pinned: pinning fewer for expert slots would not cut a token's predicted wait "
+                 "(%.1f ms)", best_k, n, best_wait_s * 1e3);
+    free(order);
+    free(trial);
+    return 0;
+}
+
 /* The plan for the fixed claim as given (chunk scratch included). */
 static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
 {
@@ -137,6 +329,7 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
         out->pinned_bytes = total_trunk;
         out->n_expert_slots = in->n_experts_total;
         out->all_resident = 1;
+        if (in->costs) out->token_wait_s = k3_plan_token_wait_s(in, out->pinned, out->n_expert_slots, &out->token_s);
         return 0;
     }
     if (in->budget_bytes < out->min_budget_bytes)
@@ -174,6 +367,7 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
             if (!out->pinned[i] && in->trunk_bytes[i] > out->ring_slot_bytes) out->ring_slot_bytes = in->trunk_bytes[i];
         out->n_ring = out->n_pinned < in->n_trunk ? 2 : 0;
     }
+    if (in->costs && weigh_split(in, out, min_experts, err)) return -1;
     const uint64_t used = in->fixed_bytes + out->pinned_bytes + (uint64_t)out->n_ring * out->ring_slot_bytes;
     /* invariants (tests/test_planner.c checks them on random inputs): the
      * trunk leaves room for top_k expert slots, so the subtraction below
@@ -187,6 +381,7 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err)
     out->n_expert_slots = (int)slots;
     assert(out->n_expert_slots >= min_slots);
     assert(used + (uint64_t)out->n_expert_slots * in->expert_bytes <= in->budget_bytes);
+    if (in->costs) out->token_wait_s = k3_plan_token_wait_s(in, out->pinned, out->n_expert_slots, &out->token_s);
     return 0;
 }
 

@@ -8,7 +8,14 @@
  * the expert cache, at least top_k slots. A budget below the minimum (fixed
  * + 2 ring slots of the largest trunk unit + top_k expert slots, or all trunk
  * pinned + top_k slots if smaller) is refused with the minimum in the
- * message. With no budget, or one that holds everything, all is pinned. */
+ * message. With no budget, or one that holds everything, all is pinned.
+ *
+ * With costs (k3_plan_costs), the split between pinned trunk units and
+ * expert slots is the one whose decode token is predicted to wait least
+ * (k3_plan_token_wait_s): pinning fewer of the units that fit, largest
+ * last, frees their bytes (and their ring growth) for expert slots; and
+ * the prompt chunk grows only while decode's predicted token stays within
+ * 1% of its time at the smallest chunk. */
 #ifndef K3_PLANNER_H
 #define K3_PLANNER_H
 
@@ -16,6 +23,20 @@
 #include <stdio.h>
 #include "k3.h"
 #include "mem_limit.h"
+
+/* What a decode token costs, for weighing a pinned trunk unit against the
+ * expert slots its bytes would hold. The engine fills it from the model's
+ * bytes at default rates (k3_plan_default_costs); k3 plan from its probes. */
+typedef struct k3_plan_costs {
+    double trunk_read_bytes_per_s;   /* the ring's reads of whole units */
+    double expert_read_bytes_per_s;  /* expert pages, read when a layer's router misses */
+    const double *unit_compute_s;    /* [n_trunk]: a decode token's compute in each unit, its experts' included */
+    int n_moe_layers, n_experts_per_layer;
+    /* hit rate of n_slots expert slots; NULL = uniform routing through an
+     * LRU cache (k3_expert_cache_uniform_hit_rate) */
+    double (*hit_rate)(int n_slots, void *ctx);
+    void *hit_rate_ctx;
+} k3_plan_costs;
 
 typedef struct k3_plan_input {
     uint64_t budget_bytes;        /* 0 = no limit */
@@ -47,6 +68,7 @@ typedef struct k3_plan_input {
      * which is a fifth of a small model's step); under a budget its rows
      * are read per token (Kimi K3's table is 2.3 GB for 14 KB a token). */
     uint64_t embed_table_bytes;
+    const k3_plan_costs *costs;   /* NULL: pin the most trunk that fits, the chunk as above */
 } k3_plan_input;
 
 typedef struct k3_plan {
@@ -62,9 +84,28 @@ typedef struct k3_plan {
     int tile_tokens;              /* tokens the chunk scratch holds: chunk_tokens, or less for a span */
     uint64_t chunk_scratch_bytes; /* the part of fixed_bytes beyond the input's (the chunk's growth) */
     char chunk_why[256];          /* why that many, one line */
+    double token_wait_s;          /* with costs: the decode token's predicted wait (reads not hidden) */
+    double token_s;               /* with costs: its predicted time, compute included */
+    char split_why[256];          /* with costs: why this many units pinned, one line */
 } k3_plan;
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
+
+/* A decode token's predicted wait in seconds with these units pinned (the
+ * rest streamed through 2 ring slots, in unit order, a token after
+ * another) and n_expert_slots expert slots: expert misses are read while
+ * the layer waits; ring reads hide behind the compute of the units before
+ * the one they are for, as far as 2 slots and the one disk allow.
+ * *token_s (may be NULL): the token's time, compute included. */
+double k3_plan_token_wait_s(const k3_plan_input *in, const uint8_t *pinned, int n_expert_slots, double *token_s);
+
+/* Costs from the model's bytes at this machine's typical rates (a matvec
+ * streams weights at ~30 GB/s, the disk reads ~2 GB/s; docs/PERFORMANCE.md),
+ * for the engine, which has not measured its own at open. unit_compute_s
+ * is filled ([n_trunk]); moe_expert_bytes_per_unit[i] is the routed experts'
+ * bytes a token runs in unit i (top_k x expert bytes in a MoE layer). */
+void k3_plan_default_costs(k3_plan_costs *costs, const uint64_t *trunk_bytes, const uint64_t *moe_expert_bytes_per_unit,
+                           int n_trunk, double *unit_compute_s, int n_moe_layers, int n_experts_per_layer);
 void k3_plan_free(k3_plan *p);
 
 /* What holding the whole model takes: the fixed claim, every trunk unit,

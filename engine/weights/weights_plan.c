@@ -36,11 +36,32 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
                         .budget_source = source, .chunk_min = rp->opt.chunk_min, .chunk_max = rp->opt.chunk_max,
                         .chunk_token_bytes = rp->opt.chunk_token_bytes, .chunk_room_bytes = 0,
                         .span_token_bytes = rp->opt.span_token_bytes, .embed_table_bytes = embed_table_bytes};
+    /* the split between pinned trunk and expert slots by what a decode
+     * token waits for, at default rates (planner.h) */
+    double *unit_compute_s = calloc((size_t)n_trunk, sizeof *unit_compute_s);
+    uint64_t *unit_expert_bytes = calloc((size_t)n_trunk, sizeof *unit_expert_bytes);
+    if (!unit_compute_s || !unit_expert_bytes) {
+        free(unit_compute_s);
+        free(unit_expert_bytes);
+        free(trunk_bytes);
+        return k3_err(err, "out of memory");
+    }
+    int n_moe = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->is_moe[l]) {
+            unit_expert_bytes[l] = (uint64_t)c->top_k * expert_bytes;
+            n_moe++;
+        }
+    k3_plan_costs costs;
+    k3_plan_default_costs(&costs, trunk_bytes, unit_expert_bytes, n_trunk, unit_compute_s, n_moe, c->n_experts);
+    free(unit_expert_bytes);
+    if (n_experts_total) in.costs = &costs;
     k3_mem_limit lim;
     k3_mem_limit_read(current_rss(), &lim);
     if (in.budget_bytes) {                /* --mem above a memory cgroup's limit: refused, not OOM-killed */
         if (lim.cgroup && lim.limit_bytes && in.budget_bytes > lim.limit_bytes) {
             free(trunk_bytes);
+            free(unit_compute_s);
             return k3_err(err, "--mem %.1f MiB is more than %s = %.1f MiB (%.1f MiB in use); use --mem %lluM or less",
                           in.budget_bytes / 1048576.0, lim.source, lim.limit_bytes / 1048576.0,
                           lim.in_use_bytes / 1048576.0,
@@ -58,6 +79,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
     }
     int rc = k3_plan_make(&in, &rp->plan, err);
     free(trunk_bytes);
+    free(unit_compute_s);
     if (rc) return -1;
     k3_stats *st = rp->stats;
     stats_set64(&st->budget_bytes, in.budget_bytes);
