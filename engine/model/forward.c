@@ -12,9 +12,11 @@
 #include "ops.h"
 #include "stats.h"
 
-/* Tokens of a chunk below which the per-token norms and mixes stay on the
- * calling thread (waking the team costs more than they do). */
-#define TOKENS_PARALLEL_MIN 8
+/* Element operations (tokens x width x passes) below which the per-token
+ * norms and mixes stay on the calling thread: a parallel region costs a
+ * few microseconds on a quiet machine and, on a loaded one, a wait for
+ * whichever thread was preempted; 2^18 float operations cost ~0.1 ms. */
+#define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
 
 /* The AttnRes mix of every token of the chunk over its snapshots and the
  * current stream (k3_attn_res_mix). Tokens are independent (each thread
@@ -23,7 +25,8 @@ static void attn_res_mix(k3_session *s, const float *score, const float *current
 {
     const k3_config *c = &s->m->cfg;
     const int D = c->hidden, max_snap = (c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (T >= TOKENS_PARALLEL_MIN)
+    const int64_t ops = (int64_t)T * (n_snap + 1) * D * 2;   /* two passes over each source */
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (ops >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++) {
         const float *sources[K3_MAX_LAYERS + 1];
         const float *snap = s->sc.snapshots + (size_t)t * max_snap * D;
@@ -40,7 +43,7 @@ static void rmsnorm_rows(const k3_session *s, float *out, const float *in, const
 {
     const k3_config *c = &s->m->cfg;
     const int D = c->hidden;
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (T >= TOKENS_PARALLEL_MIN)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if ((int64_t)T * D >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)
         k3_rmsnorm(out + (size_t)t * D, in + (size_t)t * D, weight, D, c->rms_eps);
 }

@@ -206,8 +206,11 @@ static void prefetch_next_layer(k3_session *s, int layer)
     k3_weights_prefetch_experts(s->m->weights, layer + 1, guess, c->top_k);
 }
 
-/* Tokens of a chunk below which routing stays on the calling thread. */
-#define ROUTE_PARALLEL_MIN_TOKENS 8
+/* Operations (tokens x experts x top_k for routing, tokens x top_k x
+ * width for the weighted sums) below which they stay on the calling
+ * thread: a parallel region costs a few microseconds on a quiet machine
+ * and, on a loaded one, a wait for whichever thread was preempted. */
+#define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
 
 /* The router over the chunk's T tokens (sc->xn): each token's top_k
  * experts and weights into topk, topw ([T][k]); the tokens are independent,
@@ -218,7 +221,8 @@ static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *t
     k3_scratch *sc = &s->sc;
     const int K = c->top_k;
     k3_matmul(sc->router, &lw->router, sc->xn, T);
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (T >= ROUTE_PARALLEL_MIN_TOKENS)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * c->n_experts * K >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)
         route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, topk + (size_t)t * K,
                     topw + (size_t)t * K);
@@ -270,7 +274,8 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
     if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
     if (T == 1) prefetch_next_layer(s, layer);
     memset(acc, 0, (size_t)T * Din * sizeof(float));
-    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (T >= ROUTE_PARALLEL_MIN_TOKENS)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * K * Din >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)   /* each token its own sum, its experts in ascending id */
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
