@@ -848,11 +848,6 @@ static void dot_block_2x1(DOT_BLOCK_ARGS) { dot_block_f32(2, 1, DOT_BLOCK_PASS);
 static void dot_block_1x2(DOT_BLOCK_ARGS) { dot_block_f32(1, 2, DOT_BLOCK_PASS); }
 static void dot_block_1x1(DOT_BLOCK_ARGS) { dot_block_f32(1, 1, DOT_BLOCK_PASS); }
 
-/* Pieces of rows per thread in a parallel k3_matmul, handed out as threads
- * come free. More pieces let a thread take over more of a preempted one's
- * rows; each piece streams its token group's activations again. */
-#define MATMUL_PIECES_PER_THREAD 4
-
 /* Tokens whose accumulators are parked at once (state = 16 x 64 x 64 B). */
 #define MATMUL_TOKEN_BLOCK 64
 
@@ -1126,21 +1121,14 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
                    !omp_in_parallel() && omp_get_max_threads() > 1;
 #pragma omp parallel if (parallel)
     {
-        /* the rows in pieces handed out as threads come free: on a shared
-         * machine a preempted thread's rows are taken over instead of
-         * waited for (a row's bits do not depend on who computes it) */
-        const int64_t n_threads = omp_get_num_threads();
-        const int64_t pieces = n_threads > 1 ? n_threads * MATMUL_PIECES_PER_THREAD : 1;
-        float *scratch = aligned_alloc(64, scratch_bytes);
-        acc_pair *state = aligned_alloc(64, MATMUL_ROW_BLOCK * MATMUL_TOKEN_BLOCK * sizeof(acc_pair));
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t piece = 0; piece < pieces; piece++) {
-            int64_t begin = row_blocks * piece / pieces * MATMUL_ROW_BLOCK;
-            int64_t end = row_blocks * (piece + 1) / pieces * MATMUL_ROW_BLOCK;
-            if (end > rows)
-                end = rows;
-            if (begin >= end)
-                continue;
+        int64_t n_threads = omp_get_num_threads(), thread = omp_get_thread_num();
+        int64_t begin = row_blocks * thread / n_threads * MATMUL_ROW_BLOCK;
+        int64_t end = row_blocks * (thread + 1) / n_threads * MATMUL_ROW_BLOCK;
+        if (end > rows)
+            end = rows;
+        if (begin < end) {
+            float *scratch = aligned_alloc(64, scratch_bytes);
+            acc_pair *state = aligned_alloc(64, MATMUL_ROW_BLOCK * MATMUL_TOKEN_BLOCK * sizeof(acc_pair));
             if (scratch && state && W->dtype != K3_DT_F8_E4M3)
                 matmul_rows_unscaled(Y, W, X_padded, n_tokens, cols_padded, begin, end, scratch, state);
             else if (scratch && state)
@@ -1148,9 +1136,9 @@ void k3_matmul(float *Y, const k3_weight *W, const float *X, int n_tokens)
             else                            /* out of memory: same bits, one token at a time */
                 for (int t = 0; t < n_tokens; t++)
                     k3_matvec_rows(Y + (int64_t)t * rows, W, X + (int64_t)t * cols, begin, end);
+            free(scratch);
+            free(state);
         }
-        free(scratch);
-        free(state);
     }
     free(X_copy);
 }
