@@ -546,6 +546,41 @@ static void test_matmul_bitexact(void)
     }
 }
 
+/* k3_matmul's unscaled path runs a long prompt in groups of tokens whose
+ * activations fit L2 (1 MiB: 72 tokens of 3072 columns), each group
+ * decoding the rows again: every token of every group, the last one
+ * partial, still equals k3_matvec bit for bit, at 1 and 2 threads. */
+static void test_matmul_token_groups(void)
+{
+    TEST_BEGIN("matmul_token_groups_bitexact");
+    static const k3_dtype dtypes[] = {K3_DT_BF16, K3_DT_F32};
+    const int64_t rows = 40, cols = 3072;
+    const int n_tokens = 100;   /* two groups of 72 tokens: 72 + 28 */
+    for (size_t d = 0; d < sizeof dtypes / sizeof dtypes[0]; d++) {
+        test_matrix m = matrix_random(dtypes[d], rows, cols, 0, 0);
+        float *X = vector_random(n_tokens * cols);
+        float *Y = malloc((size_t)(n_tokens * rows) * sizeof(float));
+        float *y = malloc((size_t)rows * sizeof(float));
+        for (int threads = 1; threads <= 2; threads++) {
+            omp_set_num_threads(threads);
+            memset(Y, 0, (size_t)(n_tokens * rows) * sizeof(float));
+            k3_matmul(Y, &m.w, X, n_tokens);
+            for (int t = 0; t < n_tokens; t++) {
+                k3_matvec(y, &m.w, X + (int64_t)t * cols);
+                CHECK(!memcmp(y, Y + (int64_t)t * rows, (size_t)rows * sizeof(float)),
+                      "%s %lldx%lld T=%d, %d thread(s): token %d differs from matvec", k3_dtype_name(dtypes[d]),
+                      (long long)rows, (long long)cols, n_tokens, threads, t);
+            }
+        }
+        free(X);
+        free(Y);
+        free(y);
+        matrix_free(&m);
+    }
+    omp_set_num_threads(omp_get_num_procs());
+    TEST_END();
+}
+
 /* The result of a row never depends on the thread count or on the row range
  * k3_matvec_rows was given (4-row blocks start wherever the range starts). */
 static void test_matvec_threads_bitexact(void)
@@ -823,6 +858,7 @@ int main(void)
     test_matvec_exact_decode();
     test_e4m3_simd_table();
     test_matmul_bitexact();
+    test_matmul_token_groups();
     test_matvec_threads_bitexact();
     test_dot_axpy();
     test_nonfinite_rows();

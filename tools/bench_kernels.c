@@ -14,10 +14,16 @@
  * weights per second of each type's matvec on a matrix far larger than the
  * caches, next to BF16 and F32 at the same shape and the read bandwidth.
  *
- * usage: bench_kernels [--json] [--quick] [--gguf]
- *   --json   one JSON object on stdout instead of the table
- *   --quick  smaller buffers and fewer repetitions (smoke test, ~5 s)
- *   --gguf   only the bandwidth and the GGUF block-type table */
+ * A third part measures the machine's fma peak (independent vector fma
+ * chains in registers, 1 and 2 threads) and the prompt's matmul shapes
+ * against it: a prompt is compute-bound, so its ceiling is the peak, not
+ * the read bandwidth.
+ *
+ * usage: bench_kernels [--json] [--quick] [--gguf] [--prompt]
+ *   --json    one JSON object on stdout instead of the table
+ *   --quick   smaller buffers and fewer repetitions (smoke test, ~5 s)
+ *   --gguf    only the bandwidth and the GGUF block-type table
+ *   --prompt  only the fma peak and the prompt-shaped matmuls (~10 s) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +40,7 @@
 static int json_output;
 static int quick_mode;
 static int gguf_only;
+static int prompt_only;
 
 /* Wall clock in seconds. */
 static double now_seconds(void) { return (double)k3_now_ns() * 1e-9; }
@@ -327,8 +334,10 @@ static void parse_args(int argc, char **argv)
             quick_mode = 1;
         else if (!strcmp(argv[i], "--gguf"))
             gguf_only = 1;
+        else if (!strcmp(argv[i], "--prompt"))
+            prompt_only = 1;
         else {
-            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf]\n");
+            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf] [--prompt]\n");
             exit(2);
         }
     }
@@ -668,12 +677,170 @@ static void gguf_print_json(const gguf_result *res, int n, const bandwidth_state
 
 /* Bandwidth, then matvec per dtype (with a bandwidth re-check), then matmul;
  * prints everything at the end so the table is one block. */
+/* ------------------------------------------------------------------------ */
+/* FMA peak and the prompt's matmul shapes                                   */
+/* ------------------------------------------------------------------------ */
+
+/* Independent accumulator chains of the peak loop: more than the fma
+ * latency x fma ports of any current core (4-5 cycles x 2), fewer than the
+ * 16 vector registers. */
+#define FMA_PEAK_CHAINS 12
+
+/* Vector fmas of `iterations` rounds over FMA_PEAK_CHAINS register chains
+ * (no memory operand): the most the core can multiply-add. Returns a value
+ * derived from every chain so none is optimised away. */
+static float fma_peak_loop(int64_t iterations, float seed)
+{
+    v8f acc[FMA_PEAK_CHAINS];
+    const v8f a = v8_set1(0.999999f), b = v8_set1(1e-7f * seed);
+    for (int i = 0; i < FMA_PEAK_CHAINS; i++)
+        acc[i] = v8_set1(seed + (float)i);
+    for (int64_t k = 0; k < iterations; k++)
+#pragma GCC unroll 12
+        for (int i = 0; i < FMA_PEAK_CHAINS; i++)
+            acc[i] = v8_fma(acc[i], a, b);
+    v8f sum = acc[0];
+    for (int i = 1; i < FMA_PEAK_CHAINS; i++)
+        sum = v8_add(sum, acc[i]);
+    return v8_hsum(sum);
+}
+
+/* The machine's fma peak with `threads` threads, in G multiply-adds per
+ * second of each thread's own CPU time, summed over the threads (one vector
+ * fma = 8): on a shared machine the wall clock measures the other jobs too.
+ * Best of a few rounds of ~0.1 s. */
+static double fma_peak_gmacs(int threads, float *sink)
+{
+    const int64_t iterations = quick_mode ? 2000000 : 8000000;
+    double best = 0;
+    for (int round = 0; round < 5; round++) {
+        double rate = 0;
+        float part = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : part, rate)
+        {
+            double t0 = cpu_seconds();
+            part += fma_peak_loop(iterations, (float)(omp_get_thread_num() + 1));
+            rate += (double)iterations * FMA_PEAK_CHAINS * 8 / (cpu_seconds() - t0) * 1e-9;
+        }
+        *sink += part;
+        if (rate > best)
+            best = rate;
+    }
+    return best;
+}
+
+/* CPU time of the whole process (all threads) in seconds. */
+static double process_cpu_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The matmul shapes a K3-shaped prompt spends its time in (k3-sim: routed
+ * MXFP4 experts of 512 x 1536 with ~16 of a 256-token chunk's tokens each,
+ * run one expert per thread; the bf16 shared experts and attention
+ * projections over the whole chunk, all threads). */
+static const struct {
+    const char *what;
+    k3_dtype dt;
+    int64_t rows, cols;
+    int n_tokens;
+    int threads;   /* 1: one expert per thread (the other core runs another) */
+} prompt_cases[] = {
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 16, 1},
+    {"expert down", K3_DT_MXFP4, 512, 1536, 16, 1},
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 48, 1},
+    {"shared gate/up", K3_DT_BF16, 3072, 1024, 256, 2},
+    {"shared down", K3_DT_BF16, 1024, 3072, 256, 2},
+    {"attention proj", K3_DT_BF16, 1024, 1024, 256, 2},
+};
+enum { N_PROMPT_CASES = sizeof prompt_cases / sizeof prompt_cases[0] };
+
+/* Each prompt shape's G multiply-adds per second of CPU time (the process's:
+ * OpenMP workers spinning at a barrier count, as they cost a core) and of
+ * wall time, best of 5 rounds of ~0.5 G multiply-adds. */
+static void prompt_measure(double *gmacs, double *gmacs_wall, const float *x, float *y)
+{
+    for (int i = 0; i < N_PROMPT_CASES; i++) {
+        bench_matrix m = matrix_make(prompt_cases[i].dt, prompt_cases[i].rows, prompt_cases[i].cols);
+        const double macs = (double)prompt_cases[i].rows * prompt_cases[i].cols * prompt_cases[i].n_tokens;
+        int calls = (int)(5e8 / macs) + 1;
+        omp_set_num_threads(prompt_cases[i].threads);
+        k3_matmul(y, &m.w, x, prompt_cases[i].n_tokens);
+        double best = 1e30, best_wall = 1e30;
+        for (int round = 0; round < (quick_mode ? 2 : 5); round++) {
+            double t0 = now_seconds(), c0 = process_cpu_seconds();
+            for (int k = 0; k < calls; k++)
+                k3_matmul(y, &m.w, x, prompt_cases[i].n_tokens);
+            double dt = (process_cpu_seconds() - c0) / calls, dt_wall = (now_seconds() - t0) / calls;
+            if (dt < best)
+                best = dt;
+            if (dt_wall < best_wall)
+                best_wall = dt_wall;
+        }
+        gmacs[i] = macs / best * 1e-9;
+        gmacs_wall[i] = macs / best_wall * 1e-9;
+        matrix_release(&m);
+    }
+    omp_set_num_threads(2);
+}
+
+/* --prompt: the fma peak at 1 and 2 threads, then each prompt shape's rate
+ * per CPU second and its fraction of one core's peak (and the wall rate). */
+static void prompt_report(const float *x, float *y, float *sink)
+{
+    double peak[3] = {0, fma_peak_gmacs(1, sink), fma_peak_gmacs(2, sink)};
+    double gmacs[N_PROMPT_CASES], gmacs_wall[N_PROMPT_CASES];
+    prompt_measure(gmacs, gmacs_wall, x, y);
+    if (json_output) {
+        printf("{\n  \"kernels\": \"%s\",\n  \"fma_peak_gmacs_1t\": %.2f,\n  \"fma_peak_gmacs_2t\": %.2f,\n"
+               "  \"prompt\": [", K3_KERNELS_NAME, peak[1], peak[2]);
+        for (int i = 0; i < N_PROMPT_CASES; i++)
+            printf("%s\n    {\"what\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"tokens\": %d, "
+                   "\"threads\": %d, \"gmacs_per_cpu_s\": %.2f, \"of_core_peak\": %.3f, \"gmacs_wall\": %.2f}",
+                   i ? "," : "", prompt_cases[i].what, k3_dtype_name(prompt_cases[i].dt),
+                   (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols, prompt_cases[i].n_tokens,
+                   prompt_cases[i].threads, gmacs[i], gmacs[i] / peak[1], gmacs_wall[i]);
+        printf("\n  ]\n}\n");
+        return;
+    }
+    printf("kernels: %s\n", K3_KERNELS_NAME);
+    printf("fma peak (%d register chains, no memory), G multiply-adds per CPU second: 1 thread %.1f, "
+           "2 threads %.1f (summed)\n", FMA_PEAK_CHAINS, peak[1], peak[2]);
+    printf("prompt matmul shapes (k3_matmul, best of 5): G multiply-adds per CPU second (all threads'),\n"
+           "its fraction of one core's peak, and per wall second\n");
+    printf("  %-15s %-6s %11s %4s %3s | %9s %6s | %8s\n", "what", "dtype", "matrix", "T", "thr", "G mac/cpu",
+           "peak", "G mac/s");
+    for (int i = 0; i < N_PROMPT_CASES; i++) {
+        char shape[32];
+        snprintf(shape, sizeof shape, "%lldx%lld", (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols);
+        printf("  %-15s %-6s %11s %4d %3d | %9.1f %5.0f%% | %8.1f\n", prompt_cases[i].what,
+               k3_dtype_name(prompt_cases[i].dt), shape, prompt_cases[i].n_tokens, prompt_cases[i].threads,
+               gmacs[i], 100 * gmacs[i] / peak[1], gmacs_wall[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
     double t_start = now_seconds();
     float sink = 0;
     int busy = other_runnable_processes();
+    if (prompt_only) {
+        float *xp = malloc((size_t)256 * 3072 * sizeof(float)), *yp = malloc((size_t)256 * 3072 * sizeof(float));
+        for (int64_t i = 0; i < 256 * 3072; i++)
+            xp[i] = (float)((fill_next() >> 40) & 0xFFFF) / 65536.0f - 0.5f;
+        prompt_report(xp, yp, &sink);
+        if (!json_output)
+            printf("\ntotal %.1f s%s\n", now_seconds() - t_start,
+                   busy > 0 ? " (WARNING: other processes were runnable: figures low/noisy)" : "");
+        if (sink == 12345.0f)
+            fprintf(stderr, "%g\n", (double)sink);
+        free(xp);
+        free(yp);
+        return 0;
+    }
     size_t bw_bytes = quick_mode ? (size_t)256 << 20 : (size_t)1 << 30;
     int bw_reps = quick_mode ? 2 : 4;
     int mv_reps = quick_mode ? 3 : 8;

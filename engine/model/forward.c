@@ -6,24 +6,46 @@
  * snapshots before attention, before the FFN and at the output. Weights come from the provider one layer
  * at a time, so the same loop serves resident and streamed models. */
 #include <assert.h>
+#include <omp.h>
 #include <string.h>
 #include "forward.h"
 #include "ops.h"
 #include "stats.h"
 
+/* Element operations (tokens x width x passes) below which the per-token
+ * norms and mixes stay on the calling thread: a parallel region costs a
+ * few microseconds on a quiet machine and, on a loaded one, a wait for
+ * whichever thread was preempted; 2^18 float operations cost ~0.1 ms. */
+#define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
+
 /* The AttnRes mix of every token of the chunk over its snapshots and the
- * current stream (k3_attn_res_mix). */
+ * current stream (k3_attn_res_mix). Tokens are independent (each thread
+ * its own row of mix scores), so they run in parallel. */
 static void attn_res_mix(k3_session *s, const float *score, const float *current, float *out, int T, int n_snap)
 {
     const k3_config *c = &s->m->cfg;
     const int D = c->hidden, max_snap = (c->n_layers + c->attn_res_block - 1) / c->attn_res_block;
-    const float *sources[K3_MAX_LAYERS + 1];
+    const int64_t ops = (int64_t)T * (n_snap + 1) * D * 2;   /* two passes over each source */
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if (ops >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++) {
+        const float *sources[K3_MAX_LAYERS + 1];
         const float *snap = s->sc.snapshots + (size_t)t * max_snap * D;
         for (int i = 0; i < n_snap; i++) sources[i] = snap + (size_t)i * D;
         sources[n_snap] = current + (size_t)t * D;
-        k3_attn_res_mix(out + (size_t)t * D, sources, n_snap + 1, score, D, c->rms_eps, s->sc.mix_scores);
+        k3_attn_res_mix(out + (size_t)t * D, sources, n_snap + 1, score, D, c->rms_eps,
+                        s->sc.mix_scores + (size_t)omp_get_thread_num() * (max_snap + 1));
     }
+}
+
+/* RMSNorm of each of the chunk's T rows of width D (k3_rmsnorm), the rows
+ * in parallel: each row's sum is its own, so the bits do not change. */
+static void rmsnorm_rows(const k3_session *s, float *out, const float *in, const float *weight, int T)
+{
+    const k3_config *c = &s->m->cfg;
+    const int D = c->hidden;
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) if ((int64_t)T * D >= TOKENS_PARALLEL_MIN_OPS)
+    for (int t = 0; t < T; t++)
+        k3_rmsnorm(out + (size_t)t * D, in + (size_t)t * D, weight, D, c->rms_eps);
 }
 
 /* Floats of one KDA layer's conv history and recurrent state. */
@@ -85,8 +107,7 @@ static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, in
             restart = 1;
         }
     }
-    for (int t = 0; t < T; t++)
-        k3_rmsnorm(sc->xn + (size_t)t * D, attn_in + (size_t)t * D, lw->attn_norm, D, c->rms_eps);
+    rmsnorm_rows(s, sc->xn, attn_in, lw->attn_norm, T);
     if (c->attn_kind[l] == K3_ATTN_KDA)
         k3_kda_block(s, l, lw, T);
     else
@@ -101,8 +122,7 @@ static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, in
         attn_res_mix(s, lw->mlp_res_score, sc->h, sc->xn, T, n_snap);
         ffn_in = sc->xn;
     }
-    for (int t = 0; t < T; t++)
-        k3_rmsnorm(sc->xn + (size_t)t * D, ffn_in + (size_t)t * D, lw->ffn_norm, D, c->rms_eps);
+    rmsnorm_rows(s, sc->xn, ffn_in, lw->ffn_norm, T);
 }
 
 /* Whether layer l starts an AttnRes block (takes a snapshot). */

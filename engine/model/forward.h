@@ -98,7 +98,7 @@ typedef struct k3_scratch {
     float *latent_in;         /* [T][latent] */
     float *latent_acc;        /* [T][latent] */
     float *snapshots;         /* [T][max snapshots][D] AttnRes block snapshots */
-    float *mix_scores;        /* [max snapshots + 1] */
+    float *mix_scores;        /* [threads][max snapshots + 1] */
     /* A prompt span (forward_span in forward.c): more tokens than a chunk,
      * run layer by layer in chunks, so that each routed expert is read once
      * for the whole span. Only what lives from one layer to the next, or

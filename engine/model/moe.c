@@ -14,6 +14,35 @@
 #include "forward.h"
 #include "ops.h"
 
+/* Elements of the GLU activation below which it stays on the calling
+ * thread (waking the team costs more), and the granule of its split: a
+ * multiple of every vector width, so each thread's piece starts as the
+ * whole array does and the vector loop takes the same elements. */
+#define GLU_PARALLEL_MIN_ELEMS ((int64_t)1 << 16)
+#define GLU_SPLIT_ELEMS 64
+
+/* gate[i] = act(gate[i], up[i]) for i < n, act = SiTU-GLU or SiLU-GLU: an
+ * element's value depends on that element alone, so the split over threads
+ * (a prompt chunk's shared and dense MLPs, n = T x inter) changes no bit.
+ * Inside a parallel region (one routed expert per thread) it stays on the
+ * calling thread. */
+static void glu_activate(const k3_config *c, float *gate, const float *up, int64_t n)
+{
+    const int threads = n >= GLU_PARALLEL_MIN_ELEMS && !omp_in_parallel() ? omp_get_max_threads() : 1;
+    const int64_t granules = (n + GLU_SPLIT_ELEMS - 1) / GLU_SPLIT_ELEMS;
+    #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int part = 0; part < threads; part++) {
+        const int64_t begin = granules * part / threads * GLU_SPLIT_ELEMS;
+        int64_t end = granules * (part + 1) / threads * GLU_SPLIT_ELEMS;
+        if (end > n) end = n;
+        if (c->use_situ)
+            k3_situ_glu(gate + begin, up + begin, end - begin, c->situ_beta, c->situ_linear_beta);
+        else
+            for (int64_t i = begin; i < end; i++)
+                gate[i] = k3_silu(gate[i]) * up[i];
+    }
+}
+
 /* out[t] = down(act(gate x_t, up x_t)) for t < T, act = SiLU-GLU or SiTU-GLU;
  * gate_buf/up_buf hold T x inter floats. */
 static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, const k3_mlp_weights *w,
@@ -22,11 +51,7 @@ static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, con
     const int64_t inter = w->gate.rows;
     k3_matmul(gate_buf, &w->gate, x, T);
     k3_matmul(up_buf, &w->up, x, T);
-    if (c->use_situ)
-        k3_situ_glu(gate_buf, up_buf, (int64_t)T * inter, c->situ_beta, c->situ_linear_beta);
-    else
-        for (int64_t i = 0; i < (int64_t)T * inter; i++)
-            gate_buf[i] = k3_silu(gate_buf[i]) * up_buf[i];
+    glu_activate(c, gate_buf, up_buf, (int64_t)T * inter);
     k3_matmul(out, &w->down, gate_buf, T);
 }
 
@@ -53,29 +78,37 @@ static void run_expert(const k3_config *c, k3_expert_work *wk, const k3_mlp_weig
         memcpy(results + (size_t)wk->rows[i] * Din, wk->out + (size_t)i * Din, (size_t)Din * sizeof(float));
 }
 
-/* Choose top_k experts for one token; writes ids (ascending) and weights. */
-static void route_token(const k3_config *c, const float *logits, const float *bias, int *ids,
-                        float *weights)
+/* Choose top_k experts for one token; writes ids (ascending) and weights.
+ * The router's logits are turned into their sigmoids in place (each once:
+ * the selection scans every expert top_k times); taken experts are marked
+ * in a bitmap. The scores, the scan order and the tie rule are the
+ * former repeated scan's, so the choice and the weights are the same bits. */
+static void route_token(const k3_config *c, float *logits, const float *bias, int *ids, float *weights)
 {
+    enum { MAX_EXPERT_WORDS = 1024 };   /* the config loader caps experts at 65536 */
+    uint64_t taken[MAX_EXPERT_WORDS];
+    const int E = c->n_experts;
+    memset(taken, 0, (size_t)(E + 63) / 64 * sizeof *taken);
+    float *prob = logits;
+    for (int e = 0; e < E; e++) prob[e] = k3_sigmoid(logits[e]);
     int chosen = 0;
     /* selection by score + bias, ties to the lower id: repeated max scan (k is small) */
     for (int k = 0; k < c->top_k; k++) {
         int best = -1;
         float best_score = 0.0f;
-        for (int e = 0; e < c->n_experts; e++) {
-            int taken = 0;
-            for (int j = 0; j < chosen; j++) taken |= ids[j] == e;
-            if (taken) continue;
-            float sc = k3_sigmoid(logits[e]) + bias[e];
+        for (int e = 0; e < E; e++) {
+            if (taken[e / 64] >> (e % 64) & 1) continue;
+            float sc = prob[e] + bias[e];
             if (best < 0 || sc > best_score) { best = e; best_score = sc; }
         }
+        taken[best / 64] |= (uint64_t)1 << (best % 64);
         ids[chosen++] = best;
     }
     /* ascending ids: a fixed summation order independent of chunking */
     for (int i = 1; i < chosen; i++)
         for (int j = i; j > 0 && ids[j - 1] > ids[j]; j--) { int t = ids[j]; ids[j] = ids[j - 1]; ids[j - 1] = t; }
     double sum = 0.0;
-    for (int k = 0; k < chosen; k++) { weights[k] = k3_sigmoid(logits[ids[k]]); sum += weights[k]; }
+    for (int k = 0; k < chosen; k++) { weights[k] = prob[ids[k]]; sum += weights[k]; }
     for (int k = 0; k < chosen; k++) {
         float wk = weights[k];
         /* K3's gate renormalises only for top_k > 1 (docs/MODEL.md, "Latent MoE and SiTU") */
@@ -173,14 +206,23 @@ static void prefetch_next_layer(k3_session *s, int layer)
     k3_weights_prefetch_experts(s->m->weights, layer + 1, guess, c->top_k);
 }
 
+/* Operations (tokens x experts x top_k for routing, tokens x top_k x
+ * width for the weighted sums) below which they stay on the calling
+ * thread: a parallel region costs a few microseconds on a quiet machine
+ * and, on a loaded one, a wait for whichever thread was preempted. */
+#define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
+
 /* The router over the chunk's T tokens (sc->xn): each token's top_k
- * experts and weights into topk, topw ([T][k]). */
+ * experts and weights into topk, topw ([T][k]); the tokens are independent,
+ * so they are routed in parallel. */
 static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     const int K = c->top_k;
     k3_matmul(sc->router, &lw->router, sc->xn, T);
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * c->n_experts * K >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)
         route_token(c, sc->router + (size_t)t * c->n_experts, lw->router_bias, topk + (size_t)t * K,
                     topw + (size_t)t * K);
@@ -232,7 +274,9 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
     if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
     if (T == 1) prefetch_next_layer(s, layer);
     memset(acc, 0, (size_t)T * Din * sizeof(float));
-    for (int t = 0; t < T; t++)
+    #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
+        if ((int64_t)T * K * Din >= TOKENS_PARALLEL_MIN_OPS)
+    for (int t = 0; t < T; t++)   /* each token its own sum, its experts in ascending id */
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);

@@ -74,7 +74,7 @@ static size_t scratch_layout(k3_scratch *sc, const k3_config *c, int n_threads, 
     BUF(latent_in, T * (size_t)c->latent_dim);
     BUF(latent_acc, T * (size_t)c->latent_dim);
     BUF(snapshots, T * max_snap * D);
-    BUF(mix_scores, max_snap + 1);
+    BUF(mix_scores, threads * (max_snap + 1));
     BUF(workers, (size_t)n_workers);
     if (S) {
         BUF(span_h, S * D);
