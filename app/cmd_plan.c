@@ -81,26 +81,6 @@ static int cache_dir(char *out, size_t len)
     return 0;
 }
 
-/* The CPU's model name, to key the cached rates. */
-static void cpu_name(char *out, size_t len)
-{
-    snprintf(out, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (c && !strncmp(line, "model name", 10)) {
-            c++;
-            while (*c == ' ') c++;
-            c[strcspn(c, "\n")] = 0;
-            snprintf(out, len, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
-}
-
 /* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..},
  * "situ_ns_per_element": ..} with every format positive; the SiTU figure is
  * optional (rates measured before it was probed: 0, K3's activation is not
@@ -145,7 +125,7 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
 {
     char path[PATH_MAX], cpu[256];
     snprintf(path, sizeof path, "%.3000s/kernel_rates.json", cache);
-    cpu_name(cpu, sizeof cpu);
+    k3_cpu_name(cpu, sizeof cpu);
     *cached = 0;
     json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
     json_t *entry = NULL;
@@ -204,7 +184,7 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
 {
     char path[PATH_MAX], cpu[256], key[512];
     snprintf(path, sizeof path, "%.3000s/compute_probe.json", cache);
-    cpu_name(cpu, sizeof cpu);
+    k3_cpu_name(cpu, sizeof cpu);
     snprintf(key, sizeof key, "%s / %d threads / %s / %016llx", cpu, threads, k3_engine_build(),
              (unsigned long long)k3_planner_compute_key(pl));
     *cached = 0;
@@ -507,6 +487,11 @@ static int plan_measure(plan_run *r, k3_planner *pl)
     r->trunk = o->trunk_gbps;
     if (r->trunk <= 0 && trunk_speed(pl, o, r->n_rows, table_gib, r->disk, &r->trunk, &r->trunk_how, &r->tp))
         return -1;
+    /* the memory plan weighs at the speeds the engine will open with (its
+     * --rates, else what is cached now), not at these */
+    k3_error err;
+    if (k3_planner_load_speeds(pl, o->rates_path, &err)) { cli_error("%s", err.msg); return -1; }
+    k3_planner_get_info(pl, &r->info);
     return 0;
 }
 
@@ -542,6 +527,7 @@ static void print_plan_json(const plan_run *r)
                              (json_int_t)info->session_bytes, "ctx_tokens", info->ctx_tokens, "threads",
                              o->cores ? o->cores : info->n_threads, "disk_gbps", r->disk, "disk", r->disk_how,
                              "kernel_rates", kr, "routing", routing, "trace_tokens", (json_int_t)info->trace_tokens);
+    json_object_set_new(root, "plan_speeds", json_string(info->plan_speeds));
     if (o->m.mem_bytes) {
         json_object_set_new(root, "plan", estimate_json(&r->est[0]));
     } else {
@@ -603,6 +589,7 @@ static void print_plan_header(const plan_run *r)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), r->rates.matvec_gbps[f], r->rates.matmul32_gbps[f]);
     if (r->rates.situ_ns > 0) printf("; SiTU %.1f ns/element", r->rates.situ_ns);
     printf("%s\n", o->rates_path ? " (from --rates)" : r->rates_cached ? " (cached)" : "");
+    printf("         the memory plan weighs trunk against expert slots at %s\n", info->plan_speeds);
     char read_share_text[160];
     if (info->compute.read_share > 0)
         snprintf(read_share_text, sizeof read_share_text,

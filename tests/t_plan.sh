@@ -67,6 +67,10 @@ else: print(f"PASS plan {name}: equals the engine's (pinned {p['pinned_units']}/
 EOF
 }
 
+# the engine weighs its plan at k3 plan's cached speeds when there are
+# some: fill the cache first, so that neither side plans before it exists
+$K3 plan $OUT/tiny --mem 1G --disk 2 >/dev/null 2>&1
+
 for p in tiny small k3-tiny demo; do
     M=$OUT/$p
     # the minimum as k3 bench's process counts it (its RSS is part of the
@@ -79,6 +83,39 @@ for p in tiny small k3-tiny demo; do
     check_plan $p $M $((MIN + (TOTAL + 16) / 4))
     check_plan $p $M $((MIN + TOTAL))
 done
+
+# --rates FILE: the engine (k3 bench) and k3 plan weigh the split at the
+# file's speeds, a slow disk and fast kernels, and plan alike; the engine
+# says the speeds and their source in its plan
+cat > $OUT/rates.json <<'EOF'
+{"threads": 1, "disk_gbps": 0.05,
+ "matvec_gbps": {"f32": 40, "bf16": 40, "f16": 40, "f8_e4m3": 40, "mxfp4": 20},
+ "matmul32_gbps": {"f32": 200, "bf16": 200, "f16": 200, "f8_e4m3": 200, "mxfp4": 100}}
+EOF
+M=$OUT/k3-tiny
+$K3 bench $M --mem 1M --tokens 1 --prompt-tokens 1 --no-probe --no-resident >/dev/null 2>$OUT/min.err
+MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+$K3 bench $M --mem $((MIN + 2))M --rates $OUT/rates.json --json --tokens 1 --prompt-tokens 1 --no-probe \
+    --no-resident > $OUT/bench_rates.json 2>$OUT/bench.err
+fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench_rates.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])" 2>/dev/null)
+ctx=$(python3 -c "import json;print(json.load(open('$OUT/bench_rates.json'))['plan']['ctx_tokens'])" 2>/dev/null)
+$K3 plan $M --mem $((MIN + 2))M --fixed ${fixed:-0} --ctx ${ctx:-4096} --rates $OUT/rates.json --disk 2 --json \
+    > $OUT/plan_rates.json 2>$OUT/plan.err
+python3 - $OUT/bench_rates.json $OUT/plan_rates.json <<'EOF'
+import json, sys
+try: b, p = json.load(open(sys.argv[1]))['plan'], json.load(open(sys.argv[2]))
+except Exception as e: print(f"FAIL plan --rates: k3 bench or k3 plan gave no JSON ({e})"); sys.exit()
+keys = ['pinned_units', 'pinned_bytes', 'ring_slots', 'ring_slot_bytes', 'expert_slots', 'chunk_tokens']
+diff = [f"{k}: engine {b[k]} plan {p['plan'][k]}" for k in keys if b[k] != p['plan'][k]]
+s = b.get('speeds', {})
+if diff: print("FAIL plan --rates: the engine's plan differs from k3 plan's: " + "; ".join(diff))
+elif not (s.get('disk_gbps') == 0.05 and s.get('trunk_matvec_gbps') == 40 and 'rates.json' in s.get('source', '')):
+    print(f"FAIL plan --rates: the engine's plan was weighed at {s}, not the file's disk 0.05 / bf16 40 GB/s")
+elif 'disk 0.05 GB/s' not in p.get('plan_speeds', ''):
+    print(f"FAIL plan --rates: k3 plan says its plan was weighed at '{p.get('plan_speeds')}'")
+else: print(f"PASS plan --rates: the engine and k3 plan weigh at the file's speeds and agree (pinned "
+           f"{b['pinned_units']}/{b['trunk_units']}, expert slots {b['expert_slots']}; {s['source']})")
+EOF
 
 # the packed layout (sizes from its manifest)
 $K3 pack --verify $OUT/p_small >/dev/null 2>&1 || $K3 pack $OUT/small $OUT/p_small --force >/dev/null 2>&1
