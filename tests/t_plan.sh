@@ -5,7 +5,8 @@
 # units and bytes, ring slots and slot size, expert slots and slot size,
 # the minimum) equals the plan `k3 bench --json` opened the model with,
 # given the same fixed claim (the engine's is its RSS at open: --fixed
-# hands it over, so the check is deterministic). Also: sizes from
+# hands it over, so the check is deterministic); and given one --rates
+# file, both weigh the split at its speeds. Also: sizes from
 # config.json alone agree with the headers; the shipped reference configs
 # plan with nothing downloaded and match the published byte counts; a
 # recorded trace gives the hit rate trace_replay computes; bad input is one
