@@ -241,14 +241,17 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
 }
 
 /* The disk speed: measured on the model's files, or on a scratch file in
- * the cache folder (cached per filesystem, as writing it costs a second). */
-static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, int reprobe, double *gbps,
-                      double *first_read_gbps, const char **how)
+ * the cache folder (cached per filesystem, as writing it costs a second).
+ * Both are cached under their filesystem, where the engine finds the
+ * model's for its memory plan (plan_speeds.c). */
+static int disk_speed(k3_planner *pl, const char *cache, const char *model, int model_has_weights, int reprobe,
+                      double *gbps, double *first_read_gbps, const char **how)
 {
     char path[PATH_MAX], key[64];
     snprintf(path, sizeof path, "%.3000s/disk_rates.json", cache);
     struct stat st;
-    snprintf(key, sizeof key, "dev %llu", stat(cache, &st) == 0 ? (unsigned long long)st.st_dev : 0ull);
+    snprintf(key, sizeof key, "dev %llu",
+             stat(model_has_weights ? model : cache, &st) == 0 ? (unsigned long long)st.st_dev : 0ull);
     json_t *root = NULL;
     if (!model_has_weights && !reprobe && (root = json_load_file(path, 0, NULL))) {
         double v = json_number_value(json_object_get(root, key));
@@ -261,11 +264,10 @@ static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, 
         return -1;
     }
     *how = model_has_weights ? "probed on the model's files" : "probed on the cache folder's filesystem";
-    if (!model_has_weights) {
-        if (!json_is_object(root)) { json_decref(root); root = json_object(); }
-        json_object_set_new(root, key, json_real(*gbps));
-        json_dump_file(root, path, JSON_INDENT(1));
-    }
+    if (!root) root = json_load_file(path, 0, NULL);   /* keep the other filesystems' figures */
+    if (!json_is_object(root)) { json_decref(root); root = json_object(); }
+    json_object_set_new(root, key, json_real(*gbps));
+    json_dump_file(root, path, JSON_INDENT(1));
     json_decref(root);
     return 0;
 }
@@ -479,7 +481,7 @@ static int plan_measure(plan_run *r, k3_planner *pl)
     }
     r->disk_how = "given (--disk)";
     r->disk = o->disk_gbps;
-    if (r->disk <= 0 && disk_speed(pl, r->cache, strcmp(r->info.sizes_from, "config.json") != 0, o->reprobe,
+    if (r->disk <= 0 && disk_speed(pl, r->cache, o->model, strcmp(r->info.sizes_from, "config.json") != 0, o->reprobe,
                                    &r->disk, &r->disk_first_read, &r->disk_how))
         return -1;
     r->n_rows = o->m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);

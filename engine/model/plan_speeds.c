@@ -92,8 +92,8 @@ static int speeds_from_file(const char *path, int trunk_fmt, int expert_fmt, k3_
 }
 
 /* From k3 plan's caches: the kernel rates under this CPU, thread count and
- * engine build (the same key k3 plan writes), the disk's when the cache
- * folder shares the model's filesystem (k3 plan probed that one). */
+ * engine build (the same key k3 plan writes), the disk's under the model's
+ * filesystem (k3 plan probed it on the model's files or a scratch file). */
 static void speeds_from_cache(int n_threads, const char *model_dir, int trunk_fmt, int expert_fmt, k3_plan_speeds *out)
 {
     char folder[PATH_MAX], path[PATH_MAX + 32], cpu[256], key[512];
@@ -110,11 +110,11 @@ static void speeds_from_cache(int n_threads, const char *model_dir, int trunk_fm
         out->expert_matvec_bytes_per_s = experts * 1e9;
     }
     json_decref(root);
-    struct stat cache_st, model_st;
+    struct stat model_st;
     int disk = 0;
-    if (stat(folder, &cache_st) == 0 && stat(model_dir, &model_st) == 0 && cache_st.st_dev == model_st.st_dev) {
+    if (stat(model_dir, &model_st) == 0) {
         snprintf(path, sizeof path, "%s/disk_rates.json", folder);
-        snprintf(key, sizeof key, "dev %llu", (unsigned long long)cache_st.st_dev);
+        snprintf(key, sizeof key, "dev %llu", (unsigned long long)model_st.st_dev);
         root = json_load_file(path, 0, NULL);
         const double gbps = json_number_value(json_object_get(root, key));
         if (gbps > 0 && gbps < 1e6) {

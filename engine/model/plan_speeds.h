@@ -11,8 +11,8 @@
  * compute threads: from rates_path (a --rates file: {"matvec_gbps":
  * {"bf16": .., "mxfp4": .., ...}, optional "disk_gbps"}) when given; else
  * from k3 plan's cached probes in $XDG_CACHE_HOME/k3 (kernel_rates.json for
- * this CPU, thread count and engine build; disk_rates.json when the cache
- * folder is on the model's filesystem); each speed not found stays the
+ * this CPU, thread count and engine build; disk_rates.json under the
+ * model's filesystem); each speed not found stays the
  * default (k3_plan_default_speeds). out->source says which. A rates file
  * that cannot be read or lacks a format the model uses: -1 with err. */
 int k3_plan_speeds_load(const char *rates_path, int n_threads, const char *model_dir, const k3_config *c,
