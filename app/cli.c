@@ -165,6 +165,9 @@ void cli_print_plan(const k3_model *m)
     fprintf(stderr, "\nk3: plan: expert cache %d of %d slots x %.2f MiB (%.2f GiB)%s\n", p.n_expert_slots,
             p.n_experts_total, p.expert_slot_bytes / mib, (double)p.n_expert_slots * p.expert_slot_bytes / gib,
             p.all_resident ? "; fully resident" : "");
+    if (p.speeds_source[0])
+        fprintf(stderr, "k3: plan: weighed at disk %.2f GB/s, matvec %.1f GB/s trunk / %.1f GB/s experts (%s)\n",
+                p.disk_gbps, p.trunk_matvec_gbps, p.expert_matvec_gbps, p.speeds_source);
 }
 
 /* Does dir hold this file (config.json: what every model directory k3

@@ -272,7 +272,7 @@ typedef struct bench_run {
     uint64_t prefault_bytes;             /* the expert cache, faulted in from open on */
     double prefault_s;
     k3_stats st;                         /* right after the pass: peak RSS, budget, resident bytes */
-    char plan[1024];                     /* k3_model_plan_json */
+    char plan[2048];                     /* k3_model_plan_json */
     double s_per_token, bytes_per_token; /* decode */
     double read_gbps;                    /* decode's bytes over the time the reads were busy */
     double hit_rate;                     /* decode's expert lookups that hit the cache */

@@ -81,26 +81,6 @@ static int cache_dir(char *out, size_t len)
     return 0;
 }
 
-/* The CPU's model name, to key the cached rates. */
-static void cpu_name(char *out, size_t len)
-{
-    snprintf(out, len, "unknown");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f) return;
-    char line[512];
-    while (fgets(line, sizeof line, f)) {
-        char *c = strchr(line, ':');
-        if (c && !strncmp(line, "model name", 10)) {
-            c++;
-            while (*c == ' ') c++;
-            c[strcspn(c, "\n")] = 0;
-            snprintf(out, len, "%s", c);
-            break;
-        }
-    }
-    fclose(f);
-}
-
 /* One set of rates: {"matvec_gbps": {"f32": .., ...}, "matmul32_gbps": {..},
  * "situ_ns_per_element": ..} with every format positive; the SiTU figure is
  * optional (rates measured before it was probed: 0, K3's activation is not
@@ -145,7 +125,7 @@ static int kernel_rates(const char *cache, int threads, int reprobe, k3_kernel_r
 {
     char path[PATH_MAX], cpu[256];
     snprintf(path, sizeof path, "%.3000s/kernel_rates.json", cache);
-    cpu_name(cpu, sizeof cpu);
+    k3_cpu_name(cpu, sizeof cpu);
     *cached = 0;
     json_t *root = reprobe ? NULL : json_load_file(path, 0, NULL);
     json_t *entry = NULL;
@@ -204,7 +184,7 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
 {
     char path[PATH_MAX], cpu[256], key[512];
     snprintf(path, sizeof path, "%.3000s/compute_probe.json", cache);
-    cpu_name(cpu, sizeof cpu);
+    k3_cpu_name(cpu, sizeof cpu);
     snprintf(key, sizeof key, "%s / %d threads / %s / %016llx", cpu, threads, k3_engine_build(),
              (unsigned long long)k3_planner_compute_key(pl));
     *cached = 0;
@@ -261,14 +241,17 @@ static int compute_probe(k3_planner *pl, const char *cache, int threads, int n_l
 }
 
 /* The disk speed: measured on the model's files, or on a scratch file in
- * the cache folder (cached per filesystem, as writing it costs a second). */
-static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, int reprobe, double *gbps,
-                      double *first_read_gbps, const char **how)
+ * the cache folder (cached per filesystem, as writing it costs a second).
+ * Both are cached under their filesystem, where the engine finds the
+ * model's for its memory plan (plan_speeds.c). */
+static int disk_speed(k3_planner *pl, const char *cache, const char *model, int model_has_weights, int reprobe,
+                      double *gbps, double *first_read_gbps, const char **how)
 {
     char path[PATH_MAX], key[64];
     snprintf(path, sizeof path, "%.3000s/disk_rates.json", cache);
     struct stat st;
-    snprintf(key, sizeof key, "dev %llu", stat(cache, &st) == 0 ? (unsigned long long)st.st_dev : 0ull);
+    snprintf(key, sizeof key, "dev %llu",
+             stat(model_has_weights ? model : cache, &st) == 0 ? (unsigned long long)st.st_dev : 0ull);
     json_t *root = NULL;
     if (!model_has_weights && !reprobe && (root = json_load_file(path, 0, NULL))) {
         double v = json_number_value(json_object_get(root, key));
@@ -281,11 +264,10 @@ static int disk_speed(k3_planner *pl, const char *cache, int model_has_weights, 
         return -1;
     }
     *how = model_has_weights ? "probed on the model's files" : "probed on the cache folder's filesystem";
-    if (!model_has_weights) {
-        if (!json_is_object(root)) { json_decref(root); root = json_object(); }
-        json_object_set_new(root, key, json_real(*gbps));
-        json_dump_file(root, path, JSON_INDENT(1));
-    }
+    if (!root) root = json_load_file(path, 0, NULL);   /* keep the other filesystems' figures */
+    if (!json_is_object(root)) { json_decref(root); root = json_object(); }
+    json_object_set_new(root, key, json_real(*gbps));
+    json_dump_file(root, path, JSON_INDENT(1));
     json_decref(root);
     return 0;
 }
@@ -499,7 +481,7 @@ static int plan_measure(plan_run *r, k3_planner *pl)
     }
     r->disk_how = "given (--disk)";
     r->disk = o->disk_gbps;
-    if (r->disk <= 0 && disk_speed(pl, r->cache, strcmp(r->info.sizes_from, "config.json") != 0, o->reprobe,
+    if (r->disk <= 0 && disk_speed(pl, r->cache, o->model, strcmp(r->info.sizes_from, "config.json") != 0, o->reprobe,
                                    &r->disk, &r->disk_first_read, &r->disk_how))
         return -1;
     r->n_rows = o->m.mem_bytes ? 1 : (int)(sizeof table_gib / sizeof table_gib[0]);
@@ -507,6 +489,11 @@ static int plan_measure(plan_run *r, k3_planner *pl)
     r->trunk = o->trunk_gbps;
     if (r->trunk <= 0 && trunk_speed(pl, o, r->n_rows, table_gib, r->disk, &r->trunk, &r->trunk_how, &r->tp))
         return -1;
+    /* the memory plan weighs at the speeds the engine will open with (its
+     * --rates, else what is cached now), not at these */
+    k3_error err;
+    if (k3_planner_load_speeds(pl, o->rates_path, &err)) { cli_error("%s", err.msg); return -1; }
+    k3_planner_get_info(pl, &r->info);
     return 0;
 }
 
@@ -542,6 +529,7 @@ static void print_plan_json(const plan_run *r)
                              (json_int_t)info->session_bytes, "ctx_tokens", info->ctx_tokens, "threads",
                              o->cores ? o->cores : info->n_threads, "disk_gbps", r->disk, "disk", r->disk_how,
                              "kernel_rates", kr, "routing", routing, "trace_tokens", (json_int_t)info->trace_tokens);
+    json_object_set_new(root, "plan_speeds", json_string(info->plan_speeds));
     if (o->m.mem_bytes) {
         json_object_set_new(root, "plan", estimate_json(&r->est[0]));
     } else {
@@ -603,6 +591,7 @@ static void print_plan_header(const plan_run *r)
         printf(" %s %.1f/%.1f", k3_rate_format_name(f), r->rates.matvec_gbps[f], r->rates.matmul32_gbps[f]);
     if (r->rates.situ_ns > 0) printf("; SiTU %.1f ns/element", r->rates.situ_ns);
     printf("%s\n", o->rates_path ? " (from --rates)" : r->rates_cached ? " (cached)" : "");
+    printf("         the memory plan weighs trunk against expert slots at %s\n", info->plan_speeds);
     char read_share_text[160];
     if (info->compute.read_share > 0)
         snprintf(read_share_text, sizeof read_share_text,

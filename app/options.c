@@ -154,7 +154,14 @@ static int set_plan_disk_trunk(cli_settings *s, const opt_value *v)
 }
 static int set_plan_prompt(cli_settings *s, const opt_value *v) { s->plan.prompt_tokens = (int)v->i; return 0; }
 static int set_plan_cores(cli_settings *s, const opt_value *v) { s->plan.cores = (int)v->i; return 0; }
-static int set_plan_rates(cli_settings *s, const opt_value *v) { s->plan.rates_path = v->s; return 0; }
+/* --rates FILE: k3 plan's predictions and every model's memory plan take
+ * their speeds from it */
+static int set_plan_rates(cli_settings *s, const opt_value *v)
+{
+    s->plan.rates_path = v->s;
+    s->model.rates_path = v->s;
+    return 0;
+}
 static int set_trunk_type(cli_settings *s, const opt_value *v) { s->trunk_type = v->s; return 0; }
 static int set_expert_type(cli_settings *s, const opt_value *v) { s->expert_type = v->s; return 0; }
 static int set_plan_fixed(cli_settings *s, const opt_value *v) { s->plan.fixed_bytes = (uint64_t)v->i; return 0; }
@@ -371,8 +378,9 @@ static const cli_option options[] = {
      "prompt length for the prompt time"},
     {"--cores", NULL, OPTS_PLAN, OPT_INT, "N", NULL, 1, 4096, NULL, "this machine's", set_plan_cores,
      "predict for a machine with N such cores (kernel rates x N / threads)"},
-    {"--rates", NULL, OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe", set_plan_rates,
-     "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format)"},
+    {"--rates", NULL, OPTS_MODEL | OPTS_PLAN, OPT_TEXT, "FILE", NULL, 0, 0, NULL, "this machine's cached probe",
+     set_plan_rates, "kernel rates measured elsewhere (JSON: threads, matvec_gbps and matmul32_gbps per format; "
+     "disk_gbps optional), also the memory plan's speeds"},
     {"--trunk", NULL, OPTS_PLAN, OPT_TEXT, "TYPE", NULL, 0, 0, NULL, "as the weights are", set_trunk_type,
      "predict the dense weights at TYPE (Q8_0, Q6_K, Q5_K, Q4_K, Q3_K, Q2_K, Q5_0, Q4_0, IQ4_XS, MXFP4, BF16, "
      "F16, F32), sizes from the config"},

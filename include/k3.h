@@ -77,6 +77,9 @@ typedef struct k3_options {
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */
     int activations_q8;      /* --activations q8: MXFP4 experts and GGUF block types take int8
                               * activations per block (faster, not exact); default f32, exact */
+    const char *rates_path;  /* --rates FILE: the kernel (and disk) speeds the memory plan weighs
+                              * trunk against expert slots at; NULL = k3 plan's cached probes of
+                              * this machine, else defaults (k3_plan_info.speeds_source says which) */
 } k3_options;
 
 /* Tokens per forward chunk: prompts run in chunks of this many, and a
@@ -341,6 +344,8 @@ typedef struct k3_plan_info {
     int all_resident;            /* every unit pinned and every expert cached */
     uint64_t resident_bytes;     /* what holding everything resident takes */
     char budget_source[200];     /* where a derived budget came from (a cgroup, MemAvailable); "" = --mem */
+    char speeds_source[200];     /* where the speeds the split was weighed at came from */
+    double disk_gbps, trunk_matvec_gbps, expert_matvec_gbps;   /* those speeds */
 } k3_plan_info;
 void k3_model_plan(const k3_model *m, k3_plan_info *out);
 

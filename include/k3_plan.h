@@ -26,6 +26,8 @@ typedef struct k3_kernel_rates {
 int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err);
 /* "f32", "bf16", "f16", "f8_e4m3", "mxfp4". */
 const char *k3_rate_format_name(int f);
+/* The CPU's model name ("unknown"): part of the cached rates' key. */
+void k3_cpu_name(char *out, size_t len);
 
 typedef struct k3_planner k3_planner;
 
@@ -66,6 +68,8 @@ typedef struct k3_planner_info {
     long long trace_tokens;      /* 0 = uniform routing */
     int trace_lookups;
     k3_compute_figures compute;  /* all zero when nothing was timed */
+    char plan_speeds[320];       /* the speeds the memory plan's split is weighed at, and their source
+                                  * (k3_planner_load_speeds; the engine's at open) */
 } k3_planner_info;
 
 typedef struct k3_plan_estimate {
@@ -137,6 +141,12 @@ int k3_planner_set_compute_layers(k3_planner *p, const double *layer_s, int n, c
  * budget below the minimum fails with the engine's message. */
 int k3_planner_estimate(k3_planner *p, uint64_t mem_bytes, double disk_gbps, double trunk_gbps, const k3_kernel_rates *r,
                         int prompt_tokens, k3_plan_estimate *out, k3_error *err);
+/* The speeds the plan weighs pinned trunk against expert slots at, as the
+ * engine takes them at open (a --rates file, else the cached probes of this
+ * machine, else defaults), so that the plan is the engine's; call after the
+ * probes have been cached. Until called: the defaults. 0, or -1 with err
+ * (a rates file without the model's formats). */
+int k3_planner_load_speeds(k3_planner *p, const char *rates_path, k3_error *err);
 void k3_planner_close(k3_planner *p);
 
 

@@ -5,7 +5,8 @@
 # units and bytes, ring slots and slot size, expert slots and slot size,
 # the minimum) equals the plan `k3 bench --json` opened the model with,
 # given the same fixed claim (the engine's is its RSS at open: --fixed
-# hands it over, so the check is deterministic). Also: sizes from
+# hands it over, so the check is deterministic); and given one --rates
+# file, both weigh the split at its speeds. Also: sizes from
 # config.json alone agree with the headers; the shipped reference configs
 # plan with nothing downloaded and match the published byte counts; a
 # recorded trace gives the hit rate trace_replay computes; bad input is one
@@ -67,6 +68,10 @@ else: print(f"PASS plan {name}: equals the engine's (pinned {p['pinned_units']}/
 EOF
 }
 
+# the engine weighs its plan at k3 plan's cached speeds when there are
+# some: fill the cache first, so that neither side plans before it exists
+$K3 plan $OUT/tiny --mem 1G --disk 2 >/dev/null 2>&1
+
 for p in tiny small k3-tiny demo; do
     M=$OUT/$p
     # the minimum as k3 bench's process counts it (its RSS is part of the
@@ -78,6 +83,54 @@ for p in tiny small k3-tiny demo; do
     check_plan $p $M $((MIN + 2))
     check_plan $p $M $((MIN + (TOTAL + 16) / 4))
     check_plan $p $M $((MIN + TOTAL))
+done
+
+# --rates FILE: the engine (k3 bench) and k3 plan weigh the split at the
+# file's speeds and plan alike, and the engine says them and their source
+# in its plan; a slow disk and a fast disk with slow kernels split small's
+# budget differently (there, the ring's reads hide behind the compute and
+# the expert misses cost nothing: ties pin the most)
+cat > $OUT/rates_slow_disk.json <<'EOF'
+{"threads": 1, "disk_gbps": 0.05,
+ "matvec_gbps": {"f32": 40, "bf16": 40, "f16": 40, "f8_e4m3": 40, "mxfp4": 20},
+ "matmul32_gbps": {"f32": 200, "bf16": 200, "f16": 200, "f8_e4m3": 200, "mxfp4": 100}}
+EOF
+cat > $OUT/rates_slow_kernels.json <<'EOF'
+{"threads": 1, "disk_gbps": 50,
+ "matvec_gbps": {"f32": 0.05, "bf16": 0.05, "f16": 0.05, "f8_e4m3": 0.05, "mxfp4": 0.05},
+ "matmul32_gbps": {"f32": 1, "bf16": 1, "f16": 1, "f8_e4m3": 1, "mxfp4": 1}}
+EOF
+M=$OUT/small
+$K3 bench $M --mem 1M --tokens 1 --prompt-tokens 1 --no-probe --no-resident >/dev/null 2>$OUT/min.err
+MIN=$(grep -o 'use --mem [0-9]*M' $OUT/min.err | grep -o '[0-9]*')
+for r in slow_disk slow_kernels; do
+    $K3 bench $M --mem $((MIN + 10))M --rates $OUT/rates_$r.json --json --tokens 1 --prompt-tokens 1 --no-probe \
+        --no-resident > $OUT/bench_$r.json 2>$OUT/bench.err
+    fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench_$r.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])" 2>/dev/null)
+    ctx=$(python3 -c "import json;print(json.load(open('$OUT/bench_$r.json'))['plan']['ctx_tokens'])" 2>/dev/null)
+    $K3 plan $M --mem $((MIN + 10))M --fixed ${fixed:-0} --ctx ${ctx:-4096} --rates $OUT/rates_$r.json --disk 2 \
+        --json > $OUT/plan_$r.json 2>$OUT/plan.err
+    python3 - $r $OUT/rates_$r.json $OUT/bench_$r.json $OUT/plan_$r.json $OUT/bench_slow_disk.json <<'EOF'
+import json, sys
+name, rates = sys.argv[1], json.load(open(sys.argv[2]))
+try: b, p, first = [json.load(open(f)) for f in sys.argv[3:6]]
+except Exception as e: print(f"FAIL plan --rates {name}: k3 bench or k3 plan gave no JSON ({e})"); sys.exit()
+b, first = b['plan'], first['plan']
+keys = ['pinned_units', 'pinned_bytes', 'ring_slots', 'ring_slot_bytes', 'expert_slots', 'chunk_tokens']
+diff = [f"{k}: engine {b[k]} plan {p['plan'][k]}" for k in keys if b[k] != p['plan'][k]]
+s = b.get('speeds', {})
+if diff: print(f"FAIL plan --rates {name}: the engine's plan differs from k3 plan's: " + "; ".join(diff))
+elif not (s.get('disk_gbps') == rates['disk_gbps'] and s.get('trunk_matvec_gbps') == rates['matvec_gbps']['bf16']
+          and f"rates_{name}.json" in s.get('source', '')):
+    print(f"FAIL plan --rates {name}: the engine's plan was weighed at {s}, not the file's")
+elif f"disk {rates['disk_gbps']:g} GB/s" not in p.get('plan_speeds', ''):
+    print(f"FAIL plan --rates {name}: k3 plan says its plan was weighed at '{p.get('plan_speeds')}'")
+elif name == 'slow_kernels' and (b['pinned_units'], b['expert_slots']) == (first['pinned_units'], first['expert_slots']):
+    print(f"FAIL plan --rates {name}: {b['pinned_units']} pinned / {b['expert_slots']} slots, as on the slow disk: "
+          f"the speeds did not reach the split")
+else: print(f"PASS plan --rates {name}: the engine and k3 plan weigh at the file's speeds and agree (pinned "
+           f"{b['pinned_units']}/{b['trunk_units']}, expert slots {b['expert_slots']}; {s['source']})")
+EOF
 done
 
 # the packed layout (sizes from its manifest)

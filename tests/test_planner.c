@@ -13,7 +13,11 @@
  * not, the wait model on a case worked by hand, the prompt chunk held back
  * when its scratch would take slots decode needs (and not when they do not
  * matter), and on random inputs a weighed plan never predicted to wait
- * more than the fixed order's. */
+ * more than the fixed order's.
+ *
+ * The speeds behind those costs (k3_plan_costs_at): a slow disk pins more
+ * trunk than a fast disk with slow kernels, which gives the bytes to expert
+ * slots; the same speeds give the same plan, which records them. */
 #include <string.h>
 #include "planner.h"
 #include "test.h"
@@ -208,6 +212,76 @@ static void check_chunk_leaves_slots(void)
     k3_plan_free(&weighed);
 }
 
+/* The hand case's model (6 units of 100 MB, 2 MoE layers of 64 experts of
+ * 4 MB, top 8; room for 3 units pinned, 2 ring slots and 20 expert slots)
+ * planned at speeds. */
+static int plan_at_speeds(const k3_plan_speeds *speeds, k3_plan *out, k3_error *err)
+{
+    const uint64_t mb = 1000000;
+    uint64_t trunk[HAND_UNITS], experts_run[HAND_UNITS] = {0};
+    double compute_s[HAND_UNITS];
+    for (int i = 0; i < HAND_UNITS; i++) trunk[i] = 100 * mb;
+    experts_run[1] = experts_run[3] = 8 * 4 * mb;       /* the MoE layers: top 8 experts of 4 MB */
+    k3_plan_costs costs;
+    k3_plan_costs_at(&costs, speeds, trunk, experts_run, HAND_UNITS, compute_s, 2, 64);
+    k3_plan_input in = {.budget_bytes = 10 * mb + 3 * 100 * mb + 200 * mb + 20 * 4 * mb, .fixed_bytes = 10 * mb,
+                        .state_bytes = 5 * mb, .ctx_tokens = 4096, .n_trunk = HAND_UNITS, .trunk_bytes = trunk,
+                        .expert_bytes = 4 * mb, .n_experts_total = 128, .top_k = 8, .chunk_min = 32,
+                        .chunk_max = 32, .costs = &costs};
+    return k3_plan_make(&in, out, err);
+}
+
+/* The speeds reach the weighing: the disk against the kernels decides. */
+static void check_speeds(void)
+{
+    k3_error err;
+    k3_plan slow_disk, slow_kernels, again;
+    k3_plan_speeds slow_disk_speeds = {.trunk_matvec_bytes_per_s = 30e9, .expert_matvec_bytes_per_s = 17e9,
+                                       .read_bytes_per_s = 0.2e9, .source = "slow disk"};
+    k3_plan_speeds slow_kernel_speeds = {.trunk_matvec_bytes_per_s = 0.5e9, .expert_matvec_bytes_per_s = 0.5e9,
+                                         .read_bytes_per_s = 20e9, .source = "fast disk, slow kernels"};
+    const int ok = plan_at_speeds(&slow_disk_speeds, &slow_disk, &err) == 0 &&
+                   plan_at_speeds(&slow_kernel_speeds, &slow_kernels, &err) == 0;
+
+    /* a 100 MB unit takes 0.5 s to read at 0.2 GB/s and 3 ms to compute:
+     * streamed, it waits; with 200 ms of compute a unit and 5 ms reads
+     * every ring read hides, and the bytes serve expert misses better */
+    TEST_BEGIN("planner_pins_more_on_a_slow_disk_than_with_slow_kernels");
+    CHECK(ok, "planning failed: %s", err.msg);
+    if (ok) {
+        CHECK(slow_disk.n_pinned == 3, "slow disk: %d of 6 units pinned, not the 3 that fit (%s)",
+              slow_disk.n_pinned, slow_disk.split_why);
+        CHECK(slow_kernels.n_pinned < slow_disk.n_pinned && slow_kernels.n_expert_slots > slow_disk.n_expert_slots,
+              "slow kernels: %d pinned / %d slots against the slow disk's %d / %d (%s)", slow_kernels.n_pinned,
+              slow_kernels.n_expert_slots, slow_disk.n_pinned, slow_disk.n_expert_slots, slow_kernels.split_why);
+    }
+    TEST_END();
+
+    TEST_BEGIN("planner_same_speeds_same_plan_and_records_them");
+    k3_plan_speeds copy = slow_kernel_speeds;
+    const int ok2 = ok && plan_at_speeds(&copy, &again, &err) == 0;
+    CHECK(ok2, "planning failed: %s", err.msg);
+    if (ok2) {
+        CHECK(again.n_pinned == slow_kernels.n_pinned && again.n_expert_slots == slow_kernels.n_expert_slots &&
+              !memcmp(again.pinned, slow_kernels.pinned, HAND_UNITS) && again.token_s == slow_kernels.token_s,
+              "the same speeds planned %d pinned / %d slots, then %d / %d", slow_kernels.n_pinned,
+              slow_kernels.n_expert_slots, again.n_pinned, again.n_expert_slots);
+        CHECK(!strcmp(again.speeds.source, "fast disk, slow kernels") && again.speeds.read_bytes_per_s == 20e9 &&
+              again.speeds.trunk_matvec_bytes_per_s == 0.5e9,
+              "the plan records speeds '%s' (disk %g B/s), not those it was weighed at", again.speeds.source,
+              again.speeds.read_bytes_per_s);
+        /* a token's compute at 0.5 GB/s: 6 units of 100 MB and 2 x 32 MB of experts */
+        CHECK(again.token_s >= (600e6 + 64e6) / 0.5e9 - 1e-9, "predicted token %.3f s, its compute alone is %.3f s",
+              again.token_s, (600e6 + 64e6) / 0.5e9);
+    }
+    TEST_END();
+    if (ok) {
+        k3_plan_free(&slow_disk);
+        k3_plan_free(&slow_kernels);
+    }
+    if (ok2) k3_plan_free(&again);
+}
+
 int main(void)
 {
     enum { N_PLANS = 20000, MAX_TRUNK = 64 };
@@ -218,6 +292,7 @@ int main(void)
     char first_chunk[256] = "", first_worse[256] = "";
     check_split_by_wait();
     check_chunk_leaves_slots();
+    check_speeds();
     char first[256] = "";
     for (int it = 0; it < N_PLANS; it++) {
         const int n_trunk = (int)rnd_range(1, MAX_TRUNK);

@@ -18,6 +18,7 @@
 #include "forward.h"
 #include "weights.h"
 #include "gguf_checkpoint.h"
+#include "plan_speeds.h"
 #include "stats.h"
 #include "k3_util.h"
 
@@ -134,6 +135,12 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
     }
     #pragma omp parallel num_threads(m->n_threads)
     { /* start the thread pool now so its stacks count in the plan */ }
+    /* the speeds the plan weighs at: measured ones for these threads when
+     * this machine has them (plan_speeds.c) */
+    if (k3_plan_speeds_load(opt ? opt->rates_path : NULL, m->n_threads, dir, &m->cfg, &po.speeds, err)) {
+        k3_model_close(m);
+        return NULL;
+    }
     m->weights = k3_weights_open(dir, &m->cfg, &po, &m->stats, err);
     if (!m->weights) { k3_model_close(m); return NULL; }
     const char *why = "";
@@ -210,8 +217,12 @@ void k3_model_plan(const k3_model *m, k3_plan_info *out)
                           .pinned_bytes = p->pinned_bytes, .n_ring = p->n_ring,
                           .ring_slot_bytes = p->ring_slot_bytes, .n_expert_slots = p->n_expert_slots,
                           .n_experts_total = p->n_experts_total, .expert_slot_bytes = p->expert_slot_bytes,
-                          .all_resident = p->all_resident, .resident_bytes = p->resident_bytes};
+                          .all_resident = p->all_resident, .resident_bytes = p->resident_bytes,
+                          .disk_gbps = p->speeds.read_bytes_per_s / 1e9,
+                          .trunk_matvec_gbps = p->speeds.trunk_matvec_bytes_per_s / 1e9,
+                          .expert_matvec_gbps = p->speeds.expert_matvec_bytes_per_s / 1e9};
     snprintf(out->budget_source, sizeof out->budget_source, "%s", p->budget_source);
+    snprintf(out->speeds_source, sizeof out->speeds_source, "%s", p->speeds.source);
 }
 
 void k3_model_wait_prefault(k3_model *m, uint64_t *bytes, double *seconds)

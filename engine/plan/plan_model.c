@@ -65,6 +65,7 @@
 #include "manifest.h"
 #include "layer_weights.h"
 #include "ops.h"
+#include "plan_speeds.h"
 #include "plan_compute.h"
 #include "quant_matvec.h"
 #include "planner.h"
@@ -104,13 +105,9 @@ struct k3_planner {
     k3_compute_figures compute;   /* that probe's other figures */
     char probe_file[4096];        /* largest weight file, for the disk probe */
     uint64_t probe_file_bytes;
+    k3_plan_speeds speeds;        /* the plan's weighing (k3_planner_load_speeds), as the engine's */
 };
 
-const char *k3_rate_format_name(int f)
-{
-    static const char *const names[K3_RATE_N] = {"f32", "bf16", "f16", "f8_e4m3", "mxfp4"};
-    return f >= 0 && f < K3_RATE_N ? names[f] : "?";
-}
 
 /* ---- kernel rates ------------------------------------------------------- */
 
@@ -460,6 +457,7 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
 {
     k3_planner *p = calloc(1, sizeof *p);
     if (!p) { k3_err(err, "out of memory"); return NULL; }
+    k3_plan_default_speeds(&p->speeds);
     struct stat st;
     if (stat(path, &st) != 0) { k3_err(err, "%s: %s", path, strerror(errno)); free(p); return NULL; }
     char config_path[4096 + 16];
@@ -531,6 +529,11 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
     return p;
 }
 
+int k3_planner_load_speeds(k3_planner *p, const char *rates_path, k3_error *err)
+{
+    return k3_plan_speeds_load(rates_path, p->n_threads, p->dir, &p->cfg, &p->speeds, err);
+}
+
 void k3_planner_close(k3_planner *p)
 {
     if (!p) return;
@@ -557,6 +560,9 @@ void k3_planner_get_info(const k3_planner *p, k3_planner_info *out)
     out->experts_bytes = (uint64_t)p->n_experts_total * p->expert_bytes;
     out->session_bytes = p->session_bytes;
     out->ctx_tokens = p->ctx_tokens;
+    snprintf(out->plan_speeds, sizeof out->plan_speeds, "disk %.3g GB/s, matvec %.3g GB/s trunk / %.3g GB/s experts (%s)",
+             p->speeds.read_bytes_per_s / 1e9, p->speeds.trunk_matvec_bytes_per_s / 1e9,
+             p->speeds.expert_matvec_bytes_per_s / 1e9, p->speeds.source);
     out->n_threads = p->n_threads;
     out->trace_tokens = p->trace_tokens;
     out->trace_lookups = p->n_trace;
@@ -719,8 +725,8 @@ static int plan_at(k3_planner *pl, uint64_t mem_bytes, k3_plan *plan, uint64_t *
     for (int l = 0; l < c->n_layers && l < pl->n_trunk; l++)
         if (c->is_moe[l]) unit_expert_bytes[l] = (uint64_t)c->top_k * pl->expert_bytes;
     k3_plan_costs costs;
-    k3_plan_default_costs(&costs, pl->trunk_bytes, unit_expert_bytes, pl->n_trunk, unit_compute_s, pl->n_moe,
-                          c->n_experts);
+    k3_plan_costs_at(&costs, &pl->speeds, pl->trunk_bytes, unit_expert_bytes, pl->n_trunk, unit_compute_s, pl->n_moe,
+                     c->n_experts);
     if (pl->n_experts_total) in.costs = &costs;
     *budget_out = in.budget_bytes;
     const int rc = k3_plan_make(&in, plan, err);

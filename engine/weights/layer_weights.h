@@ -11,6 +11,7 @@
 #include "config.h"
 #include "k3_error.h"
 #include "kernels.h"
+#include "planner.h"
 #include "safetensors.h"
 
 /* gate/up/down of one SwiGLU MLP (dense layer, shared expert, routed expert) */
@@ -80,6 +81,8 @@ typedef struct k3_provider_options {
     uint64_t chunk_token_bytes;   /* scratch per chunk token beyond chunk_min (0 = chunk_min as given) */
     uint64_t span_token_bytes;    /* scratch per token of a prompt span (0 = no spans) */
     int huge_pages;               /* large arenas on 2 MiB pages (huge_pages.c) */
+    k3_plan_speeds speeds;        /* what the plan weighs trunk against experts at (plan_speeds.c);
+                                   * a zero speed: k3_plan_default_speeds */
 } k3_provider_options;
 
 #endif

@@ -19,7 +19,7 @@ static double gib(uint64_t b) { return b / 1073741824.0; }
 
 static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err);
 
-/* The rates k3_plan_default_costs assumes: a decode matvec streams bf16
+/* The speeds k3_plan_default_speeds gives: a decode matvec streams bf16
  * weights at ~30 GB/s and MXFP4 experts at ~17 GB/s with 2 threads, the
  * disk reads ~2 GB/s (k3 plan's probes on this machine, docs/PERFORMANCE.md) */
 #define PLAN_DEFAULT_TRUNK_COMPUTE_BYTES_PER_S 30e9
@@ -28,17 +28,26 @@ static int plan_for_fixed(const k3_plan_input *in, k3_plan *out, k3_error *err);
 /* The prompt chunk may cost decode this fraction of its predicted token. */
 #define PLAN_CHUNK_DECODE_TOLERANCE 0.01
 
-void k3_plan_default_costs(k3_plan_costs *costs, const uint64_t *trunk_bytes, const uint64_t *moe_expert_bytes_per_unit,
-                           int n_trunk, double *unit_compute_s, int n_moe_layers, int n_experts_per_layer)
+static const k3_plan_speeds plan_default_speeds = {
+    .trunk_matvec_bytes_per_s = PLAN_DEFAULT_TRUNK_COMPUTE_BYTES_PER_S,
+    .expert_matvec_bytes_per_s = PLAN_DEFAULT_EXPERT_COMPUTE_BYTES_PER_S,
+    .read_bytes_per_s = PLAN_DEFAULT_READ_BYTES_PER_S, .source = "defaults (nothing measured)"};
+
+void k3_plan_default_speeds(k3_plan_speeds *s) { *s = plan_default_speeds; }
+
+void k3_plan_costs_at(k3_plan_costs *costs, const k3_plan_speeds *speeds, const uint64_t *trunk_bytes,
+                      const uint64_t *moe_expert_bytes_per_unit, int n_trunk, double *unit_compute_s, int n_moe_layers,
+                      int n_experts_per_layer)
 {
+    if (!speeds) speeds = &plan_default_speeds;
     for (int i = 0; i < n_trunk; i++)
-        unit_compute_s[i] = trunk_bytes[i] / PLAN_DEFAULT_TRUNK_COMPUTE_BYTES_PER_S +
+        unit_compute_s[i] = trunk_bytes[i] / speeds->trunk_matvec_bytes_per_s +
                             (moe_expert_bytes_per_unit ? moe_expert_bytes_per_unit[i] : 0) /
-                                PLAN_DEFAULT_EXPERT_COMPUTE_BYTES_PER_S;
-    *costs = (k3_plan_costs){.trunk_read_bytes_per_s = PLAN_DEFAULT_READ_BYTES_PER_S,
-                             .expert_read_bytes_per_s = PLAN_DEFAULT_READ_BYTES_PER_S,
+                                speeds->expert_matvec_bytes_per_s;
+    *costs = (k3_plan_costs){.trunk_read_bytes_per_s = speeds->read_bytes_per_s,
+                             .expert_read_bytes_per_s = speeds->read_bytes_per_s,
                              .unit_compute_s = unit_compute_s, .n_moe_layers = n_moe_layers,
-                             .n_experts_per_layer = n_experts_per_layer};
+                             .n_experts_per_layer = n_experts_per_layer, .speeds = speeds};
 }
 
 /* The hit rate of n_slots expert slots: the caller's model, else uniform
@@ -136,6 +145,7 @@ static uint64_t chunk_growth(const k3_plan_input *in, int lo, int hi, uint64_t e
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err)
 {
     if (plan_for_fixed(in, out, err)) return -1;
+    if (in->costs && in->costs->speeds) out->speeds = *in->costs->speeds;
     const int lo = in->chunk_min > 0 ? in->chunk_min : 1, hi = in->chunk_max > lo ? in->chunk_max : lo;
     out->chunk_tokens = out->tile_tokens = lo;
     if (!in->chunk_token_bytes || hi == lo) {
@@ -393,18 +403,29 @@ void k3_plan_free(k3_plan *p)
 
 int k3_plan_json(const k3_plan *p, char *buf, size_t len)
 {
+    char source[2 * sizeof p->speeds.source];   /* the source line, JSON-escaped (quotes and backslashes) */
+    size_t n = 0;
+    for (const char *c = p->speeds.source; *c && n + 2 < sizeof source; c++) {
+        if (*c == '"' || *c == '\\') source[n++] = '\\';
+        source[n++] = (char)((unsigned char)*c < 0x20 ? ' ' : *c);
+    }
+    source[n] = 0;
     return snprintf(buf, len,
                     "{\"budget_bytes\":%llu,\"fixed_bytes\":%llu,\"state_bytes\":%llu,\"ctx_tokens\":%d,"
                     "\"min_budget_bytes\":%llu,\"pinned_units\":%d,"
                     "\"trunk_units\":%d,\"pinned_bytes\":%llu,\"ring_slots\":%d,\"ring_slot_bytes\":%llu,"
                     "\"expert_slots\":%d,\"experts_total\":%d,\"expert_slot_bytes\":%llu,\"fully_resident\":%s,"
-                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d,\"tile_tokens\":%d,\"chunk_scratch_bytes\":%llu}",
+                    "\"resident_bytes\":%llu,\"chunk_tokens\":%d,\"tile_tokens\":%d,\"chunk_scratch_bytes\":%llu,"
+                    "\"speeds\":{\"source\":\"%s\",\"disk_gbps\":%.6g,\"trunk_matvec_gbps\":%.6g,"
+                    "\"expert_matvec_gbps\":%.6g}}",
                     (unsigned long long)p->budget_bytes, (unsigned long long)p->fixed_bytes,
                     (unsigned long long)p->state_bytes, p->ctx_tokens, (unsigned long long)p->min_budget_bytes, p->n_pinned, p->n_trunk,
                     (unsigned long long)p->pinned_bytes, p->n_ring, (unsigned long long)p->ring_slot_bytes,
                     p->n_expert_slots, p->n_experts_total, (unsigned long long)p->expert_slot_bytes,
                     p->all_resident ? "true" : "false", (unsigned long long)p->resident_bytes, p->chunk_tokens,
-                    p->tile_tokens, (unsigned long long)p->chunk_scratch_bytes);
+                    p->tile_tokens, (unsigned long long)p->chunk_scratch_bytes, source,
+                    p->speeds.read_bytes_per_s / 1e9, p->speeds.trunk_matvec_bytes_per_s / 1e9,
+                    p->speeds.expert_matvec_bytes_per_s / 1e9);
 }
 
 int64_t k3_parse_size(const char *s)

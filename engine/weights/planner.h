@@ -24,9 +24,24 @@
 #include "k3.h"
 #include "mem_limit.h"
 
+/* The speeds a decode token's predicted wait is weighed at: this machine's
+ * measured ones when the process has them (k3 plan's cached probes, or a
+ * --rates file: engine/model/plan_speeds.c), else k3_plan_default_speeds.
+ * The same speeds give the same plan. */
+typedef struct k3_plan_speeds {
+    double trunk_matvec_bytes_per_s;   /* the trunk's weights through the decode matvec */
+    double expert_matvec_bytes_per_s;  /* a routed expert's weights through it */
+    double read_bytes_per_s;           /* the disk, for ring units and expert pages alike */
+    char source[200];                  /* where they come from, one line (printed with the plan) */
+} k3_plan_speeds;
+
+/* The speeds assumed when none were measured: bf16 matvec ~30 GB/s, MXFP4
+ * ~17 GB/s with 2 threads, the disk ~2 GB/s (docs/PERFORMANCE.md). */
+void k3_plan_default_speeds(k3_plan_speeds *s);
+
 /* What a decode token costs, for weighing a pinned trunk unit against the
- * expert slots its bytes would hold. The engine fills it from the model's
- * bytes at default rates (k3_plan_default_costs); k3 plan from its probes. */
+ * expert slots its bytes would hold: the model's bytes at the speeds
+ * (k3_plan_costs_at), the engine's and k3 plan's alike. */
 typedef struct k3_plan_costs {
     double trunk_read_bytes_per_s;   /* the ring's reads of whole units */
     double expert_read_bytes_per_s;  /* expert pages, read when a layer's router misses */
@@ -36,6 +51,7 @@ typedef struct k3_plan_costs {
      * LRU cache (k3_expert_cache_uniform_hit_rate) */
     double (*hit_rate)(int n_slots, void *ctx);
     void *hit_rate_ctx;
+    const k3_plan_speeds *speeds; /* what the costs were made at (copied into the plan); may be NULL */
 } k3_plan_costs;
 
 typedef struct k3_plan_input {
@@ -87,6 +103,7 @@ typedef struct k3_plan {
     double token_wait_s;          /* with costs: the decode token's predicted wait (reads not hidden) */
     double token_s;               /* with costs: its predicted time, compute included */
     char split_why[256];          /* with costs: why this many units pinned, one line */
+    k3_plan_speeds speeds;        /* with costs: the speeds it was weighed at (source "" without) */
 } k3_plan;
 
 int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
@@ -99,13 +116,14 @@ int k3_plan_make(const k3_plan_input *in, k3_plan *out, k3_error *err);
  * *token_s (may be NULL): the token's time, compute included. */
 double k3_plan_token_wait_s(const k3_plan_input *in, const uint8_t *pinned, int n_expert_slots, double *token_s);
 
-/* Costs from the model's bytes at this machine's typical rates (a matvec
- * streams weights at ~30 GB/s, the disk reads ~2 GB/s; docs/PERFORMANCE.md),
- * for the engine, which has not measured its own at open. unit_compute_s
- * is filled ([n_trunk]); moe_expert_bytes_per_unit[i] is the routed experts'
- * bytes a token runs in unit i (top_k x expert bytes in a MoE layer). */
-void k3_plan_default_costs(k3_plan_costs *costs, const uint64_t *trunk_bytes, const uint64_t *moe_expert_bytes_per_unit,
-                           int n_trunk, double *unit_compute_s, int n_moe_layers, int n_experts_per_layer);
+/* Costs from the model's bytes at these speeds (NULL: the defaults), so
+ * the engine and k3 plan weigh alike. unit_compute_s is filled ([n_trunk]);
+ * moe_expert_bytes_per_unit[i] is the routed experts' bytes a token runs in
+ * unit i (top_k x expert bytes in a MoE layer). The costs point at speeds
+ * (keep them alive while the costs are used). */
+void k3_plan_costs_at(k3_plan_costs *costs, const k3_plan_speeds *speeds, const uint64_t *trunk_bytes,
+                      const uint64_t *moe_expert_bytes_per_unit, int n_trunk, double *unit_compute_s, int n_moe_layers,
+                      int n_experts_per_layer);
 void k3_plan_free(k3_plan *p);
 
 /* What holding the whole model takes: the fixed claim, every trunk unit,

@@ -37,7 +37,7 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
                         .chunk_token_bytes = rp->opt.chunk_token_bytes, .chunk_room_bytes = 0,
                         .span_token_bytes = rp->opt.span_token_bytes, .embed_table_bytes = embed_table_bytes};
     /* the split between pinned trunk and expert slots by what a decode
-     * token waits for, at default rates (planner.h) */
+     * token waits for, at the speeds the model was opened with (planner.h) */
     double *unit_compute_s = calloc((size_t)n_trunk, sizeof *unit_compute_s);
     uint64_t *unit_expert_bytes = calloc((size_t)n_trunk, sizeof *unit_expert_bytes);
     if (!unit_compute_s || !unit_expert_bytes) {
@@ -52,8 +52,11 @@ int weights_plan_and_allocate(k3_weights *rp, k3_error *err)
             unit_expert_bytes[l] = (uint64_t)c->top_k * expert_bytes;
             n_moe++;
         }
+    k3_plan_speeds speeds = rp->opt.speeds;
+    if (!(speeds.trunk_matvec_bytes_per_s > 0 && speeds.expert_matvec_bytes_per_s > 0 && speeds.read_bytes_per_s > 0))
+        k3_plan_default_speeds(&speeds);
     k3_plan_costs costs;
-    k3_plan_default_costs(&costs, trunk_bytes, unit_expert_bytes, n_trunk, unit_compute_s, n_moe, c->n_experts);
+    k3_plan_costs_at(&costs, &speeds, trunk_bytes, unit_expert_bytes, n_trunk, unit_compute_s, n_moe, c->n_experts);
     free(unit_expert_bytes);
     if (n_experts_total) in.costs = &costs;
     k3_mem_limit lim;
