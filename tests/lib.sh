@@ -9,7 +9,10 @@ fail() { echo "FAIL $1: $(printf "%s" "$2" | tr "\n" " ")"; FAILED=1; }
 # run_pool JOBS DIR SCRIPT...: run the scripts, at most JOBS at a time, each
 # as `sh SCRIPT` with its output in DIR/NAME.out, its stderr in DIR/NAME.err
 # its exit status in DIR/NAME.rc and its wall seconds in DIR/NAME.secs
-# (NAME: the script's file name without .sh). Returns when every script
+# (NAME: the script's file name without .sh). Each script gets its own
+# empty XDG_CACHE_HOME (DIR/NAME.cache): the engine plans at the speeds
+# k3 plan caches there, so no script's plans may depend on what another
+# script (or the tester's own ~/.cache) probed. Returns when every script
 # has ended; the caller reads the files in its own order, so the log does
 # not depend on which finished first.
 run_pool() {
@@ -18,7 +21,8 @@ run_pool() {
     mkdir -p "$pool_dir"
     [ $# -gt 0 ] || return 0
     printf '%s\n' "$@" | xargs -P "$pool_jobs" -I{} sh -c \
-        'n=$(basename "$1" .sh); a=$(date +%s); sh "$1" > "$2/$n.out" 2> "$2/$n.err"; echo $? > "$2/$n.rc"
+        'n=$(basename "$1" .sh); a=$(date +%s); rm -rf "$2/$n.cache"
+         XDG_CACHE_HOME="$PWD/$2/$n.cache" sh "$1" > "$2/$n.out" 2> "$2/$n.err"; echo $? > "$2/$n.rc"
          echo $(( $(date +%s) - a )) > "$2/$n.secs"' _ {} "$pool_dir"
 }
 
