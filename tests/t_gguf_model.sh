@@ -24,7 +24,9 @@
 # summed as a dot product per latent column where kv_b_proj is summed by
 # rows, so the logits agree to 1e-6 (observed 3.2e-7), not bit for bit;
 # the greedy ids are the same. A Q5_K_M file holds Q5_1 tensors (its rows
-# that are not whole 256-blocks), which k3 reads like every other type.
+# that are not whole 256-blocks), which k3 reads like every other type. The
+# IQ1_S and IQ1_M files (llama-quantize with an importance matrix) hold 13
+# tensors of their type each, experts included, beside IQ4_NL/K-quant ones.
 # The tokenizer k3 builds from each file's vocabulary gives the same ids as
 # the source checkpoint's tiktoken.model on a mixed text.
 cd "$(dirname "$0")/.." || exit 1
@@ -47,7 +49,10 @@ max_rel() {
     case $1 in
     F32) echo 1e-6 ;; F16) echo 1e-3 ;; BF16) echo 5e-3 ;; Q8_0) echo 1.5e-2 ;; Q6_K) echo 4e-2 ;;
     Q5_K_M|Q5_0) echo 8e-2 ;; Q4_K_M|Q4_0|IQ4_NL|IQ4_XS|MXFP4_MOE) echo 0.2 ;; Q3_K_M) echo 0.3 ;;
-    Q2_K) echo 0.6 ;; *) echo 0 ;;
+    Q2_K) echo 0.6 ;;
+    # the 1-bit types on random Gaussian weights: observed 0.50 (IQ1_S) and 0.48 (IQ1_M); a file of
+    # zeros or of another model's weights would be 1 or more
+    IQ1_S|IQ1_M) echo 0.75 ;; *) echo 0 ;;
     esac
 }
 

@@ -5,6 +5,7 @@
  * llama.cpp's reference dequantization, in its order. */
 #include <string.h>
 #include "kernels.h"
+#include "quant_iq1.h"
 #include "quant_types.h"
 
 /* A little-endian binary16 at p, as fp32 (exact). */
@@ -335,6 +336,8 @@ static const k3_quant_type quant_table[] = {
     {"MXFP4", K3_GGML_MXFP4, 32, 17, decode_mxfp4},
     {"IQ4_NL", K3_GGML_IQ4_NL, 32, 18, decode_iq4_nl},
     {"IQ4_XS", K3_GGML_IQ4_XS, 256, 136, decode_iq4_xs},
+    {"IQ1_S", K3_GGML_IQ1_S, 256, K3_IQ1_S_BLOCK_BYTES, k3_decode_iq1_s},   /* quant_iq1.c */
+    {"IQ1_M", K3_GGML_IQ1_M, 256, K3_IQ1_M_BLOCK_BYTES, k3_decode_iq1_m},
 };
 #define QUANT_TABLE_LEN ((int)(sizeof quant_table / sizeof quant_table[0]))
 

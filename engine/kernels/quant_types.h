@@ -30,8 +30,10 @@ enum {
     K3_GGML_Q4_K = 12,
     K3_GGML_Q5_K = 13,
     K3_GGML_Q6_K = 14,
+    K3_GGML_IQ1_S = 19,
     K3_GGML_IQ4_NL = 20,
     K3_GGML_IQ4_XS = 23,
+    K3_GGML_IQ1_M = 29,
     K3_GGML_BF16 = 30,
     K3_GGML_MXFP4 = 39
 };

@@ -1,0 +1,121 @@
+/* quant_iq1_lanes.h - IQ1_S and IQ1_M (quant_iq1.h) decoded 16 weights at a
+ * time in vector registers, for the row kernels of quant_matvec.c. A
+ * 16-weight chunk is two grid points: their 16 level bytes are gathered
+ * into one v16b (quant_lanes.h), widened to fp32 lanes, shifted by each
+ * group's delta and multiplied by the chunk's scale: the fp32 operations of
+ * the scalar decoders in the same order, so every back end gives their
+ * bits. Included by quant_matvec.c after quant_lanes.h. */
+#ifndef K3_QUANT_IQ1_LANES_H
+#define K3_QUANT_IQ1_LANES_H
+
+#include "quant_iq1.h"
+#include "quant_lanes.h"
+
+/* Two 8-byte words as one v16b: first in lanes 0-7, second in 8-15. */
+#if defined(K3_KERNELS_X86_H)
+K3_INLINE v16b iq1_v16b_from_words(uint64_t first, uint64_t second)
+{
+    return _mm_set_epi64x((long long)second, (long long)first);
+}
+#elif defined(K3_KERNELS_NEON_H)
+K3_INLINE v16b iq1_v16b_from_words(uint64_t first, uint64_t second)
+{
+    return vcombine_u8(vcreate_u8(first), vcreate_u8(second));
+}
+#else
+K3_INLINE v16b iq1_v16b_from_words(uint64_t first, uint64_t second)
+{
+    v16b v;
+    for (int i = 0; i < 8; i++) {
+        v.lane[i] = (uint8_t)(first >> (8 * i));
+        v.lane[8 + i] = (uint8_t)(second >> (8 * i));
+    }
+    return v;
+}
+#endif
+
+/* One 16-weight chunk's fields: its two groups' grid indices and shift
+ * signs (1: -1/8), and the 3-bit scale s of the chunk. */
+typedef struct {
+    unsigned first, second;
+    int negative_first, negative_second;
+    int scale_bits;
+} iq1_chunk;
+
+/* IQ1_S chunk k (0..15): groups 2k and 2k + 1, both under the u16 word of
+ * weights 32 (k / 2) onward (its scale and shift sign, and the high index
+ * bits of groups 2 (k % 2) and 2 (k % 2) + 1 within it). */
+K3_INLINE iq1_chunk iq1_s_fields(const uint8_t *row, int k)
+{
+    const unsigned word = (unsigned)row[34 + 2 * (k / 2)] | (unsigned)row[35 + 2 * (k / 2)] << 8;
+    const int l = 2 * (k % 2);
+    iq1_chunk f;
+    f.first = row[2 + 2 * k] | ((word >> (3 * l)) & 7) << 8;
+    f.second = row[3 + 2 * k] | ((word >> (3 * l + 3)) & 7) << 8;
+    f.negative_first = f.negative_second = (int)(word >> 15);
+    f.scale_bits = (int)((word >> 12) & 7);
+    return f;
+}
+
+/* IQ1_M chunk k (0..15): groups 2k and 2k + 1 share the 3-bit scale at bit
+ * 3 (k % 4) of scale word k / 4; qh byte k holds their high index bits
+ * and shift signs (low nibble the first group's, high nibble the
+ * second's). */
+K3_INLINE iq1_chunk iq1_m_fields(const uint8_t *row, int k)
+{
+    const unsigned word = (unsigned)row[48 + 2 * (k / 4)] | (unsigned)row[49 + 2 * (k / 4)] << 8;
+    const unsigned qh = row[32 + k];
+    iq1_chunk f;
+    f.first = row[2 * k] | (qh & 7) << 8;
+    f.second = row[2 * k + 1] | ((qh >> 4) & 7) << 8;
+    f.negative_first = (qh >> 3) & 1;
+    f.negative_second = (qh >> 7) & 1;
+    f.scale_bits = (int)((word >> (3 * (k % 4))) & 7);
+    return f;
+}
+
+/* IQ1_M's block scale d: the f16 of k3_iq1_m_scale_bits, converted as the
+ * kernels convert every f16 scale. */
+K3_INLINE float iq1_m_scale(const uint8_t *row)
+{
+    const uint16_t bits = k3_iq1_m_scale_bits(row);
+    const uint8_t bytes[2] = {(uint8_t)bits, (uint8_t)(bits >> 8)};
+    return f16_scale_at(bytes);
+}
+
+/* A chunk's 16 weights under block scale d: (d * (2 s + 1)) * (level +
+ * delta), the first group's on lanes 0-7 (*lo), the second's on 8-15. */
+K3_INLINE void iq1_chunk_weights(iq1_chunk f, float d, v8f *lo, v8f *hi)
+{
+    v8f level_lo, level_hi;
+    const v8f scale = v8_set1(d * (float)(2 * f.scale_bits + 1));
+    v16_from_v16b(iq1_v16b_from_words(k3_iq1_grid[f.first], k3_iq1_grid[f.second]), &level_lo, &level_hi);
+    *lo = v8_mul(scale, v8_add(level_lo, v8_set1(f.negative_first ? -K3_IQ1_DELTA : K3_IQ1_DELTA)));
+    *hi = v8_mul(scale, v8_add(level_hi, v8_set1(f.negative_second ? -K3_IQ1_DELTA : K3_IQ1_DELTA)));
+}
+
+/* Bytewise a + b (mod 256 in each byte, no carry between bytes). */
+K3_INLINE uint64_t iq1_bytes_add(uint64_t a, uint64_t b)
+{
+    const uint64_t top_bits = 0x8080808080808080ull;
+    return ((a & ~top_bits) + (b & ~top_bits)) ^ ((a ^ b) & top_bits);
+}
+
+/* The q8 path's integer codes of a grid point: 8 level + 1, or 8 level - 1
+ * when the shift is negative (the weights are these codes times d / 8 times
+ * the run's 2 s + 1, exactly). 8 level is the byte shifted by 3 with what
+ * crossed from the byte below masked off. */
+K3_INLINE uint64_t iq1_point_codes(unsigned index, int negative)
+{
+    const uint64_t eight_levels = (k3_iq1_grid[index] << 3) & 0xF8F8F8F8F8F8F8F8ull;
+    return iq1_bytes_add(eight_levels, negative ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull);
+}
+
+/* A chunk's 16 codes for the q8 path. */
+K3_INLINE v16b iq1_chunk_codes(iq1_chunk f)
+{
+    return iq1_v16b_from_words(iq1_point_codes(f.first, f.negative_first),
+                               iq1_point_codes(f.second, f.negative_second));
+}
+
+#endif
