@@ -127,3 +127,12 @@ if [ -n "$want" ] && [ -z "$bad" ]; then
 else
     echo "FAIL gguf fixtures: token ids differ from the source's [$want] for:$bad"
 fi
+
+# the file type a 1-bit file names (general.file_type 24 / 31) as `k3 models` shows it
+rm -rf $OUT/models && mkdir -p $OUT/models && cp $FX/kl-IQ1_S.gguf $FX/kl-IQ1_M.gguf $OUT/models/
+listed=$($K3 models $OUT/models 2>&1)
+if echo "$listed" | grep -q 'kl-IQ1_S.gguf .* IQ1_S .*GGUF' && echo "$listed" | grep -q 'kl-IQ1_M.gguf .* IQ1_M .*GGUF'; then
+    echo "PASS gguf fixtures: k3 models names the IQ1_S and IQ1_M files' types"
+else
+    echo "FAIL gguf fixtures: k3 models does not name IQ1_S / IQ1_M: $(echo "$listed" | tr '\n' ' ')"
+fi
