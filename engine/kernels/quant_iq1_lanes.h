@@ -34,6 +34,27 @@ K3_INLINE v16b iq1_v16b_from_words(uint64_t first, uint64_t second)
 }
 #endif
 
+/* 8 a + b in each byte lane, wrapping (the q8 codes 8 level +- 1: no lane
+ * leaves -9..9). */
+#if defined(K3_KERNELS_X86_H)
+K3_INLINE v16b iq1_v16b_eight_times_plus(v16b a, v16b b)
+{
+    const __m128i twice = _mm_add_epi8(a, a), four_times = _mm_add_epi8(twice, twice);
+    return _mm_add_epi8(_mm_add_epi8(four_times, four_times), b);
+}
+#elif defined(K3_KERNELS_NEON_H)
+K3_INLINE v16b iq1_v16b_eight_times_plus(v16b a, v16b b)
+{
+    return vaddq_u8(vshlq_n_u8(a, 3), b);
+}
+#else
+K3_INLINE v16b iq1_v16b_eight_times_plus(v16b a, v16b b)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)(8 * a.lane[i] + b.lane[i]);
+    return a;
+}
+#endif
+
 /* One 16-weight chunk's fields: its two groups' grid indices and shift
  * signs (1: -1/8), and the 3-bit scale s of the chunk. */
 typedef struct {
@@ -101,28 +122,16 @@ K3_INLINE void iq1_chunk_weights(iq1_chunk f, float d, v8f *lo, v8f *hi)
     *hi = v8_mul(scale, v8_add(level_hi, v8_set1(iq1_deltas[f.negative_second])));
 }
 
-/* Bytewise a + b (mod 256 in each byte, no carry between bytes). */
-K3_INLINE uint64_t iq1_bytes_add(uint64_t a, uint64_t b)
-{
-    const uint64_t top_bits = 0x8080808080808080ull;
-    return ((a & ~top_bits) + (b & ~top_bits)) ^ ((a ^ b) & top_bits);
-}
-
-/* The q8 path's integer codes of a grid point: 8 level + 1, or 8 level - 1
- * when the shift is negative (the weights are these codes times d / 8 times
- * the run's 2 s + 1, exactly). 8 level is the byte shifted by 3 with what
- * crossed from the byte below masked off. */
-K3_INLINE uint64_t iq1_point_codes(unsigned index, int negative)
-{
-    const uint64_t eight_levels = (k3_iq1_grid[index] << 3) & 0xF8F8F8F8F8F8F8F8ull;
-    return iq1_bytes_add(eight_levels, negative ? 0xFFFFFFFFFFFFFFFFull : 0x0101010101010101ull);   /* -1 or +1 */
-}
-
-/* A chunk's 16 codes for the q8 path. */
+/* A chunk's 16 codes for the q8 path: 8 level + 1, or 8 level - 1 when
+ * the group's shift is negative (the weights are these codes times d / 8
+ * times the run's 2 s + 1, exactly). The signs come from a table, not a
+ * branch. */
 K3_INLINE v16b iq1_chunk_codes(iq1_chunk f)
 {
-    return iq1_v16b_from_words(iq1_point_codes(f.first, f.negative_first),
-                               iq1_point_codes(f.second, f.negative_second));
+    static const uint64_t plus_or_minus_one[2] = {0x0101010101010101ull, 0xFFFFFFFFFFFFFFFFull};
+    return iq1_v16b_eight_times_plus(iq1_v16b_from_words(k3_iq1_grid[f.first], k3_iq1_grid[f.second]),
+                                     iq1_v16b_from_words(plus_or_minus_one[f.negative_first],
+                                                         plus_or_minus_one[f.negative_second]));
 }
 
 #endif
