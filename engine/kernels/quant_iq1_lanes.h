@@ -104,17 +104,17 @@ K3_INLINE float iq1_m_scale(const uint8_t *row)
     return f16_scale_at(bytes);
 }
 
-/* The shift by its sign bit, and 2 s + 1 by s, as fp32: loads rather than
- * a branch on the signs (data: it would mispredict half the time) or an
- * int-to-float conversion per group (measured: IQ1_M's matvec 1.7 G
- * weights/s with the branch, 4.8 with a conversion, in L2). */
-static const float iq1_deltas[2] = {K3_IQ1_DELTA, -K3_IQ1_DELTA};
-static const float iq1_odd_scales[8] = {1, 3, 5, 7, 9, 11, 13, 15};
-
 /* A chunk's 16 weights under block scale d: (d * (2 s + 1)) * (level +
- * delta), the first group's on lanes 0-7 (*lo), the second's on 8-15. */
+ * delta), the first group's on lanes 0-7 (*lo), the second's on 8-15.
+ * The shift by its sign bit and 2 s + 1 by s come from fp32 tables:
+ * loads rather than a branch on the signs (data: it would mispredict half
+ * the time) or an int-to-float conversion per group (measured: IQ1_M's
+ * matvec 1.7 G weights/s with the branch, 4.8 with a conversion, 6.6 with
+ * the tables, in L2). */
 K3_INLINE void iq1_chunk_weights(iq1_chunk f, float d, v8f *lo, v8f *hi)
 {
+    static const float iq1_deltas[2] = {K3_IQ1_DELTA, -K3_IQ1_DELTA};
+    static const float iq1_odd_scales[8] = {1, 3, 5, 7, 9, 11, 13, 15};
     v8f level_lo, level_hi;
     const v8f scale = v8_set1(d * iq1_odd_scales[f.scale_bits]);
     v16_from_v16b(iq1_v16b_from_words(k3_iq1_grid[f.first], k3_iq1_grid[f.second]), &level_lo, &level_hi);
