@@ -26,7 +26,9 @@
 # the greedy ids are the same. A Q5_K_M file holds Q5_1 tensors (its rows
 # that are not whole 256-blocks), which k3 reads like every other type; the
 # IQ2_XXS, IQ2_XS, IQ2_M and IQ3_XS files (made with an importance matrix)
-# hold the five IQ2/IQ3 grid types.
+# hold the five IQ2/IQ3 grid types. The IQ1_S and IQ1_M files (the same
+# importance matrix) hold 13 tensors of their type each, experts included,
+# beside IQ4_NL/K-quant ones.
 # The tokenizer k3 builds from each file's vocabulary gives the same ids as
 # the source checkpoint's tiktoken.model on a mixed text.
 cd "$(dirname "$0")/.." || exit 1
@@ -50,7 +52,9 @@ max_rel() {
     F32) echo 1e-6 ;; F16) echo 1e-3 ;; BF16) echo 5e-3 ;; Q8_0) echo 1.5e-2 ;; Q6_K) echo 4e-2 ;;
     Q5_K_M|Q5_0) echo 8e-2 ;; Q4_K_M|Q4_0|IQ4_NL|IQ4_XS|MXFP4_MOE) echo 0.2 ;; Q3_K_M) echo 0.3 ;;
     Q2_K) echo 0.6 ;; IQ3_XS) echo 0.4 ;; IQ2_M) echo 0.55 ;; IQ2_XS) echo 0.65 ;; IQ2_XXS) echo 0.7 ;;
-    *) echo 0 ;;
+    # the 1-bit types on random Gaussian weights: observed 0.50 (IQ1_S) and 0.48 (IQ1_M); a file of
+    # zeros or of another model's weights would be 1 or more
+    IQ1_S|IQ1_M) echo 0.75 ;; *) echo 0 ;;
     esac
 }
 
@@ -155,4 +159,25 @@ if [ $ok = 1 ]; then
     echo "PASS gguf fixture IQ3_XS: logits bit-identical on 1 and 3 threads and in chunks of 1 and 16 tokens"
 else
     echo "FAIL gguf fixture IQ3_XS: logits differ across threads or chunks (or k3 eval failed: $(cat $OUT/iq3_xs_*.err | head -1))"
+fi
+
+# llama.cpp computes IQ1_S/IQ1_M with q8 activations: k3 under --activations q8 over the same files
+# is within 5e-2 of its recorded logits (observed 2.5e-2 and 2.7e-2, as the other types' q8
+# differences); k3's exact path is 0.30 from them on IQ1_S, so this tells the two paths apart
+for t in IQ1_S IQ1_M; do
+    if $K3 eval $FX/kl-$t.gguf --ids "$IDS" --logits $OUT/k3-q8-$t.f32 --activations q8 >/dev/null 2>$OUT/k3-q8-$t.err; then
+        $PY tests/ref/compare_logits.py "gguf fixture $t: k3 --activations q8 vs llama.cpp's logits" \
+            $FX/llamacpp-$t.f32 $OUT/k3-q8-$t.f32 $N_IDS 5e-2
+    else
+        echo "FAIL gguf fixture $t: k3 eval --activations q8 failed: $(tail -1 $OUT/k3-q8-$t.err)"
+    fi
+done
+
+# the file type a 1-bit file names (general.file_type 24 / 31) as `k3 models` shows it
+rm -rf $OUT/models && mkdir -p $OUT/models && cp $FX/kl-IQ1_S.gguf $FX/kl-IQ1_M.gguf $OUT/models/
+listed=$($K3 models $OUT/models 2>&1)
+if echo "$listed" | grep -q 'kl-IQ1_S.gguf .* IQ1_S .*GGUF' && echo "$listed" | grep -q 'kl-IQ1_M.gguf .* IQ1_M .*GGUF'; then
+    echo "PASS gguf fixtures: k3 models names the IQ1_S and IQ1_M files' types"
+else
+    echo "FAIL gguf fixtures: k3 models does not name IQ1_S / IQ1_M: $(echo "$listed" | tr '\n' ' ')"
 fi

@@ -134,8 +134,9 @@ int main(void)
         {"Q5_0", 6, 32, 22}, {"Q2_K", 10, 256, 84}, {"Q3_K", 11, 256, 110}, {"Q4_K", 12, 256, 144},
         {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210}, {"MXFP4", 39, 32, 17}, {"IQ4_NL", 20, 32, 18},
         {"IQ4_XS", 23, 256, 136}, {"Q4_1", 3, 32, 20}, {"Q5_1", 7, 32, 24}, {"IQ2_XXS", 16, 256, 66},
-        {"IQ2_XS", 17, 256, 74}, {"IQ2_S", 22, 256, 82}, {"IQ3_XXS", 18, 256, 98}, {"IQ3_S", 21, 256, 110}};
-    CHECK(k3_quant_type_count() == 21, "%d types", k3_quant_type_count());
+        {"IQ2_XS", 17, 256, 74}, {"IQ2_S", 22, 256, 82}, {"IQ3_XXS", 18, 256, 98}, {"IQ3_S", 21, 256, 110},
+        {"IQ1_S", 19, 256, 50}, {"IQ1_M", 29, 256, 56}};
+    CHECK(k3_quant_type_count() == 23, "%d types", k3_quant_type_count());
     for (size_t i = 0; i < sizeof ggml / sizeof ggml[0]; i++) {
         const k3_quant_type *t = k3_quant_type_by_id(ggml[i].id);
         CHECK(t && t == k3_quant_type_by_name(ggml[i].name) && t->block_elems == ggml[i].elems &&

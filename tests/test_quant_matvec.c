@@ -16,6 +16,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "quant_grids.h"
+#include "quant_iq1.h"
 #include "quant_matvec.h"
 #include "quant_types.h"
 #include "test.h"
@@ -41,7 +42,11 @@ static void random_matrix(const k3_quant_type *t, uint8_t *data, int64_t n_block
         switch (t->ggml_id) {
         case K3_GGML_F16: case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL:
         case K3_GGML_IQ4_XS: case K3_GGML_IQ2_XXS: case K3_GGML_IQ2_XS: case K3_GGML_IQ2_S: case K3_GGML_IQ3_XXS:
-        case K3_GGML_IQ3_S: halves[0] = 0; break;
+        case K3_GGML_IQ3_S: case K3_GGML_IQ1_S: halves[0] = 0; break;
+        case K3_GGML_IQ1_M: {   /* the f16 d is the top nibbles of the four u16 scale words */
+            uint16_t bits = (uint16_t)(((rnd() & 1) << 15) | ((5 + rnd() % 7) << 10) | (rnd() & 0x3FF));
+            for (int k = 0; k < 4; k++) blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0F) | ((bits >> (4 * k)) & 0x0F) << 4);
+        } break;
         case K3_GGML_Q4_K: case K3_GGML_Q5_K: case K3_GGML_Q4_1: case K3_GGML_Q5_1: halves[0] = 0; halves[1] = 2; break;
         case K3_GGML_Q2_K: halves[0] = 80; halves[1] = 82; break;
         case K3_GGML_Q3_K: halves[0] = 108; break;
@@ -116,12 +121,40 @@ static int canonical_equal(const k3_quant_type *t, int64_t rows, int64_t cols, c
     return ok;
 }
 
+/* IQ1_S / IQ1_M weight w (0..255) of a block, computed on its own from the
+ * layout (docs/MODEL.md): its 8-weight group g = w / 8, the group's grid
+ * index, scale and shift sign, then (d * (2 s + 1)) * (level + delta). */
+static float iq1_weight_plain(int is_m, const uint8_t *blk, int w)
+{
+    const int g = w / 8;
+    unsigned index, s, negative;
+    uint16_t d_bits;
+    if (!is_m) {
+        const unsigned qh = blk[34 + 2 * (g / 4)] | blk[35 + 2 * (g / 4)] << 8;
+        index = blk[2 + g] + 256 * ((qh >> (3 * (g % 4))) & 7);
+        s = (qh >> 12) & 7;
+        negative = qh >> 15;
+        d_bits = (uint16_t)(blk[0] | blk[1] << 8);
+    } else {
+        const unsigned qh = blk[32 + g / 2] >> (4 * (g % 2));
+        index = blk[g] + 256 * (qh & 7);
+        negative = (qh >> 3) & 1;
+        const int chunk = g / 2;   /* 16 weights per 3-bit scale, 4 scales per u16 word */
+        const unsigned word = blk[48 + 2 * (chunk / 4)] | blk[49 + 2 * (chunk / 4)] << 8;
+        s = (word >> (3 * (chunk % 4))) & 7;
+        d_bits = (uint16_t)((blk[49] >> 4) | (blk[51] >> 4) << 4 | (blk[53] >> 4) << 8 | (blk[55] >> 4) << 12);
+    }
+    const int level = (int8_t)(k3_iq1_grid[index] >> (8 * (w % 8)));
+    const float dl = k3_f16_to_f32(d_bits) * (float)(2 * s + 1);
+    return dl * ((float)level + (negative ? -0.125f : 0.125f));
+}
+
 int main(void)
 {
     char why[256] = "";
     k3_kernels_force_scalar(0);
 
-    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (18 types, 1 to 13 rows, 1 to 16 blocks)");
+    TEST_BEGIN("quant matvec: every block type decoded in registers equals decode + k3_dot_f32 bit for bit (20 types, 1 to 13 rows, 1 to 16 blocks)");
     {
         int ok = 1, n_block_types = 0;
         for (int i = 0; ok && i < k3_quant_type_count(); i++) {
@@ -133,7 +166,7 @@ int main(void)
             for (int k = 0; ok && k < 3; k++) ok = canonical_equal(t, rows[k], blocks[k] * t->block_elems, why);
         }
         CHECK(ok, "%s", why);
-        CHECK(n_block_types == 18, "%d block types in the table, the test names 18", n_block_types);
+        CHECK(n_block_types == 20, "%d block types in the table, the test names 20", n_block_types);
     }
     TEST_END();
 
@@ -146,7 +179,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (19 types; MXFP4 at all 253 finite scales)");
+    TEST_BEGIN("quant matmul: the decoded rows (one-hot tokens) equal the scalar decoder's weights (21 types; MXFP4 at all 253 finite scales)");
     {
         /* token t = e_t makes Y[t][r] = W[r][t] exactly in the canonical
          * order (one fma by 1, the rest adds of +-0), so this reads back
@@ -222,7 +255,7 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 19 types)");
+    TEST_BEGIN("quant matvec: the same bits on 1, 2 and 3 threads, 321 rows (a matrix large enough to split, 21 types)");
     {
         for (int i = 0; i < k3_quant_type_count(); i++) {
             const k3_quant_type *t = k3_quant_type_at(i);
@@ -278,11 +311,12 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (11 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (13 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
     {
-        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
+                               "IQ1_S", "IQ1_M"};
         k3_kernels_set_activations_q8(1);
-        for (int i = 0; i < 11; i++) {
+        for (int i = 0; i < 13; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             /* the last shape is large enough to split across threads */
             const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
@@ -325,10 +359,11 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (11 types), zero x gives 0, F32/F16/BF16 stay exact");
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (13 types), zero x gives 0, F32/F16/BF16 stay exact");
     {
-        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS"};
-        for (int i = 0; i < 11; i++) {
+        const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
+                               "IQ1_S", "IQ1_M"};
+        for (int i = 0; i < 13; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             case_t c = make_case(t, 13, 4 * 256);
             k3_kernels_set_activations_q8(1);
@@ -460,6 +495,74 @@ int main(void)
             CHECK(y == 420.0f, "IQ2_XXS %s: %g, want 420", scalar ? "scalar" : "vector", y);
             k3_quant_matvec(&y, k3_quant_type_by_name("IQ3_S"), iq3, 1, 256, x);
             CHECK(y == 184.0f, "IQ3_S %s: %g, want 184", scalar ? "scalar" : "vector", y);
+        }
+        k3_kernels_force_scalar(0);
+    }
+    TEST_END();
+
+    TEST_BEGIN("quant IQ1_S/IQ1_M: the grid is llama.cpp's (FNV-1a of its bytes), the decoders equal a per-weight formula on random and extreme blocks, hand-computed rows vector and scalar");
+    {
+        uint64_t fnv = 0xcbf29ce484222325ull;
+        int levels_ok = 1;
+        for (int i = 0; i < 2048; i++)
+            for (int j = 0; j < 8; j++) {
+                const uint8_t byte = (uint8_t)(k3_iq1_grid[i] >> (8 * j));
+                levels_ok &= byte == 0xFF || byte == 0x00 || byte == 0x01;
+                fnv = (fnv ^ byte) * 0x100000001b3ull;
+            }
+        /* the hash of iq1s_grid in ggml-common.h (llama.cpp d32676d77), computed from that header */
+        CHECK(levels_ok && fnv == 0x6703ed863501ae2eull && k3_iq1_grid[1] == 0xffffffffffffff01ull &&
+                  k3_iq1_grid[2047] == 0x0101010101010101ull,
+              "grid: levels %s, FNV-1a %#llx", levels_ok ? "ok" : "not -1/0/1", (unsigned long long)fnv);
+        for (int is_m = 0; is_m < 2; is_m++) {
+            const k3_quant_type *t = k3_quant_type_by_name(is_m ? "IQ1_M" : "IQ1_S");
+            CHECK(t && t->block_elems == 256 && t->block_bytes == (is_m ? 56u : 50u), "IQ1 type table row");
+            if (!t) continue;
+            enum { BLOCKS = 64 };
+            uint8_t blocks[BLOCKS * 56];
+            float w[BLOCKS * 256];
+            random_matrix(t, blocks, BLOCKS);
+            /* the extremes: block 0 every bit set (index 2047: all +1; scale 7, negative shifts: 15 x
+             * 0.875), block 1 every index and scale bit clear (index 0: all -1; scale 0, positive
+             * shifts); the f16 d kept at 1 in both */
+            const int bytes = (int)t->block_bytes;
+            memset(blocks, 0xFF, (size_t)bytes);
+            memset(blocks + bytes, 0x00, (size_t)bytes);
+            for (int b = 0; b < 2; b++) {
+                uint8_t *blk = blocks + b * bytes;
+                if (!is_m) { blk[0] = 0x00; blk[1] = 0x3C; }
+                else for (int k = 0; k < 4; k++) blk[49 + 2 * k] = (uint8_t)((blk[49 + 2 * k] & 0x0F) | ((0x3C00 >> (4 * k)) & 0x0F) << 4);
+            }
+            k3_quant_decode_scalar(t, blocks, BLOCKS * 256, w);
+            int bad = -1;
+            for (int i = 0; i < BLOCKS * 256 && bad < 0; i++) {
+                const float want = iq1_weight_plain(is_m, blocks + (i / 256) * bytes, i % 256);
+                if (memcmp(&want, &w[i], 4)) bad = i;
+            }
+            CHECK(bad < 0, "%s weight %d: decoder %.9g, formula %.9g", t->name, bad, bad < 0 ? 0.0 : w[bad],
+                  bad < 0 ? 0.0 : iq1_weight_plain(is_m, blocks + (bad / 256) * bytes, bad % 256));
+            CHECK(w[0] == 15.0f * 0.875f && w[256] == -0.875f, "%s extremes: %g and %g, want 13.125 and -0.875",
+                  t->name, w[0], w[256]);
+        }
+        /* IQ1_S: d 0.5, every index 0 (all levels -1), words 0 except word 1 = 0xF000 (scale 7, shift
+         * -1/8): 224 weights 0.5 x -0.875 and 32 weights 7.5 x -1.125: -98 - 270 = -368 against x = 1.
+         * IQ1_M: d 1, every scale 0 and index 0 (-0.875 each), but qh[0] = 0x80 (weights 8-15 shift
+         * -1/8), scale of weights 0-15 = 1 (x 3), index 1 for group 2 (weight 16 level +1):
+         * 3 x 8 x -0.875 + 3 x 8 x -1.125 + 1.125 + 239 x -0.875 = -21 - 27 + 1.125 - 209.125 = -256 */
+        uint8_t s_blk[50] = {0}, m_blk[56] = {0};
+        const uint16_t half = k3_f32_to_f16(0.5f);
+        s_blk[0] = (uint8_t)half; s_blk[1] = (uint8_t)(half >> 8);
+        s_blk[37] = 0xF0;
+        m_blk[32] = 0x80; m_blk[48] = 0x01; m_blk[2] = 1;
+        m_blk[53] = 0xC0; m_blk[55] = 0x30;                                       /* d = 0x3C00 */
+        float x[256], y = 0;
+        for (int i = 0; i < 256; i++) x[i] = 1.0f;
+        for (int scalar = 0; scalar < 2; scalar++) {
+            k3_kernels_force_scalar(scalar);
+            k3_quant_matvec(&y, k3_quant_type_by_name("IQ1_S"), s_blk, 1, 256, x);
+            CHECK(y == -368.0f, "IQ1_S %s: %g, want -368", scalar ? "scalar" : "vector", y);
+            k3_quant_matvec(&y, k3_quant_type_by_name("IQ1_M"), m_blk, 1, 256, x);
+            CHECK(y == -256.0f, "IQ1_M %s: %g, want -256", scalar ? "scalar" : "vector", y);
         }
         k3_kernels_force_scalar(0);
     }

@@ -424,6 +424,7 @@ static void gguf_scale_offsets(uint32_t ggml_id, int offsets[2])
     switch (ggml_id) {
     case K3_GGML_Q8_0: case K3_GGML_Q4_0: case K3_GGML_Q5_0: case K3_GGML_IQ4_NL: case K3_GGML_IQ4_XS:
     case K3_GGML_IQ2_XXS: case K3_GGML_IQ2_XS: case K3_GGML_IQ2_S: case K3_GGML_IQ3_XXS: case K3_GGML_IQ3_S:
+    case K3_GGML_IQ1_S:
         offsets[0] = 0; break;
     case K3_GGML_Q4_K: case K3_GGML_Q5_K: offsets[0] = 0; offsets[1] = 2; break;
     case K3_GGML_Q2_K: offsets[0] = 80; offsets[1] = 82; break;
@@ -449,6 +450,11 @@ static void *gguf_matrix_make(const k3_quant_type *t, int64_t rows, int64_t cols
         uint8_t *block = data + b * t->block_bytes;
         if (t->ggml_id == K3_GGML_MXFP4)
             block[0] = (uint8_t)(120 + fill_next() % 8);
+        if (t->ggml_id == K3_GGML_IQ1_M) {   /* its f16 d is the top nibbles of the u16s at 48, 50, 52, 54 */
+            uint16_t half = (uint16_t)((fill_next() & 0x83FF) | (uint16_t)((9 + fill_next() % 5) << 10));
+            for (int k = 0; k < 4; k++)
+                block[49 + 2 * k] = (uint8_t)((block[49 + 2 * k] & 0x0F) | ((half >> (4 * k)) & 0x0F) << 4);
+        }
         for (int k = 0; k < 2; k++)
             if (offsets[k] >= 0) {
                 uint16_t half = (uint16_t)((fill_next() & 0x83FF) | (uint16_t)((9 + fill_next() % 5) << 10));

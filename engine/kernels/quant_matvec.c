@@ -15,6 +15,7 @@
 #include "quant_emit.h"
 #include "quant_iq.h"
 #include "quant_lanes.h"
+#include "quant_iq1_lanes.h"
 #include "quant_matvec.h"
 
 /* Below this many weights a matrix is one thread's work (as k3_matvec). */
@@ -113,6 +114,31 @@ K3_INLINE void block_iq4_xs(BLOCK_ARGS)
         const v16b packed = v16b_load(row + 8 + 16 * g);
         emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), dl, c + 32 * g, WALK_PASS);
         emit_scaled(v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), dl, c + 32 * g + 16, WALK_PASS);
+    }
+}
+
+/* IQ1_S: 16 chunks of two grid points (quant_iq1_lanes.h), f16 d first. */
+K3_INLINE void block_iq1_s(BLOCK_ARGS)
+{
+    const float d = f16_scale_at(row);
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) {
+        v8f lo, hi;
+        iq1_chunk_weights(iq1_s_fields(row, k), d, &lo, &hi);
+        emit_chunk(lo, hi, c + 16 * k, WALK_PASS);
+    }
+}
+
+/* IQ1_M: the same chunks, d the f16 spread over the scale words' top
+ * nibbles. */
+K3_INLINE void block_iq1_m(BLOCK_ARGS)
+{
+    const float d = iq1_m_scale(row);
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) {
+        v8f lo, hi;
+        iq1_chunk_weights(iq1_m_fields(row, k), d, &lo, &hi);
+        emit_chunk(lo, hi, c + 16 * k, WALK_PASS);
     }
 }
 
@@ -256,6 +282,8 @@ ROW_KERNELS(q5_k, 256, 176)
 ROW_KERNELS(q6_k, 256, 210)
 ROW_KERNELS(q2_k, 256, 84)
 ROW_KERNELS(q3_k, 256, 110)
+ROW_KERNELS(iq1_s, 256, K3_IQ1_S_BLOCK_BYTES)
+ROW_KERNELS(iq1_m, 256, K3_IQ1_M_BLOCK_BYTES)
 
 typedef float (*dot_row_fn)(const uint8_t *row, int64_t cols, const float *x);
 typedef void (*decode_row_fn)(const uint8_t *row, int64_t cols, float *out);
@@ -284,6 +312,8 @@ static const struct {
     {K3_GGML_IQ2_S, k3_iq2_s_dot_row, k3_iq2_s_decode_row},
     {K3_GGML_IQ3_XXS, k3_iq3_xxs_dot_row, k3_iq3_xxs_decode_row},
     {K3_GGML_IQ3_S, k3_iq3_s_dot_row, k3_iq3_s_decode_row},
+    {K3_GGML_IQ1_S, dot_row_iq1_s, decode_row_iq1_s},
+    {K3_GGML_IQ1_M, dot_row_iq1_m, decode_row_iq1_m},
 };
 
 /* Index of type t's kernels in row_kernels, or -1 (F32/F16/BF16). */
@@ -302,8 +332,9 @@ static int row_kernel_index(const k3_quant_type *t)
  * with one fp32 scale, a block's dot product with the weights' integer
  * codes is exact in int32, and one float multiply-add per block applies
  * the scales. Every block type has a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL
- * and MXFP4 take x per 32 columns (llama.cpp's Q8_0), the K-quants and
- * IQ4_XS per 256 columns (llama.cpp's Q8_K); F32/F16/BF16 stay exact.
+ * and MXFP4 take x per 32 columns (llama.cpp's Q8_0), the K-quants,
+ * IQ4_XS, IQ1_S and IQ1_M per 256 columns (llama.cpp's Q8_K); F32/F16/BF16
+ * stay exact.
  *
  * Its own contract, bit-identical across back ends, thread counts, matvec
  * and matmul:
@@ -321,7 +352,9 @@ static int row_kernel_index(const k3_quant_type *t)
  *   codes are then unsigned: nibble, nibble | fifth bit, 2 bits; Q6_K's
  *   and Q3_K's carry their offsets -32 and -4); d_w (and dmin_w) the
  *   block's fp32 scales as the decoder has them (MXFP4: 2^(e - 128) with the
- *   doubled E2M1 codes). Per block, the int32 lanes
+ *   doubled E2M1 codes; IQ1_S and IQ1_M: codes 8 level + 1 or 8 level - 1
+ *   (the level shifted by +-1/8, in eighths), sub-scale 2 s + 1, d_w = d / 8).
+ *   Per block, the int32 lanes
  *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
  *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
  *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
@@ -623,6 +656,28 @@ K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
     q8_k_end_row(&st, n_tokens, out);
 }
 
+/* IQ1_S / IQ1_M under q8: each chunk's codes 8 level +- 1 (quant_iq1_lanes.h)
+ * times its 2 s + 1; the block scale d / 8 (exact). */
+K3_INLINE void q8_rows_iq1(int is_m, Q8_ARGS)
+{
+    const int64_t block_bytes = is_m ? K3_IQ1_M_BLOCK_BYTES : K3_IQ1_S_BLOCK_BYTES;
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += block_bytes) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) {
+            const iq1_chunk f = is_m ? iq1_m_fields(row, k) : iq1_s_fields(row, k);
+            q8_k_chunk(&st, iq1_chunk_codes(f), 2 * f.scale_bits + 1, 0, b, k, xa, n_tokens);
+        }
+        q8_k_end_block(&st, (is_m ? iq1_m_scale(row) : f16_scale_at(row)) * 0.125f, 0.0f, b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+K3_INLINE void q8_rows_iq1_s(Q8_ARGS) { q8_rows_iq1(0, row, cols, xa, n_tokens, out); }
+K3_INLINE void q8_rows_iq1_m(Q8_ARGS) { q8_rows_iq1(1, row, cols, xa, n_tokens, out); }
+
 /* Each type's q8 rows for one token and for Q8_TOKENS tokens. */
 #define Q8_INSTANCES(type) \
     static void q8_rows1_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
@@ -635,6 +690,7 @@ K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
     }
 Q8_INSTANCES(q8_0) Q8_INSTANCES(q4_0) Q8_INSTANCES(q5_0) Q8_INSTANCES(iq4_nl) Q8_INSTANCES(mxfp4)
 Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
+Q8_INSTANCES(iq1_s) Q8_INSTANCES(iq1_m)
 
 /* One block's integer codes, the sub-scale and sub-min of each 16-weight
  * chunk, and its fp32 scales, decoded one weight at a time from the block
@@ -713,6 +769,10 @@ static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int 
                 codes[16 * m + l] = q - ((blk[at] >> pass) & 1 ? 0 : 4);
             }
         }
+        return 0;
+    case K3_GGML_IQ1_S:
+    case K3_GGML_IQ1_M:   /* quant_iq1.c, from the layouts */
+        k3_iq1_block_ints(t->ggml_id == K3_GGML_IQ1_M, blk, codes, sub_scale, d);
         return 0;
     case K3_GGML_IQ4_XS: {
         *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
@@ -793,6 +853,7 @@ static q8_kernels q8_kernel(const k3_quant_type *t)
     Q8_CASE(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
     Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
     Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs)
+    Q8_CASE(K3_GGML_IQ1_S, iq1_s) Q8_CASE(K3_GGML_IQ1_M, iq1_m)
     default: return (q8_kernels){NULL, NULL};
     }
 #undef Q8_CASE

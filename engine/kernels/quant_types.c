@@ -6,6 +6,7 @@
 #include <string.h>
 #include "kernels.h"
 #include "quant_grids.h"
+#include "quant_iq1.h"
 #include "quant_types.h"
 
 /* A little-endian binary16 at p, as fp32 (exact). */
@@ -468,6 +469,8 @@ static const k3_quant_type quant_table[] = {
     {"IQ2_S", K3_GGML_IQ2_S, 256, 82, decode_iq2_s},
     {"IQ3_XXS", K3_GGML_IQ3_XXS, 256, 98, decode_iq3_xxs},
     {"IQ3_S", K3_GGML_IQ3_S, 256, 110, decode_iq3_s},
+    {"IQ1_S", K3_GGML_IQ1_S, 256, K3_IQ1_S_BLOCK_BYTES, k3_decode_iq1_s},   /* quant_iq1.c */
+    {"IQ1_M", K3_GGML_IQ1_M, 256, K3_IQ1_M_BLOCK_BYTES, k3_decode_iq1_m},
 };
 #define QUANT_TABLE_LEN ((int)(sizeof quant_table / sizeof quant_table[0]))
 

@@ -33,10 +33,12 @@ enum {
     K3_GGML_IQ2_XXS = 16,
     K3_GGML_IQ2_XS = 17,
     K3_GGML_IQ3_XXS = 18,
+    K3_GGML_IQ1_S = 19,
     K3_GGML_IQ4_NL = 20,
     K3_GGML_IQ3_S = 21,
     K3_GGML_IQ2_S = 22,
     K3_GGML_IQ4_XS = 23,
+    K3_GGML_IQ1_M = 29,
     K3_GGML_BF16 = 30,
     K3_GGML_MXFP4 = 39
 };

@@ -1,5 +1,6 @@
 """gguf_np.py - the project's numpy reference of the GGUF file format and of its block types (F32 F16 BF16
-Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S).
+Q8_0 Q4_0 Q5_0 Q4_1 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K MXFP4 IQ4_NL IQ4_XS IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S
+IQ1_S IQ1_M).
 
 Written from the format as docs/MODEL.md ("GGUF") restates it, not from the C engine or from
 llama.cpp's code: a GGUF writer (every metadata value type, nested arrays, alignment, split sets),
@@ -41,6 +42,8 @@ TYPES = {
     # the 2- and 3-bit grid types of the IQ2_XXS .. IQ3_M mixes
     "IQ2_XXS": (16, 256, 66), "IQ2_XS": (17, 256, 74), "IQ2_S": (22, 256, 82),
     "IQ3_XXS": (18, 256, 98), "IQ3_S": (21, 256, 110),
+    # the 1-bit types of the smallest Kimi GGUFs (unsloth's UD-IQ1_S, UD-IQ1_M, UD-TQ1_0)
+    "IQ1_S": (19, 256, 50), "IQ1_M": (29, 256, 56),
 }
 DECODE_ONLY_TYPES = {}
 # IQ4_NL and IQ4_XS: the 16 non-uniform levels a nibble selects
@@ -75,6 +78,20 @@ def iq_grid(name):
     if _IQ_GRIDS is None:
         _IQ_GRIDS = _iq_grids()
     return _IQ_GRIDS[name]
+def _iq1_grid():
+    """The IQ1 grid, (2048, 8) levels -1/0/+1: data of the format (llama.cpp's iq1s_grid), read from the
+    compact table in engine/kernels/quant_iq1.c (each point a 16-bit word, level + 1 in bits 2j, 2j + 1),
+    as tools/gen_iq1_grid.py printed it from ggml-common.h."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "engine", "kernels", "quant_iq1.c")
+    import re
+    words = [int(w, 16) for row in re.findall(r"IQ1_GRID_ROW\(([^)]*)\),", open(path).read())
+             for w in row.split(",")]
+    assert len(words) == 2048, "%s: %d grid points, not 2048" % (path, len(words))
+    w = np.array(words, np.int32)[:, None]
+    return ((w >> (2 * np.arange(8))) & 3) - 1
+
+
+IQ1_GRID = None
 
 
 # ---------------------------------------------------------------- writer
@@ -131,6 +148,13 @@ def random_blocks(rng, tname, n_blocks):
                "IQ2_S": [0], "IQ3_XXS": [0], "IQ3_S": [0]}.get(tname, [])
     for off in half_at:
         raw[:, off:off + 2] = _finite_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
+    if tname == "IQ1_S":
+        raw[:, 0:2] = _finite_halves(rng, n_blocks).view(np.uint8).reshape(n_blocks, 2)
+    if tname == "IQ1_M":
+        # the f16 d is the top nibbles of the four u16 scale words (bytes 49, 51, 53, 55)
+        h = _finite_halves(rng, n_blocks).astype(np.int32)
+        for k in range(4):
+            raw[:, 49 + 2 * k] = (raw[:, 49 + 2 * k] & 15) | (((h >> (4 * k)) & 15) << 4)
     if tname == "BF16":
         b = raw.view("<u2").reshape(n_blocks).astype(np.uint32)
         b[((b >> 7) & 255) == 255] &= ~np.uint32(1 << 7)
@@ -221,6 +245,36 @@ def dequant(tname, raw):
         return b.copy().view("<f2").astype(F32).reshape(-1)
     if tname == "BF16":
         return (b.copy().view("<u2").astype(np.uint32) << 16).view(F32).reshape(-1)
+    if tname in ("IQ1_S", "IQ1_M"):
+        # weight w of a block is level j = w % 8 of the grid point of its group g = w / 8, shifted by
+        # +-1/8 and times the scale d * (2 s + 1) of its 32 (IQ1_S) or 16 (IQ1_M) weights
+        global IQ1_GRID
+        if IQ1_GRID is None:
+            IQ1_GRID = _iq1_grid()
+        w = np.arange(256)
+        g, j = w // 8, w % 8
+        if tname == "IQ1_S":
+            # f16 d; 32 bytes of low index bits (byte g); a u16 per 32 weights at 34: the high index bits
+            # of its groups at 3 (g % 4), the scale s in bits 12-14, bit 15 the sign of the shift
+            qh = b[:, 34:50].copy().view("<u2").astype(np.int32)[:, g // 4]
+            index = b[:, 2 + g].astype(np.int32) | (((qh >> (3 * (g % 4))) & 7) << 8)
+            s, negative = (qh >> 12) & 7, qh >> 15
+            d = _half(b, 0)
+        else:
+            # 32 bytes of low index bits, then a nibble per group (bytes 32 + g / 2, low nibble for even
+            # g): high index bits 0-2, the shift's sign bit 3; then four u16 scale words: 3-bit scales
+            # of each 16 weights (four per word), the f16 d in the top nibbles
+            nib = (b[:, 32 + g // 2].astype(np.int32) >> (4 * (g % 2))) & 15
+            index = b[:, g].astype(np.int32) | ((nib & 7) << 8)
+            negative = nib >> 3
+            sc = b[:, 48:56].copy().view("<u2").astype(np.int32)
+            s = (sc[:, w // 64] >> (3 * ((w // 16) % 4))) & 7
+            dbits = (sc[:, 0] >> 12) | ((sc[:, 1] >> 12) << 4) | ((sc[:, 2] >> 12) << 8) | ((sc[:, 3] >> 12) << 12)
+            d = dbits.astype("<u2").view("<f2").astype(F32)[:, None]
+        level = IQ1_GRID[index, j].astype(F32)
+        delta = np.where(negative == 1, F32(-0.125), F32(0.125)).astype(F32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return ((d * (2 * s + 1).astype(F32)) * (level + delta)).reshape(-1)
     if tname == "IQ4_XS":
         # weight w = 32g + 16k + j: nibble k (0 low, 1 high) of byte 16g + j; group g's 6-bit scale from
         # nibble g % 2 of byte 4 + g / 2 and bits 2g of the u16 at byte 2
@@ -635,6 +689,22 @@ def selftest():
     g256 = iq_grid("iq3_s")[256]
     check("iq3_s_hand", y[0] == 0.5 * g256[0] and y[32 + 7] == -2.5 and y[32] == 2.5 and y[64] == 0.5,
           "got %r" % y[[0, 39, 32, 64]])
+    # IQ1_S: d = 0.5, every grid index 0 (levels all -1), u16 words 0 except word 1 = 0xF000 (scale 7,
+    # shift -1/8): weights 32..63 are 7.5 * -1.125, the others 0.5 * -0.875
+    blk = half(0.5) + bytes(32) + struct.pack("<8H", 0, 0xF000, 0, 0, 0, 0, 0, 0)
+    y = dequant("IQ1_S", blk)
+    check("iq1_s_hand", y[0] == -0.4375 and y[32] == -8.4375 and y[64] == -0.4375 and y.sum() == -368,
+          "got %r %r %r sum %r" % (y[0], y[32], y[64], y.sum()))
+    # IQ1_M: d = 1 (f16 0x3C00: nibbles 0, 0, 0xC, 0x3 in the words' tops), qh[0] = 0x80 (group 1 shift
+    # -1/8), scale 1 for weights 0..15 (x 3), group 2 at grid index 1 (weight 16 level +1, 17..23 -1)
+    qs = bytearray(32)
+    qs[2] = 1
+    qh = bytearray(16)
+    qh[0] = 0x80
+    blk = bytes(qs) + bytes(qh) + struct.pack("<4H", 0x0001, 0x0000, 0xC000, 0x3000)
+    y = dequant("IQ1_M", blk)
+    check("iq1_m_hand", y[0] == 3 * -0.875 and y[8] == 3 * -1.125 and y[16] == 1.125 and y[17] == -0.875
+          and y.sum() == -256, "got %r sum %r" % (y[[0, 8, 16, 17]], y.sum()))
     # the writer: a file's tensors start at multiples of the alignment
     raw = gguf_bytes([("general.alignment", U32, 64)], [("a", "F32", [3], bytes(12)), ("b", "F32", [1], bytes(4))], 64)
     check("writer_alignment", len(raw) % 64 == 4 + 0 and raw[:4] == b"GGUF", "length %d" % len(raw))
