@@ -501,7 +501,9 @@ static void gguf_time(gguf_result *res, const k3_quant_type *t, const void *data
 }
 
 /* 1-thread G weights/s of a 64 x 2048 matrix (in L2) of type t, or of the
- * plain dtype when t is NULL: best of 5 rounds of 200 calls. */
+ * plain dtype when t is NULL: best of 5 rounds of 200 calls, per second of
+ * the thread's CPU time (the compute ceiling, whatever else runs on a
+ * shared machine). */
 static double gguf_cache_gws(const k3_quant_type *t, k3_dtype plain, const float *x, float *y)
 {
     const int64_t rows = 64, cols = 2048;
@@ -514,12 +516,12 @@ static double gguf_cache_gws(const k3_quant_type *t, k3_dtype plain, const float
     omp_set_num_threads(1);
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        double t0 = now_seconds();
+        double t0 = cpu_seconds();
         for (int k = 0; k < 200; k++) {
             if (t) k3_quant_matvec(y, t, data, rows, cols, x);
             else k3_matvec(y, &m.w, x);
         }
-        double dt = (now_seconds() - t0) / 200;
+        double dt = (cpu_seconds() - t0) / 200;
         if (dt < best)
             best = dt;
     }
@@ -636,9 +638,10 @@ static void gguf_print(const gguf_result *res, int n, int64_t rows, int64_t cols
 {
     printf("\nGGUF block types: matvec y = W x, %lldx%lld weights (>> caches), best of %d;\n"
            "GB/s of weights read, %% of read bandwidth (1t %.2f GB/s, 2t %.2f GB/s), weights/s vs BF16;\n"
-           "L2 = 1 thread, 64x2048 in cache (the compute ceiling); mm = the batched product, %d tokens,\n"
-           "%lldx4096, GFLOP/s at 1 and 2 threads; q8 = the matvec under --activations q8: Gw/s, %% of read\n"
-           "bandwidth, cpu and L2 Gw/s at 1 thread, Gw/s and %% of read bandwidth at 2 threads;\n"
+           "L2 = 1 thread, 64x2048 in cache, per CPU second (the compute ceiling); mm = the batched\n"
+           "product, %d tokens, %lldx4096, GFLOP/s at 1 and 2 threads; q8 = the matvec under\n"
+           "--activations q8: Gw/s, %% of read bandwidth, cpu and L2 Gw/s at 1 thread, Gw/s and %% of\n"
+           "read bandwidth at 2 threads;\n"
            "cpu = 1 thread, weights per second of CPU time (what it does when it runs, on a shared machine)\n",
            (long long)rows, (long long)cols, reps, bw->best_gbs[1], bw->best_gbs[2], GGUF_MATMUL_TOKENS,
            quick_mode ? 1024LL : 4096LL);
