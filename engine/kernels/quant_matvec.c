@@ -426,18 +426,35 @@ static int8_t q8_code(float v)
     return (int8_t)rintf(v);
 }
 
+/* 127 / amax, or 0 for an all-zero block: the one division per 32 columns. */
+static float q8_inverse_32(float amax)
+{
+    return amax > 0.0f ? 127.0f / amax : 0.0f;
+}
+
 /* x per 32 columns (the contract above; llama.cpp's Q8_0 activations),
- * with the code sums of each 16 columns (Q4_1 and Q5_1 take them). */
+ * with the code sums of each 16 columns (Q4_1 and Q5_1 take them); on
+ * AVX2 by kernels_x86.h's group quantizer, which mxfp4_q8.c's contract
+ * (the same rule) holds to the scalar loop. */
 static void q8_quantize_32(const float *x, int64_t cols, q8_act *xa)
 {
     for (int64_t b = 0; b < cols / 32; b++) {
         const float *xb = x + 32 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
-        const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xa->d[b] = amax / 127.0f;
-        for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+#if defined(K3_HAVE_Q8_QUANTIZE_GROUP)
+        if (!k3_kernels_scalar_forced()) {   /* the same codes 8 columns at a time (mxfp4_q8.c's contract) */
+            int32_t codes[32];
+            xa->d[b] = q8_quantize_group_columns(xb, q8_inverse_32, codes) / 127.0f;
+            for (int j = 0; j < 32; j++) xa->q[32 * b + j] = (int8_t)codes[j];
+        } else
+#endif
+        {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+            const float inverse = q8_inverse_32(amax);
+            xa->d[b] = amax / 127.0f;
+            for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+        }
         for (int m = 0; m < 2; m++) {
             int sum = 0;
             for (int j = 0; j < 16; j++) sum += xa->q[32 * b + 16 * m + j];
