@@ -506,5 +506,48 @@ int main(void)
     }
     TEST_END();
 
+    /* The AVX2 quantizers of x (8 lanes at a time) against the scalar rule on
+     * the inputs where a rule can differ: a NaN (skipped by amax, code -127),
+     * halves that round to even (|x| max 127, so the 32-column scale is 1 and
+     * the 256-column one -1 exactly), the largest magnitude twice with the
+     * negative one first (the 256-column rule takes the first), an all-zero
+     * block. Every value must be the scalar contract's bits, and finite. */
+    TEST_BEGIN("quant q8 activations: NaN, ties to even, a largest |x| of both signs and an all-zero block quantize as the scalar rule (32- and 256-column types)");
+    {
+        enum { COLS = 1024, ROWS = 5 };
+        static float x[COLS];
+        static const float halves[] = {2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -125.5f};
+        for (int j = 0; j < COLS; j++) x[j] = (float)((int)(rnd() % 2001) - 1000) / 10.0f;
+        for (int b = 0; b < COLS / 256; b++) {
+            float *xb = x + 256 * b;
+            for (int j = 0; j < 256; j++)   /* below 127 in magnitude */
+                if (fabsf(xb[j]) >= 127.0f) xb[j] = 0.0f;
+            for (int k = 0; k < 7; k++) xb[20 + 37 * k] = halves[k];
+            xb[33] = -127.0f;   /* the first of the two largest, in both a 32- and the 256-block */
+            xb[50] = 127.0f;
+            xb[5] = NAN;
+        }
+        memset(x + 512, 0, 256 * sizeof *x);   /* block 2: all zero */
+        const char *names[] = {"Q8_0", "Q4_1", "MXFP4", "Q4_K", "Q6_K", "IQ4_XS"};
+        k3_kernels_set_activations_q8(1);
+        for (int i = 0; i < 6; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            const int64_t n_blocks = ROWS * COLS / t->block_elems;
+            uint8_t *data = malloc((size_t)(n_blocks * t->block_bytes));
+            random_matrix(t, data, n_blocks);
+            float y[ROWS], want[ROWS];
+            k3_kernels_force_scalar(1);
+            k3_quant_matvec(want, t, data, ROWS, COLS, x);
+            k3_kernels_force_scalar(0);
+            k3_quant_matvec(y, t, data, ROWS, COLS, x);
+            for (int r = 0; r < ROWS; r++)
+                CHECK(!memcmp(&y[r], &want[r], sizeof y[r]) && isfinite(y[r]), "%s row %d: vector %.9g, scalar %.9g",
+                      t->name, r, y[r], want[r]);
+            free(data);
+        }
+        k3_kernels_set_activations_q8(0);
+    }
+    TEST_END();
+
     TEST_EXIT();
 }

@@ -464,24 +464,40 @@ static void q8_quantize_32(const float *x, int64_t cols, q8_act *xa)
 }
 
 /* x per 256 columns (the contract above; llama.cpp's Q8_K), with the code
- * sums of each 16 columns. */
+ * sums of each 16 columns; on AVX2 the largest magnitude and the codes 8
+ * lanes at a time (kernels_x86.h, the same IEEE operations per element). */
 static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
 {
     for (int64_t b = 0; b < cols / 256; b++) {
         const float *xb = x + 256 * b;
         int8_t *q = xa->q + 256 * b;
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 256; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+#if defined(K3_HAVE_Q8_SCALED_CODES)
+        const int vector = !k3_kernels_scalar_forced();
+        if (vector) {   /* the same amax 8 lanes at a time, then its first value */
+            amax = q8_abs_max(xb, 256);
+            for (int j = 0; j < 256 && amax > 0.0f; j++)
+                if (fabsf(xb[j]) == amax) {
+                    max = xb[j];
+                    break;
+                }
+        } else
+#endif
+            for (int j = 0; j < 256; j++)
+                if (fabsf(xb[j]) > amax) {
+                    amax = fabsf(xb[j]);
+                    max = xb[j];
+                }
         if (amax == 0.0f) {
             xa->d[b] = 0.0f;
             memset(q, 0, 256);
         } else {
             const float iscale = -127.0f / max;
-            for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
+#if defined(K3_HAVE_Q8_SCALED_CODES)
+            if (vector) q8_scaled_codes(xb, 256, iscale, q);
+            else
+#endif
+                for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
             xa->d[b] = 1.0f / iscale;
         }
         for (int m = 0; m < 16; m++) {
