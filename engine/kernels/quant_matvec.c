@@ -521,51 +521,35 @@ static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
 #define Q8_ARGS const uint8_t *row, int64_t cols, const q8_act *const *xa, int n_tokens, float *out
 #define FOR_TOKENS _Pragma("GCC unroll 4") for (int t = 0; t < n_tokens; t++)
 
-/* For a 32-block type: n_rows rows (row, row + row_bytes) under q8 against
- * n_tokens tokens, out[r * n_tokens + t]. codes_of is a block's 32 codes
+/* For a 32-block type: its rows under q8. codes_of is a block's 32 codes
  * (at blk) as its exact block decoder has them (signed bytes when
  * is_signed, else unsigned ones), d_of the decoder's block scale; for the
  * types with a min (has_min: Q4_1, Q5_1, weights d q + m) dmin_of is -m,
  * taken times the sum of the block's 32 activation codes (the two bsums)
- * into the min sum. Two rows in one pass (decode) load each token's codes
- * once for both and run two independent fma chains: a block's fma is the
- * only dependency from block to block, 4 cycles for 32 weights. */
+ * into the min sum. (Two rows per pass, sharing each token's codes, was
+ * slower than one in a 2-thread decode of the Kimi Linear Q8_0 file, in 4
+ * of 4 interleaved rounds: decode takes one row at a time.) */
 #define Q8_ROWS_32(type, bytes, is_signed, has_min, d_of, dmin_of, codes_of) \
-    K3_INLINE void q8_block_rows_##type(const uint8_t *row, uint64_t row_bytes, int n_rows, int64_t cols, \
-                                        const q8_act *const *xa, int n_tokens, float *out) \
-    { \
-        v8f lanes[2][Q8_TOKENS]; \
-        float mins[2][Q8_TOKENS]; \
-        for (int r = 0; r < n_rows; r++) \
-            FOR_TOKENS { \
-                lanes[r][t] = v8_zero(); \
-                mins[r][t] = 0.0f; \
-            } \
-        for (int64_t b = 0; b < cols / 32; b++) \
-            for (int r = 0; r < n_rows; r++) { \
-                const uint8_t *blk = row + r * row_bytes + b * bytes; \
-                const q8w w = q8w_prepare(codes_of, is_signed, 1, 1); \
-                const float d_w = d_of; \
-                FOR_TOKENS { \
-                    const float d_x = xa[t]->d[b]; \
-                    lanes[r][t] = v8_fma(v8f_from_v8i(v8i_dot_q8w(w, xa[t]->q + 32 * b)), v8_set1(d_w * d_x), \
-                                         lanes[r][t]); \
-                    if (has_min) \
-                        mins[r][t] = fmaf((float)(xa[t]->bsums[2 * b] + xa[t]->bsums[2 * b + 1]), (dmin_of) * d_x, \
-                                          mins[r][t]); \
-                } \
-            } \
-        for (int r = 0; r < n_rows; r++) \
-            FOR_TOKENS out[r * n_tokens + t] = v8_hsum(lanes[r][t]) - mins[r][t]; \
-    } \
     K3_INLINE void q8_rows_##type(Q8_ARGS) \
     { \
-        q8_block_rows_##type(row, 0, 1, cols, xa, n_tokens, out); \
-    } \
-    static void q8_two_rows_##type(const uint8_t *row, uint64_t row_bytes, int64_t cols, const q8_act *const *xa, \
-                                   float *out) \
-    { \
-        q8_block_rows_##type(row, row_bytes, 2, cols, xa, 1, out); \
+        v8f lanes[Q8_TOKENS]; \
+        float mins[Q8_TOKENS]; \
+        FOR_TOKENS { \
+            lanes[t] = v8_zero(); \
+            mins[t] = 0.0f; \
+        } \
+        const uint8_t *blk = row; \
+        for (int64_t b = 0; b < cols / 32; b++, blk += bytes) { \
+            const q8w w = q8w_prepare(codes_of, is_signed, 1, 1); \
+            const float d_w = d_of; \
+            FOR_TOKENS { \
+                const float d_x = xa[t]->d[b]; \
+                lanes[t] = v8_fma(v8f_from_v8i(v8i_dot_q8w(w, xa[t]->q + 32 * b)), v8_set1(d_w * d_x), lanes[t]); \
+                if (has_min) \
+                    mins[t] = fmaf((float)(xa[t]->bsums[2 * b] + xa[t]->bsums[2 * b + 1]), (dmin_of) * d_x, mins[t]); \
+            } \
+        } \
+        FOR_TOKENS out[t] = v8_hsum(lanes[t]) - mins[t]; \
     }
 Q8_ROWS_32(q8_0, 34, 1, 0, f16_scale_at(blk), 0.0f, v32b_load(blk + 2))
 Q8_ROWS_32(q4_0, 18, 1, 0, f16_scale_at(blk), 0.0f, v32b_sub_const(v32b_nibbles(blk + 2), 8))
@@ -935,31 +919,25 @@ static float q8_row_scalar(const k3_quant_type *t, const uint8_t *row, int64_t c
 }
 
 typedef void (*q8_rows_fn)(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out);
-typedef void (*q8_two_rows_fn)(const uint8_t *row, uint64_t row_bytes, int64_t cols, const q8_act *const *xa,
-                               float *out);
 
-/* A type's q8 kernels: one token, Q8_TOKENS tokens, and (the 32-block
- * types; NULL for the others) two rows of one token. */
+/* A type's q8 kernels: one token, and Q8_TOKENS tokens. */
 typedef struct {
     q8_rows_fn one, four;
-    q8_two_rows_fn two;
 } q8_kernels;
 
-/* The q8 kernels of type t; all NULL when the type keeps the exact path. */
+/* The q8 kernels of type t; both NULL when the type keeps the exact path. */
 static q8_kernels q8_kernel(const k3_quant_type *t)
 {
-#define Q8_CASE(ID, type) case ID: return (q8_kernels){q8_rows1_##type, q8_rows4_##type, NULL};
-#define Q8_CASE_32(ID, type) case ID: return (q8_kernels){q8_rows1_##type, q8_rows4_##type, q8_two_rows_##type};
+#define Q8_CASE(ID, type) case ID: return (q8_kernels){q8_rows1_##type, q8_rows4_##type};
     switch (t->ggml_id) {
-    Q8_CASE_32(K3_GGML_Q8_0, q8_0) Q8_CASE_32(K3_GGML_Q4_0, q4_0) Q8_CASE_32(K3_GGML_Q5_0, q5_0)
-    Q8_CASE_32(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE_32(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
+    Q8_CASE(K3_GGML_Q8_0, q8_0) Q8_CASE(K3_GGML_Q4_0, q4_0) Q8_CASE(K3_GGML_Q5_0, q5_0)
+    Q8_CASE(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
     Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
-    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs) Q8_CASE_32(K3_GGML_Q4_1, q4_1)
-    Q8_CASE_32(K3_GGML_Q5_1, q5_1)
-    default: return (q8_kernels){NULL, NULL, NULL};
+    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs) Q8_CASE(K3_GGML_Q4_1, q4_1)
+    Q8_CASE(K3_GGML_Q5_1, q5_1)
+    default: return (q8_kernels){NULL, NULL};
     }
 #undef Q8_CASE
-#undef Q8_CASE_32
 }
 
 int k3_quant_q8_available(const k3_quant_type *t)
@@ -1116,10 +1094,7 @@ static void q8_matvec_rows(float *y, const k3_quant_type *t, q8_kernels kernels,
         return;
     }
     const q8_act xa = q8_act_quantize(t, x, cols, bytes), *act = &xa;
-    int64_t r = row_begin;
-    if (kernels.two)
-        for (; r + 2 <= row_end; r += 2) kernels.two(data + (uint64_t)r * row_bytes, row_bytes, cols, &act, &y[r]);
-    for (; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
+    for (int64_t r = row_begin; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
     if (bytes != stack) free(bytes);
 }
 
@@ -1140,7 +1115,7 @@ void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, in
         k3_matvec_rows(y, &plain, x, row_begin, row_end);
         return;
     }
-    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL, NULL};
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
     if (q8.one) {
         q8_matvec_rows(y, t, q8, data, cols, x, row_begin, row_end);
         return;
@@ -1179,7 +1154,7 @@ int k3_quant_matmul(float *Y, const k3_quant_type *t, const void *data, int64_t 
         return 0;
     }
     if (n_tokens <= 0 || rows <= 0) return 0;
-    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL, NULL};
+    const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
     if (q8.one) return q8_matmul(Y, t, q8, data, rows, cols, X, n_tokens);
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
     const int scalar = k3_kernels_scalar_forced();
