@@ -30,7 +30,9 @@
 # importance matrix) hold 13 tensors of their type each, experts included,
 # beside IQ4_NL/K-quant ones.
 # The tokenizer k3 builds from each file's vocabulary gives the same ids as
-# the source checkpoint's tiktoken.model on a mixed text.
+# the source checkpoint's tiktoken.model on a mixed text. Under
+# --activations q8 every file gives the same logits bytes on 1 and 2
+# threads, and not the exact path's.
 cd "$(dirname "$0")/.." || exit 1
 PY=/usr/bin/python3
 FX=tests/fixtures/gguf/kimi_linear
@@ -180,4 +182,26 @@ if echo "$listed" | grep -q 'kl-IQ1_S.gguf .* IQ1_S .*GGUF' && echo "$listed" | 
     echo "PASS gguf fixtures: k3 models names the IQ1_S and IQ1_M files' types"
 else
     echo "FAIL gguf fixtures: k3 models does not name IQ1_S / IQ1_M: $(echo "$listed" | tr '\n' ' ')"
+fi
+
+# --activations q8 over every fixture (quant_matvec.c's q8 contract, Q4_1/Q5_1 included through the
+# Q5_K_M file): the same logits bytes on 1 and 2 threads, and not the exact path's bytes wherever the
+# file has a block type (the switch took the q8 path); F32 stays exact.
+bad=""
+for f in $FX/kl-*.gguf; do
+    t=${f##*/kl-}; t=${t%.gguf}
+    $K3 eval $f --ids "$IDS" --logits $OUT/q8-1t-$t.f32 --activations q8 --threads 1 >/dev/null 2>&1 &&
+        $K3 eval $f --ids "$IDS" --logits $OUT/q8-2t-$t.f32 --activations q8 --threads 2 >/dev/null 2>&1 ||
+        { bad="$bad $t:eval-failed"; continue; }
+    cmp -s $OUT/q8-1t-$t.f32 $OUT/q8-2t-$t.f32 || bad="$bad $t:1t!=2t"
+    if [ $t = F32 ]; then
+        cmp -s $OUT/q8-2t-$t.f32 $OUT/k3-$t.f32 || bad="$bad $t:not-exact"
+    else
+        cmp -s $OUT/q8-2t-$t.f32 $OUT/k3-$t.f32 && bad="$bad $t:equals-exact"
+    fi
+done
+if [ -z "$bad" ]; then
+    echo "PASS gguf fixtures --activations q8: the same logits bytes on 1 and 2 threads for every file, not the exact path's (F32 exact)"
+else
+    echo "FAIL gguf fixtures --activations q8:$bad"
 fi

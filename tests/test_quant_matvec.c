@@ -311,12 +311,12 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (13 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (15 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
     {
         const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
-                               "IQ1_S", "IQ1_M"};
+                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1"};
         k3_kernels_set_activations_q8(1);
-        for (int i = 0; i < 13; i++) {
+        for (int i = 0; i < 15; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             /* the last shape is large enough to split across threads */
             const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
@@ -359,11 +359,11 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (13 types), zero x gives 0, F32/F16/BF16 stay exact");
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (15 types), zero x gives 0, F32/F16/BF16 stay exact");
     {
         const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
-                               "IQ1_S", "IQ1_M"};
-        for (int i = 0; i < 13; i++) {
+                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1"};
+        for (int i = 0; i < 15; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             case_t c = make_case(t, 13, 4 * 256);
             k3_kernels_set_activations_q8(1);
@@ -631,6 +631,124 @@ int main(void)
             CHECK(y == -8454.0f, "Q6_K %s: %g, want -8454", scalar ? "scalar" : "vector", y);
         }
         k3_kernels_force_scalar(0);
+    }
+    TEST_END();
+
+    /* The int16 bound of the 32-byte kernels (quant_lanes.h): blocks whose
+     * every pair of products is the largest the type allows (Q8_0's code
+     * -128, IQ4 level -127 times the IQ4_XS scale -32, Q6_K's scale -128,
+     * Q4_K's 63 x 15, the mins of Q2_K, Q4_1 and Q5_1 at their largest)
+     * against x = +-1, whose codes are +-127 with the sign that makes the
+     * products add up. A saturated vpmaddubsw word (32767 for 32512) would
+     * move the result off both the scalar contract and the exact product of
+     * the decoded weights, which the q8 result equals here up to the
+     * rounding of 1/127 (x quantizes to +-127 x (1/127)). */
+    TEST_BEGIN("quant q8 activations: extreme blocks (Q8_0 code -128, largest sub-scales and levels, x codes +-127) equal the scalar contract and the exact product: no int16 saturation");
+    {
+        static const struct {
+            const char *name;
+            int x_sign;   /* x = x_sign everywhere: the products' sign */
+        } cases[] = {{"Q8_0", -1}, {"Q8_0", 1}, {"Q4_0", -1}, {"Q5_0", -1}, {"IQ4_NL", -1}, {"MXFP4", 1}, {"Q4_1", 1},
+                     {"Q5_1", 1}, {"Q4_K", 1}, {"Q5_K", 1}, {"Q6_K", -1}, {"Q2_K", 1}, {"Q3_K", 1}, {"IQ4_XS", 1}};
+        enum { COLS = 512, ROWS = 3 };
+        static uint8_t data[ROWS * COLS / 32 * 34];
+        static float x[COLS], w[COLS];
+        const uint16_t one = k3_f32_to_f16(1.0f);
+        k3_kernels_set_activations_q8(1);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(cases[i].name);
+            const int64_t n_blocks = ROWS * COLS / t->block_elems;
+            for (int64_t b = 0; b < n_blocks; b++) {
+                uint8_t *blk = data + b * t->block_bytes;
+                switch (t->ggml_id) {
+                case K3_GGML_Q8_0: memset(blk + 2, 0x80, 32); break;                  /* every code -128 */
+                case K3_GGML_Q4_0: case K3_GGML_IQ4_NL: memset(blk + 2, 0x00, 16); break;   /* -8, level -127 */
+                case K3_GGML_Q5_0: memset(blk + 2, 0x00, 20); break;                  /* -16 */
+                case K3_GGML_MXFP4: blk[0] = 128; memset(blk + 1, 0x77, 16); break;    /* doubled 12 */
+                case K3_GGML_Q4_1: memset(blk + 4, 0xFF, 16); break;                  /* 15 */
+                case K3_GGML_Q5_1: memset(blk + 4, 0xFF, 20); break;                  /* 31 */
+                case K3_GGML_Q4_K: case K3_GGML_Q5_K: memset(blk + 4, 0xFF, t->block_bytes - 4); break;   /* 63, 63; 15 or 31 */
+                case K3_GGML_Q6_K: memset(blk, 0, 192); memset(blk + 192, 0x80, 16); break;   /* q - 32 = -32, scales -128 */
+                case K3_GGML_Q2_K: memset(blk, 0xFF, 80); break;                      /* scales and mins 15, codes 3 */
+                case K3_GGML_Q3_K: memset(blk, 0, 108); break;                        /* codes -4, scales -32 */
+                case K3_GGML_IQ4_XS: memset(blk + 2, 0, 134); break;                  /* level -127, scale -32 */
+                default: break;
+                }
+                if (t->ggml_id != K3_GGML_MXFP4) {   /* d (and the min's scale) 1 */
+                    const int at = t->ggml_id == K3_GGML_Q6_K ? 208 : t->ggml_id == K3_GGML_Q2_K ? 80
+                                 : t->ggml_id == K3_GGML_Q3_K ? 108 : 0;
+                    blk[at] = (uint8_t)one;
+                    blk[at + 1] = (uint8_t)(one >> 8);
+                    if (t->ggml_id == K3_GGML_Q4_1 || t->ggml_id == K3_GGML_Q5_1 || t->ggml_id == K3_GGML_Q4_K ||
+                        t->ggml_id == K3_GGML_Q5_K || t->ggml_id == K3_GGML_Q2_K) {
+                        blk[at + 2] = (uint8_t)one;
+                        blk[at + 3] = (uint8_t)(one >> 8);
+                    }
+                }
+            }
+            for (int j = 0; j < COLS; j++) x[j] = (float)cases[i].x_sign;
+            float y[ROWS], want[ROWS];
+            k3_kernels_force_scalar(1);
+            k3_quant_matvec(want, t, data, ROWS, COLS, x);
+            k3_kernels_force_scalar(0);
+            k3_quant_matvec(y, t, data, ROWS, COLS, x);
+            for (int r = 0; r < ROWS; r++) {
+                k3_quant_decode_scalar(t, data + r * k3_quant_row_bytes(t, COLS), COLS, w);
+                double exact = 0, magnitude = 0;
+                for (int j = 0; j < COLS; j++) {
+                    exact += (double)w[j] * x[j];
+                    magnitude += fabs((double)w[j]);
+                }
+                CHECK(!memcmp(&y[r], &want[r], sizeof y[r]), "%s x %+d row %d: vector %.9g, scalar contract %.9g",
+                      t->name, cases[i].x_sign, r, y[r], want[r]);
+                CHECK(fabs(y[r] - exact) <= 1e-5 * magnitude && magnitude > 0, "%s x %+d row %d: %.9g, exact %.9g",
+                      t->name, cases[i].x_sign, r, y[r], exact);
+            }
+        }
+        k3_kernels_set_activations_q8(0);
+    }
+    TEST_END();
+
+    /* The AVX2 quantizers of x (8 lanes at a time) against the scalar rule on
+     * the inputs where a rule can differ: a NaN (skipped by amax, code -127),
+     * halves that round to even (|x| max 127, so the 32-column scale is 1 and
+     * the 256-column one -1 exactly), the largest magnitude twice with the
+     * negative one first (the 256-column rule takes the first), an all-zero
+     * block. Every value must be the scalar contract's bits, and finite. */
+    TEST_BEGIN("quant q8 activations: NaN, ties to even, a largest |x| of both signs and an all-zero block quantize as the scalar rule (32- and 256-column types)");
+    {
+        enum { COLS = 1024, ROWS = 5 };
+        static float x[COLS];
+        static const float halves[] = {2.5f, -3.5f, 0.5f, -0.5f, 1.5f, 126.5f, -125.5f};
+        for (int j = 0; j < COLS; j++) x[j] = (float)((int)(rnd() % 2001) - 1000) / 10.0f;
+        for (int b = 0; b < COLS / 256; b++) {
+            float *xb = x + 256 * b;
+            for (int j = 0; j < 256; j++)   /* below 127 in magnitude */
+                if (fabsf(xb[j]) >= 127.0f) xb[j] = 0.0f;
+            for (int k = 0; k < 7; k++) xb[20 + 37 * k] = halves[k];
+            xb[33] = -127.0f;   /* the first of the two largest, in both a 32- and the 256-block */
+            xb[50] = 127.0f;
+            xb[5] = NAN;
+        }
+        memset(x + 512, 0, 256 * sizeof *x);   /* block 2: all zero */
+        const char *names[] = {"Q8_0", "Q4_1", "MXFP4", "Q4_K", "Q6_K", "IQ4_XS"};
+        k3_kernels_set_activations_q8(1);
+        for (int i = 0; i < 6; i++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[i]);
+            const int64_t n_blocks = ROWS * COLS / t->block_elems;
+            uint8_t *data = malloc((size_t)(n_blocks * t->block_bytes));
+            random_matrix(t, data, n_blocks);
+            float y[ROWS], want[ROWS];
+            k3_kernels_force_scalar(1);
+            k3_quant_matvec(want, t, data, ROWS, COLS, x);
+            k3_kernels_force_scalar(0);
+            k3_quant_matvec(y, t, data, ROWS, COLS, x);
+            for (int r = 0; r < ROWS; r++)
+                CHECK(!memcmp(&y[r], &want[r], sizeof y[r]) && isfinite(y[r]), "%s row %d: vector %.9g, scalar %.9g",
+                      t->name, r, y[r], want[r]);
+            free(data);
+        }
+        k3_kernels_set_activations_q8(0);
     }
     TEST_END();
 

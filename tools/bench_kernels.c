@@ -473,6 +473,8 @@ typedef struct {
     double cache_gws;        /* 1 thread, 64 x 2048 in L2: the compute ceiling */
     double matmul_gflops[3]; /* the batched path, GGUF_MATMUL_TOKENS tokens, per thread count */
     double q8_gws[3];        /* matvec under --activations q8, 0 where the type has no q8 kernel */
+    double q8_cpu_gws;       /* the q8 matvec, 1 thread, weights per second of CPU time */
+    double q8_cache_gws;     /* the q8 matvec, 1 thread, 64 x 2048 in L2 */
 } gguf_result;
 
 /* The prompt column: tokens per k3_quant_matmul / k3_matmul call, and the
@@ -515,7 +517,9 @@ static void gguf_time(gguf_result *res, const k3_quant_type *t, const void *data
 }
 
 /* 1-thread G weights/s of a 64 x 2048 matrix (in L2) of type t, or of the
- * plain dtype when t is NULL: best of 5 rounds of 200 calls. */
+ * plain dtype when t is NULL: best of 5 rounds of 200 calls, per second of
+ * the thread's CPU time (the compute ceiling, whatever else runs on a
+ * shared machine). */
 static double gguf_cache_gws(const k3_quant_type *t, k3_dtype plain, const float *x, float *y)
 {
     const int64_t rows = 64, cols = 2048;
@@ -528,12 +532,12 @@ static double gguf_cache_gws(const k3_quant_type *t, k3_dtype plain, const float
     omp_set_num_threads(1);
     double best = 1e30;
     for (int r = 0; r < 5; r++) {
-        double t0 = now_seconds();
+        double t0 = cpu_seconds();
         for (int k = 0; k < 200; k++) {
             if (t) k3_quant_matvec(y, t, data, rows, cols, x);
             else k3_matvec(y, &m.w, x);
         }
-        double dt = (now_seconds() - t0) / 200;
+        double dt = (cpu_seconds() - t0) / 200;
         if (dt < best)
             best = dt;
     }
@@ -624,6 +628,8 @@ static int gguf_measure(gguf_result *res, int max_results, int64_t rows, int64_t
             gguf_result exact = *r;
             k3_kernels_set_activations_q8(1);
             gguf_time(r, t, data, bytes, rows, cols, x, y, reps);
+            r->q8_cpu_gws = r->cpu_gws;
+            r->q8_cache_gws = gguf_cache_gws(t, K3_DT_F32, x, y);
             k3_kernels_set_activations_q8(0);
             for (int threads = 1; threads <= 2; threads++) {
                 r->q8_gws[threads] = r->gws[threads];
@@ -648,22 +654,26 @@ static void gguf_print(const gguf_result *res, int n, int64_t rows, int64_t cols
 {
     printf("\nGGUF block types: matvec y = W x, %lldx%lld weights (>> caches), best of %d;\n"
            "GB/s of weights read, %% of read bandwidth (1t %.2f GB/s, 2t %.2f GB/s), weights/s vs BF16;\n"
-           "L2 = 1 thread, 64x2048 in cache (the compute ceiling); mm = the batched product, %d tokens,\n"
-           "%lldx4096, GFLOP/s at 1 and 2 threads; q8 = the matvec under --activations q8 (Gw/s);\n"
+           "L2 = 1 thread, 64x2048 in cache, per CPU second (the compute ceiling); mm = the batched\n"
+           "product, %d tokens, %lldx4096, GFLOP/s at 1 and 2 threads; q8 = the matvec under\n"
+           "--activations q8: Gw/s, %% of read bandwidth, cpu and L2 Gw/s at 1 thread, Gw/s and %% of\n"
+           "read bandwidth at 2 threads;\n"
            "cpu = 1 thread, weights per second of CPU time (what it does when it runs, on a shared machine)\n",
            (long long)rows, (long long)cols, reps, bw->best_gbs[1], bw->best_gbs[2], GGUF_MATMUL_TOKENS,
            quick_mode ? 1024LL : 4096LL);
-    printf("  %-7s %6s | %6s %6s %5s %6s %6s | %6s %6s %5s %6s | %7s | %7s %7s | %6s %6s\n", "type", "B/w",
-           "1t Gw/s", "GB/s", "bw", "vsBF16", "cpu", "2t Gw/s", "GB/s", "bw", "vsBF16", "L2 Gw/s", "mm 1t", "mm 2t",
-           "q8 1t", "q8 2t");
+    printf("  %-7s %6s | %6s %6s %5s %6s %6s | %6s %6s %5s %6s | %7s | %7s %7s | %6s %5s %6s %6s | %6s %5s\n",
+           "type", "B/w", "1t Gw/s", "GB/s", "bw", "vsBF16", "cpu", "2t Gw/s", "GB/s", "bw", "vsBF16", "L2 Gw/s",
+           "mm 1t", "mm 2t", "q8 1t", "bw", "cpu", "L2", "q8 2t", "bw");
     for (int i = 0; i < n; i++)
         printf("  %-7s %6.3f | %7.2f %6.2f %4.0f%% %5.2fx %6.2f | %7.2f %6.2f %4.0f%% %5.2fx | %7.2f | %7.1f %7.1f |"
-               " %6.2f %6.2f\n", res[i].name,
+               " %6.2f %4.0f%% %6.2f %6.2f | %6.2f %4.0f%%\n", res[i].name,
                res[i].bytes_per_weight, res[i].gws[1], res[i].gbs[1], 100 * res[i].gbs[1] / bw->best_gbs[1],
                res[i].gws[1] / res[0].gws[1], res[i].cpu_gws, res[i].gws[2], res[i].gbs[2],
                100 * res[i].gbs[2] / bw->best_gbs[2],
                res[i].gws[2] / res[0].gws[2], res[i].cache_gws, res[i].matmul_gflops[1], res[i].matmul_gflops[2],
-               res[i].q8_gws[1], res[i].q8_gws[2]);
+               res[i].q8_gws[1], 100 * res[i].q8_gws[1] * res[i].bytes_per_weight / bw->best_gbs[1],
+               res[i].q8_cpu_gws, res[i].q8_cache_gws, res[i].q8_gws[2],
+               100 * res[i].q8_gws[2] * res[i].bytes_per_weight / bw->best_gbs[2]);
 }
 
 /* The GGUF table as a JSON array value. */
@@ -674,10 +684,12 @@ static void gguf_print_json(const gguf_result *res, int n, const bandwidth_state
         printf("%s\n    {\"type\": \"%s\", \"bytes_per_weight\": %.4f, \"gws_1t\": %.3f, \"gbs_1t\": %.2f, "
                "\"ratio_1t\": %.3f, \"cpu_gws_1t\": %.3f, \"gws_2t\": %.3f, \"gbs_2t\": %.2f, \"ratio_2t\": %.3f, "
                "\"cache_gws_1t\": %.3f, "
-               "\"matmul_gflops_1t\": %.2f, \"matmul_gflops_2t\": %.2f, \"q8_gws_1t\": %.3f, \"q8_gws_2t\": %.3f}",
+               "\"matmul_gflops_1t\": %.2f, \"matmul_gflops_2t\": %.2f, \"q8_gws_1t\": %.3f, \"q8_gws_2t\": %.3f, "
+               "\"q8_cpu_gws_1t\": %.3f, \"q8_cache_gws_1t\": %.3f}",
                i ? "," : "", res[i].name, res[i].bytes_per_weight, res[i].gws[1], res[i].gbs[1],
                res[i].gbs[1] / bw->best_gbs[1], res[i].cpu_gws, res[i].gws[2], res[i].gbs[2],
-               res[i].gbs[2] / bw->best_gbs[2], res[i].cache_gws, res[i].matmul_gflops[1], res[i].matmul_gflops[2], res[i].q8_gws[1], res[i].q8_gws[2]);
+               res[i].gbs[2] / bw->best_gbs[2], res[i].cache_gws, res[i].matmul_gflops[1], res[i].matmul_gflops[2], res[i].q8_gws[1], res[i].q8_gws[2],
+               res[i].q8_cpu_gws, res[i].q8_cache_gws);
     printf("\n  ]");
 }
 

@@ -230,4 +230,37 @@ K3_INLINE float q8_quantize_group_columns(const float *x32, float (*inverse_of)(
     return amax;
 }
 
+/* The largest |x| of n floats (n a multiple of 8), NaN lanes taken as 0 as
+ * the scalar compare skips them: q8's 256-column quantizer (quant_matvec.c)
+ * then finds the first value of that magnitude itself. */
+#define K3_HAVE_Q8_SCALED_CODES 1
+K3_INLINE float q8_abs_max(const float *x, int n)
+{
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), abs_mask);
+        m = _mm256_max_ps(m, _mm256_and_ps(a, _mm256_cmp_ps(a, a, _CMP_ORD_Q)));
+    }
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+}
+
+/* codes[i] = x[i] * scale clamped to [-127, 127] (NaN -> -127, as max_ps
+ * returns its second operand) and rounded to nearest even, 8 at a time
+ * (n a multiple of 8): per element the IEEE operations of quant_matvec.c's
+ * scalar q8_code(x * scale), so the same codes. */
+K3_INLINE void q8_scaled_codes(const float *x, int n, float scale, int8_t *codes)
+{
+    const __m256 s = _mm256_set1_ps(scale), low = _mm256_set1_ps(-127.0f), high = _mm256_set1_ps(127.0f);
+    for (int i = 0; i < n; i += 8) {
+        __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), low), high);
+        __m256i ints = _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(ints), _mm256_extracti128_si256(ints, 1));
+        _mm_storel_epi64((__m128i *)(codes + i), _mm_packs_epi16(words, words));
+    }
+}
+
 #endif

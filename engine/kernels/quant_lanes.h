@@ -28,7 +28,26 @@
  *   v8i_dot_pairs(w, q16)         lane l = w[2l] q16[2l] + w[2l+1] q16[2l+1]
  *                                 (q16 signed bytes)
  *   v8i_zero(), v8i_add(a, b)     0, a + b
- *   v8f_from_v8i(a)               the lanes as fp32 (exact below 2^24) */
+ *   v8f_from_v8i(a)               the lanes as fp32 (exact below 2^24)
+ *
+ * v32b (32 byte lanes: two 16-weight chunks a and b of a block, lanes 0-15
+ * chunk a and 16-31 chunk b, each in column order) and q8w, a chunk pair
+ * made ready for the q8 dot products of several tokens:
+ *   v32b_load(p)                  p[i] (a = p[0..15], b = p[16..31])
+ *   v32b_nibbles(p16)             a = p16[i] & 15, b = p16[i] >> 4
+ *   v32b_shr_and, v32b_or_shl, v32b_sub_const, v32b_lookup  as for v16b
+ *   v32b_from_bits(bits4, value)  value where bit i % 8 of bits4[i / 8] is set
+ *   v32b_join(a, b)               two v16b chunks as one pair
+ *   q8w_prepare(codes, is_signed, scale_a, scale_b)  codes are signed bytes
+ *                                 (is_signed) or unsigned ones below 128
+ *   v8i_dot_q8w(w, q32)           lane l = scale_a (a[2l] qa[2l] + a[2l+1] qa[2l+1])
+ *                                        + scale_b (b[2l] qb[2l] + b[2l+1] qb[2l+1])
+ *                                 where q32 holds the 32 activation codes of the
+ *                                 pair in the back end's order, Q8_GROUPED_ORDER:
+ *                                 0 = column order (qa = q32, qb = q32 + 16); 1 =
+ *                                 position 4l + i holds column 2l + i (i < 2) or
+ *                                 16 + 2l + i - 2 (i >= 2), so that one 4-byte
+ *                                 group carries all of lane l's products. */
 #ifndef K3_QUANT_LANES_H
 #define K3_QUANT_LANES_H
 
@@ -121,6 +140,96 @@ K3_INLINE v8i v8i_dot_pairs(v16s w, const int8_t *q16)
 
 K3_INLINE v8i v8i_add(v8i a, v8i b) { return _mm256_add_epi32(a, b); }
 K3_INLINE v8f v8f_from_v8i(v8i a) { return _mm256_cvtepi32_ps(a); }
+
+/* The q8 chunk pairs, 32 bytes per instruction. A pair's codes are put in
+ * the grouped order once (vpermq takes columns 0-7 and 16-23 to the low
+ * 128 bits, 8-15 and 24-31 to the high; pshufb then gathers columns 2l,
+ * 2l + 1, 16 + 2l, 17 + 2l into 4-byte group l), the activations were
+ * stored in that order by the quantizer, and per token vpmaddubsw
+ * multiplies the unsigned magnitudes by the signed activation codes and
+ * adds adjacent products into int16 (columns 2l, 2l + 1 of chunk a in word
+ * 2l, of chunk b in word 2l + 1), and vpmaddwd by (scale_a, scale_b) adds
+ * each group's two words into int32 lane l: the contract's lane exactly.
+ * Signed codes go through the sign trick: |code| unsigned times q with
+ * code's sign (vpsignb; code 0 gives 0, a product of 0 either way).
+ *
+ * No int16 saturation for any input: the activation codes are in
+ * [-127, 127] (the quantizer clamps), every code's magnitude is at most
+ * 128 (Q8_0's -128: vpabsb gives 0x80, read as 128 unsigned by vpmaddubsw;
+ * the other types' codes are 127 (IQ4 levels) or less), so a word is at
+ * most 2 x 128 x 127 = 32512 < 32767 in magnitude. vpmaddwd is exact in
+ * int32: 2 x 32512 x 128 (the largest sub-scale magnitude, Q6_K's -128)
+ * is below 2^23. */
+#define Q8_GROUPED_ORDER 1
+
+typedef __m256i v32b;
+
+typedef struct {
+    __m256i magnitudes, signs, scales;
+    int is_signed;
+} q8w;
+
+K3_INLINE v32b v32b_load(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+K3_INLINE v32b v32b_join(v16b a, v16b b) { return _mm256_set_m128i(b, a); }
+
+/* The 16 bytes in both halves, the high half shifted by 4, then masked. */
+K3_INLINE v32b v32b_nibbles(const uint8_t *p16)
+{
+    __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p16));
+    return _mm256_and_si256(_mm256_srlv_epi32(both, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                            _mm256_set1_epi8(0x0F));
+}
+
+K3_INLINE v32b v32b_shr_and(v32b a, int shift, uint8_t mask)
+{
+    return _mm256_and_si256(_mm256_srl_epi16(a, _mm_cvtsi32_si128(shift)), _mm256_set1_epi8((char)mask));
+}
+
+K3_INLINE v32b v32b_or_shl(v32b a, v32b b, int shift)
+{
+    return _mm256_or_si256(a, _mm256_sll_epi16(b, _mm_cvtsi32_si128(shift)));
+}
+
+K3_INLINE v32b v32b_sub_const(v32b a, uint8_t k) { return _mm256_sub_epi8(a, _mm256_set1_epi8((char)k)); }
+
+K3_INLINE v32b v32b_lookup(const int8_t *table16, v32b a)
+{
+    return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)table16)), a);
+}
+
+/* The 4 bit bytes spread to lanes 8k..8k+7 (byte k), each lane tests its bit. */
+K3_INLINE v32b v32b_from_bits(const uint8_t *bits4, uint8_t value)
+{
+    uint32_t bits;
+    memcpy(&bits, bits4, 4);
+    const __m256i bit_of_lane = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits),
+                                         _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit_of_lane), bit_of_lane);
+    return _mm256_and_si256(set, _mm256_set1_epi8((char)value));
+}
+
+/* vpermq + pshufb into the grouped order, then the magnitudes (and signs). */
+K3_INLINE q8w q8w_prepare(v32b codes, int is_signed, int scale_a, int scale_b)
+{
+    const __m256i group = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3,
+                                           10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+    q8w w;
+    w.signs = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(codes, 0xD8), group);
+    w.magnitudes = is_signed ? _mm256_abs_epi8(w.signs) : w.signs;
+    w.scales = _mm256_set1_epi32((int)((uint32_t)(uint16_t)scale_a | (uint32_t)scale_b << 16));
+    w.is_signed = is_signed;
+    return w;
+}
+
+K3_INLINE v8i v8i_dot_q8w(q8w w, const int8_t *q32)
+{
+    __m256i q = _mm256_loadu_si256((const __m256i *)q32);
+    if (w.is_signed) q = _mm256_sign_epi8(q, w.signs);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.magnitudes, q), w.scales);
+}
 
 #elif defined(K3_KERNELS_NEON_H)
 
@@ -310,6 +419,83 @@ K3_INLINE v8f v8f_from_v8i(v8i a)
     return v;
 }
 
+#endif
+
+
+/* The chunk pairs of the back ends without a 32-byte vector: two v16b,
+ * the activations in column order, each chunk widened to int16 times its
+ * scale once for all tokens (|code x scale| < 2^15, the 16-code path). */
+#if !defined(K3_KERNELS_X86_H)
+#define Q8_GROUPED_ORDER 0
+
+typedef struct {
+    v16b a, b;
+} v32b;
+
+typedef struct {
+    v16s a, b;
+} q8w;
+
+K3_INLINE v32b v32b_load(const uint8_t *p)
+{
+    v32b v = {v16b_load(p), v16b_load(p + 16)};
+    return v;
+}
+
+K3_INLINE v32b v32b_join(v16b a, v16b b)
+{
+    v32b v = {a, b};
+    return v;
+}
+
+K3_INLINE v32b v32b_nibbles(const uint8_t *p16)
+{
+    v32b v = {v16b_shr_and(v16b_load(p16), 0, 0x0F), v16b_shr_and(v16b_load(p16), 4, 0x0F)};
+    return v;
+}
+
+K3_INLINE v32b v32b_shr_and(v32b x, int shift, uint8_t mask)
+{
+    v32b v = {v16b_shr_and(x.a, shift, mask), v16b_shr_and(x.b, shift, mask)};
+    return v;
+}
+
+K3_INLINE v32b v32b_or_shl(v32b x, v32b y, int shift)
+{
+    v32b v = {v16b_or_shl(x.a, y.a, shift), v16b_or_shl(x.b, y.b, shift)};
+    return v;
+}
+
+K3_INLINE v32b v32b_sub_const(v32b x, uint8_t k)
+{
+    v32b v = {v16b_sub_const(x.a, k), v16b_sub_const(x.b, k)};
+    return v;
+}
+
+K3_INLINE v32b v32b_lookup(const int8_t *table16, v32b x)
+{
+    v32b v = {v16b_lookup(table16, x.a), v16b_lookup(table16, x.b)};
+    return v;
+}
+
+K3_INLINE v32b v32b_from_bits(const uint8_t *bits4, uint8_t value)
+{
+    v32b v = {v16b_from_bits(bits4, value), v16b_from_bits(bits4 + 2, value)};
+    return v;
+}
+
+/* Unsigned codes below 128 read the same as signed bytes. */
+K3_INLINE q8w q8w_prepare(v32b codes, int is_signed, int scale_a, int scale_b)
+{
+    (void)is_signed;
+    q8w w = {v16s_scaled(codes.a, scale_a), v16s_scaled(codes.b, scale_b)};
+    return w;
+}
+
+K3_INLINE v8i v8i_dot_q8w(q8w w, const int8_t *q32)
+{
+    return v8i_add(v8i_dot_pairs(w.a, q32), v8i_dot_pairs(w.b, q32 + 16));
+}
 #endif
 
 #endif

@@ -196,7 +196,8 @@ K3_INLINE void block_q5_k(BLOCK_ARGS)
 /* The K-quants' 16-weight chunks as signed integer codes, one decoder for
  * the exact kernels below and the q8 path: Q6_K's chunk m of half h (its
  * scale is the i8 at 192 + 8 h + m), Q2_K's chunk m (scale and min the
- * nibbles of byte m), Q3_K's chunk m (its 6-bit scale - 32 in *scale). */
+ * nibbles of byte m), Q3_K's chunk m (its 6-bit scale - 32 in *scale,
+ * q3_k_scale). */
 K3_INLINE v16b q6_k_codes(const uint8_t *row, int half, int m)
 {
     const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
@@ -211,12 +212,17 @@ K3_INLINE v16b q2_k_codes(const uint8_t *row, int m)
     return v16b_shr_and(v16b_load(row + 16 + 32 * (m / 8) + 16 * (m % 2)), 2 * ((m % 8) / 2), 3);
 }
 
-K3_INLINE v16b q3_k_codes(const uint8_t *row, int m, int *scale)
+K3_INLINE int q3_k_scale(const uint8_t *row, int m)
 {
     const uint8_t *packed = row + 96;
     const int low4 = m < 8 ? packed[m] & 0x0F : packed[m - 8] >> 4;
     const int high2 = (packed[8 + m % 4] >> (2 * (m / 4))) & 3;
-    *scale = (low4 | high2 << 4) - 32;
+    return (low4 | high2 << 4) - 32;
+}
+
+K3_INLINE v16b q3_k_codes(const uint8_t *row, int m, int *scale)
+{
+    *scale = q3_k_scale(row, m);
     const int run = 16 * (m % 2), field = (m % 8) / 2;
     v16b q = v16b_shr_and(v16b_load(row + 32 + 32 * (m / 8) + run), 2 * field, 3);
     v16b high = v16b_shr_and(v16b_load(row + run), 4 * (m / 8) + field, 1);
@@ -331,9 +337,12 @@ static int row_kernel_index(const k3_quant_type *t)
 /* As llama.cpp computes its dot products: x is quantized per block to int8
  * with one fp32 scale, a block's dot product with the weights' integer
  * codes is exact in int32, and one float multiply-add per block applies
- * the scales. Every block type has a q8 kernel: Q8_0, Q4_0, Q5_0, IQ4_NL
- * and MXFP4 take x per 32 columns (llama.cpp's Q8_0), the K-quants,
- * IQ4_XS, IQ1_S and IQ1_M per 256 columns (llama.cpp's Q8_K); F32/F16/BF16
+ * the scales. Every block type has a q8 kernel: Q8_0, Q4_0, Q5_0, Q4_1,
+ * Q5_1, IQ4_NL and MXFP4 take x per 32 columns (llama.cpp's Q8_0; for Q4_1
+ * and Q5_1 llama.cpp's Q8_1 carries d times the code sum, here the min
+ * meets the exact integer code sum instead, as the K-quants' mins do), the
+ * K-quants, IQ4_XS, IQ1_S and IQ1_M per 256 columns (llama.cpp's Q8_K);
+ * F32/F16/BF16
  * stay exact.
  *
  * Its own contract, bit-identical across back ends, thread counts, matvec
@@ -348,13 +357,14 @@ static int row_kernel_index(const k3_quant_type *t)
  *   A weight block is the decoder's integer codes in 16-weight chunks, each
  *   with an integer sub-scale (1 for the 32-blocks; the group's scale for
  *   Q4_K, Q5_K and IQ4_XS (minus 32), the chunk's for Q6_K, Q3_K (minus
- *   32) and Q2_K) and, for Q4_K, Q5_K and Q2_K, an integer sub-min (the
- *   codes are then unsigned: nibble, nibble | fifth bit, 2 bits; Q6_K's
- *   and Q3_K's carry their offsets -32 and -4); d_w (and dmin_w) the
- *   block's fp32 scales as the decoder has them (MXFP4: 2^(e - 128) with the
- *   doubled E2M1 codes; IQ1_S and IQ1_M: codes 8 level + 1 or 8 level - 1
- *   (the level shifted by +-1/8, in eighths), sub-scale 2 s + 1, d_w = d / 8).
- *   Per block, the int32 lanes
+ *   32) and Q2_K) and, for Q4_K, Q5_K, Q2_K, Q4_1 and Q5_1, an integer
+ *   sub-min (1 for Q4_1 and Q5_1; the codes are then unsigned: nibble,
+ *   nibble | fifth bit, 2 bits; Q6_K's and Q3_K's carry their offsets -32
+ *   and -4); d_w (and dmin_w) the block's fp32 scales as the decoder has
+ *   them (MXFP4: 2^(e - 128) with the doubled E2M1 codes; Q4_1 and Q5_1:
+ *   dmin_w = -m, as their weights add m; IQ1_S and IQ1_M: codes 8 level + 1
+ *   or 8 level - 1 (the level shifted by +-1/8, in eighths), sub-scale
+ *   2 s + 1, d_w = d / 8). Per block, the int32 lanes
  *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
  *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
  *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
@@ -387,39 +397,78 @@ static int8_t q8_code(float v)
     return (int8_t)rintf(v);
 }
 
-/* x per 32 columns (the contract above; llama.cpp's Q8_0 activations). */
+/* 127 / amax, or 0 for an all-zero block: the one division per 32 columns. */
+static float q8_inverse_32(float amax)
+{
+    return amax > 0.0f ? 127.0f / amax : 0.0f;
+}
+
+/* x per 32 columns (the contract above; llama.cpp's Q8_0 activations),
+ * with the code sums of each 16 columns (Q4_1 and Q5_1 take them); on
+ * AVX2 by kernels_x86.h's group quantizer, which mxfp4_q8.c's contract
+ * (the same rule) holds to the scalar loop. */
 static void q8_quantize_32(const float *x, int64_t cols, q8_act *xa)
 {
     for (int64_t b = 0; b < cols / 32; b++) {
         const float *xb = x + 32 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++)
-            if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
-        const float inverse = amax > 0.0f ? 127.0f / amax : 0.0f;
-        xa->d[b] = amax / 127.0f;
-        for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+#if defined(K3_HAVE_Q8_QUANTIZE_GROUP)
+        if (!k3_kernels_scalar_forced()) {   /* the same codes 8 columns at a time (mxfp4_q8.c's contract) */
+            int32_t codes[32];
+            xa->d[b] = q8_quantize_group_columns(xb, q8_inverse_32, codes) / 127.0f;
+            for (int j = 0; j < 32; j++) xa->q[32 * b + j] = (int8_t)codes[j];
+        } else
+#endif
+        {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++)
+                if (fabsf(xb[j]) > amax) amax = fabsf(xb[j]);
+            const float inverse = q8_inverse_32(amax);
+            xa->d[b] = amax / 127.0f;
+            for (int j = 0; j < 32; j++) xa->q[32 * b + j] = q8_code(xb[j] * inverse);
+        }
+        for (int m = 0; m < 2; m++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += xa->q[32 * b + 16 * m + j];
+            xa->bsums[2 * b + m] = (int16_t)sum;
+        }
     }
 }
 
 /* x per 256 columns (the contract above; llama.cpp's Q8_K), with the code
- * sums of each 16 columns. */
+ * sums of each 16 columns; on AVX2 the largest magnitude and the codes 8
+ * lanes at a time (kernels_x86.h, the same IEEE operations per element). */
 static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
 {
     for (int64_t b = 0; b < cols / 256; b++) {
         const float *xb = x + 256 * b;
         int8_t *q = xa->q + 256 * b;
         float amax = 0.0f, max = 0.0f;
-        for (int j = 0; j < 256; j++)
-            if (fabsf(xb[j]) > amax) {
-                amax = fabsf(xb[j]);
-                max = xb[j];
-            }
+#if defined(K3_HAVE_Q8_SCALED_CODES)
+        const int vector = !k3_kernels_scalar_forced();
+        if (vector) {   /* the same amax 8 lanes at a time, then its first value */
+            amax = q8_abs_max(xb, 256);
+            for (int j = 0; j < 256 && amax > 0.0f; j++)
+                if (fabsf(xb[j]) == amax) {
+                    max = xb[j];
+                    break;
+                }
+        } else
+#endif
+            for (int j = 0; j < 256; j++)
+                if (fabsf(xb[j]) > amax) {
+                    amax = fabsf(xb[j]);
+                    max = xb[j];
+                }
         if (amax == 0.0f) {
             xa->d[b] = 0.0f;
             memset(q, 0, 256);
         } else {
             const float iscale = -127.0f / max;
-            for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
+#if defined(K3_HAVE_Q8_SCALED_CODES)
+            if (vector) q8_scaled_codes(xb, 256, iscale, q);
+            else
+#endif
+                for (int j = 0; j < 256; j++) q[j] = q8_code(xb[j] * iscale);
             xa->d[b] = 1.0f / iscale;
         }
         for (int m = 0; m < 16; m++) {
@@ -431,49 +480,57 @@ static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
 }
 
 /* The q8 row kernels take 1 to Q8_TOKENS tokens' quantized x at once (a
- * prompt): each chunk's codes are decoded once and dotted with every
- * token's codes, and each token keeps its own lanes, sums and min sum, so
- * its value is the same operations whatever the count. Instantiated for 1
- * and Q8_TOKENS tokens (Q8_INSTANCES), where the token loops unroll. */
+ * prompt): each pair of 16-weight chunks is decoded and made ready
+ * (q8w_prepare) once and dotted with every token's codes, and each token
+ * keeps its own lanes, sums and min sum, so its value is the same
+ * operations whatever the count. Instantiated for 1 and Q8_TOKENS tokens
+ * (Q8_INSTANCES), where the token loops unroll. Every kernel takes a
+ * block's codes 32 at a time (v32b, quant_lanes.h): on AVX2 one vpmaddubsw
+ * and one vpmaddwd per 32 weights and token give the contract's int32
+ * lanes, where the 16-code path needed two widenings and two vpmaddwd. */
 #define Q8_TOKENS 4
 #define Q8_ARGS const uint8_t *row, int64_t cols, const q8_act *const *xa, int n_tokens, float *out
 #define FOR_TOKENS _Pragma("GCC unroll 4") for (int t = 0; t < n_tokens; t++)
 
-/* A 32-weight block's two code chunks against each token's 32 codes, times
- * the product of the two block scales, into that token's lanes. */
-K3_INLINE void q8_block32(v16b lo, v16b hi, float d_w, int64_t b, const q8_act *const *xa, int n_tokens,
-                          v8f *lanes)
-{
-    const v16s lo_wide = v16s_scaled(lo, 1), hi_wide = v16s_scaled(hi, 1);   /* widened once for the tokens */
-    FOR_TOKENS {
-        const int8_t *q = xa[t]->q + 32 * b;
-        v8i sums = v8i_add(v8i_dot_pairs(lo_wide, q), v8i_dot_pairs(hi_wide, q + 16));
-        lanes[t] = v8_fma(v8f_from_v8i(sums), v8_set1(d_w * xa[t]->d[b]), lanes[t]);
-    }
-}
-
-/* For a 32-block type: its rows under q8 (codes as its exact block decoder
- * has them, d_w the decoder's block scale). */
-#define Q8_ROWS_32(type, bytes, scale_of, lo_codes, hi_codes) \
+/* For a 32-block type: its rows under q8. codes_of is a block's 32 codes
+ * (at blk) as its exact block decoder has them (signed bytes when
+ * is_signed, else unsigned ones), d_of the decoder's block scale; for the
+ * types with a min (has_min: Q4_1, Q5_1, weights d q + m) dmin_of is -m,
+ * taken times the sum of the block's 32 activation codes (the two bsums)
+ * into the min sum. (Two rows per pass, sharing each token's codes, was
+ * slower than one in a 2-thread decode of the Kimi Linear Q8_0 file, in 4
+ * of 4 interleaved rounds: decode takes one row at a time.) */
+#define Q8_ROWS_32(type, bytes, is_signed, has_min, d_of, dmin_of, codes_of) \
     K3_INLINE void q8_rows_##type(Q8_ARGS) \
     { \
         v8f lanes[Q8_TOKENS]; \
-        FOR_TOKENS lanes[t] = v8_zero(); \
-        for (int64_t b = 0; b < cols / 32; b++, row += bytes) \
-            q8_block32(lo_codes, hi_codes, scale_of, b, xa, n_tokens, lanes); \
-        FOR_TOKENS out[t] = v8_hsum(lanes[t]); \
+        float mins[Q8_TOKENS]; \
+        FOR_TOKENS { \
+            lanes[t] = v8_zero(); \
+            mins[t] = 0.0f; \
+        } \
+        const uint8_t *blk = row; \
+        for (int64_t b = 0; b < cols / 32; b++, blk += bytes) { \
+            const q8w w = q8w_prepare(codes_of, is_signed, 1, 1); \
+            const float d_w = d_of; \
+            FOR_TOKENS { \
+                const float d_x = xa[t]->d[b]; \
+                lanes[t] = v8_fma(v8f_from_v8i(v8i_dot_q8w(w, xa[t]->q + 32 * b)), v8_set1(d_w * d_x), lanes[t]); \
+                if (has_min) \
+                    mins[t] = fmaf((float)(xa[t]->bsums[2 * b] + xa[t]->bsums[2 * b + 1]), (dmin_of) * d_x, mins[t]); \
+            } \
+        } \
+        FOR_TOKENS out[t] = v8_hsum(lanes[t]) - mins[t]; \
     }
-Q8_ROWS_32(q8_0, 34, f16_scale_at(row), v16b_load(row + 2), v16b_load(row + 18))
-Q8_ROWS_32(q4_0, 18, f16_scale_at(row), v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 0, 0x0F), 8),
-           v16b_sub_const(v16b_shr_and(v16b_load(row + 2), 4, 0x0F), 8))
-Q8_ROWS_32(q5_0, 22, f16_scale_at(row),
-           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 0, 0x0F), v16b_from_bits(row + 2, 0x10), 0), 16),
-           v16b_sub_const(v16b_or_shl(v16b_shr_and(v16b_load(row + 6), 4, 0x0F), v16b_from_bits(row + 4, 0x10), 0), 16))
-Q8_ROWS_32(iq4_nl, 18, f16_scale_at(row), v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 0, 0x0F)),
-           v16b_lookup(iq4_levels, v16b_shr_and(v16b_load(row + 2), 4, 0x0F)))
-Q8_ROWS_32(mxfp4, 17, e8m0_half_scale(row[0]),
-           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 0, 0x0F)),
-           v16b_lookup(mxfp4_doubled_e2m1, v16b_shr_and(v16b_load(row + 1), 4, 0x0F)))
+Q8_ROWS_32(q8_0, 34, 1, 0, f16_scale_at(blk), 0.0f, v32b_load(blk + 2))
+Q8_ROWS_32(q4_0, 18, 1, 0, f16_scale_at(blk), 0.0f, v32b_sub_const(v32b_nibbles(blk + 2), 8))
+Q8_ROWS_32(q5_0, 22, 1, 0, f16_scale_at(blk), 0.0f,
+           v32b_sub_const(v32b_or_shl(v32b_nibbles(blk + 6), v32b_from_bits(blk + 2, 0x10), 0), 16))
+Q8_ROWS_32(iq4_nl, 18, 1, 0, f16_scale_at(blk), 0.0f, v32b_lookup(iq4_levels, v32b_nibbles(blk + 2)))
+Q8_ROWS_32(mxfp4, 17, 1, 0, e8m0_half_scale(blk[0]), 0.0f, v32b_lookup(mxfp4_doubled_e2m1, v32b_nibbles(blk + 1)))
+Q8_ROWS_32(q4_1, 20, 0, 1, f16_scale_at(blk), -f16_scale_at(blk + 2), v32b_nibbles(blk + 4))
+Q8_ROWS_32(q5_1, 24, 0, 1, f16_scale_at(blk), -f16_scale_at(blk + 2),
+           v32b_or_shl(v32b_nibbles(blk + 8), v32b_from_bits(blk + 4, 0x10), 0))
 
 /* A 256-block type's per-token state: int32 lanes within the block, fp32
  * lanes and the min sum across blocks. */
@@ -502,16 +559,18 @@ K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
     }
 }
 
-/* Chunk m's codes, with integer sub-scale scale and sub-min min, against
- * each token's 16 codes of block b (min only where the type has mins):
- * (code x scale) x q summed in pairs is scale x (the pair sum) exactly. */
-K3_INLINE void q8_k_chunk(q8_k_state *st, v16b codes, int scale, int min, int64_t b, int m,
-                          const q8_act *const *xa, int n_tokens)
+/* Chunks m and m + 1 (m even: columns 16 m .. 16 m + 31 of block b), their
+ * codes with integer sub-scales scale_a, scale_b and sub-mins min_a, min_b
+ * (0 where the type has none), against each token's 32 codes: the scales
+ * times the pair sums, and each min times its chunk's code sum, all exact
+ * in int32. */
+K3_INLINE void q8_k_pair(q8_k_state *st, v32b codes, int is_signed, int scale_a, int scale_b, int min_a, int min_b,
+                         int64_t b, int m, const q8_act *const *xa, int n_tokens)
 {
-    const v16s scaled = v16s_scaled(codes, scale);   /* code x scale in int16, once for the tokens */
+    const q8w w = q8w_prepare(codes, is_signed, scale_a, scale_b);
     FOR_TOKENS {
-        st->sums[t] = v8i_add(st->sums[t], v8i_dot_pairs(scaled, xa[t]->q + 256 * b + 16 * m));
-        st->min_sums[t] += min * xa[t]->bsums[16 * b + m];
+        st->sums[t] = v8i_add(st->sums[t], v8i_dot_q8w(w, xa[t]->q + 256 * b + 16 * m));
+        st->min_sums[t] += min_a * xa[t]->bsums[16 * b + m] + min_b * xa[t]->bsums[16 * b + m + 1];
     }
 }
 
@@ -533,8 +592,8 @@ K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
     FOR_TOKENS out[t] = v8_hsum(st->lanes[t]) - st->mins[t];
 }
 
-/* Q4_K under q8: group g's two chunks times the group scale, its min
- * times the chunks' code sums, chunk by chunk (exact in int32). */
+/* Q4_K under q8: group g (chunks 2g, 2g + 1) is the low or high nibbles of
+ * 32 bytes, times the group scale, its min times the chunks' code sums. */
 K3_INLINE void q8_rows_q4_k(Q8_ARGS)
 {
     q8_k_state st;
@@ -545,18 +604,16 @@ K3_INLINE void q8_rows_q4_k(Q8_ARGS)
         for (int g = 0; g < 8; g++) {
             int sc, m;
             k_scale_min(g, row + 4, &sc, &m);
-            const uint8_t *packed = row + 16 + 32 * (g / 2);
-#pragma GCC unroll 2
-            for (int half = 0; half < 2; half++)
-                q8_k_chunk(&st, v16b_shr_and(v16b_load(packed + 16 * half), 4 * (g & 1), 0x0F), sc, m, b,
-                           2 * g + half, xa, n_tokens);
+            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+            q8_k_pair(&st, codes, 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
 }
 
-/* Q5_K under q8: Q4_K with the fifth bits in the codes (0..31). */
+/* Q5_K under q8: Q4_K with the fifth bits (bit g of the 32 bytes at 16) in
+ * the codes (0..31). */
 K3_INLINE void q8_rows_q5_k(Q8_ARGS)
 {
     q8_k_state st;
@@ -567,20 +624,19 @@ K3_INLINE void q8_rows_q5_k(Q8_ARGS)
         for (int g = 0; g < 8; g++) {
             int sc, m;
             k_scale_min(g, row + 4, &sc, &m);
-            const uint8_t *ql = row + 48 + 32 * (g / 2);
-#pragma GCC unroll 2
-            for (int half = 0; half < 2; half++) {
-                v16b nibbles = v16b_shr_and(v16b_load(ql + 16 * half), 4 * (g & 1), 0x0F);
-                v16b fifth = v16b_shr_and(v16b_load(row + 16 + 16 * half), g, 1);
-                q8_k_chunk(&st, v16b_or_shl(nibbles, fifth, 4), sc, m, b, 2 * g + half, xa, n_tokens);
-            }
+            const v32b nibbles = v32b_shr_and(v32b_load(row + 48 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+            const v32b fifth = v32b_shr_and(v32b_load(row + 16), g, 1);
+            q8_k_pair(&st, v32b_or_shl(nibbles, fifth, 4), 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
 }
 
-/* Q6_K under q8: each 16-weight chunk's codes (q - 32) times its scale. */
+/* Q6_K under q8: in each 128-weight half, chunks 2k and 2k + 1 are 32
+ * bytes of ql (low nibbles for k < 2, else high; q6_k_codes) and the
+ * 2-bit field k of the half's 32 qh bytes; codes q - 32, each chunk its
+ * own int8 scale. */
 K3_INLINE void q8_rows_q6_k(Q8_ARGS)
 {
     q8_k_state st;
@@ -589,52 +645,65 @@ K3_INLINE void q8_rows_q6_k(Q8_ARGS)
         q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 2
         for (int half = 0; half < 2; half++) {
+            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
             const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
-#pragma GCC unroll 8
-            for (int m = 0; m < 8; m++)
-                q8_k_chunk(&st, q6_k_codes(row, half, m), scales[m], 0, b, 8 * half + m, xa, n_tokens);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const v32b low4 = v32b_shr_and(v32b_load(ql + 32 * (k % 2)), k >= 2 ? 4 : 0, 0x0F);
+                const v32b high2 = v32b_shr_and(v32b_load(qh), 2 * k, 3);
+                q8_k_pair(&st, v32b_sub_const(v32b_or_shl(low4, high2, 4), 32), 1, scales[2 * k], scales[2 * k + 1],
+                          0, 0, b, 8 * half + 2 * k, xa, n_tokens);
+            }
         }
         q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
 }
 
-/* Q2_K under q8: chunk m's 2-bit codes times its scale nibble, its min
- * nibble times the chunk's code sum. */
+/* Q2_K under q8: chunks m and m + 1 (m even) are 2-bit field (m % 8) / 2
+ * of 32 quant bytes, each times its scale nibble, its min nibble times
+ * its code sum. */
 K3_INLINE void q8_rows_q2_k(Q8_ARGS)
 {
     q8_k_state st;
     q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 84) {
         q8_k_begin_block(&st, n_tokens);
-#pragma GCC unroll 16
-        for (int m = 0; m < 16; m++)
-            q8_k_chunk(&st, q2_k_codes(row, m), row[m] & 0x0F, row[m] >> 4, b, m, xa, n_tokens);
+#pragma GCC unroll 8
+        for (int m = 0; m < 16; m += 2) {
+            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (m / 8)), 2 * ((m % 8) / 2), 3);
+            q8_k_pair(&st, codes, 0, row[m] & 0x0F, row[m + 1] & 0x0F, row[m] >> 4, row[m + 1] >> 4, b, m, xa,
+                      n_tokens);
+        }
         q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
 }
 
-/* Q3_K under q8: chunk m's codes (q | high bit << 2) - 4 times its 6-bit
- * scale - 32. */
+/* Q3_K under q8: chunks m and m + 1 (m even) are the 2-bit field (m % 8) / 2
+ * of 32 quant bytes with high bit 4 (m / 8) + (m % 8) / 2 of the 32 hmask
+ * bytes, codes (q | bit << 2) - 4, each chunk its 6-bit scale - 32. */
 K3_INLINE void q8_rows_q3_k(Q8_ARGS)
 {
     q8_k_state st;
     q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += 110) {
         q8_k_begin_block(&st, n_tokens);
-#pragma GCC unroll 16
-        for (int m = 0; m < 16; m++) {
-            int scale;
-            const v16b codes = q3_k_codes(row, m, &scale);
-            q8_k_chunk(&st, codes, scale, 0, b, m, xa, n_tokens);
+#pragma GCC unroll 8
+        for (int m = 0; m < 16; m += 2) {
+            const int field = (m % 8) / 2;
+            const v32b q = v32b_shr_and(v32b_load(row + 32 + 32 * (m / 8)), 2 * field, 3);
+            const v32b high = v32b_shr_and(v32b_load(row), 4 * (m / 8) + field, 1);
+            q8_k_pair(&st, v32b_sub_const(v32b_or_shl(q, high, 2), 4), 1, q3_k_scale(row, m), q3_k_scale(row, m + 1),
+                      0, 0, b, m, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
     }
     q8_k_end_row(&st, n_tokens, out);
 }
 
-/* IQ4_XS under q8: group g's level codes times its 6-bit scale - 32. */
+/* IQ4_XS under q8: group g's level codes (chunks 2g, 2g + 1: the low and
+ * high nibbles of 16 bytes) times its 6-bit scale - 32. */
 K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
 {
     q8_k_state st;
@@ -645,11 +714,8 @@ K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
-            const v16b packed = v16b_load(row + 8 + 16 * g);
-            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 0, 0x0F)), scale - 32, 0, b, 2 * g, xa,
-                       n_tokens);
-            q8_k_chunk(&st, v16b_lookup(iq4_levels, v16b_shr_and(packed, 4, 0x0F)), scale - 32, 0, b, 2 * g + 1, xa,
-                       n_tokens);
+            const v32b codes = v32b_lookup(iq4_levels, v32b_nibbles(row + 8 + 16 * g));
+            q8_k_pair(&st, codes, 1, scale - 32, scale - 32, 0, 0, b, 2 * g, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
     }
@@ -657,7 +723,8 @@ K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
 }
 
 /* IQ1_S / IQ1_M under q8: each chunk's codes 8 level +- 1 (quant_iq1_lanes.h)
- * times its 2 s + 1; the block scale d / 8 (exact). */
+ * times its 2 s + 1, chunks k and k + 1 as one pair; the block scale d / 8
+ * (exact). */
 K3_INLINE void q8_rows_iq1(int is_m, Q8_ARGS)
 {
     const int64_t block_bytes = is_m ? K3_IQ1_M_BLOCK_BYTES : K3_IQ1_S_BLOCK_BYTES;
@@ -665,10 +732,12 @@ K3_INLINE void q8_rows_iq1(int is_m, Q8_ARGS)
     q8_k_begin_row(&st, n_tokens);
     for (int64_t b = 0; b < cols / 256; b++, row += block_bytes) {
         q8_k_begin_block(&st, n_tokens);
-#pragma GCC unroll 16
-        for (int k = 0; k < 16; k++) {
+#pragma GCC unroll 8
+        for (int k = 0; k < 16; k += 2) {
             const iq1_chunk f = is_m ? iq1_m_fields(row, k) : iq1_s_fields(row, k);
-            q8_k_chunk(&st, iq1_chunk_codes(f), 2 * f.scale_bits + 1, 0, b, k, xa, n_tokens);
+            const iq1_chunk g = is_m ? iq1_m_fields(row, k + 1) : iq1_s_fields(row, k + 1);
+            q8_k_pair(&st, v32b_join(iq1_chunk_codes(f), iq1_chunk_codes(g)), 1, 2 * f.scale_bits + 1,
+                      2 * g.scale_bits + 1, 0, 0, b, k, xa, n_tokens);
         }
         q8_k_end_block(&st, (is_m ? iq1_m_scale(row) : f16_scale_at(row)) * 0.125f, 0.0f, b, xa, n_tokens);
     }
@@ -689,6 +758,7 @@ K3_INLINE void q8_rows_iq1_m(Q8_ARGS) { q8_rows_iq1(1, row, cols, xa, n_tokens, 
         q8_rows_##type(row, cols, xa, Q8_TOKENS, out); \
     }
 Q8_INSTANCES(q8_0) Q8_INSTANCES(q4_0) Q8_INSTANCES(q5_0) Q8_INSTANCES(iq4_nl) Q8_INSTANCES(mxfp4)
+Q8_INSTANCES(q4_1) Q8_INSTANCES(q5_1)
 Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
 Q8_INSTANCES(iq1_s) Q8_INSTANCES(iq1_m)
 
@@ -784,6 +854,18 @@ static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int 
         }
         return 0;
     }
+    case K3_GGML_Q4_1:
+    case K3_GGML_Q5_1: {   /* d, m, (Q5_1: 32 fifth bits,) nibbles; weight d q + m, so dmin = -m */
+        *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+        *dmin = -k3_f16_to_f32((uint16_t)(blk[2] | blk[3] << 8));
+        const int q5 = t->ggml_id == K3_GGML_Q5_1;
+        const uint32_t high_bits = q5 ? (uint32_t)blk[4] | (uint32_t)blk[5] << 8 | (uint32_t)blk[6] << 16 |
+                                            (uint32_t)blk[7] << 24 : 0;
+        for (int j = 0; j < 32; j++)
+            codes[j] = ((blk[(q5 ? 8 : 4) + j % 16] >> (4 * (j / 16))) & 15) | (int)((high_bits >> j) & 1) << 4;
+        sub_min[0] = sub_min[1] = 1;
+        return 1;
+    }
     default:   /* Q8_0, Q4_0, Q5_0, IQ4_NL: f16 d first */
         *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
         for (int j = 0; j < 32; j++) {
@@ -852,8 +934,8 @@ static q8_kernels q8_kernel(const k3_quant_type *t)
     Q8_CASE(K3_GGML_Q8_0, q8_0) Q8_CASE(K3_GGML_Q4_0, q4_0) Q8_CASE(K3_GGML_Q5_0, q5_0)
     Q8_CASE(K3_GGML_IQ4_NL, iq4_nl) Q8_CASE(K3_GGML_MXFP4, mxfp4) Q8_CASE(K3_GGML_Q4_K, q4_k)
     Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
-    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs)
-    Q8_CASE(K3_GGML_IQ1_S, iq1_s) Q8_CASE(K3_GGML_IQ1_M, iq1_m)
+    Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs) Q8_CASE(K3_GGML_Q4_1, q4_1)
+    Q8_CASE(K3_GGML_Q5_1, q5_1) Q8_CASE(K3_GGML_IQ1_S, iq1_s) Q8_CASE(K3_GGML_IQ1_M, iq1_m)
     default: return (q8_kernels){NULL, NULL};
     }
 #undef Q8_CASE
@@ -870,8 +952,21 @@ static size_t q8_act_bytes(const k3_quant_type *t, int64_t cols)
     return (size_t)(cols / t->block_elems) * sizeof(float) + (size_t)(cols / 16) * sizeof(int16_t) + (size_t)cols;
 }
 
+/* Column order to the grouped order of quant_lanes.h (Q8_GROUPED_ORDER),
+ * in place, for each 32 columns: position 4l + i holds column 2l + i
+ * (i < 2) or 16 + 2l + i - 2. */
+static void q8_act_group(int8_t *q, int64_t cols)
+{
+    for (int64_t c = 0; c < cols; c += 32) {
+        int8_t columns[32];
+        memcpy(columns, q + c, 32);
+        for (int l = 0; l < 8; l++)
+            for (int i = 0; i < 4; i++) q[c + 4 * l + i] = columns[(i < 2 ? 2 * l : 16 + 2 * l - 2) + i];
+    }
+}
+
 /* Lay a q8_act over bytes (q8_act_bytes of them, 4-byte aligned) and
- * quantize x into it. */
+ * quantize x into it, its codes in the back end's order. */
 static q8_act q8_act_quantize(const k3_quant_type *t, const float *x, int64_t cols, char *bytes)
 {
     q8_act xa;
@@ -880,6 +975,7 @@ static q8_act q8_act_quantize(const k3_quant_type *t, const float *x, int64_t co
     xa.q = (int8_t *)(xa.bsums + cols / 16);
     if (t->block_elems == 32) q8_quantize_32(x, cols, &xa);
     else q8_quantize_256(x, cols, &xa);
+    if (Q8_GROUPED_ORDER) q8_act_group(xa.q, cols);
     return xa;
 }
 
