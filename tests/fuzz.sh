@@ -64,7 +64,7 @@ open('$corpus/seed_one', 'wb').write(seed(shard([('x', 'F16', [2, 3, 1, 1], 2)])
 open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors', 'rb').read()))
 " ;;
     gguf)
-        srcs="engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/quant_grids.c engine/kernels/quant_iq1.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: the header of a Kimi Linear 48B Q4_K_M file at its real size
         # (6 MB: 163840 tokens, 163328 merges, 610 tensor infos; its 32 GB
         # data section counted, not carried), a file of every value and block
@@ -77,7 +77,7 @@ open('$corpus/seed_shard', 'wb').write(seed(open('$SEEDMODEL/model.safetensors',
                 $f $corpus/seed_$(basename $f .gguf)
         done ;;
     gguf_vocab)
-        srcs="engine/formats/gguf_vocab.c engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/text/tokenizer.c engine/text/byte_spelling.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/gguf_vocab.c engine/formats/gguf.c engine/formats/gguf_checkpoint.c engine/formats/config.c engine/formats/safetensors.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/quant_grids.c engine/kernels/quant_iq1.c engine/kernels/convert.c engine/text/tokenizer.c engine/text/byte_spelling.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         # seeds: the seed model's vocabulary as llama.cpp's converter writes it
         # (tests/ref/gguf_vocab.py), models/k3-mini's as llama.cpp's gguf-py
         # wrote it (the committed fixture) and a synthetic one at Kimi's sizes
@@ -111,10 +111,10 @@ json.dump({'metadata': {'total_size': len(raw)}, 'weight_map': wm}, open('$corpu
         srcs="engine/text/tokenizer.c engine/text/pretokenize.c engine/text/unicode_class.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL/tokenizer_config.json $corpus/seed_tokcfg ;;
     manifest)
-        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/quant_grids.c engine/kernels/quant_iq1.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL.packed/manifest.json $corpus/seed_manifest ;;
     manifest_tables)
-        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
+        srcs="engine/formats/manifest.c engine/formats/manifest_tables.c engine/kernels/dtype.c engine/kernels/quant_types.c engine/kernels/quant_grids.c engine/kernels/quant_iq1.c engine/kernels/convert.c engine/base/error.c engine/base/file_read.c engine/base/fnv.c engine/base/strtab.c"
         cp $SEEDMODEL.packed/tables.bin $corpus/seed_tables
         # a second seed: the same tables with the expert pages of a MoE layout, when t_pack made one
         [ -f tests/out/pack/p_k3tiny/tables.bin ] && cp tests/out/pack/p_k3tiny/tables.bin $corpus/seed_tables_k3tiny ;;
