@@ -80,10 +80,10 @@ void stats_copy(const k3_stats *s, k3_stats *out)
  * chunks and draft passes all record their steps the same way). */
 void stats_step_begin(const k3_stats *s, stats_step_start *start)
 {
-    start->bytes_trunk = s->bytes_read_trunk;
-    start->bytes_experts = s->bytes_read_experts;
-    start->expert_lookups = s->expert_lookups;
-    start->expert_hits = s->expert_hits;
+    start->bytes_trunk = __atomic_load_n(&s->bytes_read_trunk, __ATOMIC_RELAXED);
+    start->bytes_experts = __atomic_load_n(&s->bytes_read_experts, __ATOMIC_RELAXED);
+    start->expert_lookups = __atomic_load_n(&s->expert_lookups, __ATOMIC_RELAXED);
+    start->expert_hits = __atomic_load_n(&s->expert_hits, __ATOMIC_RELAXED);
     start->t0_ns = k3_now_ns();
 }
 
@@ -91,9 +91,11 @@ void stats_step_record(k3_stats *s, const stats_step_start *start, k3_token_reco
 {
     rec->ms = (float)((k3_now_ns() - start->t0_ns) * 1e-6);
     rec->index = s->n_records;
-    rec->bytes_trunk = s->bytes_read_trunk - start->bytes_trunk;
-    rec->bytes_experts = s->bytes_read_experts - start->bytes_experts;
-    rec->expert_lookups = (uint32_t)(s->expert_lookups - start->expert_lookups);
-    rec->expert_hits = (uint32_t)(s->expert_hits - start->expert_hits);
+    /* the reader threads add to these while a step ends (the ring reads
+     * ahead into the next step): atomic loads, as stats_add writes them */
+    rec->bytes_trunk = __atomic_load_n(&s->bytes_read_trunk, __ATOMIC_RELAXED) - start->bytes_trunk;
+    rec->bytes_experts = __atomic_load_n(&s->bytes_read_experts, __ATOMIC_RELAXED) - start->bytes_experts;
+    rec->expert_lookups = (uint32_t)(__atomic_load_n(&s->expert_lookups, __ATOMIC_RELAXED) - start->expert_lookups);
+    rec->expert_hits = (uint32_t)(__atomic_load_n(&s->expert_hits, __ATOMIC_RELAXED) - start->expert_hits);
     stats_record(s, rec);
 }
