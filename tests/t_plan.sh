@@ -541,6 +541,20 @@ print(("PASS" if ok_t and ok_e else "FAIL") +
       f" plan: --trunk Q8_0 --experts Q4_K predict the types' bytes (trunk x{tb / ta:.4f}, "
       f"expert slot x{eb / ea:.4f} of bf16 + MXFP4)")
 PY
+# --trunk alone leaves the experts as the config stores them: Kimi Linear's
+# bf16 experts stay bf16 (a bug once gave them the trunk's type)
+$K3 plan kimi-linear --mem 64G --disk 2 --json > $OUT/kl_bf16.json 2>$OUT/e.txt
+$K3 plan kimi-linear --mem 64G --disk 2 --json --trunk Q8_0 > $OUT/kl_q8t.json 2>$OUT/e.txt
+python3 - $OUT/kl_bf16.json $OUT/kl_q8t.json <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ea, eb = a["expert_slot_bytes"], b["expert_slot_bytes"]
+ta, tb = a["trunk_bytes"], b["trunk_bytes"]
+ok = ea == eb and 34 / 64 <= tb / ta <= 34 / 64 + 0.01
+print(("PASS" if ok else "FAIL") +
+      f" plan: kimi-linear --trunk Q8_0 alone keeps the bf16 experts (slot {eb} bytes against {ea}, "
+      f"trunk x{tb / ta:.4f})")
+PY
 if $K3 plan kimi-k3 --mem 64G --disk 2 --trunk Q9_K > $OUT/qbad.txt 2>&1; then
     echo "FAIL plan: --trunk Q9_K was accepted"
 elif [ $(wc -l < $OUT/qbad.txt) -eq 1 ] && grep -q "Q9_K: not a type" $OUT/qbad.txt; then

@@ -511,7 +511,7 @@ k3_planner *k3_planner_open(const char *path, const k3_plan_options *o, k3_error
         const k3_plan_format cfg_trunk = {.dtype = !strcmp(c->dtype, "float32") ? K3_DT_F32
                                                    : !strcmp(c->dtype, "float16") ? K3_DT_F16 : K3_DT_BF16};
         if (!types[0]) p->trunk_fmt = cfg_trunk;
-        if (!types[1]) p->expert_fmt = c->experts_mxfp4 ? (k3_plan_format){.dtype = K3_DT_MXFP4} : p->trunk_fmt;
+        if (!types[1]) p->expert_fmt = c->experts_mxfp4 ? (k3_plan_format){.dtype = K3_DT_MXFP4} : cfg_trunk;
         p->formats_known = 1;
     }
     if (has_weights(p->dir) && !p->quant_asked) {
