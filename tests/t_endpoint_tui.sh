@@ -94,7 +94,16 @@ print(" | ".join(out))
 EOF
 }
 # the last conversation of the database as JSON
-last_json() { $K3 history export last --db $DB --format json > $OUT/last.json 2>/dev/null; }
+# the export, retried for up to 5 s: the chat that just quit may still hold
+# the database while it closes (a run once read an empty export there)
+last_json() {
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        $K3 history export last --db $DB --format json > $OUT/last.json 2> $OUT/last.err &&
+            jget "d['id']" > /dev/null && [ -n "$(jget "d['id']")" ] && return 0
+        sleep 0.5
+    done
+    return 1
+}
 jget() { $PY -c "import json; d=json.load(open('$OUT/last.json')); print($1)" 2>/dev/null; }
 
 case $K3 in /*) K3T=$K3 ;; *) K3T=$PWD/$K3 ;; esac   # the pane's shell: this tree's k3, wherever tmux starts it
