@@ -27,9 +27,7 @@
  *   v16b_from_u64x2(lo, hi)       bytes 0-7 of lo (little-endian) in lanes
  *                                 0-7, of hi in lanes 8-15
  *   v16b_from_u32x4(p0, .., p3)   the 4 bytes at p0 in lanes 0-3, at p1 in
- *                                 4-7, at p2 in 8-11, at p3 in 12-15
- *   v16b_negate_where(a, bits2)   -a[i] (wrapping) where bit i % 8 of
- *                                 bits2[i / 8] is set, else a[i] */
+ *                                 4-7, at p2 in 8-11, at p3 in 12-15 */
 #if defined(K3_KERNELS_X86_H)
 
 K3_INLINE v16b v16b_from_u64x2(uint64_t lo, uint64_t hi)
@@ -49,13 +47,6 @@ K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8
     return _mm_setr_epi32(a, b, c, d);
 }
 
-/* (a ^ m) - m is -a where m is all ones, a where m is 0. */
-K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
-{
-    const v16b m = v16b_from_bits(bits2, 0xFF);
-    return _mm_sub_epi8(_mm_xor_si128(a, m), m);
-}
-
 #elif defined(K3_KERNELS_NEON_H)
 
 K3_INLINE v16b v16b_from_u64x2(uint64_t lo, uint64_t hi)
@@ -71,12 +62,6 @@ K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8
     memcpy(&words[2], p2, 4);
     memcpy(&words[3], p3, 4);
     return vreinterpretq_u8_u32(vld1q_u32(words));
-}
-
-K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
-{
-    const v16b m = v16b_from_bits(bits2, 0xFF);
-    return vsubq_u8(veorq_u8(a, m), m);
 }
 
 #else
@@ -97,13 +82,6 @@ K3_INLINE v16b v16b_from_u32x4(const uint8_t *p0, const uint8_t *p1, const uint8
     memcpy(v.lane + 8, p2, 4);
     memcpy(v.lane + 12, p3, 4);
     return v;
-}
-
-K3_INLINE v16b v16b_negate_where(v16b a, const uint8_t *bits2)
-{
-    for (int i = 0; i < 16; i++)
-        if ((bits2[i / 8] >> (i % 8)) & 1) a.lane[i] = (uint8_t)-a.lane[i];
-    return a;
 }
 
 #endif
@@ -151,8 +129,10 @@ K3_INLINE int iq_chunk_scale_bits(uint32_t id, const uint8_t *row, int g, int h)
     }
 }
 
-/* The 16 signed grid magnitudes of chunk h of group g, as signed bytes
- * (|code| <= 62: IQ2 levels 8, 25, 43; IQ3_XXS 4..62; IQ3_S 1..15):
+/* A chunk's 16 grid magnitudes (unsigned bytes, at most 62: IQ2 levels 8,
+ * 25, 43; IQ3_XXS 4..62; IQ3_S 1..15) and their signs as +1 / -1 byte
+ * lanes, looked up per 8 weights in the grids' sign tables (no sign bit is
+ * tested one by one):
  *   IQ2_XXS  points 2h, 2h + 1 of the group's 4 index bytes at 2 + 8g,
  *            signed by 7-bit sign indices 2h, 2h + 1 of the u32 after them
  *   IQ2_XS   u16 words 4g + 2h and 4g + 2h + 1 at 2 (9-bit point index,
@@ -165,41 +145,44 @@ K3_INLINE int iq_chunk_scale_bits(uint32_t id, const uint8_t *row, int g, int h)
  *   IQ3_S    the 4-weight points at low index bytes 2 + 8g + 4h .. +3, bit
  *            8 of point k's index bit 4h + k of byte 66 + g, signed by the
  *            bytes 74 + 4g + 2h and the next */
-K3_INLINE v16b iq_chunk_codes(uint32_t id, const k3_iq_grids *grids, const uint8_t *row, int g, int h)
+typedef struct {
+    v16b magnitudes, signs;
+} iq_chunk;
+
+K3_INLINE iq_chunk iq_chunk_at(uint32_t id, const k3_iq_grids *grids, const uint8_t *row, int g, int h)
 {
+    iq_chunk c;
     switch (id) {
     case K3_GGML_IQ2_XXS: {
         const uint8_t *indices = row + 2 + 8 * g;
         const uint32_t signs_scale = u32_le(indices + 4);
-        const uint8_t signs[2] = {k3_iq_signs_of(signs_scale >> (14 * h)), k3_iq_signs_of(signs_scale >> (14 * h + 7))};
-        const v16b magnitudes = v16b_from_u64x2(point8(grids->iq2_xxs[indices[2 * h]]),
-                                                point8(grids->iq2_xxs[indices[2 * h + 1]]));
-        return v16b_negate_where(magnitudes, signs);
-    }
+        c.magnitudes = v16b_from_u64x2(point8(grids->iq2_xxs[indices[2 * h]]), point8(grids->iq2_xxs[indices[2 * h + 1]]));
+        c.signs = v16b_from_u64x2(grids->parity_sign_lanes[(signs_scale >> (14 * h)) & 127],
+                                  grids->parity_sign_lanes[(signs_scale >> (14 * h + 7)) & 127]);
+    } break;
     case K3_GGML_IQ2_XS: {
         const uint8_t *words = row + 2 + 8 * g + 4 * h;
         const unsigned w0 = (unsigned)words[0] | (unsigned)words[1] << 8;
         const unsigned w1 = (unsigned)words[2] | (unsigned)words[3] << 8;
-        const uint8_t signs[2] = {k3_iq_signs_of(w0 >> 9), k3_iq_signs_of(w1 >> 9)};
-        const v16b magnitudes = v16b_from_u64x2(point8(grids->iq2_xs[w0 & 511]), point8(grids->iq2_xs[w1 & 511]));
-        return v16b_negate_where(magnitudes, signs);
-    }
+        c.magnitudes = v16b_from_u64x2(point8(grids->iq2_xs[w0 & 511]), point8(grids->iq2_xs[w1 & 511]));
+        c.signs = v16b_from_u64x2(grids->parity_sign_lanes[w0 >> 9], grids->parity_sign_lanes[w1 >> 9]);
+    } break;
     case K3_GGML_IQ2_S: {
         const unsigned high = row[66 + g];
         const int p = 4 * g + 2 * h;
         const unsigned i0 = row[2 + p] | ((high >> (4 * h)) & 3) << 8;
         const unsigned i1 = row[3 + p] | ((high >> (4 * h + 2)) & 3) << 8;
-        const v16b magnitudes = v16b_from_u64x2(point8(grids->iq2_s[i0]), point8(grids->iq2_s[i1]));
-        return v16b_negate_where(magnitudes, row + 34 + p);
-    }
+        c.magnitudes = v16b_from_u64x2(point8(grids->iq2_s[i0]), point8(grids->iq2_s[i1]));
+        c.signs = v16b_from_u64x2(grids->sign_lanes[row[34 + p]], grids->sign_lanes[row[35 + p]]);
+    } break;
     case K3_GGML_IQ3_XXS: {
         const uint8_t *indices = row + 2 + 8 * g + 4 * h;
         const uint32_t signs_scale = u32_le(row + 66 + 4 * g);
-        const uint8_t signs[2] = {k3_iq_signs_of(signs_scale >> (14 * h)), k3_iq_signs_of(signs_scale >> (14 * h + 7))};
-        const v16b magnitudes = v16b_from_u32x4(grids->iq3_xxs[indices[0]], grids->iq3_xxs[indices[1]],
-                                                grids->iq3_xxs[indices[2]], grids->iq3_xxs[indices[3]]);
-        return v16b_negate_where(magnitudes, signs);
-    }
+        c.magnitudes = v16b_from_u32x4(grids->iq3_xxs[indices[0]], grids->iq3_xxs[indices[1]],
+                                       grids->iq3_xxs[indices[2]], grids->iq3_xxs[indices[3]]);
+        c.signs = v16b_from_u64x2(grids->parity_sign_lanes[(signs_scale >> (14 * h)) & 127],
+                                  grids->parity_sign_lanes[(signs_scale >> (14 * h + 7)) & 127]);
+    } break;
     default: {   /* IQ3_S */
         const uint8_t *low = row + 2 + 8 * g + 4 * h;
         const unsigned high = row[66 + g];
@@ -207,10 +190,19 @@ K3_INLINE v16b iq_chunk_codes(uint32_t id, const k3_iq_grids *grids, const uint8
         const unsigned i1 = low[1] | ((high >> (4 * h + 1)) & 1) << 8;
         const unsigned i2 = low[2] | ((high >> (4 * h + 2)) & 1) << 8;
         const unsigned i3 = low[3] | ((high >> (4 * h + 3)) & 1) << 8;
-        const v16b magnitudes = v16b_from_u32x4(grids->iq3_s[i0], grids->iq3_s[i1], grids->iq3_s[i2], grids->iq3_s[i3]);
-        return v16b_negate_where(magnitudes, row + 74 + 4 * g + 2 * h);
+        c.magnitudes = v16b_from_u32x4(grids->iq3_s[i0], grids->iq3_s[i1], grids->iq3_s[i2], grids->iq3_s[i3]);
+        c.signs = v16b_from_u64x2(grids->sign_lanes[row[74 + 4 * g + 2 * h]], grids->sign_lanes[row[75 + 4 * g + 2 * h]]);
+    } break;
     }
-    }
+    return c;
+}
+
+/* The chunk's 16 signed codes (the exact kernels' weights before their
+ * scale). */
+K3_INLINE v16b iq_chunk_codes(uint32_t id, const k3_iq_grids *grids, const uint8_t *row, int g, int h)
+{
+    const iq_chunk c = iq_chunk_at(id, grids, row, g, h);
+    return v16b_sign_by(c.magnitudes, c.signs);
 }
 
 #endif

@@ -560,14 +560,21 @@ K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
  * (0 where the type has none), against each token's 32 codes: the scales
  * times the pair sums, and each min times its chunk's code sum, all exact
  * in int32. */
-K3_INLINE void q8_k_pair(q8_k_state *st, v32b codes, int is_signed, int scale_a, int scale_b, int min_a, int min_b,
-                         int64_t b, int m, const q8_act *const *xa, int n_tokens)
+K3_INLINE void q8_k_pair_w(q8_k_state *st, q8w w, int min_a, int min_b, int64_t b, int m, const q8_act *const *xa,
+                           int n_tokens)
 {
-    const q8w w = q8w_prepare(codes, is_signed, scale_a, scale_b);
     FOR_TOKENS {
         st->sums[t] = v8i_add(st->sums[t], v8i_dot_q8w(w, xa[t]->q + 256 * b + 16 * m));
         st->min_sums[t] += min_a * xa[t]->bsums[16 * b + m] + min_b * xa[t]->bsums[16 * b + m + 1];
     }
+}
+
+/* The same from the pair's codes (is_signed: signed bytes, else unsigned
+ * ones below 128). */
+K3_INLINE void q8_k_pair(q8_k_state *st, v32b codes, int is_signed, int scale_a, int scale_b, int min_a, int min_b,
+                         int64_t b, int m, const q8_act *const *xa, int n_tokens)
+{
+    q8_k_pair_w(st, q8w_prepare(codes, is_signed, scale_a, scale_b), min_a, min_b, b, m, xa, n_tokens);
 }
 
 /* End block b: one fma per lane with d_w * d_x, one for the mins. */
@@ -745,8 +752,9 @@ K3_INLINE void q8_rows_iq1_m(Q8_ARGS) { q8_rows_iq1(1, row, cols, xa, n_tokens, 
 
 /* The IQ2/IQ3 grid types under q8 (id a constant once inlined), as
  * llama.cpp's vec_dot of each with Q8_K: group g's two chunks are one
- * pair, their signed grid magnitudes (quant_iq_lanes.h, the exact
- * kernels' decoder) times the odd sub-scales 2 s + 1, the block scale
+ * pair, their grid magnitudes and sign lanes (quant_iq_lanes.h, the exact
+ * kernels' decoder; on AVX2 the signs go to x by vpsignb, no code is
+ * formed) times the odd sub-scales 2 s + 1, the block scale
  * d / 8 (IQ2), d / 4 (IQ3_XXS) or d (IQ3_S), all exact (an f16 d times a
  * power of two stays a normal fp32). The sums are exact on every back end:
  * |code| <= 62 and |q| <= 127, so a vpmaddubsw word is at most
@@ -764,9 +772,12 @@ K3_INLINE void q8_rows_iq(uint32_t id, Q8_ARGS)
         q8_k_begin_block(&st, n_tokens);
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
-            const v32b codes = v32b_join(iq_chunk_codes(id, grids, row, g, 0), iq_chunk_codes(id, grids, row, g, 1));
-            q8_k_pair(&st, codes, 1, 2 * iq_chunk_scale_bits(id, row, g, 0) + 1,
-                      2 * iq_chunk_scale_bits(id, row, g, 1) + 1, 0, 0, b, 2 * g, xa, n_tokens);
+            const iq_chunk first = iq_chunk_at(id, grids, row, g, 0), second = iq_chunk_at(id, grids, row, g, 1);
+            const q8w w = q8w_prepare_signs(v32b_join(first.magnitudes, second.magnitudes),
+                                            v32b_join(first.signs, second.signs),
+                                            2 * iq_chunk_scale_bits(id, row, g, 0) + 1,
+                                            2 * iq_chunk_scale_bits(id, row, g, 1) + 1);
+            q8_k_pair_w(&st, w, 0, 0, b, 2 * g, xa, n_tokens);
         }
         q8_k_end_block(&st, f16_scale_at(row) * d_factor, 0.0f, b, xa, n_tokens);
     }
