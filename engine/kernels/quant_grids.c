@@ -272,7 +272,7 @@ static void expand_all(void)
 }
 
 /* Once per process, from any thread: the decoders call it per row, so the
- * first IQ row anywhere pays the ~17 KB expansion. */
+ * first IQ row anywhere pays the ~20 KB expansion (grids and sign lanes). */
 const k3_iq_grids *k3_iq_grids_get(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

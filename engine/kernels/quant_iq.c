@@ -1,7 +1,7 @@
 /* quant_iq.c - see quant_iq.h: the IQ2/IQ3 row kernels. Each 16 weights
  * are two (IQ2) or four (IQ3) grid points gathered from the byte grids of
- * quant_grids.h into one 16-byte register and negated where their sign
- * bits say (quant_iq_lanes.h, shared with the q8 kernels), then multiplied
+ * quant_grids.h into one 16-byte register and signed by their +1/-1 sign
+ * lanes (quant_iq_lanes.h, shared with the q8 kernels), then multiplied
  * by the chunk's scale and summed (or stored) by the shared emit helpers
  * of quant_emit.h, exactly as the other block types are: the scalar
  * decoders (quant_types.c) round scale * magnitude once and flip the sign,

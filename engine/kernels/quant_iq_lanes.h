@@ -2,8 +2,8 @@
  * IQ3_XXS, IQ3_S; quant_grids.h) decoded 16 weights at a time in vector
  * registers, for both paths: the exact row kernels of quant_iq.c multiply
  * each chunk's signed grid magnitudes by the chunk's fp32 scale, the q8
- * kernels of quant_matvec.c meet the same bytes with int8 activations and
- * the chunk's integer sub-scale. One chunk decoder per type, so the two
+ * kernels of quant_matvec.c meet the same magnitudes and sign lanes with
+ * int8 activations and the chunk's integer sub-scale. One chunk decoder per type, so the two
  * paths cannot read a layout differently. Included after quant_lanes.h.
  *
  * Every block is 256 weights: 8 groups g of 32, each two 16-weight chunks
