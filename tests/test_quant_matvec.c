@@ -8,14 +8,19 @@
  * change with the thread count; hand-computed rows of five types; the
  * batched matmul equals the matvec token by token; the IQ2/IQ3 grids
  * against points of ggml-common.h, their kernels on extreme blocks and two
- * hand-computed rows. tests/arch_check.sh runs
+ * hand-computed rows; the q8 activation path of every block type against
+ * its scalar contract (random and extreme blocks, the IQ fixtures'
+ * tensors) and the exact product. tests/arch_check.sh runs
  * this binary on the generic and aarch64 builds too. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include "gguf.h"
 #include "kernels.h"
 #include "quant_grids.h"
+#include "quant_iq.h"
 #include "quant_iq1.h"
 #include "quant_matvec.h"
 #include "quant_types.h"
@@ -147,6 +152,66 @@ static float iq1_weight_plain(int is_m, const uint8_t *blk, int w)
     const int level = (int8_t)(k3_iq1_grid[index] >> (8 * (w % 8)));
     const float dl = k3_f16_to_f32(d_bits) * (float)(2 * s + 1);
     return dl * ((float)level + (negative ? -0.125f : 0.125f));
+}
+
+/* The point of largest magnitude sum among a grid's n points of `weights`
+ * bytes. */
+static int largest_point(const uint8_t *grid, int n, int weights)
+{
+    int best = 0, best_sum = -1;
+    for (int i = 0; i < n; i++) {
+        int sum = 0;
+        for (int j = 0; j < weights; j++) sum += grid[i * weights + j];
+        if (sum > best_sum) {
+            best_sum = sum;
+            best = i;
+        }
+    }
+    return best;
+}
+
+/* A block of IQ2/IQ3 type t whose every point is the grid's largest, all
+ * signs positive, every scale field 15 (sub-scale 31), d left 0 (the
+ * caller sets it): the largest products the type allows. */
+static void iq_extreme_block(const k3_quant_type *t, uint8_t *blk)
+{
+    const k3_iq_grids *g = k3_iq_grids_get();
+    memset(blk, 0, t->block_bytes);
+    switch (t->ggml_id) {
+    case K3_GGML_IQ2_XXS: {   /* 4 index bytes, then sign indices 0 and scale 15 in the top nibble */
+        const int p = largest_point(&g->iq2_xxs[0][0], 256, 8);
+        for (int k = 0; k < 8; k++) {
+            memset(blk + 2 + 8 * k, p, 4);
+            blk[9 + 8 * k] = 0xF0;
+        }
+    } break;
+    case K3_GGML_IQ2_XS: {   /* u16 words: the 9-bit index, sign index 0; scale bytes 0xFF */
+        const int p = largest_point(&g->iq2_xs[0][0], 512, 8);
+        for (int k = 0; k < 32; k++) {
+            blk[2 + 2 * k] = (uint8_t)p;
+            blk[3 + 2 * k] = (uint8_t)(p >> 8);
+        }
+        memset(blk + 66, 0xFF, 8);
+    } break;
+    case K3_GGML_IQ2_S: {   /* low index bytes, 2 high bits per run, sign bytes 0, scales 0xFF */
+        const int p = largest_point(&g->iq2_s[0][0], 1024, 8);
+        memset(blk + 2, p & 0xFF, 32);
+        memset(blk + 66, (p >> 8) * 0x55, 8);
+        memset(blk + 74, 0xFF, 8);
+    } break;
+    case K3_GGML_IQ3_XXS: {   /* index bytes, then per group sign indices 0 and scale 15 */
+        const int p = largest_point(&g->iq3_xxs[0][0], 256, 4);
+        memset(blk + 2, p, 64);
+        for (int k = 0; k < 8; k++) blk[69 + 4 * k] = 0xF0;
+    } break;
+    case K3_GGML_IQ3_S: {   /* low index bytes, the 9th bits, sign bytes 0, scales 0xFF */
+        const int p = largest_point(&g->iq3_s[0][0], 512, 4);
+        memset(blk + 2, p & 0xFF, 64);
+        memset(blk + 66, p >> 8 ? 0xFF : 0, 8);
+        memset(blk + 106, 0xFF, 4);
+    } break;
+    default: break;
+    }
 }
 
 int main(void)
@@ -311,12 +376,12 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (15 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
+    TEST_BEGIN("quant q8 activations: vector rows equal the scalar contract bit for bit (20 types; 1, 7, 13 and 321 rows; 1-3 threads), matmul equals matvec");
     {
         const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
-                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1"};
+                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"};
         k3_kernels_set_activations_q8(1);
-        for (int i = 0; i < 15; i++) {
+        for (int i = 0; i < 20; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             /* the last shape is large enough to split across threads */
             const int64_t rows[4] = {1, 7, 13, 321}, blocks[4] = {1, 9, 16, t->block_elems == 32 ? 32 : 4};
@@ -359,11 +424,11 @@ int main(void)
     }
     TEST_END();
 
-    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (15 types), zero x gives 0, F32/F16/BF16 stay exact");
+    TEST_BEGIN("quant q8 activations: within 2% of the exact product's scale (20 types), zero x gives 0, F32/F16/BF16 stay exact");
     {
         const char *names[] = {"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "MXFP4", "Q4_K", "Q6_K", "Q5_K", "Q2_K", "Q3_K", "IQ4_XS",
-                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1"};
-        for (int i = 0; i < 15; i++) {
+                               "IQ1_S", "IQ1_M", "Q4_1", "Q5_1", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"};
+        for (int i = 0; i < 20; i++) {
             const k3_quant_type *t = k3_quant_type_by_name(names[i]);
             case_t c = make_case(t, 13, 4 * 256);
             k3_kernels_set_activations_q8(1);
@@ -378,6 +443,7 @@ int main(void)
                 double rel = fabs(c.y[r] - c.want_f64[r]) / mag;
                 if (rel > worst) worst = rel;
             }
+            CHECK(k3_quant_q8_available(t), "%s: no q8 kernel", t->name);
             /* and not the exact bits: the switch took the q8 path */
             CHECK(worst <= 0.02 && memcmp(c.y, c.want_canonical, (size_t)c.rows * sizeof *c.y),
                   "%s: q8 error %.4g of the scale, or equal to the exact path", t->name, worst);
@@ -637,19 +703,21 @@ int main(void)
     /* The int16 bound of the 32-byte kernels (quant_lanes.h): blocks whose
      * every pair of products is the largest the type allows (Q8_0's code
      * -128, IQ4 level -127 times the IQ4_XS scale -32, Q6_K's scale -128,
-     * Q4_K's 63 x 15, the mins of Q2_K, Q4_1 and Q5_1 at their largest)
+     * Q4_K's 63 x 15, the mins of Q2_K, Q4_1 and Q5_1 at their largest, the
+     * grid types' largest points, all of one sign, times sub-scale 31)
      * against x = +-1, whose codes are +-127 with the sign that makes the
      * products add up. A saturated vpmaddubsw word (32767 for 32512) would
      * move the result off both the scalar contract and the exact product of
      * the decoded weights, which the q8 result equals here up to the
      * rounding of 1/127 (x quantizes to +-127 x (1/127)). */
-    TEST_BEGIN("quant q8 activations: extreme blocks (Q8_0 code -128, largest sub-scales and levels, x codes +-127) equal the scalar contract and the exact product: no int16 saturation");
+    TEST_BEGIN("quant q8 activations: extreme blocks (Q8_0 code -128, largest sub-scales, levels and grid points, x codes +-127) equal the scalar contract and the exact product: no int16 saturation");
     {
         static const struct {
             const char *name;
             int x_sign;   /* x = x_sign everywhere: the products' sign */
         } cases[] = {{"Q8_0", -1}, {"Q8_0", 1}, {"Q4_0", -1}, {"Q5_0", -1}, {"IQ4_NL", -1}, {"MXFP4", 1}, {"Q4_1", 1},
-                     {"Q5_1", 1}, {"Q4_K", 1}, {"Q5_K", 1}, {"Q6_K", -1}, {"Q2_K", 1}, {"Q3_K", 1}, {"IQ4_XS", 1}};
+                     {"Q5_1", 1}, {"Q4_K", 1}, {"Q5_K", 1}, {"Q6_K", -1}, {"Q2_K", 1}, {"Q3_K", 1}, {"IQ4_XS", 1},
+                     {"IQ2_XXS", 1}, {"IQ2_XS", 1}, {"IQ2_S", -1}, {"IQ3_XXS", 1}, {"IQ3_XXS", -1}, {"IQ3_S", 1}};
         enum { COLS = 512, ROWS = 3 };
         static uint8_t data[ROWS * COLS / 32 * 34];
         static float x[COLS], w[COLS];
@@ -672,7 +740,7 @@ int main(void)
                 case K3_GGML_Q2_K: memset(blk, 0xFF, 80); break;                      /* scales and mins 15, codes 3 */
                 case K3_GGML_Q3_K: memset(blk, 0, 108); break;                        /* codes -4, scales -32 */
                 case K3_GGML_IQ4_XS: memset(blk + 2, 0, 134); break;                  /* level -127, scale -32 */
-                default: break;
+                default: iq_extreme_block(t, blk); break;                            /* largest points, scale 31 */
                 }
                 if (t->ggml_id != K3_GGML_MXFP4) {   /* d (and the min's scale) 1 */
                     const int at = t->ggml_id == K3_GGML_Q6_K ? 208 : t->ggml_id == K3_GGML_Q2_K ? 80
@@ -749,6 +817,112 @@ int main(void)
             free(data);
         }
         k3_kernels_set_activations_q8(0);
+    }
+    TEST_END();
+
+    /* The q8 reference's integer view of an IQ2/IQ3 block (k3_iq_block_ints,
+     * read weight by weight from the layout) against the scalar decoder:
+     * code x sub-scale is an integer below 2^11 and the block scale an f16
+     * times a power of two, so (code x sub-scale) x block scale is one
+     * rounding of the real weight, which the decoder also rounds once: the
+     * same bits. Random blocks with tame and extreme d (65504, -65504, the
+     * subnormal 2^-24), and the largest-point blocks. */
+    TEST_BEGIN("quant q8 IQ2/IQ3: the scalar contract's view of a block (codes x odd sub-scales x block scale) is the decoder's weights bit for bit (5 types, 68 blocks each)");
+    {
+        const char *names[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"};
+        const uint16_t extreme_d[4] = {0x7BFF, 0xFBFF, 0x0001, 0x7BFF};
+        enum { BLOCKS = 68 };
+        for (int n = 0; n < 5; n++) {
+            const k3_quant_type *t = k3_quant_type_by_name(names[n]);
+            uint8_t *data = malloc(BLOCKS * t->block_bytes);
+            random_matrix(t, data, BLOCKS);
+            for (int k = 0; k < 4; k++) {
+                uint8_t *blk = data + (BLOCKS - 4 + k) * t->block_bytes;
+                if (k == 3) iq_extreme_block(t, blk);
+                blk[0] = (uint8_t)extreme_d[k];
+                blk[1] = (uint8_t)(extreme_d[k] >> 8);
+            }
+            int bad = -1, codes_ok = 1;
+            for (int b = 0; b < BLOCKS && bad < 0; b++) {
+                const uint8_t *blk = data + b * t->block_bytes;
+                int codes[256], sub_scale[16];
+                float d_w, w[256];
+                k3_iq_block_ints(t->ggml_id, blk, codes, sub_scale, &d_w);
+                k3_quant_decode_scalar(t, blk, 256, w);
+                for (int i = 0; i < 256 && bad < 0; i++) {
+                    const float v = (float)(codes[i] * sub_scale[i / 16]) * d_w;
+                    if (memcmp(&v, &w[i], 4) || !isfinite(v)) bad = 256 * b + i;
+                    if (abs(codes[i]) > 62 || codes[i] == 0 || sub_scale[i / 16] % 2 != 1 || sub_scale[i / 16] > 31)
+                        codes_ok = 0;
+                }
+            }
+            CHECK(bad < 0, "%s block %d weight %d: the q8 view differs from the decoder", t->name, bad / 256, bad % 256);
+            CHECK(codes_ok, "%s: a code outside +-1..62 or a sub-scale not odd in 1..31", t->name);
+            free(data);
+        }
+    }
+    TEST_END();
+
+    /* The q8 kernels of the grid types over real tensors: every IQ2/IQ3
+     * tensor of the four fixtures llama-quantize wrote with an importance
+     * matrix (tests/fixtures/gguf/kimi_linear: trunk and expert matrices),
+     * against 5 tokens of random x: the batched product (4 tokens at once,
+     * then 1) and the matvec on the vector path each equal the scalar
+     * contract's bits. */
+    TEST_BEGIN("quant q8 IQ2/IQ3 on the fixtures' tensors (kl-IQ2_XXS, kl-IQ2_XS, kl-IQ2_M, kl-IQ3_XS): vector matvec and matmul equal the scalar contract bit for bit, all 5 grid types met");
+    {
+        static const char *files[] = {"kl-IQ2_XXS", "kl-IQ2_XS", "kl-IQ2_M", "kl-IQ3_XS"};
+        static const uint32_t grid_types[5] = {K3_GGML_IQ2_XXS, K3_GGML_IQ2_XS, K3_GGML_IQ2_S, K3_GGML_IQ3_XXS,
+                                               K3_GGML_IQ3_S};
+        enum { TOKENS = 5 };
+        int seen[5] = {0};
+        k3_kernels_set_activations_q8(1);
+        for (int f = 0; f < 4; f++) {
+            char path[128];
+            snprintf(path, sizeof path, "tests/fixtures/gguf/kimi_linear/%s.gguf", files[f]);
+            gguf_file g;
+            k3_error err;
+            if (gguf_open(&g, path, &err)) {
+                CHECK(0, "%s", err.msg);
+                continue;
+            }
+            for (int64_t i = 0; i < g.n_tensors; i++) {
+                const gguf_tensor *gt = &g.tensors[i];
+                int kind = -1;
+                for (int k = 0; k < 5; k++)
+                    if (gt->type->ggml_id == grid_types[k]) kind = k;
+                if (kind < 0) continue;
+                const int64_t cols = gt->dims[0];
+                const int64_t rows = (int64_t)(gt->bytes / k3_quant_row_bytes(gt->type, cols));
+                uint8_t *data = malloc(gt->bytes);
+                float *X = malloc((size_t)(TOKENS * cols) * sizeof *X);
+                float *Y = malloc((size_t)(TOKENS * rows) * sizeof *Y), *y = malloc((size_t)rows * sizeof *y);
+                float *want = malloc((size_t)rows * sizeof *want);
+                const int read_ok = pread(g.parts[gt->part].fd, data, gt->bytes, (off_t)gt->file_offset) == (ssize_t)gt->bytes;
+                CHECK(read_ok, "%s: cannot read tensor %s", path, gt->name);
+                for (int64_t k = 0; k < TOKENS * cols; k++) X[k] = (float)((int)(rnd() % 2001) - 1000) / 700.0f;
+                if (read_ok) {
+                    seen[kind]++;
+                    k3_quant_matmul(Y, gt->type, data, rows, cols, X, TOKENS);
+                    for (int tok = 0; tok < TOKENS; tok++) {
+                        k3_kernels_force_scalar(1);
+                        k3_quant_matvec(want, gt->type, data, rows, cols, X + tok * cols);
+                        k3_kernels_force_scalar(0);
+                        k3_quant_matvec(y, gt->type, data, rows, cols, X + tok * cols);
+                        CHECK(!memcmp(y, want, (size_t)rows * sizeof *y), "%s %s (%s) token %d: vector matvec differs from the scalar contract",
+                              files[f], gt->name, gt->type->name, tok);
+                        CHECK(!memcmp(Y + tok * rows, want, (size_t)rows * sizeof *y), "%s %s (%s) token %d: matmul differs from the scalar contract",
+                              files[f], gt->name, gt->type->name, tok);
+                    }
+                }
+                free(data); free(X); free(Y); free(y); free(want);
+            }
+            gguf_close(&g);
+        }
+        k3_kernels_set_activations_q8(0);
+        CHECK(seen[0] && seen[1] && seen[2] && seen[3] && seen[4],
+              "grid tensors met: IQ2_XXS %d, IQ2_XS %d, IQ2_S %d, IQ3_XXS %d, IQ3_S %d", seen[0], seen[1], seen[2],
+              seen[3], seen[4]);
     }
     TEST_END();
 

@@ -256,7 +256,7 @@ static void expand_grid(const uint16_t *codes, int n, int weights, int bits, con
         for (int j = 0; j < weights; j++) out[i * weights + j] = levels[(codes[i] >> (bits * j)) & mask];
 }
 
-/* All five grids (pthread_once's callback). */
+/* All five grids and the sign lanes (pthread_once's callback). */
 static void expand_all(void)
 {
     expand_grid(iq2_xxs_codes, 256, 8, 2, iq2_levels, &grids.iq2_xxs[0][0]);
@@ -264,10 +264,15 @@ static void expand_all(void)
     expand_grid(iq2_s_codes, 1024, 8, 2, iq2_levels, &grids.iq2_s[0][0]);
     expand_grid(iq3_xxs_codes, 256, 4, 3, iq3_xxs_levels, &grids.iq3_xxs[0][0]);
     expand_grid(iq3_s_codes, 512, 4, 3, iq3_s_levels, &grids.iq3_s[0][0]);
+    for (int b = 0; b < 256; b++) {
+        grids.sign_lanes[b] = 0;
+        for (int j = 0; j < 8; j++) grids.sign_lanes[b] |= (uint64_t)((b >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+    }
+    for (unsigned i = 0; i < 128; i++) grids.parity_sign_lanes[i] = grids.sign_lanes[k3_iq_signs_of(i)];
 }
 
 /* Once per process, from any thread: the decoders call it per row, so the
- * first IQ row anywhere pays the ~17 KB expansion. */
+ * first IQ row anywhere pays the ~20 KB expansion (grids and sign lanes). */
 const k3_iq_grids *k3_iq_grids_get(void)
 {
     static pthread_once_t once = PTHREAD_ONCE_INIT;

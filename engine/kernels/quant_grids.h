@@ -20,6 +20,12 @@ typedef struct k3_iq_grids {
     uint8_t iq2_s[1024][8];
     uint8_t iq3_xxs[256][4];
     uint8_t iq3_s[512][4];
+    /* The signs as byte lanes for the kernels (quant_iq_lanes.h): byte j
+     * of sign_lanes[b] is -1 (0xFF) where bit j of the sign byte b is
+     * set, else +1; parity_sign_lanes[i] is sign_lanes[k3_iq_signs_of(i)]
+     * for a 7-bit sign index i (IQ2_XXS, IQ2_XS, IQ3_XXS). */
+    uint64_t sign_lanes[256];
+    uint64_t parity_sign_lanes[128];
 } k3_iq_grids;
 
 /* The grids, expanded on the first call from any thread (later calls

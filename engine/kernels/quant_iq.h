@@ -19,4 +19,11 @@ void k3_iq3_xxs_decode_row(const uint8_t *row, int64_t cols, float *out);
 float k3_iq3_s_dot_row(const uint8_t *row, int64_t cols, const float *x);
 void k3_iq3_s_decode_row(const uint8_t *row, int64_t cols, float *out);
 
+/* The q8 activation path's reference view of a block of grid type id
+ * (K3_GGML_IQ2_XXS .. K3_GGML_IQ3_S), read weight by weight from the
+ * layout: weight i = codes[i] * sub_scale[i / 16] * *d_w exactly, codes the
+ * signed grid magnitudes (|code| <= 62), sub-scales 2 s + 1 (1..31), *d_w
+ * d / 8 (IQ2), d / 4 (IQ3_XXS) or d (IQ3_S). */
+void k3_iq_block_ints(uint32_t id, const uint8_t *block, int codes[256], int sub_scale[16], float *d_w);
+
 #endif

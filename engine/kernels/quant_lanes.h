@@ -17,6 +17,7 @@
  *   v16b_lookup(table16, a)       table16[a], a in 0..15
  *   v16b_from_bits(bits2, value)  value where bit i % 8 of bits2[i / 8] is
  *                                 set, else 0
+ *   v16b_sign_by(a, signs)        a[i] * signs[i], signs +1 or -1 (|a| < 128)
  *   v16_from_v16b(a, lo, hi)      the 16 lanes as signed bytes -> fp32
  * and f16_scale_at(p), the little-endian binary16 at p as fp32 (exact, as
  * k3_f16_to_f32), inline where the machine converts f16 itself.
@@ -40,6 +41,9 @@
  *   v32b_join(a, b)               two v16b chunks as one pair
  *   q8w_prepare(codes, is_signed, scale_a, scale_b)  codes are signed bytes
  *                                 (is_signed) or unsigned ones below 128
+ *   q8w_prepare_signs(magnitudes, signs, scale_a, scale_b)  the same for the
+ *                                 signed codes magnitudes[i] * signs[i]
+ *                                 (magnitudes below 128, signs +1 or -1)
  *   v8i_dot_q8w(w, q32)           lane l = scale_a (a[2l] qa[2l] + a[2l+1] qa[2l+1])
  *                                        + scale_b (b[2l] qb[2l] + b[2l+1] qb[2l+1])
  *                                 where q32 holds the 32 activation codes of the
@@ -105,6 +109,9 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit_of_lane), bit_of_lane);
     return _mm_and_si128(set, _mm_set1_epi8((char)value));
 }
+
+/* psignb: signs are +1 or -1, never 0. */
+K3_INLINE v16b v16b_sign_by(v16b a, v16b signs) { return _mm_sign_epi8(a, signs); }
 
 /* F16C's scalar conversion: exact, no call in the kernels' inner loops. */
 K3_INLINE float f16_scale_at(const uint8_t *p)
@@ -211,16 +218,35 @@ K3_INLINE v32b v32b_from_bits(const uint8_t *bits4, uint8_t value)
     return _mm256_and_si256(set, _mm256_set1_epi8((char)value));
 }
 
-/* vpermq + pshufb into the grouped order, then the magnitudes (and signs). */
-K3_INLINE q8w q8w_prepare(v32b codes, int is_signed, int scale_a, int scale_b)
+/* A chunk pair's 32 bytes in the grouped order: vpermq + pshufb. */
+K3_INLINE __m256i v32b_grouped(v32b a)
 {
     const __m256i group = _mm256_setr_epi8(0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15, 0, 1, 8, 9, 2, 3,
                                            10, 11, 4, 5, 12, 13, 6, 7, 14, 15);
+    return _mm256_shuffle_epi8(_mm256_permute4x64_epi64(a, 0xD8), group);
+}
+
+/* The codes in the grouped order, then the magnitudes (and signs). */
+K3_INLINE q8w q8w_prepare(v32b codes, int is_signed, int scale_a, int scale_b)
+{
     q8w w;
-    w.signs = _mm256_shuffle_epi8(_mm256_permute4x64_epi64(codes, 0xD8), group);
+    w.signs = v32b_grouped(codes);
     w.magnitudes = is_signed ? _mm256_abs_epi8(w.signs) : w.signs;
     w.scales = _mm256_set1_epi32((int)((uint32_t)(uint16_t)scale_a | (uint32_t)scale_b << 16));
     w.is_signed = is_signed;
+    return w;
+}
+
+/* Magnitudes and signs apart (the grid types store them so): both put in
+ * the grouped order, no codes formed; vpsignb by the +1 / -1 lanes gives
+ * each product its sign as for q8w_prepare's signed codes. */
+K3_INLINE q8w q8w_prepare_signs(v32b magnitudes, v32b signs, int scale_a, int scale_b)
+{
+    q8w w;
+    w.magnitudes = v32b_grouped(magnitudes);
+    w.signs = v32b_grouped(signs);
+    w.scales = _mm256_set1_epi32((int)((uint32_t)(uint16_t)scale_a | (uint32_t)scale_b << 16));
+    w.is_signed = 1;
     return w;
 }
 
@@ -259,6 +285,12 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     static const uint8_t bit_of_lane[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
     uint8x16_t spread = vcombine_u8(vdup_n_u8(bits2[0]), vdup_n_u8(bits2[1]));
     return vandq_u8(vtstq_u8(spread, vld1q_u8(bit_of_lane)), vdupq_n_u8(value));
+}
+
+/* A wrapping byte multiply: exact for |a| < 128 and signs +-1. */
+K3_INLINE v16b v16b_sign_by(v16b a, v16b signs)
+{
+    return vreinterpretq_u8_s8(vmulq_s8(vreinterpretq_s8_u8(a), vreinterpretq_s8_u8(signs)));
 }
 
 K3_INLINE float f16_scale_at(const uint8_t *p)
@@ -362,6 +394,12 @@ K3_INLINE v16b v16b_from_bits(const uint8_t *bits2, uint8_t value)
     v16b v;
     for (int i = 0; i < 16; i++) v.lane[i] = (bits2[i / 8] >> (i % 8)) & 1 ? value : 0;
     return v;
+}
+
+K3_INLINE v16b v16b_sign_by(v16b a, v16b signs)
+{
+    for (int i = 0; i < 16; i++) a.lane[i] = (uint8_t)((int8_t)a.lane[i] * (int8_t)signs.lane[i]);
+    return a;
 }
 
 K3_INLINE float f16_scale_at(const uint8_t *p)
@@ -490,6 +528,13 @@ K3_INLINE q8w q8w_prepare(v32b codes, int is_signed, int scale_a, int scale_b)
     (void)is_signed;
     q8w w = {v16s_scaled(codes.a, scale_a), v16s_scaled(codes.b, scale_b)};
     return w;
+}
+
+/* The signed codes formed first (16-code path: nothing to save). */
+K3_INLINE q8w q8w_prepare_signs(v32b magnitudes, v32b signs, int scale_a, int scale_b)
+{
+    return q8w_prepare(v32b_join(v16b_sign_by(magnitudes.a, signs.a), v16b_sign_by(magnitudes.b, signs.b)), 1,
+                       scale_a, scale_b);
 }
 
 K3_INLINE v8i v8i_dot_q8w(q8w w, const int8_t *q32)

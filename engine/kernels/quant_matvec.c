@@ -15,6 +15,7 @@
 #include "quant_emit.h"
 #include "quant_iq.h"
 #include "quant_lanes.h"
+#include "quant_iq_lanes.h"
 #include "quant_iq1_lanes.h"
 #include "quant_matvec.h"
 
@@ -117,30 +118,22 @@ K3_INLINE void block_iq4_xs(BLOCK_ARGS)
     }
 }
 
-/* IQ1_S: 16 chunks of two grid points (quant_iq1_lanes.h), f16 d first. */
-K3_INLINE void block_iq1_s(BLOCK_ARGS)
+/* IQ1_S / IQ1_M (is_m, a constant once inlined): 16 chunks of two grid
+ * points (quant_iq1_lanes.h); IQ1_S's d is the f16 first, IQ1_M's the f16
+ * spread over the scale words' top nibbles. */
+K3_INLINE void block_iq1(int is_m, BLOCK_ARGS)
 {
-    const float d = f16_scale_at(row);
+    const float d = is_m ? iq1_m_scale(row) : f16_scale_at(row);
 #pragma GCC unroll 16
     for (int k = 0; k < 16; k++) {
         v8f lo, hi;
-        iq1_chunk_weights(iq1_s_fields(row, k), d, &lo, &hi);
+        iq1_chunk_weights(is_m ? iq1_m_fields(row, k) : iq1_s_fields(row, k), d, &lo, &hi);
         emit_chunk(lo, hi, c + 16 * k, WALK_PASS);
     }
 }
 
-/* IQ1_M: the same chunks, d the f16 spread over the scale words' top
- * nibbles. */
-K3_INLINE void block_iq1_m(BLOCK_ARGS)
-{
-    const float d = iq1_m_scale(row);
-#pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) {
-        v8f lo, hi;
-        iq1_chunk_weights(iq1_m_fields(row, k), d, &lo, &hi);
-        emit_chunk(lo, hi, c + 16 * k, WALK_PASS);
-    }
-}
+K3_INLINE void block_iq1_s(BLOCK_ARGS) { block_iq1(0, row, c, WALK_PASS); }
+K3_INLINE void block_iq1_m(BLOCK_ARGS) { block_iq1(1, row, c, WALK_PASS); }
 
 /* The 6-bit scale and min of pair j of a K-quant block's 12 scale bytes
  * (the layout of quant_types.c's decoder). */
@@ -341,9 +334,8 @@ static int row_kernel_index(const k3_quant_type *t)
  * Q5_1, IQ4_NL and MXFP4 take x per 32 columns (llama.cpp's Q8_0; for Q4_1
  * and Q5_1 llama.cpp's Q8_1 carries d times the code sum, here the min
  * meets the exact integer code sum instead, as the K-quants' mins do), the
- * K-quants, IQ4_XS, IQ1_S and IQ1_M per 256 columns (llama.cpp's Q8_K);
- * F32/F16/BF16
- * stay exact.
+ * K-quants, IQ4_XS, the IQ2/IQ3 grid types, IQ1_S and IQ1_M per 256
+ * columns (llama.cpp's Q8_K); F32/F16/BF16 stay exact.
  *
  * Its own contract, bit-identical across back ends, thread counts, matvec
  * and matmul:
@@ -364,13 +356,17 @@ static int row_kernel_index(const k3_quant_type *t)
  *   them (MXFP4: 2^(e - 128) with the doubled E2M1 codes; Q4_1 and Q5_1:
  *   dmin_w = -m, as their weights add m; IQ1_S and IQ1_M: codes 8 level + 1
  *   or 8 level - 1 (the level shifted by +-1/8, in eighths), sub-scale
- *   2 s + 1, d_w = d / 8). Per block, the int32 lanes
+ *   2 s + 1, d_w = d / 8; IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S: codes the
+ *   signed grid magnitudes, sub-scale 2 s + 1 (per 32 or 16 weights),
+ *   d_w = d / 8, d / 8, d / 8, d / 4, d: quant_iq_lanes.h). Per block, the
+ *   int32 lanes
  *     S_l = sum over chunks m of sub_scale_m * (code[16m + 2l] q[16m + 2l]
  *                                              + code[16m + 2l + 1] q[16m + 2l + 1])
  *   and M = sum over chunks of sub_min_m * (sum of the chunk's 16 q) are
  *   exact (|S_l| <= 16 chunks x 2 x 127 x the largest |code x sub-scale|,
- *   IQ4_XS's 127 x 32 or Q6_K's 32 x 128: below 2^24, so (float) is exact
- *   too); then 8 fp32 lanes
+ *   IQ4_XS's 127 x 32 or Q6_K's 32 x 128; the grid types' 62 x 31 and
+ *   IQ1's 9 x 15 are below both: below 2^24, so (float) is exact too);
+ *   then 8 fp32 lanes
  *   L (from +0) take L_l = fma((float)S_l, d_w * d_x, L_l) and a scalar
  *   min sum (from +0) takes fmaf((float)M, dmin_w * d_x, mins), each
  *   product of scales one fp32 multiply. The row is hsum(L) (the canonical
@@ -564,14 +560,21 @@ K3_INLINE void q8_k_begin_block(q8_k_state *st, int n_tokens)
  * (0 where the type has none), against each token's 32 codes: the scales
  * times the pair sums, and each min times its chunk's code sum, all exact
  * in int32. */
-K3_INLINE void q8_k_pair(q8_k_state *st, v32b codes, int is_signed, int scale_a, int scale_b, int min_a, int min_b,
-                         int64_t b, int m, const q8_act *const *xa, int n_tokens)
+K3_INLINE void q8_k_pair_w(q8_k_state *st, q8w w, int min_a, int min_b, int64_t b, int m, const q8_act *const *xa,
+                           int n_tokens)
 {
-    const q8w w = q8w_prepare(codes, is_signed, scale_a, scale_b);
     FOR_TOKENS {
         st->sums[t] = v8i_add(st->sums[t], v8i_dot_q8w(w, xa[t]->q + 256 * b + 16 * m));
         st->min_sums[t] += min_a * xa[t]->bsums[16 * b + m] + min_b * xa[t]->bsums[16 * b + m + 1];
     }
+}
+
+/* The same from the pair's codes (is_signed: signed bytes, else unsigned
+ * ones below 128). */
+K3_INLINE void q8_k_pair(q8_k_state *st, v32b codes, int is_signed, int scale_a, int scale_b, int min_a, int min_b,
+                         int64_t b, int m, const q8_act *const *xa, int n_tokens)
+{
+    q8_k_pair_w(st, q8w_prepare(codes, is_signed, scale_a, scale_b), min_a, min_b, b, m, xa, n_tokens);
 }
 
 /* End block b: one fma per lane with d_w * d_x, one for the mins. */
@@ -747,6 +750,46 @@ K3_INLINE void q8_rows_iq1(int is_m, Q8_ARGS)
 K3_INLINE void q8_rows_iq1_s(Q8_ARGS) { q8_rows_iq1(0, row, cols, xa, n_tokens, out); }
 K3_INLINE void q8_rows_iq1_m(Q8_ARGS) { q8_rows_iq1(1, row, cols, xa, n_tokens, out); }
 
+/* The IQ2/IQ3 grid types under q8 (id a constant once inlined), as
+ * llama.cpp's vec_dot of each with Q8_K: group g's two chunks are one
+ * pair, their grid magnitudes and sign lanes (quant_iq_lanes.h, the exact
+ * kernels' decoder; on AVX2 the signs go to x by vpsignb, no code is
+ * formed) times the odd sub-scales 2 s + 1, the block scale
+ * d / 8 (IQ2), d / 4 (IQ3_XXS) or d (IQ3_S), all exact (an f16 d times a
+ * power of two stays a normal fp32). The sums are exact on every back end:
+ * |code| <= 62 and |q| <= 127, so a vpmaddubsw word is at most
+ * 2 x 62 x 127 = 15748 < 2^15 (an int16 code x sub-scale, NEON and
+ * generic, at most 62 x 31 = 1922), and a lane's 8 pairs a block at most
+ * 8 x 2 x 15748 x 31 < 2^23 in int32. */
+K3_INLINE void q8_rows_iq(uint32_t id, Q8_ARGS)
+{
+    const k3_iq_grids *grids = k3_iq_grids_get();
+    const int64_t block_bytes = iq_block_bytes(id);
+    const float d_factor = id == K3_GGML_IQ3_S ? 1.0f : id == K3_GGML_IQ3_XXS ? 0.25f : 0.125f;
+    q8_k_state st;
+    q8_k_begin_row(&st, n_tokens);
+    for (int64_t b = 0; b < cols / 256; b++, row += block_bytes) {
+        q8_k_begin_block(&st, n_tokens);
+#pragma GCC unroll 8
+        for (int g = 0; g < 8; g++) {
+            const iq_chunk first = iq_chunk_at(id, grids, row, g, 0), second = iq_chunk_at(id, grids, row, g, 1);
+            const q8w w = q8w_prepare_signs(v32b_join(first.magnitudes, second.magnitudes),
+                                            v32b_join(first.signs, second.signs),
+                                            2 * iq_chunk_scale_bits(id, row, g, 0) + 1,
+                                            2 * iq_chunk_scale_bits(id, row, g, 1) + 1);
+            q8_k_pair_w(&st, w, 0, 0, b, 2 * g, xa, n_tokens);
+        }
+        q8_k_end_block(&st, f16_scale_at(row) * d_factor, 0.0f, b, xa, n_tokens);
+    }
+    q8_k_end_row(&st, n_tokens, out);
+}
+
+K3_INLINE void q8_rows_iq2_xxs(Q8_ARGS) { q8_rows_iq(K3_GGML_IQ2_XXS, row, cols, xa, n_tokens, out); }
+K3_INLINE void q8_rows_iq2_xs(Q8_ARGS) { q8_rows_iq(K3_GGML_IQ2_XS, row, cols, xa, n_tokens, out); }
+K3_INLINE void q8_rows_iq2_s(Q8_ARGS) { q8_rows_iq(K3_GGML_IQ2_S, row, cols, xa, n_tokens, out); }
+K3_INLINE void q8_rows_iq3_xxs(Q8_ARGS) { q8_rows_iq(K3_GGML_IQ3_XXS, row, cols, xa, n_tokens, out); }
+K3_INLINE void q8_rows_iq3_s(Q8_ARGS) { q8_rows_iq(K3_GGML_IQ3_S, row, cols, xa, n_tokens, out); }
+
 /* Each type's q8 rows for one token and for Q8_TOKENS tokens. */
 #define Q8_INSTANCES(type) \
     static void q8_rows1_##type(const uint8_t *row, int64_t cols, const q8_act *const *xa, float *out) \
@@ -761,6 +804,7 @@ Q8_INSTANCES(q8_0) Q8_INSTANCES(q4_0) Q8_INSTANCES(q5_0) Q8_INSTANCES(iq4_nl) Q8
 Q8_INSTANCES(q4_1) Q8_INSTANCES(q5_1)
 Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
 Q8_INSTANCES(iq1_s) Q8_INSTANCES(iq1_m)
+Q8_INSTANCES(iq2_xxs) Q8_INSTANCES(iq2_xs) Q8_INSTANCES(iq2_s) Q8_INSTANCES(iq3_xxs) Q8_INSTANCES(iq3_s)
 
 /* One block's integer codes, the sub-scale and sub-min of each 16-weight
  * chunk, and its fp32 scales, decoded one weight at a time from the block
@@ -843,6 +887,13 @@ static int q8_block_ints_scalar(const k3_quant_type *t, const uint8_t *blk, int 
     case K3_GGML_IQ1_S:
     case K3_GGML_IQ1_M:   /* quant_iq1.c, from the layouts */
         k3_iq1_block_ints(t->ggml_id == K3_GGML_IQ1_M, blk, codes, sub_scale, d);
+        return 0;
+    case K3_GGML_IQ2_XXS:
+    case K3_GGML_IQ2_XS:
+    case K3_GGML_IQ2_S:
+    case K3_GGML_IQ3_XXS:
+    case K3_GGML_IQ3_S:   /* quant_iq.c, from the layouts */
+        k3_iq_block_ints(t->ggml_id, blk, codes, sub_scale, d);
         return 0;
     case K3_GGML_IQ4_XS: {
         *d = k3_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
@@ -936,6 +987,8 @@ static q8_kernels q8_kernel(const k3_quant_type *t)
     Q8_CASE(K3_GGML_Q5_K, q5_k) Q8_CASE(K3_GGML_Q6_K, q6_k) Q8_CASE(K3_GGML_Q2_K, q2_k)
     Q8_CASE(K3_GGML_Q3_K, q3_k) Q8_CASE(K3_GGML_IQ4_XS, iq4_xs) Q8_CASE(K3_GGML_Q4_1, q4_1)
     Q8_CASE(K3_GGML_Q5_1, q5_1) Q8_CASE(K3_GGML_IQ1_S, iq1_s) Q8_CASE(K3_GGML_IQ1_M, iq1_m)
+    Q8_CASE(K3_GGML_IQ2_XXS, iq2_xxs) Q8_CASE(K3_GGML_IQ2_XS, iq2_xs) Q8_CASE(K3_GGML_IQ2_S, iq2_s)
+    Q8_CASE(K3_GGML_IQ3_XXS, iq3_xxs) Q8_CASE(K3_GGML_IQ3_S, iq3_s)
     default: return (q8_kernels){NULL, NULL};
     }
 #undef Q8_CASE
