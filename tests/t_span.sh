@@ -30,8 +30,15 @@ M=$OUT/small
 MIN=$(min_mib $M)
 [ -n "$MIN" ] || { echo "FAIL span: no minimum from the engine for $M"; MIN=64; }
 MEM=$((MIN + 8))
+# both sides plan at the same given speeds (--rates): at probed ones the
+# split moved with the machine's load (29 or 31 slots)
+cat > $OUT/rates.json <<'EOF'
+{"threads": 2, "disk_gbps": 2,
+ "matvec_gbps": {"f32": 34, "bf16": 32, "f16": 34, "f8_e4m3": 18, "mxfp4": 17},
+ "matmul32_gbps": {"f32": 200, "bf16": 110, "f16": 117, "f8_e4m3": 44, "mxfp4": 20}}
+EOF
 $K3 bench $M --mem ${MEM}M --prompt-tokens 256 --tokens 2 --json --no-probe --no-resident --no-token-by-token \
-    --no-draft > $OUT/bench.json 2>$OUT/bench.err
+    --no-draft --rates $OUT/rates.json > $OUT/bench.json 2>$OUT/bench.err
 /usr/bin/python3 - $OUT/bench.json "$MEM" <<'PY'
 import json, os, sys
 try:
@@ -52,7 +59,7 @@ PY
 # k3 plan predicts the same pass (given the engine's fixed claim and context)
 fixed=$(python3 -c "import json;p=json.load(open('$OUT/bench.json'))['plan'];print(p['fixed_bytes']-p['chunk_scratch_bytes'])" 2>/dev/null)
 ctx=$(python3 -c "import json;print(json.load(open('$OUT/bench.json'))['plan']['ctx_tokens'])" 2>/dev/null)
-$K3 plan $M --mem ${MEM}M --fixed "$fixed" --ctx "$ctx" --disk 2 --json > $OUT/plan.json 2>$OUT/plan.err
+$K3 plan $M --mem ${MEM}M --fixed "$fixed" --ctx "$ctx" --disk 2 --rates $OUT/rates.json --json > $OUT/plan.json 2>$OUT/plan.err
 /usr/bin/python3 - $OUT/bench.json $OUT/plan.json <<'PY'
 import json, sys
 try:
