@@ -277,7 +277,7 @@ static const cli_option options[] = {
     {"--cache-policy", NULL, OPTS_MODEL, OPT_TEXT, NULL, "lru|lfru", 0, 0, "lfru", NULL, set_cache_policy,
      "expert cache eviction"},
     {"--prefetch", NULL, OPTS_MODEL, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_prefetch,
-     "read the next layer's predicted experts while the disk is idle"},
+     "read the next layer's predicted experts behind the needed reads"},
     {"--chunk-tokens", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 65536, NULL, "the largest the budget allows",
      set_chunk, "prompt tokens per pass over the weights"},
     {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,
