@@ -37,7 +37,8 @@ for budget in $BUDGETS; do
         r=$((r + 1))
         for side in base new; do
             bin=$K3; [ $side = base ] && bin=$K3_BASE
-            nice $bin bench "$MODEL" --mem $budget --tokens $TOKENS --prompt-tokens 8 --no-draft --json "$@" \
+            nice $bin bench "$MODEL" --mem $budget --tokens $TOKENS --prompt-tokens 8 --no-draft --no-token-by-token \
+                --no-warm-prompt --no-resident --json "$@" \
                 > $OUT/$budget.$side.$r.json 2> $OUT/$budget.$side.err || echo "# $budget $side run $r failed: $(tail -1 $OUT/$budget.$side.err)"
         done
     done
@@ -47,8 +48,8 @@ $PY - "$OUT" "$BUDGETS" "$d4" "$d8" <<'EOF'
 import glob, json, sys
 out, budgets, d4, d8 = sys.argv[1], sys.argv[2].split(), float(sys.argv[3]), float(sys.argv[4])
 disk = max(d4, d8) * 1e9
-print('| budget | side | s/token (fastest; all) | ring wait s/token (share) | expert wait s/token | MB read/token | x I/O floor |')
-print('|---|---|---|---|---|---|---|')
+print('| budget | side | s/token (fastest; all) | ring wait s/token (share) | expert wait s/token | MB read/token | device GB/s | x I/O floor |')
+print('|---|---|---|---|---|---|---|---|')
 for b in budgets:
     for side in ('base', 'new'):
         runs = []
@@ -58,12 +59,13 @@ for b in budgets:
             except ValueError:
                 pass
         if not runs:
-            print('| %s | %s | failed | | | | |' % (b, side))
+            print('| %s | %s | failed | | | | | |' % (b, side))
             continue
         best = min(runs, key=lambda d: d['decode_s_per_token'])
         s, br = best['decode_s_per_token'], best['breakdown_s_per_token']
         by = best['bytes_read_per_token']['total']
-        print('| %s | %s | %.3f (%s) | %.3f (%.0f%%) | %.3f | %.0f | %.2f |' % (
+        dev = (best.get('device_gbps') or 0) * 1e9 or disk
+        print('| %s | %s | %.3f (%s) | %.3f (%.0f%%) | %.3f | %.0f | %.2f | %.2f |' % (
             b, side, s, ' '.join('%.3f' % d['decode_s_per_token'] for d in runs), br['wait_trunk'],
-            100 * br['wait_trunk'] / s, br['wait_experts'], by / 1e6, s / (by / disk) if by else 0))
+            100 * br['wait_trunk'] / s, br['wait_experts'], by / 1e6, dev / 1e9, s / (by / dev) if by else 0))
 EOF
