@@ -40,7 +40,8 @@ static int set_mem(cli_settings *s, const opt_value *v) { s->model.mem_bytes = (
 static int set_io(cli_settings *s, const opt_value *v) { s->model.io_buffered = (int)v->i; return 0; }
 static int set_backend(cli_settings *s, const opt_value *v) { s->model.io_uring = (int)v->i; return 0; }
 static int set_depth(cli_settings *s, const opt_value *v) { s->model.io_depth = (int)v->i; return 0; }
-static int set_prefetch(cli_settings *s, const opt_value *v) { s->model.prefetch = (int)v->i; return 0; }
+static int set_prefetch(cli_settings *s, const opt_value *v) { s->model.no_prefetch = !v->i; return 0; }
+static int set_no_prefetch(cli_settings *s, const opt_value *v) { s->model.no_prefetch = (int)v->i; return 0; }
 static int set_chunk(cli_settings *s, const opt_value *v) { s->model.chunk_tokens = (int)v->i; return 0; }
 static int set_huge(cli_settings *s, const opt_value *v) { s->model.no_huge_pages = (int)v->i; return 0; }
 static int set_activations(cli_settings *s, const opt_value *v) { s->model.activations_q8 = (int)v->i; return 0; }
@@ -276,8 +277,10 @@ static const cli_option options[] = {
      "reads in flight"},
     {"--cache-policy", NULL, OPTS_MODEL, OPT_TEXT, NULL, "lru|lfru", 0, 0, "lfru", NULL, set_cache_policy,
      "expert cache eviction"},
-    {"--prefetch", NULL, OPTS_MODEL, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_prefetch,
-     "read the next layer's predicted experts while the disk is idle"},
+    {"--prefetch", NULL, OPTS_MODEL, OPT_FLAG, NULL, NULL, 0, 0, NULL, "on", set_prefetch,
+     "read the next layer's predicted experts behind the needed reads"},
+    {"--no-prefetch", NULL, OPTS_MODEL, OPT_FLAG, NULL, NULL, 0, 0, NULL, "off", set_no_prefetch,
+     "no reads of predicted experts: only what a layer routes to"},
     {"--chunk-tokens", NULL, OPTS_MODEL, OPT_INT, "N", NULL, 1, 65536, NULL, "the largest the budget allows",
      set_chunk, "prompt tokens per pass over the weights"},
     {"--huge-pages", NULL, OPTS_MODEL, OPT_CHOICE, NULL, "on|off", 0, 0, "on", NULL, set_huge,

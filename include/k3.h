@@ -70,8 +70,8 @@ typedef struct k3_options {
     int cache_lru;           /* --cache-policy lru (default lfru: measured better on traces) */
     int ctx_tokens;          /* context limit sessions will use (default K3_CTX_TOKENS_DEFAULT) */
     const char *trace_path;  /* --trace FILE: record (token, layer, expert) */
-    int prefetch;            /* --prefetch: router-lookahead reads (off by default: measured
-                              * no gain on this disk, docs/PERFORMANCE.md) */
+    int no_prefetch;         /* --no-prefetch: no router-lookahead reads (on by default: its
+                              * guesses queue behind the needed reads, docs/PERFORMANCE.md) */
     int chunk_tokens;        /* --chunk-tokens: tokens per prompt chunk; 0 = the largest the
                               * budget allows (k3_model_chunk_tokens says which and why) */
     int no_huge_pages;       /* --huge-pages off: large arenas on ordinary 4 KiB pages */

@@ -6,7 +6,9 @@
  * `first_read_gbps` (pages nobody read lately), which a host's cache can
  * make tenfold apart. Each 4 KiB page of the file holds its own index, so
  * every read's place can be seen in its buffer; checked for the pread pool
- * and, where built, io_uring. */
+ * and, where built, io_uring. And the queue itself, without a reader:
+ * read-ahead guesses last, a promoted guess among the urgent reads, a
+ * cancelled read off the queue. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "io.h"
+#include "io_backend.h"
 #include "test.h"
 
 #define PAGES 4096                         /* 16 MiB file */
@@ -150,6 +153,96 @@ static void check_order(k3_io_backend backend, const char *path, const char *nam
     TEST_END();
 }
 
+/* A reader with no threads: the queue alone, to look at its order
+ * (k3_io_submit, k3_io_promote and k3_io_cancel only touch the queue). */
+static void queue_only(k3_io *io, k3_stats *st)
+{
+    memset(io, 0, sizeof *io);
+    io->stats = st;
+    pthread_mutex_init(&io->lock, NULL);
+    pthread_cond_init(&io->work, NULL);
+    pthread_cond_init(&io->done, NULL);
+}
+
+static void queue_only_free(k3_io *io)
+{
+    free(io->queue);
+    pthread_mutex_destroy(&io->lock);
+    pthread_cond_destroy(&io->work);
+    pthread_cond_destroy(&io->done);
+}
+
+/* 1 if the queue holds exactly want[0..n), in that order. */
+static int queue_is(const k3_io *io, k3_io_req *const *want, int n)
+{
+    if (io->n_queued != n) return 0;
+    for (int i = 0; i < n; i++)
+        if (io->queue[i] != want[i]) return 0;
+    return 1;
+}
+
+/* Read-ahead guesses (K3_READ_AHEAD) go after the urgent reads and the
+ * trunk's, each kind in the order it came (not by offset: an expert's
+ * reads stay together); promoted, a guess goes behind the urgent reads and
+ * before the trunk's, and promoting anything else changes nothing. */
+static void check_read_ahead_order(void)
+{
+    TEST_BEGIN("read_ahead_goes_last_promote_moves_it_up");
+    k3_stats *st = calloc(1, sizeof *st);
+    k3_io io;
+    queue_only(&io, st);
+    k3_io_req a = {.offset = 10 * K3_IO_ALIGN, .kind = K3_READ_AHEAD};
+    k3_io_req t1 = {.offset = 90 * K3_IO_ALIGN, .kind = K3_READ_TRUNK};
+    k3_io_req e = {.offset = 50 * K3_IO_ALIGN, .kind = K3_READ_EXPERT};
+    k3_io_req t2 = {.offset = 20 * K3_IO_ALIGN, .kind = K3_READ_TRUNK};
+    k3_io_req b = {.offset = 5 * K3_IO_ALIGN, .kind = K3_READ_AHEAD};
+    k3_io_req *in[] = {&a, &t1, &e, &t2, &b};
+    k3_io_submit(&io, in, 5);
+    k3_io_req *submitted[] = {&e, &t1, &t2, &a, &b};
+    CHECK(queue_is(&io, submitted, 5), "after submit: the queue is not expert, trunk x2 in order, guesses in order");
+    k3_io_promote(&io, &b);
+    k3_io_req *promoted[] = {&e, &b, &t1, &t2, &a};
+    CHECK(queue_is(&io, promoted, 5) && b.kind == K3_READ_EXPERT,
+          "a promoted guess did not go between the expert read and the trunk's (kind %d)", (int)b.kind);
+    k3_io_req e2 = {.offset = 1 * K3_IO_ALIGN, .kind = K3_READ_EXPERT}, *more[] = {&e2};
+    k3_io_submit(&io, more, 1);
+    k3_io_req *fifo[] = {&e, &b, &e2, &t1, &t2, &a};
+    CHECK(queue_is(&io, fifo, 6), "an expert read at a lower offset went before the urgent reads queued earlier");
+    k3_io_promote(&io, &t1);
+    k3_io_promote(&io, &e);
+    CHECK(queue_is(&io, fifo, 6) && t1.kind == K3_READ_TRUNK, "promoting a trunk or an expert read moved it");
+    queue_only_free(&io);
+    free(st);
+    TEST_END();
+}
+
+/* A cancelled read that was still queued leaves the queue and ends failed
+ * (ECANCELED), so waiting on it returns at once with an error naming the
+ * file; one that is no longer queued (done) keeps its state. */
+static void check_cancel(void)
+{
+    TEST_BEGIN("cancel_takes_a_queued_read_off_the_queue");
+    k3_stats *st = calloc(1, sizeof *st);
+    k3_io io;
+    queue_only(&io, st);
+    k3_io_req g = {.path = "guess.bin", .offset = 0, .bytes = K3_IO_ALIGN, .kind = K3_READ_AHEAD};
+    k3_io_req t = {.path = "trunk.bin", .offset = K3_IO_ALIGN, .bytes = K3_IO_ALIGN, .kind = K3_READ_TRUNK};
+    k3_io_req *in[] = {&g, &t};
+    k3_io_submit(&io, in, 2);
+    k3_io_cancel(&io, &g);
+    k3_io_req *left[] = {&t};
+    k3_error err = {0};
+    CHECK(queue_is(&io, left, 1), "the cancelled read is still queued (%d queued)", io.n_queued);
+    CHECK(k3_io_wait(&io, &g, &err) == -1 && g.err_no == ECANCELED && strstr(err.msg, "guess.bin"),
+          "waiting on the cancelled read: err_no %d, message '%s'", g.err_no, err.msg);
+    k3_io_req done = {.kind = K3_READ_AHEAD, .state = 1};
+    k3_io_cancel(&io, &done);
+    CHECK(done.state == 1 && io.n_queued == 1, "cancelling a read that is not queued changed it (state %d)", done.state);
+    queue_only_free(&io);
+    free(st);
+    TEST_END();
+}
+
 int main(void)
 {
     char path[] = "/tmp/k3-test-io-probe-XXXXXX";
@@ -169,5 +262,7 @@ int main(void)
     check_order(K3_IO_URING, ok ? path : NULL, "uring");
 #endif
     unlink(path);
+    check_read_ahead_order();
+    check_cancel();
     TEST_EXIT();
 }

@@ -11,7 +11,9 @@
 # K-quant weights are copied into anonymous memory, ~0.9 GB for the Q4_K_M
 # file: inside a cgroup smaller than that it is OOM-killed); llama-nr =
 # llama-completion --no-repack -n N (weights used in place from the mmap;
-# s/token from its "eval time" line); k3 = k3 bench. Each (budget, side) runs
+# s/token from its "eval time" line); k3 = k3 bench; k3base = k3 bench of
+# another build (K3_BASE, e.g. main's, built under /tmp), for a before/after
+# in the same run. Each (budget, side) runs
 # REPEAT times, the sides taking turns, and the fastest run is printed (K3_ARGS
 # go to k3 bench, e.g. "--activations q8"): on a
 # shared machine the spread between runs is large (OpenMP threads that
@@ -31,6 +33,7 @@
 cd "$(dirname "$0")/.." || exit 1
 LLAMA=${LLAMA:-/tmp/llama.cpp}
 K3=${K3:-./k3}
+K3_BASE=${K3_BASE:-/tmp/k3-base/k3}
 N=${N:-16}
 REPEAT=${REPEAT:-2}
 SIDES=${SIDES:-llama llama-nr k3}
@@ -63,6 +66,11 @@ in_cgroup() {
 
 echo "bench_llamacpp: N=$N, $(nproc) CPUs, $(uptime | sed 's/.*load/load/')"
 echo "llama.cpp ${LLAMA_COMMIT:-(tree at $LLAMA)}, $($K3 --version 2>/dev/null | head -1)"
+# the disk in this run, as k3's reader uses it (O_DIRECT, 4 MiB, 4 and 8 at once)
+for f in $FILES; do
+    [ -f "$f" ] && echo "disk: $(nice $PY tools/disk_rate.py "$f" 4096 4 3) GB/s at depth 4," \
+        "$(nice $PY tools/disk_rate.py "$f" 4096 8 3) GB/s at depth 8 (4 MiB O_DIRECT reads of $(basename "$f"))"
+done
 printf '%-24s %-9s %-8s %10s %14s %10s %s\n' file budget side s_per_tok bytes_per_tok peak_MiB note
 for f in $FILES; do
     [ -f "$f" ] || { echo "bench_llamacpp: $f: no such file"; continue; }
@@ -97,12 +105,15 @@ for f in $FILES; do
                           sed 's/.*(\s*\([0-9.]*\) ms per token.*/\1/' | awk '{printf "%.4f", $1 / 1000}')
                     [ -n "$spt" ] || spt=fail
                     tokens=$((N + 3)) ;;   # a warm-up token, the prompt (2 tokens), N - 1 decode steps
-                k3)
-                    in_cgroup nice $K3 bench "$f" $K3_ARGS --tokens $N --prompt-tokens 1 --json --no-draft \
-                        --no-token-by-token --no-warm-prompt --no-resident --no-probe > $OUT/k3.json 2> $OUT/k3.err
-                    spt=$($PY -c "import json; print('%.4f' % json.load(open('$OUT/k3.json'))['decode_s_per_token'])" 2>/dev/null || echo fail)
-                    own=$($PY -c "import json; print('%.0f' % json.load(open('$OUT/k3.json'))['bytes_read_per_token']['total'])" 2>/dev/null)
-                    note="k3's own bytes_read_per_token $own"
+                k3|k3base)
+                    bin=$K3; [ $side = k3base ] && bin=$K3_BASE
+                    in_cgroup nice $bin bench "$f" $K3_ARGS --tokens $N --prompt-tokens 1 --json --no-draft \
+                        --no-token-by-token --no-warm-prompt --no-resident --no-probe > $OUT/$side.json 2> $OUT/$side.err
+                    spt=$($PY -c "import json; print('%.4f' % json.load(open('$OUT/$side.json'))['decode_s_per_token'])" 2>/dev/null || echo fail)
+                    note=$($PY -c "
+import json; d = json.load(open('$OUT/$side.json')); b = d['breakdown_s_per_token']
+print('k3 own bytes/token %.0f, wait experts %.4f trunk %.4f s/token' % (
+    d['bytes_read_per_token']['total'], b['wait_experts'], b['wait_trunk']))" 2>/dev/null)
                     tokens=$((N + 1)) ;;
                 esac
                 rb=$(cut -d' ' -f1 $OUT/io 2>/dev/null)

@@ -44,8 +44,8 @@ void io_end_read_locked(k3_io *io, k3_io_req *r, int failed)
     io->in_flight--;
     stats_set32(&io->stats->reads_in_flight, (uint32_t)io->in_flight);
     uint64_t *counter = r->kind == K3_READ_TRUNK ? &io->stats->bytes_read_trunk
-                      : r->kind == K3_READ_EXPERT ? &io->stats->bytes_read_experts
-                                                  : &io->stats->bytes_read_other;
+                      : r->kind == K3_READ_EXPERT || r->kind == K3_READ_AHEAD ? &io->stats->bytes_read_experts
+                                                                              : &io->stats->bytes_read_other;
     stats_add(counter, r->got);
     stats_add(&io->stats->reads_done, 1);
     __atomic_store_n(&r->state, failed ? -1 : 1, __ATOMIC_RELEASE);
@@ -68,20 +68,24 @@ int io_reserve_queue_locked(k3_io *io, int more)
 
 /* The queue's order. A routed expert's page (or an embedding row, or a
  * probe's read) is wanted by the layer running now; a trunk unit is the
- * ring reading ahead for a later layer. So the urgent reads go before every
- * trunk read not yet issued, in (file, offset) order among themselves, and
- * the trunk's reads keep the order they came in, which is the order the
- * layers need them. When the trunk's reads came first, a layer's expert
- * misses waited for the whole next unit (k3-16g at its smallest budget: 32
- * ms a layer, against 12 for the pages themselves). */
-int io_urgent(const k3_io_req *r) { return r->kind != K3_READ_TRUNK; }
-
-static int io_before(const k3_io_req *a, const k3_io_req *b)
+ * ring reading ahead for a later layer; a read-ahead guess is an expert
+ * page a later layer may want. So the urgent reads (rank 0) go before every
+ * trunk read (rank 1) not yet issued, and the guesses (rank 2) after both,
+ * so a wrong guess never delays a read that is needed. Within a rank the
+ * reads keep the order they came in: the trunk's is the order the layers
+ * need them, and an expert's reads (a GGUF stores its three matrices far
+ * apart) are queued together, so the experts arrive one by one and the
+ * first can be computed while the next is read; in file order, every
+ * gate came before any down matrix and no expert was whole until the last
+ * reads. When the trunk's reads came first, a layer's expert misses waited
+ * for the whole next unit (k3-16g at its smallest budget: 32 ms a layer,
+ * against 12 for the pages themselves). */
+int io_rank(const k3_io_req *r)
 {
-    if (io_urgent(a) != io_urgent(b)) return io_urgent(a);
-    if (!io_urgent(a)) return 0;
-    return a->fd != b->fd ? a->fd < b->fd : a->offset < b->offset;
+    return r->kind == K3_READ_TRUNK ? 1 : r->kind == K3_READ_AHEAD ? 2 : 0;
 }
+
+static int io_before(const k3_io_req *a, const k3_io_req *b) { return io_rank(a) < io_rank(b); }
 
 /* Put r in the queue at position at (lock held, room reserved). */
 void io_insert_at_locked(k3_io *io, int at, k3_io_req *r)
@@ -175,6 +179,37 @@ void k3_io_submit(k3_io *io, k3_io_req **reqs, int n)
         insert_locked(io, r);
     }
     pthread_cond_broadcast(&io->work);
+    pthread_mutex_unlock(&io->lock);
+}
+
+void k3_io_promote(k3_io *io, k3_io_req *req)
+{
+    pthread_mutex_lock(&io->lock);
+    for (int at = 0; at < io->n_queued; at++) {
+        if (io->queue[at] != req) continue;
+        if (req->kind == K3_READ_AHEAD) {
+            memmove(io->queue + at, io->queue + at + 1, (size_t)(io->n_queued - at - 1) * sizeof *io->queue);
+            io->n_queued--;
+            req->kind = K3_READ_EXPERT;
+            insert_locked(io, req);      /* room: it was in the queue a moment ago */
+        }
+        break;
+    }
+    pthread_mutex_unlock(&io->lock);
+}
+
+void k3_io_cancel(k3_io *io, k3_io_req *req)
+{
+    pthread_mutex_lock(&io->lock);
+    for (int at = 0; at < io->n_queued; at++) {
+        if (io->queue[at] != req) continue;
+        memmove(io->queue + at, io->queue + at + 1, (size_t)(io->n_queued - at - 1) * sizeof *io->queue);
+        io->n_queued--;
+        req->err_no = ECANCELED;
+        __atomic_store_n(&req->state, -1, __ATOMIC_RELEASE);
+        pthread_cond_broadcast(&io->done);
+        break;
+    }
     pthread_mutex_unlock(&io->lock);
 }
 

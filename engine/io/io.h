@@ -21,7 +21,9 @@
 #define K3_IO_ALIGN 4096
 
 typedef enum { K3_IO_POOL = 0, K3_IO_URING = 1 } k3_io_backend;
-typedef enum { K3_READ_TRUNK = 0, K3_READ_EXPERT = 1, K3_READ_OTHER = 2 } k3_read_kind;
+/* K3_READ_AHEAD: an expert page read on a guess (the next layer's router
+ * run early); it goes after everything else and counts as expert bytes. */
+typedef enum { K3_READ_TRUNK = 0, K3_READ_EXPERT = 1, K3_READ_OTHER = 2, K3_READ_AHEAD = 3 } k3_read_kind;
 
 typedef struct k3_io_req {
     int fd;
@@ -41,10 +43,21 @@ typedef struct k3_io k3_io;
 k3_io *k3_io_open(k3_io_backend backend, int depth, k3_stats *stats, k3_error *err);
 void k3_io_close(k3_io *io);
 
-/* Queue n requests. Urgent ones (every kind but K3_READ_TRUNK) go out
- * before any trunk read not yet issued, in (fd, offset) order; trunk reads
- * go out in the order they were queued. */
+/* Queue n requests. Urgent ones (expert pages, other reads) go out
+ * before any trunk read not yet issued, and read-ahead guesses
+ * (K3_READ_AHEAD) after both; within each, in the order they were
+ * queued. */
 void k3_io_submit(k3_io *io, k3_io_req **reqs, int n);
+
+/* A guess became a need: if req (a K3_READ_AHEAD) is still queued, it
+ * becomes an expert read and moves behind the urgent reads queued (before
+ * the trunk's); if it is in flight or done, nothing changes. */
+void k3_io_promote(k3_io *io, k3_io_req *req);
+
+/* The bytes of req are no longer wanted: if it is still queued it leaves
+ * the queue and ends failed (ECANCELED), so a wait on it returns at once;
+ * in flight or done, nothing changes. */
+void k3_io_cancel(k3_io *io, k3_io_req *req);
 
 /* Block until req is done. 0, or -1 with err naming the file and the cause. */
 int k3_io_wait(k3_io *io, k3_io_req *req, k3_error *err);

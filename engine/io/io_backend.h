@@ -44,7 +44,7 @@ extern const io_backend_ops io_pool_ops;
 extern const io_backend_ops io_uring_ops;
 
 /* The queue, for the back ends; every _locked function wants io->lock held. */
-int io_urgent(const k3_io_req *r);
+int io_rank(const k3_io_req *r);
 k3_io_req *io_pop_locked(k3_io *io);
 int io_reserve_queue_locked(k3_io *io, int more);
 void io_insert_at_locked(k3_io *io, int at, k3_io_req *r);

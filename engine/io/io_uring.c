@@ -71,7 +71,7 @@ static void *uring_thread(void *arg)
                 io_add_busy_time_locked(io);
                 io->in_flight--;
                 int at = 0;
-                while (at < io->n_queued && io_urgent(io->queue[at]) && !io_urgent(r)) at++;
+                while (at < io->n_queued && io_rank(io->queue[at]) < io_rank(r)) at++;
                 io_insert_at_locked(io, at, r);
             } else {
                 io_end_read_locked(io, r, failed);

@@ -130,14 +130,49 @@ static int distinct_experts(const k3_config *c, const int *topk, int T, int *dis
     return n;
 }
 
+static void prefetch_next_layer(k3_session *s, int layer);
+static void shared_experts(k3_session *s, const k3_layer_weights *lw, int T);
+
+/* Move the claimed experts whose bytes are in memory to the front of
+ * todo[0..claimed) (their order otherwise kept); returns how many. A
+ * prefetched expert still being read may sit among the resident ones. */
+static int ready_first(k3_weights *wp, int layer, int *todo, int claimed)
+{
+    int ready = 0;
+    for (int j = 0; j < claimed; j++)
+        if (k3_weights_expert_ready(wp, layer, todo[j])) {
+            const int e = todo[j];
+            memmove(todo + ready + 1, todo + ready, (size_t)(j - ready) * sizeof *todo);
+            todo[ready++] = e;
+        }
+    return ready;
+}
+
+/* The next of todo[from..claimed) to run: the first whose read has
+ * arrived, else the first (its read went out first). It is swapped to
+ * todo[from]. */
+static void next_arrived(k3_weights *wp, int layer, int *todo, int from, int claimed)
+{
+    int pick = from;
+    for (int j = from; j < claimed; j++)
+        if (k3_weights_expert_ready(wp, layer, todo[j])) { pick = j; break; }
+    const int e = todo[pick];
+    todo[pick] = todo[from];
+    todo[from] = e;
+}
+
 /* The wave scheduling of the routed experts: the weight store claims as many
  * experts as its cache holds at once (resident ones first, the rest read
  * meanwhile); those already in memory run one per thread (an expert's
  * kernels single-threaded give the same bits as multi-threaded; a prompt
  * chunk waits for its whole wave first), the rest with all threads as their
- * reads arrive. Outputs land in per-(token, choice) rows of
- * sc->expert_results, so the order experts run in changes no sum. */
-static int run_routed_experts(k3_session *s, int layer, const float *expert_x, int Din, int T, k3_error *err)
+ * reads arrive, whichever arrives first. Outputs land in per-(token,
+ * choice) rows of sc->expert_results, so the order experts run in changes
+ * no sum. Decoding, while the misses are read: the next layer's guessed
+ * experts are queued behind them (--prefetch), and the shared experts run
+ * (*shared_done set) before the first miss is waited for. */
+static int run_routed_experts(k3_session *s, int layer, const k3_layer_weights *lw, const float *expert_x, int Din,
+                              int T, int *shared_done, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -148,12 +183,11 @@ static int run_routed_experts(k3_session *s, int layer, const float *expert_x, i
         int claimed = k3_weights_claim_experts(wp, layer, todo, remaining, first_wave, err);
         if (claimed < 0) return -1;
         assert(claimed >= 1 && claimed <= remaining);
+        /* the guess for the next layer, once this layer's reads are queued
+         * (all of them: a later wave would evict the guesses) */
+        if (T == 1 && first_wave && claimed == remaining) prefetch_next_layer(s, layer);
         first_wave = 0;
-        int ready = 0;
-        if (T > 1)
-            ready = claimed;
-        else
-            while (ready < claimed && k3_weights_expert_ready(wp, layer, todo[ready])) ready++;
+        int ready = T > 1 ? claimed : ready_first(wp, layer, todo, claimed);
         /* one expert per thread when the wave's work (every routed token's
          * three matrices, at most) pays for waking the team */
         if (sc->n_workers > 1 && ready > 1 && (int64_t)T * K * 3 * Din * c->moe_inter >= K3_PARALLEL_MIN_MACS) {
@@ -171,6 +205,11 @@ static int run_routed_experts(k3_session *s, int layer, const float *expert_x, i
             ready = 0;
         }
         for (int j = ready; j < claimed; j++) {
+            if (T == 1 && !*shared_done && !k3_weights_expert_ready(wp, layer, todo[j])) {
+                shared_experts(s, lw, T);       /* compute while the reads arrive */
+                *shared_done = 1;
+            }
+            if (T == 1) next_arrived(wp, layer, todo, j, claimed);
             k3_mlp_weights ew;
             if (k3_weights_acquire_expert(wp, layer, todo[j], &ew, err)) {
                 for (int r = j; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
@@ -186,8 +225,9 @@ static int run_routed_experts(k3_session *s, int layer, const float *expert_x, i
 }
 
 /* Router lookahead (decode): the next layer's router on this layer's FFN
- * input guesses its experts; they are read while this layer finishes and the
- * next one's attention runs (only if the disk is idle, --prefetch). */
+ * input guesses its experts; they are read behind this layer's misses,
+ * while this layer finishes and the next one's attention runs (--prefetch;
+ * the guesses' reads yield to every needed read, io.h). */
 static void prefetch_next_layer(k3_session *s, int layer)
 {
     const k3_config *c = &s->m->cfg;
@@ -228,10 +268,18 @@ static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *t
                     topw + (size_t)t * K);
 }
 
+/* The shared experts (full width, unweighted) on sc->xn into
+ * sc->expert_out; finish_chunk adds them. Their inputs are known before
+ * the routed experts run, so decode computes them while misses are read. */
+static void shared_experts(k3_session *s, const k3_layer_weights *lw, int T)
+{
+    if (lw->has_shared) glu_mlp(&s->m->cfg, &s->sc, &lw->shared, s->sc.xn, s->sc.expert_out, T);
+}
+
 /* After the routed experts: the latent norm and up-projection of their sum
  * acc (K3; else acc is sc->out already), then the shared experts on
- * sc->xn added to sc->out. */
-static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T)
+ * sc->xn (computed here unless shared_done) added to sc->out. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, int shared_done)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -242,8 +290,8 @@ static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, 
                 k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
         k3_matmul(sc->out, &lw->latent_up, acc, T);
     }
-    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
-        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
+    if (lw->has_shared) {
+        if (!shared_done) shared_experts(s, lw, T);
         for (int t = 0; t < T; t++)
             k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
     }
@@ -271,8 +319,8 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         expert_x = sc->latent_in;
         acc = sc->latent_acc;
     }
-    if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
-    if (T == 1) prefetch_next_layer(s, layer);
+    int shared_done = 0;
+    if (run_routed_experts(s, layer, lw, expert_x, Din, T, &shared_done, err)) return -1;
     memset(acc, 0, (size_t)T * Din * sizeof(float));
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)T * K * Din >= TOKENS_PARALLEL_MIN_OPS)
@@ -280,7 +328,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    finish_chunk(s, lw, acc, T);
+    finish_chunk(s, lw, acc, T, shared_done);
     return 0;
 }
 
@@ -413,5 +461,5 @@ void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, in
         memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
         acc = sc->out;
     }
-    finish_chunk(s, lw, acc, T);
+    finish_chunk(s, lw, acc, T, 0);
 }

@@ -104,7 +104,7 @@ k3_model *k3_model_open(const char *dir, const k3_options *opt, k3_error *err)
                               .ctx_tokens = m->ctx_tokens,
                               .session_bytes = k3_session_bytes(m, m->ctx_tokens),
                               .trace_path = opt ? opt->trace_path : NULL,
-                              .prefetch = opt ? opt->prefetch : 0,
+                              .prefetch = !(opt && opt->no_prefetch),
                               .chunk_min = m->chunk_tokens,
                               .chunk_max = given_chunk ? m->chunk_tokens
                                            : m->ctx_tokens < K3_CHUNK_TOKENS_MAX ? m->ctx_tokens : K3_CHUNK_TOKENS_MAX,

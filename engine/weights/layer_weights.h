@@ -75,7 +75,7 @@ typedef struct k3_provider_options {
     int ctx_tokens;               /* context the sessions will use (state cost) */
     uint64_t session_bytes;       /* state + scratch of one session at ctx_tokens */
     const char *trace_path;       /* record (token, layer, expert); NULL = off */
-    int prefetch;                 /* router-lookahead prefetch (off by default) */
+    int prefetch;                 /* router-lookahead prefetch (on unless --no-prefetch) */
     int sizes_only;               /* k3 plan: lay the units out, plan nothing, read no unit */
     int chunk_min, chunk_max;     /* prompt chunk range; session_bytes holds chunk_min's scratch */
     uint64_t chunk_token_bytes;   /* scratch per chunk token beyond chunk_min (0 = chunk_min as given) */

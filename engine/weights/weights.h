@@ -50,8 +50,10 @@ const k3_layer_weights *k3_weights_peek_layer(k3_weights *w, int layer);
  * with err set. count_lookup: count these as cache lookups (the first call
  * of a layer step; waves after it do not). */
 int k3_weights_claim_experts(k3_weights *w, int layer, int *experts, int n, int count_lookup, k3_error *err);
-/* Speculative: start reading experts a layer is predicted to need, only when
- * the disk is idle, into evictable slots (never a pinned one). A prefetched
+/* Speculative: start reading experts a layer is predicted to need, as
+ * read-ahead guesses (the reader issues them after every needed read, and
+ * a claim that needs one promotes it), into evictable slots (never a pinned
+ * one). A prefetched
  * expert that the layer then uses counts as prefetch_used, not as a cache
  * hit; one evicted unused counts as prefetch_unused. */
 void k3_weights_prefetch_experts(k3_weights *w, int layer, const int *experts, int n);

@@ -38,8 +38,10 @@ int k3_weights_claim_experts(k3_weights *rp, int layer, int *experts, int n, int
             if (layer < K3_STATS_MAX_LAYERS) stats_add(&st->layer_lookups[layer], 1);
         }
         if (s < 0) continue;
-        if (rp->cache_slots[s].prefetched) {  /* arrived on a prediction: not a resident hit */
-            rp->cache_slots[s].prefetched = 0;
+        if (rp->cache_slots[s].prefetched) {  /* read on a prediction: not a resident hit */
+            slot *sl = &rp->cache_slots[s];
+            sl->prefetched = 0;
+            for (int k = 0; k < sl->n_reqs; k++) k3_io_promote(rp->io, &sl->reqs[k]);   /* needed now */
             if (count_lookup) stats_add(&st->prefetch_used, 1);
         } else if (count_lookup) {
             stats_add(&st->expert_hits, 1);
@@ -73,7 +75,6 @@ int k3_weights_claim_experts(k3_weights *rp, int layer, int *experts, int n, int
 void k3_weights_prefetch_experts(k3_weights *rp, int layer, const int *experts, int n)
 {
     if (!rp->opt.prefetch || rp->plan.all_resident) return;
-    if (__atomic_load_n(&rp->stats->reads_in_flight, __ATOMIC_RELAXED) > 0) return;   /* disk busy */
     for (int i = 0; i < n; i++) {
         if (rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + experts[i]] >= 0) continue;
         int s = k3_expert_cache_insert(&rp->cache, layer, experts[i]);
@@ -82,7 +83,7 @@ void k3_weights_prefetch_experts(k3_weights *rp, int layer, const int *experts, 
         weights_drain_slot(rp, sl);
         if (sl->prefetched) stats_add(&rp->stats->prefetch_unused, 1);
         k3_error err;
-        if (weights_start_read(rp, sl, expert_unit(rp, layer, experts[i]), K3_READ_EXPERT, &err)) {
+        if (weights_start_read(rp, sl, expert_unit(rp, layer, experts[i]), K3_READ_AHEAD, &err)) {
             k3_expert_cache_drop(&rp->cache, s);
             sl->unit = -1;
             return;

@@ -171,11 +171,15 @@ int weights_wait_slot(k3_weights *rp, slot *s, k3_error *err) { return weights_w
 
 /* Wait out a slot's reads before it is refilled: its bytes are discarded, so
  * whether the old read failed does not matter (a failed read of a unit that
- * is needed surfaces when that unit is read again). */
+ * is needed surfaces when that unit is read again). Reads not yet issued
+ * are taken off the queue first: a guess the reader would reach only after
+ * every needed read must not hold up the read that replaces it. */
 void weights_drain_slot(k3_weights *rp, slot *s)
 {
     k3_error discarded;
-    if (s->unit >= 0 && s->n_reqs) weights_wait_slot(rp, s, &discarded);
+    if (s->unit < 0 || !s->n_reqs) return;
+    for (int k = 0; k < rp->units[s->unit].n_win; k++) k3_io_cancel(rp->io, &s->reqs[k]);
+    weights_wait_slot(rp, s, &discarded);
 }
 
 /* Read a unit into a pinned buffer now (at open). */
