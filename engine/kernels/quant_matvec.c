@@ -752,141 +752,140 @@ K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
     FOR_TOKENS out[t] = v8_hsum(st->lanes[t]) - st->mins[t];
 }
 
+/* A K-quant's q8 rows from its block body q8_block_<type> (one 256-weight
+ * block of one row into the state, for 1 to Q8_TOKENS tokens): the rows
+ * for the matmul and the one-token matvec (q8_rows_<type>), and four rows
+ * for one token (q8_rows4x1_<type>), each row with its own state, so the
+ * same operations per row, over four quarter streams in the matvec. */
+#define Q8_K_ROWS(type, bytes) \
+    K3_INLINE void q8_rows_##type(Q8_ARGS) \
+    { \
+        q8_k_state st; \
+        q8_k_begin_row(&st, n_tokens); \
+        for (int64_t b = 0; b < cols / 256; b++, row += bytes) { \
+            prefetch_block_ahead(row, bytes); \
+            q8_block_##type(&st, row, b, xa, n_tokens); \
+        } \
+        q8_k_end_row(&st, n_tokens, out); \
+    } \
+    static void q8_rows4x1_##type(const uint8_t *const *rows, int64_t cols, const q8_act *xa, float *out) \
+    { \
+        q8_k_state st[4]; \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q8_k_begin_row(&st[r], 1); \
+        for (int64_t b = 0; b < cols / 256; b++) \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { \
+                const uint8_t *blk = rows[r] + b * bytes; \
+                prefetch_block_ahead(blk, bytes); \
+                q8_block_##type(&st[r], blk, b, &xa, 1); \
+            } \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q8_k_end_row(&st[r], 1, &out[r]); \
+    }
+
 /* Q4_K under q8: group g (chunks 2g, 2g + 1) is the low or high nibbles of
  * 32 bytes, times the group scale, its min times the chunks' code sums. */
-K3_INLINE void q8_rows_q4_k(Q8_ARGS)
+K3_INLINE void q8_block_q4_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
-        prefetch_block_ahead(row, 144);
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            k_scale_min(g, row + 4, &sc, &m);
-            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
-            q8_k_pair(&st, codes, 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+        q8_k_pair(st, codes, 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
 }
+Q8_K_ROWS(q4_k, 144)
 
 /* Q5_K under q8: Q4_K with the fifth bits (bit g of the 32 bytes at 16) in
  * the codes (0..31). */
-K3_INLINE void q8_rows_q5_k(Q8_ARGS)
+K3_INLINE void q8_block_q5_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
-        prefetch_block_ahead(row, 176);
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            k_scale_min(g, row + 4, &sc, &m);
-            const v32b nibbles = v32b_shr_and(v32b_load(row + 48 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
-            const v32b fifth = v32b_shr_and(v32b_load(row + 16), g, 1);
-            q8_k_pair(&st, v32b_or_shl(nibbles, fifth, 4), 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const v32b nibbles = v32b_shr_and(v32b_load(row + 48 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+        const v32b fifth = v32b_shr_and(v32b_load(row + 16), g, 1);
+        q8_k_pair(st, v32b_or_shl(nibbles, fifth, 4), 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
 }
+Q8_K_ROWS(q5_k, 176)
 
 /* Q6_K under q8: in each 128-weight half, chunks 2k and 2k + 1 are 32
  * bytes of ql (low nibbles for k < 2, else high; q6_k_codes) and the
  * 2-bit field k of the half's 32 qh bytes; codes q - 32, each chunk its
  * own int8 scale. */
-K3_INLINE void q8_rows_q6_k(Q8_ARGS)
+K3_INLINE void q8_block_q6_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 210) {
-        prefetch_block_ahead(row, 210);
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
-            const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+        const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const v32b low4 = v32b_shr_and(v32b_load(ql + 32 * (k % 2)), k >= 2 ? 4 : 0, 0x0F);
-                const v32b high2 = v32b_shr_and(v32b_load(qh), 2 * k, 3);
-                q8_k_pair(&st, v32b_sub_const(v32b_or_shl(low4, high2, 4), 32), 1, scales[2 * k], scales[2 * k + 1],
-                          0, 0, b, 8 * half + 2 * k, xa, n_tokens);
-            }
+        for (int k = 0; k < 4; k++) {
+            const v32b low4 = v32b_shr_and(v32b_load(ql + 32 * (k % 2)), k >= 2 ? 4 : 0, 0x0F);
+            const v32b high2 = v32b_shr_and(v32b_load(qh), 2 * k, 3);
+            q8_k_pair(st, v32b_sub_const(v32b_or_shl(low4, high2, 4), 32), 1, scales[2 * k], scales[2 * k + 1], 0, 0,
+                      b, 8 * half + 2 * k, xa, n_tokens);
         }
-        q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(q6_k, 210)
 
 /* Q2_K under q8: chunks m and m + 1 (m even) are 2-bit field (m % 8) / 2
  * of 32 quant bytes, each times its scale nibble, its min nibble times
  * its code sum. */
-K3_INLINE void q8_rows_q2_k(Q8_ARGS)
+K3_INLINE void q8_block_q2_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 84) {
-        prefetch_block_ahead(row, 84);
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int m = 0; m < 16; m += 2) {
-            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (m / 8)), 2 * ((m % 8) / 2), 3);
-            q8_k_pair(&st, codes, 0, row[m] & 0x0F, row[m + 1] & 0x0F, row[m] >> 4, row[m + 1] >> 4, b, m, xa,
-                      n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
+    for (int m = 0; m < 16; m += 2) {
+        const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (m / 8)), 2 * ((m % 8) / 2), 3);
+        q8_k_pair(st, codes, 0, row[m] & 0x0F, row[m + 1] & 0x0F, row[m] >> 4, row[m + 1] >> 4, b, m, xa,
+                  n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
 }
+Q8_K_ROWS(q2_k, 84)
 
 /* Q3_K under q8: chunks m and m + 1 (m even) are the 2-bit field (m % 8) / 2
  * of 32 quant bytes with high bit 4 (m / 8) + (m % 8) / 2 of the 32 hmask
  * bytes, codes (q | bit << 2) - 4, each chunk its 6-bit scale - 32. */
-K3_INLINE void q8_rows_q3_k(Q8_ARGS)
+K3_INLINE void q8_block_q3_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 110) {
-        prefetch_block_ahead(row, 110);
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int m = 0; m < 16; m += 2) {
-            const int field = (m % 8) / 2;
-            const v32b q = v32b_shr_and(v32b_load(row + 32 + 32 * (m / 8)), 2 * field, 3);
-            const v32b high = v32b_shr_and(v32b_load(row), 4 * (m / 8) + field, 1);
-            q8_k_pair(&st, v32b_sub_const(v32b_or_shl(q, high, 2), 4), 1, q3_k_scale(row, m), q3_k_scale(row, m + 1),
-                      0, 0, b, m, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
+    for (int m = 0; m < 16; m += 2) {
+        const int field = (m % 8) / 2;
+        const v32b q = v32b_shr_and(v32b_load(row + 32 + 32 * (m / 8)), 2 * field, 3);
+        const v32b high = v32b_shr_and(v32b_load(row), 4 * (m / 8) + field, 1);
+        q8_k_pair(st, v32b_sub_const(v32b_or_shl(q, high, 2), 4), 1, q3_k_scale(row, m), q3_k_scale(row, m + 1),
+                  0, 0, b, m, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(q3_k, 110)
 
 /* IQ4_XS under q8: group g's level codes (chunks 2g, 2g + 1: the low and
  * high nibbles of 16 bytes) times its 6-bit scale - 32. */
-K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
+K3_INLINE void q8_block_iq4_xs(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 136) {
-        prefetch_block_ahead(row, 136);
-        const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
-        q8_k_begin_block(&st, n_tokens);
+    const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
-            const v32b codes = v32b_lookup(iq4_levels, v32b_nibbles(row + 8 + 16 * g));
-            q8_k_pair(&st, codes, 1, scale - 32, scale - 32, 0, 0, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+        const v32b codes = v32b_lookup(iq4_levels, v32b_nibbles(row + 8 + 16 * g));
+        q8_k_pair(st, codes, 1, scale - 32, scale - 32, 0, 0, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(iq4_xs, 136)
 
 /* IQ1_S / IQ1_M under q8: each chunk's codes 8 level +- 1 (quant_iq1_lanes.h)
  * times its 2 s + 1, chunks k and k + 1 as one pair; the block scale d / 8
@@ -961,6 +960,11 @@ Q8_INSTANCES(iq1_s) Q8_INSTANCES(iq1_m)
 Q8_ROWS4_32(q8_0, 34, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_load(blk + 2), 1, 1, 1))
 Q8_ROWS4_32(q4_0, 18, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_sub_const(v32b_nibbles(blk + 2), 8), 1, 1, 1))
 Q8_ROWS4_32(iq4_nl, 18, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_lookup(iq4_levels, v32b_nibbles(blk + 2)), 1, 1, 1))
+Q8_ROWS4_32(q5_0, 22, 0, f16_scale_at(blk), 0.0f,
+            q8w_prepare(v32b_sub_const(v32b_or_shl(v32b_nibbles(blk + 6), v32b_from_bits(blk + 2, 0x10), 0), 16), 1, 1, 1))
+Q8_ROWS4_32(q4_1, 20, 1, f16_scale_at(blk), -f16_scale_at(blk + 2), q8w_prepare(v32b_nibbles(blk + 4), 0, 1, 1))
+Q8_ROWS4_32(q5_1, 24, 1, f16_scale_at(blk), -f16_scale_at(blk + 2),
+            q8w_prepare(v32b_or_shl(v32b_nibbles(blk + 8), v32b_from_bits(blk + 4, 0x10), 0), 0, 1, 1))
 #if defined(K3_HAVE_MXFP4_GGUF_LANES)
 Q8_ROWS4_32(mxfp4, 17, 0, e8m0_half_scale(blk[0]), 0.0f, q8w_mxfp4_gguf(blk + 1))
 #else
@@ -978,6 +982,15 @@ static q8_rows4x1_fn q8_rows4x1_kernel(const k3_quant_type *t)
     case K3_GGML_Q4_0: return q8_rows4x1_q4_0;
     case K3_GGML_IQ4_NL: return q8_rows4x1_iq4_nl;
     case K3_GGML_MXFP4: return q8_rows4x1_mxfp4;
+    case K3_GGML_Q5_0: return q8_rows4x1_q5_0;
+    case K3_GGML_Q4_1: return q8_rows4x1_q4_1;
+    case K3_GGML_Q5_1: return q8_rows4x1_q5_1;
+    case K3_GGML_Q4_K: return q8_rows4x1_q4_k;
+    case K3_GGML_Q6_K: return q8_rows4x1_q6_k;
+    case K3_GGML_Q5_K: return q8_rows4x1_q5_k;
+    case K3_GGML_Q2_K: return q8_rows4x1_q2_k;
+    case K3_GGML_Q3_K: return q8_rows4x1_q3_k;
+    case K3_GGML_IQ4_XS: return q8_rows4x1_iq4_xs;
     default: return NULL;
     }
 }
