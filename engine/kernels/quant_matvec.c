@@ -367,6 +367,8 @@ static dot_rows4_fn rows4_kernel(const k3_quant_type *t)
  * the 16 nibble values at scale e. */
 static k3_mxfp4_bf16_bytes mxfp4_gguf_tables[256] __attribute__((aligned(64)));
 
+/* Fill mxfp4_gguf_tables from the scalar decoder, so that a looked-up
+ * weight is the reference's value by construction (once, pthread_once). */
 static void fill_mxfp4_gguf_tables(void)
 {
     const k3_quant_type *t = k3_quant_type_by_id(K3_GGML_MXFP4);
