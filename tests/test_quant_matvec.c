@@ -700,6 +700,50 @@ int main(void)
     }
     TEST_END();
 
+    /* GGUF MXFP4's exact kernel looks weights up in tables built per E8M0
+     * byte (quant_mxfp4_lanes.h): every byte must give the decoder's
+     * value, 255 included (12 x 2^127 overflows to inf); rows e hold two
+     * blocks of scale e, 256 rows run as four-row quarter streams. The q8
+     * path at the same bytes against its scalar contract. */
+    TEST_BEGIN("quant matvec: GGUF MXFP4 at every E8M0 byte (0-255), exact path equals decode + k3_dot_f32, q8 path its scalar contract");
+    {
+        enum { ROWS = 256, COLS = 64 };
+        const k3_quant_type *mx = k3_quant_type_by_name("MXFP4");
+        uint8_t *blocks = malloc(ROWS * 2 * 17);
+        float x[COLS], w[COLS], y[ROWS], want[ROWS];
+        for (int e = 0; e < ROWS; e++)
+            for (int b = 0; b < 2; b++) {
+                blocks[(2 * e + b) * 17] = (uint8_t)e;
+                for (int k = 1; k < 17; k++) blocks[(2 * e + b) * 17 + k] = (uint8_t)rnd();
+            }
+        for (int k = 0; k < COLS; k++) x[k] = (float)((int)(rnd() % 2001) - 1000) / 300.0f;
+        omp_set_num_threads(1);
+        k3_quant_matvec(y, mx, blocks, ROWS, COLS, x);
+        int bad = -1;
+        for (int e = 0; e < ROWS && bad < 0; e++) {
+            k3_quant_decode_scalar(mx, blocks + e * 2 * 17, COLS, w);
+            want[e] = k3_dot_f32(w, x, COLS);
+            if (memcmp(&y[e], &want[e], 4) && !(isnan(y[e]) && isnan(want[e]))) bad = e;
+        }
+        CHECK(bad < 0, "E8M0 byte %d: %.9g, decode + k3_dot_f32 %.9g", bad, bad < 0 ? 0.0 : y[bad],
+              bad < 0 ? 0.0 : want[bad]);
+        CHECK(isfinite(want[0]) && !isfinite(want[255]), "byte 0 should give a finite row, 255 an overflow: %g, %g",
+              want[0], want[255]);
+        k3_kernels_set_activations_q8(1);
+        k3_kernels_force_scalar(1);
+        k3_quant_matvec(want, mx, blocks, ROWS, COLS, x);
+        k3_kernels_force_scalar(0);
+        k3_quant_matvec(y, mx, blocks, ROWS, COLS, x);
+        k3_kernels_set_activations_q8(0);
+        bad = -1;
+        for (int e = 0; e < ROWS && bad < 0; e++)
+            if (memcmp(&y[e], &want[e], 4) && !(isnan(y[e]) && isnan(want[e]))) bad = e;
+        CHECK(bad < 0, "q8, E8M0 byte %d: %.9g, scalar contract %.9g", bad, bad < 0 ? 0.0 : y[bad], bad < 0 ? 0.0 : want[bad]);
+        omp_set_num_threads(2);
+        free(blocks);
+    }
+    TEST_END();
+
     /* The int16 bound of the 32-byte kernels (quant_lanes.h): blocks whose
      * every pair of products is the largest the type allows (Q8_0's code
      * -128, IQ4 level -127 times the IQ4_XS scale -32, Q6_K's scale -128,

@@ -172,6 +172,12 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
     return q8_lanes_sum(lanes);
 }
 
+/* Bytes ahead of the group being read that q8_dot_block prefetches in
+ * each row stream. */
+#ifndef Q8_PREFETCH_AHEAD_BYTES
+#define Q8_PREFETCH_AHEAD_BYTES 2048
+#endif
+
 /* Tokens whose quantized x share one nibble lookup in a prompt (the
  * accumulators of 4 rows x 2 tokens fit the registers). */
 #define Q8_TOKENS 2
@@ -199,9 +205,12 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *pack
             q[t] = xq[t].q + g * 32;
             offsets[t] = xq[t].offsets + g * 8;
         }
+        if ((g & 3) == 0)   /* one prefetch per 64 bytes of each stream */
+#pragma GCC unroll 4
+            for (int r = 0; r < n_rows; r++)
+                __builtin_prefetch(packed[r] + g * 16 + Q8_PREFETCH_AHEAD_BYTES, 0, 3);
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
-            __builtin_prefetch(packed[r] + g * 16 + 2048, 0, 3);
             v8f partial[Q8_TOKENS];
             v8_mxfp4_q8_partials_tokens(packed[r] + g * 16, n_tokens, q, offsets, partial);
             const float half_scale = k3_mxfp4_half_scales[scale[r][g]];

@@ -44,16 +44,19 @@ K3_INLINE void emit_scaled(v16b codes, float scale, int64_t c, const float *x, f
     emit_chunk(v8_mul(lo, s), v8_mul(hi, s), c, x, out, acc0, acc1);
 }
 
-/* A chunk whose weights are scale * code - min, the product and the
- * difference each rounded as the decoders round them (no FMA in the
- * decode: a - b is a + (-b) exactly). */
+/* A chunk whose weights are scale * code - min, as the decoders round
+ * them: the product, then the difference (a - b is a + (-b) exactly). For
+ * every caller the product is exact in fp32 (an f16 times a sub-scale of
+ * at most 6 bits times a code of at most 5: 22 significant bits or fewer),
+ * so one fma, rounding the exact scale * code - min once, gives the same
+ * value with one operation fewer per 8 weights. */
 K3_INLINE void emit_affine(v16b codes, float scale, float min, int64_t c, const float *x, float *out, v8f *acc0,
                            v8f *acc1)
 {
     v8f lo, hi;
     const v8f s = v8_set1(scale), neg_min = v8_set1(-min);
     v16_from_v16b(codes, &lo, &hi);
-    emit_chunk(v8_add(v8_mul(s, lo), neg_min), v8_add(v8_mul(s, hi), neg_min), c, x, out, acc0, acc1);
+    emit_chunk(v8_fma(s, lo, neg_min), v8_fma(s, hi, neg_min), c, x, out, acc0, acc1);
 }
 
 /* The block decoders' common parameters: the block at row, whose first

@@ -8,6 +8,7 @@
  * with its own contract and scalar reference. */
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
@@ -18,6 +19,7 @@
 #include "quant_iq_lanes.h"
 #include "quant_iq1_lanes.h"
 #include "quant_matvec.h"
+#include "quant_mxfp4_lanes.h"
 
 /* Below this many weights a matrix is one thread's work (as k3_matvec). */
 #define QUANT_PARALLEL_MIN_WEIGHTS (1 << 18)
@@ -284,6 +286,146 @@ ROW_KERNELS(q3_k, 256, 110)
 ROW_KERNELS(iq1_s, 256, K3_IQ1_S_BLOCK_BYTES)
 ROW_KERNELS(iq1_m, 256, K3_IQ1_M_BLOCK_BYTES)
 
+/* Bytes ahead of the block being read that the four-row kernels prefetch
+ * in each row stream: matvec.c's measured distance (PREFETCH_AHEAD_BYTES). */
+#define QUANT_PREFETCH_AHEAD_BYTES 2048
+
+/* Prefetch one cache line per 64 bytes of a block, that far ahead: with
+ * four streams per thread the hardware prefetcher alone leaves the read
+ * bandwidth unused (matvec.c's measurements). */
+K3_INLINE void prefetch_block_ahead(const uint8_t *blk, int bytes)
+{
+    for (int at = 0; at < bytes; at += 64) __builtin_prefetch(blk + QUANT_PREFETCH_AHEAD_BYTES + at, 0, 3);
+}
+
+/* A type's dot products of four rows at once: each row keeps its own two
+ * canonical accumulators (the same fmas in the same order as its one-row
+ * kernel, so the same bits), and the four rows give eight independent fma
+ * chains where one row's two chains left the kernel waiting on the fma
+ * latency; the blocks of the four rows are decoded one after the other,
+ * sharing the loads of x. */
+#define ROWS4_KERNEL(type, elems, bytes) \
+    static void dot_rows4_##type(const uint8_t *const *rows, int64_t cols, const float *x, float *out) \
+    { \
+        v8f acc0[4], acc1[4]; \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) acc0[r] = acc1[r] = v8_zero(); \
+        for (int64_t c = 0, at = 0; c < cols; c += elems, at += bytes) \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { \
+                prefetch_block_ahead(rows[r] + at, bytes); \
+                block_##type(rows[r] + at, c, x, NULL, &acc0[r], &acc1[r]); \
+            } \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) out[r] = v8_hsum(v8_add(acc0[r], acc1[r])); \
+    }
+
+ROWS4_KERNEL(q8_0, 32, 34)
+ROWS4_KERNEL(q4_0, 32, 18)
+ROWS4_KERNEL(q5_0, 32, 22)
+ROWS4_KERNEL(q4_1, 32, 20)
+ROWS4_KERNEL(q5_1, 32, 24)
+ROWS4_KERNEL(mxfp4, 32, 17)
+ROWS4_KERNEL(iq4_nl, 32, 18)
+ROWS4_KERNEL(iq4_xs, 256, 136)
+ROWS4_KERNEL(q4_k, 256, 144)
+ROWS4_KERNEL(q5_k, 256, 176)
+ROWS4_KERNEL(q6_k, 256, 210)
+ROWS4_KERNEL(q2_k, 256, 84)
+ROWS4_KERNEL(q3_k, 256, 110)
+
+typedef void (*dot_rows4_fn)(const uint8_t *const *rows, int64_t cols, const float *x, float *out);
+
+/* The four-row kernels by ggml type (the types not named keep one row at
+ * a time). */
+static const struct {
+    uint32_t ggml_id;
+    dot_rows4_fn dot4;
+} rows4_kernels[] = {
+    {K3_GGML_Q8_0, dot_rows4_q8_0},     {K3_GGML_Q4_0, dot_rows4_q4_0},   {K3_GGML_Q5_0, dot_rows4_q5_0},
+    {K3_GGML_Q4_1, dot_rows4_q4_1},     {K3_GGML_Q5_1, dot_rows4_q5_1},   {K3_GGML_MXFP4, dot_rows4_mxfp4},
+    {K3_GGML_IQ4_NL, dot_rows4_iq4_nl}, {K3_GGML_IQ4_XS, dot_rows4_iq4_xs}, {K3_GGML_Q4_K, dot_rows4_q4_k},
+    {K3_GGML_Q5_K, dot_rows4_q5_k},     {K3_GGML_Q6_K, dot_rows4_q6_k},   {K3_GGML_Q2_K, dot_rows4_q2_k},
+    {K3_GGML_Q3_K, dot_rows4_q3_k},
+};
+
+/* Type t's four-row kernel, or NULL. */
+static dot_rows4_fn rows4_kernel(const k3_quant_type *t)
+{
+    for (int i = 0; i < (int)(sizeof rows4_kernels / sizeof rows4_kernels[0]); i++)
+        if (rows4_kernels[i].ggml_id == t->ggml_id) return rows4_kernels[i].dot4;
+    return NULL;
+}
+
+#if defined(K3_HAVE_MXFP4_GGUF_LANES)
+/* GGUF MXFP4's weights by scale byte as bf16 bytes (quant_mxfp4_lanes.h),
+ * each entry the scalar decoder's own value: block e, j, j, ... decodes to
+ * the 16 nibble values at scale e. */
+static k3_mxfp4_bf16_bytes mxfp4_gguf_tables[256] __attribute__((aligned(64)));
+
+/* Fill mxfp4_gguf_tables from the scalar decoder, so that a looked-up
+ * weight is the reference's value by construction (once, pthread_once). */
+static void fill_mxfp4_gguf_tables(void)
+{
+    const k3_quant_type *t = k3_quant_type_by_id(K3_GGML_MXFP4);
+    for (int e = 0; e < 256; e++) {
+        uint8_t block[17];
+        float values[32];
+        block[0] = (uint8_t)e;
+        for (int j = 0; j < 16; j++) block[1 + j] = (uint8_t)j;
+        k3_quant_decode_scalar(t, block, 32, values);
+        for (int j = 0; j < 32; j++) {
+            uint32_t bits;
+            memcpy(&bits, &values[j % 16], sizeof bits);
+            mxfp4_gguf_tables[e].low[j] = (uint8_t)(bits >> 16);
+            mxfp4_gguf_tables[e].high[j] = (uint8_t)(bits >> 24);
+        }
+    }
+}
+
+static const int mxfp4_gguf_lane_columns[16] = MXFP4_GGUF_LANE_COLUMNS;
+
+/* The canonical end hsum(A0 + A1) of a row whose chains sit in the lane
+ * order (as matvec.c's mxfp4_lanes_sum). */
+K3_INLINE float mxfp4_gguf_lanes_sum(v8f acc0, v8f acc1)
+{
+    float lanes[16], chain[16], sums[8];
+    v8_storeu(lanes, acc0);
+    v8_storeu(lanes + 8, acc1);
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; l++) chain[mxfp4_gguf_lane_columns[l]] = lanes[l];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) sums[i] = chain[i] + chain[i + 8];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) sums[i] += sums[i + 4];
+    return (sums[0] + sums[2]) + (sums[1] + sums[3]);
+}
+
+/* Four GGUF MXFP4 rows against x in the lane order: per block, each row's
+ * 32 weights looked up (v32_from_mxfp4_gguf_lanes) and four fmas, chunk 2g
+ * before chunk 2g + 1 in every chain, the packed MXFP4 kernel's walk. */
+static void dot_rows4_mxfp4_lanes(const uint8_t *const *rows, int64_t cols, const float *x_lanes, float *out)
+{
+    v8f acc0[4], acc1[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) acc0[r] = acc1[r] = v8_zero();
+    for (int64_t g = 0, at = 0; g < cols / 32; g++, at += 17) {
+        const float *xg = x_lanes + 32 * g;
+        const v8f x0 = v8_loadu(xg), x1 = v8_loadu(xg + 8), x2 = v8_loadu(xg + 16), x3 = v8_loadu(xg + 24);
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *blk = rows[r] + at;
+            __builtin_prefetch(blk + QUANT_PREFETCH_AHEAD_BYTES, 0, 3);
+            v8f w[4];
+            v32_from_mxfp4_gguf_lanes(blk + 1, &mxfp4_gguf_tables[blk[0]], w);
+            acc0[r] = v8_fma(w[0], x0, acc0[r]);
+            acc1[r] = v8_fma(w[1], x1, acc1[r]);
+            acc0[r] = v8_fma(w[2], x2, acc0[r]);
+            acc1[r] = v8_fma(w[3], x3, acc1[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) out[r] = mxfp4_gguf_lanes_sum(acc0[r], acc1[r]);
+}
+#endif
+
 typedef float (*dot_row_fn)(const uint8_t *row, int64_t cols, const float *x);
 typedef void (*decode_row_fn)(const uint8_t *row, int64_t cols, float *out);
 
@@ -507,6 +649,7 @@ static void q8_quantize_256(const float *x, int64_t cols, q8_act *xa)
         } \
         const uint8_t *blk = row; \
         for (int64_t b = 0; b < cols / 32; b++, blk += bytes) { \
+            prefetch_block_ahead(blk, bytes); \
             const q8w w = q8w_prepare(codes_of, is_signed, 1, 1); \
             const float d_w = d_of; \
             FOR_TOKENS { \
@@ -523,7 +666,26 @@ Q8_ROWS_32(q4_0, 18, 1, 0, f16_scale_at(blk), 0.0f, v32b_sub_const(v32b_nibbles(
 Q8_ROWS_32(q5_0, 22, 1, 0, f16_scale_at(blk), 0.0f,
            v32b_sub_const(v32b_or_shl(v32b_nibbles(blk + 6), v32b_from_bits(blk + 2, 0x10), 0), 16))
 Q8_ROWS_32(iq4_nl, 18, 1, 0, f16_scale_at(blk), 0.0f, v32b_lookup(iq4_levels, v32b_nibbles(blk + 2)))
+#if defined(K3_HAVE_MXFP4_GGUF_LANES)
+/* MXFP4 under q8 on x86: Q8_ROWS_32's walk with the codes decoded straight
+ * into the grouped order (q8w_mxfp4_gguf); no min (x - +0 is x). */
+K3_INLINE void q8_rows_mxfp4(Q8_ARGS)
+{
+    v8f lanes[Q8_TOKENS];
+    FOR_TOKENS lanes[t] = v8_zero();
+    const uint8_t *blk = row;
+    for (int64_t b = 0; b < cols / 32; b++, blk += 17) {
+        prefetch_block_ahead(blk, 17);
+        const q8w w = q8w_mxfp4_gguf(blk + 1);
+        const float d_w = e8m0_half_scale(blk[0]);
+        FOR_TOKENS lanes[t] = v8_fma(v8f_from_v8i(v8i_dot_q8w(w, xa[t]->q + 32 * b)), v8_set1(d_w * xa[t]->d[b]),
+                                     lanes[t]);
+    }
+    FOR_TOKENS out[t] = v8_hsum(lanes[t]);
+}
+#else
 Q8_ROWS_32(mxfp4, 17, 1, 0, e8m0_half_scale(blk[0]), 0.0f, v32b_lookup(mxfp4_doubled_e2m1, v32b_nibbles(blk + 1)))
+#endif
 Q8_ROWS_32(q4_1, 20, 0, 1, f16_scale_at(blk), -f16_scale_at(blk + 2), v32b_nibbles(blk + 4))
 Q8_ROWS_32(q5_1, 24, 0, 1, f16_scale_at(blk), -f16_scale_at(blk + 2),
            v32b_or_shl(v32b_nibbles(blk + 8), v32b_from_bits(blk + 4, 0x10), 0))
@@ -595,135 +757,140 @@ K3_INLINE void q8_k_end_row(q8_k_state *st, int n_tokens, float *out)
     FOR_TOKENS out[t] = v8_hsum(st->lanes[t]) - st->mins[t];
 }
 
+/* A K-quant's q8 rows from its block body q8_block_<type> (one 256-weight
+ * block of one row into the state, for 1 to Q8_TOKENS tokens): the rows
+ * for the matmul and the one-token matvec (q8_rows_<type>), and four rows
+ * for one token (q8_rows4x1_<type>), each row with its own state, so the
+ * same operations per row, over four quarter streams in the matvec. */
+#define Q8_K_ROWS(type, bytes) \
+    K3_INLINE void q8_rows_##type(Q8_ARGS) \
+    { \
+        q8_k_state st; \
+        q8_k_begin_row(&st, n_tokens); \
+        for (int64_t b = 0; b < cols / 256; b++, row += bytes) { \
+            prefetch_block_ahead(row, bytes); \
+            q8_block_##type(&st, row, b, xa, n_tokens); \
+        } \
+        q8_k_end_row(&st, n_tokens, out); \
+    } \
+    static void q8_rows4x1_##type(const uint8_t *const *rows, int64_t cols, const q8_act *xa, float *out) \
+    { \
+        q8_k_state st[4]; \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q8_k_begin_row(&st[r], 1); \
+        for (int64_t b = 0; b < cols / 256; b++) \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { \
+                const uint8_t *blk = rows[r] + b * bytes; \
+                prefetch_block_ahead(blk, bytes); \
+                q8_block_##type(&st[r], blk, b, &xa, 1); \
+            } \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) q8_k_end_row(&st[r], 1, &out[r]); \
+    }
+
 /* Q4_K under q8: group g (chunks 2g, 2g + 1) is the low or high nibbles of
  * 32 bytes, times the group scale, its min times the chunks' code sums. */
-K3_INLINE void q8_rows_q4_k(Q8_ARGS)
+K3_INLINE void q8_block_q4_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 144) {
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            k_scale_min(g, row + 4, &sc, &m);
-            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
-            q8_k_pair(&st, codes, 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+        q8_k_pair(st, codes, 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
 }
+Q8_K_ROWS(q4_k, 144)
 
 /* Q5_K under q8: Q4_K with the fifth bits (bit g of the 32 bytes at 16) in
  * the codes (0..31). */
-K3_INLINE void q8_rows_q5_k(Q8_ARGS)
+K3_INLINE void q8_block_q5_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 176) {
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int sc, m;
-            k_scale_min(g, row + 4, &sc, &m);
-            const v32b nibbles = v32b_shr_and(v32b_load(row + 48 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
-            const v32b fifth = v32b_shr_and(v32b_load(row + 16), g, 1);
-            q8_k_pair(&st, v32b_or_shl(nibbles, fifth, 4), 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int sc, m;
+        k_scale_min(g, row + 4, &sc, &m);
+        const v32b nibbles = v32b_shr_and(v32b_load(row + 48 + 32 * (g / 2)), 4 * (g & 1), 0x0F);
+        const v32b fifth = v32b_shr_and(v32b_load(row + 16), g, 1);
+        q8_k_pair(st, v32b_or_shl(nibbles, fifth, 4), 0, sc, sc, m, m, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), f16_scale_at(row + 2), b, xa, n_tokens);
 }
+Q8_K_ROWS(q5_k, 176)
 
 /* Q6_K under q8: in each 128-weight half, chunks 2k and 2k + 1 are 32
  * bytes of ql (low nibbles for k < 2, else high; q6_k_codes) and the
  * 2-bit field k of the half's 32 qh bytes; codes q - 32, each chunk its
  * own int8 scale. */
-K3_INLINE void q8_rows_q6_k(Q8_ARGS)
+K3_INLINE void q8_block_q6_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 210) {
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 2
-        for (int half = 0; half < 2; half++) {
-            const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
-            const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
+    for (int half = 0; half < 2; half++) {
+        const uint8_t *ql = row + 64 * half, *qh = row + 128 + 32 * half;
+        const int8_t *scales = (const int8_t *)(row + 192 + 8 * half);
 #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) {
-                const v32b low4 = v32b_shr_and(v32b_load(ql + 32 * (k % 2)), k >= 2 ? 4 : 0, 0x0F);
-                const v32b high2 = v32b_shr_and(v32b_load(qh), 2 * k, 3);
-                q8_k_pair(&st, v32b_sub_const(v32b_or_shl(low4, high2, 4), 32), 1, scales[2 * k], scales[2 * k + 1],
-                          0, 0, b, 8 * half + 2 * k, xa, n_tokens);
-            }
+        for (int k = 0; k < 4; k++) {
+            const v32b low4 = v32b_shr_and(v32b_load(ql + 32 * (k % 2)), k >= 2 ? 4 : 0, 0x0F);
+            const v32b high2 = v32b_shr_and(v32b_load(qh), 2 * k, 3);
+            q8_k_pair(st, v32b_sub_const(v32b_or_shl(low4, high2, 4), 32), 1, scales[2 * k], scales[2 * k + 1], 0, 0,
+                      b, 8 * half + 2 * k, xa, n_tokens);
         }
-        q8_k_end_block(&st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 208), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(q6_k, 210)
 
 /* Q2_K under q8: chunks m and m + 1 (m even) are 2-bit field (m % 8) / 2
  * of 32 quant bytes, each times its scale nibble, its min nibble times
  * its code sum. */
-K3_INLINE void q8_rows_q2_k(Q8_ARGS)
+K3_INLINE void q8_block_q2_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 84) {
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int m = 0; m < 16; m += 2) {
-            const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (m / 8)), 2 * ((m % 8) / 2), 3);
-            q8_k_pair(&st, codes, 0, row[m] & 0x0F, row[m + 1] & 0x0F, row[m] >> 4, row[m + 1] >> 4, b, m, xa,
-                      n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
+    for (int m = 0; m < 16; m += 2) {
+        const v32b codes = v32b_shr_and(v32b_load(row + 16 + 32 * (m / 8)), 2 * ((m % 8) / 2), 3);
+        q8_k_pair(st, codes, 0, row[m] & 0x0F, row[m + 1] & 0x0F, row[m] >> 4, row[m + 1] >> 4, b, m, xa,
+                  n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 80), f16_scale_at(row + 82), b, xa, n_tokens);
 }
+Q8_K_ROWS(q2_k, 84)
 
 /* Q3_K under q8: chunks m and m + 1 (m even) are the 2-bit field (m % 8) / 2
  * of 32 quant bytes with high bit 4 (m / 8) + (m % 8) / 2 of the 32 hmask
  * bytes, codes (q | bit << 2) - 4, each chunk its 6-bit scale - 32. */
-K3_INLINE void q8_rows_q3_k(Q8_ARGS)
+K3_INLINE void q8_block_q3_k(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 110) {
-        q8_k_begin_block(&st, n_tokens);
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int m = 0; m < 16; m += 2) {
-            const int field = (m % 8) / 2;
-            const v32b q = v32b_shr_and(v32b_load(row + 32 + 32 * (m / 8)), 2 * field, 3);
-            const v32b high = v32b_shr_and(v32b_load(row), 4 * (m / 8) + field, 1);
-            q8_k_pair(&st, v32b_sub_const(v32b_or_shl(q, high, 2), 4), 1, q3_k_scale(row, m), q3_k_scale(row, m + 1),
-                      0, 0, b, m, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
+    for (int m = 0; m < 16; m += 2) {
+        const int field = (m % 8) / 2;
+        const v32b q = v32b_shr_and(v32b_load(row + 32 + 32 * (m / 8)), 2 * field, 3);
+        const v32b high = v32b_shr_and(v32b_load(row), 4 * (m / 8) + field, 1);
+        q8_k_pair(st, v32b_sub_const(v32b_or_shl(q, high, 2), 4), 1, q3_k_scale(row, m), q3_k_scale(row, m + 1),
+                  0, 0, b, m, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row + 108), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(q3_k, 110)
 
 /* IQ4_XS under q8: group g's level codes (chunks 2g, 2g + 1: the low and
  * high nibbles of 16 bytes) times its 6-bit scale - 32. */
-K3_INLINE void q8_rows_iq4_xs(Q8_ARGS)
+K3_INLINE void q8_block_iq4_xs(q8_k_state *st, const uint8_t *row, int64_t b, const q8_act *const *xa, int n_tokens)
 {
-    q8_k_state st;
-    q8_k_begin_row(&st, n_tokens);
-    for (int64_t b = 0; b < cols / 256; b++, row += 136) {
-        const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
-        q8_k_begin_block(&st, n_tokens);
+    const unsigned scales_high = (unsigned)row[2] | (unsigned)row[3] << 8;
+    q8_k_begin_block(st, n_tokens);
 #pragma GCC unroll 8
-        for (int g = 0; g < 8; g++) {
-            int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
-            const v32b codes = v32b_lookup(iq4_levels, v32b_nibbles(row + 8 + 16 * g));
-            q8_k_pair(&st, codes, 1, scale - 32, scale - 32, 0, 0, b, 2 * g, xa, n_tokens);
-        }
-        q8_k_end_block(&st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
+    for (int g = 0; g < 8; g++) {
+        int scale = ((row[4 + g / 2] >> (4 * (g % 2))) & 0x0F) | (int)((scales_high >> (2 * g)) & 3) << 4;
+        const v32b codes = v32b_lookup(iq4_levels, v32b_nibbles(row + 8 + 16 * g));
+        q8_k_pair(st, codes, 1, scale - 32, scale - 32, 0, 0, b, 2 * g, xa, n_tokens);
     }
-    q8_k_end_row(&st, n_tokens, out);
+    q8_k_end_block(st, f16_scale_at(row), 0.0f, b, xa, n_tokens);
 }
+Q8_K_ROWS(iq4_xs, 136)
 
 /* IQ1_S / IQ1_M under q8: each chunk's codes 8 level +- 1 (quant_iq1_lanes.h)
  * times its 2 s + 1, chunks k and k + 1 as one pair; the block scale d / 8
@@ -805,6 +972,74 @@ Q8_INSTANCES(q4_1) Q8_INSTANCES(q5_1)
 Q8_INSTANCES(q4_k) Q8_INSTANCES(q5_k) Q8_INSTANCES(q6_k) Q8_INSTANCES(q2_k) Q8_INSTANCES(q3_k) Q8_INSTANCES(iq4_xs)
 Q8_INSTANCES(iq1_s) Q8_INSTANCES(iq1_m)
 Q8_INSTANCES(iq2_xxs) Q8_INSTANCES(iq2_xs) Q8_INSTANCES(iq2_s) Q8_INSTANCES(iq3_xxs) Q8_INSTANCES(iq3_s)
+
+/* A 32-block type's q8 rows four at a time for one token (the matvec):
+ * each row keeps its own lanes and min sum and sees Q8_ROWS_32's
+ * operations in the same order (the same bits), the token's codes and
+ * scale are loaded once for the four rows, and the four fma chains are
+ * independent. w_of is the block's q8w at blk (q8w_prepare of its codes,
+ * sub-scales 1). */
+#define Q8_ROWS4_32(type, bytes, has_min, d_of, dmin_of, w_of) \
+    static void q8_rows4x1_##type(const uint8_t *const *rows, int64_t cols, const q8_act *xa, float *out) \
+    { \
+        v8f lanes[4]; \
+        float mins[4]; \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { \
+            lanes[r] = v8_zero(); \
+            mins[r] = 0.0f; \
+        } \
+        for (int64_t b = 0; b < cols / 32; b++) { \
+            const float d_x = xa->d[b]; \
+            const int8_t *q = xa->q + 32 * b; \
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) { \
+                const uint8_t *blk = rows[r] + b * bytes; \
+                prefetch_block_ahead(blk, bytes); \
+                const q8w w = w_of; \
+                const float d_w = d_of; \
+                lanes[r] = v8_fma(v8f_from_v8i(v8i_dot_q8w(w, q)), v8_set1(d_w * d_x), lanes[r]); \
+                if (has_min) \
+                    mins[r] = fmaf((float)(xa->bsums[2 * b] + xa->bsums[2 * b + 1]), (dmin_of) * d_x, mins[r]); \
+            } \
+        } \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) out[r] = v8_hsum(lanes[r]) - mins[r]; \
+    }
+Q8_ROWS4_32(q8_0, 34, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_load(blk + 2), 1, 1, 1))
+Q8_ROWS4_32(q4_0, 18, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_sub_const(v32b_nibbles(blk + 2), 8), 1, 1, 1))
+Q8_ROWS4_32(iq4_nl, 18, 0, f16_scale_at(blk), 0.0f, q8w_prepare(v32b_lookup(iq4_levels, v32b_nibbles(blk + 2)), 1, 1, 1))
+Q8_ROWS4_32(q5_0, 22, 0, f16_scale_at(blk), 0.0f,
+            q8w_prepare(v32b_sub_const(v32b_or_shl(v32b_nibbles(blk + 6), v32b_from_bits(blk + 2, 0x10), 0), 16), 1, 1, 1))
+Q8_ROWS4_32(q4_1, 20, 1, f16_scale_at(blk), -f16_scale_at(blk + 2), q8w_prepare(v32b_nibbles(blk + 4), 0, 1, 1))
+Q8_ROWS4_32(q5_1, 24, 1, f16_scale_at(blk), -f16_scale_at(blk + 2),
+            q8w_prepare(v32b_or_shl(v32b_nibbles(blk + 8), v32b_from_bits(blk + 4, 0x10), 0), 0, 1, 1))
+#if defined(K3_HAVE_MXFP4_GGUF_LANES)
+Q8_ROWS4_32(mxfp4, 17, 0, e8m0_half_scale(blk[0]), 0.0f, q8w_mxfp4_gguf(blk + 1))
+#else
+Q8_ROWS4_32(mxfp4, 17, 0, e8m0_half_scale(blk[0]), 0.0f,
+            q8w_prepare(v32b_lookup(mxfp4_doubled_e2m1, v32b_nibbles(blk + 1)), 1, 1, 1))
+#endif
+
+typedef void (*q8_rows4x1_fn)(const uint8_t *const *rows, int64_t cols, const q8_act *xa, float *out);
+
+/* Type t's four-row q8 matvec kernel, or NULL (one row at a time). */
+static q8_rows4x1_fn q8_rows4x1_kernel(const k3_quant_type *t)
+{
+    switch (t->ggml_id) {
+    case K3_GGML_Q8_0: return q8_rows4x1_q8_0;
+    case K3_GGML_Q4_0: return q8_rows4x1_q4_0;
+    case K3_GGML_IQ4_NL: return q8_rows4x1_iq4_nl;
+    case K3_GGML_MXFP4: return q8_rows4x1_mxfp4;
+    case K3_GGML_Q5_0: return q8_rows4x1_q5_0;
+    case K3_GGML_Q4_1: return q8_rows4x1_q4_1;
+    case K3_GGML_Q5_1: return q8_rows4x1_q5_1;
+    case K3_GGML_Q4_K: return q8_rows4x1_q4_k;
+    case K3_GGML_Q6_K: return q8_rows4x1_q6_k;
+    case K3_GGML_Q5_K: return q8_rows4x1_q5_k;
+    case K3_GGML_Q2_K: return q8_rows4x1_q2_k;
+    case K3_GGML_Q3_K: return q8_rows4x1_q3_k;
+    case K3_GGML_IQ4_XS: return q8_rows4x1_iq4_xs;
+    default: return NULL;
+    }
+}
 
 /* One block's integer codes, the sub-scale and sub-min of each 16-weight
  * chunk, and its fp32 scales, decoded one weight at a time from the block
@@ -1148,7 +1383,22 @@ static void q8_matvec_rows(float *y, const k3_quant_type *t, q8_kernels kernels,
         return;
     }
     const q8_act xa = q8_act_quantize(t, x, cols, bytes), *act = &xa;
-    for (int64_t r = row_begin; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
+    const q8_rows4x1_fn four = q8_rows4x1_kernel(t);
+    int64_t r = row_begin;
+    if (four) {   /* quarter streams, as rows4_quarters */
+        const int64_t quarter = (row_end - row_begin) / 4;
+        for (int64_t i = 0; i < quarter; i++) {
+            const int64_t at[4] = {row_begin + i, row_begin + i + quarter, row_begin + i + 2 * quarter,
+                                   row_begin + i + 3 * quarter};
+            const uint8_t *rows[4] = {data + (uint64_t)at[0] * row_bytes, data + (uint64_t)at[1] * row_bytes,
+                                      data + (uint64_t)at[2] * row_bytes, data + (uint64_t)at[3] * row_bytes};
+            float out[4];
+            four(rows, cols, &xa, out);
+            for (int k = 0; k < 4; k++) y[at[k]] = out[k];
+        }
+        r = row_begin + 4 * quarter;
+    }
+    for (; r < row_end; r++) kernels.one(data + (uint64_t)r * row_bytes, cols, &act, &y[r]);
     if (bytes != stack) free(bytes);
 }
 
@@ -1159,6 +1409,55 @@ static float dot_row(const k3_quant_type *t, const uint8_t *row, int64_t cols, c
     const int kernel = row_kernel_index(t);
     if (kernel >= 0) return row_kernels[kernel].dot(row, cols, x);
     return dot_row_decoded(t, row, cols, x);
+}
+
+/* Columns of x in the GGUF MXFP4 lane order that fit on the stack (Kimi
+ * K3's widest MXFP4 matrix has 7168); wider rows take the heap. */
+#define MXFP4_LANES_STACK_COLS 8192
+
+/* Rows [b, e) by a four-row kernel (dot4, with x as it takes it): the
+ * range cut in four quarters and each step taking the next row of every
+ * quarter, as matvec.c's rows_simd, so that each quarter is one long
+ * sequential stream; the last (e - b) % 4 rows by the one-row kernel,
+ * which gives the same bits. */
+static void rows4_quarters(float *y, const k3_quant_type *t, dot_rows4_fn dot4, const uint8_t *data, int64_t cols,
+                           const float *x_dot4, const float *x, int64_t b, int64_t e)
+{
+    const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
+    const int64_t quarter = (e - b) / 4;
+    for (int64_t i = 0; i < quarter; i++) {
+        const int64_t r[4] = {b + i, b + i + quarter, b + i + 2 * quarter, b + i + 3 * quarter};
+        const uint8_t *rows[4] = {data + (uint64_t)r[0] * row_bytes, data + (uint64_t)r[1] * row_bytes,
+                                  data + (uint64_t)r[2] * row_bytes, data + (uint64_t)r[3] * row_bytes};
+        float out[4];
+        dot4(rows, cols, x_dot4, out);
+        for (int k = 0; k < 4; k++) y[r[k]] = out[k];
+    }
+    for (int64_t r = b + 4 * quarter; r < e; r++) y[r] = dot_row(t, data + (uint64_t)r * row_bytes, cols, x);
+}
+
+/* The exact path's rows [b, e) for a type with a four-row kernel. GGUF
+ * MXFP4 on x86 takes the table-lookup kernel, x put once in its lane order
+ * (on the stack; the heap past MXFP4_LANES_STACK_COLS; if that fails, the
+ * 16-weight kernel: the same bits). */
+static void quant_rows4(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x, int64_t b,
+                        int64_t e)
+{
+#if defined(K3_HAVE_MXFP4_GGUF_LANES)
+    if (t->ggml_id == K3_GGML_MXFP4) {
+        static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+        float stack_lanes[MXFP4_LANES_STACK_COLS] __attribute__((aligned(32)));
+        float *x_lanes = cols <= MXFP4_LANES_STACK_COLS ? stack_lanes : malloc((size_t)cols * sizeof(float));
+        if (x_lanes) {
+            pthread_once(&tables_once, fill_mxfp4_gguf_tables);
+            for (int64_t c = 0; c < cols; c += 16) v16_to_mxfp4_gguf_lanes(x + c, x_lanes + c);
+            rows4_quarters(y, t, dot_rows4_mxfp4_lanes, data, cols, x_lanes, x, b, e);
+            if (x_lanes != stack_lanes) free(x_lanes);
+            return;
+        }
+    }
+#endif
+    rows4_quarters(y, t, rows4_kernel(t), data, cols, x, x, b, e);
 }
 
 void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, int64_t cols, const float *x,
@@ -1172,6 +1471,10 @@ void k3_quant_matvec_rows(float *y, const k3_quant_type *t, const void *data, in
     const q8_kernels q8 = k3_kernels_activations_q8() ? q8_kernel(t) : (q8_kernels){NULL, NULL};
     if (q8.one) {
         q8_matvec_rows(y, t, q8, data, cols, x, row_begin, row_end);
+        return;
+    }
+    if (!k3_kernels_scalar_forced() && rows4_kernel(t)) {
+        quant_rows4(y, t, data, cols, x, row_begin, row_end);
         return;
     }
     const uint64_t row_bytes = k3_quant_row_bytes(t, cols);
