@@ -49,8 +49,8 @@ static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, con
                          const float *x, float *out, int T)
 {
     const int64_t inter = w->gate.rows;
-    k3_matmul(gate_buf, &w->gate, x, T);
-    k3_matmul(up_buf, &w->up, x, T);
+    const k3_matvec_job gate_up[2] = {{gate_buf, &w->gate, x}, {up_buf, &w->up, x}};
+    k3_matmul_group(gate_up, 2, T);
     glu_activate(c, gate_buf, up_buf, (int64_t)T * inter);
     k3_matmul(out, &w->down, gate_buf, T);
 }
@@ -193,6 +193,7 @@ static void prefetch_next_layer(k3_session *s, int layer)
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     if (layer + 1 >= c->n_layers || !c->is_moe[layer + 1]) return;
+    if (!k3_weights_prefetch_wanted(s->m->weights)) return;   /* the guess would be thrown away */
     const k3_layer_weights *next = k3_weights_peek_layer(s->m->weights, layer + 1);
     if (!next) return;
     /* a guess of top_k ids on the stack: real models route 8 (Kimi Linear)
@@ -212,15 +213,14 @@ static void prefetch_next_layer(k3_session *s, int layer)
  * and, on a loaded one, a wait for whichever thread was preempted. */
 #define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
 
-/* The router over the chunk's T tokens (sc->xn): each token's top_k
- * experts and weights into topk, topw ([T][k]); the tokens are independent,
- * so they are routed in parallel. */
-static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
+/* Each token's top_k experts and weights into topk, topw ([T][k]) from
+ * the router's logits in sc->router; the tokens are independent, so they
+ * are routed in parallel. */
+static void route_logits(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     const int K = c->top_k;
-    k3_matmul(sc->router, &lw->router, sc->xn, T);
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)T * c->n_experts * K >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)
@@ -228,25 +228,46 @@ static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *t
                     topw + (size_t)t * K);
 }
 
+/* The router over the chunk's T tokens (sc->xn), then route_logits. */
+static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
+{
+    k3_matmul(s->sc.router, &lw->router, s->sc.xn, T);
+    route_logits(s, lw, T, topk, topw);
+}
+
 /* After the routed experts: the latent norm and up-projection of their sum
  * acc (K3; else acc is sc->out already), then the shared experts on
- * sc->xn added to sc->out. */
-static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T)
+ * sc->xn added to sc->out. shared_up_done: the shared experts' gate and up
+ * projections are already in sc->inter_gate and sc->inter_up (k3_ffn_block
+ * runs them in the router's group). The up-projection and the shared down
+ * projection run as one group: one parallel region a decode step. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, int shared_up_done)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    k3_matvec_job jobs[2];
+    int n_jobs = 0;
     if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
         if (lw->latent_norm)
             for (int t = 0; t < T; t++)
                 k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
-        k3_matmul(sc->out, &lw->latent_up, acc, T);
+        jobs[n_jobs++] = (k3_matvec_job){sc->out, &lw->latent_up, acc};
     }
     if (lw->has_shared) {                 /* shared experts: full width, unweighted */
-        glu_mlp(c, sc, &lw->shared, sc->xn, sc->expert_out, T);
+        const int64_t inter = lw->shared.gate.rows;
+        if (!shared_up_done) {
+            const k3_matvec_job gate_up[2] = {{sc->inter_gate, &lw->shared.gate, sc->xn},
+                                              {sc->inter_up, &lw->shared.up, sc->xn}};
+            k3_matmul_group(gate_up, 2, T);
+        }
+        glu_activate(c, sc->inter_gate, sc->inter_up, (int64_t)T * inter);
+        jobs[n_jobs++] = (k3_matvec_job){sc->expert_out, &lw->shared.down, sc->inter_gate};
+    }
+    k3_matmul_group(jobs, n_jobs, T);
+    if (lw->has_shared)
         for (int t = 0; t < T; t++)
             k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
-    }
 }
 
 /* The FFN block of one layer over a chunk of T tokens: the dense SwiGLU MLP,
@@ -261,16 +282,26 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         glu_mlp(c, sc, &lw->dense, sc->xn, sc->out, T);
         return 0;
     }
-    route_chunk(s, lw, T, sc->topk, sc->topw);
-    /* Routed experts read the latent (K3) or the hidden state itself. */
+    /* Everything that reads the FFN input sc->xn in one group: the router,
+     * the latent down-projection (K3: routed experts read the latent, else
+     * the hidden state itself), the shared experts' gate and up. */
     const int Din = c->latent_dim ? c->latent_dim : D;
     const float *expert_x = sc->xn;
     float *acc = sc->out;
+    k3_matvec_job jobs[4];
+    int n_jobs = 0;
+    jobs[n_jobs++] = (k3_matvec_job){sc->router, &lw->router, sc->xn};
     if (c->latent_dim) {
-        k3_matmul(sc->latent_in, &lw->latent_down, sc->xn, T);
+        jobs[n_jobs++] = (k3_matvec_job){sc->latent_in, &lw->latent_down, sc->xn};
         expert_x = sc->latent_in;
         acc = sc->latent_acc;
     }
+    if (lw->has_shared) {
+        jobs[n_jobs++] = (k3_matvec_job){sc->inter_gate, &lw->shared.gate, sc->xn};
+        jobs[n_jobs++] = (k3_matvec_job){sc->inter_up, &lw->shared.up, sc->xn};
+    }
+    k3_matmul_group(jobs, n_jobs, T);
+    route_logits(s, lw, T, sc->topk, sc->topw);
     if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
     if (T == 1) prefetch_next_layer(s, layer);
     memset(acc, 0, (size_t)T * Din * sizeof(float));
@@ -280,7 +311,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    finish_chunk(s, lw, acc, T);
+    finish_chunk(s, lw, acc, T, 1);
     return 0;
 }
 
@@ -413,5 +444,5 @@ void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, in
         memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
         acc = sc->out;
     }
-    finish_chunk(s, lw, acc, T);
+    finish_chunk(s, lw, acc, T, 0);
 }
