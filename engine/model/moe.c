@@ -130,14 +130,35 @@ static int distinct_experts(const k3_config *c, const int *topk, int T, int *dis
     return n;
 }
 
+/* Job j of a wave of n_jobs jobs, side_chunks of them pieces of a side
+ * matvec spread evenly between the experts: sets *chunk to the piece's
+ * index and returns -1, or returns the expert's index in the wave. */
+static int wave_job(int j, int n_jobs, int side_chunks, int *chunk)
+{
+    const int before = (int)((int64_t)j * side_chunks / n_jobs);   /* pieces ahead of job j */
+    if ((int)((int64_t)(j + 1) * side_chunks / n_jobs) > before) {
+        *chunk = before;
+        return -1;
+    }
+    return j - before;
+}
+
 /* The wave scheduling of the routed experts: the weight store claims as many
  * experts as its cache holds at once (resident ones first, the rest read
  * meanwhile); those already in memory run one per thread (an expert's
  * kernels single-threaded give the same bits as multi-threaded; a prompt
  * chunk waits for its whole wave first), the rest with all threads as their
  * reads arrive. Outputs land in per-(token, choice) rows of
- * sc->expert_results, so the order experts run in changes no sum. */
-static int run_routed_experts(k3_session *s, int layer, const float *expert_x, int Din, int T, k3_error *err)
+ * sc->expert_results, so the order experts run in changes no sum.
+ *
+ * side (decode, may be NULL): a matvec that does not depend on the routed
+ * experts (the shared experts' down projection). In the first parallel
+ * wave its rows run as pieces between the experts, so one thread streams
+ * its bf16 rows while the other decodes MXFP4 (the q8 expert kernel is
+ * bound by its instructions, the bf16 one by memory; their mix uses both),
+ * and it costs no parallel region of its own; *side_done then says so. */
+static int run_routed_experts(k3_session *s, int layer, const float *expert_x, int Din, int T,
+                              const k3_matvec_job *side, int *side_done, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -162,10 +183,22 @@ static int run_routed_experts(k3_session *s, int layer, const float *expert_x, i
                     for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
                     return -1;
                 }
+            /* the side matvec in pieces of 4-row quads, about half an expert's three matrices each */
+            const int side_chunks = side && T == 1 && !*side_done ? (ready + 1) / 2 : 0;
+            const int n_jobs = ready + side_chunks;
+            const int64_t side_quads = side_chunks ? (side->W->rows + 3) / 4 : 0;
             #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
-            for (int j = 0; j < ready; j++)
-                run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
-                           Din, sc->expert_results);
+            for (int j = 0; j < n_jobs; j++) {
+                int chunk = 0, e = wave_job(j, n_jobs, side_chunks, &chunk);
+                if (e >= 0) {
+                    run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[e], todo[e], T, K, sc->topk,
+                               expert_x, Din, sc->expert_results);
+                } else {
+                    int64_t begin = side_quads * chunk / side_chunks * 4, end = side_quads * (chunk + 1) / side_chunks * 4;
+                    k3_matvec_rows(side->y, side->W, side->x, begin, end < side->W->rows ? end : side->W->rows);
+                }
+            }
+            if (side_chunks) *side_done = 1;
             for (int j = 0; j < ready; j++) k3_weights_release_expert(wp, layer, todo[j]);
         } else {
             ready = 0;
@@ -235,13 +268,21 @@ static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *t
     route_logits(s, lw, T, topk, topw);
 }
 
+/* How far the shared experts of a chunk have run before finish_chunk. */
+enum shared_stage {
+    SHARED_NOT_RUN,      /* nothing yet */
+    SHARED_GATE_UP,      /* gate and up in sc->inter_gate, sc->inter_up */
+    SHARED_ACTIVATED,    /* and the activation in sc->inter_gate */
+    SHARED_DONE          /* and down-projected into sc->expert_out */
+};
+
 /* After the routed experts: the latent norm and up-projection of their sum
  * acc (K3; else acc is sc->out already), then the shared experts on
- * sc->xn added to sc->out. shared_up_done: the shared experts' gate and up
- * projections are already in sc->inter_gate and sc->inter_up (k3_ffn_block
- * runs them in the router's group). The up-projection and the shared down
- * projection run as one group: one parallel region a decode step. */
-static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, int shared_up_done)
+ * sc->xn added to sc->out; `shared` says how far they have run already
+ * (k3_ffn_block runs the gate and up in the router's group, and in decode
+ * the down projection among the routed experts). The up-projection and the
+ * shared down projection run as one group: one parallel region. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, enum shared_stage shared)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -254,14 +295,15 @@ static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, 
                 k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
         jobs[n_jobs++] = (k3_matvec_job){sc->out, &lw->latent_up, acc};
     }
-    if (lw->has_shared) {                 /* shared experts: full width, unweighted */
+    if (lw->has_shared && shared != SHARED_DONE) {   /* shared experts: full width, unweighted */
         const int64_t inter = lw->shared.gate.rows;
-        if (!shared_up_done) {
+        if (shared == SHARED_NOT_RUN) {
             const k3_matvec_job gate_up[2] = {{sc->inter_gate, &lw->shared.gate, sc->xn},
                                               {sc->inter_up, &lw->shared.up, sc->xn}};
             k3_matmul_group(gate_up, 2, T);
         }
-        glu_activate(c, sc->inter_gate, sc->inter_up, (int64_t)T * inter);
+        if (shared != SHARED_ACTIVATED)
+            glu_activate(c, sc->inter_gate, sc->inter_up, (int64_t)T * inter);
         jobs[n_jobs++] = (k3_matvec_job){sc->expert_out, &lw->shared.down, sc->inter_gate};
     }
     k3_matmul_group(jobs, n_jobs, T);
@@ -302,7 +344,14 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
     }
     k3_matmul_group(jobs, n_jobs, T);
     route_logits(s, lw, T, sc->topk, sc->topw);
-    if (run_routed_experts(s, layer, expert_x, Din, T, err)) return -1;
+    /* decode: the shared down projection goes among the routed experts */
+    int shared_done = 0;
+    const k3_matvec_job shared_down = {sc->expert_out, &lw->shared.down, sc->inter_gate};
+    if (lw->has_shared && T == 1)
+        glu_activate(c, sc->inter_gate, sc->inter_up, lw->shared.gate.rows);
+    if (run_routed_experts(s, layer, expert_x, Din, T, lw->has_shared && T == 1 ? &shared_down : NULL, &shared_done,
+                           err))
+        return -1;
     if (T == 1) prefetch_next_layer(s, layer);
     memset(acc, 0, (size_t)T * Din * sizeof(float));
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
@@ -311,7 +360,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    finish_chunk(s, lw, acc, T, 1);
+    finish_chunk(s, lw, acc, T, shared_done ? SHARED_DONE : T == 1 ? SHARED_ACTIVATED : SHARED_GATE_UP);
     return 0;
 }
 
@@ -444,5 +493,5 @@ void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, in
         memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
         acc = sc->out;
     }
-    finish_chunk(s, lw, acc, T, 0);
+    finish_chunk(s, lw, acc, T, SHARED_NOT_RUN);
 }
