@@ -619,6 +619,126 @@ static void test_matvec_threads_bitexact(void)
     TEST_END();
 }
 
+/* k3_matvec_group (several matrices in one parallel region, each thread
+ * its rows of every one) gives each job the bits of its own k3_matvec at 1
+ * to 5 threads and inside a parallel region (job by job there): every
+ * dtype, MXFP4 on both activation paths, matrices too small to be split
+ * alone beside a large one, jobs with their own x. k3_matmul_group over 3
+ * tokens gives the bits of k3_matmul on each job. */
+static void test_matvec_group_bitexact(void)
+{
+    TEST_BEGIN("matvec_group_equals_matvec_per_job");
+    enum { N_JOBS = 7, TOKENS = 3 };
+    static const k3_dtype dtypes[N_JOBS] = {K3_DT_F32, K3_DT_BF16, K3_DT_F16, K3_DT_F8_E4M3, K3_DT_MXFP4,
+                                            K3_DT_MXFP4, K3_DT_BF16};
+    static const int64_t shapes[N_JOBS][2] = {{1001, 333}, {5, 64}, {24, 3072}, {130, 300},
+                                              {517, 1024}, {3, 64}, {2, 7}};
+    test_matrix m[N_JOBS];
+    uint8_t *mx_packed[N_JOBS] = {0}, *mx_scale[N_JOBS] = {0};
+    float *x[N_JOBS], *y_ref[N_JOBS], *y[N_JOBS];
+    k3_matvec_job jobs[N_JOBS];
+    int max_threads = omp_get_max_threads();
+    for (int j = 0; j < N_JOBS; j++) {
+        int64_t rows = shapes[j][0], cols = shapes[j][1];
+        if (dtypes[j] == K3_DT_MXFP4) {     /* nibbles and E8M0 scales around 1 */
+            memset(&m[j], 0, sizeof m[j]);
+            mx_packed[j] = malloc((size_t)(rows * cols / 2));
+            mx_scale[j] = malloc((size_t)(rows * cols / 32));
+            for (int64_t i = 0; i < rows * cols / 2; i++) mx_packed[j][i] = (uint8_t)rng_u32();
+            for (int64_t i = 0; i < rows * cols / 32; i++) mx_scale[j][i] = (uint8_t)(120 + rng_u32() % 14);
+            m[j].w = (k3_weight){.dtype = K3_DT_MXFP4, .rows = rows, .cols = cols, .data = mx_packed[j],
+                                 .mx_scale = mx_scale[j]};
+        } else {
+            m[j] = matrix_random(dtypes[j], rows, cols, j & 1, dtypes[j] == K3_DT_F8_E4M3);
+        }
+        x[j] = vector_random(cols * TOKENS);
+        y_ref[j] = malloc((size_t)(rows * TOKENS) * sizeof(float));
+        y[j] = malloc((size_t)(rows * TOKENS) * sizeof(float));
+        jobs[j] = (k3_matvec_job){y[j], &m[j].w, x[j]};
+    }
+    for (int q8 = 0; q8 <= 1; q8++) {
+        k3_kernels_set_activations_q8(q8);
+        omp_set_num_threads(1);
+        for (int j = 0; j < N_JOBS; j++)
+            k3_matvec(y_ref[j], &m[j].w, x[j]);
+        for (int threads = 1; threads <= 6; threads++) {   /* 6: inside a region of 2 */
+            omp_set_num_threads(threads <= 5 ? threads : 2);
+            for (int j = 0; j < N_JOBS; j++)
+                memset(y[j], 0xFF, (size_t)shapes[j][0] * sizeof(float));
+            if (threads <= 5) {
+                k3_matvec_group(jobs, N_JOBS);
+            } else {
+#pragma omp parallel
+#pragma omp single
+                k3_matvec_group(jobs, N_JOBS);
+            }
+            for (int j = 0; j < N_JOBS; j++)
+                CHECK(!memcmp(y[j], y_ref[j], (size_t)shapes[j][0] * sizeof(float)),
+                      "q8 %d, job %d (%s %lldx%lld): %d threads%s differ from its own matvec", q8, j,
+                      k3_dtype_name(dtypes[j]), (long long)shapes[j][0], (long long)shapes[j][1],
+                      threads <= 5 ? threads : 2, threads <= 5 ? "" : " (inside a region)");
+        }
+        omp_set_num_threads(max_threads);
+        for (int j = 0; j < N_JOBS; j++)
+            k3_matmul(y_ref[j], &m[j].w, x[j], TOKENS);
+        k3_matmul_group(jobs, N_JOBS, TOKENS);
+        for (int j = 0; j < N_JOBS; j++)
+            CHECK(!memcmp(y[j], y_ref[j], (size_t)(shapes[j][0] * TOKENS) * sizeof(float)),
+                  "q8 %d, job %d: the group's %d-token matmul differs from k3_matmul", q8, j, TOKENS);
+    }
+    k3_kernels_set_activations_q8(0);
+    for (int j = 0; j < N_JOBS; j++) {
+        if (dtypes[j] == K3_DT_MXFP4) {
+            free(mx_packed[j]);
+            free(mx_scale[j]);
+        } else {
+            matrix_free(&m[j]);
+        }
+        free(x[j]);
+        free(y_ref[j]);
+        free(y[j]);
+    }
+    TEST_END();
+}
+
+/* k3_decode_row_f32 (the 8-lane bf16 / f16 row decode) gives the values
+ * of the scalar k3_convert_to_f32 for every one of the 65536 codes (NaN
+ * as NaN), in rows whose length leaves a tail, at odd addresses; it
+ * declines other dtypes and the forced scalar mode. */
+static void test_decode_row_f32(void)
+{
+    TEST_BEGIN("decode_row_f32_equals_convert_every_code");
+    enum { COLS = 1027, ROWS = 65536 / COLS + 1 };
+    unsigned char *alloc = malloc((size_t)ROWS * COLS * 2 + 1), *data = alloc + 1;
+    float *fast = malloc(COLS * sizeof(float)), *slow = malloc(COLS * sizeof(float));
+    for (int64_t i = 0; i < (int64_t)ROWS * COLS; i++) {
+        uint16_t code = (uint16_t)(i & 0xFFFF);
+        memcpy(data + 2 * i, &code, 2);
+    }
+    const k3_dtype dtypes[2] = {K3_DT_BF16, K3_DT_F16};
+    for (int d = 0; d < 2; d++) {
+        k3_weight w = {.dtype = dtypes[d], .rows = ROWS, .cols = COLS, .data = data};
+        for (int64_t r = 0; r < ROWS; r++) {
+            CHECK(k3_decode_row_f32(&w, r, fast) == 1, "%s: declined", k3_dtype_name(dtypes[d]));
+            k3_convert_to_f32(slow, data + (size_t)(r * COLS) * 2, dtypes[d], COLS);
+            for (int c = 0; c < COLS; c++)
+                CHECK(isnan(slow[c]) ? isnan(fast[c]) : !memcmp(&fast[c], &slow[c], 4),
+                      "%s code 0x%04llx: %a vs %a", k3_dtype_name(dtypes[d]),
+                      (unsigned long long)((r * COLS + c) & 0xFFFF), fast[c], slow[c]);
+        }
+        k3_kernels_force_scalar(1);
+        CHECK(k3_decode_row_f32(&w, 0, fast) == 0, "%s: not declined when scalar is forced",
+              k3_dtype_name(dtypes[d]));
+        k3_kernels_force_scalar(0);
+    }
+    k3_weight f32 = {.dtype = K3_DT_F32, .rows = 1, .cols = 8, .data = fast};
+    CHECK(k3_decode_row_f32(&f32, 0, slow) == 0, "F32 not declined");
+    free(alloc);
+    free(fast);
+    free(slow);
+    TEST_END();
+}
+
 /* k3_dot_f32: within tolerance of the scalar loop, and bit-equal to a
  * one-row F32 matvec (same canonical order). k3_axpy_f32: SIMD is one fma
  * per element; scalar is mul then add. */
@@ -860,6 +980,8 @@ int main(void)
     test_matmul_bitexact();
     test_matmul_token_groups();
     test_matvec_threads_bitexact();
+    test_matvec_group_bitexact();
+    test_decode_row_f32();
     test_dot_axpy();
     test_nonfinite_rows();
     test_e4m3_nan_blocks();

@@ -19,11 +19,17 @@
  * against it: a prompt is compute-bound, so its ceiling is the peak, not
  * the read bandwidth.
  *
- * usage: bench_kernels [--json] [--quick] [--gguf] [--prompt]
+ * A fourth (--experts) times a decode step's routed experts as the engine
+ * runs them: waves of 16 of 128 experts of three 1536 x 1536 MXFP4
+ * matrices (k3-16g's), one expert per thread, against the same bytes as
+ * three matvecs each split over the threads, and the read bandwidth.
+ *
+ * usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts]
  *   --json    one JSON object on stdout instead of the table
  *   --quick   smaller buffers and fewer repetitions (smoke test, ~5 s)
  *   --gguf    only the bandwidth and the GGUF block-type table
- *   --prompt  only the fma peak and the prompt-shaped matmuls (~10 s) */
+ *   --prompt  only the fma peak and the prompt-shaped matmuls (~10 s)
+ *   --experts only the bandwidth and the expert waves (~10 s; text only) */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +47,7 @@ static int json_output;
 static int quick_mode;
 static int gguf_only;
 static int prompt_only;
+static int experts_only;
 
 /* Wall clock in seconds. */
 static double now_seconds(void) { return (double)k3_now_ns() * 1e-9; }
@@ -336,8 +343,10 @@ static void parse_args(int argc, char **argv)
             gguf_only = 1;
         else if (!strcmp(argv[i], "--prompt"))
             prompt_only = 1;
+        else if (!strcmp(argv[i], "--experts"))
+            experts_only = 1;
         else {
-            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf] [--prompt]\n");
+            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts]\n");
             exit(2);
         }
     }
@@ -839,6 +848,86 @@ static void prompt_report(const float *x, float *y, float *sink)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* Decode's expert waves                                                     */
+/* ------------------------------------------------------------------------ */
+
+enum { EXPERT_POOL = 128, EXPERT_WAVE = 16, EXPERT_WIDTH = 1536 };
+
+/* Seconds of one wave: the experts of ids[] (gate, up, down: three
+ * matrices each) either one per thread (schedule(dynamic, 1), as
+ * run_routed_experts) or each matrix split over the threads (k3_matvec). */
+static double expert_wave_seconds(const bench_matrix *pool, const int *ids, const float *x, float *y,
+                                  int one_per_thread)
+{
+    double t0 = now_seconds();
+    if (one_per_thread) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int j = 0; j < EXPERT_WAVE; j++) {
+            float *out = y + (size_t)omp_get_thread_num() * 3 * EXPERT_WIDTH;
+            for (int k = 0; k < 3; k++)
+                k3_matvec_rows(out + k * EXPERT_WIDTH, &pool[ids[j] * 3 + k].w, x, 0, EXPERT_WIDTH);
+        }
+    } else {
+        for (int j = 0; j < EXPERT_WAVE; j++)
+            for (int k = 0; k < 3; k++)
+                k3_matvec(y + k * EXPERT_WIDTH, &pool[ids[j] * 3 + k].w, x);
+    }
+    return now_seconds() - t0;
+}
+
+/* The expert table: GB/s of expert weights a wave reads, best of `waves`
+ * random waves (distinct experts, the pool 8x the wave's caches), per path
+ * (exact, q8), thread count and way of splitting; next to the read
+ * bandwidth and the big-matrix matvec's figure would be (--experts prints
+ * only this). */
+static void experts_report(const bandwidth_state *bw, float *sink)
+{
+    bench_matrix *pool = malloc(sizeof *pool * EXPERT_POOL * 3);
+    for (int i = 0; i < EXPERT_POOL * 3; i++)
+        pool[i] = matrix_make(K3_DT_MXFP4, EXPERT_WIDTH, EXPERT_WIDTH);
+    const double wave_bytes = (double)pool[0].weight_bytes * 3 * EXPERT_WAVE;
+    float *x = malloc(EXPERT_WIDTH * sizeof(float)), *y = malloc((size_t)8 * 3 * EXPERT_WIDTH * sizeof(float));
+    for (int c = 0; c < EXPERT_WIDTH; c++)
+        x[c] = (float)((fill_next() >> 40) & 0xFFFF) / 65536.0f - 0.5f;
+    const int waves = quick_mode ? 8 : 40;
+    printf("\nexpert waves: %d of %d experts, 3 x %dx%d MXFP4 each (%.2f MiB an expert), best of %d waves;\n"
+           "GB/s of expert weights; ratio = / read bandwidth at the same thread count\n",
+           EXPERT_WAVE, EXPERT_POOL, EXPERT_WIDTH, EXPERT_WIDTH, 3 * pool[0].weight_bytes / 1048576.0, waves);
+    printf("  path      split                 |  1t GB/s ratio |  2t GB/s ratio\n");
+    for (int q8 = 0; q8 <= 1; q8++)
+        for (int one_per_thread = 1; one_per_thread >= 0; one_per_thread--) {
+            k3_kernels_set_activations_q8(q8);
+            double gbs[3] = {0};
+            for (int threads = 1; threads <= 2; threads++) {
+                omp_set_num_threads(threads);
+                double best = 1e30;
+                for (int w = 0; w < waves; w++) {
+                    int ids[EXPERT_WAVE], n = 0;
+                    while (n < EXPERT_WAVE) {   /* distinct ids, as a token's top-16 */
+                        int e = (int)(fill_next() % EXPERT_POOL), seen = 0;
+                        for (int i = 0; i < n; i++) seen |= ids[i] == e;
+                        if (!seen) ids[n++] = e;
+                    }
+                    double t = expert_wave_seconds(pool, ids, x, y, one_per_thread);
+                    if (t < best) best = t;
+                }
+                gbs[threads] = wave_bytes / best * 1e-9;
+            }
+            printf("  %-8s  %-21s | %8.2f %4.0f%% | %8.2f %4.0f%%\n", q8 ? "MXFP4-q8" : "MXFP4",
+                   one_per_thread ? "one expert a thread" : "each matrix split", gbs[1],
+                   100 * gbs[1] / bw->best_gbs[1], gbs[2], 100 * gbs[2] / bw->best_gbs[2]);
+        }
+    k3_kernels_set_activations_q8(0);
+    omp_set_num_threads(2);
+    *sink += y[0];
+    for (int i = 0; i < EXPERT_POOL * 3; i++)
+        matrix_release(&pool[i]);
+    free(pool);
+    free(x);
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     parse_args(argc, argv);
@@ -871,6 +960,20 @@ int main(int argc, char **argv)
     bandwidth_state bw;
     bandwidth_setup(&bw, bw_bytes);
     bandwidth_measure(&bw, bw_reps, &sink);
+    if (experts_only) {
+        printf("kernels: %s\nmemory read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", K3_KERNELS_NAME,
+               bw.best_gbs[1], bw.best_gbs[2]);
+        experts_report(&bw, &sink);
+        bandwidth_measure(&bw, bw_reps, &sink);   /* the reference is the best seen, before or after */
+        printf("memory read bandwidth after: best %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", bw.best_gbs[1],
+               bw.best_gbs[2]);
+        printf("\ntotal %.1f s%s\n", now_seconds() - t_start,
+               busy > 0 ? " (WARNING: other processes were runnable: figures low/noisy)" : "");
+        if (sink == 12345.0f)
+            fprintf(stderr, "%g\n", (double)sink);
+        free(bw.array);
+        return 0;
+    }
 
     /* The GGUF table's shape: 128 Mi weights (Q2_K 42 MiB .. BF16 256 MiB),
      * all past the 32 MiB L3; quick: 32 Mi weights. */

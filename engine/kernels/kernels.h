@@ -43,6 +43,11 @@ float k3_e4m3_to_f32(uint8_t b);
  * U8, I8. */
 void k3_convert_to_f32(float *dst, const void *src, k3_dtype dt, int64_t n);
 
+/* Row r of a bf16 or f16 matrix as fp32, 8 values at a time (exact: the
+ * values of k3_convert_to_f32); 0 for other dtypes or under
+ * k3_kernels_force_scalar (the caller then converts). */
+int k3_decode_row_f32(const k3_weight *W, int64_t r, float *out);
+
 /* Force the scalar reference kernels (1) or allow SIMD (0, default). */
 void k3_kernels_force_scalar(int on);
 int  k3_kernels_scalar_forced(void);
@@ -64,6 +69,27 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
 /* y = W x, all rows; splits rows across OpenMP threads when the matrix is
  * large enough to pay for it. y has W->rows floats, x has W->cols floats. */
 void k3_matvec(float *y, const k3_weight *W, const float *x);
+
+/* One product of a group run together: y = W x (k3_matvec), or for
+ * k3_matmul_group y[t] = W x[t] over the group's tokens. */
+typedef struct k3_matvec_job {
+    float *y;
+    const k3_weight *W;
+    const float *x;
+} k3_matvec_job;
+
+/* Every job of the group in ONE parallel region: each thread takes its
+ * share of every matrix's rows, one matrix after the other, with no
+ * barrier between them. A decode step has dozens of small matvecs a layer;
+ * waking the team once for several of them instead of once each is what
+ * this saves (a wake-up under OMP_WAIT_POLICY=passive costs tens of
+ * microseconds). A row's value does not depend on the thread or the range
+ * that computes it, so the bits equal k3_matvec on each job. */
+void k3_matvec_group(const k3_matvec_job *jobs, int n_jobs);
+
+/* k3_matvec_group for one token; for n_tokens > 1, k3_matmul on each job
+ * (x [n_tokens][cols], y [n_tokens][rows]): the same bits either way. */
+void k3_matmul_group(const k3_matvec_job *jobs, int n_jobs, int n_tokens);
 
 /* Y[t][r] = W[r] . X[t] for t < n_tokens: one pass over W for several
  * activation vectors (prompt processing). X is [n_tokens][cols],

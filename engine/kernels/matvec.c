@@ -602,6 +602,28 @@ static void rows_mxfp4(float *y, const k3_weight *W, const float *x, int64_t b, 
         free(x_lanes);
 }
 
+/* Row r of a bf16 or f16 matrix as fp32 with the back end's 8-lane
+ * decoders (the MLA decodes its absorbed kv_b rows, 22 M weights a k3-16g
+ * token, this way: the scalar loop of k3_convert_to_f32 cost ~5 ms of
+ * it). Both decodes are exact, so the values are k3_convert_to_f32's.
+ * Returns 0, doing nothing, for other dtypes or when the scalar kernels
+ * are forced. */
+int k3_decode_row_f32(const k3_weight *W, int64_t r, float *out)
+{
+    if (kernels_scalar_forced || (W->dtype != K3_DT_BF16 && W->dtype != K3_DT_F16))
+        return 0;
+    const unsigned char *row = (const unsigned char *)W->data + (size_t)(r * W->cols) * 2;
+    int64_t c = 0;
+    if (W->dtype == K3_DT_BF16)
+        for (; c + 8 <= W->cols; c += 8)
+            v8_storeu(out + c, v8_from_bf16(row + 2 * c));
+    else
+        for (; c + 8 <= W->cols; c += 8)
+            v8_storeu(out + c, v8_from_f16(row + 2 * c));
+    k3_convert_to_f32(out + c, row + 2 * c, W->dtype, W->cols - c);
+    return 1;
+}
+
 /* True when W's dtype has SIMD kernels and SIMD is allowed. */
 static int simd_usable(const k3_weight *W)
 {
@@ -641,6 +663,20 @@ void k3_matvec_rows(float *y, const k3_weight *W, const float *x,
     }
 }
 
+/* Rows [begin, end) of a matrix of `rows` rows that thread `thread` of
+ * n_threads takes: contiguous ranges of whole 4-row quads, as k3_matvec
+ * splits them. */
+static void thread_rows(int64_t rows, int64_t thread, int64_t n_threads, int64_t *begin, int64_t *end)
+{
+    int64_t row_quads = (rows + 3) / 4;
+    *begin = row_quads * thread / n_threads * 4;
+    *end = row_quads * (thread + 1) / n_threads * 4;
+    if (*end > rows)
+        *end = rows;
+    if (*begin > rows)
+        *begin = rows;
+}
+
 /* Split rows into one contiguous range per thread (in 4-row units, so every
  * thread runs full 4-row blocks); small matrices stay on this thread. */
 void k3_matvec(float *y, const k3_weight *W, const float *x)
@@ -653,16 +689,49 @@ void k3_matvec(float *y, const k3_weight *W, const float *x)
         k3_matvec_rows(y, W, x, 0, rows);
         return;
     }
-    int64_t row_quads = (rows + 3) / 4;
+#pragma omp parallel
+    {
+        int64_t begin, end;
+        thread_rows(rows, omp_get_thread_num(), omp_get_num_threads(), &begin, &end);
+        k3_matvec_rows(y, W, x, begin, end);
+    }
+}
+
+/* A group of matvecs in one parallel region (kernels.h): each thread walks
+ * the jobs in order and computes its row range of each, so there is no
+ * barrier between jobs, only the region's end. A group too small to pay
+ * for the team, or called inside a parallel region, runs job by job. */
+void k3_matvec_group(const k3_matvec_job *jobs, int n_jobs)
+{
+    int64_t elems = 0;
+    for (int j = 0; j < n_jobs; j++)
+        elems += jobs[j].W->rows * jobs[j].W->cols;
+    if (n_jobs == 1 || elems < MATVEC_PARALLEL_MIN_ELEMS || omp_in_parallel() || omp_get_max_threads() == 1) {
+        for (int j = 0; j < n_jobs; j++)
+            k3_matvec(jobs[j].y, jobs[j].W, jobs[j].x);
+        return;
+    }
 #pragma omp parallel
     {
         int64_t n_threads = omp_get_num_threads(), thread = omp_get_thread_num();
-        int64_t begin = row_quads * thread / n_threads * 4;
-        int64_t end = row_quads * (thread + 1) / n_threads * 4;
-        if (end > rows)
-            end = rows;
-        k3_matvec_rows(y, W, x, begin, end);
+        for (int j = 0; j < n_jobs; j++) {
+            int64_t begin, end;
+            thread_rows(jobs[j].W->rows, thread, n_threads, &begin, &end);
+            k3_matvec_rows(jobs[j].y, jobs[j].W, jobs[j].x, begin, end);
+        }
     }
+}
+
+/* One token: the group in one region; more: each job's k3_matmul (each
+ * already one region with its tokens sharing every weight read). */
+void k3_matmul_group(const k3_matvec_job *jobs, int n_jobs, int n_tokens)
+{
+    if (n_tokens == 1) {
+        k3_matvec_group(jobs, n_jobs);
+        return;
+    }
+    for (int j = 0; j < n_jobs; j++)
+        k3_matmul(jobs[j].y, jobs[j].W, jobs[j].x, n_tokens);
 }
 
 /* ------------------------------------------------------------------------ */

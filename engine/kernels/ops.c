@@ -49,6 +49,8 @@ void k3_weight_row_f32(const k3_weight *w, int64_t r, float *out)
                                w->cols, out);
         return;
     }
+    if (k3_decode_row_f32(w, r, out))
+        return;
     const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->cols * k3_dtype_size(w->dtype);
     k3_convert_to_f32(out, row, w->dtype, w->cols);
     if (w->dtype == K3_DT_F8_E4M3 && w->block_scale) {

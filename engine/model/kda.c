@@ -56,22 +56,28 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     k3_draft_state *draft = s->draft && s->draft->capturing ? s->draft : NULL;
     const size_t dstride = draft ? draft->kda_token_floats : 0;
     float *dkeep = draft ? draft->kda_inputs + (size_t)slot * draft->max_tokens * dstride : NULL;
+    /* every projection of the normalised input in one group (one parallel
+     * region a decode step); with the full-rank output gate the forget
+     * gate's second factor runs per head inside the head loop (decode) */
+    const int forget_in_heads = c->kda_full_rank_gate && T == 1;
+    k3_matvec_job jobs[6];
+    int n_jobs = 0;
+    for (int i = 0; i < 3; i++) jobs[n_jobs++] = (k3_matvec_job){sc->proj[i], proj_w[i], sc->xn};
+    jobs[n_jobs++] = (k3_matvec_job){sc->gate_low, &w->f_a, sc->xn};
+    jobs[n_jobs++] = (k3_matvec_job){sc->beta, &w->b, sc->xn};
+    if (c->kda_full_rank_gate) jobs[n_jobs++] = (k3_matvec_job){sc->out_gate, &w->g_full, sc->xn};
+    k3_matmul_group(jobs, n_jobs, T);
     for (int i = 0; i < 3; i++) {
-        k3_matmul(sc->proj[i], proj_w[i], sc->xn, T);
         if (draft)
             for (int t = 0; t < T; t++)
                 memcpy(dkeep + t * dstride + (size_t)(4 + i) * P, sc->proj[i] + (size_t)t * P, (size_t)P * sizeof(float));
         short_conv(conv + (size_t)i * (W - 1) * P, w->conv[i], sc->proj[i], sc->qkv[i], T, P, W);
     }
-    k3_matmul(sc->gate_low, &w->f_a, sc->xn, T);
-    k3_matmul(sc->forget, &w->f_b, sc->gate_low, T);
-    if (c->kda_full_rank_gate) {
-        k3_matmul(sc->out_gate, &w->g_full, sc->xn, T);
-    } else {
+    if (!forget_in_heads) k3_matmul(sc->forget, &w->f_b, sc->gate_low, T);
+    if (!c->kda_full_rank_gate) {         /* gate_low is free again once f_b has read it */
         k3_matmul(sc->gate_low, &w->g_a, sc->xn, T);
         k3_matmul(sc->out_gate, &w->g_b, sc->gate_low, T);
     }
-    k3_matmul(sc->beta, &w->b, sc->xn, T);
 
     const float q_scale = 1.0f / sqrtf((float)Dk);
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
@@ -80,6 +86,8 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         float u[2 * 1024];                        /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;
         const float A = w->decay_rate[h];
+        if (forget_in_heads)                      /* this head's rows of the forget gate */
+            k3_matvec_rows(sc->forget, &w->f_b, sc->gate_low, (int64_t)h * Dk, (int64_t)(h + 1) * Dk);
         /* every token's recurrence inputs first (in place: q, k normalised,
          * the forget projection becomes the decay, beta its sigmoid), then
          * the recurrence over the chunk in one call */

@@ -22,16 +22,22 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     const int pos0 = s->n_tokens;
     float *cache = s->mla_cache + (size_t)s->m->layer_slot[layer] * s->max_tokens * entry;
 
+    /* the projections of the normalised input in one group (one parallel
+     * region a decode step); q-LoRA's second factor then runs per head
+     * inside the head loop (decode) */
+    k3_matvec_job jobs[3];
+    int n_jobs = 0;
+    jobs[n_jobs++] = w->q_a.rows ? (k3_matvec_job){sc->q_low, &w->q_a, sc->xn} : (k3_matvec_job){sc->q, &w->q, sc->xn};
+    jobs[n_jobs++] = (k3_matvec_job){sc->kv, &w->kv_a, sc->xn};
+    if (w->gate.rows) jobs[n_jobs++] = (k3_matvec_job){sc->mla_gate, &w->gate, sc->xn};
+    k3_matmul_group(jobs, n_jobs, T);
+    const int q_in_heads = w->q_a.rows && T == 1;
     if (w->q_a.rows) {                    /* K3 q-LoRA: q = W_qb rms(W_qa x) */
-        k3_matmul(sc->q_low, &w->q_a, sc->xn, T);
         for (int t = 0; t < T; t++)
             k3_rmsnorm(sc->q_low + (size_t)t * c->q_lora_rank, sc->q_low + (size_t)t * c->q_lora_rank,
                        w->q_a_norm, c->q_lora_rank, 1e-6f);
-        k3_matmul(sc->q, &w->q, sc->q_low, T);
-    } else {
-        k3_matmul(sc->q, &w->q, sc->xn, T);
+        if (!q_in_heads) k3_matmul(sc->q, &w->q, sc->q_low, T);
     }
-    k3_matmul(sc->kv, &w->kv_a, sc->xn, T);
     for (int t = 0; t < T; t++) {         /* append normalised latent + raw k_pe to the cache */
         float *dst = cache + (size_t)(pos0 + t) * entry;
         const float *src = sc->kv + (size_t)t * entry;
@@ -46,6 +52,8 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         int tid = omp_get_thread_num();
         float *row = sc->row + (size_t)tid * (L > vd ? L : vd);
         float *scores = sc->scores + (size_t)tid * s->max_tokens;
+        if (q_in_heads)                   /* this head's rows of q */
+            k3_matvec_rows(sc->q, &w->q, sc->q_low, (int64_t)h * qdim, (int64_t)(h + 1) * qdim);
         /* q_latent[t][h] = sum_d W_UK[h][d] * q_nope[t][h][d], rows decoded once for all t */
         if (w->k_b.rows) {                /* a GGUF's k_b: row j of head h is W_UK[h][.][j] */
             for (int j = 0; j < L; j++) {
@@ -86,7 +94,6 @@ void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
         }
     }
     if (w->gate.rows) {                   /* K3 output gate: o * sigmoid(W_g x), no norm */
-        k3_matmul(sc->mla_gate, &w->gate, sc->xn, T);
         for (size_t i = 0; i < (size_t)T * H * vd; i++) sc->attn[i] *= k3_sigmoid(sc->mla_gate[i]);
     }
     k3_matmul(sc->out, &w->o, sc->attn, T);

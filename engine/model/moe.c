@@ -49,8 +49,8 @@ static void glu_mlp_into(const k3_config *c, float *gate_buf, float *up_buf, con
                          const float *x, float *out, int T)
 {
     const int64_t inter = w->gate.rows;
-    k3_matmul(gate_buf, &w->gate, x, T);
-    k3_matmul(up_buf, &w->up, x, T);
+    const k3_matvec_job gate_up[2] = {{gate_buf, &w->gate, x}, {up_buf, &w->up, x}};
+    k3_matmul_group(gate_up, 2, T);
     glu_activate(c, gate_buf, up_buf, (int64_t)T * inter);
     k3_matmul(out, &w->down, gate_buf, T);
 }
@@ -131,7 +131,6 @@ static int distinct_experts(const k3_config *c, const int *topk, int T, int *dis
 }
 
 static void prefetch_next_layer(k3_session *s, int layer);
-static void shared_experts(k3_session *s, const k3_layer_weights *lw, int T);
 
 /* Move the claimed experts whose bytes are in memory to the front of
  * todo[0..claimed) (their order otherwise kept); returns how many. A
@@ -161,6 +160,19 @@ static void next_arrived(k3_weights *wp, int layer, int *todo, int from, int cla
     todo[from] = e;
 }
 
+/* Job j of a wave of n_jobs jobs, side_chunks of them pieces of a side
+ * matvec spread evenly between the experts: sets *chunk to the piece's
+ * index and returns -1, or returns the expert's index in the wave. */
+static int wave_job(int j, int n_jobs, int side_chunks, int *chunk)
+{
+    const int before = (int)((int64_t)j * side_chunks / n_jobs);   /* pieces ahead of job j */
+    if ((int)((int64_t)(j + 1) * side_chunks / n_jobs) > before) {
+        *chunk = before;
+        return -1;
+    }
+    return j - before;
+}
+
 /* The wave scheduling of the routed experts: the weight store claims as many
  * experts as its cache holds at once (resident ones first, the rest read
  * meanwhile); those already in memory run one per thread (an expert's
@@ -168,11 +180,19 @@ static void next_arrived(k3_weights *wp, int layer, int *todo, int from, int cla
  * chunk waits for its whole wave first), the rest with all threads as their
  * reads arrive, whichever arrives first. Outputs land in per-(token,
  * choice) rows of sc->expert_results, so the order experts run in changes
- * no sum. Decoding, while the misses are read: the next layer's guessed
- * experts are queued behind them (--prefetch), and the shared experts run
- * (*shared_done set) before the first miss is waited for. */
-static int run_routed_experts(k3_session *s, int layer, const k3_layer_weights *lw, const float *expert_x, int Din,
-                              int T, int *shared_done, k3_error *err)
+ * no sum. Decoding, the next layer's guessed experts are queued behind this
+ * layer's misses (--prefetch).
+ *
+ * side (decode, may be NULL): a matvec that does not depend on the routed
+ * experts (the shared experts' down projection). In the first parallel
+ * wave its rows run as pieces between the experts, so one thread streams
+ * its bf16 rows while the other decodes MXFP4 (the q8 expert kernel is
+ * bound by its instructions, the bf16 one by memory; their mix uses both),
+ * and it costs no parallel region of its own; *side_done then says so.
+ * If no parallel wave took it, it runs whole before the first miss is
+ * waited for, while the reads arrive. */
+static int run_routed_experts(k3_session *s, int layer, const float *expert_x, int Din, int T,
+                              const k3_matvec_job *side, int *side_done, k3_error *err)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
@@ -196,18 +216,30 @@ static int run_routed_experts(k3_session *s, int layer, const k3_layer_weights *
                     for (int r = 0; r < claimed; r++) k3_weights_release_expert(wp, layer, todo[r]);
                     return -1;
                 }
+            /* the side matvec in pieces of 4-row quads, about half an expert's three matrices each */
+            const int side_chunks = side && T == 1 && !*side_done ? (ready + 1) / 2 : 0;
+            const int n_jobs = ready + side_chunks;
+            const int64_t side_quads = side_chunks ? (side->W->rows + 3) / 4 : 0;
             #pragma omp parallel for schedule(dynamic, 1) num_threads(sc->n_workers)
-            for (int j = 0; j < ready; j++)
-                run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[j], todo[j], T, K, sc->topk, expert_x,
-                           Din, sc->expert_results);
+            for (int j = 0; j < n_jobs; j++) {
+                int chunk = 0, e = wave_job(j, n_jobs, side_chunks, &chunk);
+                if (e >= 0) {
+                    run_expert(c, &sc->workers[omp_get_thread_num()], &sc->wave[e], todo[e], T, K, sc->topk,
+                               expert_x, Din, sc->expert_results);
+                } else {
+                    int64_t begin = side_quads * chunk / side_chunks * 4, end = side_quads * (chunk + 1) / side_chunks * 4;
+                    k3_matvec_rows(side->y, side->W, side->x, begin, end < side->W->rows ? end : side->W->rows);
+                }
+            }
+            if (side_chunks) *side_done = 1;
             for (int j = 0; j < ready; j++) k3_weights_release_expert(wp, layer, todo[j]);
         } else {
             ready = 0;
         }
         for (int j = ready; j < claimed; j++) {
-            if (T == 1 && !*shared_done && !k3_weights_expert_ready(wp, layer, todo[j])) {
-                shared_experts(s, lw, T);       /* compute while the reads arrive */
-                *shared_done = 1;
+            if (T == 1 && side && !*side_done && !k3_weights_expert_ready(wp, layer, todo[j])) {
+                k3_matvec(side->y, side->W, side->x);   /* compute while the reads arrive */
+                *side_done = 1;
             }
             if (T == 1) next_arrived(wp, layer, todo, j, claimed);
             k3_mlp_weights ew;
@@ -233,6 +265,7 @@ static void prefetch_next_layer(k3_session *s, int layer)
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     if (layer + 1 >= c->n_layers || !c->is_moe[layer + 1]) return;
+    if (!k3_weights_prefetch_wanted(s->m->weights)) return;   /* the guess would be thrown away */
     const k3_layer_weights *next = k3_weights_peek_layer(s->m->weights, layer + 1);
     if (!next) return;
     /* a guess of top_k ids on the stack: real models route 8 (Kimi Linear)
@@ -252,15 +285,14 @@ static void prefetch_next_layer(k3_session *s, int layer)
  * and, on a loaded one, a wait for whichever thread was preempted. */
 #define TOKENS_PARALLEL_MIN_OPS ((int64_t)1 << 18)
 
-/* The router over the chunk's T tokens (sc->xn): each token's top_k
- * experts and weights into topk, topw ([T][k]); the tokens are independent,
- * so they are routed in parallel. */
-static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
+/* Each token's top_k experts and weights into topk, topw ([T][k]) from
+ * the router's logits in sc->router; the tokens are independent, so they
+ * are routed in parallel. */
+static void route_logits(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     const int K = c->top_k;
-    k3_matmul(sc->router, &lw->router, sc->xn, T);
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)T * c->n_experts * K >= TOKENS_PARALLEL_MIN_OPS)
     for (int t = 0; t < T; t++)
@@ -268,33 +300,55 @@ static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *t
                     topw + (size_t)t * K);
 }
 
-/* The shared experts (full width, unweighted) on sc->xn into
- * sc->expert_out; finish_chunk adds them. Their inputs are known before
- * the routed experts run, so decode computes them while misses are read. */
-static void shared_experts(k3_session *s, const k3_layer_weights *lw, int T)
+/* The router over the chunk's T tokens (sc->xn), then route_logits. */
+static void route_chunk(k3_session *s, const k3_layer_weights *lw, int T, int *topk, float *topw)
 {
-    if (lw->has_shared) glu_mlp(&s->m->cfg, &s->sc, &lw->shared, s->sc.xn, s->sc.expert_out, T);
+    k3_matmul(s->sc.router, &lw->router, s->sc.xn, T);
+    route_logits(s, lw, T, topk, topw);
 }
+
+/* How far the shared experts of a chunk have run before finish_chunk. */
+enum shared_stage {
+    SHARED_NOT_RUN,      /* nothing yet */
+    SHARED_GATE_UP,      /* gate and up in sc->inter_gate, sc->inter_up */
+    SHARED_ACTIVATED,    /* and the activation in sc->inter_gate */
+    SHARED_DONE          /* and down-projected into sc->expert_out */
+};
 
 /* After the routed experts: the latent norm and up-projection of their sum
  * acc (K3; else acc is sc->out already), then the shared experts on
- * sc->xn (computed here unless shared_done) added to sc->out. */
-static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, int shared_done)
+ * sc->xn added to sc->out; `shared` says how far they have run already
+ * (k3_ffn_block runs the gate and up in the router's group, and in decode
+ * the down projection among the routed experts). The up-projection and the
+ * shared down projection run as one group: one parallel region. */
+static void finish_chunk(k3_session *s, const k3_layer_weights *lw, float *acc, int T, enum shared_stage shared)
 {
     const k3_config *c = &s->m->cfg;
     k3_scratch *sc = &s->sc;
     const int D = c->hidden, Din = c->latent_dim ? c->latent_dim : D;
+    k3_matvec_job jobs[2];
+    int n_jobs = 0;
     if (c->latent_dim) {                  /* norm of the aggregate, then back to full width */
         if (lw->latent_norm)
             for (int t = 0; t < T; t++)
                 k3_rmsnorm(acc + (size_t)t * Din, acc + (size_t)t * Din, lw->latent_norm, Din, c->rms_eps);
-        k3_matmul(sc->out, &lw->latent_up, acc, T);
+        jobs[n_jobs++] = (k3_matvec_job){sc->out, &lw->latent_up, acc};
     }
-    if (lw->has_shared) {
-        if (!shared_done) shared_experts(s, lw, T);
+    if (lw->has_shared && shared != SHARED_DONE) {   /* shared experts: full width, unweighted */
+        const int64_t inter = lw->shared.gate.rows;
+        if (shared == SHARED_NOT_RUN) {
+            const k3_matvec_job gate_up[2] = {{sc->inter_gate, &lw->shared.gate, sc->xn},
+                                              {sc->inter_up, &lw->shared.up, sc->xn}};
+            k3_matmul_group(gate_up, 2, T);
+        }
+        if (shared != SHARED_ACTIVATED)
+            glu_activate(c, sc->inter_gate, sc->inter_up, (int64_t)T * inter);
+        jobs[n_jobs++] = (k3_matvec_job){sc->expert_out, &lw->shared.down, sc->inter_gate};
+    }
+    k3_matmul_group(jobs, n_jobs, T);
+    if (lw->has_shared)
         for (int t = 0; t < T; t++)
             k3_axpy_f32(sc->out + (size_t)t * D, 1.0f, sc->expert_out + (size_t)t * D, D);
-    }
 }
 
 /* The FFN block of one layer over a chunk of T tokens: the dense SwiGLU MLP,
@@ -309,18 +363,34 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         glu_mlp(c, sc, &lw->dense, sc->xn, sc->out, T);
         return 0;
     }
-    route_chunk(s, lw, T, sc->topk, sc->topw);
-    /* Routed experts read the latent (K3) or the hidden state itself. */
+    /* Everything that reads the FFN input sc->xn in one group: the router,
+     * the latent down-projection (K3: routed experts read the latent, else
+     * the hidden state itself), the shared experts' gate and up. */
     const int Din = c->latent_dim ? c->latent_dim : D;
     const float *expert_x = sc->xn;
     float *acc = sc->out;
+    k3_matvec_job jobs[4];
+    int n_jobs = 0;
+    jobs[n_jobs++] = (k3_matvec_job){sc->router, &lw->router, sc->xn};
     if (c->latent_dim) {
-        k3_matmul(sc->latent_in, &lw->latent_down, sc->xn, T);
+        jobs[n_jobs++] = (k3_matvec_job){sc->latent_in, &lw->latent_down, sc->xn};
         expert_x = sc->latent_in;
         acc = sc->latent_acc;
     }
+    if (lw->has_shared) {
+        jobs[n_jobs++] = (k3_matvec_job){sc->inter_gate, &lw->shared.gate, sc->xn};
+        jobs[n_jobs++] = (k3_matvec_job){sc->inter_up, &lw->shared.up, sc->xn};
+    }
+    k3_matmul_group(jobs, n_jobs, T);
+    route_logits(s, lw, T, sc->topk, sc->topw);
+    /* decode: the shared down projection goes among the routed experts */
     int shared_done = 0;
-    if (run_routed_experts(s, layer, lw, expert_x, Din, T, &shared_done, err)) return -1;
+    const k3_matvec_job shared_down = {sc->expert_out, &lw->shared.down, sc->inter_gate};
+    if (lw->has_shared && T == 1)
+        glu_activate(c, sc->inter_gate, sc->inter_up, lw->shared.gate.rows);
+    if (run_routed_experts(s, layer, expert_x, Din, T, lw->has_shared && T == 1 ? &shared_down : NULL, &shared_done,
+                           err))
+        return -1;
     memset(acc, 0, (size_t)T * Din * sizeof(float));
     #pragma omp parallel for schedule(static) num_threads(s->m->n_threads) \
         if ((int64_t)T * K * Din >= TOKENS_PARALLEL_MIN_OPS)
@@ -328,7 +398,7 @@ int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3
         for (int k = 0; k < K; k++)
             k3_axpy_f32(acc + (size_t)t * Din, sc->topw[(size_t)t * K + k],
                         sc->expert_results + ((size_t)t * K + k) * Din, Din);
-    finish_chunk(s, lw, acc, T, shared_done);
+    finish_chunk(s, lw, acc, T, shared_done ? SHARED_DONE : T == 1 ? SHARED_ACTIVATED : SHARED_GATE_UP);
     return 0;
 }
 
@@ -461,5 +531,5 @@ void k3_ffn_span_finish(k3_session *s, const k3_layer_weights *lw, int first, in
         memcpy(sc->out, acc, (size_t)T * D * sizeof(float));
         acc = sc->out;
     }
-    finish_chunk(s, lw, acc, T, 0);
+    finish_chunk(s, lw, acc, T, SHARED_NOT_RUN);
 }

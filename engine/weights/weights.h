@@ -57,6 +57,9 @@ int k3_weights_claim_experts(k3_weights *w, int layer, int *experts, int n, int 
  * expert that the layer then uses counts as prefetch_used, not as a cache
  * hit; one evicted unused counts as prefetch_unused. */
 void k3_weights_prefetch_experts(k3_weights *w, int layer, const int *experts, int n);
+/* 1 when k3_weights_prefetch_experts can read anything (--prefetch on and
+ * not everything resident): else the caller need not guess the experts. */
+int k3_weights_prefetch_wanted(const k3_weights *w);
 /* 1 if a claimed expert's bytes are already in memory (acquire will not wait). */
 int k3_weights_expert_ready(k3_weights *w, int layer, int expert);
 /* A claimed expert, waiting for its read; valid until release_expert. */

@@ -72,9 +72,16 @@ int k3_weights_claim_experts(k3_weights *rp, int layer, int *experts, int n, int
     return claimed;
 }
 
+/* Prefetch reads only into a cache that can miss, and only when asked:
+ * the forward pass skips its lookahead router otherwise (weights.h). */
+int k3_weights_prefetch_wanted(const k3_weights *rp)
+{
+    return rp->opt.prefetch && !rp->plan.all_resident;
+}
+
 void k3_weights_prefetch_experts(k3_weights *rp, int layer, const int *experts, int n)
 {
-    if (!rp->opt.prefetch || rp->plan.all_resident) return;
+    if (!k3_weights_prefetch_wanted(rp)) return;
     for (int i = 0; i < n; i++) {
         if (rp->cache.slot_of[(size_t)layer * rp->cfg->n_experts + experts[i]] >= 0) continue;
         int s = k3_expert_cache_insert(&rp->cache, layer, experts[i]);
