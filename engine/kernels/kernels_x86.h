@@ -146,6 +146,24 @@ K3_INLINE void v16_to_mxfp4_lanes(const float *x16, float *lanes16)
     _mm_storeu_ps(lanes16 + 12, r3);
 }
 
+/* 32 weights as four 8-float vectors from their nibble codes (one per
+ * byte, in the lanes' order) through one scale's bf16 byte tables: two
+ * shuffles give each weight's low and high byte, the unpacks pair them,
+ * and each 32-bit lane's two words become two floats by a shift and a
+ * mask. Shared by the packed and the GGUF MXFP4 layouts, which differ
+ * only in where the nibbles sit. */
+K3_INLINE void v32_from_bf16_table(const k3_mxfp4_bf16_bytes *table, __m256i nibbles, v8f w[4])
+{
+    __m256i low = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->low), nibbles);
+    __m256i high = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->high), nibbles);
+    __m256i chunk0 = _mm256_unpacklo_epi8(low, high), chunk1 = _mm256_unpackhi_epi8(low, high);
+    const __m256i upper_word = _mm256_set1_epi32((int)0xFFFF0000u);
+    w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk0, 16));
+    w[1] = _mm256_castsi256_ps(_mm256_and_si256(chunk0, upper_word));
+    w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk1, 16));
+    w[3] = _mm256_castsi256_ps(_mm256_and_si256(chunk1, upper_word));
+}
+
 /* One MXFP4 group (16 bytes of nibbles, scale byte `scale`) -> its 32 exact
  * weights, scale applied, in the lane order above: w[0], w[1] are columns
  * 0-15, w[2], w[3] columns 16-31. Both nibble halves come from one
@@ -161,14 +179,7 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
     __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
     __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
                                        _mm256_set1_epi8(0x0F));
-    __m256i low = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->low), nibbles);
-    __m256i high = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->high), nibbles);
-    __m256i chunk0 = _mm256_unpacklo_epi8(low, high), chunk1 = _mm256_unpackhi_epi8(low, high);
-    const __m256i upper_word = _mm256_set1_epi32((int)0xFFFF0000u);
-    w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk0, 16));
-    w[1] = _mm256_castsi256_ps(_mm256_and_si256(chunk0, upper_word));
-    w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk1, 16));
-    w[3] = _mm256_castsi256_ps(_mm256_and_si256(chunk1, upper_word));
+    v32_from_bf16_table(table, nibbles, w);
 }
 
 /* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in

@@ -60,14 +60,7 @@ K3_INLINE void v32_from_mxfp4_gguf_lanes(const uint8_t *bytes16, const k3_mxfp4_
     __m256i halves = _mm256_blend_epi32(_mm256_set1_epi64x(first8), _mm256_set1_epi64x(second8), 0xF0);
     __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi64(halves, _mm256_setr_epi64x(0, 4, 0, 4)),
                                        _mm256_set1_epi8(0x0F));
-    __m256i low = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->low), nibbles);
-    __m256i high = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)table->high), nibbles);
-    __m256i chunk0 = _mm256_unpacklo_epi8(low, high), chunk1 = _mm256_unpackhi_epi8(low, high);
-    const __m256i upper_word = _mm256_set1_epi32((int)0xFFFF0000u);
-    w[0] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk0, 16));
-    w[1] = _mm256_castsi256_ps(_mm256_and_si256(chunk0, upper_word));
-    w[2] = _mm256_castsi256_ps(_mm256_slli_epi32(chunk1, 16));
-    w[3] = _mm256_castsi256_ps(_mm256_and_si256(chunk1, upper_word));
+    v32_from_bf16_table(table, nibbles, w);
 }
 
 /* The q8 path's chunk pair of one block (quant_lanes.h's q8w, sub-scales
