@@ -73,6 +73,9 @@ K3_INLINE v8f v8_mul(v8f a, v8f b)
     return a;
 }
 
+/* v unchanged (kernels_x86.h needs this to keep a broadcast a vector). */
+K3_INLINE v8f v8_keep(v8f v) { return v; }
+
 /* Lane-wise a * b + c rounded once. */
 K3_INLINE v8f v8_fma(v8f a, v8f b, v8f c)
 {

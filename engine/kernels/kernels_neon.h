@@ -65,6 +65,9 @@ K3_INLINE v8f v8_mul(v8f a, v8f b)
     return v;
 }
 
+/* v unchanged (kernels_x86.h needs this to keep a broadcast a vector). */
+K3_INLINE v8f v8_keep(v8f v) { return v; }
+
 /* Lane-wise a * b + c rounded once (fmla). */
 K3_INLINE v8f v8_fma(v8f a, v8f b, v8f c)
 {

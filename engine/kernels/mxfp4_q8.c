@@ -209,14 +209,21 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *pack
 #pragma GCC unroll 4
             for (int r = 0; r < n_rows; r++)
                 __builtin_prefetch(packed[r] + g * 16 + Q8_PREFETCH_AHEAD_BYTES, 0, 3);
+        v8f d[Q8_TOKENS];   /* each token's group scale, in every lane */
+#pragma GCC unroll 2
+        for (int t = 0; t < n_tokens; t++)
+            d[t] = v8_keep(v8_set1(xq[t].d[g]));
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             v8f partial[Q8_TOKENS];
             v8_mxfp4_q8_partials_tokens(packed[r] + g * 16, n_tokens, q, offsets, partial);
-            const float half_scale = k3_mxfp4_half_scales[scale[r][g]];
+            /* the scale product in all lanes (the same IEEE product as the
+             * scalar d * half_scale): a broadcast load and a vector
+             * multiply, no broadcast shuffle per row */
+            const v8f half_scale = v8_set1(k3_mxfp4_half_scales[scale[r][g]]);
 #pragma GCC unroll 2
             for (int t = 0; t < n_tokens; t++)
-                acc[r][t] = v8_fma(partial[t], v8_set1(xq[t].d[g] * half_scale), acc[r][t]);
+                acc[r][t] = v8_fma(partial[t], v8_mul(d[t], half_scale), acc[r][t]);
         }
     }
 #pragma GCC unroll 4
