@@ -59,13 +59,17 @@ static size_t kda_state_floats_per_layer(const k3_config *c)
 }
 
 /* Before a KDA layer updates its state in place: keep a copy, so a chunk
- * that fails later (a read error in this or a later layer) can be undone. */
-static void kda_save_layer(k3_session *s, int slot)
+ * that fails later (a read error in this or a later layer) can be undone.
+ * with_state 0 copies the conv history only: the caller has k3_kda_block
+ * copy the state, head by head in its parallel loop (a decode step's
+ * 1.5 MiB a layer on K3 cost 5 ms a token on one thread here). */
+static void kda_save_layer(k3_session *s, int slot, int with_state)
 {
     const k3_config *c = &s->m->cfg;
     const size_t nc = kda_conv_floats_per_layer(c), ns = kda_state_floats_per_layer(c);
     memcpy(s->kda_conv_saved + (size_t)slot * nc, s->kda_conv + (size_t)slot * nc, nc * sizeof(float));
-    memcpy(s->kda_state_saved + (size_t)slot * ns, s->kda_state + (size_t)slot * ns, ns * sizeof(float));
+    if (with_state)
+        memcpy(s->kda_state_saved + (size_t)slot * ns, s->kda_state + (size_t)slot * ns, ns * sizeof(float));
 }
 
 /* Undo a failed chunk: KDA layers [0, n_saved) get their saved state back.
@@ -84,8 +88,9 @@ static void kda_restore(k3_session *s, int n_saved)
  * sc->snapshots for AttnRes): mix, norm, the KDA or MLA block, the residual;
  * then the FFN input, normalised, in sc->xn. n_snap counts the snapshots
  * before this layer; the caller moves it past a boundary (at_boundary). One
- * body for a chunk and for each chunk of a span. */
-static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, int T, int n_snap)
+ * body for a chunk and for each chunk of a span; keep_state: a KDA block
+ * copies its state for the chunk's undo first (kda_save_layer). */
+static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, int T, int n_snap, int keep_state)
 {
     k3_model *m = s->m;
     const k3_config *c = &m->cfg;
@@ -109,7 +114,7 @@ static void layer_attention(k3_session *s, int l, const k3_layer_weights *lw, in
     }
     rmsnorm_rows(s, sc->xn, attn_in, lw->attn_norm, T);
     if (c->attn_kind[l] == K3_ATTN_KDA)
-        k3_kda_block(s, l, lw, T);
+        k3_kda_block(s, l, lw, T, keep_state);
     else
         k3_mla_block(s, l, lw, T);
     if (restart)
@@ -199,10 +204,10 @@ static int forward_chunk(k3_session *s, const int *ids, int T, float *all_logits
         const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
         if (!lw) return -1;
         if (c->attn_kind[l] == K3_ATTN_KDA) {
-            kda_save_layer(s, m->layer_slot[l]);   /* KDA slots follow layer order */
+            kda_save_layer(s, m->layer_slot[l], 0);   /* KDA slots follow layer order */
             *n_saved = m->layer_slot[l] + 1;
         }
-        layer_attention(s, l, lw, T, n_snap);
+        layer_attention(s, l, lw, T, n_snap, 1);   /* the KDA block keeps its state */
         n_snap += at_boundary(c, l);
         int rc = k3_ffn_block(s, l, lw, T, err);
         k3_weights_release_layer(wp, l);
@@ -246,7 +251,7 @@ static int forward_span_layers(k3_session *s, const int *ids, int n, int *n_save
         const k3_layer_weights *lw = k3_weights_acquire_layer(wp, l, err);
         if (!lw) return -1;
         if (c->attn_kind[l] == K3_ATTN_KDA) {
-            kda_save_layer(s, m->layer_slot[l]);
+            kda_save_layer(s, m->layer_slot[l], 1);   /* before the span's first chunk */
             *n_saved = m->layer_slot[l] + 1;
         }
         const int moe = c->is_moe[l];
@@ -254,7 +259,7 @@ static int forward_span_layers(k3_session *s, const int *ids, int n, int *n_save
             const int T = n - first < tile ? n - first : tile;
             span_rows(s, first);
             s->n_tokens = pos0 + first;   /* the chunk's position (MLA) */
-            layer_attention(s, l, lw, T, n_snap);
+            layer_attention(s, l, lw, T, n_snap, 0);
             if (moe) {
                 k3_ffn_span_route(s, lw, first, T);
             } else {

@@ -147,7 +147,9 @@ struct k3_session {
 };
 
 /* Per-layer blocks. x: [T][D] normalised input; y: [T][D] output. */
-void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
+/* keep_state: first copy each head's state into s->kda_state_saved (a
+ * chunk's undo copy, forward.c), inside the parallel head loop. */
+void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, int keep_state);
 void k3_mla_block(k3_session *s, int layer, const k3_layer_weights *lw, int T);
 int k3_ffn_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, k3_error *err);
 /* The FFN of a MoE layer over a span, in three steps (moe.c): route each

@@ -40,7 +40,7 @@ static void short_conv(float *hist, const float *taps, const float *raw, float *
     }
 }
 
-void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
+void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T, int keep_state)
 {
     const k3_config *c = &s->m->cfg;
     const k3_kda_weights *w = &lw->kda;
@@ -85,6 +85,8 @@ void k3_kda_block(k3_session *s, int layer, const k3_layer_weights *lw, int T)
     for (int h = 0; h < H; h++) {
         float u[2 * 1024];                        /* head dims are bounded at load (<= 1024) */
         float *S = S_all + (size_t)h * Dk * Dv;
+        if (keep_state)   /* by the thread that updates it next: the copy leaves S warm in its cache */
+            memcpy(s->kda_state_saved + ((size_t)slot * H + h) * Dk * Dv, S, (size_t)Dk * Dv * sizeof(float));
         const float A = w->decay_rate[h];
         if (forget_in_heads)                      /* this head's rows of the forget gate */
             k3_matvec_rows(sc->forget, &w->f_b, sc->gate_low, (int64_t)h * Dk, (int64_t)(h + 1) * Dk);
