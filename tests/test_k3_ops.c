@@ -346,12 +346,18 @@ static void test_mxfp4_every_scale(void)
  * spread of magnitudes, and scales from subnormal to large. */
 static void test_mxfp4_q8_contract(void)
 {
-    char name[96];
-    snprintf(name, sizeof name, "mxfp4_q8_matvec_matmul_threads_equal_scalar_reference [%s]", k3_kernels_name());
+    /* x86: the AVX2 kernel, and the AVX-VNNI one too where the CPU has it */
+    const int vnni_paths = k3_mxfp4_q8_vnni(1) ? 2 : 1;
+    char name[160];
+    snprintf(name, sizeof name, "mxfp4_q8_matvec_matmul_threads_equal_scalar_reference [%s%s]", k3_kernels_name(),
+             vnni_paths == 2 ? ", with and without AVX-VNNI" : "");
     TEST_BEGIN(name);
     const int64_t shapes[][3] = {{1, 32, 2}, {7, 96, 3}, {70, 1024, 5}, {33, 3584, 4}, {9, 9216, 2}};
     k3_kernels_set_activations_q8(1);
+    for (int path = 0; path < vnni_paths; path++)
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        k3_mxfp4_q8_vnni(path == vnni_paths - 1);   /* the CPU's own path last, and left on */
+        CHECK(k3_mxfp4_q8_vnni(-1) == (vnni_paths == 2 && path == 1), "the AVX-VNNI switch did not take");
         int64_t rows = shapes[k][0], cols = shapes[k][1];
         int n_tokens = (int)shapes[k][2];
         uint8_t *packed = malloc((size_t)(rows * cols / 2)), *scale = malloc((size_t)(rows * cols / 32));

@@ -50,6 +50,12 @@ extern float k3_mxfp4_half_scales[256];
  * load). Called by the MXFP4 matvec before its first table lookup. */
 void k3_mxfp4_tables_init(void);
 
+/* The q8 MXFP4 kernel's AVX-VNNI path (x86: vpdpbusd, used when the CPU
+ * has it; mxfp4_q8.c). set -1 asks; 0 turns it off, 1 back on if the CPU
+ * has it (tests check both paths against the scalar contract). Returns
+ * whether it is in use. */
+int k3_mxfp4_q8_vnni(int set);
+
 /* Decode row r (W->cols values) into out: the scalar reference (mxfp4.c),
  * or the vector decoder (matvec.c; the scalar one when scalar is forced). */
 void k3_mxfp4_decode_row_scalar(const k3_weight *W, int64_t r, float *out);

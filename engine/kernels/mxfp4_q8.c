@@ -187,10 +187,11 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
  * integer partial sums (v8_mxfp4_q8_partials_tokens), then one fma per
  * (row, token) with the group's scale product: every (row, token) sees
  * the contract's operations, whatever N_ROWS and N_TOKENS. */
-K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *packed,
+K3_INLINE void q8_dot_block(int n_rows, int n_tokens, int vnni, const uint8_t *const *packed,
                             const uint8_t *const *scale, const q8_x *xq, int64_t cols,
                             float out[][Q8_TOKENS])
 {
+    (void)vnni;   /* 1: the AVX-VNNI instruction for the partial sums (x86 only) */
     v8f acc[4][Q8_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
@@ -216,7 +217,12 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *pack
 #pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             v8f partial[Q8_TOKENS];
-            v8_mxfp4_q8_partials_tokens(packed[r] + g * 16, n_tokens, q, offsets, partial);
+#ifdef K3_HAVE_AVX_VNNI_Q8
+            if (vnni)
+                v8_mxfp4_q8_partials_tokens_vnni(packed[r] + g * 16, n_tokens, q, offsets, partial);
+            else
+#endif
+                v8_mxfp4_q8_partials_tokens(packed[r] + g * 16, n_tokens, q, offsets, partial);
             /* the scale product in all lanes (the same IEEE product as the
              * scalar d * half_scale): a broadcast load and a vector
              * multiply, no broadcast shuffle per row */
@@ -233,19 +239,51 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, const uint8_t *const *pack
             out[r][t] = v8_hsum(acc[r][t]);
 }
 
-/* One instantiation per token count, so the loops above unroll. */
-static void q8_dot_rows_1(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale, const q8_x *xq,
-                          int64_t cols, float out[][Q8_TOKENS])
+/* One instantiation per token count (and x86 instruction set), so the
+ * loops above unroll. */
+typedef void q8_dot_rows_fn(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale,
+                            const q8_x *xq, int64_t cols, float out[][Q8_TOKENS]);
+#define Q8_DOT_ROWS(name, n_tokens, vnni)                                                            \
+    static void name(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale,          \
+                     const q8_x *xq, int64_t cols, float out[][Q8_TOKENS])                           \
+    {                                                                                                \
+        if (n_rows == 4) q8_dot_block(4, n_tokens, vnni, packed, scale, xq, cols, out);              \
+        else q8_dot_block(1, n_tokens, vnni, packed, scale, xq, cols, out);                          \
+    }
+Q8_DOT_ROWS(q8_dot_rows_1, 1, 0)
+Q8_DOT_ROWS(q8_dot_rows_2, 2, 0)
+#ifdef K3_HAVE_AVX_VNNI_Q8
+Q8_DOT_ROWS(q8_dot_rows_1_vnni, 1, 1)
+Q8_DOT_ROWS(q8_dot_rows_2_vnni, 2, 1)
+#endif
+
+/* -1 until asked: whether the CPU has AVX-VNNI (and tests have not turned
+ * it off). */
+static int q8_vnni_state = -1;
+
+/* See mxfp4.h. */
+int k3_mxfp4_q8_vnni(int set)
 {
-    if (n_rows == 4) q8_dot_block(4, 1, packed, scale, xq, cols, out);
-    else q8_dot_block(1, 1, packed, scale, xq, cols, out);
+#ifdef K3_HAVE_AVX_VNNI_Q8
+    const int have = __builtin_cpu_supports("avxvnni") != 0;
+#else
+    const int have = 0;
+#endif
+    if (set >= 0)
+        __atomic_store_n(&q8_vnni_state, set && have, __ATOMIC_RELAXED);
+    else if (__atomic_load_n(&q8_vnni_state, __ATOMIC_RELAXED) < 0)
+        __atomic_store_n(&q8_vnni_state, have, __ATOMIC_RELAXED);
+    return __atomic_load_n(&q8_vnni_state, __ATOMIC_RELAXED);
 }
 
-static void q8_dot_rows_2(int n_rows, const uint8_t *const *packed, const uint8_t *const *scale, const q8_x *xq,
-                          int64_t cols, float out[][Q8_TOKENS])
+/* The row kernel for n_tokens (1 or 2) on this CPU. */
+static q8_dot_rows_fn *q8_dot_rows_for(int n_tokens)
 {
-    if (n_rows == 4) q8_dot_block(4, 2, packed, scale, xq, cols, out);
-    else q8_dot_block(1, 2, packed, scale, xq, cols, out);
+#ifdef K3_HAVE_AVX_VNNI_Q8
+    if (k3_mxfp4_q8_vnni(-1))
+        return n_tokens == 2 ? q8_dot_rows_2_vnni : q8_dot_rows_1_vnni;
+#endif
+    return n_tokens == 2 ? q8_dot_rows_2 : q8_dot_rows_1;
 }
 
 /* Rows [b, e) for n_tokens (1..Q8_TOKENS) quantized x into y[t]: four
@@ -261,8 +299,7 @@ static void q8_rows(float *const *y, int n_tokens, const k3_weight *W, const q8_
                 y[t][r] = q8_row_from_quantized(W, r, xq[t].q, xq[t].d);
         return;
     }
-    void (*dot)(int, const uint8_t *const *, const uint8_t *const *, const q8_x *, int64_t, float[][Q8_TOKENS]) =
-        n_tokens == 2 ? q8_dot_rows_2 : q8_dot_rows_1;
+    q8_dot_rows_fn *dot = q8_dot_rows_for(n_tokens);
     int64_t quarter = (e - b) / 4;
     for (int64_t i = 0; i < quarter; i++) {
         int64_t r[4] = {b + i, b + i + quarter, b + i + 2 * quarter, b + i + 3 * quarter};
