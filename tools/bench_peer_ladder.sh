@@ -24,7 +24,8 @@
 # Each (budget, side) runs REPEAT times, the sides taking turns; the fastest
 # of each side is printed (the machine is shared: the load is printed too).
 # In the same run: the memory read bandwidth (bench_kernels, 2 threads) and
-# the disk (4 MiB O_DIRECT reads of MODEL's largest file, 4 dd at once). Columns:
+# the disk (tools/disk_rate.py: 4 MiB O_DIRECT reads of MODEL's largest
+# file, 4 in flight). Columns:
 # s/token; ring wait per token (k3 bench's breakdown wait_trunk, the peer's
 # "of which overlapped" figure gives none); bytes read per token; the
 # ratio to max(I/O floor, memory floor): the I/O floor is the bytes read
@@ -78,16 +79,9 @@ measure_machine() {
         $PY -c "import json,sys; print(json.load(sys.stdin)['bandwidth']['read_gbs_2t'])" > $OUT/membw 2>/dev/null ||
         echo 0 > $OUT/membw
     big=$(ls -S "$MODEL"/*.safetensors "$MODEL"/* 2>/dev/null | head -1)
-    size_mb=$(($(stat -c %s "$big") >> 20))
-    # 4 readers at once (as k3's reader: 4 reads in flight), 256 MiB each
-    # from four places in the file; the rate = all bytes / the slowest
-    start=$(date +%s.%N)
-    for k in 1 2 3 4; do
-        dd if="$big" of=/dev/null bs=4M count=64 skip=$(( size_mb / 4 * k / 5 )) iflag=direct 2>/dev/null &
-    done
-    wait
-    end=$(date +%s.%N)
-    $PY -c "print(4 * 64 * 4 * 2**20 / ($end - $start) / 1e9)" > $OUT/disk
+    # as k3's reader: 4 MiB O_DIRECT reads, 4 in flight (the one disk
+    # measure of the tools: bench_stream.sh and bench_llamacpp.sh use it too)
+    nice $PY tools/disk_rate.py "$big" 4096 4 3 > $OUT/disk 2>/dev/null || echo 0 > $OUT/disk
 }
 
 # the bytes one token touches: the trunk and top_k experts of each MoE layer
