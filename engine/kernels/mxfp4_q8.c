@@ -37,6 +37,9 @@
 #include "kernels.h"
 #include "mxfp4.h"
 #include "kernels_arch.h"
+#ifdef K3_HAVE_AVX_VNNI_Q8
+#include <cpuid.h>
+#endif
 
 /* Columns whose quantized x fits on the stack (Kimi K3's widest MXFP4
  * matrix has 7168); wider rows take the heap. */
@@ -265,7 +268,10 @@ static int q8_vnni_state = -1;
 int k3_mxfp4_q8_vnni(int set)
 {
 #ifdef K3_HAVE_AVX_VNNI_Q8
-    const int have = __builtin_cpu_supports("avxvnni") != 0;
+    /* CPUID leaf 7, subleaf 1, EAX bit 4: AVX-VNNI (asked directly: not
+     * every compiler's __builtin_cpu_supports knows the name) */
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const int have = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 4 & 1);
 #else
     const int have = 0;
 #endif
