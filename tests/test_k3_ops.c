@@ -349,6 +349,7 @@ static void test_mxfp4_q8_contract(void)
     /* x86: the AVX2 kernel, and the AVX-VNNI one too where the CPU has it */
     const int vnni_paths = k3_mxfp4_q8_vnni(1) ? 2 : 1;
     char name[160];
+    k3_mxfp4_q8_vnni(0);   /* the back end's name alone */
     snprintf(name, sizeof name, "mxfp4_q8_matvec_matmul_threads_equal_scalar_reference [%s%s]", k3_kernels_name(),
              vnni_paths == 2 ? ", with and without AVX-VNNI" : "");
     TEST_BEGIN(name);

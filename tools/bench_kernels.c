@@ -356,7 +356,7 @@ static void parse_args(int argc, char **argv)
 static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_result *mv, int n_mv,
                         int mv_reps, const matmul_result *mm, int n_mm, int busy, double seconds)
 {
-    printf("kernels: %s\n\n", K3_KERNELS_NAME);
+    printf("kernels: %s\n\n", k3_kernels_name());
     printf("memory read bandwidth: sum-reduce over %zu MiB, pages pre-faulted, best of %d x 2 rounds\n",
            bw->bytes >> 20, bw_reps);
     printf("  first touch (write + page faults): %6.2f GB/s  (cold memory is this slow on this VM)\n",
@@ -395,7 +395,7 @@ static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_res
 static void print_json(const bandwidth_state *bw, const matvec_result *mv, int n_mv,
                        const matmul_result *mm, int n_mm, int busy, double seconds)
 {
-    printf("{\n  \"kernels\": \"%s\",\n", K3_KERNELS_NAME);
+    printf("{\n  \"kernels\": \"%s\",\n", k3_kernels_name());
     printf("  \"bandwidth\": {\"bytes\": %zu, \"first_touch_gbs\": %.2f, \"read_gbs_1t\": %.2f, "
            "\"read_gbs_2t\": %.2f, \"one_stream_gbs_1t\": %.2f, \"one_stream_gbs_2t\": %.2f, "
            "\"four_stream_gbs_1t\": %.2f, \"four_stream_gbs_2t\": %.2f, \"first_read_gbs_1t\": %.2f, "
@@ -822,7 +822,7 @@ static void prompt_report(const float *x, float *y, float *sink)
     prompt_measure(gmacs, gmacs_wall, x, y);
     if (json_output) {
         printf("{\n  \"kernels\": \"%s\",\n  \"fma_peak_gmacs_1t\": %.2f,\n  \"fma_peak_gmacs_2t\": %.2f,\n"
-               "  \"prompt\": [", K3_KERNELS_NAME, peak[1], peak[2]);
+               "  \"prompt\": [", k3_kernels_name(), peak[1], peak[2]);
         for (int i = 0; i < N_PROMPT_CASES; i++)
             printf("%s\n    {\"what\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"tokens\": %d, "
                    "\"threads\": %d, \"gmacs_per_cpu_s\": %.2f, \"of_core_peak\": %.3f, \"gmacs_wall\": %.2f}",
@@ -832,7 +832,7 @@ static void prompt_report(const float *x, float *y, float *sink)
         printf("\n  ]\n}\n");
         return;
     }
-    printf("kernels: %s\n", K3_KERNELS_NAME);
+    printf("kernels: %s\n", k3_kernels_name());
     printf("fma peak (%d register chains, no memory), G multiply-adds per CPU second: 1 thread %.1f, "
            "2 threads %.1f (summed)\n", FMA_PEAK_CHAINS, peak[1], peak[2]);
     printf("prompt matmul shapes (k3_matmul, best of 5): G multiply-adds per CPU second (all threads'),\n"
@@ -961,7 +961,7 @@ int main(int argc, char **argv)
     bandwidth_setup(&bw, bw_bytes);
     bandwidth_measure(&bw, bw_reps, &sink);
     if (experts_only) {
-        printf("kernels: %s\nmemory read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", K3_KERNELS_NAME,
+        printf("kernels: %s\nmemory read bandwidth: %.2f GB/s (1 thread), %.2f GB/s (2 threads)\n", k3_kernels_name(),
                bw.best_gbs[1], bw.best_gbs[2]);
         experts_report(&bw, &sink);
         bandwidth_measure(&bw, bw_reps, &sink);   /* the reference is the best seen, before or after */
@@ -990,11 +990,11 @@ int main(int argc, char **argv)
         n_gguf = gguf_measure(gguf, MAX_GGUF, gguf_rows, gguf_cols, xg, yg, gguf_reps, &bw, bw_reps, &sink);
         if (json_output) {
             printf("{\n  \"kernels\": \"%s\",\n  \"read_gbs_1t\": %.2f,\n  \"read_gbs_2t\": %.2f,\n  \"gguf\": ",
-                   K3_KERNELS_NAME, bw.best_gbs[1], bw.best_gbs[2]);
+                   k3_kernels_name(), bw.best_gbs[1], bw.best_gbs[2]);
             gguf_print_json(gguf, n_gguf, &bw);
             printf(",\n  \"seconds\": %.1f\n}\n", now_seconds() - t_start);
         } else {
-            printf("kernels: %s\n", K3_KERNELS_NAME);
+            printf("kernels: %s\n", k3_kernels_name());
             gguf_print(gguf, n_gguf, gguf_rows, gguf_cols, gguf_reps, &bw);
             printf("\ntotal %.1f s\n", now_seconds() - t_start);
         }

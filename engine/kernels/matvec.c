@@ -132,9 +132,14 @@ int k3_kernels_scalar_forced(void)
     return kernels_scalar_forced;
 }
 
-/* Which vector back end kernels_arch.h compiled in (k3 --version, bench). */
+/* Which vector back end kernels_arch.h compiled in (k3 --version, bench),
+ * and whether the q8 MXFP4 kernel found AVX-VNNI on this CPU. */
 const char *k3_kernels_name(void)
 {
+#ifdef K3_HAVE_AVX_VNNI_Q8
+    if (k3_mxfp4_q8_vnni(-1))
+        return K3_KERNELS_NAME " + AVX-VNNI (q8 MXFP4)";
+#endif
     return K3_KERNELS_NAME;
 }
 
