@@ -186,6 +186,19 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
     v32_from_bf16_table(table, nibbles, w);
 }
 
+/* One MXFP4 group's 32 doubled E2M1 codes + 12 (0..24, unsigned), in q8
+ * position order: the low nibbles in the low 128 bits (positions 0-15),
+ * the high ones above (16-31). */
+K3_INLINE __m256i mxfp4_q8_codes(const uint8_t *bytes16)
+{
+    const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
+                                                   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
+    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
+                                       _mm256_set1_epi8(0x0F));
+    return _mm256_shuffle_epi8(codes_plus_12, nibbles);
+}
+
 /* The 8 integer partial sums of one MXFP4 group against 32 int8 codes in
  * q8 position order (mxfp4_q8.c), as exact floats: lane l = sum over
  * positions 4l..4l+3 of doubled E2M1 code x q. The nibbles unpack as for
@@ -199,12 +212,7 @@ K3_INLINE void v32_from_mxfp4_lanes(const uint8_t *bytes16, uint8_t scale, v8f w
 K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
                                             const int32_t *const *offsets8, v8f *partials)
 {
-    const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                                   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
-    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                       _mm256_set1_epi8(0x0F));
-    __m256i codes = _mm256_shuffle_epi8(codes_plus_12, nibbles);
+    const __m256i codes = mxfp4_q8_codes(bytes16);
     for (int t = 0; t < n_tokens; t++) {
         __m256i pairs = _mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)q32[t]));
         __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
@@ -225,12 +233,7 @@ K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens,
 K3_INLINE void v8_mxfp4_q8_partials_tokens_vnni(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
                                                  const int32_t *const *offsets8, v8f *partials)
 {
-    const __m256i codes_plus_12 = _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0,
-                                                   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
-    __m256i packed = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bytes16));
-    __m256i nibbles = _mm256_and_si256(_mm256_srlv_epi32(packed, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4)),
-                                       _mm256_set1_epi8(0x0F));
-    __m256i codes = _mm256_shuffle_epi8(codes_plus_12, nibbles);
+    const __m256i codes = mxfp4_q8_codes(bytes16);
     for (int t = 0; t < n_tokens; t++) {
         __m256i sums = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)offsets8[t]));
         __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(sums) : "x"(codes), "xm"(*(const __m256i_u *)q32[t]));

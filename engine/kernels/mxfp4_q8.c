@@ -260,26 +260,33 @@ Q8_DOT_ROWS(q8_dot_rows_1_vnni, 1, 1)
 Q8_DOT_ROWS(q8_dot_rows_2_vnni, 2, 1)
 #endif
 
-/* -1 until asked: whether the CPU has AVX-VNNI (and tests have not turned
- * it off). */
+/* -1 until asked: whether the AVX-VNNI path is in use (the CPU has it and
+ * tests have not turned it off). */
 static int q8_vnni_state = -1;
+
+/* Whether the CPU has AVX-VNNI: CPUID leaf 7, subleaf 1, EAX bit 4 (asked
+ * directly: not every compiler's __builtin_cpu_supports knows the name).
+ * CPUID traps to the hypervisor in a VM (21 us a call here), so it is
+ * asked once, not per matvec. */
+static int q8_vnni_cpu(void)
+{
+#ifdef K3_HAVE_AVX_VNNI_Q8
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 4 & 1);
+#else
+    return 0;
+#endif
+}
 
 /* See mxfp4.h. */
 int k3_mxfp4_q8_vnni(int set)
 {
-#ifdef K3_HAVE_AVX_VNNI_Q8
-    /* CPUID leaf 7, subleaf 1, EAX bit 4: AVX-VNNI (asked directly: not
-     * every compiler's __builtin_cpu_supports knows the name) */
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    const int have = __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax >> 4 & 1);
-#else
-    const int have = 0;
-#endif
-    if (set >= 0)
-        __atomic_store_n(&q8_vnni_state, set && have, __ATOMIC_RELAXED);
-    else if (__atomic_load_n(&q8_vnni_state, __ATOMIC_RELAXED) < 0)
-        __atomic_store_n(&q8_vnni_state, have, __ATOMIC_RELAXED);
-    return __atomic_load_n(&q8_vnni_state, __ATOMIC_RELAXED);
+    int state = __atomic_load_n(&q8_vnni_state, __ATOMIC_RELAXED);
+    if (set >= 0 || state < 0) {
+        state = (set != 0) && q8_vnni_cpu();
+        __atomic_store_n(&q8_vnni_state, state, __ATOMIC_RELAXED);
+    }
+    return state;
 }
 
 /* The row kernel for n_tokens (1 or 2) on this CPU. */
