@@ -81,8 +81,7 @@ send "/quit"
 
 # 6. LANG=C at 80x24: a missing figure reads n/a between | bullets; after an
 # answer the speed row is not cut (the draft figures move to their own row)
-$TM kill-session -t k3 2>/dev/null
-$TM new-session -d -s k3 -x 80 -y 24 \
+tmux_replace 80 24 \
     "env LANG=C LC_ALL=C HOME=$HOME XDG_DATA_HOME=$XDG_DATA_HOME XDG_STATE_HOME=$XDG_STATE_HOME PS1='K3SHELL\$ ' sh"
 sleep 0.3
 $TM send-keys -t k3 "$K3 chat $M --db $OUT/c.db" Enter

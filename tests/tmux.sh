@@ -19,6 +19,16 @@ tmux_start() {
     $TM new-session -d -s k3 -x "$2" -y "$3" "$4"
 }
 
+# tmux_replace COLS ROWS COMMAND: a fresh pane "k3" in the same server.
+# The new session starts (as k3new) before the old one is killed: killing
+# a server's last session makes it exit, and a new-session sent to a
+# server still on its way out dies with it (an empty screen).
+tmux_replace() {
+    $TM new-session -d -s k3new -x "$1" -y "$2" "$3"
+    $TM kill-session -t k3 2>/dev/null
+    $TM rename-session -t k3new k3
+}
+
 # tmux_stop: the server and its socket file.
 tmux_stop() {
     [ -n "$TM" ] || return 0
