@@ -858,13 +858,17 @@ static const struct {
     int64_t rows, cols;
     int n_tokens;
     int threads;   /* 1: one expert per thread (the other core runs another) */
+    int q8;        /* under --activations q8 (int8 dot products) */
 } prompt_cases[] = {
-    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 16, 1},
-    {"expert down", K3_DT_MXFP4, 512, 1536, 16, 1},
-    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 48, 1},
-    {"shared gate/up", K3_DT_BF16, 3072, 1024, 256, 2},
-    {"shared down", K3_DT_BF16, 1024, 3072, 256, 2},
-    {"attention proj", K3_DT_BF16, 1024, 1024, 256, 2},
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 16, 1, 0},
+    {"expert down", K3_DT_MXFP4, 512, 1536, 16, 1, 0},
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 48, 1, 0},
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 16, 1, 1},
+    {"expert down", K3_DT_MXFP4, 512, 1536, 16, 1, 1},
+    {"expert gate/up", K3_DT_MXFP4, 1536, 512, 48, 1, 1},
+    {"shared gate/up", K3_DT_BF16, 3072, 1024, 256, 2, 0},
+    {"shared down", K3_DT_BF16, 1024, 3072, 256, 2, 0},
+    {"attention proj", K3_DT_BF16, 1024, 1024, 256, 2, 0},
 };
 enum { N_PROMPT_CASES = sizeof prompt_cases / sizeof prompt_cases[0] };
 
@@ -878,6 +882,7 @@ static void prompt_measure(double *gmacs, double *gmacs_wall, const float *x, fl
         const double macs = (double)prompt_cases[i].rows * prompt_cases[i].cols * prompt_cases[i].n_tokens;
         int calls = (int)(5e8 / macs) + 1;
         omp_set_num_threads(prompt_cases[i].threads);
+        k3_kernels_set_activations_q8(prompt_cases[i].q8);
         k3_matmul(y, &m.w, x, prompt_cases[i].n_tokens);
         double best = 1e30, best_wall = 1e30;
         for (int round = 0; round < (quick_mode ? 2 : 5); round++) {
@@ -894,6 +899,7 @@ static void prompt_measure(double *gmacs, double *gmacs_wall, const float *x, fl
         gmacs_wall[i] = macs / best_wall * 1e-9;
         matrix_release(&m);
     }
+    k3_kernels_set_activations_q8(0);
     omp_set_num_threads(2);
 }
 
@@ -910,7 +916,7 @@ static void prompt_report(const float *x, float *y, float *sink)
         for (int i = 0; i < N_PROMPT_CASES; i++)
             printf("%s\n    {\"what\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"tokens\": %d, "
                    "\"threads\": %d, \"gmacs_per_cpu_s\": %.2f, \"of_core_peak\": %.3f, \"gmacs_wall\": %.2f}",
-                   i ? "," : "", prompt_cases[i].what, k3_dtype_name(prompt_cases[i].dt),
+                   i ? "," : "", prompt_cases[i].what, prompt_cases[i].q8 ? "MXFP4-q8" : k3_dtype_name(prompt_cases[i].dt),
                    (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols, prompt_cases[i].n_tokens,
                    prompt_cases[i].threads, gmacs[i], gmacs[i] / peak[1], gmacs_wall[i]);
         printf("\n  ]\n}\n");
@@ -921,13 +927,13 @@ static void prompt_report(const float *x, float *y, float *sink)
            "2 threads %.1f (summed)\n", FMA_PEAK_CHAINS, peak[1], peak[2]);
     printf("prompt matmul shapes (k3_matmul, best of 5): G multiply-adds per CPU second (all threads'),\n"
            "its fraction of one core's peak, and per wall second\n");
-    printf("  %-15s %-6s %11s %4s %3s | %9s %6s | %8s\n", "what", "dtype", "matrix", "T", "thr", "G mac/cpu",
+    printf("  %-15s %-8s %11s %4s %3s | %9s %6s | %8s\n", "what", "dtype", "matrix", "T", "thr", "G mac/cpu",
            "peak", "G mac/s");
     for (int i = 0; i < N_PROMPT_CASES; i++) {
         char shape[32];
         snprintf(shape, sizeof shape, "%lldx%lld", (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols);
-        printf("  %-15s %-6s %11s %4d %3d | %9.1f %5.0f%% | %8.1f\n", prompt_cases[i].what,
-               k3_dtype_name(prompt_cases[i].dt), shape, prompt_cases[i].n_tokens, prompt_cases[i].threads,
+        printf("  %-15s %-8s %11s %4d %3d | %9.1f %5.0f%% | %8.1f\n", prompt_cases[i].what,
+               prompt_cases[i].q8 ? "MXFP4-q8" : k3_dtype_name(prompt_cases[i].dt), shape, prompt_cases[i].n_tokens, prompt_cases[i].threads,
                gmacs[i], 100 * gmacs[i] / peak[1], gmacs_wall[i]);
     }
 }
