@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include "k3.h"
 #include "k3_util.h"
+#include "cpu_limit.h"
 #include "kernels.h"
 #include "kernels_arch.h"
 #include "quant_matvec.h"
@@ -95,23 +96,6 @@ static void *alloc_big(size_t bytes)
     return p;
 }
 
-/* The last-level cache's size: glibc's sysconf, else sysfs, else 32 MiB.
- * The VMs this runs on have had 32 MiB and 260 MiB of L3. */
-static size_t l3_bytes(void)
-{
-    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (v > 0)
-        return (size_t)v;
-    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
-    unsigned long kib = 0;
-    if (f) {
-        if (fscanf(f, "%luK", &kib) != 1)
-            kib = 0;
-        fclose(f);
-    }
-    return kib ? (size_t)kib << 10 : (size_t)32 << 20;
-}
-
 /* How many copies of a `bytes` matrix the timed passes take in turn: the
  * others' bytes between two reads of one copy are at least twice the L3,
  * so no pass finds its matrix still cached. One matrix read over and over
@@ -119,7 +103,7 @@ static size_t l3_bytes(void)
  * MiB L3: the Q8_0 matvec "read" 130% of the read bandwidth). */
 static int copies_needed(size_t bytes)
 {
-    size_t others = 2 * l3_bytes();
+    size_t others = 2 * k3_l3_cache_bytes();
     size_t n = 1 + (others + bytes - 1) / bytes;
     return n < 2 ? 2 : (int)n;
 }
@@ -442,7 +426,7 @@ static void print_table(const bandwidth_state *bw, int bw_reps, const matvec_res
     printf("\nmatvec y = W x, best of %d passes over copies of the weights holding 2x the %zu MiB L3;\n"
            "GB/s of weights (+fp8 scales) read;\n"
            "ratio = / read bandwidth at the same thread count; L2 = 1 thread, matrix in cache\n", mv_reps,
-           l3_bytes() >> 20);
+           k3_l3_cache_bytes() >> 20);
     printf("  %-8s %11s %5s | %8s %6s %5s | %8s %6s %5s | %8s\n", "dtype", "matrix", "MiB",
            "1t GB/s", "Gw/s", "ratio", "2t GB/s", "Gw/s", "ratio", "L2 Gw/s");
     for (int i = 0; i < n_mv; i++) {
@@ -752,7 +736,7 @@ static void gguf_print(const gguf_result *res, int n, int64_t rows, int64_t cols
            "--activations q8: Gw/s, %% of read bandwidth, cpu and L2 Gw/s at 1 thread, Gw/s and %% of\n"
            "read bandwidth at 2 threads;\n"
            "cpu = 1 thread, weights per second of CPU time (what it does when it runs, on a shared machine)\n",
-           (long long)rows, (long long)cols, reps, l3_bytes() >> 20, bw->best_gbs[1], bw->best_gbs[2], GGUF_MATMUL_TOKENS,
+           (long long)rows, (long long)cols, reps, k3_l3_cache_bytes() >> 20, bw->best_gbs[1], bw->best_gbs[2], GGUF_MATMUL_TOKENS,
            quick_mode ? 1024LL : 4096LL);
     printf("  %-7s %6s | %6s %6s %5s %6s %6s | %6s %6s %5s %6s | %7s | %7s %7s | %6s %5s %6s %6s | %6s %5s\n",
            "type", "B/w", "1t Gw/s", "GB/s", "bw", "vsBF16", "cpu", "2t Gw/s", "GB/s", "bw", "vsBF16", "L2 Gw/s",
@@ -976,7 +960,7 @@ static double expert_wave_seconds(const bench_matrix *pool, const int *ids, cons
 static void experts_report(bandwidth_state *bw, int bw_reps, float *sink)
 {
     const size_t expert_bytes = 3 * ((size_t)EXPERT_WIDTH * EXPERT_WIDTH / 2 + (size_t)EXPERT_WIDTH * EXPERT_WIDTH / 32);
-    int n_pool = (int)((2 * l3_bytes() + expert_bytes - 1) / expert_bytes) + EXPERT_WAVE;
+    int n_pool = (int)((2 * k3_l3_cache_bytes() + expert_bytes - 1) / expert_bytes) + EXPERT_WAVE;
     if (n_pool < EXPERT_POOL_MIN)
         n_pool = EXPERT_POOL_MIN;
     bench_matrix *pool = malloc(sizeof *pool * (size_t)n_pool * 3);
@@ -998,7 +982,7 @@ static void experts_report(bandwidth_state *bw, int bw_reps, float *sink)
     const int waves = quick_mode ? 8 : 40;
     printf("\nexpert waves: %d of %d experts (%.0f MiB; L3 %zu MiB), 3 x %dx%d MXFP4 each (%.2f MiB an expert),\n"
            "best of %d waves; GB/s of expert weights; ratio = / read bandwidth at the same thread count\n",
-           EXPERT_WAVE, n_pool, n_pool * 3 * pool[0].weight_bytes / 1048576.0, l3_bytes() >> 20, EXPERT_WIDTH,
+           EXPERT_WAVE, n_pool, n_pool * 3 * pool[0].weight_bytes / 1048576.0, k3_l3_cache_bytes() >> 20, EXPERT_WIDTH,
            EXPERT_WIDTH, 3 * pool[0].weight_bytes / 1048576.0, waves);
     double rows_gbs[2][2][3] = {{{0}}};   /* [q8][one_per_thread][threads] */
     for (int q8 = 0; q8 <= 1; q8++)
@@ -1063,8 +1047,8 @@ int main(int argc, char **argv)
     }
     /* the read probe: 1 GiB and at least 4x the L3 (256 MiB quick) */
     size_t bw_bytes = quick_mode ? (size_t)256 << 20 : (size_t)1 << 30;
-    if (!quick_mode && bw_bytes < 4 * l3_bytes())
-        bw_bytes = (4 * l3_bytes() + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+    if (!quick_mode && bw_bytes < 4 * k3_l3_cache_bytes())
+        bw_bytes = (4 * k3_l3_cache_bytes() + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
     int bw_reps = quick_mode ? 2 : 4;
     int mv_reps = quick_mode ? 3 : 8;
     int mm_reps = quick_mode ? 1 : 3;

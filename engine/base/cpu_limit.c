@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "k3.h"
 #include "cgroup.h"
 #include "cpu_limit.h"
@@ -116,4 +117,18 @@ int k3_threads_startable(int want)
     pthread_mutex_unlock(&p.lock);
     for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
     return started;
+}
+
+/* See cpu_limit.h. */
+size_t k3_l3_cache_bytes(void)
+{
+    long v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (v > 0) return (size_t)v;
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    unsigned long kib = 0;
+    if (f) {
+        if (fscanf(f, "%luK", &kib) != 1) kib = 0;
+        fclose(f);
+    }
+    return kib ? (size_t)kib << 10 : (size_t)32 << 20;
 }

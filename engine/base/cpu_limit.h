@@ -34,4 +34,11 @@ int k3_threads_startable(int want);
  * K3_TEST_SYSFS_ROOT as in cgroup.h). */
 void k3_cpu_limit_read(k3_cpu_limit *out);
 
+/* The last-level (L3) cache's bytes: glibc's sysconf, else sysfs, else 32
+ * MiB. Speed probes stream more than twice this, so a pass cannot find
+ * the previous pass's bytes still cached: these VMs have shown 32 MiB and
+ * 260 MiB, and a 256 MiB matrix read again and again came partly from the
+ * 260 MiB L3. */
+size_t k3_l3_cache_bytes(void);
+
 #endif

@@ -58,6 +58,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <jansson.h>
+#include "cpu_limit.h"
 #include "expert_cache.h"
 #include "forward.h"
 #include "io.h"
@@ -131,13 +132,16 @@ static double time_kernel(void (*fn)(void *), void *arg, double min_s)
 
 typedef struct probe_arg { k3_weight w; float *x, *y; } probe_arg;
 /* A decode token streams many different matrices once each: the matvec
- * rate is timed as one sweep over PROBE_SWEEP_MATRICES matrices at
- * successive addresses (the whole buffer), not one matrix called again and
- * again, which the caches and prefetchers favour (bf16, 2 threads: 34.6
- * GB/s on one 64 MiB matrix against 29.2 GB/s streaming 2 GiB of
- * 3072 x 3072 matrices, 13-16% at 1 and 2 threads). */
-#define PROBE_SWEEP_MATRICES 4
-typedef struct sweep_arg { probe_arg m[PROBE_SWEEP_MATRICES]; int n; } sweep_arg;
+ * rate is timed as one sweep over 64 MiB matrices at successive addresses
+ * (the whole buffer), not one matrix called again and again, which the
+ * caches and prefetchers favour (bf16, 2 threads: 34.6 GB/s on one 64 MiB
+ * matrix against 29.2 GB/s streaming 2 GiB of 3072 x 3072 matrices, 13-16%
+ * at 1 and 2 threads). The sweep is 256 MiB and at least twice the L3
+ * (k3_l3_cache_bytes: 9 matrices under a 260 MiB L3), at most
+ * PROBE_SWEEP_MAX matrices. */
+#define PROBE_SWEEP_MIN 4
+#define PROBE_SWEEP_MAX 32
+typedef struct sweep_arg { probe_arg m[PROBE_SWEEP_MAX]; int n; } sweep_arg;
 static void run_sweep(void *a)
 {
     sweep_arg *p = a;
@@ -154,9 +158,9 @@ static void run_situ(void *a)
 }
 static void run_matmul(void *a) { probe_arg *p = a; k3_matmul(p->y, &p->w, p->x, K3_CHUNK_TOKENS); }
 
-/* Per format: matvec as a sweep over four 64 MiB matrices (256 MiB, far
- * more than the last-level cache, as a model's weights are; fewer where
- * memory is short), matmul on the first of them, through the kernels the
+/* Per format: matvec as a sweep over 64 MiB matrices (at least 256 MiB and
+ * twice the last-level cache, as a model's weights are; fewer where memory
+ * is short), matmul on the first of them, through the kernels the
  * forward pass calls. The bytes are 0x3C everywhere: a normal value in
  * every format, so no denormal slows a kernel down. */
 int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
@@ -172,7 +176,9 @@ int k3_kernel_rates_measure(int n_threads, k3_kernel_rates *out, k3_error *err)
     const size_t buf_bytes = 64u << 20;
     k3_mem_limit lim;
     k3_mem_limit_read(0, &lim);
-    int n_sweep = PROBE_SWEEP_MATRICES;
+    int n_sweep = (int)((2 * k3_l3_cache_bytes() + buf_bytes - 1) / buf_bytes);
+    if (n_sweep < PROBE_SWEEP_MIN) n_sweep = PROBE_SWEEP_MIN;
+    if (n_sweep > PROBE_SWEEP_MAX) n_sweep = PROBE_SWEEP_MAX;
     while (n_sweep > 1 && lim.avail_bytes && (uint64_t)n_sweep * buf_bytes > lim.avail_bytes / 4) n_sweep--;
     const size_t sweep_bytes = buf_bytes * (size_t)n_sweep;
     uint8_t *buf = aligned_alloc(64, sweep_bytes);
