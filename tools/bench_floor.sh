@@ -2,9 +2,9 @@
 # bench_floor.sh - resident decode against the memory floor (issue 28), side
 # by side in one run: each run of `k3 bench MODEL --activations PATH` comes
 # right after `bench_kernels --experts`, whose best 2-thread read of 1 GiB
-# that minute gives the floor: the bytes one token touches (the whole trunk
-# and top_k experts of each MoE layer, from `k3 plan --json`) over that
-# bandwidth. A measurement, not a test.
+# (at least 4x the L3) that minute gives the floor: the bytes one token
+# touches (the whole trunk and top_k experts of each MoE layer, from
+# `k3 plan --json`) over that bandwidth. A measurement, not a test.
 #
 #   sh tools/bench_floor.sh            MODEL=/tmp/k3-16g, PATHS="q8 f32", REPEAT=4
 #
