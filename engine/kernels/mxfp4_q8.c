@@ -183,7 +183,7 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
 
 /* Tokens whose quantized x share one nibble lookup in a prompt (the
  * accumulators of 4 rows x 2 tokens fit the registers). */
-#define Q8_TOKENS 2
+#define Q8_TOKENS 4
 
 /* N_ROWS (1..4) rows against N_TOKENS (1..Q8_TOKENS) quantized x: per
  * group, each row's nibbles are looked up once and give each token's 8
@@ -198,13 +198,13 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, int vnni, const uint8_t *c
     v8f acc[4][Q8_TOKENS];
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < n_tokens; t++)
             acc[r][t] = v8_zero();
     for (int64_t g = 0; g < cols / 32; g++) {
         const int8_t *q[Q8_TOKENS];
         const int32_t *offsets[Q8_TOKENS];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < n_tokens; t++) {
             q[t] = xq[t].q + g * 32;
             offsets[t] = xq[t].offsets + g * 8;
@@ -214,7 +214,7 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, int vnni, const uint8_t *c
             for (int r = 0; r < n_rows; r++)
                 __builtin_prefetch(packed[r] + g * 16 + Q8_PREFETCH_AHEAD_BYTES, 0, 3);
         v8f d[Q8_TOKENS];   /* each token's group scale, in every lane */
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < n_tokens; t++)
             d[t] = v8_keep(v8_set1(xq[t].d[g]));
 #pragma GCC unroll 4
@@ -230,14 +230,14 @@ K3_INLINE void q8_dot_block(int n_rows, int n_tokens, int vnni, const uint8_t *c
              * scalar d * half_scale): a broadcast load and a vector
              * multiply, no broadcast shuffle per row */
             const v8f half_scale = v8_set1(k3_mxfp4_half_scales[scale[r][g]]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
             for (int t = 0; t < n_tokens; t++)
                 acc[r][t] = v8_fma(partial[t], v8_mul(d[t], half_scale), acc[r][t]);
         }
     }
 #pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < n_tokens; t++)
             out[r][t] = v8_hsum(acc[r][t]);
 }
@@ -255,9 +255,13 @@ typedef void q8_dot_rows_fn(int n_rows, const uint8_t *const *packed, const uint
     }
 Q8_DOT_ROWS(q8_dot_rows_1, 1, 0)
 Q8_DOT_ROWS(q8_dot_rows_2, 2, 0)
+Q8_DOT_ROWS(q8_dot_rows_3, 3, 0)
+Q8_DOT_ROWS(q8_dot_rows_4, 4, 0)
 #ifdef K3_HAVE_AVX_VNNI_Q8
 Q8_DOT_ROWS(q8_dot_rows_1_vnni, 1, 1)
 Q8_DOT_ROWS(q8_dot_rows_2_vnni, 2, 1)
+Q8_DOT_ROWS(q8_dot_rows_3_vnni, 3, 1)
+Q8_DOT_ROWS(q8_dot_rows_4_vnni, 4, 1)
 #endif
 
 /* -1 until asked: whether the AVX-VNNI path is in use (the CPU has it and
@@ -289,14 +293,17 @@ int k3_mxfp4_q8_vnni(int set)
     return state;
 }
 
-/* The row kernel for n_tokens (1 or 2) on this CPU. */
+/* The row kernel for n_tokens (1..Q8_TOKENS) on this CPU. */
 static q8_dot_rows_fn *q8_dot_rows_for(int n_tokens)
 {
 #ifdef K3_HAVE_AVX_VNNI_Q8
+    static q8_dot_rows_fn *const vnni[Q8_TOKENS] = {q8_dot_rows_1_vnni, q8_dot_rows_2_vnni, q8_dot_rows_3_vnni,
+                                                    q8_dot_rows_4_vnni};
     if (k3_mxfp4_q8_vnni(-1))
-        return n_tokens == 2 ? q8_dot_rows_2_vnni : q8_dot_rows_1_vnni;
+        return vnni[n_tokens - 1];
 #endif
-    return n_tokens == 2 ? q8_dot_rows_2 : q8_dot_rows_1;
+    static q8_dot_rows_fn *const plain[Q8_TOKENS] = {q8_dot_rows_1, q8_dot_rows_2, q8_dot_rows_3, q8_dot_rows_4};
+    return plain[n_tokens - 1];
 }
 
 /* Rows [b, e) for n_tokens (1..Q8_TOKENS) quantized x into y[t]: four
