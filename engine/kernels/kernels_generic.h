@@ -202,7 +202,7 @@ K3_INLINE v8f v8_mxfp4_q8_partials(const uint8_t *bytes16, const int8_t *q32, co
 K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens, const int8_t *const *q32,
                                             const int32_t *const *offsets8, v8f *partials)
 {
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < n_tokens; t++)
         partials[t] = v8_mxfp4_q8_partials(bytes16, q32[t], offsets8[t]);
 }

@@ -213,7 +213,7 @@ K3_INLINE void v8_mxfp4_q8_partials_tokens(const uint8_t *bytes16, int n_tokens,
                                             const int32_t *const *offsets8, v8f *partials)
 {
     const __m256i codes = mxfp4_q8_codes(bytes16);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < n_tokens; t++) {
         __m256i pairs = _mm256_maddubs_epi16(codes, _mm256_loadu_si256((const __m256i *)q32[t]));
         __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)),
@@ -235,7 +235,7 @@ K3_INLINE void v8_mxfp4_q8_partials_tokens_vnni(const uint8_t *bytes16, int n_to
                                                  const int32_t *const *offsets8, v8f *partials)
 {
     const __m256i codes = mxfp4_q8_codes(bytes16);
-    #pragma GCC unroll 4
+#pragma GCC unroll 4
     for (int t = 0; t < n_tokens; t++) {
         __m256i sums = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)offsets8[t]));
         __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(sums) : "x"(codes), "xm"(*(const __m256i_u *)q32[t]));
