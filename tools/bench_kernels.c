@@ -24,12 +24,13 @@
  * matrices (k3-16g's), one expert per thread, against the same bytes as
  * three matvecs each split over the threads, and the read bandwidth.
  *
- * usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts]
+ * usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts] [--no-vnni]
  *   --json    one JSON object on stdout instead of the table
  *   --quick   smaller buffers and fewer repetitions (smoke test, ~5 s)
  *   --gguf    only the bandwidth and the GGUF block-type table
  *   --prompt  only the fma peak and the prompt-shaped matmuls (~10 s)
- *   --experts only the bandwidth and the expert waves (~10 s; text only) */
+ *   --experts only the bandwidth and the expert waves (~10 s; text only)
+ *   --no-vnni the q8 MXFP4 kernel's AVX2 path on a CPU with AVX-VNNI */
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,7 @@
 #include "k3_util.h"
 #include "cpu_limit.h"
 #include "kernels.h"
+#include "mxfp4.h"
 #include "kernels_arch.h"
 #include "quant_matvec.h"
 #include "quant_types.h"
@@ -403,8 +405,10 @@ static void parse_args(int argc, char **argv)
             prompt_only = 1;
         else if (!strcmp(argv[i], "--experts"))
             experts_only = 1;
+        else if (!strcmp(argv[i], "--no-vnni"))
+            k3_mxfp4_q8_vnni(0);
         else {
-            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts]\n");
+            fprintf(stderr, "usage: bench_kernels [--json] [--quick] [--gguf] [--prompt] [--experts] [--no-vnni]\n");
             exit(2);
         }
     }
