@@ -265,6 +265,7 @@ typedef struct {
     void *data;
     float *scales;
     size_t weight_bytes;   /* bytes streamed per pass (weights + scales) */
+    size_t data_bytes;     /* bytes at data (fp8's scales are apart) */
 } bench_matrix;
 
 /* A rows x cols matrix of dtype dt filled with finite random values (fp8
@@ -281,7 +282,7 @@ static bench_matrix matrix_make(k3_dtype dt, int64_t rows, int64_t cols)
         for (size_t i = 0; i < packed / 8; i++) words[i] = fill_next();
         uint8_t *sc = (uint8_t *)m.data + packed;
         for (size_t i = 0; i < n_scales; i++) sc[i] = (uint8_t)(120 + fill_next() % 8);
-        m.weight_bytes = packed + n_scales;
+        m.weight_bytes = m.data_bytes = packed + n_scales;
         m.w.dtype = dt;
         m.w.rows = rows;
         m.w.cols = cols;
@@ -302,7 +303,7 @@ static bench_matrix matrix_make(k3_dtype dt, int64_t rows, int64_t cols)
     uint64_t set = dt == K3_DT_F32 ? 0x3F0000003F000000ull : dt == K3_DT_BF16 ? 0x3F003F003F003F00ull : 0;
     for (size_t i = 0; i < bytes / 8; i++)
         words[i] = (fill_next() & keep) | set;
-    m.weight_bytes = bytes;
+    m.weight_bytes = m.data_bytes = bytes;
     if (dt == K3_DT_F8_E4M3) {
         size_t n_scales = (size_t)(((rows + 127) / 128) * ((cols + 127) / 128));
         m.scales = malloc(n_scales * sizeof(float));
@@ -329,11 +330,9 @@ static void matrix_release(bench_matrix *m)
  * is): the same weights, each copy a matrix of its own. Free the array. */
 static bench_matrix *matrix_copies(const bench_matrix *m, int *n_copies)
 {
-    const size_t data_bytes = m->w.dtype == K3_DT_MXFP4 ? m->weight_bytes
-                            : (size_t)(m->w.rows * m->w.cols) * k3_dtype_size(m->w.dtype);
     *n_copies = copies_needed(m->weight_bytes);
     size_t stride;
-    uint8_t *base = copies_make(m->data, data_bytes, *n_copies, &stride);
+    uint8_t *base = copies_make(m->data, m->data_bytes, *n_copies, &stride);
     bench_matrix *set = malloc(sizeof *set * (size_t)*n_copies);
     for (int i = 0; i < *n_copies; i++) {
         set[i] = *m;
@@ -860,6 +859,12 @@ static const struct {
 };
 enum { N_PROMPT_CASES = sizeof prompt_cases / sizeof prompt_cases[0] };
 
+/* A prompt case's name for its path: the dtype, "MXFP4-q8" under q8. */
+static const char *prompt_label(int i)
+{
+    return prompt_cases[i].q8 ? "MXFP4-q8" : k3_dtype_name(prompt_cases[i].dt);
+}
+
 /* Each prompt shape's G multiply-adds per second of CPU time (the process's:
  * OpenMP workers spinning at a barrier count, as they cost a core) and of
  * wall time, best of 5 rounds of ~0.5 G multiply-adds. */
@@ -904,7 +909,7 @@ static void prompt_report(const float *x, float *y, float *sink)
         for (int i = 0; i < N_PROMPT_CASES; i++)
             printf("%s\n    {\"what\": \"%s\", \"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld, \"tokens\": %d, "
                    "\"threads\": %d, \"gmacs_per_cpu_s\": %.2f, \"of_core_peak\": %.3f, \"gmacs_wall\": %.2f}",
-                   i ? "," : "", prompt_cases[i].what, prompt_cases[i].q8 ? "MXFP4-q8" : k3_dtype_name(prompt_cases[i].dt),
+                   i ? "," : "", prompt_cases[i].what, prompt_label(i),
                    (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols, prompt_cases[i].n_tokens,
                    prompt_cases[i].threads, gmacs[i], gmacs[i] / peak[1], gmacs_wall[i]);
         printf("\n  ]\n}\n");
@@ -921,7 +926,7 @@ static void prompt_report(const float *x, float *y, float *sink)
         char shape[32];
         snprintf(shape, sizeof shape, "%lldx%lld", (long long)prompt_cases[i].rows, (long long)prompt_cases[i].cols);
         printf("  %-15s %-8s %11s %4d %3d | %9.1f %5.0f%% | %8.1f\n", prompt_cases[i].what,
-               prompt_cases[i].q8 ? "MXFP4-q8" : k3_dtype_name(prompt_cases[i].dt), shape, prompt_cases[i].n_tokens, prompt_cases[i].threads,
+               prompt_label(i), shape, prompt_cases[i].n_tokens, prompt_cases[i].threads,
                gmacs[i], 100 * gmacs[i] / peak[1], gmacs_wall[i]);
     }
 }
@@ -1052,7 +1057,7 @@ int main(int argc, char **argv)
     /* the read probe: 1 GiB and at least 4x the L3 (256 MiB quick) */
     size_t bw_bytes = quick_mode ? (size_t)256 << 20 : (size_t)1 << 30;
     if (!quick_mode && bw_bytes < 4 * k3_l3_cache_bytes())
-        bw_bytes = (4 * k3_l3_cache_bytes() + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+        bw_bytes = 4 * k3_l3_cache_bytes();
     int bw_reps = quick_mode ? 2 : 4;
     int mv_reps = quick_mode ? 3 : 8;
     int mm_reps = quick_mode ? 1 : 3;

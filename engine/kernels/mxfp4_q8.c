@@ -181,8 +181,9 @@ float k3_mxfp4_q8_row_scalar(const k3_weight *W, int64_t r, const float *x)
 #define Q8_PREFETCH_AHEAD_BYTES 2048
 #endif
 
-/* Tokens whose quantized x share one nibble lookup in a prompt (the
- * accumulators of 4 rows x 2 tokens fit the registers). */
+/* Tokens whose quantized x share one nibble lookup in a prompt (4 rows x
+ * 4 tokens: 16 accumulators; the token loops must unroll, or the partials
+ * go through memory and four run slower than two). */
 #define Q8_TOKENS 4
 
 /* N_ROWS (1..4) rows against N_TOKENS (1..Q8_TOKENS) quantized x: per
